@@ -1,0 +1,1 @@
+"""The shipped default configuration, installed as the package ``pegasus.defaults``."""

@@ -1,0 +1,79 @@
+"""The ``pegasus`` command line.
+
+Every command takes ``--json``; on failure it prints one line ``pegasus: <reason>``
+to stderr and exits non-zero.  Commands that talk to a running system live in
+``actors.cli`` (they need Thespian); this module stays importable without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pegasus.errors import PegasusError
+from pegasus.task import machines, render
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else text)
+
+
+def cmd_machines(args: argparse.Namespace) -> int:
+    if args.name is None:
+        rows = [render.describe(m) for m in machines.MACHINES.values()]
+        text = "\n".join(f"{r['name']:<11} {len(r['states']):>2} states  {r['description']}" for r in rows)
+        _emit(args, rows, text)
+        return EXIT_OK
+    machine = machines.get(args.name)
+    if args.mermaid:
+        print(render.mermaid(machine))
+    else:
+        _emit(args, render.describe(machine), render.table(machine))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pegasus", description="Run LLM agent tasks as state machines on actors.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("machines", parents=[common], help="show a state machine's states and transitions")
+    p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")
+    p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")
+    p.set_defaults(handler=cmd_machines)
+
+    _add_runtime_commands(sub, common)
+    return parser
+
+
+def _add_runtime_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The commands that need an actor system (defined in actors.cli)."""
+    try:
+        from actors import cli as runtime_cli
+    except ImportError:  # the runtime is optional for the pure commands
+        return
+    runtime_cli.add_commands(sub, common)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except PegasusError as exc:
+        print(f"pegasus: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("pegasus: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The one msgpack codec for every persisted or transported Pegasus record.
+
+A record is an envelope ``{"pegasus": VERSION, "type": NAME, "data": {...}}``:
+the version and type are checked on decode, so bytes of another program, of a
+future format or of a truncated write fail with a clear CodecError instead of
+a half-built object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgpack
+from pydantic import BaseModel, ValidationError
+
+from pegasus.errors import CodecError
+from pegasus.task import models
+from pegasus.task.events import Event
+
+VERSION = 1
+
+_REGISTRY: dict[str, type[BaseModel]] = {
+    cls.__name__: cls
+    for cls in (
+        models.TaskContext, models.Plan, models.PlanStep, models.ActionResult, models.Reflection,
+        models.PostTaskReflection, models.StateTransition, models.TaskSnapshot, Event,
+    )
+}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def register(cls: type[M]) -> type[M]:
+    """Make another model encodable (usable as a class decorator)."""
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def encode(record: BaseModel) -> bytes:
+    name = type(record).__name__
+    if _REGISTRY.get(name) is not type(record):
+        raise CodecError(f"{name} is not a registered Pegasus record type")
+    envelope = {"pegasus": VERSION, "type": name, "data": record.model_dump(mode="json")}
+    return msgpack.packb(envelope, use_bin_type=True)
+
+
+def decode(data: bytes, expected: type[M] | None = None) -> Any:
+    """The record in ``data``; CodecError for anything that is not one."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"expected bytes, got {type(data).__name__}")
+    try:
+        envelope = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (msgpack.UnpackException, ValueError) as exc:
+        raise CodecError(f"not msgpack: {exc}") from exc
+    if not isinstance(envelope, dict) or "pegasus" not in envelope:
+        raise CodecError("not a Pegasus record (no envelope)")
+    if envelope["pegasus"] != VERSION:
+        raise CodecError(f"unsupported record version {envelope['pegasus']!r} (this Pegasus reads {VERSION})")
+    name = envelope.get("type")
+    cls = _REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise CodecError(f"unknown record type {name!r}")
+    if expected is not None and cls is not expected:
+        raise CodecError(f"expected a {expected.__name__} record, got {name}")
+    try:
+        return cls.model_validate(envelope.get("data"))
+    except ValidationError as exc:
+        raise CodecError(f"invalid {name} record: {exc}") from exc

@@ -1,0 +1,203 @@
+"""Configuration: one place for the defaults, pure parsing, files read at the edge.
+
+Layers, later ones win: the code defaults below (the shipped
+``config/pegasus.toml`` states the same values; a test keeps them equal), a user
+file (``--config PATH``, else ``$PEGASUS_CONFIG``, else ``<state dir>/pegasus.toml``
+when it exists), then environment variables.
+
+Environment rule: ``PEGASUS_<SECTION>__<KEY>=value`` sets ``[section] key``
+(e.g. ``PEGASUS_POOLS__LLM_WORKERS=8``, ``PEGASUS_LLM__BASE_URL=...``).  The value
+is read as a TOML value when it parses as one (numbers, booleans, arrays,
+quoted strings) and as a plain string otherwise.  ``PEGASUS_HOME`` sets the
+state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pegasus.errors import ConfigError
+
+ENV_PREFIX = "PEGASUS_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RuntimeSettings(_Section):
+    max_active_tasks: int = Field(5, ge=1)
+    approval_policy: Literal["auto", "manual"] = "auto"
+    default_machine: Literal["classic", "reason_act"] = "classic"
+    max_input_bytes: int = Field(65536, ge=1)
+    max_message_bytes: int = Field(262144, ge=1024)
+    max_pending_tasks: int = Field(100000, ge=1)
+    max_iterations: int = Field(5, ge=1)
+
+
+class PoolSettings(_Section):
+    llm_workers: int = Field(3, ge=1)
+    tool_workers: int = Field(3, ge=1)
+    queue_limit: int = Field(10000, ge=1)
+    llm_timeout_s: float = Field(120.0, gt=0)
+    tool_timeout_s: float = Field(60.0, gt=0)
+
+
+class CognitionSettings(_Section):
+    latency_ms: float = Field(0.0, ge=0)
+
+
+class Gate(_Section):
+    name: str
+    command: list[str] = Field(min_length=1)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class VerificationSettings(_Section):
+    gates: list[Gate] = Field(default_factory=list)
+    max_gate_retries: int = Field(1, ge=0)
+
+
+class RetrySettings(_Section):
+    max_attempts: int = Field(3, ge=1)
+    backoff_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+
+
+class SystemSettings(_Section):
+    admin_port: int = Field(19190, ge=1, le=65535)
+    bind: str = "127.0.0.1"
+    allow_non_loopback: bool = False
+    base: Literal["multiprocTCPBase", "simpleSystemBase"] = "multiprocTCPBase"
+    start_timeout_s: float = Field(20.0, gt=0)
+
+
+class StateSettings(_Section):
+    home: str = ""  # empty: $PEGASUS_HOME, else ~/.pegasus
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+class Settings(_Section):
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    pools: PoolSettings = Field(default_factory=PoolSettings)
+    cognition: CognitionSettings = Field(default_factory=CognitionSettings)
+    verification: VerificationSettings = Field(default_factory=VerificationSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    system: SystemSettings = Field(default_factory=SystemSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    def state_dir(self) -> Path:
+        """Where state, logs and Thespian's log live; never the working directory."""
+        home = self.state.home or os.environ.get("PEGASUS_HOME") or "~/.pegasus"
+        return Path(home).expanduser().resolve()
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
+        """A copy with ``{"section": {"key": value}}`` merged in, validated again."""
+        return from_layers(self.model_dump(), overrides)
+
+
+# -- pure parsing ---------------------------------------------------------------------
+
+
+def _deep_merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _explain(exc: ValidationError, origin: str) -> ConfigError:
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        problems.append(f"{key}: {error['msg']}")
+    return ConfigError(f"invalid configuration ({origin}): " + "; ".join(problems))
+
+
+def from_layers(*layers: Mapping[str, Any], origin: str = "settings") -> Settings:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _deep_merge(merged, layer)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise _explain(exc, origin) from None
+
+
+def parse_toml(text: str, origin: str = "<text>") -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
+
+
+def parse(text: str, origin: str = "<text>") -> Settings:
+    """Settings from TOML text; ConfigError names the bad key."""
+    return from_layers(parse_toml(text, origin), origin=origin)
+
+
+def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The ``PEGASUS_<SECTION>__<KEY>`` variables as a settings layer."""
+    layer: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        try:
+            value: Any = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        layer.setdefault(section, {})[key] = value
+    return layer
+
+
+# -- the edge: files and the environment ---------------------------------------------------
+
+
+def shipped_text() -> str:
+    """The text of the shipped ``config/pegasus.toml`` (package ``pegasus.defaults``)."""
+    return resources.files("pegasus.defaults").joinpath("pegasus.toml").read_text(encoding="utf-8")
+
+
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Defaults, then the user file, then the environment."""
+    environ = os.environ if environ is None else environ
+    layers: list[Mapping[str, Any]] = [Settings().model_dump()]
+    origin = "defaults"
+    candidate = path or environ.get("PEGASUS_CONFIG")
+    if candidate is None:
+        home = environ.get("PEGASUS_HOME") or "~/.pegasus"
+        implicit = Path(home).expanduser() / "pegasus.toml"
+        candidate = implicit if implicit.is_file() else None
+    if candidate is not None:
+        file = Path(candidate).expanduser()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+        layers.append(parse_toml(text, str(file)))
+        origin = str(file)
+    env = env_layer(environ)
+    if env:
+        layers.append(env)
+        origin += " + environment"
+    return from_layers(*layers, origin=origin)

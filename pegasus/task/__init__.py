@@ -1,0 +1,38 @@
+"""The pure task core: the three seed state machines, TaskFSM and the task models.
+
+Nothing here does I/O or imports Thespian (tests/pegasus/test_purity.py keeps it so).
+"""
+
+from pegasus.task import machines
+from pegasus.task.engine import Machine, build_machine
+from pegasus.task.errors import (
+    InvalidStateTransition,
+    InvalidTransitionError,
+    MachineDefinitionError,
+    RetryNotAllowedError,
+    StateEntryGateError,
+    TaskAlreadyInStateError,
+    TaskNotFoundError,
+    TaskStateError,
+    UnknownMachineError,
+)
+from pegasus.task.events import Event, EventType
+from pegasus.task.fsm import TaskFSM
+from pegasus.task.models import (
+    ActionResult,
+    Plan,
+    PlanStep,
+    PostTaskReflection,
+    Reflection,
+    StateTransition,
+    TaskContext,
+    TaskSnapshot,
+)
+
+__all__ = [
+    "ActionResult", "Event", "EventType", "InvalidStateTransition", "InvalidTransitionError",
+    "Machine", "MachineDefinitionError", "Plan", "PlanStep", "PostTaskReflection", "Reflection",
+    "RetryNotAllowedError", "StateEntryGateError", "StateTransition", "TaskAlreadyInStateError",
+    "TaskContext", "TaskFSM", "TaskNotFoundError", "TaskSnapshot", "TaskStateError",
+    "UnknownMachineError", "build_machine", "machines",
+]

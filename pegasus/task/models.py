@@ -1,0 +1,140 @@
+"""Task models of seeds 000 and 001 (pydantic v2, snake_case field names).
+
+They are plain data: no I/O, no Thespian.  ``pegasus.codec`` turns each of them
+into msgpack bytes and back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ActionType = Literal["tool_call", "generate", "sub_task", "respond"]
+Verdict = Literal["complete", "continue", "replan"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PlanStep(_Model):
+    index: int = Field(ge=0)
+    description: str
+    action_type: ActionType = "tool_call"
+    action_params: dict[str, Any] = Field(default_factory=dict)
+    completed: bool = False
+
+
+class Plan(_Model):
+    goal: str
+    steps: list[PlanStep] = Field(default_factory=list)
+    reasoning: str = ""
+
+    @property
+    def current_step(self) -> PlanStep | None:
+        """The next step not yet completed, or None when the plan is done."""
+        return next((step for step in self.steps if not step.completed), None)
+
+    @property
+    def has_more_steps(self) -> bool:
+        return self.current_step is not None
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return any(step.action_type == "tool_call" for step in self.steps)
+
+    def mark_done(self, index: int) -> None:
+        for step in self.steps:
+            if step.index == index:
+                step.completed = True
+                return
+        raise ValueError(f"plan has no step {index}")
+
+
+class ActionResult(_Model):
+    """What one executed plan step produced."""
+
+    step_index: int
+    action_type: ActionType = "tool_call"
+    tool: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    success: bool
+    output: Any = None
+    error: str | None = None
+    duration_ms: float = 0.0
+    idempotency_key: str | None = None
+
+
+class Reflection(_Model):
+    verdict: Verdict
+    assessment: str = ""
+    lessons: list[str] = Field(default_factory=list)
+    next_focus: str | None = None
+
+
+class Episode(_Model):
+    title: str
+    summary: str
+    details: str = ""
+    lesson: str = ""
+
+
+class Fact(_Model):
+    path: str
+    content: str
+
+
+class PostTaskReflection(_Model):
+    facts: list[Fact] = Field(default_factory=list)
+    episode: Episode | None = None
+    assessment: str = ""
+
+
+class TaskContext(_Model):
+    """Everything a task accumulates from creation to its end (seed 000/001)."""
+
+    # Original input
+    input_text: str = ""
+    input_metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = "cli"
+    # Cognitive stage outputs
+    perception: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    plan: Plan | None = None
+    actions_done: list[ActionResult] = Field(default_factory=list)
+    reflections: list[Reflection] = Field(default_factory=list)
+    post_reflection: PostTaskReflection | None = None
+    # Loop control
+    iteration: int = 0
+    # Result
+    final_result: Any = None
+    error: str | None = None
+    # Suspend / resume
+    suspended_state: str | None = None
+    suspend_reason: str | None = None
+    # Conversation history (working memory fragment)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class StateTransition(_Model):
+    from_state: str
+    to_state: str
+    trigger_event_type: str
+    trigger_event_id: str
+    timestamp: datetime
+
+
+class TaskSnapshot(_Model):
+    """Everything needed to rebuild a TaskFSM: what checkpoints store."""
+
+    machine: str
+    task_id: str
+    state: str
+    context: TaskContext
+    history: list[StateTransition] = Field(default_factory=list)
+    priority: int = 5
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
