@@ -2,7 +2,7 @@
 
 Every command takes ``--json``; on failure it prints one line ``pegasus: <reason>``
 to stderr and exits non-zero.  Commands that talk to a running system live in
-``actors.cli`` (they need Thespian); this module stays importable without it.
+``actors.cli`` (they need Thespian).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from actors import cli as runtime_cli
 from pegasus.errors import PegasusError
 from pegasus.task import machines, render
 
@@ -48,17 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")
     p.set_defaults(handler=cmd_machines)
 
-    _add_runtime_commands(sub, common)
-    return parser
-
-
-def _add_runtime_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The commands that need an actor system (defined in actors.cli)."""
-    try:
-        from actors import cli as runtime_cli
-    except ImportError:  # the runtime is optional for the pure commands
-        return
     runtime_cli.add_commands(sub, common)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,111 @@
+"""Process-wide Thespian settings that must be in place before a system starts.
+
+1. The bind address.  Thespian 4.0.1 builds every listening socket from an
+   address object: ``IPActorAddress.__init__`` (thespian/system/transport/
+   IPBase.py, ~line 179) sets ``self.bindname = ('', port) if external else sa``
+   -- '' is INADDR_ANY -- and ``TCPTransport.__init__`` (TCPTransport.py, line
+   300) does ``self.socket.bind(*templateAddr.addressDetails.bindArgs)`` for
+   the admin, every actor, the logger and every client endpoint.  The only
+   other consumer of ``bindArgs`` is ``TCPTransport.probeAdmin`` (line 481:
+   "is something bound to the admin port?"); UDPTransport (lines 87, 176) uses
+   it the same way.  ``bindArgs`` is consumed by ``socket.bind`` and nothing
+   else, so replacing that one property with one that returns the configured
+   host (port unchanged) moves every listening socket to that interface and
+   changes nothing about addressing, routing or comparison of addresses.
+   Messages are unauthenticated pickles: this is the security boundary.
+
+   The admin is started by ``multiprocessing`` with the *fork* method (and
+   forks again to daemonize); every actor is forked from the admin or from
+   another actor.  Module state is inherited through fork, so installing the
+   patch in the process that creates the ActorSystem covers the admin and every
+   actor it will ever create.  A 'spawn' start method would re-import Thespian
+   unpatched; system.py refuses it.
+
+2. The advertised address.  Thespian advertises the address it finds by
+   "connecting" a UDP socket towards 8.8.8.8 (the host's external IP), unless
+   ``THESPIAN_BASE_IPADDR`` is set.  A socket bound to 127.0.0.1 cannot be
+   reached at the external IP, so we set ``THESPIAN_BASE_IPADDR`` to the bind
+   address (read at each address construction, inherited through fork).
+
+3. Thespian's internal log.  ``thespian.system.utilis`` reads
+   ``THESPLOG_THRESHOLD`` / ``THESPLOG_FILE_MAXSIZE`` at import and caches
+   ``THESPLOG_FILE`` on first use (default ``$TMPDIR/thespian.log``), so setting
+   the environment alone is not enough once Thespian has been imported: we also
+   set the module's settings directly.
+
+All three are per process and one process can only serve one bind address, so
+``install`` refuses a second, different one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from thespian.system import utilis as _utilis
+from thespian.system.transport import IPBase as _ipbase
+
+_lock = threading.Lock()
+_installed: str | None = None  # the bind host this process is patched for
+_original_bind_args = _ipbase.IPActorAddress.bindArgs  # the property object
+
+
+class BindConflict(Exception):
+    """A different bind address was already installed in this process."""
+
+
+def _bind_args(self: _ipbase.IPActorAddress) -> tuple:
+    """Replacement for ``IPActorAddress.bindArgs``: same port, our host."""
+    (args,) = _original_bind_args.fget(self)
+    if _installed is None or self.af != _ipbase.socket.AF_INET:
+        # Only IPv4 is patched: TCPTransport builds TCPv4 addresses only.
+        return (args,)
+    return ((_installed, args[1]),)
+
+
+def installed_bind() -> str | None:
+    """The bind host installed in this process, or None."""
+    return _installed
+
+
+def install(bind: str, advertise: str | None) -> None:
+    """Make every Thespian socket of this process (and its forks) bind to bind.
+
+    advertise is the address other processes use to reach ours (normally the
+    bind address itself; None leaves Thespian's own detection, needed when
+    binding the wildcard address).  Idempotent for the same bind address.
+    """
+    global _installed
+    with _lock:
+        if _installed is not None and _installed != bind:
+            raise BindConflict(
+                f"this process already binds Thespian sockets to {_installed}; "
+                f"cannot also use {bind} (one bind address per process)"
+            )
+        _ipbase.IPActorAddress.bindArgs = property(_bind_args)
+        _installed = bind
+        if advertise:
+            os.environ["THESPIAN_BASE_IPADDR"] = advertise
+            # ThisSystem read the variable at import; teach it the address so
+            # it still recognises our own addresses as local.
+            _ipbase.thisSystem.add_local_addr(advertise)
+
+
+def configure_thesplog(logs_dir: Path, threshold: str = "WARNING", max_size: int = 1024 * 1024) -> Path:
+    """Send Thespian's internal log to logs_dir/thespian.log (this process and forks).
+
+    Sets the environment (for processes exec'd later) and the already-imported
+    module's cached settings (for this process and everything it forks).
+    """
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    path = logs_dir / "thespian.log"
+    os.environ["THESPLOG_FILE"] = str(path)
+    os.environ["THESPLOG_FILE_MAXSIZE"] = str(max_size)
+    os.environ["THESPLOG_THRESHOLD"] = threshold
+    level = _utilis.str_to_loglevel(threshold)
+    _utilis.thesplog_control(logging.WARNING if level is None else level, False, max_size)
+    _utilis._thesplog_file = str(path)
+    _utilis._thesplog_old_file = str(path) + ".old"
+    return path

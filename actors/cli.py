@@ -1,0 +1,192 @@
+"""The ``pegasus`` commands that talk to an actor system (wired into pegasus.cli).
+
+``run`` uses the running system (``pegasus start``) or starts an embedded one
+for the one task and shuts it down afterwards.  Every other command attaches to
+the running system and fails with a one-line reason when there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from actors import messages as m
+from actors.client import Client, resolved, spec_for
+from actors.system import SystemNotRunningError, is_running, stop_daemon
+from pegasus import config
+from pegasus.errors import PegasusError
+
+EXIT_OK, EXIT_FAILURE, EXIT_WAITING = 0, 1, 3
+
+
+def _settings(args: argparse.Namespace) -> config.Settings:
+    settings = config.load(args.config)
+    if args.port is not None:
+        settings = settings.with_overrides({"system": {"admin_port": args.port}})
+    return settings
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else text, flush=True)
+
+
+def _describe(task: dict[str, Any]) -> str:
+    lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']})",
+             f"  lifecycle: {task['lifecycle_state']}    cognitive: {task['state']}",
+             f"  input:     {task['input']}"]
+    if task.get("question"):
+        lines.append(f"  question:  {task['question']}")
+    if task.get("result") is not None:
+        lines.append(f"  result:    {task['result']}")
+    if task.get("error"):
+        lines.append(f"  error:     {task['error']} (exit_reason: {task.get('exit_reason')})")
+    return "\n".join(lines)
+
+
+def _notice_line(notice: m.TransitionNotice) -> str:
+    stage = notice.detail.get("stage")
+    extra = f"  [{stage}]" if stage else ""
+    return f"{notice.timestamp[11:23]}  {notice.machine:<10} {notice.from_state:>10} -> {notice.to_state:<10} {notice.event}{extra}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    try:
+        client = Client.connect(settings)
+        started = False
+    except SystemNotRunningError:
+        client = Client.start(settings)
+        started = True
+    with client:
+        task = client.submit(args.text, machine=args.machine, priority=args.priority, follow=True,
+                             metadata={"workspace": os.getcwd()}, source="cli")
+        if not args.json:
+            print(f"task {task['task_id']} submitted ({task['machine']}"
+                  f"{', embedded system' if started else ''})", flush=True)
+        notices = []
+        for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
+            notices.append(notice.__dict__)
+            if not args.json:
+                print(_notice_line(notice), flush=True)
+        final = client.get(task["task_id"])
+    if args.json:
+        print(json.dumps({"task": final, "transitions": notices}, indent=2, default=str))
+    else:
+        print(_describe(final))
+        if final["lifecycle_state"] == "blocked" and started:
+            print("  (the embedded system stops now; use `pegasus start` to keep tasks you can resume)")
+    if final["lifecycle_state"] == "done":
+        return EXIT_OK
+    if final["lifecycle_state"] == "blocked":
+        return EXIT_WAITING
+    print(f"pegasus: task {final['lifecycle_state']}: {final.get('error') or final['lifecycle_state']}",
+          file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    spec = spec_for(resolved(settings))
+    if is_running(spec):
+        raise PegasusError(f"a system already runs on {spec.bind}:{spec.admin_port}")
+    client, pid = Client.start_daemon(settings)
+    client.close()
+    _print(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
+           f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}")
+    return EXIT_OK
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    spec = spec_for(resolved(_settings(args)))
+    if not is_running(spec):
+        raise SystemNotRunningError(f"no Pegasus system is running on {spec.bind}:{spec.admin_port}",
+                                    spec.admin_port)
+    stop_daemon(spec)
+    _print(args, {"stopped": spec.admin_port}, f"pegasus stopped (port {spec.admin_port})")
+    return EXIT_OK
+
+
+def _with_client(args: argparse.Namespace, operation: str, *params: Any, **kwargs: Any) -> Any:
+    with Client.connect(_settings(args)) as client:
+        return getattr(client, operation)(*params, **kwargs)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    task = _with_client(args, "submit", args.text, machine=args.machine, priority=args.priority,
+                        metadata={"workspace": os.getcwd()}, source="cli")
+    _print(args, task, task["task_id"])
+    return EXIT_OK
+
+
+def _task_command(operation: str, **extra: str) -> Any:
+    def command(args: argparse.Namespace) -> int:
+        kwargs = {name: getattr(args, attr) for name, attr in extra.items()}
+        task = _with_client(args, operation, args.task_id, **kwargs)
+        _print(args, task, _describe(task))
+        return EXIT_OK
+    return command
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = _with_client(args, "list", args.state)
+    text = "\n".join(f"{r['task_id']}  {r['lifecycle_state']:<9} {r['state']:<10} p{r['priority']:<3} {r['input'][:50]}"
+                     for r in rows) or "(no tasks)"
+    _print(args, rows, text)
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    history = _with_client(args, "history", args.task_id)
+    lines = [f"{h['timestamp'][11:23]}  lifecycle  {h['from_state']:>10} -> {h['to_state']:<10} {h['trigger_event_type']}"
+             for h in history["lifecycle"]]
+    lines += [f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> {h['to_state']:<10} {h['event']}"
+              for h in history["cognitive"]]
+    _print(args, history, "\n".join(sorted(lines)))
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    stats = _with_client(args, "stats")
+    pools = "  ".join(f"{name}: {p['busy']}/{p['size']} busy, {p['queued']} queued" for name, p in stats["pools"].items())
+    text = (f"active {stats['active']}/{stats['max_active_tasks']}, queue {stats['queue_length']}\n"
+            f"tasks: {stats['tasks']}\npools: {pools}")
+    _print(args, stats, text)
+    return EXIT_OK
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    system = argparse.ArgumentParser(add_help=False, parents=[common])
+    system.add_argument("--config", help="configuration file (default: $PEGASUS_CONFIG or <state dir>/pegasus.toml)")
+    system.add_argument("--port", type=int, help="admin port of the system (default from config)")
+
+    def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, parents=[system], help=help_text)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def task_options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("text", help="what the task should do")
+        parser.add_argument("--machine", choices=["classic", "reason_act"], help="cognitive machine")
+        parser.add_argument("--priority", type=int, default=5, help="lower runs first (default 5)")
+
+    task_options(p := command("run", cmd_run, "run one task, showing each transition live"))
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the task")
+    command("start", cmd_start, "start a system in the background")
+    command("stop", cmd_stop, "stop the background system")
+    task_options(command("submit", cmd_submit, "submit a task and print its id"))
+    for name, help_text, extra in (
+        ("status", "show a task", {}), ("suspend", "suspend a running task", {}),
+        ("resume", "resume a suspended task", {"message": "message"}), ("cancel", "cancel a task", {}),
+        ("approve", "approve a draft task (manual approval)", {}), ("retry", "retry a failed task", {}),
+    ):
+        operation = "get" if name == "status" else name
+        parser = command(name, _task_command(operation, **extra), help_text)
+        parser.add_argument("task_id")
+        if name == "resume":
+            parser.add_argument("--message", help="more information for the task")
+    command("list", cmd_list, "list tasks").add_argument("--state", help="only tasks in this state")
+    command("history", cmd_history, "a task's transitions").add_argument("task_id")
+    command("stats", cmd_stats, "queue, active tasks and pools")

@@ -1,0 +1,286 @@
+"""Every message Pegasus actors exchange: frozen, module-level, picklable.
+
+Client requests are pydantic models: the supervisor validates each again on
+arrival (``revalidate``), so a request built with wrong field types (by a buggy
+or hostile client, bypassing the constructor) gets a clear error reply instead
+of corrupting a task.  Messages between Pegasus's own actors are frozen
+dataclasses: cheap to pickle, and built only by code in this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SUPERVISOR_NAME = "pegasus-supervisor"
+
+# -- client requests ----------------------------------------------------------------
+
+
+class Request(BaseModel):
+    """Base of every client request; ``request_id`` comes back in the Reply."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    request_id: str = ""
+
+
+class Configure(Request):
+    """Sent once when a system starts: the settings (as a dict) the system runs with."""
+
+    settings: dict[str, Any]
+
+
+class Submit(Request):
+    text: str
+    machine: Literal["classic", "reason_act"] | None = None
+    priority: int = Field(5, ge=0, le=1_000_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = "cli"
+    follow: bool = False  # subscribe the sender to this task before its first transition
+
+
+class Get(Request):
+    task_id: str
+
+
+class ListTasks(Request):
+    state: str | None = None
+    limit: int = Field(1000, ge=1)
+
+
+class History(Request):
+    task_id: str
+
+
+class Suspend(Request):
+    task_id: str
+    reason: str = "suspended by request"
+
+
+class Resume(Request):
+    task_id: str
+    message: str | None = None
+
+
+class Cancel(Request):
+    task_id: str
+    reason: str = "canceled by request"
+
+
+class Approve(Request):
+    task_id: str
+
+
+class Retry(Request):
+    task_id: str
+
+
+class Subscribe(Request):
+    """Stream TransitionNotice messages for one task (or all when task_id is None)."""
+
+    task_id: str | None = None
+
+
+class Unsubscribe(Request):
+    pass
+
+
+class Stats(Request):
+    pass
+
+
+REQUEST_TYPES: tuple[type[Request], ...] = (
+    Configure, Submit, Get, ListTasks, History, Suspend, Resume, Cancel, Approve, Retry,
+    Subscribe, Unsubscribe, Stats,
+)
+
+
+def revalidate(request: Request) -> Request:
+    """Validate a received request again; ValueError with a clear text if malformed."""
+    try:
+        data = {name: getattr(request, name) for name in type(request).model_fields}
+    except AttributeError as exc:  # built with model_construct and a field missing
+        raise ValueError(f"malformed {type(request).__name__}: {exc}") from None
+    try:
+        return type(request).model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"malformed {type(request).__name__}: {problems}") from None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer to every request: ``ok`` with ``data``, or an error with its kind."""
+
+    request_id: str
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True)
+class TransitionNotice:
+    """One transition of one task, streamed to subscribers.
+
+    ``machine`` is ``lifecycle`` for the supervisor's view of the task, or the
+    task's cognitive machine (``classic`` / ``reason_act``).
+    """
+
+    task_id: str
+    machine: str
+    from_state: str
+    to_state: str
+    event: str
+    timestamp: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+# -- supervisor <-> task actor ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartTask:
+    """Run (or continue) a task: its snapshot (TaskSnapshot) and what to apply first."""
+
+    snapshot: Any
+    run: int
+    llm_pool: Any
+    tool_pool: Any
+    settings: dict[str, Any]
+    resume_event: str | None = None
+    resume_payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuspendTask:
+    reason: str
+
+
+@dataclass(frozen=True)
+class TaskTransitioned:
+    """Task actor -> supervisor: one cognitive transition (and the stage that caused it)."""
+
+    task_id: str
+    run: int
+    from_state: str
+    to_state: str
+    event: str
+    timestamp: str
+    stage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TaskStopped:
+    """Task actor -> supervisor: the cognitive machine is suspended, completed or failed.
+
+    The actor exits after sending this; ``snapshot`` is everything needed to bring
+    the task back.
+    """
+
+    task_id: str
+    run: int
+    state: str
+    snapshot: Any
+    exit_reason: str | None = None
+
+
+# -- pools and workers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """Run one stage (or one verification gate) for a task, before the deadline."""
+
+    task_id: str
+    token: int
+    stage: str
+    machine: str = ""
+    context: Any = None
+    step_index: int | None = None
+    gate: dict[str, Any] | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """A stage's outcome: the event to apply (ok) or why it failed."""
+
+    task_id: str
+    token: int
+    stage: str
+    ok: bool
+    event_type: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", ""] = ""
+    worker: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str
+    size: int
+    queue_limit: int
+    timeout_s: float
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkerInit:
+    pool: str
+    index: int
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkerReady:
+    index: int
+    pid: int
+    host: str
+
+
+@dataclass(frozen=True)
+class Work:
+    """Pool -> worker: one request to run, tagged with the pool's job number."""
+
+    job: int
+    request: StageRequest
+
+
+@dataclass(frozen=True)
+class WorkDone:
+    job: int
+    result: StageResult
+
+
+@dataclass(frozen=True)
+class PoolStatsRequest:
+    ask_id: int
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    ask_id: int
+    name: str
+    size: int
+    busy: int
+    queued: int
+    replaced: int
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Wakeup payload: job ``job`` must be done by now (stale ones are ignored)."""
+
+    job: int
+
+
+@dataclass(frozen=True)
+class RetryDue:
+    """Wakeup payload of the supervisor: a retried task's backoff has passed."""
+
+    task_id: str

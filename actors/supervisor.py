@@ -1,0 +1,318 @@
+"""The supervisor: one per system (Thespian global name ``pegasus-supervisor``).
+
+It answers every client request, keeps the tasks' lifecycle through
+``pegasus.admission.Admission`` (pure), and turns Admission's effects into
+messages: create a task actor for a run, stop one, run a verification gate on
+the tool pool, stream transitions to subscribers.  A malformed, unknown or
+oversized request gets an error Reply; nothing a client sends can raise into
+Thespian (which would re-deliver it and answer with PoisonMessage).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, ChildActorExited, WakeupMessage
+
+from actors import messages as m
+from actors.pool import StagePool
+from actors.task_actor import TaskActor
+from pegasus import logs
+from pegasus.admission import Admission, Effect, Notify, RunGate, StartRun, StopRun, SuspendRun, WakeAfter
+from pegasus.config import Settings
+from pegasus.errors import PegasusError
+
+Handler = Callable[["Supervisor", Any, Any], Any]
+
+
+def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
+    """Validate a client request, run the handler, answer errors as a Reply.
+
+    The handler returns the Reply's data (or ``DEFERRED`` when it answers later).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Supervisor, request: m.Request, sender: Any) -> None:
+        request_id = str(getattr(request, "request_id", "") or "")
+        try:
+            request = m.revalidate(request)
+            if self.admission is None and not isinstance(request, m.Configure):
+                raise PegasusError("the supervisor is not configured yet (start the system with pegasus start)")
+            data = method(self, request, sender)
+        except PegasusError as exc:
+            self.send(sender, m.Reply(request_id, False, error=str(exc), error_type=type(exc).__name__))
+            return
+        except ValueError as exc:
+            self.send(sender, m.Reply(request_id, False, error=str(exc), error_type="BadRequest"))
+            return
+        except Exception as exc:  # noqa: BLE001 - the boundary: never a PoisonMessage
+            self.log.exception("request_failed", request=type(request).__name__)
+            self.send(sender, m.Reply(request_id, False, error=f"internal error: {exc}", error_type="InternalError"))
+            return
+        if data is not DEFERRED:
+            self.send(sender, m.Reply(request_id, True, data=data))
+
+    return wrapper
+
+
+DEFERRED = object()
+
+
+class Supervisor(ActorTypeDispatcher):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.admission: Admission | None = None
+        self.settings: Settings | None = None
+        self.settings_dict: dict[str, Any] = {}
+        self.pools: dict[str, Any] = {}
+        self.task_actors: dict[str, tuple[Any, int]] = {}
+        self.subscribers: list[tuple[Any, str | None]] = []
+        self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
+        self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
+        self.ask_ids = itertools.count(1)
+        self.log = logs.get("supervisor")
+
+    # -- configuration ------------------------------------------------------------------------
+    @request_handler
+    def receiveMsg_Configure(self, request: m.Configure, sender: Any) -> Any:
+        settings = Settings.model_validate(request.settings)
+        if self.settings is not None:
+            if settings != self.settings:
+                raise PegasusError("the supervisor is already configured with other settings")
+            return {"configured": True}
+        self.settings, self.settings_dict = settings, settings.model_dump()
+        logs.configure_from(self.settings_dict)
+        self.log = logs.get("supervisor")
+        for name, size, timeout in (("llm", settings.pools.llm_workers, settings.pools.llm_timeout_s),
+                                    ("tool", settings.pools.tool_workers, settings.pools.tool_timeout_s)):
+            pool = self.createActor(StagePool)
+            self.send(pool, m.PoolConfig(name, size, settings.pools.queue_limit, timeout, self.settings_dict))
+            self.pools[name] = pool
+        self.admission = Admission(settings)
+        self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
+                      max_active_tasks=settings.runtime.max_active_tasks)
+        return {"configured": True}
+
+    # -- client requests -------------------------------------------------------------------------
+    @request_handler
+    def receiveMsg_Submit(self, request: m.Submit, sender: Any) -> Any:
+        assert self.admission is not None and self.settings is not None
+        runtime = self.settings.runtime
+        size = len(request.text.encode("utf-8"))
+        if size > runtime.max_input_bytes:
+            raise ValueError(f"task text is {size} bytes; the limit is {runtime.max_input_bytes}")
+        try:
+            metadata_size = len(json.dumps(request.metadata))
+        except (TypeError, ValueError):
+            raise ValueError("metadata must be JSON-serialisable") from None
+        if metadata_size > runtime.max_message_bytes:
+            raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
+        machine = request.machine or runtime.default_machine
+        record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
+                                                request.source)
+        if request.follow:
+            self.subscribers.append((sender, record.task_id))
+        self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
+        self._carry_out(effects)
+        return record.view()
+
+    @request_handler
+    def receiveMsg_Get(self, request: m.Get, sender: Any) -> Any:
+        assert self.admission is not None
+        return self.admission.get(request.task_id).view()
+
+    @request_handler
+    def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
+        assert self.admission is not None
+        rows = []
+        for record in self.admission.records.values():
+            if request.state is None or request.state in (record.state, record.snapshot.state):
+                view = record.view()
+                rows.append({k: view[k] for k in ("task_id", "machine", "priority", "lifecycle_state", "state",
+                                                  "input", "exit_reason", "updated_at")})
+                if len(rows) >= request.limit:
+                    break
+        return rows
+
+    @request_handler
+    def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
+        assert self.admission is not None
+        record = self.admission.get(request.task_id)
+        return {"task_id": record.task_id,
+                "lifecycle": [h.model_dump(mode="json") for h in record.lifecycle.history],
+                "cognitive": list(record.cognitive_history)}
+
+    @request_handler
+    def receiveMsg_Suspend(self, request: m.Suspend, sender: Any) -> Any:
+        assert self.admission is not None
+        self._carry_out(self.admission.suspend(request.task_id, request.reason))
+        self.pending_suspend.setdefault(request.task_id, []).append((sender, request.request_id))
+        return DEFERRED
+
+    @request_handler
+    def receiveMsg_Resume(self, request: m.Resume, sender: Any) -> Any:
+        assert self.admission is not None and self.settings is not None
+        if request.message is not None and len(request.message.encode()) > self.settings.runtime.max_input_bytes:
+            raise ValueError(f"resume message is over {self.settings.runtime.max_input_bytes} bytes")
+        self._carry_out(self.admission.resume(request.task_id, request.message))
+        return self.admission.get(request.task_id).view()
+
+    @request_handler
+    def receiveMsg_Cancel(self, request: m.Cancel, sender: Any) -> Any:
+        assert self.admission is not None
+        self._carry_out(self.admission.cancel(request.task_id, request.reason))
+        self._answer_suspends(request.task_id)
+        return self.admission.get(request.task_id).view()
+
+    @request_handler
+    def receiveMsg_Approve(self, request: m.Approve, sender: Any) -> Any:
+        assert self.admission is not None
+        self._carry_out(self.admission.approve(request.task_id))
+        return self.admission.get(request.task_id).view()
+
+    @request_handler
+    def receiveMsg_Retry(self, request: m.Retry, sender: Any) -> Any:
+        assert self.admission is not None
+        self._carry_out(self.admission.retry(request.task_id))
+        return self.admission.get(request.task_id).view()
+
+    @request_handler
+    def receiveMsg_Subscribe(self, request: m.Subscribe, sender: Any) -> Any:
+        assert self.admission is not None
+        if request.task_id is not None:
+            self.admission.get(request.task_id)  # unknown task: a clear error
+        self.subscribers.append((sender, request.task_id))
+        return {"subscribed": request.task_id or "*"}
+
+    @request_handler
+    def receiveMsg_Unsubscribe(self, request: m.Unsubscribe, sender: Any) -> Any:
+        before = len(self.subscribers)
+        self.subscribers = [(a, t) for a, t in self.subscribers if a != sender]
+        return {"removed": before - len(self.subscribers)}
+
+    @request_handler
+    def receiveMsg_Stats(self, request: m.Stats, sender: Any) -> Any:
+        ask_id = next(self.ask_ids)
+        self.pending_stats[ask_id] = (sender, request.request_id, {})
+        for pool in self.pools.values():
+            self.send(pool, m.PoolStatsRequest(ask_id))
+        return DEFERRED
+
+    def receiveMsg_PoolStats(self, stats: m.PoolStats, sender: Any) -> None:
+        pending = self.pending_stats.get(stats.ask_id)
+        if pending is None or self.admission is None:
+            return
+        client, request_id, parts = pending
+        parts[stats.name] = {"size": stats.size, "busy": stats.busy, "queued": stats.queued,
+                             "replaced": stats.replaced, "workers": stats.workers}
+        if len(parts) == len(self.pools):
+            del self.pending_stats[stats.ask_id]
+            self.send(client, m.Reply(request_id, True, data={
+                "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
+                "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
+                "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers)}))
+
+    # -- reports from task actors and the tool pool ----------------------------------------------
+    def receiveMsg_TaskTransitioned(self, report: m.TaskTransitioned, sender: Any) -> None:
+        if self.admission is not None:
+            self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
+                                                         report.to_state, report.event, report.timestamp,
+                                                         report.stage))
+
+    def receiveMsg_TaskStopped(self, report: m.TaskStopped, sender: Any) -> None:
+        if self.admission is None:
+            return
+        actor = self.task_actors.get(report.task_id)
+        if actor is not None and actor[1] == report.run:
+            del self.task_actors[report.task_id]
+        self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
+                                                  report.exit_reason))
+        self._answer_suspends(report.task_id)
+
+    def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
+        if self.admission is None or result.stage != "gate":
+            return
+        detail = {**result.payload, "error": result.error, "worker": result.worker}
+        self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))
+
+    def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
+        if self.admission is not None and isinstance(wakeup.payload, m.RetryDue):
+            self._carry_out(self.admission.wake(wakeup.payload.task_id))
+
+    def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        if self.admission is None:
+            return
+        for task_id, (address, run) in list(self.task_actors.items()):
+            if address == exited.childAddress:
+                del self.task_actors[task_id]
+                self.log.warning("task_actor_lost", task_id=task_id, run=run)
+                self._carry_out(self.admission.on_run_lost(task_id, run, "the task actor exited unexpectedly"))
+                self._answer_suspends(task_id)
+                return
+
+    def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
+        # Tell every child to exit: a child created just before shutdown may not be told otherwise.
+        for address, _run in self.task_actors.values():
+            self.send(address, ActorExitRequest())
+        for pool in self.pools.values():
+            self.send(pool, ActorExitRequest())
+
+    def receiveUnrecognizedMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, ActorSystemMessage):
+            return
+        request_id = str(getattr(message, "request_id", "") or "")
+        self.send(sender, m.Reply(request_id, False, error=f"unknown request type {type(message).__name__}",
+                                  error_type="UnknownRequest"))
+
+    # -- effects ------------------------------------------------------------------------------------
+    def _carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Notify):
+                self._notify(effect)
+            elif isinstance(effect, StartRun):
+                actor = self.createActor(TaskActor)
+                self.task_actors[effect.task_id] = (actor, effect.run)
+                self.send(actor, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
+                                             self.settings_dict, effect.resume_event, effect.resume_payload))
+            elif isinstance(effect, StopRun):
+                actor = self.task_actors.pop(effect.task_id, None)
+                if actor is not None:
+                    self.send(actor[0], ActorExitRequest())
+            elif isinstance(effect, SuspendRun):
+                actor = self.task_actors.get(effect.task_id)
+                if actor is not None:
+                    self.send(actor[0], m.SuspendTask(effect.reason))
+            elif isinstance(effect, RunGate):
+                self.send(self.pools["tool"], m.StageRequest(effect.task_id, effect.token, "gate",
+                                                             gate=effect.gate, timeout_s=effect.gate["timeout_s"]))
+            elif isinstance(effect, WakeAfter):
+                self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
+
+    def _notify(self, notice: Notify) -> None:
+        if not self.subscribers:
+            return
+        message = m.TransitionNotice(notice.task_id, notice.machine, notice.from_state, notice.to_state,
+                                     notice.event, notice.timestamp, notice.detail)
+        for address, task_id in self.subscribers:
+            if task_id is None or task_id == notice.task_id:
+                self.send(address, message)
+
+    def _answer_suspends(self, task_id: str) -> None:
+        waiting = self.pending_suspend.get(task_id)
+        if not waiting or self.admission is None:
+            return
+        record = self.admission.get(task_id)
+        if record.state == "running":
+            return  # still going: the suspension has not landed yet
+        del self.pending_suspend[task_id]
+        for client, request_id in waiting:
+            if record.state == "blocked" and record.snapshot.state == "suspended":
+                self.send(client, m.Reply(request_id, True, data=record.view()))
+            else:
+                self.send(client, m.Reply(request_id, False, error_type="InvalidStateTransition",
+                                          error=f"task {task_id} ended ({record.state}) before it was suspended"))

@@ -1,0 +1,410 @@
+"""The Thespian system boundary: start, attach to and shut down an actor system.
+
+Every part of Pegasus that needs an actor system goes through this module, so
+the rules below hold everywhere:
+
+* Every socket of a Pegasus system (admin, logger, every actor, every client
+  endpoint) listens on the configured interface, 127.0.0.1 by default; a
+  non-loopback address needs ``allow_non_loopback=True`` (see ``_bind``).
+* Thespian's internal log and the actors' ``logging`` output go to
+  ``state_dir/logs/`` -- never the working directory or $TMPDIR.
+* A background system (``start_daemon``) is started from a detached launcher
+  with stdio on /dev/null and no inherited descriptors: an admin inherits its
+  starter's descriptors, so a CLI run under ``$(...)`` or a pipe would
+  otherwise hang until the admin exits.
+* Shutting a system down ends every process it started -- found through the
+  pid file and /proc parent links, never by name -- and SIGKILLs, as a last
+  resort, only those pids.
+
+The background launcher lives in ``_daemon``; /proc helpers in ``procs``; the
+bind patch and log routing in ``_bind``.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from thespian.actors import ActorSystem, InvalidActorAddress
+from thespian.system import multiprocTCPBase
+
+from actors import _bind, procs
+from pegasus.errors import PegasusError
+
+BASES = ("multiprocTCPBase", "simpleSystemBase")
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_SPEC_ENV = "PEGASUS_DAEMON_SPEC"
+
+
+class PegasusSystemError(PegasusError):
+    """Root of the errors of the actor-system boundary; carries the admin port."""
+
+    def __init__(self, message: str, admin_port: int | None = None) -> None:
+        super().__init__(message)
+        self.admin_port = admin_port
+
+
+class SystemStartError(PegasusSystemError):
+    """A system could not be started (bad spec, refused bind, port taken, timeout)."""
+
+
+class SystemNotRunningError(PegasusSystemError):
+    """No actor system answers on the given admin port."""
+
+
+class SystemStopError(PegasusSystemError):
+    """Processes of a system survived shutdown and SIGKILL (pids attribute)."""
+
+    def __init__(self, message: str, admin_port: int | None = None, pids: list[int] | None = None) -> None:
+        super().__init__(message, admin_port)
+        self.pids = pids or []
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """Where and how an actor system runs.  Immutable; picklable (to the launcher)."""
+
+    admin_port: int
+    state_dir: Path
+    bind: str = "127.0.0.1"
+    base: str = "multiprocTCPBase"
+    capabilities: dict[str, Any] = field(default_factory=dict, hash=False)  # hash=False: dicts are unhashable
+    allow_non_loopback: bool = False
+    # The address other processes use to reach ours; None means the bind
+    # address (or Thespian's own detection when binding the wildcard).
+    advertise: str | None = None
+    # (ip, admin port) of a convention leader this system joins, if any.
+    convention_leader: tuple[str, int] | None = None
+    thesplog_level: str = "WARNING"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_dir", Path(self.state_dir))
+        object.__setattr__(self, "capabilities", dict(self.capabilities))
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / f"system-{self.admin_port}.json"
+
+    @property
+    def advertised(self) -> str | None:
+        if self.advertise:
+            return self.advertise
+        return None if _is_wildcard(self.bind) else self.bind
+
+    def thespian_capabilities(self) -> dict[str, Any]:
+        caps = dict(self.capabilities)
+        caps["Admin Port"] = self.admin_port
+        if self.convention_leader is not None:
+            caps["Convention Address.IPv4"] = tuple(self.convention_leader)
+        return caps
+
+    def log_defs(self) -> dict[str, Any]:
+        """logging dictConfig for Thespian's logger process: one rotating file."""
+        return {
+            "version": 1,
+            "disable_existing_loggers": False,
+            "formatters": {"plain": {"format": "%(asctime)s p%(process)d %(levelname)s %(name)s %(message)s"}},
+            "handlers": {
+                "file": {
+                    "class": "logging.handlers.RotatingFileHandler",
+                    "filename": str(self.logs_dir / "actors.log"),
+                    "maxBytes": 10 * 1024 * 1024,
+                    "backupCount": 3,
+                    "formatter": "plain",
+                }
+            },
+            "root": {"handlers": ["file"], "level": "INFO"},
+        }
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0")
+
+
+def validate(spec: SystemSpec) -> None:
+    """Raise SystemStartError unless spec describes a system we may start."""
+    if spec.base not in BASES:
+        raise SystemStartError(f"unknown system base {spec.base!r}; use one of {BASES}", spec.admin_port)
+    if not 0 < spec.admin_port < 65536:
+        raise SystemStartError(f"admin port {spec.admin_port} is out of range", spec.admin_port)
+    try:
+        address = ipaddress.ip_address(spec.bind or "0.0.0.0")
+    except ValueError:
+        raise SystemStartError(f"bind address {spec.bind!r} is not an IP address", spec.admin_port) from None
+    if address.version != 4:
+        raise SystemStartError(f"bind address {spec.bind} is not IPv4 (Thespian's TCP is IPv4 only)", spec.admin_port)
+    if not address.is_loopback and not spec.allow_non_loopback:
+        raise SystemStartError(
+            f"refusing to bind the actor system to {spec.bind}: Thespian accepts unauthenticated "
+            "pickled messages, so anyone who can reach the port can run code as this user; "
+            "set allow_non_loopback=True to open it deliberately",
+            spec.admin_port,
+        )
+    method = spec.capabilities.get("Process Startup Method", "fork")
+    if method != "fork":
+        # A spawned process re-imports Thespian without our bind patch.
+        raise SystemStartError(f"Process Startup Method {method!r} is unsupported; only 'fork'", spec.admin_port)
+
+
+def _prepare_process(spec: SystemSpec) -> None:
+    """Validate, patch the bind address and route Thespian's log, in this process."""
+    validate(spec)
+    try:
+        _bind.install(spec.bind or "0.0.0.0", spec.advertised)
+    except _bind.BindConflict as exc:
+        raise SystemStartError(str(exc), spec.admin_port) from None
+    _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
+
+
+# --- running or not ------------------------------------------------------------
+
+
+def is_running(spec: SystemSpec) -> bool:
+    """True when something listens on the admin port of spec's interface.
+
+    Probes by binding, as Thespian does, so no connection reaches the admin.
+    """
+    if spec.base == "simpleSystemBase":
+        return False
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # SO_REUSEADDR: a port in TIME_WAIT after a shutdown is free, only a
+        # listener makes the bind fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((spec.bind or "0.0.0.0", spec.admin_port))
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def _read_pid_file(spec: SystemSpec) -> dict[str, Any] | None:
+    try:
+        return json.loads(spec.pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write_pid_file(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
+    def ident(pid: int | None) -> list[int] | None:
+        st = procs.read_stat(pid) if pid else None
+        return [st.pid, st.starttime] if st else None
+
+    record = {"admin_port": spec.admin_port, "bind": spec.bind, "admin": ident(admin_pid), "daemon": ident(daemon_pid)}
+    tmp = spec.pid_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(spec.pid_file)  # atomic: readers never see half a file
+
+
+def _admin_pid_by_port(spec: SystemSpec, candidates: list[int] | None = None) -> int | None:
+    return procs.listener_pid(spec.admin_port, candidates)
+
+
+def system_pids(spec: SystemSpec) -> list[int]:
+    """The live pids of the system: launcher (if any), admin and every descendant."""
+    if spec.base == "simpleSystemBase":
+        return []
+    roots: list[int] = []
+    record = _read_pid_file(spec)
+    for key in ("daemon", "admin"):
+        ident = (record or {}).get(key)
+        if ident and procs.is_alive(ident[0], ident[1]):
+            roots.append(ident[0])
+    if not roots:
+        admin = _admin_pid_by_port(spec)
+        roots = [admin] if admin else []
+    stats = procs.all_stats()
+    found = set(roots)
+    for root in roots:
+        found.update(procs.descendants(root, stats))
+    found.discard(os.getpid())
+    return sorted(found)
+
+
+# --- start / attach ---------------------------------------------------------------
+
+
+class _AttachOnlyTCPBase(multiprocTCPBase.ActorSystemBase):
+    """A multiprocTCPBase client that never starts an admin.
+
+    Thespian's systemBase starts a new admin whenever the port is free, so a
+    plain ``ActorSystem('multiprocTCPBase', ...)`` would silently start a
+    second system instead of failing to attach.
+    """
+
+    def _startAdmin(self, adminAddr, addrOfStarter, capabilities, logDefs):  # noqa: N802,N803
+        raise SystemNotRunningError(
+            f"no actor system is running on admin port {capabilities.get('Admin Port')}",
+            capabilities.get("Admin Port"),
+        )
+
+
+def start_system(spec: SystemSpec) -> ActorSystem:
+    """Start a new system whose admin is forked from this process; return a client.
+
+    For tests and ``pegasus run``.  The admin outlives this process until
+    ``shutdown(spec)``.  Raises SystemStartError if one already runs there.
+    """
+    if spec.base == "simpleSystemBase":
+        validate(spec)
+        # logDefs=False: simpleSystemBase would otherwise reconfigure this
+        # process's logging (its actors run in this process).
+        return ActorSystem("simpleSystemBase", spec.thespian_capabilities(), logDefs=False, transientUnique=True)
+    _prepare_process(spec)
+    if is_running(spec):
+        raise SystemStartError(f"something already listens on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    spec.state_dir.mkdir(parents=True, exist_ok=True)
+    before = set(procs.children_of(os.getpid()))
+    try:
+        asys = ActorSystem(spec.base, spec.thespian_capabilities(), logDefs=spec.log_defs(), transientUnique=True)
+    except Exception as exc:
+        # Do not leave a half-started admin (and its children) behind.
+        admin = _admin_pid_by_port(spec)
+        if admin is not None:
+            procs.kill_all(procs.identities([admin, *procs.descendants(admin)]), grace=0)
+        raise SystemStartError(f"actor system did not start on port {spec.admin_port}: {exc}", spec.admin_port) from exc
+    # multiprocessing forked an intermediate child that daemonized the admin
+    # (setsid + fork) and exited; nobody joins it, so reap it here.
+    procs.reap_zombie_children(sorted(set(procs.children_of(os.getpid())) - before))
+    admin = _admin_pid_by_port(spec)
+    if admin is not None:
+        _write_pid_file(spec, admin, None)
+    return asys
+
+
+def attach(spec: SystemSpec) -> ActorSystem:
+    """A client of the system running on spec's admin port; never starts one.
+
+    Raises SystemNotRunningError at once when nothing listens on the port (or
+    after Thespian's retries, ~11 s, when the listener is not a live admin).
+    """
+    if spec.base == "simpleSystemBase":
+        raise SystemNotRunningError("a simpleSystemBase system cannot be attached to", spec.admin_port)
+    _prepare_process(spec)
+    if not is_running(spec):
+        raise SystemNotRunningError(f"no actor system is running on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    caps = spec.thespian_capabilities()
+    try:
+        base = _AttachOnlyTCPBase(SimpleNamespace(capabilities=dict(caps)), logDefs=None)
+    except InvalidActorAddress as exc:
+        raise SystemNotRunningError(f"no usable admin on port {spec.admin_port}: {exc}", spec.admin_port) from exc
+    return ActorSystem(base, caps, transientUnique=True)
+
+
+def detach(asys: ActorSystem) -> None:
+    """Close a client's endpoint without shutting the system down."""
+    base = getattr(asys, "_systemBase", None)
+    transport = getattr(base, "transport", None)
+    if transport is not None:
+        transport.close()
+
+
+# --- daemon ---------------------------------------------------------------------
+
+
+def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
+    """Start the system in a detached background launcher; return the admin pid.
+
+    Returns once the admin answers and the pid file is written.  Safe to call
+    from a process whose stdout is a pipe: the launcher holds none of our fds.
+    """
+    validate(spec)
+    if spec.base != "multiprocTCPBase":
+        raise SystemStartError("only multiprocTCPBase can run as a daemon", spec.admin_port)
+    if is_running(spec):
+        raise SystemStartError(f"something already listens on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    spec.logs_dir.mkdir(parents=True, exist_ok=True)
+    spec.pid_file.unlink(missing_ok=True)
+    env = dict(os.environ)
+    # The launcher (and every actor forked from it) must import actors/ and
+    # the caller's actor classes: put our project root first on its path.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    # The spec travels in the environment, not argv, to keep `ps` readable.
+    env[_SPEC_ENV] = base64.b64encode(pickle.dumps(spec)).decode()
+    with open(spec.logs_dir / "daemon.log", "ab") as err:
+        launcher = subprocess.Popen(
+            # -P: do not put the cwd (state_dir) on sys.path.
+            [sys.executable, "-P", "-c", "from actors._daemon import main; main()"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            close_fds=True, start_new_session=True, cwd=spec.state_dir, env=env,
+        )
+    _launchers[launcher.pid] = launcher
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = _read_pid_file(spec)
+        if record and record.get("daemon") and record["daemon"][0] == launcher.pid and record.get("admin"):
+            return int(record["admin"][0])
+        if launcher.poll() is not None:
+            _launchers.pop(launcher.pid, None)
+            raise SystemStartError(
+                f"daemon exited with {launcher.returncode} before the admin answered; see {spec.logs_dir / 'daemon.log'}",
+                spec.admin_port,
+            )
+        time.sleep(0.02)
+    doomed = procs.identities([launcher.pid, *procs.descendants(launcher.pid)])
+    procs.kill_all(doomed, grace=0)
+    launcher.wait()
+    raise SystemStartError(f"daemon did not answer within {timeout}s", spec.admin_port)
+
+
+# Launchers this process started: kept so their exit status can be reaped.
+_launchers: dict[int, subprocess.Popen] = {}
+
+
+# --- shutdown ---------------------------------------------------------------------
+
+
+def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 15.0) -> None:
+    """Shut the system down and make sure every one of its processes is gone.
+
+    Asks the admin to shut down (through asys, or a fresh attach), waits up
+    to grace seconds for the processes found before asking, then SIGKILLs
+    exactly those survivors.  Raises SystemStopError if any still lives.
+    """
+    if spec.base == "simpleSystemBase":
+        if asys is not None:
+            asys.shutdown()
+        return
+    doomed = procs.identities(system_pids(spec))
+    try:
+        client = asys if asys is not None else attach(spec)
+        client.shutdown()
+    except SystemNotRunningError:
+        pass
+    except Exception:  # noqa: BLE001 - a broken admin is what the SIGKILL is for
+        grace = min(grace, 1.0)
+    # Actors created after the snapshot are descendants of what we saw.
+    doomed.update(procs.identities(system_pids(spec)))
+    survivors = procs.kill_all(doomed, grace)
+    for pid, launcher in list(_launchers.items()):
+        if launcher.poll() is not None or pid in doomed:
+            try:
+                launcher.wait(timeout=1.0)
+                _launchers.pop(pid, None)
+            except subprocess.TimeoutExpired:
+                pass
+    if survivors:
+        raise SystemStopError(f"processes {survivors} of port {spec.admin_port} survived SIGKILL", spec.admin_port, survivors)
+    spec.pid_file.unlink(missing_ok=True)
+
+
+def stop_daemon(spec: SystemSpec, grace: float = 15.0) -> None:
+    """Stop a system started by start_daemon (or any system on that port)."""
+    shutdown(spec, None, grace)

@@ -1,0 +1,90 @@
+"""A stage worker: runs one stage (or one verification gate) at a time.
+
+Workers are plain synchronous actors: while a stage runs, the worker's mailbox
+waits, which is exactly what makes the pool size the concurrency limit.  A
+worker never raises into Thespian: every outcome, including an exception in a
+processor, becomes a StageResult.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from dataclasses import replace
+from typing import Any
+
+from thespian.actors import ActorTypeDispatcher
+
+from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady
+from pegasus import logs
+from pegasus.cognitive.stages import StageError, offline_processors, run_stage
+
+GATE_OUTPUT_CHARS = 4000
+
+
+class StageWorker(ActorTypeDispatcher):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.identity: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
+        self.processors = offline_processors()
+        self.latency_s = 0.0
+        self.log = logs.get("worker")
+
+    def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
+        logs.configure_from(init.settings)
+        self.identity.update(pool=init.pool, index=init.index)
+        self.latency_s = float(init.settings.get("cognition", {}).get("latency_ms", 0.0)) / 1000.0
+        self.log = logs.get("worker", pool=init.pool, index=init.index)
+        self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
+
+    def receiveMsg_Work(self, work: Work, sender: Any) -> None:
+        started = time.time()
+        try:
+            result = self._run(work.request)
+        except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
+            result = StageResult(work.request.task_id, work.request.token, work.request.stage, ok=False,
+                                 error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+        worker = {**self.identity, "started": started, "finished": time.time()}
+        self.send(sender, WorkDone(work.job, _with_worker(result, worker)))
+
+    def _run(self, request: StageRequest) -> StageResult:
+        if request.stage == "gate":
+            return _run_gate(request)
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        try:
+            outcome = run_stage(self.processors, request.stage, request.context,
+                                machine=request.machine, step_index=request.step_index)
+        except StageError as exc:
+            self.log.warning("stage_failed", task_id=request.task_id, stage=request.stage, error=str(exc))
+            return StageResult(request.task_id, request.token, request.stage, ok=False,
+                               error=str(exc), error_kind="exception")
+        return StageResult(request.task_id, request.token, request.stage, ok=True,
+                           event_type=str(outcome.event_type), payload=outcome.payload)
+
+
+def _run_gate(request: StageRequest) -> StageResult:
+    """Run a verification gate command; its exit status decides."""
+    gate = request.gate or {}
+    command, timeout = list(gate.get("command") or []), float(gate.get("timeout_s") or 60.0)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, cwd=gate.get("cwd") or None)
+    except subprocess.TimeoutExpired:
+        return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="timeout",
+                           error=f"gate {gate.get('name')!r} timed out after {timeout:g}s")
+    except OSError as exc:
+        return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="exception",
+                           error=f"gate {gate.get('name')!r} could not run: {exc}")
+    payload = {"gate": gate.get("name"), "returncode": done.returncode,
+               "output": (done.stdout + done.stderr)[-GATE_OUTPUT_CHARS:]}
+    if done.returncode != 0:
+        return StageResult(request.task_id, request.token, "gate", ok=False, payload=payload, error_kind="tool",
+                           error=f"gate {gate.get('name')!r} failed with exit status {done.returncode}")
+    return StageResult(request.task_id, request.token, "gate", ok=True, payload=payload)
+
+
+def _with_worker(result: StageResult, worker: dict[str, Any]) -> StageResult:
+    return replace(result, worker=worker)

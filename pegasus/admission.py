@@ -1,0 +1,360 @@
+"""Admission: the supervisor's view of every task, as seed 002's lifecycle.
+
+draft -> approved (auto, or by an approve request) -> queued (priority queue:
+lower number first, FIFO within a priority) -> running (at most
+``max_active_tasks`` at once) -> verifying (gates) -> verified -> done; failed,
+canceled and blocked as in the seed.  A suspended task is ``blocked`` (waiting
+for a person, seed 002 T10) and holds no slot; resuming it unblocks it (T17)
+and queues it again.
+
+Pure: no Thespian, no I/O.  Every method returns the effects the supervisor
+actor must carry out (start a run, stop one, run a gate, notify subscribers,
+wake up later); the clock is a parameter.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.config import Settings
+from pegasus.task import (
+    Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
+    TaskFSM, TaskNotFoundError, TaskSnapshot,
+)
+from pegasus.task.events import new_id
+
+# -- effects -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartRun:
+    task_id: str
+    run: int
+    snapshot: TaskSnapshot
+    resume_event: str | None = None
+    resume_payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StopRun:
+    task_id: str
+    run: int
+
+
+@dataclass(frozen=True)
+class SuspendRun:
+    task_id: str
+    run: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunGate:
+    task_id: str
+    token: int
+    gate: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Notify:
+    task_id: str
+    machine: str
+    from_state: str
+    to_state: str
+    event: str
+    timestamp: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WakeAfter:
+    seconds: float
+    task_id: str
+
+
+Effect = StartRun | StopRun | SuspendRun | RunGate | Notify | WakeAfter
+
+
+@dataclass
+class TaskRecord:
+    task_id: str
+    machine: str
+    priority: int
+    seq: int
+    lifecycle: TaskFSM
+    snapshot: TaskSnapshot
+    run: int = 0
+    attempts: int = 1
+    gate_failures: int = 0
+    gate_index: int = 0
+    gate_token: int = 0
+    exit_reason: str | None = None
+    error: str | None = None
+    pending_resume: tuple[str, dict[str, Any]] | None = None
+    cognitive_history: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    gates: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return self.lifecycle.state
+
+    def view(self) -> dict[str, Any]:
+        """What ``get`` answers: plain data, safe to send anywhere."""
+        context = self.snapshot.context
+        return {
+            "task_id": self.task_id, "machine": self.machine, "priority": self.priority,
+            "lifecycle_state": self.lifecycle.state, "state": self.snapshot.state,
+            "input": context.input_text, "source": context.source, "metadata": dict(self.lifecycle.metadata),
+            "result": context.final_result, "error": self.error or context.error,
+            "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
+            "iteration": context.iteration, "suspend_reason": context.suspend_reason,
+            "question": context.suspend_reason if self.snapshot.state == "suspended" else None,
+            "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
+            "stages": list(self.stages), "gates": list(self.gates),
+        }
+
+
+class Admission:
+    """All tasks of one supervisor: records, the priority queue and the running set."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
+                 id_factory: Callable[[], str] = new_id) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.id_factory = id_factory
+        self.records: dict[str, TaskRecord] = {}
+        self.running: set[str] = set()
+        self._queue: list[tuple[int, int, str]] = []
+        self._queued: set[str] = set()
+        self._delayed: dict[str, float] = {}
+        self._seq = itertools.count()
+
+    # -- queries -------------------------------------------------------------------------------
+    def get(self, task_id: str) -> TaskRecord:
+        try:
+            return self.records[task_id]
+        except KeyError:
+            raise TaskNotFoundError(task_id) from None
+
+    def queue_length(self) -> int:
+        return len(self._queued)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for record in self.records.values():
+            out[record.state] = out.get(record.state, 0) + 1
+        return out
+
+    # -- requests --------------------------------------------------------------------------------
+    def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
+               source: str) -> tuple[TaskRecord, list[Effect]]:
+        if len(self._queued) + len(self._delayed) >= self.settings.runtime.max_pending_tasks:
+            raise InvalidStateTransition("lifecycle", "draft", EventType.TASK_QUEUED,
+                                         f"{len(self._queued)} tasks already wait; the limit is "
+                                         f"{self.settings.runtime.max_pending_tasks}")
+        task_id = self.id_factory()
+        cognitive = _new_fsm(machine, task_id, text, source, priority, metadata)
+        lifecycle = _new_fsm("lifecycle", task_id, text, source, priority, metadata)
+        record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
+        self.records[task_id] = record
+        effects = [self._notify(record, "-", "draft", "TASK_CREATED")]
+        if self.settings.runtime.approval_policy == "auto":
+            effects += self._approve(record, "auto-approved")
+        return record, effects
+
+    def approve(self, task_id: str) -> list[Effect]:
+        record = self.get(task_id)
+        if record.state != "draft":
+            raise TaskAlreadyInStateError(task_id, record.state) if record.state == "approved" else \
+                InvalidStateTransition("lifecycle", record.state, EventType.TASK_APPROVED, "only a draft is approved")
+        return self._approve(record, "approved by request")
+
+    def cancel(self, task_id: str, reason: str) -> list[Effect]:
+        record = self.get(task_id)
+        was = record.state
+        effects = self._lifecycle(record, EventType.TASK_CANCELED, reason=reason)
+        self._queued.discard(task_id)
+        self._delayed.pop(task_id, None)
+        if was in ("running", "verifying"):
+            record.gate_token += 1  # a gate still running is stale now
+            if task_id in self.running:
+                self.running.discard(task_id)
+                effects.append(StopRun(task_id, record.run))
+            effects += self._fill()
+        return effects
+
+    def suspend(self, task_id: str, reason: str) -> list[Effect]:
+        record = self.get(task_id)
+        if record.state != "running":
+            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_SUSPENDED,
+                                         "only a running task can be suspended")
+        return [SuspendRun(task_id, record.run, reason)]
+
+    def resume(self, task_id: str, message: str | None) -> list[Effect]:
+        record = self.get(task_id)
+        if record.state != "blocked" or record.snapshot.state != "suspended":
+            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_RESUMED,
+                                         "only a suspended task can be resumed")
+        if message:
+            record.pending_resume = (EventType.MESSAGE_RECEIVED.value, {"text": message})
+        else:
+            record.pending_resume = (EventType.TASK_RESUMED.value, {})
+        effects = self._lifecycle(record, EventType.TASK_UNBLOCKED, reason="resumed")
+        self._enqueue(record)
+        return effects + self._fill()
+
+    def retry(self, task_id: str) -> list[Effect]:
+        record = self.get(task_id)
+        if record.state != "failed":
+            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_RETRIED, "only a failed task is retried")
+        limit = self.settings.retry.max_attempts
+        if record.attempts >= limit:
+            raise RetryNotAllowedError(task_id, f"{record.attempts} of {limit} attempts used")
+        backoff = min(self.settings.retry.backoff_s * 2 ** (record.attempts - 1), self.settings.retry.backoff_max_s)
+        record.attempts += 1
+        record.exit_reason = record.error = None
+        record.gate_failures = 0
+        self._fresh_run(record)
+        effects = self._lifecycle(record, EventType.TASK_RETRIED, reason=f"attempt {record.attempts} of {limit}")
+        if backoff > 0:
+            self._delayed[task_id] = self.clock() + backoff
+            return effects + [WakeAfter(backoff, task_id)]
+        self._enqueue(record)
+        return effects + self._fill()
+
+    def wake(self, task_id: str) -> list[Effect]:
+        """A backoff has passed (maybe): queue what is due."""
+        now = self.clock()
+        for due_id, due in list(self._delayed.items()):
+            if due <= now:
+                del self._delayed[due_id]
+                self._enqueue(self.records[due_id])
+        return self._fill()
+
+    # -- reports from task actors and gates -----------------------------------------------------
+    def on_transition(self, task_id: str, run: int, from_state: str, to_state: str, event: str,
+                      timestamp: str, stage: dict[str, Any] | None) -> list[Effect]:
+        record = self.records.get(task_id)
+        if record is None or run != record.run:
+            return []
+        entry = {"run": run, "from_state": from_state, "to_state": to_state, "event": event, "timestamp": timestamp}
+        record.cognitive_history.append(entry)
+        if stage is not None:
+            record.stages.append({"run": run, **stage})
+        record.snapshot = record.snapshot.model_copy(update={"state": to_state})
+        return [Notify(task_id, record.machine, from_state, to_state, event, timestamp,
+                       {"stage": stage["stage"]} if stage else {})]
+
+    def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
+                   exit_reason: str | None) -> list[Effect]:
+        record = self.records.get(task_id)
+        if record is None or run != record.run or record.state != "running":
+            return []  # a run that was canceled or replaced: its end changes nothing
+        record.snapshot = snapshot
+        self.running.discard(task_id)
+        if state == "suspended":
+            effects = self._lifecycle(record, EventType.TASK_BLOCKED,
+                                      reason=snapshot.context.suspend_reason or "suspended")
+        elif state == "completed":
+            effects = self._lifecycle(record, EventType.EXECUTION_COMPLETED, reason="execution completed")
+            record.gate_index = 0
+            effects += self._next_gate(record)
+        else:
+            effects = self._fail(record, exit_reason or "exception", snapshot.context.error or "failed")
+        return effects + self._fill()
+
+    def on_run_lost(self, task_id: str, run: int, why: str) -> list[Effect]:
+        """The task actor died without reporting: the task fails cleanly (exception)."""
+        record = self.records.get(task_id)
+        if record is None or run != record.run or record.state != "running":
+            return []
+        self.running.discard(task_id)
+        return self._fail(record, "exception", why) + self._fill()
+
+    def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
+        record = self.records.get(task_id)
+        if record is None or token != record.gate_token or record.state != "verifying":
+            return []
+        record.gates.append({"run": record.run, "ok": ok, **detail})
+        if ok:
+            record.gate_index += 1
+            return self._next_gate(record)
+        if record.gate_failures < self.settings.verification.max_gate_retries:
+            record.gate_failures += 1
+            self._fresh_run(record, note=f"verification gate failed: {detail.get('error', '')}")
+            effects = self._lifecycle(record, EventType.GATE_FAILED, reason=str(detail.get("error", "gate failed")))
+            self._enqueue(record)
+            return effects + self._fill()
+        return self._fail(record, "gate_failed", str(detail.get("error", "verification gate failed")))
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _approve(self, record: TaskRecord, reason: str) -> list[Effect]:
+        effects = self._lifecycle(record, EventType.TASK_APPROVED, reason=reason)
+        effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="waiting for a slot")
+        self._enqueue(record)
+        return effects + self._fill()
+
+    def _enqueue(self, record: TaskRecord) -> None:
+        if record.task_id not in self._queued:
+            self._queued.add(record.task_id)
+            heapq.heappush(self._queue, (record.priority, next(self._seq), record.task_id))
+
+    def _fill(self) -> list[Effect]:
+        effects: list[Effect] = []
+        while self._queue and len(self.running) < self.settings.runtime.max_active_tasks:
+            _, _, task_id = heapq.heappop(self._queue)
+            if task_id not in self._queued:
+                continue  # canceled while waiting
+            self._queued.discard(task_id)
+            record = self.records[task_id]
+            effects += self._lifecycle(record, EventType.TASK_STARTED, reason="slot free")
+            record.run += 1
+            self.running.add(task_id)
+            event, payload = record.pending_resume or (None, {})
+            record.pending_resume = None
+            effects.append(StartRun(task_id, record.run, record.snapshot, event, payload))
+        return effects
+
+    def _next_gate(self, record: TaskRecord) -> list[Effect]:
+        gates = self.settings.verification.gates
+        if record.gate_index < len(gates):
+            record.gate_token += 1
+            return [RunGate(record.task_id, record.gate_token, gates[record.gate_index].model_dump())]
+        effects = self._lifecycle(record, EventType.TASK_VERIFIED, reason=f"{len(gates)} gate(s) passed")
+        return effects + self._lifecycle(record, EventType.TASK_DONE, reason="verified")
+
+    def _fail(self, record: TaskRecord, exit_reason: str, error: str) -> list[Effect]:
+        record.exit_reason, record.error = exit_reason, error
+        return self._lifecycle(record, EventType.TASK_FAILED, exit_reason=exit_reason, reason=error)
+
+    def _fresh_run(self, record: TaskRecord, note: str | None = None) -> None:
+        """A new cognitive run of the same task (retry, or a failed gate sends it back)."""
+        context = record.snapshot.context
+        fresh = _new_fsm(record.machine, record.task_id, context.input_text, context.source, record.priority,
+                         context.input_metadata)
+        if note:
+            fresh.context.messages.append({"role": "system", "content": note})
+        record.snapshot = fresh.snapshot()
+
+    def _lifecycle(self, record: TaskRecord, event_type: EventType, **payload: Any) -> list[Effect]:
+        source = record.lifecycle.state
+        target = record.lifecycle.transition(Event(type=event_type, task_id=record.task_id, payload=payload))
+        if target == source:
+            return []
+        return [self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))]
+
+    def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> Notify:
+        return Notify(record.task_id, "lifecycle", source, target, event,
+                      record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
+
+
+def _new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
+             metadata: dict[str, Any]) -> TaskFSM:
+    context = TaskContext(input_text=text, input_metadata=dict(metadata), source=source)
+    return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))

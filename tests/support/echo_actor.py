@@ -1,0 +1,34 @@
+"""A tiny actor for integration tests: importable by module path in every
+process of a multiprocTCPBase system (classes in __main__ or in test files are
+not importable by the admin's forked actors).
+
+Requests are plain tuples/strings so no other test module must be imported:
+- "pid"                -> the actor's process id
+- ("spawn",)           -> address of a new child EchoActor
+- ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
+- anything else        -> echoed back
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from thespian.actors import Actor, ActorExitRequest, ChildActorExited
+
+
+class EchoActor(Actor):
+    """Echoes, reports its pid, spawns children and logs on request."""
+
+    def receiveMessage(self, message, sender):  # noqa: N802 - Thespian's name
+        if isinstance(message, (ActorExitRequest, ChildActorExited)):
+            return
+        if message == "pid":
+            self.send(sender, os.getpid())
+        elif isinstance(message, tuple) and message[:1] == ("spawn",):
+            self.send(sender, self.createActor(EchoActor))
+        elif isinstance(message, tuple) and message[:1] == ("log",):
+            logging.getLogger("tests.echo").warning("%s", message[1])
+            self.send(sender, "logged")
+        else:
+            self.send(sender, message)
