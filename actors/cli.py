@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime
 from typing import Any
 
 from actors import messages as m
@@ -67,10 +68,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"task {task['task_id']} submitted ({task['machine']}"
                   f"{', embedded system' if started else ''})", flush=True)
         notices = []
-        for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
-            notices.append(notice.__dict__)
-            if not args.json:
-                print(_notice_line(notice), flush=True)
+        try:
+            for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
+                notices.append(notice.__dict__)
+                if not args.json:
+                    print(_notice_line(notice), flush=True)
+        except TimeoutError as exc:  # a one-line reason, not a traceback
+            after = "the embedded system stops now" if started else f"it goes on: pegasus status {task['task_id']}"
+            raise PegasusError(f"{exc}; {after}") from None
         final = client.get(task["task_id"])
     if args.json:
         print(json.dumps({"task": final, "transitions": notices}, indent=2, default=str))
@@ -138,13 +143,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _when(timestamp: str) -> datetime:
+    """An ISO timestamp ('...Z' or '...+00:00', with or without microseconds) as a datetime."""
+    return datetime.fromisoformat(timestamp)
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     history = _with_client(args, "history", args.task_id)
-    lines = [f"{h['timestamp'][11:23]}  lifecycle  {h['from_state']:>10} -> {h['to_state']:<10} {h['trigger_event_type']}"
+    lines = [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  lifecycle  {h['from_state']:>10} -> {h['to_state']:<10} {h['trigger_event_type']}")
              for h in history["lifecycle"]]
-    lines += [f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> {h['to_state']:<10} {h['event']}"
+    lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> {h['to_state']:<10} {h['event']}")
               for h in history["cognitive"]]
-    _print(args, history, "\n".join(sorted(lines)))
+    # Order by time only (a stable sort): transitions within one millisecond keep their order.
+    _print(args, history, "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0])))
     return EXIT_OK
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors import procs
+from actors.client import Client
 from actors.system import SystemSpec, shutdown, start_system, system_pids
+from pegasus.config import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +85,27 @@ def tcp_system(free_port: int, state_dir: Path) -> Iterator[tuple[SystemSpec, ob
         yield spec, asys
     finally:
         ensure_gone(spec, seen, asys)
+
+
+@pytest.fixture
+def pegasus(free_port: int, state_dir: Path) -> Iterator[Callable[..., Client]]:
+    """Start a real Pegasus system (multiprocTCPBase) with settings overrides; returns its client.
+
+    ``start(runtime={"max_active_tasks": 2}, pools={...})``.  Every system started
+    is shut down afterwards and every process it had must be gone.
+    """
+    started: list[tuple[Client, dict[int, int]]] = []
+
+    def start(**overrides: Any) -> Client:
+        base = {"system": {"admin_port": free_port}, "state": {"home": str(state_dir)}}
+        for section, values in overrides.items():
+            base.setdefault(section, {}).update(values)
+        client = Client.start(Settings().with_overrides(base))
+        started.append((client, procs.identities(system_pids(client.spec))))
+        return client
+
+    try:
+        yield start
+    finally:
+        for client, seen in started:
+            ensure_gone(client.spec, seen, client.asys)

@@ -1,0 +1,181 @@
+"""Supervisor, task actor and pools on simpleSystemBase: one process, fast.
+
+simpleSystemBase passes messages by reference; these tests never mutate a
+message after sending it, and the multi-process behaviour is covered again in
+tests/integration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from thespian.actors import ActorSystem
+
+from actors import messages as m
+from actors.client import Client, RequestError
+from actors.pool import StagePool
+from actors.task_actor import TaskActor
+from pegasus.config import Settings
+from pegasus.task import Plan, PlanStep, TaskContext, TaskFSM
+from tests.support.burst import Burst
+from tests.support.recording_pool import RecordingPool
+
+
+def settings_for(tmp_path: Path, **overrides) -> Settings:
+    base = {"system": {"base": "simpleSystemBase", "admin_port": 29999}, "state": {"home": str(tmp_path)}}
+    for section, values in overrides.items():
+        base.setdefault(section, {}).update(values)
+    return Settings().with_overrides(base)
+
+
+@pytest.fixture
+def simple(tmp_path: Path) -> Iterator:
+    clients: list[Client] = []
+
+    def start(**overrides) -> Client:
+        client = Client.start(settings_for(tmp_path, **overrides), timeout=10)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        client.close()
+
+
+# -- supervisor ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine", ["classic", "reason_act"])
+def test_a_task_runs_to_done_and_is_inspectable(simple, machine: str) -> None:
+    client = simple()
+    task = client.submit("what is 2 + 3 * 4?", machine=machine)
+    done = client.wait(task["task_id"], timeout=10)
+    assert done["lifecycle_state"] == "done" and done["state"] == "completed" and "14" in done["result"]
+    history = client.history(task["task_id"])
+    assert [h["to_state"] for h in history["lifecycle"]] == ["approved", "queued", "running", "verifying",
+                                                             "verified", "done"]
+    assert history["cognitive"][-1]["to_state"] == "completed"
+    assert [t["task_id"] for t in client.list(state="done")] == [task["task_id"]]
+    assert client.list(state="running") == []
+    stats = client.stats()
+    assert stats["tasks"] == {"done": 1} and stats["pools"]["llm"]["size"] == 3
+
+
+def test_follow_streams_every_transition_in_order(simple) -> None:
+    client = simple()
+    task = client.submit("echo hi", follow=True)
+    notices = list(client.follow(task["task_id"], timeout=10, subscribe=False))
+    lifecycle = [n.to_state for n in notices if n.machine == "lifecycle"]
+    cognitive = [n.to_state for n in notices if n.machine == "classic"]
+    assert lifecycle == ["draft", "approved", "queued", "running", "verifying", "verified", "done"]
+    assert cognitive[0] == "perceiving" and cognitive[-1] == "completed"
+
+
+def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> None:
+    client = simple()
+    for bad in ("text", 42, {"submit": "x"}):
+        reply = client.asys.ask(client.supervisor, bad, 5)
+        assert isinstance(reply, m.Reply) and reply.error_type == "UnknownRequest"
+    bogus = m.Get.model_construct(request_id="q", task_id=["not", "a", "string"])
+    reply = client.asys.ask(client.supervisor, bogus, 5)
+    assert (reply.request_id, reply.ok, reply.error_type) == ("q", False, "BadRequest")
+    with pytest.raises(RequestError, match="already configured with other settings"):
+        client._ask(m.Configure(settings=Settings().model_dump()))
+    with pytest.raises(RequestError, match="unknown task"):
+        client.cancel("missing")
+
+
+def test_an_unconfigured_supervisor_says_so(tmp_path: Path) -> None:
+    from actors.supervisor import Supervisor
+    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    try:
+        supervisor = asys.createActor(Supervisor)
+        reply = asys.ask(supervisor, m.Stats(request_id="s"), 5)
+        assert not reply.ok and "not configured" in reply.error
+    finally:
+        asys.shutdown()
+
+
+# -- task actor ----------------------------------------------------------------------------------
+
+
+def test_task_actor_drops_stale_results_and_applies_current_ones(tmp_path: Path) -> None:
+    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    try:
+        pool = asys.createActor(RecordingPool)
+        actor = asys.createActor(TaskActor)
+        fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
+        settings = settings_for(tmp_path).model_dump()
+        first = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5)
+        assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
+        [request] = asys.ask(pool, "requests", 5)
+        assert (request.stage, request.token) == ("perceive", 1)
+        stale = m.StageResult("t1", 0, "perceive", True, "PERCEIVE_DONE", {"perception": {}})
+        asys.tell(actor, stale)
+        assert asys.listen(0.2) is None  # dropped: no transition reported
+        current = m.StageResult("t1", 1, "perceive", True, "PERCEIVE_DONE", {"perception": {"intents": []}})
+        moved = asys.ask(actor, current, 5)
+        assert (moved.from_state, moved.to_state) == ("perceiving", "thinking")
+        asys.tell(actor, current)  # the same result again is stale now
+        assert asys.listen(0.2) is None
+        stopped = asys.ask(actor, m.SuspendTask("hold"), 5)
+        assert stopped.to_state == "suspended"
+        final = asys.listen(5)
+        assert isinstance(final, m.TaskStopped) and final.state == "suspended"
+        assert final.snapshot.context.suspended_state == "thinking"
+    finally:
+        asys.shutdown()
+
+
+def test_task_actor_fails_the_task_when_an_llm_stage_fails(tmp_path: Path) -> None:
+    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    try:
+        pool = asys.createActor(RecordingPool)
+        actor = asys.createActor(TaskActor)
+        fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
+        asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path).model_dump()), 5)
+        failed = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline", error_kind="timeout"), 5)
+        assert failed.to_state == "failed"
+        stopped = asys.listen(5)
+        assert (stopped.state, stopped.exit_reason) == ("failed", "timeout")
+    finally:
+        asys.shutdown()
+
+
+# -- pools ------------------------------------------------------------------------------------------
+
+
+def _act_request(token: int) -> m.StageRequest:
+    plan = Plan(goal="g", steps=[PlanStep(index=0, description="echo",
+                                          action_params={"tool": "echo", "args": {"text": f"n{token}"}})])
+    return m.StageRequest("t", token, "act", "classic", TaskContext(input_text="echo", plan=plan), 0)
+
+
+def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(tmp_path: Path) -> None:
+    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    try:
+        pool = asys.createActor(StagePool)
+        asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path).model_dump()))
+        burst = asys.createActor(Burst)
+        asys.tell(burst, (pool, [_act_request(token) for token in (1, 2, 3)]))
+        results = [asys.listen(5) for _ in range(3)]
+        by_token = {r.token: r for r in results}
+        assert by_token[3].ok is False and by_token[3].error_kind == "queue_full"
+        assert by_token[1].ok and by_token[2].ok
+        assert by_token[1].payload["result"]["output"] != by_token[2].payload["result"]["output"]
+        stats = asys.ask(pool, m.PoolStatsRequest(7), 5)
+        assert (stats.ask_id, stats.size, stats.busy, stats.queued) == (7, 1, 0, 0)
+    finally:
+        asys.shutdown()
+
+
+def test_an_unconfigured_pool_answers_failed(tmp_path: Path) -> None:
+    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    try:
+        pool = asys.createActor(StagePool)
+        result = asys.ask(pool, _act_request(1), 5)
+        assert result.ok is False and "not configured" in result.error
+    finally:
+        asys.shutdown()

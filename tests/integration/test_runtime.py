@@ -1,0 +1,228 @@
+"""The actor runtime on real processes (multiprocTCPBase): limits, ordering, control, failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import datetime
+
+import pytest
+
+from actors import messages as m, procs
+from actors.client import RequestError
+from actors.system import system_pids
+
+pytestmark = pytest.mark.integration
+
+LLM_STAGES = {"perceive", "think", "plan", "reflect", "reason"}
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an end at t closes before a start at t)."""
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda p: (p[0], p[1]))
+    current = best = 0
+    for _, delta in points:
+        current += delta
+        best = max(best, current)
+    return best
+
+
+def running_intervals(client, task_ids: list[str]) -> list[tuple[float, float]]:
+    intervals = []
+    for task_id in task_ids:
+        start = None
+        for h in client.history(task_id)["lifecycle"]:
+            if h["to_state"] == "running":
+                start = _ts(h["timestamp"])
+            elif h["from_state"] == "running" and start is not None:
+                intervals.append((start, _ts(h["timestamp"])))
+                start = None
+    return intervals
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_max_overlap_helper_counts_correctly() -> None:
+    assert max_overlap([(0, 2), (1, 3), (2, 4)]) == 2
+    assert max_overlap([(0, 1), (1, 2)]) == 1
+
+
+def test_every_socket_of_a_pegasus_system_is_on_loopback(pegasus) -> None:
+    client = pegasus()
+    task = client.submit("sleep 1")
+    wait_for(lambda: client.get(task["task_id"])["state"] == "acting", what="acting")
+    pids = system_pids(client.spec)
+    assert len(pids) >= 9  # admin, logger, supervisor, 2 pools, 6 workers, the task actor
+    listening = procs.listening_sockets()
+    addresses = {pid: procs.listening_addresses(pid, listening) for pid in pids}
+    assert any(addresses.values())
+    bad = {pid: a for pid, a in addresses.items() if any(host != "127.0.0.1" for host, _ in a)}
+    assert bad == {}
+
+
+def test_thirty_concurrent_tasks_all_complete(pegasus) -> None:
+    client = pegasus()
+    tasks = [client.submit(f"what is {n} + {n}?", machine="reason_act" if n % 2 else "classic") for n in range(30)]
+    results = [client.wait(t["task_id"], timeout=60) for t in tasks]
+    assert [r["lifecycle_state"] for r in results] == ["done"] * 30
+    assert [str(2 * n) in str(r["result"]) for n, r in enumerate(results)] == [True] * 30
+
+
+def test_pool_size_and_task_cap_are_the_limits(pegasus) -> None:
+    """llm pool N=2, cap K=3: never more than 2 llm stages or 3 running tasks at once, and both reached."""
+    client = pegasus(pools={"llm_workers": 2}, runtime={"max_active_tasks": 3}, cognition={"latency_ms": 40})
+    tasks = [client.submit(f"what is {n} * 3?") for n in range(10)]
+    for t in tasks:
+        assert client.wait(t["task_id"], timeout=60)["lifecycle_state"] == "done"
+    stages = [s for t in tasks for s in client.get(t["task_id"])["stages"]]
+    llm = [(s["started"], s["finished"]) for s in stages if s["stage"] in LLM_STAGES]
+    assert len(llm) == 10 * 4
+    assert max_overlap(llm) == 2
+    assert len({s["pid"] for s in stages if s["stage"] in LLM_STAGES}) == 2
+    assert max_overlap(running_intervals(client, [t["task_id"] for t in tasks])) == 3
+
+
+def test_priority_order_lower_first_fifo_within(pegasus) -> None:
+    client = pegasus(runtime={"max_active_tasks": 1})
+    blocker = client.submit("sleep 0.5")
+    wait_for(lambda: client.get(blocker["task_id"])["lifecycle_state"] == "running", what="blocker running")
+    submitted = [client.submit(f"echo {name}", priority=p) for name, p in
+                 (("low", 9), ("first", 1), ("mid", 5), ("second", 1))]
+    for t in submitted:
+        client.wait(t["task_id"], timeout=30)
+    started = sorted(submitted, key=lambda t: running_intervals(client, [t["task_id"]])[0][0])
+    assert [t["input"].split()[1] for t in started] == ["first", "second", "mid", "low"]
+
+
+def test_suspend_then_resume_with_a_message(pegasus) -> None:
+    client = pegasus()
+    task = client.submit("sleep 1")
+    task_id = task["task_id"]
+    wait_for(lambda: client.get(task_id)["state"] == "acting", what="acting")
+    suspended = client.suspend(task_id, reason="hold on")
+    assert (suspended["lifecycle_state"], suspended["state"]) == ("blocked", "suspended")
+    assert client.stats()["active"] == 0  # a suspended task holds no slot
+    resumed = client.resume(task_id, message="and what is 6 * 7?")
+    assert resumed["lifecycle_state"] in ("queued", "running")
+    done = client.wait(task_id, timeout=30)
+    assert done["lifecycle_state"] == "done" and "42" in str(done["result"])
+    events = [h["event"] for h in client.history(task_id)["cognitive"]]
+    assert "TASK_SUSPENDED" in events and "MESSAGE_RECEIVED" in events
+
+
+def test_need_more_info_suspends_and_a_message_completes_it(pegasus) -> None:
+    client = pegasus()
+    task = client.submit("help me")
+    blocked = client.wait(task["task_id"], until=frozenset({"blocked"}))
+    assert blocked["state"] == "suspended" and blocked["question"]
+    done = client.resume(task["task_id"], message="what is 10 - 4?") and client.wait(task["task_id"])
+    assert done["lifecycle_state"] == "done" and "6" in str(done["result"])
+
+
+def test_cancel_while_a_stage_runs_drops_its_late_result(pegasus) -> None:
+    client = pegasus()
+    task_id = client.submit("sleep 1")["task_id"]
+    wait_for(lambda: client.get(task_id)["state"] == "acting", what="acting")
+    canceled = client.cancel(task_id)
+    assert canceled["lifecycle_state"] == "canceled"
+    seen = len(client.history(task_id)["cognitive"])
+    # The tool worker finishes its step ~1 s later; the result must change nothing.
+    wait_for(lambda: client.stats()["pools"]["tool"]["busy"] == 0, timeout=10, what="tool worker idle")
+    time.sleep(0.2)
+    after = client.get(task_id)
+    assert after["lifecycle_state"] == "canceled" and after["state"] == "acting"
+    assert len(client.history(task_id)["cognitive"]) == seen
+    assert client.wait(client.submit("echo still serving")["task_id"])["lifecycle_state"] == "done"
+
+
+def test_manual_approval_policy(pegasus) -> None:
+    client = pegasus(runtime={"approval_policy": "manual"})
+    task_id = client.submit("what is 1 + 1?")["task_id"]
+    time.sleep(0.3)
+    assert client.get(task_id)["lifecycle_state"] == "draft"
+    assert client.approve(task_id)["lifecycle_state"] in ("queued", "running", "verifying", "verified", "done")
+    assert client.wait(task_id)["lifecycle_state"] == "done"
+    with pytest.raises(RequestError, match="only a draft"):
+        client.approve(task_id)
+
+
+def test_verification_gates_pass_and_fail(pegasus) -> None:
+    gates = [{"name": "ok", "command": ["true"], "timeout_s": 10},
+             {"name": "marker", "command": ["test", "-e", "/nonexistent/pegasus-marker"], "timeout_s": 10}]
+    client = pegasus(verification={"gates": gates, "max_gate_retries": 1})
+    task_id = client.submit("what is 2 + 2?")["task_id"]
+    failed = client.wait(task_id, timeout=30)
+    assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "gate_failed")
+    assert failed["runs"] == 2  # the first gate failure sent it back to the queue once
+    assert [(g["gate"], g["ok"]) for g in failed["gates"]] == [("ok", True), ("marker", False)] * 2
+    lifecycle = [h["to_state"] for h in client.history(task_id)["lifecycle"]]
+    assert lifecycle.count("verifying") == 2 and "queued" in lifecycle[lifecycle.index("verifying"):]
+
+
+def test_stage_timeouts_fail_the_task_and_retry_is_bounded(pegasus) -> None:
+    client = pegasus(pools={"llm_timeout_s": 0.3}, cognition={"latency_ms": 1500},
+                     retry={"max_attempts": 2, "backoff_s": 0.2})
+    task_id = client.submit("what is 1 + 2?")["task_id"]
+    failed = client.wait(task_id, timeout=30)
+    assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "timeout")
+    assert "deadline" in failed["error"]
+    retried = client.retry(task_id)
+    assert retried["lifecycle_state"] == "queued" and retried["attempts"] == 2
+    assert client.wait(task_id, timeout=30)["exit_reason"] == "timeout"
+    with pytest.raises(RequestError, match="2 of 2 attempts"):
+        client.retry(task_id)
+    stats = client.stats()
+    assert stats["pools"]["llm"]["size"] == 3 and stats["pools"]["llm"]["replaced"] >= 2
+
+
+def test_sigkill_of_a_worker_mid_stage(pegasus) -> None:
+    client = pegasus()
+    task_id = client.submit("sleep 1 and then what is 3 * 3?")["task_id"]
+
+    def busy_tool_worker():
+        workers = client.stats()["pools"]["tool"]["workers"]
+        return next((w for w in workers if w["busy"] and w["pid"]), None)
+
+    victim = wait_for(busy_tool_worker, what="a busy tool worker")
+    os.kill(victim["pid"], signal.SIGKILL)
+    done = client.wait(task_id, timeout=30)
+    assert done["lifecycle_state"] == "done" and "9" in str(done["result"])
+    assert any(s["stage"] == "act" and not s["ok"] and "died" in (s["error"] or "") for s in done["stages"])
+    tool = wait_for(lambda: (p := client.stats()["pools"]["tool"]) and all(w["pid"] for w in p["workers"]) and p)
+    assert tool["size"] == 3 and tool["replaced"] == 1
+    assert victim["pid"] not in {w["pid"] for w in tool["workers"]}
+
+
+def test_bad_requests_get_clear_errors_and_the_system_keeps_serving(pegasus) -> None:
+    client = pegasus(runtime={"max_input_bytes": 100})
+    reply = client.asys.ask(client.supervisor, "hello", 10)
+    assert isinstance(reply, m.Reply) and not reply.ok and reply.error_type == "UnknownRequest"
+    bogus = m.Submit.model_construct(request_id="r1", text=123, machine="classic", priority=5, metadata={},
+                                     source="x", follow=False)
+    reply = client.asys.ask(client.supervisor, bogus, 10)
+    assert not reply.ok and reply.error_type == "BadRequest" and "text" in reply.error
+    with pytest.raises(RequestError, match="unknown task 'nope'"):
+        client.get("nope")
+    with pytest.raises(RequestError, match="101 bytes; the limit is 100"):
+        client.submit("x" * 101)
+    with pytest.raises(RequestError, match="machine"):
+        client._ask(m.Submit.model_construct(request_id="", text="hi", machine="turing", priority=5,
+                                             metadata={}, source="x", follow=False))
+    done = client.wait(client.submit("what is 5 + 5?")["task_id"])
+    assert done["lifecycle_state"] == "done"
+    with pytest.raises(RequestError, match="only a suspended task can be resumed"):
+        client.resume(done["task_id"], message="more")
+    assert client.wait(client.submit("echo fine")["task_id"])["lifecycle_state"] == "done"
