@@ -1,0 +1,96 @@
+"""The processor interfaces of seed 004, as Protocols.
+
+A processor is stateless: it reads a TaskContext and returns the stage's result;
+one instance serves any number of tasks.  The interfaces are synchronous (the seed
+writes ``async def``): the processors run inside stage-worker actors, which are
+plain synchronous Thespian actors whose pool size is the concurrency limit, so an
+event loop would add nothing but a second scheduler.  An LLM-backed set keeps
+these signatures and blocks on its HTTP call.
+
+Two results need more than the seed's return types, and are expressed as data:
+
+- A Thinker (or Reasoner) that needs more information says so in its reasoning
+  dict: ``{"need_more_info": True, "question": "..."}``.
+- A Reasoner (seed 001: think and plan in one) returns ``(reasoning, plan)``
+  with ``plan`` None when it needs more information.
+
+``plan_results`` and ``jsonable`` are here because every processor set (and
+``run_stage``) needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+
+NEED_MORE_INFO = "need_more_info"
+QUESTION = "question"
+
+
+INT64_MAX = 2**63 - 1
+
+
+def needs_more_info(reasoning: dict[str, Any] | None) -> bool:
+    """Whether a reasoning dict asks the user for more information."""
+    return bool(reasoning and reasoning.get(NEED_MORE_INFO))
+
+
+def plan_results(context: TaskContext) -> list[ActionResult]:
+    """The results of the current plan's completed steps (each executed step adds exactly one)."""
+    done = sum(step.completed for step in context.plan.steps) if context.plan else 0
+    return context.actions_done[-done:] if done else []
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data that msgpack can also carry.
+
+    Stage payloads cross processes (pickled by Thespian) and are checkpointed
+    (msgpack), so a processor's odd value (a Path, a tuple, a 100-digit int, NaN)
+    is turned into its nearest plain form here instead of failing there.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= INT64_MAX else str(value)
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (set, frozenset)):  # sorted: the same set gives the same payload
+        return [jsonable(item) for item in sorted(value, key=repr)]
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    return str(value)
+
+
+class Perceiver(Protocol):
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        """The structured perception of the input (intents, entities)."""
+
+
+class Thinker(Protocol):
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        """The reasoning; ``need_more_info`` and ``question`` when the task cannot go on."""
+
+
+class Planner(Protocol):
+    def run(self, context: TaskContext) -> Plan:
+        """The plan: ordered steps, the last one usually ``respond``."""
+
+
+class StepRunner(Protocol):
+    """Seed 004 calls it ``Actor``; renamed so that it is not mistaken for a Thespian actor."""
+
+    def run_step(self, context: TaskContext, step: PlanStep) -> ActionResult:
+        """Run one step.  A failing tool is a result with success=False, not an exception."""
+
+
+class Reflector(Protocol):
+    def run(self, context: TaskContext) -> Reflection:
+        """The verdict on what was done: complete, continue or replan."""
+
+
+class Reasoner(Protocol):
+    def run(self, context: TaskContext) -> tuple[dict[str, Any], Plan | None]:
+        """The reasoning and the plan (None when more information is needed)."""

@@ -1,0 +1,434 @@
+"""The offline processors: deterministic, no network, and useful on plain requests.
+
+They understand a small English grammar of tool requests (arithmetic, list a
+directory, read a file, count lines/words/characters, echo, sleep), plan one
+tool call per request plus a final ``respond`` step, run the calls through a
+ToolRegistry, and answer from the results.  Same input, same outcome: no clock
+but the step timer (a parameter), no randomness.
+
+What each processor reads (seed 004: stateless, TaskContext in, result out):
+the Perceiver the input text and the user messages added on resume; the Thinker
+and Reasoner the perception (recomputed when messages arrived after it); the
+Planner the reasoning and, on a replan, the failed results of the last plan;
+the Reflector the results of the last plan.  Relative paths are resolved by the
+tools against ``input_metadata["workspace"]`` (the client's cwd) when given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
+from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+from pegasus.tools.builtin import MAX_SLEEP_S, default_registry, is_expression
+from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
+
+MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
+MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
+EXAMPLES = ("what is 2 + 3 * 4?", "count the lines in README.md", "list ./src", "read setup.cfg",
+            "echo hello", "sleep 0.5")
+
+# -- the request grammar --------------------------------------------------------------
+_QUOTE = re.compile(r'"([^"]*)"|“([^”]*)”|`([^`]*)`|(?<!\w)\'([^\'\n]+)\'(?!\w)')
+_QPH = r"⟦\d+⟧_*"  # a masked quotation, as long as the quotation it hides
+_PATH = (r"(?:(?<![\w./~\-])(?=[\w.\-~/]*[A-Za-z_~])(?:(?:~|\.{1,2})?/[\w.\-~/]*[\w~/]"
+         r"|[\w\-]+(?:/[\w.\-]*[\w\-])+/?|[\w\-]+(?:\.[\w\-]+)*\.[A-Za-z]\w{0,7}(?!\w)|\.[A-Za-z][\w.\-]*\w)"
+         r"|(?<![\w./])\.{1,2}(?![\w./]))")
+_FILLER = (r"(?:me|us|the|a|an|file|files|contents?|of|text|in|inside|under|to|and|then|it|this|that"
+           r"|directory|dir|folder|all|entries|everything)")
+_BARE = rf"(?!{_FILLER}\b)[\w.\-~/]*\w[\w.\-~/]*"
+_STRONG = rf"(?P<target>{_QPH}|{_PATH}|{_BARE})"  # after read/cat/list: any token names a file
+_WEAK = rf"(?P<target>{_QPH}|{_PATH})"  # after show/print: only what looks like a path
+_UNIT = r"\b(?:words?|lines?|char(?:acter)?s?|letters?)\b"
+_VERB = (r"(?:compute|calculate|evaluate|what\s+is|what's|count|how\s+many|read|cat|open|show|display"
+         r"|print|view|list|ls|sleep|wait|pause|echo|say|repeat)\b")
+_READ_FILLER = r"(?:\s+(?:me|us|the|file|contents?|of|text))*\s+"
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, re.I)) for name, rx in (
+    ("sleep", r"\b(?:sleep|wait|pause)\s+(?:for\s+)?(?P<num>\d+(?:\.\d+)?|\.\d+)\s*"
+              r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?(?!\w)"),
+    ("count", rf"(?:\bcount\b(?P<u1>(?:\s*(?:,|&|\band\b|\bthe\b|\ball\b|\bnumber\b|\bof\b|{_UNIT}))*)"
+              rf"|\bhow\s+many\b(?P<u2>(?:\s*(?:,|&|\band\b|{_UNIT}))+)(?:\s+(?:are|is|there))*"
+              rf"|\b(?P<u3>{_UNIT})\s+count\b)\s+(?:in|of|for)\s+(?:the\s+)?(?:(?:file|text|string)\s+)?{_STRONG}"),
+    ("read_file", rf"\b(?:read|cat|open)\b{_READ_FILLER}{_STRONG}"),
+    ("read_file", rf"\b(?:show|display|print|view)\b{_READ_FILLER}{_WEAK}"),
+    ("list_dir", r"\b(?:list|ls)\b(?:\s+-\w+)*(?:\s+(?:me|the|all|of|files?|entries|contents?|directory|dir"
+                 rf"|folder|in|inside|under|everything))*(?:\s+(?:-\w+\s+)*{_STRONG})?"),
+    ("list_dir", r"\b(?:files?|entries)\s+(?:are\s+)?(?:in|inside|under)\s+(?:the\s+)?"
+                 rf"(?:(?:directory|dir|folder)\s+)?{_STRONG}"),
+))
+_ECHO = re.compile(r"\b(?:echo|say|repeat)\b[:,]?\s+(?=\S)", re.I)
+_ECHO_END = re.compile(rf"\s*[;\n]|(?:[.!?]?\s+(?:and\s+then|and|then|also)\s+|[.!?]\s+|,\s*(?:and\s+|then\s+)?)"
+                       rf"(?={_VERB})",
+                       re.I)
+_CLAUSE_START = re.compile(r"(?:^|[;,.:!?\n]|\b(?:and|then|also|please|now))$", re.I)
+_MATH_WORDS = re.compile(r"\b(?:compute|calculate|evaluate|eval|what\s+is|what's|whats|how\s+much|solve)\b", re.I)
+_WORD_OPS = re.compile(r"(?<=[\d)])\s+(plus|minus|times|multiplied\s+by|divided\s+by|over|mod(?:ulo)?"
+                       r"|to\s+the\s+power\s+of)\s+(?=[\d(.\-])", re.I)
+_OPS = {"plus": "+", "minus": "-", "times": "*", "multiplied": "*", "divided": "/", "over": "/",
+        "mod": "%", "modulo": "%", "to": "**"}
+# Starts only where a run of prefix characters starts, and never backtracks: linear on any input.
+_EXPR = re.compile(r"(?:(?<![\-+(\s])[\-+(\s]++|(?<![\w.]))(?:\d|\.\d)[\d.\s()+\-*/%^×÷]*")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
+
+
+def _blank(text: str, spans: Iterable[tuple[int, int, Any]]) -> str:
+    chars = list(text)
+    for start, end, _ in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
+def _starts_clause(masked: str, start: int) -> bool:
+    """Whether ``start`` begins a clause (only the few characters before it are read)."""
+    return _CLAUSE_START.search(masked[max(0, start - 40):start].rstrip()) is not None
+
+
+def _mask_quotes(text: str) -> tuple[str, list[str]]:
+    """``text`` with each quotation replaced by an equally long placeholder (positions stay valid)."""
+    quotes: list[str] = []
+
+    def mask(match: re.Match[str]) -> str:
+        token = f"⟦{len(quotes)}⟧"
+        if len(token) > len(match.group()):
+            return match.group()  # too short to hide; it stays plain text
+        quotes.append(next(group for group in match.groups() if group is not None))
+        return token.ljust(len(match.group()), "_")
+    return _QUOTE.sub(mask, text), quotes
+
+
+def _target(raw: str, quotes: list[str]) -> tuple[str, bool]:
+    """The quoted text (True) or the path token (False) a pattern's target names."""
+    placeholder = re.fullmatch(r"⟦(\d+)⟧_*", raw)
+    if placeholder:
+        return quotes[int(placeholder.group(1))], True
+    return (raw if set(raw) == {"."} else raw.rstrip(".")), False
+
+
+def _units(words: str) -> list[str]:
+    found = {"lines": "line" in words, "words": "word" in words, "chars": "char" in words or "letter" in words}
+    return [unit for unit, asked in found.items() if asked] or ["lines", "words", "chars"]
+
+
+def _intent(name: str, match: re.Match[str], quotes: list[str]) -> dict[str, Any] | None:
+    if name == "sleep":
+        unit = (match["unit"] or "s").lower()
+        factor = 0.001 if unit == "ms" or unit.startswith("milli") else 60.0 if unit.startswith("m") else 1.0
+        seconds = float(match["num"]) * factor
+        return {"intent": "sleep", "tool": "sleep", "args": {"seconds": min(seconds, MAX_SLEEP_S)},
+                "capped": seconds > MAX_SLEEP_S}
+    target, quoted = _target(match["target"] or ".", quotes)
+    if name == "count":
+        units = _units(" ".join(match[g] or "" for g in ("u1", "u2", "u3")).lower())
+        args = {"text": target} if quoted else {"path": target}
+        return {"intent": "count", "tool": "count", "args": {**args, "units": units}}
+    if not target:
+        return None
+    return {"intent": name, "tool": name, "args": {"path": target}}
+
+
+def _echoes(text: str, masked: str, quotes: list[str]) -> list[tuple[int, int, dict[str, Any]]]:
+    """``echo/say/repeat ...`` at the start of a clause: the rest of the clause, verbatim."""
+    found, pos = [], 0
+    while (match := _ECHO.search(masked, pos)) is not None:
+        pos = match.end()
+        if not _starts_clause(masked, match.start()):
+            continue
+        stop = _ECHO_END.search(masked, match.end())
+        end = stop.start() if stop else len(masked)
+        placeholder = re.fullmatch(r"\s*⟦(\d+)⟧_*\s*", masked[match.end():end])
+        said = quotes[int(placeholder.group(1))] if placeholder else text[match.end():end].strip()
+        found.append((match.start(), end, {"intent": "echo", "tool": "echo", "args": {"text": said}}))
+        pos = end
+    return found
+
+
+def _expressions(masked: str) -> list[tuple[int, int, str]]:
+    """Arithmetic in what is left of the text once other intents, paths and quotes are blanked."""
+    words = _WORD_OPS.sub(lambda m: f" {_OPS[m.group(1).split()[0].lower()]} ".ljust(len(m.group())), masked)
+    keyword = _MATH_WORDS.search(masked) is not None
+    found = []
+    for match in _EXPR.finditer(words):
+        expr = match.group().strip().rstrip(".").strip()
+        while expr.endswith(")") and expr.count(")") > expr.count("("):
+            expr = expr[:-1].rstrip()
+        while expr.startswith("(") and expr.count("(") > expr.count(")"):
+            expr = expr[1:].lstrip()
+        expr = re.sub(r"\s+", " ", expr.replace("^", "**").replace("×", "*").replace("÷", "/"))
+        if not is_expression(expr):
+            continue
+        if keyword or re.search(r"[+*/%(]|\s-\s", expr):  # a bare "555-1234" is not a sum
+            found.append((match.start(), match.end(), expr))
+    return found
+
+
+def perceive_text(text: str, source: str = "input") -> dict[str, Any]:
+    """Intents and entities of one text, in the order they appear."""
+    text = text.replace("⟦", "[").replace("⟧", "]")  # the placeholder brackets are ours alone
+    masked, quotes = _mask_quotes(text)
+    paths = [m.group() for m in re.finditer(_PATH, masked)]
+    chosen = _echoes(text, masked, quotes)
+    masked = _blank(masked, chosen)
+    candidates = [(m.start(), m.end(), name, m) for name, rx in _PATTERNS for m in rx.finditer(masked)]
+    last_end = 0  # candidates never start inside a blanked echo, so only they can overlap each other
+    for start, end, name, match in sorted(candidates, key=lambda c: (c[0], -(c[1] - c[0]))):
+        if start >= last_end and (intent := _intent(name, match, quotes)) is not None:
+            chosen.append((start, end, intent))
+            last_end = end
+    rest = _blank(masked, chosen)
+    for pattern in (_PATH, _DATE, _QPH):
+        rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
+    expressions = _expressions(rest)
+    chosen += [(s, e, {"intent": "arithmetic", "tool": "arithmetic", "args": {"expression": x}})
+               for s, e, x in expressions]
+    chosen.sort(key=lambda item: item[0])
+    intents = [{**intent, "text": text[s:e].strip(), "source": source} for s, e, intent in chosen]
+    paths += [i["args"]["path"] for i in intents if "path" in i["args"] and i["args"]["path"] not in paths]
+    plain = re.sub(f"{_PATH}|{_QPH}", lambda m: " " * len(m.group()), masked)
+    numbers = [n if len(n) > 18 else float(n) if "." in n else int(n) for n in _NUMBER.findall(plain)]
+    return {"intents": intents, "entities": {"numbers": numbers, "expressions": [x for _, _, x in expressions],
+                                             "paths": paths, "quoted": quotes}}
+
+
+def _texts(context: TaskContext) -> list[tuple[str, str]]:
+    texts = [("input", context.input_text)]
+    texts += [(f"message {n}", str(m.get("content") or "")) for n, m in enumerate(context.messages, 1)
+              if m.get("role", "user") == "user"]
+    return [(source, text) for source, text in texts if text.strip()]
+
+
+def call_key(tool: Any, args: Any) -> str:
+    """One identity for a tool call, to find its earlier results."""
+    return json.dumps([tool, args], sort_keys=True, default=str)
+
+
+# -- the processors ---------------------------------------------------------------------
+
+
+class OfflinePerceiver:
+    """Intents (arithmetic, list_dir, read_file, count, echo, sleep) and entities of the input and messages."""
+
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        texts = _texts(context)
+        intents: list[dict[str, Any]] = []
+        entities: dict[str, list[Any]] = {"numbers": [], "expressions": [], "paths": [], "quoted": []}
+        seen: set[str] = set()
+        for source, text in texts:
+            found = perceive_text(text, source)
+            for intent in found["intents"]:
+                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < MAX_INTENTS:
+                    seen.add(call_key(intent["tool"], intent["args"]))
+                    intents.append(intent)
+            for kind, values in found["entities"].items():
+                entities[kind] += values
+        task_type = "empty" if not texts else "tool_use" if intents else "unrecognised"
+        return {"task_type": task_type, "intents": intents, "entities": entities, "sources": [s for s, _ in texts]}
+
+
+@dataclass(frozen=True)
+class OfflineThinker:
+    """Asks for more information when the request is empty or names nothing it can do."""
+
+    perceiver: OfflinePerceiver = field(default_factory=OfflinePerceiver)
+
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        perception = context.perception
+        if perception is None or context.messages:  # messages came after the perception
+            perception = self.perceiver.run(context)
+        intents = list(perception.get("intents") or [])
+        if not intents:
+            said = " / ".join(text.strip() for _, text in _texts(context))
+            start = f"I could not find anything I can do in {said!r}." if said else "The request is empty."
+            examples = "; ".join(repr(example) for example in EXAMPLES)
+            return {NEED_MORE_INFO: True, QUESTION: f"{start} What should I do? For example: {examples}.",
+                    "intents": []}
+        tools = ", ".join(intent["tool"] for intent in intents)
+        return {NEED_MORE_INFO: False, "intents": intents,
+                "approach": f"{len(intents)} tool call(s) ({tools}), then respond with the results"}
+
+
+def _tool_step(index: int, intent: dict[str, Any]) -> PlanStep:
+    args = ", ".join(f"{key}={value!r}" for key, value in intent["args"].items())
+    return PlanStep(index=index, description=f"{intent['tool']}({args})", action_type="tool_call",
+                    action_params={"tool": intent["tool"], "args": dict(intent["args"])})
+
+
+def _plan(context: TaskContext, intents: Iterable[dict[str, Any]], reasoning: str) -> Plan:
+    steps = [_tool_step(index, intent) for index, intent in enumerate(intents)]
+    steps.append(PlanStep(index=len(steps), description="respond with the results", action_type="respond"))
+    goal = " / ".join(text.strip() for _, text in _texts(context))[:200] or "(empty request)"
+    return Plan(goal=goal, steps=steps, reasoning=reasoning)
+
+
+@dataclass(frozen=True)
+class OfflinePlanner:
+    """One tool_call step per intent plus ``respond``; on a replan, the failed calls again plus ``respond``."""
+
+    thinker: OfflineThinker = field(default_factory=OfflineThinker)
+
+    def run(self, context: TaskContext) -> Plan:
+        if context.reflections and context.reflections[-1].verdict == "replan":
+            failed = [{"tool": r.tool, "args": dict(r.params)} for r in plan_results(context)
+                      if not r.success and r.tool]
+            if failed:
+                return _plan(context, failed, f"retry {len(failed)} failed call(s) once: a failure can be transient")
+        reasoning = context.reasoning if context.reasoning and not needs_more_info(context.reasoning) else None
+        intents = (reasoning or self.thinker.run(context)).get("intents") or []
+        return _plan(context, intents, f"{len(intents)} tool call(s), then respond")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.12g}"
+    return str(value)
+
+
+def _subject(tool: str | None, params: dict[str, Any]) -> str:
+    if "path" in params and params["path"] is not None:
+        return str(params["path"])
+    if "text" in params and params["text"] is not None:
+        text = str(params["text"])
+        return repr(text if len(text) <= 40 else text[:37] + "...")
+    return str(params.get("expression") or params.get("seconds") or tool)
+
+
+def _describe(result: ActionResult) -> str:
+    """One answer line for a successful tool call."""
+    tool, params, out = result.tool, result.params, result.output
+    if isinstance(out, str) and tool not in ("read_file", "echo", "arithmetic"):
+        return f"{tool} {_subject(tool, params)}: {out}"  # output cut by the registry: shown as text
+    if tool == "arithmetic":
+        return f"{params.get('expression')} = {_number(out)}"
+    if tool == "count" and isinstance(out, dict):
+        names = {"lines": "line", "words": "word", "chars": "character"}
+        parts = [f"{n} {names.get(unit, unit)}{'' if n == 1 else 's'}" for unit, n in out.items()]
+        return f"{_subject(tool, params)}: {', '.join(parts)}"
+    if tool == "list_dir" and isinstance(out, dict):
+        entries, total = list(out.get("entries") or []), out.get("total", 0)
+        more = f", ... ({total - len(entries)} more)" if total > len(entries) else ""
+        return f"{params.get('path', '.')} is empty" if not total else (
+            f"{params.get('path', '.')} has {total} entr{'y' if total == 1 else 'ies'}: {', '.join(entries)}{more}")
+    if tool == "read_file":
+        return f"{params.get('path')}:\n{out}"
+    if tool == "echo":
+        return str(out)
+    if tool == "sleep":
+        return f"Slept {_number(params.get('seconds'))} s."
+    return f"{tool}: {json.dumps(out, default=str)}"
+
+
+_VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic": "compute",
+          "echo": "echo", "sleep": "sleep for"}
+
+
+def compose_answer(context: TaskContext) -> str:
+    """The final answer from every tool result so far: the latest result of each call, failures explained."""
+    latest: dict[str, ActionResult] = {}
+    attempts: dict[str, int] = {}
+    for result in context.actions_done:
+        if result.action_type == "tool_call":
+            key = call_key(result.tool, result.params)
+            latest.pop(key, None)  # re-insert: the answer lists calls in the order of their last result
+            latest[key], attempts[key] = result, attempts.get(key, 0) + 1
+    if not latest:
+        return "There was nothing to do."
+    lines, failures = [], 0
+    for key, result in latest.items():
+        tries = attempts[key]
+        if result.success:
+            lines.append(_describe(result) + (f" (succeeded on attempt {tries})" if tries > 1 else ""))
+        else:
+            failures += 1
+            verb = _VERBS.get(str(result.tool), f"run {result.tool} on")
+            after = f" (tried {tries} times)" if tries > 1 else ""
+            lines.append(f"Could not {verb} {_subject(result.tool, result.params)}{after}: {result.error}")
+    if failures:
+        lines.append(f"{failures} of {len(latest)} request(s) failed.")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class OfflineStepRunner:
+    """Runs tool_call steps through the registry; respond/generate steps compose the answer."""
+
+    tools: ToolRegistry = field(default_factory=default_registry)
+    timer: Callable[[], float] = time.perf_counter
+
+    def run_step(self, context: TaskContext, step: PlanStep) -> ActionResult:
+        started = self.timer()
+        params = step.action_params
+        tool, args = params.get("tool"), params.get("args", {})
+        key = params.get("idempotency_key")
+        output: Any = None
+        error: str | None = None
+        if step.action_type == "tool_call":
+            workspace = Path(str(context.input_metadata.get("workspace") or os.getcwd()))
+            try:
+                output = self.tools.call(str(tool), args, ToolContext(workspace, key))
+            except ToolError as exc:
+                error = exc.message
+        elif step.action_type in ("respond", "generate"):
+            output = compose_answer(context)
+        else:
+            error = f"{step.action_type} steps are not supported by the offline processors"
+        return ActionResult(step_index=step.index, action_type=step.action_type,
+                            tool=str(tool) if tool is not None else None,
+                            params=dict(args) if isinstance(args, dict) else {}, success=error is None,
+                            output=jsonable(output), error=error,
+                            duration_ms=round((self.timer() - started) * 1000.0, 3), idempotency_key=key)
+
+
+class OfflineReflector:
+    """complete when every step succeeded; replan once after a failure; then complete, failure explained."""
+
+    def run(self, context: TaskContext) -> Reflection:
+        results = plan_results(context)
+        failed = [r for r in results if not r.success]
+        if not failed:
+            return Reflection(verdict="complete", assessment=f"all {len(results)} step(s) succeeded")
+        problems = [f"{r.tool or r.action_type} {_subject(r.tool, r.params)}: {r.error}" for r in failed]
+        if not any(reflection.verdict == "replan" for reflection in context.reflections):
+            return Reflection(verdict="replan", assessment=f"{len(failed)} step(s) failed: " + "; ".join(problems),
+                              next_focus="retry the failed step(s) once; the failure may be transient")
+        return Reflection(verdict="complete",
+                          assessment=f"{len(failed)} step(s) still failed after a retry: " + "; ".join(problems),
+                          lessons=[f"{problem} (failed twice)" for problem in problems])
+
+
+@dataclass(frozen=True)
+class OfflineReasoner:
+    """reason_act: tool calls not yet done (or failed once) plus respond; once all are done, respond only.
+
+    Seed 001 sends a finished plan with tool_call steps back to REASONING, so the
+    plan that follows the results must hold only a respond step: that plan ends
+    the task.  Each call is tried at most MAX_ATTEMPTS times, so a task always ends.
+    """
+
+    thinker: OfflineThinker = field(default_factory=OfflineThinker)
+
+    def run(self, context: TaskContext) -> tuple[dict[str, Any], Plan | None]:
+        reasoning = self.thinker.run(context)
+        if needs_more_info(reasoning):
+            return reasoning, None
+        tries: dict[str, list[bool]] = {}
+        for result in context.actions_done:
+            if result.action_type == "tool_call":
+                tries.setdefault(call_key(result.tool, result.params), []).append(result.success)
+
+        def pending(intent: dict[str, Any]) -> bool:  # never succeeded, and tried fewer than MAX_ATTEMPTS times
+            outcomes = tries.get(call_key(intent["tool"], intent["args"]), [])
+            return not any(outcomes) and len(outcomes) < MAX_ATTEMPTS
+
+        todo = [intent for intent in reasoning["intents"] if pending(intent)]
+        if todo:
+            approach = f"{len(todo)} tool call(s) ({', '.join(i['tool'] for i in todo)}), then respond"
+        else:
+            approach = "every tool call has a result: respond"
+        return {**reasoning, "approach": approach}, _plan(context, todo, approach)

@@ -1,0 +1,222 @@
+"""The one entry point of the stage workers: ``run_stage`` turns a stage of a task
+into the event the task actor applies to its state machine.
+
+What it owns: which processor runs a stage, which pool a stage belongs to, and
+the shape of each event's payload (JSON-able, keys as the machines' reducers
+read them).  What it must not do: import Thespian or actors, or touch the FSM.
+
+Decisions:
+
+- Processors are synchronous (``run(context)``, ``run_step(context, step)``).
+  The workers that call them are plain synchronous actors and the pool size is
+  the concurrency limit; an event loop inside a worker would add a second
+  scheduler and nothing else.
+- A tool that fails is an outcome, not an exception: TOOL_CALL_FAILED with an
+  ActionResult(success=False).  An exception raised by an act step runner is
+  reported the same way, so the task decides (retry, replan, explain).
+- An exception in an llm-stage processor is a StageError (the worker turns it
+  into a failed-stage message); the task actor decides what it means.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pegasus.cognitive.base import (
+    QUESTION,
+    Perceiver,
+    Planner,
+    Reasoner,
+    Reflector,
+    StepRunner,
+    Thinker,
+    jsonable,
+    needs_more_info,
+    plan_results,
+)
+from pegasus.cognitive.offline import (
+    OfflinePerceiver,
+    OfflinePlanner,
+    OfflineReasoner,
+    OfflineReflector,
+    OfflineStepRunner,
+    OfflineThinker,
+)
+from pegasus.errors import PegasusError
+from pegasus.task.events import EventType
+from pegasus.task.models import ActionResult, PlanStep, TaskContext
+from pegasus.tools.builtin import default_registry
+from pegasus.tools.registry import ToolRegistry
+
+LLM_STAGES = ("perceive", "think", "plan", "reflect", "reason")
+TOOL_STAGES = ("act",)
+MACHINES = ("classic", "reason_act")
+
+
+class StageError(PegasusError):
+    """An llm-stage processor failed; ``stage`` names the stage, ``message`` says why."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"stage {stage!r} failed: {message}")
+        self.stage = stage
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable although __init__ takes two arguments
+        return (type(self), (self.stage, self.message))
+
+
+def pool_for(stage: str) -> str:
+    """``"llm"`` or ``"tool"``: the pool whose workers run ``stage``."""
+    if stage in LLM_STAGES:
+        return "llm"
+    if stage in TOOL_STAGES:
+        return "tool"
+    raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(LLM_STAGES + TOOL_STAGES)}")
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """What a stage produced: the event for the task's FSM and its JSON-able payload."""
+
+    event_type: EventType
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Processors:
+    """One set of stateless processors (seed 004), shared by every task a worker serves."""
+
+    perceiver: Perceiver
+    thinker: Thinker
+    planner: Planner
+    step_runner: StepRunner
+    reflector: Reflector
+    reasoner: Reasoner
+
+
+def offline_processors(tools: ToolRegistry | None = None, *,
+                       timer: Callable[[], float] = time.perf_counter) -> Processors:
+    """The deterministic offline set; ``timer`` measures step durations (tests pass a fixed one)."""
+    perceiver = OfflinePerceiver()
+    thinker = OfflineThinker(perceiver)
+    return Processors(
+        perceiver=perceiver,
+        thinker=thinker,
+        planner=OfflinePlanner(thinker),
+        step_runner=OfflineStepRunner(tools if tools is not None else default_registry(), timer),
+        reflector=OfflineReflector(),
+        reasoner=OfflineReasoner(thinker),
+    )
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json")
+
+
+def _perceive(processors: Processors, context: TaskContext) -> StageOutcome:
+    return StageOutcome(EventType.PERCEIVE_DONE, {"perception": jsonable(processors.perceiver.run(context))})
+
+
+def _need_more_info(reasoning: dict[str, Any]) -> StageOutcome:
+    question = str(reasoning.get(QUESTION) or "more information is needed")
+    return StageOutcome(EventType.NEED_MORE_INFO, {"reasoning": jsonable(reasoning), "question": question})
+
+
+def _think(processors: Processors, context: TaskContext) -> StageOutcome:
+    reasoning = processors.thinker.run(context)
+    if needs_more_info(reasoning):
+        return _need_more_info(reasoning)
+    return StageOutcome(EventType.THINK_DONE, {"reasoning": jsonable(reasoning)})
+
+
+def _plan(processors: Processors, context: TaskContext) -> StageOutcome:
+    return StageOutcome(EventType.PLAN_DONE, {"plan": _dump(processors.planner.run(context))})
+
+
+def _reason(processors: Processors, context: TaskContext) -> StageOutcome:
+    reasoning, plan = processors.reasoner.run(context)
+    if plan is None or needs_more_info(reasoning):
+        return _need_more_info(reasoning)
+    return StageOutcome(EventType.REASON_DONE, {"reasoning": jsonable(reasoning), "plan": _dump(plan)})
+
+
+def _final_answer(context: TaskContext, fallback: str) -> Any:
+    """The answer of the last plan's respond step, else the answer so far, else ``fallback``."""
+    for result in reversed(plan_results(context)):
+        if result.action_type == "respond" and result.success:
+            return result.output
+    return context.final_result if context.final_result is not None else fallback
+
+
+def _reflect(processors: Processors, context: TaskContext) -> StageOutcome:
+    reflection = processors.reflector.run(context)
+    payload: dict[str, Any] = {"reflection": _dump(reflection)}
+    if reflection.verdict == "complete":
+        payload["final_result"] = jsonable(_final_answer(context, reflection.assessment))
+    return StageOutcome(EventType.REFLECT_DONE, payload)
+
+
+_LLM_HANDLERS: dict[str, Callable[[Processors, TaskContext], StageOutcome]] = {
+    "perceive": _perceive, "think": _think, "plan": _plan, "reason": _reason, "reflect": _reflect,
+}
+
+
+def _step(context: TaskContext, step_index: int | None) -> PlanStep:
+    if context.plan is None:
+        raise StageError("act", "the task has no plan")
+    if step_index is None:
+        step = context.plan.current_step
+        if step is None:
+            raise StageError("act", "every step of the plan is done")
+        return step
+    for step in context.plan.steps:
+        if step.index == step_index:
+            return step
+    raise StageError("act", f"the plan has no step {step_index}")
+
+
+def _act(processors: Processors, context: TaskContext, machine: str, step_index: int | None) -> StageOutcome:
+    step = _step(context, step_index)
+    try:
+        result = processors.step_runner.run_step(context, step)
+    except Exception as exc:  # the step failed: an outcome for the task to judge, not a crash
+        tool, args = step.action_params.get("tool"), step.action_params.get("args")
+        result = ActionResult(step_index=step.index, action_type=step.action_type,
+                              tool=None if tool is None else str(tool),
+                              params=jsonable(args) if isinstance(args, dict) else {},
+                              success=False, error=f"{type(exc).__name__}: {exc}")
+    payload: dict[str, Any] = {"result": _dump(result)}
+    if step.action_type == "respond" and result.success:
+        payload["final_result"] = jsonable(result.output)
+    if machine == "reason_act" and step.action_type in ("respond", "generate"):
+        event = EventType.STEP_COMPLETED
+    else:
+        event = EventType.TOOL_CALL_COMPLETED if result.success else EventType.TOOL_CALL_FAILED
+    return StageOutcome(event, payload)
+
+
+def run_stage(processors: Processors, stage: str, context: TaskContext, *, machine: str,
+              step_index: int | None = None) -> StageOutcome:
+    """Run ``stage`` of a task whose context is ``context`` on ``machine`` (classic or reason_act).
+
+    perceive -> PERCEIVE_DONE; think -> THINK_DONE or NEED_MORE_INFO; plan ->
+    PLAN_DONE; reason -> REASON_DONE or NEED_MORE_INFO; reflect -> REFLECT_DONE;
+    act (step ``step_index``, default the plan's current step) ->
+    TOOL_CALL_COMPLETED / TOOL_CALL_FAILED, or STEP_COMPLETED for a respond or
+    generate step on reason_act.  ValueError for an unknown stage or machine;
+    StageError when an llm-stage processor raises or there is no step to act on.
+    """
+    pool = pool_for(stage)
+    if machine not in MACHINES:
+        raise ValueError(f"unknown cognitive machine {machine!r}; machines are {', '.join(MACHINES)}")
+    if pool == "tool":
+        return _act(processors, context, machine, step_index)
+    try:
+        return _LLM_HANDLERS[stage](processors, context)
+    except StageError:
+        raise
+    except Exception as exc:  # the processor's failure, reported with the stage it happened in
+        raise StageError(stage, f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,217 @@
+"""The tool registry: named tools with a pydantic argument model, an effect class
+and a timeout, called with validated arguments and a capped output.
+
+What it owns: looking a tool up by name, validating its arguments before the call
+(so a bad argument never reaches the tool), turning any exception a tool raises
+into a ToolExecutionError, and capping the size of what comes back.  What it must
+not do: enforce timeouts or run anything concurrently.  A Python thread cannot
+be stopped, so ``Tool.timeout_s`` is a declaration the runtime enforces around the
+worker that makes the call (the tool pool's deadline), not something ``call``
+could honour by itself.
+
+Effect classes (read by the runtime when it recovers an interrupted step):
+
+- ``pure``: no side effects; the output depends on the arguments and on what the
+  tool reads.  Safe to call again.
+- ``idempotent``: calling it again has the same effect as calling it once.
+  Safe to call again.
+- ``effectful``: changes the world; calling it again may do it twice.  The
+  runtime never repeats it silently; ``ToolContext.idempotency_key`` lets such a
+  tool recognise a repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from pegasus.errors import PegasusError
+
+Effect = Literal["pure", "idempotent", "effectful"]
+EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "effectful")
+DEFAULT_MAX_OUTPUT_CHARS = 16000
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+class ToolError(PegasusError):
+    """Root of the tool errors; ``tool`` names the tool concerned (or None)."""
+
+    def __init__(self, tool: str | None, message: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable although __init__ takes two arguments
+        return (type(self), (self.tool, self.message))
+
+
+class ToolNotFoundError(ToolError):
+    """No tool of that name; ``known`` lists the names there are."""
+
+    def __init__(self, tool: str, known: Iterable[str]) -> None:
+        self.known = sorted(known)
+        super().__init__(tool, f"unknown tool {tool!r}; known tools: {', '.join(self.known) or '(none)'}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.tool, self.known))
+
+
+class ToolRegistrationError(ToolError):
+    """A tool could not be registered (a duplicate name, a bad effect class or timeout)."""
+
+
+class ToolArgumentError(ToolError):
+    """The arguments do not fit the tool's model; ``fields`` names the bad ones."""
+
+    def __init__(self, tool: str, fields: list[str], message: str) -> None:
+        self.fields = list(fields)
+        super().__init__(tool, message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.tool, self.fields, self.message))
+
+
+class ToolExecutionError(ToolError):
+    """The tool ran and failed; the message says why in the user's terms."""
+
+
+# -- tools ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a call may know beyond its arguments.
+
+    ``workspace`` is where relative paths resolve (the submitting client's
+    working directory); ``idempotency_key`` identifies one logical step
+    (task, iteration, step) so an effectful tool can recognise a repeat.
+    """
+
+    workspace: Path = field(default_factory=Path.cwd)
+    idempotency_key: str | None = None
+
+    def resolve(self, path: str) -> Path:
+        """``path`` with ``~`` expanded, relative paths taken from the workspace."""
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else self.workspace / candidate
+
+
+ToolFunc = Callable[[Any, ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: ``func(args, ctx)`` gets an instance of ``args_model`` and returns JSON-able output."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    effect: Effect
+    timeout_s: float
+    func: ToolFunc
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (what an LLM is shown to call the tool)."""
+        return self.args_model.model_json_schema()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "schema": self.schema(),
+                "effect": self.effect, "timeout_s": self.timeout_s}
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "<arguments>"
+
+
+class ToolRegistry:
+    """Tools by name.  ``call`` validates, runs and caps; nothing else is done for a tool."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+        if max_output_chars < 1:
+            raise ValueError("max_output_chars must be at least 1")
+        self.max_output_chars = max_output_chars
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add ``tool``; a name already taken, an unknown effect or a non-positive timeout is refused."""
+        if tool.name in self._tools:
+            raise ToolRegistrationError(tool.name, f"a tool named {tool.name!r} is already registered")
+        if tool.effect not in EFFECTS:
+            raise ToolRegistrationError(tool.name, f"effect must be one of {EFFECTS}, got {tool.effect!r}")
+        if not tool.timeout_s > 0:
+            raise ToolRegistrationError(tool.name, f"timeout_s must be positive, got {tool.timeout_s!r}")
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise ToolNotFoundError(name, self._tools) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every tool as {name, description, schema, effect, timeout_s}, by name."""
+        return [self._tools[name].describe() for name in self.names()]
+
+    def validate(self, name: str, args: Any) -> BaseModel:
+        """The arguments as the tool's model; ToolArgumentError names each bad field."""
+        tool = self.get(name)
+        if not isinstance(args, dict):
+            raise ToolArgumentError(name, ["<arguments>"],
+                                    f"tool {name!r}: arguments must be an object, got {type(args).__name__}")
+        try:
+            return tool.args_model.model_validate(args)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            fields = [_field_name(error["loc"]) for error in errors]
+            problems = "; ".join(f"{_field_name(e['loc'])}: {e['msg']}" for e in errors)
+            raise ToolArgumentError(name, fields, f"tool {name!r}: bad argument(s) {problems}") from None
+
+    def call(self, name: str, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+        """Validate ``args``, run the tool, and return its (size-capped) output.
+
+        Raises ToolNotFoundError, ToolArgumentError, or ToolExecutionError for
+        anything the tool itself raises.
+        """
+        model = self.validate(name, args)
+        tool = self._tools[name]
+        try:
+            output = tool.func(model, ctx or ToolContext())
+        except ToolError:
+            raise
+        except Exception as exc:  # a tool's own bug or OS error becomes a clear tool error
+            raise ToolExecutionError(name, f"{name} failed: {type(exc).__name__}: {exc}") from exc
+        return self.cap(output)
+
+    def cap(self, output: Any) -> Any:
+        """``output`` if it fits ``max_output_chars``; else its (JSON) text, cut, with a note.
+
+        A string is measured as it is; anything else by its JSON text, which then
+        replaces it (a cut JSON document is no longer a value, but it is readable).
+        """
+        if isinstance(output, str):
+            text = output
+        else:
+            text = json.dumps(output, ensure_ascii=False, default=str)
+            if len(text) <= self.max_output_chars:
+                return output
+        if len(text) <= self.max_output_chars:
+            return text
+        cut = len(text) - self.max_output_chars
+        return (f"{text[:self.max_output_chars]}\n"
+                f"[output truncated: {cut} of {len(text)} characters cut]")
