@@ -55,6 +55,7 @@ class Client:
                  timeout: float = 30.0) -> None:
         self.asys, self.spec, self.settings = asys, spec, settings
         self.owns_system = owns_system
+        self.closed = False
         self.timeout = timeout
         self.supervisor = asys.createActor(Supervisor, globalName=m.SUPERVISOR_NAME)
         self._ids = itertools.count(1)
@@ -103,6 +104,9 @@ class Client:
 
     def close(self) -> None:
         """Shut the system down if this client started it; otherwise just detach."""
+        if self.closed:
+            return
+        self.closed = True
         if self.owns_system:
             shutdown(self.spec, self.asys)
         else:

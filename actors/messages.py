@@ -152,6 +152,8 @@ class StartTask:
     settings: dict[str, Any]
     resume_event: str | None = None
     resume_payload: dict[str, Any] = field(default_factory=dict)
+    generation: str = "1"
+    journal: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,31 @@ class TaskTransitioned:
     event: str
     timestamp: str
     stage: dict[str, Any] | None = None
+    checkpoint: tuple[str, bytes] | None = None
+    journal_finish: tuple[str, bytes] | None = None
+    pid: int = 0
+
+
+@dataclass(frozen=True)
+class JournalStart:
+    """Task actor -> supervisor: write this tool step as started before it runs."""
+
+    task_id: str
+    run: int
+    token: int
+    key: str
+    step_index: int
+    tool: str | None
+    effect: str
+
+
+@dataclass(frozen=True)
+class JournalStarted:
+    """Supervisor -> task actor: the step is journalled (``existing``: the row the key already had)."""
+
+    key: str
+    token: int
+    existing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +229,7 @@ class StageRequest:
     step_index: int | None = None
     gate: dict[str, Any] | None = None
     timeout_s: float | None = None
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class StagePool(ActorTypeDispatcher):
             return
         logs.configure_from(config.settings)
         self.log = logs.get("pool", pool=config.name)
+        self.log.info("pool_started", size=config.size, queue_limit=config.queue_limit, timeout_s=config.timeout_s)
         self.pool = _PoolState(config)
         for index in range(config.size):
             self._spawn(index)

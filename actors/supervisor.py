@@ -26,6 +26,8 @@ from pegasus import logs
 from pegasus.admission import Admission, Effect, Notify, RunGate, StartRun, StopRun, SuspendRun, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.store import Store
+from pegasus.task import TaskNotFoundError
 
 Handler = Callable[["Supervisor", Any, Any], Any]
 
@@ -64,9 +66,20 @@ DEFERRED = object()
 
 
 class Supervisor(ActorTypeDispatcher):
+    """One per system; see the module docstring."""
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        # Requests answer their own errors (request_handler); this catches the rest
+        # (reports from task actors and pools) so nothing raises into Thespian.
+        try:
+            super().receiveMessage(message, sender)
+        except Exception:  # noqa: BLE001
+            self.log.exception("supervisor_error", message=type(message).__name__)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.admission: Admission | None = None
+        self.store: Store | None = None
         self.settings: Settings | None = None
         self.settings_dict: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
@@ -93,10 +106,14 @@ class Supervisor(ActorTypeDispatcher):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, settings.pools.queue_limit, timeout, self.settings_dict))
             self.pools[name] = pool
-        self.admission = Admission(settings)
+        self.store = Store.in_state_dir(settings.state_dir())
+        self.admission = Admission(settings, store=self.store)
+        effects = self.admission.restore()
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
-                      max_active_tasks=settings.runtime.max_active_tasks)
-        return {"configured": True}
+                      max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
+                      store=str(self.store.path))
+        self._carry_out(effects)
+        return {"configured": True, "restored": len(self.admission.records)}
 
     # -- client requests -------------------------------------------------------------------------
     @request_handler
@@ -124,7 +141,8 @@ class Supervisor(ActorTypeDispatcher):
     @request_handler
     def receiveMsg_Get(self, request: m.Get, sender: Any) -> Any:
         assert self.admission is not None
-        return self.admission.get(request.task_id).view()
+        record = self.admission.records.get(request.task_id)
+        return record.view() if record is not None else self._stored_view(request.task_id)
 
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
@@ -141,11 +159,17 @@ class Supervisor(ActorTypeDispatcher):
 
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
-        assert self.admission is not None
-        record = self.admission.get(request.task_id)
-        return {"task_id": record.task_id,
-                "lifecycle": [h.model_dump(mode="json") for h in record.lifecycle.history],
-                "cognitive": list(record.cognitive_history)}
+        assert self.store is not None
+        if self.store.task_row(request.task_id) is None:
+            raise TaskNotFoundError(request.task_id)
+        rows = self.store.transitions(request.task_id)
+        lifecycle = [{"from_state": t["from_state"], "to_state": t["to_state"], "trigger_event_type": t["event"],
+                      "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
+                     for t in rows if t["machine"] == "lifecycle"]
+        cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
+                      "timestamp": t["timestamp"]} for t in rows if t["machine"] != "lifecycle"]
+        return {"task_id": request.task_id, "lifecycle": lifecycle, "cognitive": cognitive,
+                "audit": self.store.audit(request.task_id)}
 
     @request_handler
     def receiveMsg_Suspend(self, request: m.Suspend, sender: Any) -> Any:
@@ -219,10 +243,27 @@ class Supervisor(ActorTypeDispatcher):
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskTransitioned(self, report: m.TaskTransitioned, sender: Any) -> None:
-        if self.admission is not None:
-            self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
-                                                         report.to_state, report.event, report.timestamp,
-                                                         report.stage))
+        if self.admission is None or self.store is None:
+            return
+        record = self.admission.records.get(report.task_id)
+        if record is None or record.run != report.run:
+            return  # a run that was canceled or replaced
+        record.actor_pid = report.pid
+        self.store.cognitive_transition(report.task_id, report.run, record.machine, report.from_state,
+                                        report.to_state, report.event, report.stage, report.checkpoint,
+                                        report.journal_finish)
+        self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
+                                                     report.to_state, report.event, report.timestamp, report.stage))
+
+    def receiveMsg_JournalStart(self, start: m.JournalStart, sender: Any) -> None:
+        if self.store is None or self.admission is None:
+            return
+        record = self.admission.records.get(start.task_id)
+        if record is None or record.run != start.run or record.state != "running":
+            return  # that run is over: its step must not start
+        existing = self.store.journal_start(start.key, start.task_id, start.run, start.step_index, start.tool,
+                                            start.effect)
+        self.send(sender, m.JournalStarted(start.key, start.token, existing))
 
     def receiveMsg_TaskStopped(self, report: m.TaskStopped, sender: Any) -> None:
         if self.admission is None:
@@ -261,6 +302,22 @@ class Supervisor(ActorTypeDispatcher):
             self.send(address, ActorExitRequest())
         for pool in self.pools.values():
             self.send(pool, ActorExitRequest())
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def _stored_view(self, task_id: str) -> dict[str, Any]:
+        """A task from before this system started (done, failed or canceled): straight from the store."""
+        assert self.store is not None
+        row = self.store.task_row(task_id)
+        if row is None:
+            raise TaskNotFoundError(task_id)
+        return {"task_id": task_id, "machine": row["machine"], "priority": row["priority"],
+                "lifecycle_state": row["lifecycle_state"], "state": row["cognitive_state"], "input": row["input"],
+                "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
+                "error": row["error"], "exit_reason": row["exit_reason"], "attempts": row["attempts"],
+                "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
+                "stages": [], "gates": [], "question": None, "from_store": True}
 
     def receiveUnrecognizedMessage(self, message: Any, sender: Any) -> None:
         if isinstance(message, ActorSystemMessage):
@@ -278,7 +335,8 @@ class Supervisor(ActorTypeDispatcher):
                 actor = self.createActor(TaskActor)
                 self.task_actors[effect.task_id] = (actor, effect.run)
                 self.send(actor, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
-                                             self.settings_dict, effect.resume_event, effect.resume_payload))
+                                             self.settings_dict, effect.resume_event, effect.resume_payload,
+                                             effect.generation, effect.journal))
             elif isinstance(effect, StopRun):
                 actor = self.task_actors.pop(effect.task_id, None)
                 if actor is not None:

@@ -5,28 +5,66 @@ Its mailbox serialises the task's transitions.  After each transition it asks
 it never blocks.  Every stage request carries a token; a result whose token is
 not the current one (the task moved on, was suspended or canceled) is dropped,
 never applied.  When the machine suspends, completes or fails, the actor hands
-its snapshot to the supervisor and exits.
+its snapshot to the supervisor and exits (passivation: a suspended task costs
+rows in the store, not a process).
+
+Durability: each transition report carries the checkpoint the seeds ask for
+(``pegasus.store.checkpoint``).  A tool step whose tool is not ``pure`` is
+journalled as started (the supervisor writes it) before it is sent to the
+tool pool, under an idempotency key made of task, attempt, iteration and step;
+on a restart, a finished step is never run again, and a started-but-unfinished
+one is run again only when its tool is idempotent.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Any
 
+import msgpack
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
-from actors.messages import StageRequest, StageResult, StartTask, SuspendTask, TaskStopped, TaskTransitioned
+from actors import messages as m
 from pegasus import logs
+from pegasus.cognitive.base import INTERRUPTED
+from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.task import Event, EventType, InvalidStateTransition, TaskFSM
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
+from pegasus.tools.plugins import registry_for
+from pegasus.tools.registry import ToolError
 
 # Why an llm stage failed -> seed 002's exit_reason for the failed task.
-_EXIT_REASON = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
-                "exception": "exception"}
+_EXIT_REASON = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception", "exception": "exception"}
+_STEP_EVENTS = frozenset({"TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPLETED"})
+
+
+def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> str:
+    """The idempotency key of one tool step (task, attempt, iteration, step).
+
+    ``generation`` names the attempt: it changes when the task is deliberately
+    run again (retry, a failed gate) and stays the same across restarts after a
+    crash, so a restarted run finds its own steps in the journal.
+    """
+    return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
 
 
 class TaskActor(ActorTypeDispatcher):
     """Runs one task's cognitive machine; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fsm: TaskFSM | None = None
+        self.start: m.StartTask | None = None
+        self.supervisor: Any = None
+        self.checkpointer: Checkpointer | None = None
+        self.effects: dict[str, str] = {}
+        self.token = 0
+        self.pending: tuple[RunStage, str] | None = None  # a step waiting for its journal row
+        self.journal_key: str | None = None  # the journalled step now in flight
+        self.stopped = False
+        self.exit_reason: str | None = None
+        self.log = logs.get("task")
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # The boundary: an unexpected error fails this task cleanly; it never
@@ -41,29 +79,25 @@ class TaskActor(ActorTypeDispatcher):
                 except Exception:  # noqa: BLE001 - last resort: report what we have
                     self._stop()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fsm: TaskFSM | None = None
-        self.start: StartTask | None = None
-        self.supervisor: Any = None
-        self.token = 0
-        self.stopped = False
-        self.exit_reason: str | None = None
-        self.log = logs.get("task")
-
-    def receiveMsg_StartTask(self, start: StartTask, sender: Any) -> None:
+    def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
         if self.fsm is not None:
             return
         logs.configure_from(start.settings)
         self.start, self.supervisor = start, sender
         self.fsm = TaskFSM.restore(start.snapshot)
-        self.log = logs.get("task", task_id=self.fsm.task_id, machine=self.fsm.machine.name)
+        self.checkpointer = Checkpointer(start.snapshot)
+        try:
+            registry = registry_for(start.settings)
+            self.effects = {tool.name: tool.effect for tool in (registry.get(n) for n in registry.names())}
+        except ToolError as exc:
+            self.log.error("tool_registry_unavailable", error=str(exc))
+        self.log = logs.get("task", task_id=self.fsm.task_id, machine=self.fsm.machine.name, run=start.run)
         if start.resume_event is not None:
             self._apply(Event(type=start.resume_event, payload=start.resume_payload))
         else:
             self._advance()
 
-    def receiveMsg_StageResult(self, result: StageResult, sender: Any) -> None:
+    def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         if self.fsm is None or self.stopped or result.token != self.token:
             self.log.info("stale_result_dropped", stage=result.stage, token=result.token, current=self.token)
             return
@@ -73,16 +107,26 @@ class TaskActor(ActorTypeDispatcher):
             self._apply(Event(type=result.event_type, payload=result.payload), stage)
         elif result.stage == "act":
             # A failed tool step is the reflection's to judge (seed 000: TOOL_CALL_FAILED).
+            error = result.error or "tool step failed"
             step = self.fsm.context.plan.current_step if self.fsm.context.plan else None
-            failure = {"step_index": step.index if step else 0, "success": False,
-                       "tool": (step.action_params.get("tool") if step else None),
-                       "error": result.error or "tool step failed"}
-            self._apply(Event(type=EventType.TOOL_CALL_FAILED, payload={"result": failure}), stage)
+            if result.error_kind in ("worker_died", "timeout") and step and self._effect(step.index) == "effectful":
+                error = f"{INTERRUPTED} ({error})"  # it may have had its effect: never run it again
+            self._step_failed(error, stage)
         else:
             self._fail(_EXIT_REASON.get(result.error_kind, "exception"),
                        f"{result.stage} stage failed: {result.error}", stage)
 
-    def receiveMsg_SuspendTask(self, request: SuspendTask, sender: Any) -> None:
+    def receiveMsg_JournalStarted(self, started: m.JournalStarted, sender: Any) -> None:
+        if self.pending is None or self.stopped or started.token != self.token:
+            return
+        work, key = self.pending
+        self.pending = None
+        if started.existing is not None:
+            self._replay_journal(work, key, started.existing)
+        else:
+            self._dispatch(work, key)
+
+    def receiveMsg_SuspendTask(self, request: m.SuspendTask, sender: Any) -> None:
         if self.fsm is None or self.stopped:
             return
         if not self.fsm.can_transition(EventType.TASK_SUSPENDED):
@@ -95,27 +139,36 @@ class TaskActor(ActorTypeDispatcher):
 
     # -- the loop -------------------------------------------------------------------------
     def _apply(self, event: Event, stage: dict[str, Any] | None = None) -> None:
-        assert self.fsm is not None
-        source = self.fsm.state
+        fsm, checkpointer = self.fsm, self.checkpointer
+        assert fsm is not None and checkpointer is not None
+        source = fsm.state
         try:
-            target = self.fsm.transition(event)
+            target = fsm.transition(event)
         except InvalidStateTransition as exc:
             self.log.error("transition_refused", state=source, trigger=str(event.type), error=str(exc))
-            if not self.fsm.is_terminal:
+            if not fsm.is_terminal:
                 self._fail("exception", f"internal: {exc}", stage)
             return
         self.log.info("transition", state=target, trigger=str(event.type), from_state=source)
-        self.send(self.supervisor, TaskTransitioned(
-            self.fsm.task_id, self._run, source, target, str(event.type), _iso(self.fsm.updated_at), stage))
+        kind = kind_for(target, str(event.type))
+        checkpoint = (kind, checkpointer.make(kind, fsm.snapshot())) if kind else None
+        finish = None
+        if self.journal_key is not None and str(event.type) in _STEP_EVENTS:
+            record = {"event_type": str(event.type), "payload": event.payload}
+            finish = (self.journal_key, msgpack.packb(record, use_bin_type=True))
+            self.journal_key = None
+        self.send(self.supervisor, m.TaskTransitioned(
+            fsm.task_id, self._run, source, target, str(event.type), _iso(fsm.updated_at), stage,
+            checkpoint, finish, os.getpid()))
         self._advance()
 
     def _advance(self) -> None:
-        fsm = self.fsm
-        assert fsm is not None and self.start is not None
+        fsm, start = self.fsm, self.start
+        assert fsm is not None and start is not None
         if fsm.is_terminal or fsm.state == fsm.machine.suspended:
             self._stop()
             return
-        limit = int(self.start.settings.get("runtime", {}).get("max_iterations", 5))
+        limit = int(start.settings.get("runtime", {}).get("max_iterations", 5))
         if fsm.context.iteration > limit:
             self._fail("max_iterations", f"gave up after {limit} think/act/reflect rounds")
             return
@@ -124,9 +177,63 @@ class TaskActor(ActorTypeDispatcher):
             self._apply(Event(type=work.event_type))
         elif isinstance(work, RunStage):
             self.token += 1
-            pool = self.start.llm_pool if work.pool == "llm" else self.start.tool_pool
-            self.send(pool, StageRequest(fsm.task_id, self.token, work.stage, fsm.machine.name,
-                                         fsm.context, work.step_index))
+            if work.stage != "act" or work.step_index is None:
+                self._dispatch(work, None)
+                return
+            key = step_key(fsm.task_id, start.generation, fsm.context.iteration, work.step_index)
+            known = start.journal.get(key)
+            if known is not None:
+                self._replay_journal(work, key, known)
+            elif self._effect(work.step_index) == "pure":
+                self._dispatch(work, None)  # a pure step may run again: no journal row needed
+            else:
+                self.pending = (work, key)
+                tool = self._tool(work.step_index)
+                self.send(self.supervisor, m.JournalStart(fsm.task_id, self._run, self.token, key, work.step_index,
+                                                          tool, self._effect(work.step_index)))
+
+    def _dispatch(self, work: RunStage, key: str | None) -> None:
+        fsm, start = self.fsm, self.start
+        assert fsm is not None and start is not None
+        self.journal_key = key
+        pool = start.llm_pool if work.pool == "llm" else start.tool_pool
+        self.send(pool, m.StageRequest(fsm.task_id, self.token, work.stage, fsm.machine.name, fsm.context,
+                                       work.step_index, idempotency_key=key))
+
+    def _replay_journal(self, work: RunStage, key: str, row: dict[str, Any]) -> None:
+        """A step the journal already knows (a restarted run): never run a finished step again."""
+        if row.get("status") == "finished" and row.get("result"):
+            self.log.info("journal_replayed", key=key)
+            self.journal_key = None
+            result = row["result"]
+            self._apply(Event(type=result["event_type"], payload=result["payload"]))
+        elif row.get("effect") in ("pure", "idempotent"):
+            self.log.info("journal_rerun", key=key, effect=row.get("effect"))
+            self._dispatch(work, key)
+        else:
+            self.log.warning("journal_interrupted", key=key, effect=row.get("effect"))
+            self.journal_key = key
+            self._step_failed(INTERRUPTED, {"stage": "act", "ok": False, "error": INTERRUPTED})
+
+    def _step_failed(self, error: str, stage: dict[str, Any] | None) -> None:
+        assert self.fsm is not None
+        step = self.fsm.context.plan.current_step if self.fsm.context.plan else None
+        failure = {"step_index": step.index if step else 0, "success": False,
+                   "tool": step.action_params.get("tool") if step else None,
+                   "params": dict(step.action_params.get("args") or {}) if step else {}, "error": error}
+        self._apply(Event(type=EventType.TOOL_CALL_FAILED, payload={"result": failure}), stage)
+
+    def _tool(self, step_index: int) -> str | None:
+        plan = self.fsm.context.plan if self.fsm else None
+        step = next((s for s in plan.steps if s.index == step_index), None) if plan else None
+        if step is None or step.action_type != "tool_call":
+            return None
+        return str(step.action_params.get("tool"))
+
+    def _effect(self, step_index: int) -> str:
+        """The step's effect class; an unknown tool counts as effectful (never repeated)."""
+        tool = self._tool(step_index)
+        return "pure" if tool is None else self.effects.get(tool, "effectful")
 
     def _fail(self, exit_reason: str, error: str, stage: dict[str, Any] | None = None) -> None:
         self.exit_reason = exit_reason
@@ -138,7 +245,7 @@ class TaskActor(ActorTypeDispatcher):
         self.stopped = True
         self.token += 1  # whatever is still in flight is stale now
         exit_reason = (self.exit_reason or "exception") if fsm.state == "failed" else None
-        self.send(self.supervisor, TaskStopped(fsm.task_id, self._run, fsm.state, fsm.snapshot(), exit_reason))
+        self.send(self.supervisor, m.TaskStopped(fsm.task_id, self._run, fsm.state, fsm.snapshot(), exit_reason))
         self.send(self.myAddress, ActorExitRequest())
 
     @property

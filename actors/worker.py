@@ -20,6 +20,7 @@ from thespian.actors import ActorTypeDispatcher
 from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady
 from pegasus import logs
 from pegasus.cognitive.stages import StageError, offline_processors, run_stage
+from pegasus.tools.plugins import registry_for
 
 GATE_OUTPUT_CHARS = 4000
 
@@ -34,6 +35,7 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
         logs.configure_from(init.settings)
+        self.processors = offline_processors(registry_for(init.settings))
         self.identity.update(pool=init.pool, index=init.index)
         self.latency_s = float(init.settings.get("cognition", {}).get("latency_ms", 0.0)) / 1000.0
         self.log = logs.get("worker", pool=init.pool, index=init.index)
@@ -54,8 +56,16 @@ class StageWorker(ActorTypeDispatcher):
             return _run_gate(request)
         if self.latency_s:
             time.sleep(self.latency_s)
+        context = request.context
+        if request.idempotency_key and context.plan is not None and request.step_index is not None:
+            # The step runner hands the key to the tool (ToolContext.idempotency_key).
+            # Copy first: on simpleSystemBase the request is shared with its sender.
+            context = context.model_copy(deep=True)
+            for step in context.plan.steps:
+                if step.index == request.step_index:
+                    step.action_params["idempotency_key"] = request.idempotency_key
         try:
-            outcome = run_stage(self.processors, request.stage, request.context,
+            outcome = run_stage(self.processors, request.stage, context,
                                 machine=request.machine, step_index=request.step_index)
         except StageError as exc:
             self.log.warning("stage_failed", task_id=request.task_id, stage=request.stage, error=str(exc))

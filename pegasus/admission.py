@@ -7,9 +7,11 @@ canceled and blocked as in the seed.  A suspended task is ``blocked`` (waiting
 for a person, seed 002 T10) and holds no slot; resuming it unblocks it (T17)
 and queues it again.
 
-Pure: no Thespian, no I/O.  Every method returns the effects the supervisor
-actor must carry out (start a run, stop one, run a gate, notify subscribers,
-wake up later); the clock is a parameter.
+No Thespian, and no I/O of its own: every method returns the effects the
+supervisor actor must carry out (start a run, stop one, run a gate, notify
+subscribers, wake up later), and every change is written through the store
+port it is given (``NullStore`` in unit tests, the SQLite store in a system).
+The clock is a parameter.
 """
 
 from __future__ import annotations
@@ -19,14 +21,61 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pegasus.config import Settings
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
     TaskFSM, TaskNotFoundError, TaskSnapshot,
 )
+from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
 from pegasus.task.events import new_id
+from pegasus.task.models import StateTransition
+
+MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the task fails
+
+
+class StorePort(Protocol):
+    """What Admission writes through (pegasus.store.Store implements it)."""
+
+    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None: ...
+    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
+                             reason: str, metadata: dict[str, Any] | None = None,
+                             updates: dict[str, Any] | None = None, run: int = 0) -> None: ...
+    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None: ...
+    def unfinished_tasks(self) -> list[dict[str, Any]]: ...
+    def checkpoints(self, task_id: str) -> list[Any]: ...
+    def transitions(self, task_id: str) -> list[dict[str, Any]]: ...
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]: ...
+    def seq_high_water(self) -> int: ...
+
+
+class NullStore:
+    """Remembers nothing: Admission without durability (unit tests)."""
+
+    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:
+        pass
+
+    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, **kwargs: Any) -> None:
+        pass
+
+    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None:
+        pass
+
+    def unfinished_tasks(self) -> list[dict[str, Any]]:
+        return []
+
+    def checkpoints(self, task_id: str) -> list[Any]:
+        return []
+
+    def transitions(self, task_id: str) -> list[dict[str, Any]]:
+        return []
+
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def seq_high_water(self) -> int:
+        return 0
 
 # -- effects -------------------------------------------------------------------------------
 
@@ -36,8 +85,10 @@ class StartRun:
     task_id: str
     run: int
     snapshot: TaskSnapshot
+    generation: str = "1"  # attempt and gate re-runs: part of every idempotency key
     resume_event: str | None = None
     resume_payload: dict[str, Any] = field(default_factory=dict)
+    journal: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +147,8 @@ class TaskRecord:
     exit_reason: str | None = None
     error: str | None = None
     pending_resume: tuple[str, dict[str, Any]] | None = None
+    restarts: int = 0
+    actor_pid: int | None = None
     cognitive_history: list[dict[str, Any]] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
     gates: list[dict[str, Any]] = field(default_factory=list)
@@ -116,7 +169,7 @@ class TaskRecord:
             "iteration": context.iteration, "suspend_reason": context.suspend_reason,
             "question": context.suspend_reason if self.snapshot.state == "suspended" else None,
             "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
-            "stages": list(self.stages), "gates": list(self.gates),
+            "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
         }
 
 
@@ -124,8 +177,9 @@ class Admission:
     """All tasks of one supervisor: records, the priority queue and the running set."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
-                 id_factory: Callable[[], str] = new_id) -> None:
+                 id_factory: Callable[[], str] = new_id, store: StorePort | None = None) -> None:
         self.settings = settings
+        self.store: StorePort = store if store is not None else NullStore()
         self.clock = clock
         self.id_factory = id_factory
         self.records: dict[str, TaskRecord] = {}
@@ -133,7 +187,7 @@ class Admission:
         self._queue: list[tuple[int, int, str]] = []
         self._queued: set[str] = set()
         self._delayed: dict[str, float] = {}
-        self._seq = itertools.count()
+        self._seq = itertools.count(self.store.seq_high_water() + 1)
 
     # -- queries -------------------------------------------------------------------------------
     def get(self, task_id: str) -> TaskRecord:
@@ -162,6 +216,9 @@ class Admission:
         cognitive = _new_fsm(machine, task_id, text, source, priority, metadata)
         lifecycle = _new_fsm("lifecycle", task_id, text, source, priority, metadata)
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
+        self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
+                                "priority": priority, "seq": record.seq, "input": text, "source": source,
+                                "metadata": metadata}, encode_full(record.snapshot))
         self.records[task_id] = record
         effects = [self._notify(record, "-", "draft", "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":
@@ -173,7 +230,7 @@ class Admission:
         if record.state != "draft":
             raise TaskAlreadyInStateError(task_id, record.state) if record.state == "approved" else \
                 InvalidStateTransition("lifecycle", record.state, EventType.TASK_APPROVED, "only a draft is approved")
-        return self._approve(record, "approved by request")
+        return self._approve(record, "approved by request", actor="user")
 
     def cancel(self, task_id: str, reason: str) -> list[Effect]:
         record = self.get(task_id)
@@ -270,12 +327,105 @@ class Admission:
         return effects + self._fill()
 
     def on_run_lost(self, task_id: str, run: int, why: str) -> list[Effect]:
-        """The task actor died without reporting: the task fails cleanly (exception)."""
+        """The task actor died without reporting: restart the run from its last checkpoint.
+
+        The lifecycle stays ``running`` (T19); the new run number makes anything
+        the dead actor still had in flight stale.  After MAX_RESTARTS the task fails.
+        """
         record = self.records.get(task_id)
         if record is None or run != record.run or record.state != "running":
             return []
-        self.running.discard(task_id)
-        return self._fail(record, "exception", why) + self._fill()
+        record.restarts += 1
+        if record.restarts > MAX_RESTARTS:
+            self.running.discard(task_id)
+            return self._fail(record, "exception", f"{why}; gave up after {MAX_RESTARTS} restarts") + self._fill()
+        try:
+            record.snapshot = self._rebuild(record)
+        except CorruptCheckpoint as exc:
+            self.running.discard(task_id)
+            return self._fail(record, "fatal_error", str(exc)) + self._fill()
+        record.run += 1
+        return [self._start(record)]
+
+    def _rebuild(self, record: TaskRecord) -> TaskSnapshot:
+        rows = self.store.checkpoints(record.task_id)
+        if not rows:  # no durable store (NullStore): the snapshot in memory is the truth
+            return record.snapshot
+        return rebuild(record.task_id, rows)
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def restore(self) -> list[Effect]:
+        """Bring back every unfinished task from the store (on system start).
+
+        draft stays draft; approved and queued are queued; running tasks resume
+        from their last checkpoint; verifying runs its gates again; verified is
+        done; blocked (suspended) stays blocked.  A task whose checkpoints cannot
+        be read fails alone with exit_reason fatal_error.
+        """
+        effects: list[Effect] = []
+        restarts: list[TaskRecord] = []
+        for row in self.store.unfinished_tasks():
+            record = self._record_from_row(row)
+            self.records[record.task_id] = record
+            try:
+                record.snapshot = rebuild(record.task_id, self.store.checkpoints(record.task_id))
+            except CorruptCheckpoint as exc:
+                effects += self._fail_unrecoverable(record, str(exc))
+                continue
+            if record.state == "approved":
+                effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="restored")
+                self._enqueue(record)
+            elif record.state == "queued":
+                self._enqueue(record)
+            elif record.state == "running":
+                restarts.append(record)
+            elif record.state == "verifying":
+                record.gate_index = 0
+                effects += self._next_gate(record)
+            elif record.state == "verified":
+                effects += self._lifecycle(record, EventType.TASK_DONE, reason="restored")
+        for record in restarts:
+            record.run += 1
+            self.running.add(record.task_id)
+            effects.append(self._start(record, *(record.pending_resume or (None, None))))
+            record.pending_resume = None
+        return effects + self._fill()
+
+    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Effect]:
+        """Fail a task whose checkpoints cannot be read, by legal lifecycle moves only.
+
+        ``failed`` is entered from running (T8) or verifying (T12), so a task
+        restored in another state walks there first; every step is audited.
+        """
+        path = {"draft": [EventType.TASK_APPROVED, EventType.TASK_QUEUED, EventType.TASK_STARTED],
+                "approved": [EventType.TASK_QUEUED, EventType.TASK_STARTED], "queued": [EventType.TASK_STARTED],
+                "blocked": [EventType.TASK_UNBLOCKED, EventType.TASK_STARTED]}.get(record.state, [])
+        effects: list[Effect] = []
+        for event_type in path:
+            effects += self._lifecycle(record, event_type, reason="restore: checkpoint unreadable")
+        if record.state in ("running", "verifying"):
+            effects += self._fail(record, "fatal_error", error)
+        return effects
+
+    def _record_from_row(self, row: dict[str, Any]) -> TaskRecord:
+        history = [StateTransition(from_state=t["from_state"], to_state=t["to_state"], trigger_event_type=t["event"],
+                                   trigger_event_id="", timestamp=t["timestamp"])
+                   for t in self.store.transitions(row["task_id"]) if t["machine"] == "lifecycle"]
+        lifecycle = TaskFSM("lifecycle", task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
+                            priority=row["priority"], metadata=dict(row["metadata"] or {}),
+                            state=row["lifecycle_state"], history=history)
+        placeholder = _new_fsm(row["machine"], row["task_id"], row["input"], row["source"], row["priority"],
+                               dict(row["metadata"] or {})).snapshot()
+        record = TaskRecord(row["task_id"], row["machine"], row["priority"], row["seq"], lifecycle, placeholder,
+                            run=row["runs"], attempts=row["attempts"], gate_failures=row["gate_failures"],
+                            exit_reason=row["exit_reason"], error=row["error"])
+        if row["pending_resume"]:
+            event, payload = row["pending_resume"]
+            record.pending_resume = (event, dict(payload))
+        record.cognitive_history = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"],
+                                     "event": t["event"], "timestamp": t["timestamp"]}
+                                    for t in self.store.transitions(row["task_id"]) if t["machine"] != "lifecycle"]
+        return record
 
     def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
         record = self.records.get(task_id)
@@ -294,8 +444,8 @@ class Admission:
         return self._fail(record, "gate_failed", str(detail.get("error", "verification gate failed")))
 
     # -- internals -------------------------------------------------------------------------------------
-    def _approve(self, record: TaskRecord, reason: str) -> list[Effect]:
-        effects = self._lifecycle(record, EventType.TASK_APPROVED, reason=reason)
+    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Effect]:
+        effects = self._lifecycle(record, EventType.TASK_APPROVED, actor=actor, reason=reason)
         effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="waiting for a slot")
         self._enqueue(record)
         return effects + self._fill()
@@ -313,13 +463,18 @@ class Admission:
                 continue  # canceled while waiting
             self._queued.discard(task_id)
             record = self.records[task_id]
-            effects += self._lifecycle(record, EventType.TASK_STARTED, reason="slot free")
             record.run += 1
+            effects += self._lifecycle(record, EventType.TASK_STARTED, reason="slot free")
             self.running.add(task_id)
             event, payload = record.pending_resume or (None, {})
             record.pending_resume = None
-            effects.append(StartRun(task_id, record.run, record.snapshot, event, payload))
+            effects.append(self._start(record, event, payload))
         return effects
+
+    def _start(self, record: TaskRecord, event: str | None = None, payload: dict[str, Any] | None = None) -> StartRun:
+        generation = f"{record.attempts}.{record.gate_failures}"
+        return StartRun(record.task_id, record.run, record.snapshot, generation, event, payload or {},
+                        self.store.journal(record.task_id))
 
     def _next_gate(self, record: TaskRecord) -> list[Effect]:
         gates = self.settings.verification.gates
@@ -341,17 +496,37 @@ class Admission:
         if note:
             fresh.context.messages.append({"role": "system", "content": note})
         record.snapshot = fresh.snapshot()
+        self.store.add_checkpoint(record.task_id, record.run, "full", record.snapshot.state,
+                                  encode_full(record.snapshot))
 
-    def _lifecycle(self, record: TaskRecord, event_type: EventType, **payload: Any) -> list[Effect]:
+    def _lifecycle(self, record: TaskRecord, event_type: EventType, *, actor: str | None = None,
+                   **payload: Any) -> list[Effect]:
+        """Apply a lifecycle event in memory, then write it (compare-and-set) with its audit row."""
         source = record.lifecycle.state
         target = record.lifecycle.transition(Event(type=event_type, task_id=record.task_id, payload=payload))
         if target == source:
             return []
+        context = record.snapshot.context
+        self.store.lifecycle_transition(
+            record.task_id, source, target, event_type.value, actor=actor or _ACTORS.get(event_type, "system"),
+            reason=str(payload.get("reason", "")), metadata={k: v for k, v in payload.items() if k != "reason"},
+            run=record.run,
+            updates={"cognitive_state": record.snapshot.state, "attempts": record.attempts, "runs": record.run,
+                     "gate_failures": record.gate_failures, "exit_reason": record.exit_reason,
+                     "error": record.error, "pending_resume": record.pending_resume,
+                     "result": context.final_result if target == "done" else None})
         return [self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))]
 
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> Notify:
         return Notify(record.task_id, "lifecycle", source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
+
+
+_ACTORS = {
+    EventType.TASK_STARTED: "runner", EventType.EXECUTION_COMPLETED: "runner", EventType.TASK_BLOCKED: "runner",
+    EventType.TASK_FAILED: "runner", EventType.TASK_VERIFIED: "verifier", EventType.GATE_FAILED: "verifier",
+    EventType.TASK_CANCELED: "user", EventType.TASK_UNBLOCKED: "user", EventType.TASK_RETRIED: "user",
+}
 
 
 def _new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,

@@ -79,6 +79,11 @@ class SystemSettings(_Section):
     start_timeout_s: float = Field(20.0, gt=0)
 
 
+class ToolSettings(_Section):
+    # "module:function" entries; each function gets the ToolRegistry and may register tools.
+    plugins: list[str] = Field(default_factory=list)
+
+
 class StateSettings(_Section):
     home: str = ""  # empty: $PEGASUS_HOME, else ~/.pegasus
 
@@ -99,6 +104,7 @@ class Settings(_Section):
     verification: VerificationSettings = Field(default_factory=VerificationSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     system: SystemSettings = Field(default_factory=SystemSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 

@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 
+# The error of a tool step that may or may not have had its effect (its worker or
+# its task actor died mid-step) and whose tool is not idempotent: never retried.
+INTERRUPTED = "interrupted; not repeated"
 NEED_MORE_INFO = "need_more_info"
 QUESTION = "question"
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
+from pegasus.cognitive.base import INTERRUPTED, NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import MAX_SLEEP_S, default_registry, is_expression
 from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
@@ -150,6 +150,23 @@ def _echoes(text: str, masked: str, quotes: list[str]) -> list[tuple[int, int, d
     return found
 
 
+_CALL = re.compile(r"\bcall\s+(?P<tool>[A-Za-z_][\w.\-]*)\s*(?=\{)")
+_JSON = json.JSONDecoder()
+
+
+def _calls(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """``call TOOL {json args}``: any registered tool, named explicitly (plugins, tests)."""
+    found = []
+    for match in _CALL.finditer(text):
+        try:
+            args, end = _JSON.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        if isinstance(args, dict):
+            found.append((match.start(), end, {"intent": "call", "tool": match["tool"], "args": args}))
+    return found
+
+
 def _expressions(masked: str) -> list[tuple[int, int, str]]:
     """Arithmetic in what is left of the text once other intents, paths and quotes are blanked."""
     words = _WORD_OPS.sub(lambda m: f" {_OPS[m.group(1).split()[0].lower()]} ".ljust(len(m.group())), masked)
@@ -173,8 +190,10 @@ def perceive_text(text: str, source: str = "input") -> dict[str, Any]:
     """Intents and entities of one text, in the order they appear."""
     text = text.replace("⟦", "[").replace("⟧", "]")  # the placeholder brackets are ours alone
     masked, quotes = _mask_quotes(text)
+    calls = _calls(text)  # positions in masked are those in text: placeholders keep lengths
+    masked = _blank(masked, calls)
     paths = [m.group() for m in re.finditer(_PATH, masked)]
-    chosen = _echoes(text, masked, quotes)
+    chosen = calls + _echoes(text, masked, quotes)
     masked = _blank(masked, chosen)
     candidates = [(m.start(), m.end(), name, m) for name, rx in _PATTERNS for m in rx.finditer(masked)]
     last_end = 0  # candidates never start inside a blanked echo, so only they can overlap each other
@@ -275,10 +294,12 @@ class OfflinePlanner:
 
     def run(self, context: TaskContext) -> Plan:
         if context.reflections and context.reflections[-1].verdict == "replan":
+            # An interrupted call may have had its effect already: it is reported, never retried.
             failed = [{"tool": r.tool, "args": dict(r.params)} for r in plan_results(context)
-                      if not r.success and r.tool]
+                      if not r.success and r.tool and not (r.error or "").startswith(INTERRUPTED)]
             if failed:
                 return _plan(context, failed, f"retry {len(failed)} failed call(s) once: a failure can be transient")
+            return _plan(context, [], "nothing can be retried: respond with what happened")
         reasoning = context.reasoning if context.reasoning and not needs_more_info(context.reasoning) else None
         intents = (reasoning or self.thinker.run(context)).get("intents") or []
         return _plan(context, intents, f"{len(intents)} tool call(s), then respond")
@@ -418,13 +439,18 @@ class OfflineReasoner:
         if needs_more_info(reasoning):
             return reasoning, None
         tries: dict[str, list[bool]] = {}
+        settled: set[str] = set()  # interrupted calls: their effect may have happened, never retried
         for result in context.actions_done:
             if result.action_type == "tool_call":
-                tries.setdefault(call_key(result.tool, result.params), []).append(result.success)
+                key = call_key(result.tool, result.params)
+                tries.setdefault(key, []).append(result.success)
+                if (result.error or "").startswith(INTERRUPTED):
+                    settled.add(key)
 
         def pending(intent: dict[str, Any]) -> bool:  # never succeeded, and tried fewer than MAX_ATTEMPTS times
-            outcomes = tries.get(call_key(intent["tool"], intent["args"]), [])
-            return not any(outcomes) and len(outcomes) < MAX_ATTEMPTS
+            key = call_key(intent["tool"], intent["args"])
+            outcomes = tries.get(key, [])
+            return key not in settled and not any(outcomes) and len(outcomes) < MAX_ATTEMPTS
 
         todo = [intent for intent in reasoning["intents"] if pending(intent)]
         if todo:

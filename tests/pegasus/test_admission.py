@@ -183,9 +183,16 @@ def test_pending_limit_refuses_new_tasks() -> None:
         admission.submit("c", "classic", 5, {}, "t")
 
 
-def test_lost_run_fails_cleanly() -> None:
+def test_a_lost_run_restarts_then_fails_after_the_restart_limit() -> None:
+    from pegasus.admission import MAX_RESTARTS
     admission, _ = make()
     admission.submit("a", "classic", 5, {}, "t")
-    admission.on_run_lost("t1", 1, "actor died")
+    for run in range(1, MAX_RESTARTS + 1):
+        [restart] = admission.on_run_lost("t1", run, "actor died")
+        assert isinstance(restart, StartRun) and restart.run == run + 1
+        assert admission.get("t1").state == "running"
+    assert admission.on_run_lost("t1", 1, "stale report") == []  # an old run's loss changes nothing
+    admission.on_run_lost("t1", MAX_RESTARTS + 1, "actor died")
     record = admission.get("t1")
-    assert (record.state, record.exit_reason, record.error) == ("failed", "exception", "actor died")
+    assert (record.state, record.exit_reason) == ("failed", "exception")
+    assert "gave up after 3 restarts" in record.error

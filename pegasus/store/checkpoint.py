@@ -1,0 +1,92 @@
+"""Checkpoints of a task's cognitive machine: when to write one and what it holds.
+
+Seeds 000 and 001 name the moments: after planning (PLAN_DONE / REASON_DONE),
+after every tool step, on suspension, completion and failure (and, here, on
+resumption, so a resumed task does not fall back to its suspension).  A
+suspension, completion or failure writes the full context; the others write
+only what changed since the previous checkpoint (``pegasus.store.delta``), so
+the bytes stored per step stay flat however long the task runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+from pydantic import ValidationError
+
+from pegasus import codec
+from pegasus.errors import CodecError
+from pegasus.store import delta as deltas
+from pegasus.task.models import TaskContext, TaskSnapshot
+
+FORMAT = 1
+FULL_STATES = frozenset({"suspended", "completed", "failed"})
+DELTA_EVENTS = frozenset({"PLAN_DONE", "REASON_DONE", "TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPLETED",
+                          "ACT_DONE", "MESSAGE_RECEIVED", "TASK_RESUMED"})
+
+
+class CorruptCheckpoint(CodecError):
+    """A checkpoint row cannot be read; names the task and the row."""
+
+
+def kind_for(to_state: str, event: str) -> str | None:
+    """'full', 'delta' or None (no checkpoint) for a transition."""
+    if to_state in FULL_STATES:
+        return "full"
+    if event in DELTA_EVENTS:
+        return "delta"
+    return None
+
+
+def encode_full(snapshot: TaskSnapshot) -> bytes:
+    """The whole snapshot, history left out (the transitions table holds it)."""
+    return codec.encode(snapshot.model_copy(update={"history": []}))
+
+
+class Checkpointer:
+    """Makes a task's checkpoints, remembering what the last one contained."""
+
+    def __init__(self, snapshot: TaskSnapshot) -> None:
+        self._base = snapshot.context.model_dump(mode="json")
+
+    def make(self, kind: str, snapshot: TaskSnapshot) -> bytes:
+        current = snapshot.context.model_dump(mode="json")
+        if kind == "full":
+            data = encode_full(snapshot)
+        else:
+            change = deltas.diff(self._base, current)
+            data = msgpack.packb({"format": FORMAT, "delta": change, "metadata": snapshot.metadata},
+                                 use_bin_type=True)
+        self._base = current
+        return data
+
+
+def rebuild(task_id: str, rows: list[Any]) -> TaskSnapshot:
+    """The snapshot that the last full checkpoint and the deltas after it describe.
+
+    ``rows`` are store Checkpoint rows (id, run, kind, state, data), oldest first.
+    Raises CorruptCheckpoint naming the bad row.
+    """
+    if not rows or rows[0].kind != "full":
+        raise CorruptCheckpoint(f"task {task_id} has no full checkpoint to start from")
+    try:
+        base: TaskSnapshot = codec.decode(rows[0].data, TaskSnapshot)
+    except CodecError as exc:
+        raise CorruptCheckpoint(f"checkpoint {rows[0].id} of task {task_id} is unreadable: {exc}") from None
+    context: Any = base.context.model_dump(mode="json")
+    metadata = dict(base.metadata)
+    for row in rows[1:]:
+        try:
+            record = msgpack.unpackb(row.data, raw=False)
+            if not isinstance(record, dict) or record.get("format") != FORMAT:
+                raise ValueError("not a delta record of a known format")
+            context = deltas.apply(context, record["delta"])
+            metadata = dict(record.get("metadata") or metadata)
+        except (ValueError, KeyError, TypeError, IndexError, msgpack.UnpackException) as exc:
+            raise CorruptCheckpoint(f"checkpoint {row.id} of task {task_id} is unreadable: {exc}") from None
+    try:
+        rebuilt = TaskContext.model_validate(context)
+    except ValidationError as exc:
+        raise CorruptCheckpoint(f"checkpoints of task {task_id} rebuild an invalid context: {exc}") from None
+    return base.model_copy(update={"context": rebuilt, "state": rows[-1].state, "metadata": metadata})

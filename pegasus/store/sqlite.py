@@ -1,0 +1,315 @@
+"""The embedded store: one SQLite database (WAL) under the state directory.
+
+Tables: tasks (the row each task is), checkpoints (msgpack TaskContext
+snapshots and deltas), transitions (every lifecycle and cognitive transition),
+audit (seed 002's record shape) and journal (tool steps started / finished).
+
+One writer: the supervisor owns the only Store of a running system.  A
+lifecycle transition, its audit row and the task row commit in one
+transaction, and the update is compare-and-set on the expected current state,
+so a stale writer (a second supervisor, a late message) cannot overwrite a
+newer state (seed 002's implementation had exactly that bug).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from pegasus.errors import PegasusError
+from pegasus.task.events import new_id
+
+DB_FILE = "pegasus.db"
+
+# Each entry migrates the schema from version i to i + 1.  Never edit a shipped
+# entry: append a new one.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE tasks (
+            task_id TEXT PRIMARY KEY, machine TEXT NOT NULL, lifecycle_state TEXT NOT NULL,
+            cognitive_state TEXT NOT NULL, priority INTEGER NOT NULL, seq INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 1, runs INTEGER NOT NULL DEFAULT 0,
+            gate_failures INTEGER NOT NULL DEFAULT 0, exit_reason TEXT, error TEXT,
+            input TEXT NOT NULL, source TEXT NOT NULL, metadata BLOB, result BLOB,
+            pending_resume BLOB, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+        "CREATE INDEX tasks_by_state ON tasks (lifecycle_state)",
+        """CREATE TABLE checkpoints (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, run INTEGER NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('full', 'delta')), state TEXT NOT NULL,
+            data BLOB NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX checkpoints_by_task ON checkpoints (task_id, id)",
+        """CREATE TABLE transitions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, machine TEXT NOT NULL,
+            run INTEGER NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, event TEXT NOT NULL,
+            detail BLOB, created_at TEXT NOT NULL)""",
+        "CREATE INDEX transitions_by_task ON transitions (task_id, id)",
+        """CREATE TABLE audit (
+            audit_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, level TEXT NOT NULL,
+            event_type TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX audit_by_task ON audit (task_id, created_at)",
+        """CREATE TABLE journal (
+            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
+            tool TEXT, effect TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('started', 'finished')),
+            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
+        "CREATE INDEX journal_by_task ON journal (task_id)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+TERMINAL = ("done", "failed", "canceled")
+
+
+class StoreError(PegasusError):
+    """The store cannot be opened or used (names the file and the reason)."""
+
+
+class StaleStateError(StoreError):
+    """Compare-and-set lost: the task is no longer in the state the writer expected."""
+
+    def __init__(self, task_id: str, expected: str, actual: str | None) -> None:
+        self.task_id, self.expected, self.actual = task_id, expected, actual
+        super().__init__(f"task {task_id}: expected state {expected!r}, store has {actual!r}")
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes | None) -> Any:
+    return None if data is None else msgpack.unpackb(data, raw=False)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: int
+    run: int
+    kind: str
+    state: str
+    data: bytes
+
+
+class Store:
+    """A connection to the database; use one per process (the supervisor's)."""
+
+    def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a crash of any
+            # process; only a power loss may drop the last few (documented).
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path | str) -> Store:
+        return cls(Path(state_dir) / DB_FILE)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema ----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"store {self.path} has schema version {version}; this Pegasus knows "
+                             f"{SCHEMA_VERSION} (written by a newer Pegasus?)")
+        for target in range(version, SCHEMA_VERSION):
+            with self.transaction():
+                for statement in MIGRATIONS[target]:
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {target + 1}")
+
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- writes ------------------------------------------------------------------------------
+    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:
+        """Insert a new task (in draft), its TASK_CREATED audit and its first full checkpoint."""
+        stamp = now_iso()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, source,"
+                " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
+                 row["source"], pack(row.get("metadata") or {}), stamp, stamp))
+            self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"]})
+            db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
+                       (row["task_id"], row["cognitive_state"], checkpoint, stamp))
+
+    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
+                             reason: str, metadata: dict[str, Any] | None = None,
+                             updates: dict[str, Any] | None = None, run: int = 0) -> None:
+        """Move a task expected -> target (compare-and-set) with its audit and transition rows."""
+        stamp = now_iso()
+        columns = {"lifecycle_state": target, "updated_at": stamp, **_encode_updates(updates or {})}
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        with self.transaction() as db:
+            cursor = db.execute(f"UPDATE tasks SET {assignments} WHERE task_id = ? AND lifecycle_state = ?",
+                                (*columns.values(), task_id, expected))
+            if cursor.rowcount != 1:
+                actual = db.execute("SELECT lifecycle_state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+                raise StaleStateError(task_id, expected, actual[0] if actual else None)
+            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
+                       " VALUES (?, 'lifecycle', ?, ?, ?, ?, ?, ?)",
+                       (task_id, run, expected, target, event, pack({"reason": reason}), stamp))
+            self._audit(db, task_id, f"STATE_TRANSITION_{target.upper()}",
+                        {"from_state": expected, "to_state": target, "actor": actor, "reason": reason,
+                         "transition_metadata": metadata or {}})
+
+    def cognitive_transition(self, task_id: str, run: int, machine: str, from_state: str, to_state: str,
+                             event: str, detail: dict[str, Any] | None, checkpoint: tuple[str, bytes] | None,
+                             journal_finish: tuple[str, bytes] | None) -> None:
+        """Record a cognitive transition, with its checkpoint and tool-journal finish, in one transaction."""
+        stamp = now_iso()
+        with self.transaction() as db:
+            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (task_id, machine, run, from_state, to_state, event, pack(detail) if detail else None, stamp))
+            db.execute("UPDATE tasks SET cognitive_state = ?, updated_at = ? WHERE task_id = ?", (to_state, stamp, task_id))
+            if checkpoint is not None:
+                kind, data = checkpoint
+                db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                           (task_id, run, kind, to_state, data, stamp))
+            if journal_finish is not None:
+                key, result = journal_finish
+                db.execute("UPDATE journal SET status = 'finished', result = ?, finished_at = ? WHERE key = ?",
+                           (result, stamp, key))
+
+    def update_task(self, task_id: str, **updates: Any) -> None:
+        columns = {**_encode_updates(updates), "updated_at": now_iso()}
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        with self.transaction() as db:
+            db.execute(f"UPDATE tasks SET {assignments} WHERE task_id = ?", (*columns.values(), task_id))
+
+    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                       (task_id, run, kind, state, data, now_iso()))
+
+    def journal_start(self, key: str, task_id: str, run: int, step_index: int, tool: str | None,
+                      effect: str) -> dict[str, Any] | None:
+        """Write a step as started before it runs; returns the existing row if the key is known."""
+        with self.transaction() as db:
+            existing = db.execute("SELECT * FROM journal WHERE key = ?", (key,)).fetchone()
+            if existing is not None:
+                return _journal_row(existing)
+            db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, started_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, 'started', ?)", (key, task_id, run, step_index, tool, effect, now_iso()))
+        return None
+
+    def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
+        db.execute("INSERT INTO audit (audit_id, task_id, level, event_type, payload, created_at) VALUES (?, ?, 'info', ?, ?, ?)",
+                   (new_id(), task_id, event_type, json.dumps(payload, default=str), now_iso()))
+
+    # -- reads --------------------------------------------------------------------------------------
+    def task_row(self, task_id: str) -> dict[str, Any] | None:
+        row = self._query("SELECT * FROM tasks WHERE task_id = ?", (task_id,))
+        return _task_row(row[0]) if row else None
+
+    def unfinished_tasks(self) -> list[dict[str, Any]]:
+        """Every task not done, failed or canceled, oldest first."""
+        rows = self._query(f"SELECT * FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
+                           " ORDER BY seq", TERMINAL)
+        return [_task_row(r) for r in rows]
+
+    def checkpoints(self, task_id: str) -> list[Checkpoint]:
+        """The checkpoints to rebuild the task from: the last full one and every delta after it."""
+        rows = self._query("SELECT id, run, kind, state, data FROM checkpoints WHERE task_id = ? AND id >= "
+                           "(SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE task_id = ? AND kind = 'full')"
+                           " ORDER BY id", (task_id, task_id))
+        return [Checkpoint(*row) for row in rows]
+
+    def transitions(self, task_id: str) -> list[dict[str, Any]]:
+        rows = self._query("SELECT machine, run, from_state, to_state, event, detail, created_at FROM transitions"
+                           " WHERE task_id = ? ORDER BY id", (task_id,))
+        return [{"machine": r[0], "run": r[1], "from_state": r[2], "to_state": r[3], "event": r[4],
+                 "detail": unpack(r[5]) or {}, "timestamp": r[6]} for r in rows]
+
+    def audit(self, task_id: str) -> list[dict[str, Any]]:
+        rows = self._query("SELECT audit_id, task_id, level, event_type, payload, created_at FROM audit"
+                           " WHERE task_id = ? ORDER BY rowid", (task_id,))
+        return [{"audit_id": r[0], "task_id": r[1], "level": r[2], "event_type": r[3],
+                 "payload": json.loads(r[4]), "created_at": r[5]} for r in rows]
+
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
+        rows = self._query("SELECT * FROM journal WHERE task_id = ?", (task_id,))
+        return {row[0]: _journal_row(row) for row in rows}
+
+    def seq_high_water(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])
+
+    def bytes_for(self, task_id: str) -> int:
+        """Bytes this task's rows take in checkpoints, transitions and journal (payload columns)."""
+        total = 0
+        for sql in ("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM checkpoints WHERE task_id = ?",
+                    "SELECT COALESCE(SUM(LENGTH(detail) + LENGTH(event) + LENGTH(from_state) + LENGTH(to_state)), 0)"
+                    " FROM transitions WHERE task_id = ?",
+                    "SELECT COALESCE(SUM(LENGTH(result) + LENGTH(key)), 0) FROM journal WHERE task_id = ?"):
+            total += int(self._query(sql, (task_id,))[0][0])
+        return total
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        for attempt in range(3):
+            try:
+                return self.db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:  # locked by a writer: wait briefly
+                if "locked" not in str(exc) or attempt == 2:
+                    raise StoreError(f"store {self.path}: {exc}") from None
+                time.sleep(0.05)
+        return []
+
+
+_TASK_COLUMNS = ("task_id", "machine", "lifecycle_state", "cognitive_state", "priority", "seq", "attempts", "runs",
+                 "gate_failures", "exit_reason", "error", "input", "source", "metadata", "result", "pending_resume",
+                 "created_at", "updated_at")
+_PACKED = {"metadata", "result", "pending_resume"}
+
+
+def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(updates) - set(_TASK_COLUMNS)
+    if unknown:
+        raise StoreError(f"unknown task column(s) {sorted(unknown)}")
+    return {k: (pack(v) if k in _PACKED and v is not None else v) for k, v in updates.items()}
+
+
+def _task_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    out = dict(zip(_TASK_COLUMNS, row))
+    for key in _PACKED:
+        out[key] = unpack(out[key])
+    return out
+
+
+def _journal_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    names = ("key", "task_id", "run", "step_index", "tool", "effect", "status", "result", "started_at", "finished_at")
+    out = dict(zip(names, row))
+    out["result"] = unpack(out["result"])
+    return out

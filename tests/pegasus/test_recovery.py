@@ -1,0 +1,130 @@
+"""Recovery from the store: a new Admission on the same database brings every unfinished task back."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from pegasus.admission import Admission, RunGate, StartRun
+from pegasus.config import Settings
+from pegasus.store import Checkpointer, Store, kind_for
+from pegasus.task import TaskFSM
+
+
+def admission_on(path: Path, **overrides) -> Admission:
+    counter = itertools.count(1)
+    settings = Settings().with_overrides(overrides) if overrides else Settings()
+    return Admission(settings, id_factory=lambda: f"t{next(counter)}-{path.name}", store=Store(path / "p.db"))
+
+
+def run_until(store: Store, snapshot, events) -> None:
+    """Play a task's run as its task actor would: transitions and checkpoints into the store."""
+    fsm = TaskFSM.restore(snapshot)
+    checkpointer = Checkpointer(snapshot)
+    for event, payload in events:
+        source = fsm.state
+        fsm.transition(event, **payload)
+        kind = kind_for(fsm.state, event)
+        store.cognitive_transition(fsm.task_id, 1, "classic", source, fsm.state, event, None,
+                                   (kind, checkpointer.make(kind, fsm.snapshot())) if kind else None, None)
+
+
+PLAN = {"goal": "g", "steps": [{"index": 0, "description": "echo", "action_params": {"tool": "echo", "args": {}}},
+                               {"index": 1, "description": "respond", "action_type": "respond"}]}
+
+
+def test_states_priorities_and_queue_order_survive_a_restart(tmp_path: Path) -> None:
+    first = admission_on(tmp_path, runtime={"approval_policy": "manual", "max_active_tasks": 1})
+    draft, _ = first.submit("stay a draft", "classic", 7, {"k": "v"}, "t")
+    running, _ = first.submit("running", "classic", 5, {}, "t")
+    first.approve(running.task_id)
+    low, _ = first.submit("queued low", "classic", 9, {}, "t")
+    first.approve(low.task_id)
+    high, _ = first.submit("queued high", "reason_act", 1, {}, "t")
+    first.approve(high.task_id)
+    run_until(first.store, running.snapshot, [("TASK_CREATED", {}), ("PERCEIVE_DONE", {}), ("THINK_DONE", {}),
+                                              ("PLAN_DONE", {"plan": PLAN})])
+    assert {r.task_id: r.state for r in first.records.values()} == {
+        draft.task_id: "draft", running.task_id: "running", low.task_id: "queued", high.task_id: "queued"}
+
+    second = admission_on(tmp_path, runtime={"approval_policy": "manual", "max_active_tasks": 1})
+    effects = second.restore()
+    restored = second.records
+    assert {tid: (r.state, r.priority, r.machine) for tid, r in restored.items()} == {
+        draft.task_id: ("draft", 7, "classic"), running.task_id: ("running", 5, "classic"),
+        low.task_id: ("queued", 9, "classic"), high.task_id: ("queued", 1, "reason_act")}
+    [start] = [e for e in effects if isinstance(e, StartRun)]
+    assert start.task_id == running.task_id and start.run == 2
+    assert start.snapshot.state == "acting" and start.snapshot.context.plan is not None
+    assert restored[draft.task_id].lifecycle.metadata == {"k": "v"}
+    # The queue kept its order: when the running task ends, the high-priority one starts.
+    fsm = TaskFSM.restore(start.snapshot)
+    fsm.transition("TASK_FAILED", error="x")
+    follow = second.on_stopped(running.task_id, 2, "failed", fsm.snapshot(), "exception")
+    assert [e.task_id for e in follow if isinstance(e, StartRun)] == [high.task_id]
+
+
+def test_suspended_tasks_stay_suspended_and_resume_from_the_store(tmp_path: Path) -> None:
+    first = admission_on(tmp_path)
+    task, _ = first.submit("help me", "classic", 2, {}, "t")
+    run_until(first.store, task.snapshot, [("TASK_CREATED", {}), ("PERCEIVE_DONE", {}),
+                                           ("NEED_MORE_INFO", {"question": "which file?"})])
+    fsm = TaskFSM.restore(task.snapshot)
+    for event in ("TASK_CREATED", "PERCEIVE_DONE"):
+        fsm.transition(event)
+    fsm.transition("NEED_MORE_INFO", question="which file?")
+    first.on_stopped(task.task_id, 1, "suspended", fsm.snapshot(), None)
+
+    second = admission_on(tmp_path)
+    assert [e for e in second.restore() if isinstance(e, StartRun)] == []
+    record = second.get(task.task_id)
+    assert (record.state, record.snapshot.state, record.priority) == ("blocked", "suspended", 2)
+    assert record.snapshot.context.suspend_reason == "which file?"
+    [start] = [e for e in second.resume(task.task_id, "README.md") if isinstance(e, StartRun)]
+    assert (start.resume_event, start.resume_payload) == ("MESSAGE_RECEIVED", {"text": "README.md"})
+
+
+def test_verifying_tasks_run_their_gates_again_and_verified_ones_finish(tmp_path: Path) -> None:
+    gates = {"gates": [{"name": "g", "command": ["true"]}]}
+    first = admission_on(tmp_path, verification=gates)
+    task, _ = first.submit("echo hi", "classic", 5, {}, "t")
+    fsm = TaskFSM.restore(task.snapshot)
+    fsm.transition("TASK_CREATED")
+    fsm.transition("TASK_FAILED", error="x")  # any end will do to reach a stopped run
+    fsm2 = TaskFSM.restore(task.snapshot)
+    for event, payload in (("TASK_CREATED", {}), ("PERCEIVE_DONE", {}), ("THINK_DONE", {}),
+                           ("PLAN_DONE", {"plan": PLAN}), ("TOOL_CALL_COMPLETED", {"result": {"step_index": 0, "success": True}}),
+                           ("TOOL_CALL_COMPLETED", {"result": {"step_index": 1, "success": True}}),
+                           ("REFLECT_DONE", {"verdict": "complete", "final_result": "hi"})):
+        fsm2.transition(event, **payload)
+    first.store.add_checkpoint(task.task_id, 1, "full", "completed", Checkpointer(fsm2.snapshot()).make("full", fsm2.snapshot()))
+    assert any(isinstance(e, RunGate) for e in first.on_stopped(task.task_id, 1, "completed", fsm2.snapshot(), None))
+    second = admission_on(tmp_path, verification=gates)
+    [gate] = [e for e in second.restore() if isinstance(e, RunGate)]
+    assert gate.task_id == task.task_id and second.get(task.task_id).state == "verifying"
+
+
+def test_a_corrupt_checkpoint_fails_only_its_task(tmp_path: Path) -> None:
+    first = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    bad, _ = first.submit("bad", "classic", 5, {}, "t")
+    good, _ = first.submit("good", "classic", 5, {}, "t")
+    first.store.db.execute("UPDATE checkpoints SET data = ? WHERE task_id = ?", (b"\x00broken", bad.task_id))
+    second = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    effects = second.restore()
+    failed = second.get(bad.task_id)
+    assert (failed.state, failed.exit_reason) == ("failed", "fatal_error")
+    assert "unreadable" in failed.error
+    assert [e.task_id for e in effects if isinstance(e, StartRun)] == [good.task_id]
+    assert second.store.task_row(bad.task_id)["exit_reason"] == "fatal_error"
+
+
+def test_a_corrupt_checkpoint_of_a_queued_task_fails_it_by_legal_moves(tmp_path: Path) -> None:
+    first = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    first.submit("runs", "classic", 5, {}, "t")
+    queued, _ = first.submit("waits", "classic", 5, {}, "t")
+    first.store.db.execute("UPDATE checkpoints SET data = ? WHERE task_id = ?", (b"\x00", queued.task_id))
+    second = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    second.restore()
+    assert second.get(queued.task_id).state == "failed"
+    path = [(a["payload"]["from_state"], a["payload"]["to_state"]) for a in second.store.audit(queued.task_id)[1:]]
+    assert path[-2:] == [("queued", "running"), ("running", "failed")]

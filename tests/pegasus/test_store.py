@@ -1,0 +1,191 @@
+"""The SQLite store: schema, compare-and-set, checkpoints, corrupt rows, growth per step."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Store, StoreError, kind_for, rebuild
+from pegasus.store import delta
+from pegasus.store.checkpoint import encode_full
+from pegasus.store.sqlite import SCHEMA_VERSION
+from pegasus.task import TaskFSM
+
+
+def new_task(store: Store, task_id: str = "t1", state: str = "draft") -> TaskFSM:
+    fsm = TaskFSM.create("classic", "count things", task_id=task_id)
+    store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                       "seq": 1, "input": "count things", "source": "test"}, encode_full(fsm.snapshot()))
+    return fsm
+
+
+def test_schema_is_created_and_versioned(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    assert store.schema_version() == SCHEMA_VERSION
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+    assert Store(tmp_path / "p.db").schema_version() == SCHEMA_VERSION  # reopening migrates nothing
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "p.db")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreError, match="newer Pegasus"):
+        Store(tmp_path / "p.db")
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "p.db").write_bytes(b"definitely not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open store"):
+        Store(tmp_path / "p.db")
+
+
+def test_lifecycle_transition_writes_state_audit_and_history(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="user", reason="ok",
+                               updates={"attempts": 1})
+    assert store.task_row("t1")["lifecycle_state"] == "approved"
+    audit = store.audit("t1")
+    assert [a["event_type"] for a in audit] == ["TASK_CREATED", "STATE_TRANSITION_APPROVED"]
+    assert audit[1]["payload"] == {"from_state": "draft", "to_state": "approved", "actor": "user", "reason": "ok",
+                                   "transition_metadata": {}}
+    assert [(t["from_state"], t["to_state"]) for t in store.transitions("t1")] == [("draft", "approved")]
+
+
+def test_compare_and_set_refuses_a_stale_writer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="s", reason="")
+    with pytest.raises(StaleStateError, match="expected state 'draft', store has 'approved'"):
+        store.lifecycle_transition("t1", "draft", "canceled", "TASK_CANCELED", actor="s", reason="")
+    assert store.task_row("t1")["lifecycle_state"] == "approved"
+    assert len(store.audit("t1")) == 2  # the loser wrote no audit row
+
+
+def test_two_writers_racing_on_one_task_exactly_one_wins(tmp_path: Path) -> None:
+    first = Store(tmp_path / "p.db")
+    new_task(first)
+    first.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="s", reason="")
+    first.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="s", reason="")
+    writers = [Store(tmp_path / "p.db") for _ in range(2)]
+    barrier, outcomes = threading.Barrier(2), {}
+
+    def race(index: int, target: str, event: str) -> None:
+        barrier.wait()
+        try:
+            writers[index].lifecycle_transition("t1", "queued", target, event, actor=f"w{index}", reason="race")
+            outcomes[index] = "won"
+        except StaleStateError:
+            outcomes[index] = "lost"
+
+    threads = [threading.Thread(target=race, args=(0, "running", "TASK_STARTED")),
+               threading.Thread(target=race, args=(1, "canceled", "TASK_CANCELED"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values()) == ["lost", "won"]
+    winner = 0 if outcomes[0] == "won" else 1
+    assert first.task_row("t1")["lifecycle_state"] == ("running", "canceled")[winner]
+    assert first.audit("t1")[-1]["payload"]["actor"] == f"w{winner}"
+
+
+def test_journal_start_returns_the_known_row(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    assert store.journal_start("k1", "t1", 1, 0, "append_key", "effectful") is None
+    again = store.journal_start("k1", "t1", 2, 0, "append_key", "effectful")
+    assert again is not None and again["status"] == "started" and again["run"] == 1
+    store.cognitive_transition("t1", 1, "classic", "acting", "reflecting", "TOOL_CALL_COMPLETED", None, None,
+                               ("k1", b"\x81\xa1x\x01"))
+    assert store.journal("t1")["k1"]["status"] == "finished" and store.journal("t1")["k1"]["result"] == {"x": 1}
+
+
+def _run_steps(store: Store, steps: int) -> list[int]:
+    """Drive a task through ``steps`` tool steps, checkpointing as the task actor does; bytes after each."""
+    plan = {"goal": "g", "steps": [{"index": i, "description": f"echo {i}", "action_type": "tool_call",
+                                    "action_params": {"tool": "echo", "args": {"text": f"line {i}"}}}
+                                   for i in range(steps)]}
+    fsm = new_task(store)
+    checkpointer = Checkpointer(fsm.snapshot())
+    sizes = []
+    for event, payload in [("TASK_CREATED", {}), ("PERCEIVE_DONE", {}), ("THINK_DONE", {}), ("PLAN_DONE", {"plan": plan})]:
+        source = fsm.state
+        fsm.transition(event, **payload)
+        kind = kind_for(fsm.state, event)
+        store.cognitive_transition("t1", 1, "classic", source, fsm.state, event, None,
+                                   (kind, checkpointer.make(kind, fsm.snapshot())) if kind else None, None)
+    for i in range(steps):
+        source = fsm.state
+        result = {"step_index": i, "success": True, "tool": "echo", "output": f"line {i}", "duration_ms": 0.1}
+        fsm.transition("TOOL_CALL_COMPLETED", result=result)
+        kind = kind_for(fsm.state, "TOOL_CALL_COMPLETED")
+        store.cognitive_transition("t1", 1, "classic", source, fsm.state, "TOOL_CALL_COMPLETED",
+                                   {"stage": "act"}, (kind, checkpointer.make(kind, fsm.snapshot())), None)
+        sizes.append(store.bytes_for("t1"))
+    rebuilt = rebuild("t1", store.checkpoints("t1"))
+    assert rebuilt.context == fsm.context and rebuilt.state == fsm.state
+    return sizes
+
+
+def test_bytes_per_step_stay_flat_over_200_steps(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    sizes = _run_steps(store, 200)
+    per_step = [b - a for a, b in zip(sizes, sizes[1:])]
+    early, late = sum(per_step[:50]) / 50, sum(per_step[-50:]) / 50
+    print(f"\nbytes per step: first 50 avg {early:.1f}, last 50 avg {late:.1f}, total {sizes[-1]} bytes")
+    # Digits grow (step 9 -> 199); anything O(n) per step would be ~100x here.
+    assert late <= early * 1.25
+
+
+def test_checkpoints_rebuild_from_the_last_full_one(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    fsm = new_task(store)
+    checkpointer = Checkpointer(fsm.snapshot())
+    fsm.transition("TASK_CREATED")
+    fsm.transition("PERCEIVE_DONE")
+    fsm.transition("TASK_SUSPENDED", reason="hold")
+    store.add_checkpoint("t1", 1, "full", fsm.state, checkpointer.make("full", fsm.snapshot()))
+    fsm.transition("TASK_RESUMED", message="go on")
+    store.add_checkpoint("t1", 1, "delta", fsm.state, checkpointer.make("delta", fsm.snapshot()))
+    rows = store.checkpoints("t1")
+    assert [r.kind for r in rows] == ["full", "delta"]  # the creation checkpoint is behind the newer full one
+    snapshot = rebuild("t1", rows)
+    assert snapshot.state == "thinking" and snapshot.context.messages[-1]["content"] == "go on"
+
+
+def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    fsm = new_task(store)
+    store.add_checkpoint("t1", 1, "delta", "perceiving", b"\x00garbage")
+    with pytest.raises(CorruptCheckpoint, match=r"checkpoint \d+ of task t1 is unreadable"):
+        rebuild("t1", store.checkpoints("t1"))
+    store.db.execute("UPDATE checkpoints SET data = ? WHERE kind = 'full'", (b"\xffnope",))
+    with pytest.raises(CorruptCheckpoint, match="unreadable"):
+        rebuild("t1", store.checkpoints("t1"))
+    assert fsm.state == "idle"
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+                           max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(old=json_values, new=json_values)
+def test_a_delta_rebuilds_the_new_value(old, new) -> None:
+    assert delta.apply(old, delta.diff(old, new)) == new
+
+
+def test_an_appended_result_is_a_small_delta() -> None:
+    old = {"actions_done": [{"i": n} for n in range(100)], "plan": {"steps": [{"completed": False}] * 100}}
+    new = {"actions_done": old["actions_done"] + [{"i": 100}],
+           "plan": {"steps": [{"completed": True}] + [{"completed": False}] * 99}}
+    assert delta.diff(old, new) == {"k": {"actions_done": {"+": [{"i": 100}]},
+                                          "plan": {"k": {"steps": {"i": {"0": {"k": {"completed": {"=": True}}}}}}}}}
