@@ -170,6 +170,7 @@ class TaskRecord:
             "question": context.suspend_reason if self.snapshot.state == "suspended" else None,
             "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
             "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
+            "usage": usage_total(self.stages),
         }
 
 
@@ -520,6 +521,17 @@ class Admission:
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> Notify:
         return Notify(record.task_id, "lifecycle", source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
+
+
+def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
+    """Token usage of a task: the sum over its stages' reported usage (LLM calls)."""
+    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
+    for stage in stages:
+        usage = stage.get("usage") or {}
+        for key in total:
+            value = usage.get(key, 0)
+            total[key] += int(value) if isinstance(value, (int, float)) else 0
+    return total
 
 
 _ACTORS = {

@@ -196,3 +196,11 @@ def test_a_lost_run_restarts_then_fails_after_the_restart_limit() -> None:
     record = admission.get("t1")
     assert (record.state, record.exit_reason) == ("failed", "exception")
     assert "gave up after 3 restarts" in record.error
+
+
+def test_usage_total_sums_the_stages_that_report_usage() -> None:
+    from pegasus.admission import usage_total
+    stages = [{"stage": "think", "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "calls": 1}},
+              {"stage": "act"},
+              {"stage": "plan", "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10, "calls": 2}}]
+    assert usage_total(stages) == {"prompt_tokens": 17, "completion_tokens": 8, "total_tokens": 25, "calls": 3}
