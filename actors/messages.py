@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+# Defined with the lifecycle logic (pure); the supervisor streams it to clients as it is.
+from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - re-exported
+
 SUPERVISOR_NAME = "pegasus-supervisor"
 
 # -- client requests ----------------------------------------------------------------
@@ -119,23 +122,6 @@ class Reply:
     data: Any = None
     error: str | None = None
     error_type: str | None = None
-
-
-@dataclass(frozen=True)
-class TransitionNotice:
-    """One transition of one task, streamed to subscribers.
-
-    ``machine`` is ``lifecycle`` for the supervisor's view of the task, or the
-    task's cognitive machine (``classic`` / ``reason_act``).
-    """
-
-    task_id: str
-    machine: str
-    from_state: str
-    to_state: str
-    event: str
-    timestamp: str
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 # -- supervisor <-> task actor ----------------------------------------------------------

@@ -23,7 +23,7 @@ from actors import messages as m
 from actors.pool import StagePool
 from actors.task_actor import TaskActor
 from pegasus import logs
-from pegasus.admission import Admission, Effect, Notify, RunGate, StartRun, StopRun, SuspendRun, WakeAfter
+from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store import Store
@@ -329,7 +329,7 @@ class Supervisor(ActorTypeDispatcher):
     # -- effects ------------------------------------------------------------------------------------
     def _carry_out(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Notify):
+            if isinstance(effect, TransitionNotice):
                 self._notify(effect)
             elif isinstance(effect, StartRun):
                 actor = self.createActor(TaskActor)
@@ -351,14 +351,10 @@ class Supervisor(ActorTypeDispatcher):
             elif isinstance(effect, WakeAfter):
                 self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
 
-    def _notify(self, notice: Notify) -> None:
-        if not self.subscribers:
-            return
-        message = m.TransitionNotice(notice.task_id, notice.machine, notice.from_state, notice.to_state,
-                                     notice.event, notice.timestamp, notice.detail)
+    def _notify(self, notice: TransitionNotice) -> None:
         for address, task_id in self.subscribers:
             if task_id is None or task_id == notice.task_id:
-                self.send(address, message)
+                self.send(address, notice)
 
     def _answer_suspends(self, task_id: str) -> None:
         waiting = self.pending_suspend.get(task_id)

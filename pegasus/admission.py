@@ -112,7 +112,13 @@ class RunGate:
 
 
 @dataclass(frozen=True)
-class Notify:
+class TransitionNotice:
+    """One transition of one task, for subscribers (sent to them as it is).
+
+    ``machine`` is ``lifecycle`` for the supervisor's view of the task, or the
+    task's cognitive machine (``classic`` / ``reason_act``).
+    """
+
     task_id: str
     machine: str
     from_state: str
@@ -128,7 +134,7 @@ class WakeAfter:
     task_id: str
 
 
-Effect = StartRun | StopRun | SuspendRun | RunGate | Notify | WakeAfter
+Effect = StartRun | StopRun | SuspendRun | RunGate | TransitionNotice | WakeAfter
 
 
 @dataclass
@@ -306,7 +312,7 @@ class Admission:
         if stage is not None:
             record.stages.append({"run": run, **stage})
         record.snapshot = record.snapshot.model_copy(update={"state": to_state})
-        return [Notify(task_id, record.machine, from_state, to_state, event, timestamp,
+        return [TransitionNotice(task_id, record.machine, from_state, to_state, event, timestamp,
                        {"stage": stage["stage"]} if stage else {})]
 
     def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
@@ -518,8 +524,8 @@ class Admission:
                      "result": context.final_result if target == "done" else None})
         return [self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))]
 
-    def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> Notify:
-        return Notify(record.task_id, "lifecycle", source, target, event,
+    def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
+        return TransitionNotice(record.task_id, "lifecycle", source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
 
 

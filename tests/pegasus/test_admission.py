@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pegasus.admission import Admission, Notify, RunGate, StartRun, StopRun, SuspendRun, WakeAfter
+from pegasus.admission import Admission, TransitionNotice, RunGate, StartRun, StopRun, SuspendRun, WakeAfter
 from pegasus.config import Settings
 from pegasus.task import InvalidStateTransition, RetryNotAllowedError, TaskFSM, TaskNotFoundError
 
@@ -31,7 +31,7 @@ def starts(effects) -> list[str]:
 
 
 def lifecycle_path(effects, task_id: str) -> list[str]:
-    return [e.to_state for e in effects if isinstance(e, Notify) and e.machine == "lifecycle" and e.task_id == task_id]
+    return [e.to_state for e in effects if isinstance(e, TransitionNotice) and e.machine == "lifecycle" and e.task_id == task_id]
 
 
 def finish(admission: Admission, task_id: str, state: str = "completed", exit_reason: str | None = None):
