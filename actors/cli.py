@@ -154,7 +154,8 @@ def cmd_history(args: argparse.Namespace) -> int:
              for h in history["lifecycle"]]
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> {h['to_state']:<10} {h['event']}")
               for h in history["cognitive"]]
-    # Order by time only (a stable sort): transitions within one millisecond keep their order.
+    # Order by time, not by the text: lines with the same displayed millisecond were sorted
+    # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
     _print(args, history, "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0])))
     return EXIT_OK
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pegasus.cognitive.base import needs_more_info
 from pegasus.config import Settings
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
@@ -173,7 +174,8 @@ class TaskRecord:
             "result": context.final_result, "error": self.error or context.error,
             "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
             "iteration": context.iteration, "suspend_reason": context.suspend_reason,
-            "question": context.suspend_reason if self.snapshot.state == "suspended" else None,
+            "question": context.suspend_reason if self.snapshot.state == "suspended"
+            and needs_more_info(context.reasoning) else None,
             "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
             "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
             "usage": usage_total(self.stages),

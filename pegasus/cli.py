@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pegasus: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``pegasus list | head``): nothing more to say, and
+        # stdout must not be flushed again on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

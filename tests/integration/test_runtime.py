@@ -114,6 +114,7 @@ def test_suspend_then_resume_with_a_message(pegasus) -> None:
     wait_for(lambda: client.get(task_id)["state"] == "acting", what="acting")
     suspended = client.suspend(task_id, reason="hold on")
     assert (suspended["lifecycle_state"], suspended["state"]) == ("blocked", "suspended")
+    assert suspended["question"] is None and suspended["suspend_reason"] == "hold on"  # not a question
     assert client.stats()["active"] == 0  # a suspended task holds no slot
     resumed = client.resume(task_id, message="and what is 6 * 7?")
     assert resumed["lifecycle_state"] in ("queued", "running")

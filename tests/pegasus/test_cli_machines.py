@@ -45,3 +45,13 @@ def test_console_script_runs() -> None:
 def test_module_entry_point() -> None:
     out = subprocess.run([sys.executable, "-m", "pegasus.cli", "machines"], capture_output=True, text=True, check=True)
     assert "lifecycle" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("pegasus") is None, reason="console script not installed")
+def test_a_closed_pipe_is_not_a_traceback() -> None:
+    """`pegasus ... | head` ends quietly when the reader has gone: no traceback."""
+    child = subprocess.Popen(["pegasus", "machines", "classic"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # the reader is gone before the first write
+    stderr = child.stderr.read().decode()
+    child.wait(timeout=30)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr

@@ -1,0 +1,521 @@
+"""The ``pegasus`` console script end to end, against real multiprocTCPBase systems.
+
+Every command runs as a real subprocess (the installed ``pegasus`` script) in an
+empty working directory, with ``$PEGASUS_HOME`` in a temporary directory and an
+explicit ``--port`` (never 1900).  What is proven here:
+
+* ``run`` with an embedded system prints every transition in order and the
+  result, exits 0 / 3 (blocked, with the question), and leaves no process and
+  nothing in the working directory behind;
+* a background system (``start``) returns promptly with stdout on a pipe, and
+  ``submit``/``status``/``list``/``history``/``stats``/``run`` (attached),
+  ``suspend``/``resume``/``cancel``/``approve``/``stop`` work on it;
+* every failure exits 1 with exactly one stderr line ``pegasus: <reason>``.
+
+Every background system is stopped in a finalizer (``stop_daemon``) even when a
+test fails, and every process seen of it must be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors import procs
+from actors.system import SystemSpec, is_running, stop_daemon, system_pids
+
+pytestmark = pytest.mark.integration
+
+CLI_TIMEOUT = 60.0  # seconds for one command; they normally take well under 2 s
+ARITHMETIC = "what is 2 + 3 * 4?"
+
+# "05:21:38.620  lifecycle       draft -> approved   TASK_APPROVED"
+TRANSITION = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}\s+(\S+)\s+(\S+) -> (\S+)\s+(\S+)")
+
+
+def _free_port() -> int:
+    """A port free on 127.0.0.1 now, never Thespian's default 1900."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 1900:
+            return port
+
+
+@dataclass
+class Pegasus:
+    """Runs the real ``pegasus`` script for one port and one state directory."""
+
+    port: int
+    home: Path
+    cwd: Path
+    env_extra: dict[str, str] = field(default_factory=dict)
+    seen: dict[int, int] = field(default_factory=dict)  # pid -> start time of this system's processes
+
+    @property
+    def spec(self) -> SystemSpec:
+        return SystemSpec(admin_port=self.port, state_dir=self.home)
+
+    def env(self) -> dict[str, str]:
+        # No PEGASUS_* setting of the caller's may leak in (a config file, another home).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
+        env["PEGASUS_HOME"] = str(self.home)
+        env.update(self.env_extra)
+        return env
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return ["pegasus", *args, "--port", str(self.port)]
+
+    def __call__(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(args), cwd=self.cwd, env=self.env(), capture_output=True,
+                              text=True, timeout=timeout)
+
+    def many(self, *commands: Sequence[str]) -> list[subprocess.CompletedProcess[str]]:
+        """Run independent commands at once (each pays ~0.4 s of interpreter start-up)."""
+        return _many([(self, c) for c in commands])
+
+    def ok(self, *args: str) -> str:
+        result = self(*args)
+        assert result.returncode == 0, f"pegasus {' '.join(args)}: {result.returncode}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json"))
+
+    def wait_for(self, task_id: str, states: set[str], timeout: float = 20.0) -> dict[str, Any]:
+        """Poll ``status --json`` until the task's lifecycle state is one of states."""
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.json("status", task_id)
+            if task["lifecycle_state"] in states:
+                return task
+            assert time.monotonic() < deadline, f"task {task_id} still {task['lifecycle_state']}/{task['state']}"
+            time.sleep(0.1)
+
+    def track(self) -> None:
+        """Remember the system's current processes (checked gone at the end)."""
+        self.seen.update(procs.identities(system_pids(self.spec)))
+
+    def admin_pid(self) -> int:
+        record = json.loads(self.spec.pid_file.read_text())
+        return int(record["admin"][0])
+
+
+def _many(commands: Sequence[tuple[Pegasus, Sequence[str]]]) -> list[subprocess.CompletedProcess[str]]:
+    """Run (pegasus, args) commands concurrently; their results in order."""
+    running = [(p.argv(args), subprocess.Popen(p.argv(args), cwd=p.cwd, env=p.env(), text=True,
+                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+               for p, args in commands]
+    done = []
+    try:
+        for argv, proc in running:
+            out, err = proc.communicate(timeout=CLI_TIMEOUT)
+            done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
+    finally:
+        for _, proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return done
+
+
+def assert_failure(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """Exit 1, exactly one stderr line 'pegasus: <reason>' mentioning fragments, no stdout.
+
+    (``run`` may have printed the transitions it saw before it failed.)
+    """
+    where = f"{' '.join(result.args)} -> {result.returncode}\nstdout: {result.stdout!r}\nstderr: {result.stderr!r}"
+    assert result.returncode == 1, where
+    assert result.stdout == "" or result.args[1] == "run", where
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pegasus: "), where
+    assert "Traceback" not in result.stderr, where
+    for fragment in fragments:
+        assert fragment in lines[0], where
+
+
+def assert_gone(seen: dict[int, int], what: str) -> None:
+    leftovers = procs.wait_gone(seen, 5.0)
+    assert not leftovers, f"processes {leftovers} of {what} left behind"
+
+
+def transitions(stdout: str) -> list[tuple[str, str, str, str]]:
+    """(machine, from, to, event) of every transition line ``run`` printed, in order."""
+    return [m.groups() for m in map(TRANSITION.match, stdout.splitlines()) if m]  # type: ignore[misc]
+
+
+class Sampler:
+    """Collects the processes of the specs' systems while short-lived commands run."""
+
+    def __init__(self, *specs: SystemSpec) -> None:
+        self.specs = specs
+        self.seen: dict[int, dict[int, int]] = {spec.admin_port: {} for spec in specs}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for spec in self.specs:
+                self.seen[spec.admin_port].update(procs.identities(system_pids(spec)))
+            self._stop.wait(0.02)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+def _make(tmp: Path, name: str, **env_extra: str) -> Pegasus:
+    home, cwd = tmp / f"{name}-home", tmp / f"{name}-cwd"
+    home.mkdir()
+    cwd.mkdir()
+    return Pegasus(port=_free_port(), home=home.resolve(), cwd=cwd.resolve(), env_extra=dict(env_extra))
+
+
+def _stop_and_check(pegasus: Pegasus) -> None:
+    """Finalizer: stop the system if it still runs; every process ever seen must be gone."""
+    pegasus.track()
+    try:
+        if is_running(pegasus.spec):
+            stop_daemon(pegasus.spec)
+    finally:
+        survivors = procs.kill_all(dict(pegasus.seen), grace=5.0)  # only our own pids, by identity
+    assert not survivors, f"processes {survivors} survived SIGKILL"
+    assert not is_running(pegasus.spec)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Pegasus]:
+    """The CLI on a fresh port and home, no system started (``run`` may embed one)."""
+    pegasus = _make(tmp_path, "cli")
+    try:
+        yield pegasus
+    finally:
+        _stop_and_check(pegasus)
+
+
+def _start_background(pegasus: Pegasus) -> dict[str, Any]:
+    """``pegasus start --json`` with stdout/stderr on pipes: must return promptly."""
+    began = time.monotonic()
+    result = pegasus("start", "--json", timeout=30.0)  # an admin holding our pipe would hang here
+    elapsed = time.monotonic() - began
+    pegasus.track()
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 15.0, f"start took {elapsed:.1f}s"
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegasus, dict[str, Any]]]:
+    """One background system (default settings) shared by the tests of this module."""
+    pegasus = _make(tmp_path_factory.mktemp("background"), "bg")
+    try:
+        info = _start_background(pegasus)
+        yield pegasus, info
+    finally:
+        _stop_and_check(pegasus)
+
+
+@pytest.fixture
+def manual(tmp_path: Path) -> Iterator[Pegasus]:
+    """A Pegasus whose system (once started) needs ``approve`` and runs one task at a time."""
+    pegasus = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
+                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1")
+    try:
+        yield pegasus
+    finally:
+        _stop_and_check(pegasus)
+
+
+# --- run with an embedded system --------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    pegasus: Pegasus
+    result: subprocess.CompletedProcess[str]
+    seen: dict[int, int]  # the processes its embedded system had
+
+
+EMBEDDED_RUNS = {
+    "text": ["run", ARITHMETIC],
+    "json": ["run", ARITHMETIC, "--json"],
+    "reason_act": ["run", ARITHMETIC, "--machine", "reason_act"],
+    "blocked": ["run", "help me"],
+}
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """The runs of EMBEDDED_RUNS, at once, each with its own port, home and empty cwd.
+
+    Concurrently, because shutting an embedded system down now and then takes seconds.
+    """
+    tmp = tmp_path_factory.mktemp("embedded")
+    clis = {name: _make(tmp, name) for name in EMBEDDED_RUNS}
+    try:
+        with Sampler(*(c.spec for c in clis.values())) as sampler:
+            results = dict(zip(EMBEDDED_RUNS, _many([(clis[n], args) for n, args in EMBEDDED_RUNS.items()])))
+        for c in clis.values():
+            c.seen.update(sampler.seen[c.port])
+        yield {name: Run(clis[name], results[name], sampler.seen[clis[name].port]) for name in EMBEDDED_RUNS}
+    finally:
+        for c in clis.values():
+            _stop_and_check(c)
+
+
+def _assert_cleaned_up(run: Run) -> None:
+    """The embedded system is gone (every process, its port, its pid file); cwd untouched; logs kept."""
+    assert run.seen, "the sampler never saw the embedded system"
+    assert_gone(run.seen, "the embedded system")
+    assert not is_running(run.pegasus.spec) and system_pids(run.pegasus.spec) == []
+    assert not run.pegasus.spec.pid_file.exists()
+    assert list(run.pegasus.cwd.iterdir()) == []
+    logs = run.pegasus.home / "logs"
+    assert (logs / "pegasus.jsonl").stat().st_size > 0
+    assert (logs / "actors.log").exists()
+
+
+def test_run_embedded_prints_transitions_and_result(embedded: dict[str, Run]) -> None:
+    result = embedded["text"].result
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    out = result.stdout
+    assert "embedded system" in out.splitlines()[0]
+    seen = transitions(out)
+    lifecycle = [(f, t) for machine, f, t, _ in seen if machine == "lifecycle"]
+    assert lifecycle == [("-", "draft"), ("draft", "approved"), ("approved", "queued"), ("queued", "running"),
+                         ("running", "verifying"), ("verifying", "verified"), ("verified", "done")]
+    classic = [(f, t) for machine, f, t, _ in seen if machine == "classic"]
+    assert classic[0] == ("idle", "perceiving") and classic[-1] == ("reflecting", "completed")
+    assert [t for _, t in classic][:3] == ["perceiving", "thinking", "planning"]
+    # The cognitive run happens between lifecycle running and verifying, in print order.
+    order = [(machine, t) for machine, _, t, _ in seen]
+    assert (order.index(("lifecycle", "running")) < order.index(("classic", "perceiving"))
+            < order.index(("classic", "completed")) < order.index(("lifecycle", "verifying")))
+    assert re.search(r"^\s*result:.*\b14\b", out, re.M), out
+    assert re.search(r"^\s*lifecycle: done\b", out, re.M), out
+    _assert_cleaned_up(embedded["text"])
+
+
+def test_run_embedded_json(embedded: dict[str, Run]) -> None:
+    run = embedded["json"]
+    assert run.result.returncode == 0, run.result.stderr
+    data = json.loads(run.result.stdout)  # nothing but the JSON document on stdout
+    task = data["task"]
+    assert task["lifecycle_state"] == "done" and task["state"] == "completed" and task["machine"] == "classic"
+    assert "14" in str(task["result"]) and task["input"] == ARITHMETIC
+    assert task["metadata"]["workspace"] == str(run.pegasus.cwd)
+    steps = [(t["machine"], t["from_state"], t["to_state"]) for t in data["transitions"]]
+    assert steps[0] == ("lifecycle", "-", "draft") and steps[-1] == ("lifecycle", "verified", "done")
+    assert ("classic", "reflecting", "completed") in steps
+    assert all(t["task_id"] == task["task_id"] for t in data["transitions"])
+    _assert_cleaned_up(run)
+
+
+def test_run_embedded_reason_act(embedded: dict[str, Run]) -> None:
+    run = embedded["reason_act"]
+    assert run.result.returncode == 0, run.result.stderr
+    seen = transitions(run.result.stdout)
+    assert {machine for machine, *_ in seen} == {"lifecycle", "reason_act"}
+    assert seen[-1][:3] == ("lifecycle", "verified", "done")
+    assert any(machine == "reason_act" and to == "completed" for machine, _, to, _ in seen)
+    assert re.search(r"^\s*result:.*\b14\b", run.result.stdout, re.M)
+    _assert_cleaned_up(run)
+
+
+def test_run_blocked_exits_3_with_the_question(embedded: dict[str, Run]) -> None:
+    run = embedded["blocked"]
+    result = run.result
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert ("classic", "thinking", "suspended", "NEED_MORE_INFO") in transitions(result.stdout)
+    assert ("lifecycle", "running", "blocked", "TASK_BLOCKED") in transitions(result.stdout)
+    question = re.search(r"^\s*question:\s*(.+)$", result.stdout, re.M)
+    assert question and "What should I do?" in question.group(1), result.stdout
+    assert re.search(r"^\s*lifecycle: blocked\b", result.stdout, re.M)
+    _assert_cleaned_up(run)
+
+
+# --- a background system -----------------------------------------------------------------------
+
+
+def test_background_start_submit_status_list_history_stats(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    pegasus, info = background
+    assert info["port"] == pegasus.port and Path(info["state_dir"]) == pegasus.home
+    assert info["pid"] == pegasus.admin_pid() and procs.is_alive(info["pid"])
+    assert is_running(pegasus.spec)
+    assert list(pegasus.cwd.iterdir()) == []
+
+    submitted = pegasus.ok("submit", ARITHMETIC).strip()
+    assert re.fullmatch(r"[0-9a-f]{32}", submitted), submitted  # only the id, one line
+    task = pegasus.wait_for(submitted, {"done", "failed", "canceled"})
+    assert task["lifecycle_state"] == "done" and "14" in str(task["result"]) and task["source"] == "cli"
+
+    status_text, listed, done_only, history, history_text, stats = pegasus.many(
+        ["status", submitted], ["list", "--json"], ["list", "--state", "done", "--json"],
+        ["history", submitted, "--json"], ["history", submitted], ["stats", "--json"])
+    for result in (status_text, listed, done_only, history, history_text, stats):
+        assert result.returncode == 0 and result.stderr == "", result
+    assert submitted in status_text.stdout and re.search(r"result:.*\b14\b", status_text.stdout)
+
+    rows = {row["task_id"]: row for row in json.loads(listed.stdout)}
+    assert rows[submitted]["lifecycle_state"] == "done"
+    assert all(row["lifecycle_state"] == "done" for row in json.loads(done_only.stdout))
+    assert submitted in {row["task_id"] for row in json.loads(done_only.stdout)}
+
+    record = json.loads(history.stdout)
+    assert record["task_id"] == submitted
+    assert [h["to_state"] for h in record["lifecycle"]][-3:] == ["verifying", "verified", "done"]
+    assert [h["to_state"] for h in record["lifecycle"]][:3] == ["approved", "queued", "running"]
+    assert record["cognitive"][0]["to_state"] == "perceiving" and record["cognitive"][-1]["to_state"] == "completed"
+    # The text form lists the transitions in the order they happened.
+    lines = transitions(history_text.stdout)
+    lifecycle_text = [to for machine, _, to, _ in lines if machine == "lifecycle"]
+    assert lifecycle_text == [h["to_state"] for h in record["lifecycle"]], history_text.stdout
+
+    numbers = json.loads(stats.stdout)
+    assert numbers["pools"]["llm"]["size"] == 3 and numbers["pools"]["tool"]["size"] == 3
+    assert numbers["tasks"].get("done", 0) >= 1
+    assert numbers["max_active_tasks"] == 5
+
+    # `run` attaches to the running system: no embedded one, same admin, still running after.
+    admin = pegasus.admin_pid()
+    pegasus.track()
+    before = set(pegasus.seen)
+    ran = pegasus("run", "echo hello")
+    assert ran.returncode == 0, ran.stderr
+    first = ran.stdout.splitlines()[0]
+    assert "submitted" in first and "embedded" not in first
+    assert re.search(r"^\s*result:\s*hello", ran.stdout, re.M)
+    assert is_running(pegasus.spec) and pegasus.admin_pid() == admin and procs.is_alive(admin)
+    assert pegasus.json("status", ran.stdout.split()[1])["lifecycle_state"] == "done"
+    pegasus.track()
+    assert set(pegasus.seen) == before, "run started processes of its own"
+
+    # A run that outlasts --timeout: one line, and the task goes on in the background system.
+    timed_out = pegasus("run", "sleep 1", "--timeout", "0.3")
+    assert_failure(timed_out, "did not finish within 0.3s", "pegasus status")
+    task_id = re.search(r"pegasus status (\S+)", timed_out.stderr).group(1)  # type: ignore[union-attr]
+    assert pegasus.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
+    assert list(pegasus.cwd.iterdir()) == []
+
+
+def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    pegasus, _ = background
+    submits = pegasus.many(["submit", "help me"], ["submit", "sleep 5"], ["submit", "sleep 5"],
+                           ["submit", "echo finished"])
+    assert all(r.returncode == 0 for r in submits), submits
+    helpme, long_task, doomed, finished = (r.stdout.strip() for r in submits)
+
+    # The long task is suspended while its sleep step runs, the other one is canceled.
+    running = pegasus.wait_for(long_task, {"running"})
+    deadline = time.monotonic() + 10
+    while running["state"] != "acting":
+        assert time.monotonic() < deadline, running
+        running = pegasus.json("status", long_task)
+    suspended, canceled = pegasus.many(["suspend", long_task, "--json"], ["cancel", doomed, "--json"])
+    assert suspended.returncode == 0, suspended.stderr
+    task = json.loads(suspended.stdout)
+    assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
+    assert canceled.returncode == 0, canceled.stderr
+    assert json.loads(canceled.stdout)["lifecycle_state"] == "canceled"
+    assert pegasus.json("status", doomed)["lifecycle_state"] == "canceled"
+    assert pegasus.json("status", long_task)["lifecycle_state"] == "blocked"
+
+    # The vague task waits for information and shows its question.
+    task = pegasus.wait_for(helpme, {"blocked", "done", "failed"})
+    assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
+    assert task["question"]
+    status = pegasus.ok("status", helpme)
+    assert re.search(r"lifecycle: blocked\s+cognitive: suspended", status) and "question:" in status
+    assert {helpme, long_task} <= {row["task_id"] for row in pegasus.json("list", "--state", "blocked")}
+    assert pegasus.wait_for(finished, {"done", "failed"})["lifecycle_state"] == "done"
+
+    resumed_long, resumed_help = pegasus.many(["resume", long_task], ["resume", helpme, "--message", "what is 6*7?"])
+    assert resumed_long.returncode == 0 and resumed_help.returncode == 0, (resumed_long, resumed_help)
+    assert re.search(r"lifecycle: running\b", resumed_long.stdout), resumed_long.stdout
+
+    # Refusals while the system runs (the long task sleeps 5 s again): one line, exit 1.
+    unknown, resume_done, approve_running, retry_done, cancel_canceled, start_again = pegasus.many(
+        ["status", "no-such-task"], ["resume", finished], ["approve", long_task], ["retry", finished],
+        ["cancel", doomed], ["start"])
+    assert_failure(unknown, "no-such-task")
+    assert_failure(resume_done, "done")
+    assert_failure(approve_running, "running")
+    assert_failure(retry_done, "done")
+    assert_failure(cancel_canceled, "canceled")
+    assert_failure(start_again, str(pegasus.port))
+    assert is_running(pegasus.spec)
+
+    # Given the information, the vague task completes; the resumed long one finishes too.
+    task = pegasus.wait_for(helpme, {"done", "failed", "canceled"})
+    assert task["lifecycle_state"] == "done" and "42" in str(task["result"]), task
+    task = pegasus.wait_for(long_task, {"done", "failed", "canceled"})
+    assert task["lifecycle_state"] == "done" and task["runs"] >= 2, task
+    events = [h["event"] for h in pegasus.json("history", long_task)["cognitive"]]
+    assert "TASK_SUSPENDED" in events and "TASK_RESUMED" in events
+    assert list(pegasus.cwd.iterdir()) == []
+    pegasus.track()
+
+
+def test_manual_approval_then_stop(manual: Pegasus) -> None:
+    _start_background(manual)
+    submits = manual.many(["submit", ARITHMETIC], ["submit", "sleep 4"], ["submit", "echo queued"])
+    assert all(r.returncode == 0 for r in submits), submits
+    first, slow, waiting = (r.stdout.strip() for r in submits)
+    assert re.search(r"lifecycle: draft\b", manual.ok("status", first))
+    assert {manual.json("status", t)["lifecycle_state"] for t in (first, slow, waiting)} == {"draft"}, \
+        "a task ran without approval"
+    approved = manual.json("approve", first)
+    assert approved["task_id"] == first and approved["lifecycle_state"] != "draft"
+    task = manual.wait_for(first, {"done", "failed", "canceled"})
+    assert task["lifecycle_state"] == "done" and "14" in str(task["result"])
+
+    # One slot: the second approved task waits in the queue, where it is canceled.  The slow
+    # task is left to finish (a canceled one's tool step would hold `stop` up until it ends).
+    assert manual.json("approve", slow)["lifecycle_state"] == "running"
+    assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
+    assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
+    assert manual.wait_for(slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
+    assert [row["task_id"] for row in manual.json("list", "--state", "canceled")] == [waiting]
+
+    manual.track()
+    stopped = manual("stop", "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout) == {"stopped": manual.port}
+    assert not is_running(manual.spec) and system_pids(manual.spec) == []
+    assert not manual.spec.pid_file.exists()
+    assert_gone(manual.seen, "the stopped system")
+    assert list(manual.cwd.iterdir()) == []
+
+
+# --- failures without a system ---------------------------------------------------------------------
+
+
+def test_commands_without_a_system_fail_with_one_line(cli: Pegasus) -> None:
+    commands = [["status", "x"], ["stop"], ["list"], ["submit", "echo hi"], ["resume", "x", "--message", "m"],
+                ["stats", "--json"], ["history", "x"]]
+    for result in cli.many(*commands):
+        assert_failure(result, str(cli.port))
+    assert not is_running(cli.spec), "a command other than run/start started a system"
+    assert list(cli.cwd.iterdir()) == []
+    assert_failure(cli("status", "x", "--config", str(cli.home / "missing.toml")), "missing.toml")
