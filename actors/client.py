@@ -17,7 +17,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from thespian.actors import ActorSystem
 
@@ -119,7 +119,7 @@ class Client:
         self.close()
 
     # -- operations ----------------------------------------------------------------------------
-    def submit(self, text: str, *, machine: str | None = None, priority: int = 5,
+    def submit(self, text: str, *, machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
                metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False) -> dict[str, Any]:
         return self._ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
                                   source=source, follow=follow))

@@ -229,7 +229,7 @@ class Admission:
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
                                 "metadata": metadata}, encode_full(record.snapshot))
         self.records[task_id] = record
-        effects = [self._notify(record, "-", "draft", "TASK_CREATED")]
+        effects: list[Effect] = [self._notify(record, "-", "draft", "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":
             effects += self._approve(record, "auto-approved")
         return record, effects

@@ -41,7 +41,8 @@ def encode(record: BaseModel) -> bytes:
     if _REGISTRY.get(name) is not type(record):
         raise CodecError(f"{name} is not a registered Pegasus record type")
     envelope = {"pegasus": VERSION, "type": name, "data": record.model_dump(mode="json")}
-    return msgpack.packb(envelope, use_bin_type=True)
+    data: bytes = msgpack.packb(envelope, use_bin_type=True)
+    return data
 
 
 def decode(data: bytes, expected: type[M] | None = None) -> Any:

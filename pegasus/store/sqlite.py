@@ -81,7 +81,8 @@ class StaleStateError(StoreError):
 
 
 def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
+    data: bytes = msgpack.packb(value, use_bin_type=True)
+    return data
 
 
 def unpack(data: bytes | None) -> Any:
