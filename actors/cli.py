@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from actors import messages as m
+from actors import convention, messages as m
 from actors.client import Client, resolved, spec_for
 from actors.system import SystemNotRunningError, is_running, stop_daemon
 from pegasus import config
@@ -94,6 +94,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_start(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    if args.leader or settings.convention.lead:
+        client, pid = convention.start_leader(settings)
+        client.close()
+        spec = client.spec
+        _print(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir), "leader": True,
+                      "member": spec.member_name},
+               f"pegasus started: convention leader {spec.member_name} (admin pid {pid}), state in {spec.state_dir}\n"
+               f"join it from another machine: pegasus join {spec.member_name} --port PORT")
+        return EXIT_OK
     spec = spec_for(resolved(settings))
     if is_running(spec):
         raise PegasusError(f"a system already runs on {spec.bind}:{spec.admin_port}")
@@ -101,6 +110,18 @@ def cmd_start(args: argparse.Namespace) -> int:
     client.close()
     _print(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
            f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}")
+    return EXIT_OK
+
+
+def cmd_join(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    capabilities = dict(convention.parse_capability(text) for text in args.capability or [])
+    spec, pid = convention.join(settings, args.leader_address, capabilities)
+    leader = "{}:{}".format(*spec.convention_leader or ("?", 0))
+    _print(args, {"pid": pid, "port": spec.admin_port, "member": spec.member_name, "leader": leader,
+                  "capabilities": spec.capabilities},
+           f"pegasus joined: member {spec.member_name} (admin pid {pid}) of the convention led by {leader}, "
+           f"offering {spec.capabilities}\nleave with: pegasus stop --port {spec.admin_port}")
     return EXIT_OK
 
 
@@ -165,6 +186,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     pools = "  ".join(f"{name}: {p['busy']}/{p['size']} busy, {p['queued']} queued" for name, p in stats["pools"].items())
     text = (f"active {stats['active']}/{stats['max_active_tasks']}, queue {stats['queue_length']}\n"
             f"tasks: {stats['tasks']}\npools: {pools}")
+    if "members" in stats:
+        text += "\n" + convention.describe_members(stats)
     _print(args, stats, text)
     return EXIT_OK
 
@@ -186,7 +209,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     task_options(p := command("run", cmd_run, "run one task, showing each transition live"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the task")
-    command("start", cmd_start, "start a system in the background")
+    start = command("start", cmd_start, "start a system in the background")
+    start.add_argument("--leader", action="store_true",
+                       help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
+    join = command("join", cmd_join, "add this machine to a convention: a background member admin")
+    join.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
+                      help="the leader's address and admin port (default: [convention] leader)")
+    join.add_argument("--capability", action="append", metavar="NAME=VALUE",
+                      help="advertise a capability, e.g. pegasus.llm_workers=4 or pegasus.tool_workers=0 "
+                           "(worker counts default to this machine's [pools]); repeatable")
     command("stop", cmd_stop, "stop the background system")
     task_options(command("submit", cmd_submit, "submit a task and print its id"))
     for name, help_text, extra in (

@@ -284,6 +284,10 @@ class PoolStats:
     queued: int
     replaced: int
     workers: list[dict[str, Any]] = field(default_factory=list)
+    # The convention members the pool knows: name, address, local (the admin the pool
+    # runs on), workers (this pool's, on it), wanted (what it advertises for this pool),
+    # capabilities (pegasus.*) and failed_placements.
+    members: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -298,3 +302,21 @@ class RetryDue:
     """Wakeup payload of the supervisor: a retried task's backoff has passed."""
 
     task_id: str
+
+
+# -- conventions (several machines) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacementDeadline:
+    """Wakeup payload of a pool: the worker placed in slot ``index`` (``serial``) must be ready by now."""
+
+    index: int
+    serial: int
+
+
+@dataclass(frozen=True)
+class QueueDeadline:
+    """Wakeup payload of a pool: queued request ``seq`` waited its stage timeout with no worker to run it."""
+
+    seq: int

@@ -1,45 +1,76 @@
-"""Stage pools: a fixed number of worker actors, a bounded FIFO queue, deadlines.
+"""Stage pools: worker actors placed on the leader and on convention members, a bounded FIFO queue, deadlines.
 
-The pool size is the concurrency limit: a request waits in the pool's queue
-until a worker is idle, then goes to the first idle worker.  There is no
+The number of workers is the concurrency limit: a request waits in the pool's
+queue until a worker is idle, then goes to the first idle worker.  There is no
 semaphore anywhere; the pool's mailbox serialises every decision.
 
+Placement.  A pool runs its ``[pools]`` workers on its own admin (a single
+system, or the leader of a convention unless ``[convention] local_workers`` is
+false).  On a leader (``[convention] lead``) it also asks Thespian for
+``ActorSystemConventionUpdate`` messages (``notifyOnSystemRegistrationChanges``;
+the leader's admin sends one per current member at once, then one per join and
+per leave: thespian/system/admin/convention.py ``add_notification_handler``,
+``got_convention_register``, ``_remote_system_cleanup``).  A member that
+advertises ``pegasus.<pool>_workers = N`` gets N workers, each created with a
+requirement naming that member (``worker.placement``) so Thespian's capability
+check (``StageWorker.actorSystemCapabilityCheck``) forwards the creation to it.
+A member that leaves or is declared dead takes its workers with it: their
+in-flight requests are answered as failed, exactly like a worker crash, and the
+pool shrinks; it grows again when a member (re)joins.
+
 Every request is answered exactly once: with the worker's result, or as failed
-when the queue is full, the deadline passes (the worker is then killed and
-replaced, since a blocking call cannot be interrupted from outside) or the
-worker dies (ChildActorExited; it is replaced).  Unlike ``thespian.troupe``, a
-job whose worker died is never re-run silently: the requester decides.
+when the queue is full, the deadline passes (the worker is then ended and
+replaced, since a blocking call cannot be interrupted from outside), the worker
+dies (ChildActorExited; it is replaced), its member leaves, or it waited a whole
+stage timeout while the pool had no worker at all.  Unlike ``thespian.troupe``,
+a job whose worker died is never re-run silently: the requester decides.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ChildActorExited, WakeupMessage
+from thespian.actors import ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage
 
+from actors import procs
 from actors.messages import (
-    Deadline, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, Work, WorkDone,
-    WorkerInit, WorkerReady,
+    Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
+    Work, WorkDone, WorkerInit, WorkerReady,
 )
-from actors.worker import StageWorker
+from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
+from actors.worker import StageWorker, advertised_workers, placement
 from pegasus import logs
 
-HOST = socket.gethostname()
+MAX_WORKERS_PER_MEMBER = 256  # a typo in a member's capability must not fork thousands of processes
 
 
 @dataclass
 class _Slot:
     index: int
     address: Any
+    member: str  # the convention member (admin) it runs on; the pool's own for local workers
+    local: bool  # created by this pool's process on its own admin (only these may be SIGKILLed)
+    serial: int
+    ready: bool = False
     pid: int | None = None
     host: str | None = None
     job: int | None = None
+
+
+@dataclass
+class _Member:
+    name: str
+    address: Any  # the member admin's address; None for the pool's own admin
+    capabilities: dict[str, Any]
+    wanted: int
+    joined: float = field(default_factory=time.time)
+    failed_placements: int = 0
 
 
 @dataclass
@@ -50,13 +81,28 @@ class _Job:
 
 
 @dataclass
+class _Waiting:
+    seq: int
+    request: StageRequest
+    requester: Any
+    watched: bool = False  # a QueueDeadline is pending for it
+
+
+@dataclass
 class _PoolState:
     config: PoolConfig
+    me: str
+    lead: bool
+    placement_timeout_s: float
     slots: dict[int, _Slot] = field(default_factory=dict)
     idle: deque[int] = field(default_factory=deque)
-    queue: deque[tuple[StageRequest, Any]] = field(default_factory=deque)
+    queue: deque[_Waiting] = field(default_factory=deque)
     jobs: dict[int, _Job] = field(default_factory=dict)
+    members: dict[str, _Member] = field(default_factory=dict)
     next_job: int = 0
+    next_seq: int = 0
+    next_serial: int = 0
+    next_index: int = 0
     replaced: int = 0
 
 
@@ -66,6 +112,7 @@ class StagePool(ActorTypeDispatcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pool: _PoolState | None = None
+        self.closing = False  # told to exit: replace nothing any more
         self.log = logs.get("pool")
 
     # -- set-up --------------------------------------------------------------------
@@ -74,17 +121,87 @@ class StagePool(ActorTypeDispatcher):
             return
         logs.configure_from(config.settings)
         self.log = logs.get("pool", pool=config.name)
-        self.log.info("pool_started", size=config.size, queue_limit=config.queue_limit, timeout_s=config.timeout_s)
-        self.pool = _PoolState(config)
-        for index in range(config.size):
-            self._spawn(index)
+        system, convention = config.settings.get("system", {}), config.settings.get("convention", {})
+        lead = bool(convention.get("lead", False))
+        local = config.size if (not lead or convention.get("local_workers", True)) else 0
+        me = member_name(system.get("advertise", ""), system.get("bind", "127.0.0.1"), system.get("admin_port", 0))
+        self.pool = _PoolState(config, me, lead, float(convention.get("placement_timeout_s", 20.0)))
+        self.pool.members[me] = _Member(me, None, {}, local)
+        self.log.info("pool_started", size=local, queue_limit=config.queue_limit, timeout_s=config.timeout_s, lead=lead)
+        for _ in range(local):
+            self._spawn(self._new_index(), me)
+        if lead:
+            self.notifyOnSystemRegistrationChanges(True)
 
-    def _spawn(self, index: int) -> None:
+    def _new_index(self) -> int:
         assert self.pool is not None
-        address = self.createActor(StageWorker)
-        self.pool.slots[index] = _Slot(index, address)
-        self.send(address, WorkerInit(self.pool.config.name, index, self.pool.config.settings))
-        self.pool.idle.append(index)
+        self.pool.next_index += 1
+        return self.pool.next_index - 1
+
+    def _spawn(self, index: int, member: str) -> None:
+        pool = self.pool
+        assert pool is not None
+        local = member == pool.me
+        settings = pool.config.settings
+        if local:
+            address = self.createActor(StageWorker)
+        else:
+            address = self.createActor(StageWorker, targetActorRequirements=placement(member, pool.config.name))
+            # A remote worker logs under its member's state directory, not the leader's path.
+            home = str(pool.members[member].capabilities.get(HOME_CAPABILITY, ""))
+            settings = {**settings, "state": {**settings.get("state", {}), "home": home}}
+        pool.next_serial += 1
+        slot = _Slot(index, address, member, local, pool.next_serial, ready=local)
+        pool.slots[index] = slot
+        self.send(address, WorkerInit(pool.config.name, index, settings))
+        if local:
+            pool.idle.append(index)
+        else:  # usable once it reports; if it never does (creation failed), drop it
+            self.wakeupAfter(timedelta(seconds=pool.placement_timeout_s), payload=PlacementDeadline(index, slot.serial))
+
+    # -- membership ------------------------------------------------------------------
+    def receiveMsg_ActorSystemConventionUpdate(self, update: ActorSystemConventionUpdate, sender: Any) -> None:
+        pool = self.pool
+        if pool is None or not pool.lead:
+            return
+        caps = dict(update.remoteCapabilities or {})
+        name = caps.get(MEMBER_CAPABILITY)
+        if not isinstance(name, str) or name == pool.me:
+            self.log.warning("member_ignored", address=str(update.remoteAdminAddress), reason="no pegasus.member")
+            return
+        known = pool.members.get(name)
+        if update.remoteAdded:
+            if known is not None and known.address == update.remoteAdminAddress:
+                known.capabilities = caps
+                return
+            if known is not None:
+                self._member_left(name, "was replaced by a new admin of the same name")
+            self._member_joined(name, update.remoteAdminAddress, caps)
+        elif known is not None:
+            self._member_left(name, "left the convention")
+
+    def _member_joined(self, name: str, address: Any, caps: dict[str, Any]) -> None:
+        pool = self.pool
+        assert pool is not None
+        wanted = min(advertised_workers(caps, pool.config.name), MAX_WORKERS_PER_MEMBER)
+        pool.members[name] = _Member(name, address, caps, wanted)
+        self.log.info("member_joined", member=name, workers=wanted)
+        for _ in range(wanted):
+            self._spawn(self._new_index(), name)
+
+    def _member_left(self, name: str, why: str) -> None:
+        pool = self.pool
+        assert pool is not None
+        pool.members.pop(name, None)
+        lost = [slot for slot in pool.slots.values() if slot.member == name]
+        self.log.warning("member_left", member=name, workers=len(lost), why=why)
+        for slot in lost:
+            self._drop(slot.index, f"convention member {name} {why}", "worker_died")
+            # A member declared dead may only have been slow: its old workers must not
+            # linger there unseen.  (A dead one refuses the connection; nothing waits.)
+            self.send(slot.address, ActorExitRequest())
+        self._watch_starved()
+        self._dispatch()
 
     # -- requests --------------------------------------------------------------------
     def receiveMsg_StageRequest(self, request: StageRequest, sender: Any) -> None:
@@ -96,7 +213,9 @@ class StagePool(ActorTypeDispatcher):
             self.send(sender, _failed(request, f"{pool.config.name} pool queue is full "
                                       f"({pool.config.queue_limit} waiting)", "queue_full"))
             return
-        pool.queue.append((request, sender))
+        pool.next_seq += 1
+        pool.queue.append(_Waiting(pool.next_seq, request, sender))
+        self._watch_starved()
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -104,16 +223,31 @@ class StagePool(ActorTypeDispatcher):
         assert pool is not None
         while pool.idle and pool.queue:
             index = pool.idle.popleft()
-            if index not in pool.slots:
+            slot = pool.slots.get(index)
+            if slot is None or not slot.ready or slot.job is not None:
                 continue
-            request, requester = pool.queue.popleft()
+            waiting = pool.queue.popleft()
             pool.next_job += 1
             job = pool.next_job
-            pool.jobs[job] = _Job(request, requester, index)
-            pool.slots[index].job = job
-            self.send(pool.slots[index].address, Work(job, request))
-            timeout = request.timeout_s or pool.config.timeout_s
-            self.wakeupAfter(timedelta(seconds=timeout), payload=Deadline(job))
+            pool.jobs[job] = _Job(waiting.request, waiting.requester, index)
+            slot.job = job
+            self.send(slot.address, Work(job, waiting.request))
+            self.wakeupAfter(timedelta(seconds=self._timeout(waiting.request)), payload=Deadline(job))
+
+    def _timeout(self, request: StageRequest) -> float:
+        assert self.pool is not None
+        return request.timeout_s or self.pool.config.timeout_s
+
+    def _watch_starved(self) -> None:
+        """With no worker at all (none local, no member offering any), queued requests wait one timeout at most."""
+        pool = self.pool
+        assert pool is not None
+        if pool.slots:
+            return
+        for waiting in pool.queue:
+            if not waiting.watched:
+                waiting.watched = True
+                self.wakeupAfter(timedelta(seconds=self._timeout(waiting.request)), payload=QueueDeadline(waiting.seq))
 
     def receiveMsg_WorkDone(self, done: WorkDone, sender: Any) -> None:
         pool = self.pool
@@ -121,7 +255,7 @@ class StagePool(ActorTypeDispatcher):
             return
         job = pool.jobs.pop(done.job, None)
         if job is None:
-            return  # answered already (deadline): the late result is dropped
+            return  # answered already (deadline, member lost): the late result is dropped
         self.send(job.requester, done.result)
         slot = pool.slots.get(job.slot)
         if slot is not None and slot.job == done.job:
@@ -130,42 +264,101 @@ class StagePool(ActorTypeDispatcher):
         self._dispatch()
 
     def receiveMsg_WorkerReady(self, ready: WorkerReady, sender: Any) -> None:
-        if self.pool is not None and (slot := self.pool.slots.get(ready.index)) is not None:
-            if slot.address == sender:
-                slot.pid, slot.host = ready.pid, ready.host
+        pool = self.pool
+        if pool is None or (slot := pool.slots.get(ready.index)) is None or slot.address != sender:
+            return
+        slot.pid, slot.host = ready.pid, ready.host
+        if not slot.ready:
+            slot.ready = True
+            pool.idle.append(slot.index)
+            self.log.info("worker_placed", worker=slot.index, member=slot.member, pid=ready.pid)
+            self._dispatch()
 
     # -- failures ----------------------------------------------------------------------
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
-        deadline = wakeup.payload
-        if self.pool is None or not isinstance(deadline, Deadline) or deadline.job not in self.pool.jobs:
-            return  # stale: that job finished in time
-        job = self.pool.jobs[deadline.job]
-        timeout = job.request.timeout_s or self.pool.config.timeout_s
-        self.log.warning("stage_deadline", task_id=job.request.task_id, stage=job.request.stage, timeout_s=timeout)
-        self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout", kill=True)
+        pool, payload = self.pool, wakeup.payload
+        if pool is None:
+            return
+        if isinstance(payload, Deadline) and payload.job in pool.jobs:
+            job = pool.jobs[payload.job]
+            timeout = self._timeout(job.request)
+            self.log.warning("stage_deadline", task_id=job.request.task_id, stage=job.request.stage, timeout_s=timeout)
+            self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout", kill=True)
+        elif isinstance(payload, PlacementDeadline):
+            slot = pool.slots.get(payload.index)
+            if slot is not None and slot.serial == payload.serial and not slot.ready:
+                self.log.warning("placement_failed", worker=slot.index, member=slot.member,
+                                 timeout_s=pool.placement_timeout_s)
+                if (member := pool.members.get(slot.member)) is not None:
+                    member.failed_placements += 1
+                self.send(slot.address, ActorExitRequest())
+                self._drop(slot.index, "its worker was never placed", "worker_died")
+                self._watch_starved()
+        elif isinstance(payload, QueueDeadline):
+            self._starved(payload.seq)
+        # anything else is stale: that job finished in time, that worker reported
+
+    def _starved(self, seq: int) -> None:
+        pool = self.pool
+        assert pool is not None
+        waiting = next((w for w in pool.queue if w.seq == seq), None)
+        if waiting is None:
+            return
+        waiting.watched = False
+        if pool.slots:
+            return  # workers came (or are being placed): it waits its turn like any other request
+        pool.queue.remove(waiting)
+        timeout = self._timeout(waiting.request)
+        self.send(waiting.requester, _failed(waiting.request, f"no {pool.config.name} worker in the convention "
+                                             f"for {timeout:g}s", "timeout"))
+        self._watch_starved()
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        # For a worker on a member, the member's admin (its surrogate parent) forwards this.
         if self.pool is None:
             return
         for slot in list(self.pool.slots.values()):
             if slot.address == exited.childAddress:
-                self.log.warning("worker_exited", worker=slot.index, pid=slot.pid, job=slot.job)
-                self._replace(slot.index, "stage worker died", "worker_died", kill=False)
+                self.log.warning("worker_exited", worker=slot.index, member=slot.member, pid=slot.pid, job=slot.job)
+                where = "" if slot.local else f" on convention member {slot.member}"
+                self._replace(slot.index, f"stage worker died{where}", "worker_died", kill=False)
                 return
 
-    def _replace(self, index: int, reason: str, kind: str, *, kill: bool) -> None:
-        """Answer the slot's job as failed, end the worker, start a fresh one."""
+    def _drop(self, index: int, reason: str, kind: str) -> _Slot | None:
+        """Remove a slot; answer its job (if any) as failed.  Returns the slot."""
         pool = self.pool
         assert pool is not None
-        slot = pool.slots.pop(index)
+        slot = pool.slots.pop(index, None)
+        if slot is None:
+            return None
+        if index in pool.idle:
+            pool.idle.remove(index)
         if slot.job is not None and (job := pool.jobs.pop(slot.job, None)) is not None:
-            worker = {"pool": pool.config.name, "index": index, "pid": slot.pid, "host": slot.host}
+            worker = {"pool": pool.config.name, "index": index, "pid": slot.pid, "host": slot.host,
+                      "member": slot.member}
             self.send(job.requester, _failed(job.request, reason, kind, worker))
+        return slot
+
+    def _replace(self, index: int, reason: str, kind: str, *, kill: bool) -> None:
+        """Answer the slot's job as failed, end the worker, start a fresh one on the same member."""
+        pool = self.pool
+        assert pool is not None
+        slot = self._drop(index, reason, kind)
+        if slot is None:
+            return
         if kill:
             _kill(slot)
+        if kill or not slot.local:
+            # A remote worker stuck in a blocking call cannot be killed from here: it exits
+            # when the call returns and it reads this.  A remote worker reported dead may be
+            # alive: when a member leaves, the leader's admin cancels its open transmits to that
+            # host and fails the creations it forwarded there, which reaches us as
+            # ChildActorExited of workers that still run (on one host: of every member).
             self.send(slot.address, ActorExitRequest())
         pool.replaced += 1
-        self._spawn(index)
+        if slot.member in pool.members and not self.closing:
+            self._spawn(index, slot.member)
+        self._watch_starved()
         self._dispatch()
 
     # -- observation and shutdown ----------------------------------------------------------
@@ -174,15 +367,26 @@ class StagePool(ActorTypeDispatcher):
         if pool is None:
             self.send(sender, PoolStats(ask.ask_id, "?", 0, 0, 0, 0))
             return
-        workers = [{"index": s.index, "pid": s.pid, "host": s.host, "busy": s.job is not None}
-                   for s in sorted(pool.slots.values(), key=lambda s: s.index)]
-        busy = sum(1 for s in pool.slots.values() if s.job is not None)
-        self.send(sender, PoolStats(ask.ask_id, pool.config.name, len(pool.slots), busy, len(pool.queue),
-                                    pool.replaced, workers))
+        slots = sorted(pool.slots.values(), key=lambda s: s.index)
+        workers = [{"index": s.index, "pid": s.pid, "host": s.host, "busy": s.job is not None, "member": s.member,
+                    "ready": s.ready} for s in slots]
+        members = [{"name": m.name, "address": None if m.address is None else str(m.address),
+                    "local": m.address is None, "wanted": m.wanted,
+                    "workers": sum(1 for s in slots if s.member == m.name),
+                    "capabilities": {k: v for k, v in m.capabilities.items() if k.startswith("pegasus.")},
+                    "failed_placements": m.failed_placements, "joined": m.joined}
+                   for m in sorted(pool.members.values(), key=lambda m: (m.address is not None, m.name))]
+        busy = sum(1 for s in slots if s.job is not None)
+        self.send(sender, PoolStats(ask.ask_id, pool.config.name, len(slots), busy, len(pool.queue),
+                                     pool.replaced, workers, members))
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
-        # Tell every worker to exit, so shutdown never waits on a forgotten child.
+        # Tell every worker to exit (remote ones too: their member does not know they are
+        # orphans), so shutdown never waits on a forgotten child.
+        self.closing = True
         if self.pool is not None:
+            if self.pool.lead:
+                self.notifyOnSystemRegistrationChanges(False)
             for slot in self.pool.slots.values():
                 self.send(slot.address, ActorExitRequest())
 
@@ -193,10 +397,20 @@ def _failed(request: StageRequest, error: str, kind: str, worker: dict[str, Any]
 
 
 def _kill(slot: _Slot) -> None:
-    """SIGKILL a worker stuck in a blocking call: only one on this host whose pid we know."""
-    if slot.pid is None or slot.host != HOST or slot.pid == os.getpid():
+    """SIGKILL a worker stuck in a blocking call -- only one this very process forked.
+
+    Several admins may run on one host (a leader and members), so a pid and a
+    host name are not enough: a remote worker's pid may be any process here.
+    Only a worker created locally by this pool is a child of this process;
+    /proc must confirm that parent link before the signal is sent.
+    """
+    if not slot.local or slot.pid is None or slot.pid == os.getpid():
+        return
+    stat = procs.read_stat(slot.pid)
+    if stat is None or stat.ppid != os.getpid() or stat.is_zombie:
         return
     try:
         os.kill(slot.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+

@@ -20,6 +20,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, ChildActorExited, WakeupMessage
 
 from actors import messages as m
+from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor
 from pegasus import logs
@@ -233,13 +234,14 @@ class Supervisor(ActorTypeDispatcher):
             return
         client, request_id, parts = pending
         parts[stats.name] = {"size": stats.size, "busy": stats.busy, "queued": stats.queued,
-                             "replaced": stats.replaced, "workers": stats.workers}
+                             "replaced": stats.replaced, "workers": stats.workers, "members": stats.members}
         if len(parts) == len(self.pools):
             del self.pending_stats[stats.ask_id]
             self.send(client, m.Reply(request_id, True, data={
                 "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
                 "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
-                "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers)}))
+                "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
+                "members": members_view(parts)}))
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskTransitioned(self, report: m.TaskTransitioned, sender: Any) -> None:

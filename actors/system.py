@@ -83,9 +83,15 @@ class SystemSpec:
     # The address other processes use to reach ours; None means the bind
     # address (or Thespian's own detection when binding the wildcard).
     advertise: str | None = None
-    # (ip, admin port) of a convention leader this system joins, if any.
+    # (ip, admin port) of a convention leader this system joins, if any; a
+    # leader names itself (Thespian's recipe: 'Convention Address.IPv4' is the
+    # leader's own address on the leader, the leader's on every member).
     convention_leader: tuple[str, int] | None = None
     thesplog_level: str = "WARNING"
+    # Thespian's member failure detection (see set_convention_timing).
+    reregistration_period_s: float = 3.0
+    registration_miss_max: int = 2
+    restart_period_s: float = 3.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir))
@@ -105,9 +111,18 @@ class SystemSpec:
             return self.advertise
         return None if _is_wildcard(self.bind) else self.bind
 
+    @property
+    def member_name(self) -> str:
+        """This admin's name in a convention: ``advertised-host:admin-port``."""
+        return member_name(self.advertise or "", self.bind, self.admin_port)
+
     def thespian_capabilities(self) -> dict[str, Any]:
         caps = dict(self.capabilities)
         caps["Admin Port"] = self.admin_port
+        # Names this admin in placement requirements (StageWorker.actorSystemCapabilityCheck).
+        caps[MEMBER_CAPABILITY] = self.member_name
+        # Where workers placed here log (the leader's pools send them settings with this home).
+        caps[HOME_CAPABILITY] = str(self.state_dir)
         if self.convention_leader is not None:
             caps["Convention Address.IPv4"] = tuple(self.convention_leader)
         return caps
@@ -135,6 +150,22 @@ def _is_wildcard(host: str) -> bool:
     return host in ("", "0.0.0.0")
 
 
+MEMBER_CAPABILITY = "pegasus.member"
+HOME_CAPABILITY = "pegasus.home"
+
+
+def member_name(advertise: str, bind: str, admin_port: int) -> str:
+    """How an admin is named among convention members: the address others reach it at, and its port.
+
+    Unique in a convention (two admins on one host differ by port).  Pure: the
+    leader's pools compute their own name from the settings with it.
+    """
+    import socket
+
+    host = advertise or ("" if _is_wildcard(bind) else bind) or socket.gethostname()
+    return f"{host}:{admin_port}"
+
+
 def validate(spec: SystemSpec) -> None:
     """Raise SystemStartError unless spec describes a system we may start."""
     if spec.base not in BASES:
@@ -154,15 +185,75 @@ def validate(spec: SystemSpec) -> None:
             "set allow_non_loopback=True to open it deliberately",
             spec.admin_port,
         )
+    if spec.convention_leader is not None:
+        _validate_leader(spec)
+    if spec.reregistration_period_s < 1 or spec.restart_period_s < 1 or spec.registration_miss_max < 1:
+        raise SystemStartError("convention timing must be at least 1 s and 1 missed check-in", spec.admin_port)
     method = spec.capabilities.get("Process Startup Method", "fork")
     if method != "fork":
         # A spawned process re-imports Thespian without our bind patch.
         raise SystemStartError(f"Process Startup Method {method!r} is unsupported; only 'fork'", spec.admin_port)
 
 
+def _validate_leader(spec: SystemSpec) -> None:
+    """A convention address must be IPv4, and reachable both ways with this bind.
+
+    A member bound to loopback cannot be reached by a leader on another
+    interface (and the other way round): refuse the mix instead of a member
+    that registers and then never receives a worker.
+    """
+    host, port = spec.convention_leader  # type: ignore[misc]
+    try:
+        leader = ipaddress.ip_address(host)
+    except ValueError:
+        raise SystemStartError(f"convention leader {host!r} is not an IPv4 address", spec.admin_port) from None
+    if leader.version != 4 or not 0 < int(port) < 65536:
+        raise SystemStartError(f"convention leader {host}:{port} is not an IPv4 address and port", spec.admin_port)
+    local = ipaddress.ip_address(spec.advertised or spec.bind or "0.0.0.0")
+    if leader.is_loopback != local.is_loopback and not _is_wildcard(spec.bind):
+        raise SystemStartError(
+            f"this system listens on {spec.advertised or spec.bind} but its convention leader is {host}: "
+            "both must be loopback (one machine) or both reachable addresses (several machines)",
+            spec.admin_port,
+        )
+
+
+def set_convention_timing(spec: SystemSpec) -> None:
+    """Set Thespian's convention failure-detection periods for this process and its forks.
+
+    ``thespian.system.admin.convention`` reads CONVENTION_REREGISTRATION_PERIOD,
+    CONVENTION_REGISTRATION_MISS_MAX and CONVENTION_RESTART_PERIOD from the
+    environment *at import* (``getenvdef``, lines 21-30) and uses the module
+    globals at each check (``ExpirationTimer(CONVENTION_REREGISTRATION_PERIOD)``,
+    ``registryValid = period * MISS_MAX``).  Thespian is imported long before a
+    system starts, so we set the globals themselves (every admin is forked from
+    this process and inherits them) and the environment (for a process that
+    imports Thespian later).  A member that stops checking in is declared dead
+    after about period x miss_max (+ up to one period): ~8.5 s with 3 s, 2.
+    """
+    from datetime import timedelta
+
+    from thespian.system.admin import convention as _convention
+
+    period = timedelta(seconds=spec.reregistration_period_s)
+    restart = timedelta(seconds=spec.restart_period_s)
+    _convention.CONVENTION_REREGISTRATION_PERIOD = period
+    _convention.CONVENTION_REGISTRATION_MISS_MAX = int(spec.registration_miss_max)
+    _convention.CONVENTION_RESTART_PERIOD = restart
+
+    def minutes_seconds(seconds: float) -> str:  # Thespian's str_to_timedelta format: "M:S", whole seconds
+        whole = max(1, round(seconds))
+        return f"{whole // 60}:{whole % 60}"
+
+    os.environ["CONVENTION_REREGISTRATION_PERIOD"] = minutes_seconds(spec.reregistration_period_s)
+    os.environ["CONVENTION_REGISTRATION_MISS_MAX"] = str(int(spec.registration_miss_max))
+    os.environ["CONVENTION_RESTART_PERIOD"] = minutes_seconds(spec.restart_period_s)
+
+
 def _prepare_process(spec: SystemSpec) -> None:
-    """Validate, patch the bind address and route Thespian's log, in this process."""
+    """Validate, patch the bind address, set convention timing and route Thespian's log, in this process."""
     validate(spec)
+    set_convention_timing(spec)
     try:
         _bind.install(spec.bind or "0.0.0.0", spec.advertised)
     except _bind.BindConflict as exc:
@@ -336,6 +427,9 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     # The launcher (and every actor forked from it) must import actors/ and
     # the caller's actor classes: put our project root first on its path.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    # Stage workers placed on a convention member log under the member's own
+    # state directory (the pool sends them settings without [state] home).
+    env["PEGASUS_HOME"] = str(spec.state_dir)
     # The spec travels in the environment, not argv, to keep `ps` readable.
     env[_SPEC_ENV] = base64.b64encode(pickle.dumps(spec)).decode()
     with open(spec.logs_dir / "daemon.log", "ab") as err:
@@ -371,6 +465,9 @@ _launchers: dict[int, subprocess.Popen] = {}
 # --- shutdown ---------------------------------------------------------------------
 
 
+SETTLED_GRACE_S = 2.0
+
+
 def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 15.0) -> None:
     """Shut the system down and make sure every one of its processes is gone.
 
@@ -386,6 +483,11 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
     try:
         client = asys if asys is not None else attach(spec)
         client.shutdown()
+        # Shutdown is done when this returns; what may linger is the admin retrying,
+        # for ~7 s, a ChildActorExited notice about the supervisor to the client that
+        # created it and has closed by now (seen in thespian.log).  Nothing of ours
+        # is left to wait for, so the survivors get a short grace, then SIGKILL.
+        grace = min(grace, SETTLED_GRACE_S)
     except SystemNotRunningError:
         pass
     except Exception:  # noqa: BLE001 - a broken admin is what the SIGKILL is for

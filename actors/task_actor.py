@@ -32,7 +32,7 @@ from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.task import Event, EventType, InvalidStateTransition, TaskFSM
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.tools.plugins import registry_for
-from pegasus.tools.registry import ToolError
+from pegasus.tools.registry import ToolError, ToolRegistry
 
 # Why an llm stage failed -> seed 002's exit_reason for the failed task.
 _EXIT_REASON = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception", "exception": "exception"}
@@ -58,7 +58,7 @@ class TaskActor(ActorTypeDispatcher):
         self.start: m.StartTask | None = None
         self.supervisor: Any = None
         self.checkpointer: Checkpointer | None = None
-        self.effects: dict[str, str] = {}
+        self.registry: ToolRegistry | None = None
         self.token = 0
         self.pending: tuple[RunStage, str] | None = None  # a step waiting for its journal row
         self.journal_key: str | None = None  # the journalled step now in flight
@@ -87,8 +87,9 @@ class TaskActor(ActorTypeDispatcher):
         self.fsm = TaskFSM.restore(start.snapshot)
         self.checkpointer = Checkpointer(start.snapshot)
         try:
-            registry = registry_for(start.settings)
-            self.effects = {tool.name: tool.effect for tool in (registry.get(n) for n in registry.names())}
+            # Effect classes only: effect_of answers from the configuration and never
+            # starts an MCP server in this process.
+            self.registry = registry_for(start.settings)
         except ToolError as exc:
             self.log.error("tool_registry_unavailable", error=str(exc))
         self.log = logs.get("task", task_id=self.fsm.task_id, machine=self.fsm.machine.name, run=start.run)
@@ -233,7 +234,10 @@ class TaskActor(ActorTypeDispatcher):
     def _effect(self, step_index: int) -> str:
         """The step's effect class; an unknown tool counts as effectful (never repeated)."""
         tool = self._tool(step_index)
-        return "pure" if tool is None else self.effects.get(tool, "effectful")
+        if tool is None:
+            return "pure"
+        effect = self.registry.effect_of(tool) if self.registry is not None else None
+        return effect or "effectful"
 
     def _fail(self, exit_reason: str, error: str, stage: dict[str, Any] | None = None) -> None:
         self.exit_reason = exit_reason

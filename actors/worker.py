@@ -18,24 +18,61 @@ from typing import Any
 from thespian.actors import ActorTypeDispatcher
 
 from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady
+from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
-from pegasus.cognitive.stages import StageError, offline_processors, run_stage
-from pegasus.tools.plugins import registry_for
+from pegasus.cognitive.llm import RateLimited
+from pegasus.cognitive.stages import StageError, offline_processors, processors_for, run_stage
 
 GATE_OUTPUT_CHARS = 4000
+POOL_REQUIREMENT = "pegasus.pool"  # with MEMBER_CAPABILITY: where a pool places a worker
+
+
+def placement(member: str, pool: str) -> dict[str, str]:
+    """The targetActorRequirements that place a worker of ``pool`` on convention member ``member``."""
+    return {MEMBER_CAPABILITY: member, POOL_REQUIREMENT: pool}
+
+
+def advertised_workers(capabilities: dict[str, Any], pool: str) -> int:
+    """How many ``pool`` workers an admin offers (capability ``pegasus.<pool>_workers``); 0 if unreadable."""
+    try:
+        return max(0, int(capabilities.get(f"pegasus.{pool}_workers", 0) or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 class StageWorker(ActorTypeDispatcher):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    @staticmethod
+    def actorSystemCapabilityCheck(capabilities: dict[str, Any], requirements: dict[str, Any]) -> bool:  # noqa: N802
+        """Thespian's placement test (thespian.system.utilis.checkActorCapabilities).
+
+        Without requirements a worker runs where its pool asks (the pool's own
+        admin: a single system, or the leader's local workers).  With
+        ``placement(member, pool)`` it runs only on the admin named ``member``,
+        and only if that admin advertises workers for ``pool``: Thespian then
+        forwards the creation from the leader to exactly that member (it does
+        no load balancing of its own).
+        """
+        member = (requirements or {}).get(MEMBER_CAPABILITY)
+        if member is None:
+            return True
+        return (capabilities.get(MEMBER_CAPABILITY) == member
+                and advertised_workers(capabilities, str(requirements.get(POOL_REQUIREMENT))) > 0)
+
+    def __init__(self, capabilities: dict[str, Any] | None = None) -> None:
+        # Thespian passes its admin's ``capabilities`` because a positional parameter has
+        # that name (withPossibleInitArgs reads getfullargspec().args: not keyword-only ones).
+        super().__init__()
         self.identity: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
+        # Which admin runs this worker: the convention member's name and its admin port.
+        self.identity.update(member=(capabilities or {}).get(MEMBER_CAPABILITY),
+                             admin_port=(capabilities or {}).get("Admin Port"))
         self.processors = offline_processors()
         self.latency_s = 0.0
         self.log = logs.get("worker")
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
         logs.configure_from(init.settings)
-        self.processors = offline_processors(registry_for(init.settings))
+        self.processors = processors_for(init.settings)  # offline or llm, by [llm] provider
         self.identity.update(pool=init.pool, index=init.index)
         self.latency_s = float(init.settings.get("cognition", {}).get("latency_ms", 0.0)) / 1000.0
         self.log = logs.get("worker", pool=init.pool, index=init.index)
@@ -48,7 +85,7 @@ class StageWorker(ActorTypeDispatcher):
         except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
             result = StageResult(work.request.task_id, work.request.token, work.request.stage, ok=False,
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
-        worker = {**self.identity, "started": started, "finished": time.time()}
+        worker = {**result.worker, **self.identity, "started": started, "finished": time.time()}
         self.send(sender, WorkDone(work.job, _with_worker(result, worker)))
 
     def _run(self, request: StageRequest) -> StageResult:
@@ -69,10 +106,16 @@ class StageWorker(ActorTypeDispatcher):
                                 machine=request.machine, step_index=request.step_index)
         except StageError as exc:
             self.log.warning("stage_failed", task_id=request.task_id, stage=request.stage, error=str(exc))
+            # The model calls made before the failure (the pool's rate limiter reconciles them too),
+            # and for a 429 the endpoint's Retry-After: the pool decides when to try again.
+            extra: dict[str, Any] = {"usage": getattr(exc, "usage", None)} if getattr(exc, "usage", None) else {}
+            if isinstance(exc, RateLimited):
+                extra["retry_after_s"] = exc.retry_after_s
             return StageResult(request.task_id, request.token, request.stage, ok=False,
-                               error=str(exc), error_kind="exception")
+                               error=str(exc), error_kind="exception", worker=extra)
         return StageResult(request.task_id, request.token, request.stage, ok=True,
-                           event_type=str(outcome.event_type), payload=outcome.payload)
+                           event_type=str(outcome.event_type), payload=outcome.payload,
+                           worker={"usage": outcome.usage} if outcome.usage else {})
 
 
 def _run_gate(request: StageRequest) -> StageResult:

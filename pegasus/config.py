@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pegasus.errors import ConfigError
 
@@ -77,11 +77,78 @@ class SystemSettings(_Section):
     allow_non_loopback: bool = False
     base: Literal["multiprocTCPBase", "simpleSystemBase"] = "multiprocTCPBase"
     start_timeout_s: float = Field(20.0, gt=0)
+    # The address other machines use to reach this system; empty: the bind address.
+    advertise: str = ""
+
+
+class ConventionSettings(_Section):
+    """Several machines: one leader admin, members that run stage workers (docs/convention.md)."""
+
+    lead: bool = False  # this system leads a convention (``pegasus start --leader``)
+    leader: str = ""  # "HOST:PORT" of the leader this machine joins (``pegasus join HOST:PORT``)
+    local_workers: bool = True  # the leader runs its [pools] workers itself; false: members only
+    # Thespian's member failure detection: a member that misses registration_miss_max
+    # check-ins (one per reregistration_period_s) is declared dead.
+    reregistration_period_s: float = Field(3.0, ge=1)
+    registration_miss_max: int = Field(2, ge=1)
+    restart_period_s: float = Field(3.0, ge=1)
+    placement_timeout_s: float = Field(20.0, gt=0)  # a worker placed on a member must report by then
 
 
 class ToolSettings(_Section):
     # "module:function" entries; each function gets the ToolRegistry and may register tools.
     plugins: list[str] = Field(default_factory=list)
+    # Where write_file (and read tools when confine_reads) may reach; empty: the task's
+    # workspace (the submitting client's cwd, input_metadata["workspace"]), else the process cwd.
+    workspace_root: str = ""
+    confine_reads: bool = False
+    shell_enabled: bool = False  # the shell tool runs commands: off unless asked for
+    shell_timeout_s: float = Field(30.0, gt=0)
+    max_output_chars: int = Field(16000, ge=1)  # longer tool results are cut, with a note
+
+
+class LLMSettings(_Section):
+    provider: Literal["offline", "openai"] = "offline"  # "openai": any OpenAI-compatible endpoint
+    base_url: str = ""  # empty: the SDK's default (api.openai.com or $OPENAI_BASE_URL)
+    model: str = ""
+    # The NAME of the environment variable holding the key (never the key itself);
+    # empty for servers that need none (Ollama, llama.cpp): a placeholder is sent.
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_output_tokens: int = Field(1024, ge=0)  # sent as max_tokens; 0 sends no cap
+    json_mode: bool = True  # ask for response_format {"type": "json_object"}
+    max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
+    rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
+    tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited
+
+    @model_validator(mode="after")
+    def _model_named(self) -> LLMSettings:
+        if self.provider == "openai" and not self.model.strip():
+            raise ValueError("model must be set when provider is 'openai'")
+        return self
+
+
+class McpServer(_Section):
+    name: str = Field(pattern=r"^[A-Za-z][\w\-]*$")  # its tools are "<name>.<tool>"
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    effect: Literal["pure", "idempotent", "effectful"] = "effectful"
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class McpSettings(_Section):
+    servers: list[McpServer] = Field(default_factory=list)
+    start_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> McpSettings:
+        names = [server.name for server in self.servers]
+        if len(names) != len(set(names)):
+            raise ValueError(f"server names must be unique, got {names}")
+        return self
 
 
 class StateSettings(_Section):
@@ -104,7 +171,10 @@ class Settings(_Section):
     verification: VerificationSettings = Field(default_factory=VerificationSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     system: SystemSettings = Field(default_factory=SystemSettings)
+    convention: ConventionSettings = Field(default_factory=ConventionSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 

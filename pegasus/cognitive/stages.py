@@ -21,8 +21,8 @@ Decisions:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pegasus.cognitive.base import (
@@ -46,9 +46,11 @@ from pegasus.cognitive.offline import (
     OfflineThinker,
 )
 from pegasus.errors import PegasusError
+from pegasus.llm.usage import metering
 from pegasus.task.events import EventType
 from pegasus.task.models import ActionResult, PlanStep, TaskContext
 from pegasus.tools.builtin import default_registry
+from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolRegistry
 
 LLM_STAGES = ("perceive", "think", "plan", "reflect", "reason")
@@ -79,10 +81,15 @@ def pool_for(stage: str) -> str:
 
 @dataclass(frozen=True)
 class StageOutcome:
-    """What a stage produced: the event for the task's FSM and its JSON-able payload."""
+    """What a stage produced: the event for the task's FSM and its JSON-able payload.
+
+    ``usage`` sums the model calls the stage made (prompt_tokens,
+    completion_tokens, total_tokens, calls, model); None when it made none.
+    """
 
     event_type: EventType
     payload: dict[str, Any]
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,26 @@ def offline_processors(tools: ToolRegistry | None = None, *,
         reflector=OfflineReflector(),
         reasoner=OfflineReasoner(thinker),
     )
+
+
+PROVIDERS = ("offline", "openai")
+
+
+def processors_for(settings: Mapping[str, Any], tools: ToolRegistry | None = None) -> Processors:
+    """The processor set ``[llm] provider`` names, with the tools of ``settings`` (``registry_for``).
+
+    "offline" (the default): the deterministic set.  "openai": the llm set, on any
+    OpenAI-compatible endpoint (``[llm] base_url``, ``model``, ``api_key_env``).
+    """
+    provider = str(settings.get("llm", {}).get("provider", "offline"))
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown llm provider {provider!r}; providers are {', '.join(PROVIDERS)}")
+    tools = tools if tools is not None else registry_for(dict(settings))
+    if provider == "offline":
+        return offline_processors(tools)
+    from pegasus.cognitive.llm import llm_processors  # noqa: PLC0415 - it imports this module
+
+    return llm_processors(settings, tools)
 
 
 def _dump(model: Any) -> Any:
@@ -215,7 +242,9 @@ def run_stage(processors: Processors, stage: str, context: TaskContext, *, machi
     if pool == "tool":
         return _act(processors, context, machine, step_index)
     try:
-        return _LLM_HANDLERS[stage](processors, context)
+        with metering() as meter:
+            outcome = _LLM_HANDLERS[stage](processors, context)
+        return replace(outcome, usage=meter.as_dict())
     except StageError:
         raise
     except Exception as exc:  # the processor's failure, reported with the stage it happened in

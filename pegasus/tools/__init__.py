@@ -1,10 +1,12 @@
-"""Tools the act stage calls: a registry of named, schema-described tools and the
-built-ins (arithmetic, list_dir, read_file, count, echo, sleep).
+"""Tools the act stage calls: a registry of named, schema-described tools, the
+built-ins (arithmetic, list_dir, read_file, count, echo, sleep; write_file and
+shell confined to a workspace), configured plugins and MCP servers.
 
 Pure Python, no Thespian: the tool pool's workers call ``ToolRegistry.call``.
 """
 
-from pegasus.tools.builtin import BUILTIN_TOOLS, default_registry
+from pegasus.tools.builtin import BUILTIN_TOOLS, default_registry, workspace_tools
+from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import (
     EFFECTS,
     Effect,
@@ -21,4 +23,5 @@ from pegasus.tools.registry import (
 __all__ = [
     "BUILTIN_TOOLS", "EFFECTS", "Effect", "Tool", "ToolArgumentError", "ToolContext", "ToolError",
     "ToolExecutionError", "ToolNotFoundError", "ToolRegistrationError", "ToolRegistry", "default_registry",
+    "registry_for", "workspace_tools",
 ]

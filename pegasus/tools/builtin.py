@@ -1,9 +1,19 @@
-"""The built-in tools: arithmetic, list_dir, read_file, count, echo and sleep.
+"""The built-in tools: arithmetic, list_dir, read_file, count, echo and sleep (``BUILTIN_TOOLS``,
+read-only), plus write_file and shell (``workspace_tools``, built from ``[tools]`` settings).
 
 Each is a pydantic argument model plus a function ``(args, ctx) -> JSON-able``.
-They only read: none writes to the filesystem or talks to the network.  Errors are
-raised as ToolExecutionError with a message meant for the user ("no such file:
+The read-only set neither writes nor talks to the network.  Errors are raised as
+ToolExecutionError with a message meant for the user ("no such file:
 /x/README.md"), because the message ends up in the task's answer.
+
+Confinement: ``write_file`` (always), the shell's working directory (always) and
+the read tools (with ``confine_reads``) only reach paths inside the workspace
+root (``[tools] workspace_root``, else the task's workspace).  A path is judged
+after resolving ``..`` and every symlink, so ``../x``, an absolute path elsewhere
+and a symlink that points out are all refused; the file is then opened with
+O_NOFOLLOW, so a symlink swapped in after the check is refused too.  ``shell``
+exists only with ``shell_enabled``: it runs a command list (never a shell
+string), in its own process group, killed at its timeout.
 
 ``arithmetic`` evaluates with the ``ast`` module, never ``eval``: only numbers,
 ``+ - * / // % **``, unary signs and parentheses are accepted, and every
@@ -17,10 +27,13 @@ import ast
 import codecs
 import math
 import operator
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -115,9 +128,9 @@ def _apply(op: ast.operator, left: int | float, right: int | float) -> int | flo
 
 def _eval(node: ast.expr) -> int | float:
     if isinstance(node, ast.Constant):
-        return node.value  # type: ignore[no-any-return]  # checked by parse_expression
+        return cast("int | float", node.value)  # checked by parse_expression
     if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return]
+        return cast("int | float", _UNARY[type(node.op)](_eval(node.operand)))
     if isinstance(node, ast.BinOp):
         return _apply(node.op, _eval(node.left), _eval(node.right))
     raise _refuse(f"unsupported element {type(node).__name__}")  # unreachable after parse_expression
@@ -155,12 +168,13 @@ class ReadFileArgs(_Args):
 
 
 CountUnit = Literal["lines", "words", "chars"]
+_ALL_UNITS: tuple[CountUnit, ...] = ("lines", "words", "chars")
 
 
 class CountArgs(_Args):
     path: str | None = Field(None, description="a text file to count (give path or text)")
     text: str | None = Field(None, description="text to count (give path or text)")
-    units: list[CountUnit] = Field(default_factory=lambda: ["lines", "words", "chars"], min_length=1)
+    units: list[CountUnit] = Field(default_factory=lambda: list(_ALL_UNITS), min_length=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> CountArgs:
@@ -264,6 +278,114 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     Tool("sleep", f"Wait for some seconds (at most {MAX_SLEEP_S:g}); a test and benchmark aid.",
          SleepArgs, "pure", MAX_SLEEP_S + 5.0, _sleep),
 )
+
+
+# -- the workspace: write_file, shell, confined reads ---------------------------------------------
+
+MAX_WRITE_CHARS = 10_000_000
+MAX_STREAM_CHARS = 1_000_000  # of each of stdout and stderr kept (the registry then caps the result)
+READ_TOOLS = ("list_dir", "read_file", "count")
+
+
+def confine(tool: str, path: Path, root: Path) -> Path:
+    """``path`` with every symlink and ``..`` resolved, if it lies inside ``root``; else ToolExecutionError."""
+    real_root, real = root.expanduser().resolve(), path.resolve()
+    if real != real_root and not real.is_relative_to(real_root):
+        raise ToolExecutionError(tool, f"{path} is outside the workspace {real_root}: refused")
+    return real
+
+
+def _root(ctx: ToolContext, root: Path | None) -> Path:
+    return root if root is not None else ctx.workspace
+
+
+class WriteFileArgs(_Args):
+    path: str = Field(min_length=1, description="file inside the workspace; relative paths start at the workspace")
+    content: str = Field(max_length=MAX_WRITE_CHARS, description="UTF-8 text to write")
+    append: bool = Field(False, description="add to the end instead of replacing the file")
+    create_dirs: bool = Field(False, description="create missing parent directories")
+
+
+def _write_file(args: WriteFileArgs, ctx: ToolContext, root: Path | None) -> dict[str, Any]:
+    target = confine("write_file", ctx.resolve(args.path), _root(ctx, root))
+    if target.is_dir():
+        raise ToolExecutionError("write_file", f"{target} is a directory")
+    if not target.parent.is_dir():
+        if not args.create_dirs:
+            raise ToolExecutionError("write_file", f"no such directory: {target.parent} (set create_dirs)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+    data = args.content.encode("utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise ToolExecutionError("write_file", f"cannot write {target}: {exc.strerror or exc}") from None
+    return {"path": str(target), "bytes": len(data), "appended": args.append}
+
+
+class ShellArgs(_Args):
+    command: list[str] = Field(min_length=1, description="the program and its arguments; no shell: pipes, "
+                                                          "globs and $VARIABLES are not interpreted")
+    cwd: str = Field(".", description="working directory, inside the workspace")
+    timeout_s: float | None = Field(None, gt=0, description="at most the configured shell_timeout_s")
+
+
+def _stream(data: bytes) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > MAX_STREAM_CHARS:
+        return text[:MAX_STREAM_CHARS] + f"\n[stream truncated: {len(text) - MAX_STREAM_CHARS} characters cut]"
+    return text
+
+
+def _shell(args: ShellArgs, ctx: ToolContext, root: Path | None, limit_s: float) -> dict[str, Any]:
+    cwd = confine("shell", ctx.resolve(args.cwd), _root(ctx, root))
+    if not cwd.is_dir():
+        raise ToolExecutionError("shell", f"no such directory: {cwd}")
+    timeout = min(args.timeout_s or limit_s, limit_s)
+    try:
+        process = subprocess.Popen(args.command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True)
+    except FileNotFoundError:
+        raise ToolExecutionError("shell", f"no such program: {args.command[0]}") from None
+    except OSError as exc:
+        raise ToolExecutionError("shell", f"cannot run {args.command[0]}: {exc.strerror or exc}") from None
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the command and anything it started
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        raise ToolExecutionError("shell", f"{args.command[0]} timed out after {timeout:g}s (killed)") from None
+    return {"returncode": process.returncode, "stdout": _stream(out), "stderr": _stream(err)}
+
+
+def _confined_reads(tool: Tool, root: Path | None) -> Tool:
+    """``tool`` refusing a ``path`` argument outside the workspace root."""
+    def func(args: Any, ctx: ToolContext) -> Any:
+        if getattr(args, "path", None) is not None:
+            confine(tool.name, ctx.resolve(args.path), _root(ctx, root))
+        return tool.func(args, ctx)
+    return Tool(tool.name, tool.description + " Confined to the workspace.", tool.args_model, tool.effect,
+                tool.timeout_s, func)
+
+
+def workspace_tools(*, workspace_root: str = "", confine_reads: bool = False, shell_enabled: bool = False,
+                    shell_timeout_s: float = 30.0) -> tuple[Tool, ...]:
+    """The built-ins plus write_file (and shell when enabled), as ``[tools]`` configures them."""
+    root = Path(workspace_root).expanduser() if workspace_root else None
+    tools = [_confined_reads(t, root) if confine_reads and t.name in READ_TOOLS else t for t in BUILTIN_TOOLS]
+    tools.append(Tool("write_file", "Write (or append) UTF-8 text to a file inside the workspace.", WriteFileArgs,
+                      "effectful", 10.0, lambda args, ctx: _write_file(args, ctx, root)))
+    if shell_enabled:
+        tools.append(Tool("shell", f"Run a command (a list: program and arguments, no shell) in the workspace; "
+                                   f"at most {shell_timeout_s:g}s. Returns returncode, stdout and stderr.",
+                          ShellArgs, "effectful", shell_timeout_s + 5.0,
+                          lambda args, ctx: _shell(args, ctx, root, shell_timeout_s)))
+    return tuple(tools)
 
 
 def default_registry(*, max_output_chars: int | None = None) -> ToolRegistry:

@@ -1,28 +1,56 @@
-"""The registry a system runs with: the built-ins plus configured plugins.
+"""The registry a system runs with: the built-ins, write_file and shell as ``[tools]`` configures
+them, configured plugins, and the tools of the ``[[mcp.servers]]``.
 
 ``[tools] plugins`` lists ``"module:function"`` entries; each function is called
-with the ToolRegistry and registers its tools.  Every process that needs the
-registry (stage workers run tools, task actors read effect classes) builds it
-from the same settings, so all agree.
+with the ToolRegistry and registers its tools.  MCP servers are added as
+providers: nothing starts until one of their tools is needed (``describe``,
+``get`` or ``call``), so building a registry stays cheap everywhere.  Every
+process that needs the registry (stage workers run tools, task actors read
+effect classes) builds it from the same settings, so all agree.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
-from pegasus.tools.builtin import default_registry
-from pegasus.tools.registry import ToolError, ToolRegistry
+from pegasus.tools.builtin import workspace_tools
+from pegasus.tools.mcp import McpProvider, McpServerSpec
+from pegasus.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolRegistry
+
+
+def _log_dir(settings: dict[str, Any]) -> Path | None:
+    """``<state dir>/logs`` (MCP servers' stderr goes there), or None when it cannot be made."""
+    from pegasus.config import Settings  # noqa: PLC0415 - config is the edge, read late
+    from pegasus.errors import ConfigError  # noqa: PLC0415
+
+    try:
+        path = Settings.model_validate(settings).state_dir() / "logs"
+        path.mkdir(parents=True, exist_ok=True)
+    except (ConfigError, OSError, ValueError):
+        return None
+    return path
 
 
 def registry_for(settings: dict[str, Any]) -> ToolRegistry:
-    """The built-ins and every plugin named in ``settings["tools"]["plugins"]``."""
-    registry = default_registry()
-    for entry in settings.get("tools", {}).get("plugins", []):
+    """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers."""
+    tools = settings.get("tools", {})
+    registry = ToolRegistry(
+        workspace_tools(workspace_root=str(tools.get("workspace_root", "")),
+                        confine_reads=bool(tools.get("confine_reads", False)),
+                        shell_enabled=bool(tools.get("shell_enabled", False)),
+                        shell_timeout_s=float(tools.get("shell_timeout_s", 30.0))),
+        max_output_chars=int(tools.get("max_output_chars", DEFAULT_MAX_OUTPUT_CHARS)))
+    for entry in tools.get("plugins", []):
         module_name, _, function_name = str(entry).partition(":")
         try:
             register = getattr(importlib.import_module(module_name), function_name or "register")
         except (ImportError, AttributeError) as exc:
             raise ToolError(None, f"tool plugin {entry!r} cannot be loaded: {exc}") from None
         register(registry)
+    servers = settings.get("mcp", {}).get("servers", [])
+    if servers:
+        for spec in McpServerSpec.from_settings(settings, _log_dir(settings)):
+            registry.add_provider(McpProvider(spec))
     return registry

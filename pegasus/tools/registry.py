@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -126,6 +126,22 @@ class Tool:
                 "effect": self.effect, "timeout_s": self.timeout_s}
 
 
+class ToolProvider(Protocol):
+    """Tools that come from elsewhere (an MCP server), named ``<name>.<tool>`` and listed on first need.
+
+    ``tools()`` may take time (it may start a server) and raises ToolError when
+    the source is unavailable; ``effect`` is known without listing, from config.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def effect(self) -> Effect: ...
+
+    def tools(self) -> list[Tool]: ...
+
+
 def _field_name(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "<arguments>"
 
@@ -138,6 +154,8 @@ class ToolRegistry:
             raise ValueError("max_output_chars must be at least 1")
         self.max_output_chars = max_output_chars
         self._tools: dict[str, Tool] = {}
+        self._providers: dict[str, ToolProvider] = {}
+        self._loaded: set[str] = set()
         for tool in tools:
             self.register(tool)
 
@@ -152,20 +170,71 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
+    def add_provider(self, provider: ToolProvider) -> None:
+        """Add the tools of ``provider`` (``<name>.<tool>``); they are listed when one is first needed."""
+        if provider.name in self._providers or any(n.startswith(f"{provider.name}.") for n in self._tools):
+            raise ToolRegistrationError(None, f"tool provider {provider.name!r} is already registered")
+        if provider.effect not in EFFECTS:
+            raise ToolRegistrationError(None, f"provider {provider.name!r}: effect must be one of {EFFECTS}")
+        self._providers[provider.name] = provider
+
+    def providers(self) -> list[ToolProvider]:
+        return [self._providers[name] for name in sorted(self._providers)]
+
+    def _provider_of(self, name: str) -> ToolProvider | None:
+        prefix, dot, _ = name.partition(".")
+        return self._providers.get(prefix) if dot else None
+
+    def _load(self, provider: ToolProvider) -> None:
+        """Register the provider's tools (ToolError when it is unavailable: a later need tries again)."""
+        for tool in provider.tools():
+            if not tool.name.startswith(f"{provider.name}."):
+                raise ToolRegistrationError(tool.name, f"provider {provider.name!r} listed a tool named {tool.name!r}")
+            self._tools[tool.name] = tool
+        self._loaded.add(provider.name)
+
+    def load_providers(self) -> dict[str, str]:
+        """List every provider's tools now; returns {provider: why it is unavailable} for those that failed."""
+        failed = {}
+        for provider in self.providers():
+            if provider.name not in self._loaded:
+                try:
+                    self._load(provider)
+                except ToolError as exc:
+                    failed[provider.name] = exc.message
+        return failed
+
     def get(self, name: str) -> Tool:
-        try:
+        """The tool called ``name``; a provider's tool is listed first if need be (ToolError when it cannot be)."""
+        if name in self._tools:
             return self._tools[name]
-        except KeyError:
-            raise ToolNotFoundError(name, self._tools) from None
+        provider = self._provider_of(name)
+        if provider is not None and provider.name not in self._loaded:
+            try:
+                self._load(provider)
+            except ToolError as exc:
+                raise ToolExecutionError(name, f"{name} is unavailable: {exc.message}") from None
+            if name in self._tools:
+                return self._tools[name]
+        raise ToolNotFoundError(name, self._tools)
+
+    def effect_of(self, name: str) -> Effect | None:
+        """The effect class of ``name`` without listing any provider (None for an unknown tool)."""
+        if name in self._tools:
+            return self._tools[name].effect
+        provider = self._provider_of(name)
+        return provider.effect if provider is not None else None
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
     def names(self) -> list[str]:
+        """The tools registered so far (a provider's appear once it was listed: ``load_providers``)."""
         return sorted(self._tools)
 
     def describe(self) -> list[dict[str, Any]]:
-        """Every tool as {name, description, schema, effect, timeout_s}, by name."""
+        """Every tool as {name, description, schema, effect, timeout_s}, by name (providers listed first)."""
+        self.load_providers()
         return [self._tools[name].describe() for name in self.names()]
 
     def validate(self, name: str, args: Any) -> BaseModel:

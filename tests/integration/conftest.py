@@ -112,3 +112,97 @@ def pegasus(free_port: int, state_dir: Path) -> Iterator[Callable[..., Client]]:
                 assert procs.kill_all(seen, grace=10.0) == [], f"processes of port {client.spec.admin_port} left"
             else:
                 ensure_gone(client.spec, seen, client.asys)
+
+
+# -- conventions: a leader and members on one host ------------------------------------------------
+
+# Fast failure detection for tests: a dead member is noticed in ~2-3 s (defaults: ~8.5 s).
+FAST_CONVENTION = {"reregistration_period_s": 1.0, "registration_miss_max": 2, "restart_period_s": 1.0}
+
+
+class Convention:
+    """A leader and members on 127.0.0.1, each admin on its own free port and state directory.
+
+    ``leader()`` starts the leader (forked from the test process, like ``Client.start``);
+    ``join()`` starts a member as ``pegasus join`` does (a background daemon);
+    ``member_settings()`` / ``track()`` let a test start one through the CLI.  The fixture's
+    finalizer stops members first, then the leader (a member shut down after its leader can
+    wait minutes on a transmit), and checks that no process of any of them is left.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.client: Client | None = None
+        self.leader_port = _free_port()
+        self.members: list[tuple[SystemSpec, dict[int, int]]] = []
+        self.leader_seen: dict[int, int] = {}
+        self.leader_spec: SystemSpec | None = None  # a leader started by the CLI (track_leader)
+
+    def settings(self, port: int, name: str, **overrides: Any) -> Settings:
+        base: dict[str, Any] = {"system": {"admin_port": port}, "state": {"home": str(self.root / name)},
+                                "convention": dict(FAST_CONVENTION)}
+        for section, values in overrides.items():
+            base.setdefault(section, {}).update(values)
+        return Settings().with_overrides(base)
+
+    def leader(self, **overrides: Any) -> Client:
+        from actors.convention import start_leader
+
+        self.client, _ = start_leader(self.settings(self.leader_port, "leader", **overrides), daemon=False)
+        self.leader_seen = procs.identities(system_pids(self.client.spec))
+        return self.client
+
+    @property
+    def leader_address(self) -> str:
+        return f"127.0.0.1:{self.leader_port}"
+
+    def member_settings(self, name: str, port: int | None = None, **overrides: Any) -> Settings:
+        return self.settings(port or _free_port(), name, **overrides)
+
+    def join(self, name: str, port: int | None = None, **capabilities: Any) -> SystemSpec:
+        """A member offering ``llm_workers=``/``tool_workers=`` (and any other capability)."""
+        from actors.convention import join
+
+        caps = {(k if "." in k else f"pegasus.{k}"): v for k, v in capabilities.items()}
+        spec, _ = join(self.member_settings(name, port), self.leader_address, caps)
+        self.track(spec)
+        return spec
+
+    def track(self, spec: SystemSpec) -> None:
+        """Remember a member (started by the test or the CLI) and its processes so far."""
+        for known, seen in self.members:
+            if known.admin_port == spec.admin_port:
+                seen.update(procs.identities(system_pids(known)))
+                return
+        self.members.append((spec, procs.identities(system_pids(spec))))
+
+    def track_leader(self, spec: SystemSpec) -> None:
+        """Remember a leader started by the CLI (``pegasus start --leader``) and its processes so far."""
+        self.leader_spec = spec
+        self.leader_seen.update(procs.identities(system_pids(spec)))
+
+    def close(self) -> None:
+        failures = []
+        for spec, seen in reversed(self.members):  # members before the leader
+            try:
+                ensure_gone(spec, seen)
+            except Exception as exc:  # noqa: BLE001 - stop the others all the same
+                failures.append(exc)
+        if self.client is not None and self.client.closed:  # stopped by the test: must be gone all the same
+            assert procs.kill_all(self.leader_seen, grace=10.0) == [], "processes of the leader left"
+        elif self.client is not None:
+            ensure_gone(self.client.spec, self.leader_seen, self.client.asys)
+            self.client.closed = True
+        elif self.leader_spec is not None:
+            ensure_gone(self.leader_spec, self.leader_seen)
+        assert not failures, failures
+
+
+@pytest.fixture
+def convention(tmp_path: Path) -> Iterator[Convention]:
+    """A convention on 127.0.0.1 (see Convention); everything it started is gone afterwards."""
+    conv = Convention(tmp_path)
+    try:
+        yield conv
+    finally:
+        conv.close()

@@ -284,7 +284,12 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run
 
 def _assert_cleaned_up(run: Run) -> None:
     """The embedded system is gone (every process, its port, its pid file); cwd untouched; logs kept."""
-    assert run.seen, "the sampler never saw the embedded system"
+    # Every actor process logs its pid: those, and what the sampler saw (the admin and
+    # Thespian's logger too, when it caught them), must all be gone.
+    logged = {json.loads(line).get("pid") for line in
+              (run.pegasus.home / "logs" / "pegasus.jsonl").read_text().splitlines() if line.strip()}
+    assert len(logged - {None}) >= 3, "the embedded system's actors did not log"
+    assert [pid for pid in logged - {None} if procs.is_alive(pid) and pid not in run.seen] == []
     assert_gone(run.seen, "the embedded system")
     assert not is_running(run.pegasus.spec) and system_pids(run.pegasus.spec) == []
     assert not run.pegasus.spec.pid_file.exists()

@@ -1,0 +1,195 @@
+"""Several machines: a leader admin and member admins that run stage workers (docs/convention.md).
+
+A *convention* is Thespian's name for admins that know each other: one leader
+(``pegasus start --leader``) and any number of members (``pegasus join
+HOST:PORT``).  The supervisor, the task actors, the pools and the store stay on
+the leader -- clients attach to it.  A member runs only an admin and the stage
+workers the leader's pools place on it: ``pegasus.llm_workers`` /
+``pegasus.tool_workers`` capabilities say how many (actors/pool.py).
+
+This module turns settings into the SystemSpec of a leader or a member and
+starts them; it owns no actor.  Thespian's TCP transport unpickles whatever
+reaches its sockets: a convention belongs on a trusted network, a VPN or a
+tunnel, never on an open one (``[system] allow_non_loopback`` must say so).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from actors.system import SystemSpec, SystemStartError, is_running, start_daemon, validate
+from pegasus.config import Settings
+from pegasus.errors import PegasusError
+
+WORKER_CAPABILITIES = ("pegasus.llm_workers", "pegasus.tool_workers")
+
+
+class ConventionError(PegasusError):
+    """A bad leader address or capability, given on the command line or in settings."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` as (IPv4 address, port); a host name is resolved once, here."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConventionError(f"leader address {text!r} is not HOST:PORT")
+    try:
+        return socket.gethostbyname(host), int(port)
+    except OSError as exc:
+        raise ConventionError(f"leader host {host!r} cannot be resolved: {exc}") from None
+
+
+def parse_capability(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE``: the value as an int, a float, a boolean or else a string."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ConventionError(f"capability {text!r} is not NAME=VALUE")
+    raw = raw.strip()
+    value: Any = raw
+    if raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    else:
+        for convert in (int, float):
+            try:
+                value = convert(raw)
+                break
+            except ValueError:
+                continue
+    if name in WORKER_CAPABILITIES and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ConventionError(f"capability {name} must be a whole number >= 0, not {raw!r}")
+    return name, value
+
+
+def _spec(settings: Settings, leader: tuple[str, int], capabilities: dict[str, Any]) -> SystemSpec:
+    system, convention = settings.system, settings.convention
+    # Pegasus never ships actor source code between machines (Thespian's loadActorSource):
+    # refuse it, one less thing a peer can ask an admin to do.
+    capabilities = {"AllowRemoteActorSources": "no", **capabilities}
+    return SystemSpec(
+        admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind, base=system.base,
+        capabilities=capabilities, allow_non_loopback=system.allow_non_loopback,
+        advertise=system.advertise or None, convention_leader=leader,
+        reregistration_period_s=convention.reregistration_period_s,
+        registration_miss_max=convention.registration_miss_max,
+        restart_period_s=convention.restart_period_s,
+    )
+
+
+def leader_spec(settings: Settings) -> SystemSpec:
+    """The leader: its own address is the convention address (Thespian's recipe).
+
+    It advertises the workers it runs itself: ``[pools]`` sizes, or 0 and 0
+    with ``[convention] local_workers = false``.
+    """
+    system = settings.system
+    host = system.advertise or system.bind
+    if host in ("", "0.0.0.0"):
+        raise SystemStartError("a leader bound to every interface needs [system] advertise (the address members "
+                               "reach it at)", system.admin_port)
+    local = settings.convention.local_workers
+    caps = {"pegasus.llm_workers": settings.pools.llm_workers if local else 0,
+            "pegasus.tool_workers": settings.pools.tool_workers if local else 0}
+    return _spec(settings, (host, system.admin_port), caps)
+
+
+def member_spec(settings: Settings, leader: str | None = None,
+                capabilities: dict[str, Any] | None = None) -> SystemSpec:
+    """A member of the convention led at ``leader`` (default ``[convention] leader``).
+
+    It offers ``pegasus.llm_workers`` / ``pegasus.tool_workers`` from
+    ``capabilities``, each defaulting to this machine's ``[pools]`` size;
+    other capabilities are advertised as given (shown by ``pegasus stats``).
+    """
+    address = leader or settings.convention.leader
+    if not address:
+        raise ConventionError("no leader to join: give HOST:PORT (or set [convention] leader)")
+    caps: dict[str, Any] = {"pegasus.llm_workers": settings.pools.llm_workers,
+                            "pegasus.tool_workers": settings.pools.tool_workers}
+    caps.update(capabilities or {})
+    for name in WORKER_CAPABILITIES:
+        parse_capability(f"{name}={caps[name]}")  # the same check as on the command line
+    return _spec(settings, parse_address(address), caps)
+
+
+def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int | None]:
+    """Start a leader and configure its supervisor; (Client, admin pid or None).
+
+    ``daemon``: in the background like ``pegasus start`` (the client only
+    detaches on close); otherwise forked from this process and shut down when
+    the client closes (tests, embedded use).  The settings given to the
+    supervisor say ``[convention] lead = true``, so its pools place workers on
+    members as they join.
+    """
+    from actors.client import Client, resolved  # here: client imports the supervisor, which imports the pools
+    from actors.system import attach, shutdown, start_system
+
+    settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
+    spec = leader_spec(settings)
+    validate(spec)  # before probing the port: a refused address must say why, not "already runs"
+    if is_running(spec):
+        raise SystemStartError(f"a system already runs on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    pid = None
+    if daemon:
+        pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
+        client = Client(attach(spec), spec, settings, owns_system=False)
+    else:
+        client = Client(start_system(spec), spec, settings, owns_system=True)
+    try:
+        client.configure()
+    except BaseException:
+        client.close()
+        if daemon:
+            shutdown(spec)
+        raise
+    return client, pid
+
+
+def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None) -> tuple[SystemSpec, int]:
+    """Start this machine's member admin in the background; (its spec, admin pid).
+
+    Returns once the admin runs; it registers with the leader within ~0.1 s
+    when the leader is up, and keeps retrying every ``restart_period_s`` when
+    it is not (a member may start first, or outlive a restarted leader).
+    """
+    from actors.client import resolved
+
+    spec = member_spec(resolved(settings), leader, capabilities)
+    validate(spec)  # before probing the port: a refused address must say why, not "already runs"
+    if (spec.advertised or spec.bind, spec.admin_port) == spec.convention_leader:
+        raise ConventionError(f"{spec.member_name} is the leader's own address: give this member another --port")
+    if is_running(spec):
+        raise SystemStartError(f"a system already runs on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    return spec, start_daemon(spec, timeout=settings.system.start_timeout_s)
+
+
+def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every convention member the pools know, with its workers per pool (for the stats reply).
+
+    ``pools`` maps a pool name to its stats part (``members`` as in PoolStats).
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for name, part in pools.items():
+        for member in part.get("members", []):
+            row = merged.setdefault(member["name"], {
+                "name": member["name"], "address": member["address"], "local": member["local"],
+                "capabilities": member["capabilities"], "joined": member["joined"], "workers": {}})
+            row["workers"][name] = member["workers"]
+    return sorted(merged.values(), key=lambda row: (not row["local"], row["name"]))
+
+
+def describe_members(stats: dict[str, Any]) -> str:
+    """``pegasus stats``'s table: each admin (``local``: the one the pools run on) and its workers."""
+    rows = stats.get("members") or []
+    if not rows:
+        return "members: (none)"
+    pools = sorted(stats.get("pools", {}))
+    lines = ["members:"]
+    for row in rows:
+        counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
+        extra = {k: v for k, v in row["capabilities"].items() if k not in WORKER_CAPABILITIES
+                 and k not in ("pegasus.member", "pegasus.home")}
+        lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
+                     + (f"  {extra}" if extra else ""))
+    return "\n".join(lines)

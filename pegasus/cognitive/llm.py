@@ -1,0 +1,384 @@
+"""The LLM-backed processors: the same interfaces as the offline set (seed 004), answered by a model.
+
+What it owns: asking the model for each stage's structured output (JSON validated
+into the stage's model, native function calls mapped to tool_call steps),
+feeding an invalid reply's error back once, and turning every failure into a
+StageError that says what happened (``RateLimited`` for a 429 that outlasted the
+SDK's retries, with ``retry_after_s``).  What it must not do: import Thespian,
+sleep for rate limits (the llm pool schedules), or run tools (the act stage runs
+tool_call steps through the ToolRegistry, as the offline step runner does).
+
+Where the answer comes from (the brief left it to us):
+
+- A ``respond`` step whose ``action_params["text"]`` the model wrote is answered
+  with that text; one without text is answered by the offline composition of
+  the tool results (``compose_answer``).
+- reason_act: the model calls tools in one round, sees their results in the
+  next, and answers with ``{"answer": ...}``, which becomes a plan holding one
+  respond step with that text: the model's answer is the task's result.
+- classic: the plan is made before any tool runs, so its respond step carries a
+  text only when no tool result is needed; otherwise the result lists the tool
+  results.  The reflection judges them (complete / continue / replan); a
+  ``continue`` re-plans with the results in view, where the model may answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, plan_results
+from pegasus.cognitive.offline import OfflineStepRunner
+from pegasus.cognitive.stages import Processors, StageError
+from pegasus.llm import prompts, usage
+from pegasus.llm.client import ChatClient, Completion, LLMConfig, LLMError, LLMRateLimited
+from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
+
+T = TypeVar("T")
+ATTEMPTS = 2  # the first reply, and one more after its error was fed back
+
+
+class RateLimited(StageError):
+    """The endpoint answered 429 after the SDK's retries; ``retry_after_s`` is its Retry-After (or None)."""
+
+    def __init__(self, stage: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(stage, message)
+        self.retry_after_s = retry_after_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.stage, self.message, self.retry_after_s))
+
+
+class InvalidReply(ValueError):
+    """A reply that does not fit the stage's shape; the message is what the model is told."""
+
+
+# -- reply shapes --------------------------------------------------------------------------------
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class PerceptionReply(_Reply):
+    task_type: str = "request"
+    intents: list[Any] = Field(default_factory=list)
+    entities: dict[str, Any] = Field(default_factory=dict)
+    summary: str = ""
+
+
+def _question_given(need_more_info: bool, question: str | None) -> None:
+    if need_more_info and not (question or "").strip():
+        raise ValueError("need_more_info is true, so question must say what to ask the user")
+
+
+class ThinkReply(_Reply):
+    need_more_info: bool = False
+    question: str | None = None
+    approach: str = ""
+
+    @model_validator(mode="after")
+    def _asks(self) -> ThinkReply:
+        _question_given(self.need_more_info, self.question)
+        return self
+
+
+class StepReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    action_type: Literal["tool_call", "respond"] = "tool_call"
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> StepReply:
+        if self.action_type == "tool_call" and not self.tool:
+            raise ValueError("a tool_call step needs a tool name")
+        return self
+
+
+class PlanReply(_Reply):
+    goal: str = ""
+    reasoning: str = ""
+    steps: list[StepReply] = Field(min_length=1)
+
+
+class ReflectReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    verdict: Literal["complete", "continue", "replan"]
+    assessment: str = ""
+    lessons: list[str] = Field(default_factory=list)
+    next_focus: str | None = None
+
+
+class ReasonReply(_Reply):
+    thought: str = ""
+    need_more_info: bool = False
+    question: str | None = None
+    answer: str | None = None
+    steps: list[StepReply] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _decides(self) -> ReasonReply:
+        _question_given(self.need_more_info, self.question)
+        if not self.need_more_info and not self.steps and not (self.answer or "").strip():
+            raise ValueError('give an "answer", or call a tool, or set need_more_info with a question')
+        return self
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+M = TypeVar("M", bound=BaseModel)
+
+
+def json_object(content: str | None) -> dict[str, Any]:
+    """The JSON object a reply holds (a code fence or text around it is tolerated)."""
+    text = (content or "").strip()
+    if not text:
+        raise InvalidReply("the reply was empty; a JSON object was expected")
+    fenced = _FENCE.match(text)
+    text = fenced.group(1) if fenced else text
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        start, end = text.find("{"), text.rfind("}")
+        try:
+            value = json.loads(text[start:end + 1]) if 0 <= start < end else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise InvalidReply(f"the reply is not valid JSON ({exc}): {text[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise InvalidReply(f"the reply must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def validated(model: type[M], data: Any) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<reply>'}: {e['msg']}"
+                             for e in exc.errors(include_url=False))
+        raise InvalidReply(f"the JSON does not fit the expected shape: {problems}") from None
+
+
+def _as_text(reply: Completion) -> str:
+    """The reply as the model is shown it again after an error (tool calls written out)."""
+    calls = [{"tool": call.name, "arguments": call.arguments} for call in reply.tool_calls]
+    return (reply.content or "") + (f"\n(function calls: {json.dumps(calls)})" if calls else "")
+
+
+# -- the model caller shared by the processors -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelCaller:
+    client: ChatClient
+    tools: ToolRegistry
+
+    def specs(self) -> prompts.ToolSpecs:
+        return prompts.tool_specs(self.tools.describe())
+
+    def ask(self, stage: str, messages: list[dict[str, Any]], parse: Callable[[Completion], T], *,
+            tools: prompts.ToolSpecs | None = None, tool_choice: str | None = None) -> T:
+        """The parsed reply; an invalid one is retried once with its error, then StageError."""
+        # Stages that may call tools get no JSON mode: with it, some servers suppress function calls.
+        json_mode = None if tools is None else False
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                reply = self.client.complete(messages, tools=tools.specs if tools else None,
+                                             tool_choice=tool_choice, json_mode=json_mode)
+            except LLMRateLimited as exc:
+                raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
+            except LLMError as exc:
+                raise _with_usage(StageError(stage, str(exc))) from None
+            usage.record(reply.usage, reply.model)
+            try:
+                return parse(reply)
+            except InvalidReply as exc:
+                if attempt == ATTEMPTS:
+                    raise _with_usage(StageError(
+                        stage, f"the model's reply was invalid {ATTEMPTS} times (the error was fed back): {exc}"
+                    )) from None
+                messages = [*messages, {"role": "assistant", "content": _as_text(reply)},
+                            {"role": "user", "content": prompts.retry_message(str(exc))}]
+        raise AssertionError("unreachable")
+
+    def tool_step(self, index: int, name: str, args: Any, description: str = "") -> PlanStep:
+        """A tool_call step, its tool and arguments checked against the registry."""
+        try:
+            self.tools.validate(name, args)
+        except (ToolNotFoundError, ToolArgumentError) as exc:
+            raise InvalidReply(exc.message) from None
+        except ToolError:
+            pass  # the tool exists but cannot be checked now (its server is down): the act stage reports it
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return PlanStep(index=index, description=description or f"{name}({shown})", action_type="tool_call",
+                        action_params={"tool": name, "args": dict(args)})
+
+
+def _with_usage(error: StageError) -> StageError:
+    """The error, carrying the usage of the calls made before it (the pool reconciles them too)."""
+    error.usage = usage.current()  # type: ignore[attr-defined]
+    return error
+
+
+def _respond(index: int, text: str | None) -> PlanStep:
+    text = (text or "").strip() or None
+    return PlanStep(index=index, description="respond" + (f": {text[:60]}" if text else " with the results"),
+                    action_type="respond", action_params={"text": text} if text else {})
+
+
+def _native_steps(caller: ModelCaller, specs: prompts.ToolSpecs, reply: Completion) -> list[PlanStep]:
+    steps: list[PlanStep] = []
+    for call in reply.tool_calls:
+        try:
+            args = json.loads(call.arguments or "{}")
+        except ValueError:
+            raise InvalidReply(f"the arguments of {call.name} are not valid JSON: {call.arguments[:200]!r}") from None
+        if not isinstance(args, dict):
+            raise InvalidReply(f"the arguments of {call.name} must be a JSON object")
+        steps.append(caller.tool_step(len(steps), specs.tool_name(call.name), args))
+    return steps
+
+
+def _json_steps(caller: ModelCaller, replies: list[StepReply]) -> list[PlanStep]:
+    steps: list[PlanStep] = []
+    for n, step in enumerate(replies):
+        if step.action_type == "respond":
+            if n != len(replies) - 1:
+                raise InvalidReply("a respond step must be the last step of the plan")
+            steps.append(_respond(len(steps), step.text))
+        else:
+            steps.append(caller.tool_step(len(steps), str(step.tool), step.args, step.description))
+    return steps
+
+
+def _goal(context: TaskContext) -> str:
+    return context.input_text.strip()[:200] or "(empty request)"
+
+
+# -- the processors ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMPerceiver:
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        reply = self.caller.ask("perceive", prompts.perceive_messages(context),
+                                lambda r: validated(PerceptionReply, json_object(r.content)))
+        return reply.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class LLMThinker:
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> dict[str, Any]:
+        reply = self.caller.ask("think", prompts.think_messages(context, self.caller.specs()),
+                                lambda r: validated(ThinkReply, json_object(r.content)))
+        return reply.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class LLMPlanner:
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> Plan:
+        specs = self.caller.specs()
+        previous = plan_results(context)
+
+        def parse(reply: Completion) -> Plan:
+            if reply.tool_calls:
+                steps = _native_steps(self.caller, specs, reply)
+                return Plan(goal=_goal(context), steps=[*steps, _respond(len(steps), None)],
+                            reasoning=(reply.content or "").strip() or f"{len(steps)} tool call(s), then respond")
+            plan = validated(PlanReply, json_object(reply.content))
+            steps = _json_steps(self.caller, plan.steps)
+            if steps[-1].action_type != "respond":
+                steps.append(_respond(len(steps), None))
+            return Plan(goal=plan.goal or _goal(context), steps=steps, reasoning=plan.reasoning)
+
+        return self.caller.ask("plan", prompts.plan_messages(context, previous), parse, tools=specs)
+
+
+@dataclass(frozen=True)
+class LLMReflector:
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> Reflection:
+        reply = self.caller.ask("reflect", prompts.reflect_messages(context, plan_results(context)),
+                                lambda r: validated(ReflectReply, json_object(r.content)))
+        return Reflection(**reply.model_dump())
+
+
+@dataclass(frozen=True)
+class LLMReasoner:
+    """reason_act: think and plan in one call; tool calls in one round, the answer after their results."""
+
+    caller: ModelCaller
+    max_tool_calls: int = 20
+
+    def run(self, context: TaskContext) -> tuple[dict[str, Any], Plan | None]:
+        specs = self.caller.specs()
+        calls_so_far = sum(result.action_type == "tool_call" for result in context.actions_done)
+        must_answer = calls_so_far >= self.max_tool_calls
+
+        def parse(reply: Completion) -> tuple[dict[str, Any], Plan | None]:
+            if reply.tool_calls:
+                if must_answer:
+                    raise InvalidReply("the tool-call budget of this task is used: answer without calling tools")
+                steps = _native_steps(self.caller, specs, reply)
+                thought = (reply.content or "").strip()
+                return ({"thought": thought, NEED_MORE_INFO: False,
+                         "approach": f"call {', '.join(str(s.action_params['tool']) for s in steps)}"},
+                        Plan(goal=_goal(context), steps=steps, reasoning=thought or "call tools, then reason again"))
+            answer = validated(ReasonReply, json_object(reply.content))
+            reasoning = answer.model_dump(mode="json", exclude={"steps"})
+            if answer.need_more_info:
+                return {**reasoning, NEED_MORE_INFO: True, QUESTION: answer.question}, None
+            steps = _json_steps(self.caller, answer.steps)
+            if must_answer and any(step.action_type == "tool_call" for step in steps):
+                raise InvalidReply("the tool-call budget of this task is used: answer without calling tools")
+            if answer.answer and not any(step.action_type == "respond" for step in steps):
+                steps.append(_respond(len(steps), answer.answer))
+            return reasoning, Plan(goal=_goal(context), steps=steps, reasoning=answer.thought)
+
+        return self.caller.ask("reason", prompts.reason_messages(context, must_answer=must_answer), parse,
+                               tools=specs if specs.specs else None,
+                               tool_choice="none" if must_answer and specs.specs else None)
+
+
+@dataclass(frozen=True)
+class LLMStepRunner:
+    """Tool steps through the registry (the offline runner); a respond step with the model's text answers it."""
+
+    inner: OfflineStepRunner
+
+    def run_step(self, context: TaskContext, step: PlanStep) -> ActionResult:
+        text = step.action_params.get("text")
+        if step.action_type in ("respond", "generate") and isinstance(text, str) and text.strip():
+            return ActionResult(step_index=step.index, action_type=step.action_type, success=True, output=text)
+        return self.inner.run_step(context, step)
+
+
+def llm_processors(settings: Mapping[str, Any], tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
+    """The processors of ``[llm] provider = "openai"``: every stage asks the configured model."""
+    caller = ModelCaller(client or ChatClient(LLMConfig.from_settings(settings)), tools)
+    return Processors(
+        perceiver=LLMPerceiver(caller),
+        thinker=LLMThinker(caller),
+        planner=LLMPlanner(caller),
+        step_runner=LLMStepRunner(OfflineStepRunner(tools)),
+        reflector=LLMReflector(caller),
+        reasoner=LLMReasoner(caller, int(settings.get("llm", {}).get("max_tool_calls", 20))),
+    )

@@ -1,0 +1,205 @@
+"""One chat-completions call to an OpenAI-compatible endpoint, through the official SDK.
+
+What it owns: building the SDK client from ``[llm]`` settings (the key read from
+the environment variable the settings name, never from a file), sending one
+non-streaming request, and turning the reply into a plain ``Completion`` and the
+SDK's failures into LLMErrors that say what happened in the user's terms.  What
+it must not do: parse stage outputs, retry invalid replies, or wait for rate
+budgets (the SDK retries transient failures ``max_retries`` times; after that a
+429 is an LLMRateLimited carrying Retry-After, for the caller to schedule).
+
+The ``openai`` package is imported on first use, so the offline set never loads it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.errors import PegasusError
+
+PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
+
+
+class LLMError(PegasusError):
+    """A call to the model failed; the message says why."""
+
+
+class LLMConfigError(LLMError):
+    """The ``[llm]`` settings cannot make a client (a missing key variable, no model)."""
+
+
+class LLMTimeout(LLMError):
+    """The endpoint did not answer within ``timeout_s`` (after the SDK's retries)."""
+
+
+class LLMRateLimited(LLMError):
+    """The endpoint answered 429 after the SDK's retries; ``retry_after_s`` from Retry-After (or None)."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.retry_after_s))
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A function call the model asked for: ``arguments`` is the raw JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens, total_tokens
+    model: str = ""
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The ``[llm]`` keys a client needs (see pegasus.config.LLMSettings)."""
+
+    model: str
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_retries: int = 2
+    temperature: float = 0.0
+    max_output_tokens: int = 1024
+    json_mode: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> LLMConfig:
+        llm = dict(settings.get("llm", {}))
+        names = set(cls.__dataclass_fields__)
+        return cls(**{key: value for key, value in llm.items() if key in names})
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None."""
+    if not headers:
+        return None
+    lower = {str(key).lower(): str(value) for key, value in headers.items()}
+    if "retry-after-ms" in lower:
+        try:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
+        except ValueError:
+            pass
+    raw = lower.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class ChatClient:
+    """Chat completions on one endpoint and model; the SDK client is made on the first call."""
+
+    def __init__(self, config: LLMConfig, *, environ: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self._environ = os.environ if environ is None else environ
+        self._sdk: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.config.base_url or "the OpenAI API"
+
+    def _api_key(self) -> str:
+        name = self.config.api_key_env.strip()
+        if not name:
+            return PLACEHOLDER_KEY
+        key = self._environ.get(name, "")
+        if not key:
+            raise LLMConfigError(f"the environment variable {name} (llm.api_key_env) is not set; set it to "
+                                 f"the API key, or set llm.api_key_env = \"\" for a server that needs no key")
+        return key
+
+    def _client(self) -> Any:
+        if self._sdk is None:
+            import openai  # noqa: PLC0415 - only the llm provider needs the SDK
+
+            self._sdk = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url or None,
+                                      timeout=self.config.timeout_s, max_retries=self.config.max_retries)
+        return self._sdk
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] | None = None,
+                 tool_choice: str | None = None, json_mode: bool | None = None) -> Completion:
+        """One non-streaming chat completion; LLMError (LLMTimeout, LLMRateLimited) on failure."""
+        import openai  # noqa: PLC0415
+
+        request: dict[str, Any] = {"model": self.config.model, "messages": list(messages),
+                                   "temperature": self.config.temperature}
+        if self.config.max_output_tokens:
+            request["max_tokens"] = self.config.max_output_tokens
+        if tools:
+            request["tools"] = list(tools)
+            if tool_choice:
+                request["tool_choice"] = tool_choice
+        if self.config.json_mode if json_mode is None else json_mode:
+            request["response_format"] = {"type": "json_object"}
+        client = self._client()
+        try:
+            reply = client.chat.completions.create(**request)
+        except openai.RateLimitError as exc:
+            wait = retry_after_seconds(dict(exc.response.headers))
+            after = f"; retry after {wait:g}s" if wait is not None else ""
+            raise LLMRateLimited(f"{self.endpoint} answered 429 Too Many Requests after "
+                                 f"{self.config.max_retries} retries{after}", wait) from None
+        except openai.APITimeoutError:
+            raise LLMTimeout(f"{self.endpoint} did not answer within {self.config.timeout_s:g}s "
+                             f"(llm.timeout_s; {self.config.max_retries} retries)") from None
+        except openai.APIConnectionError as exc:
+            raise LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}") from None
+        except openai.APIStatusError as exc:
+            raise LLMError(f"{self.endpoint} answered {exc.status_code}: {_status_detail(exc)}") from None
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the call to {self.endpoint} failed: {type(exc).__name__}: {exc}") from None
+        return _completion(reply, self.config.model)
+
+
+def _status_detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+        return json.dumps(body)[:500]
+    return str(exc)[:500]
+
+
+def _completion(reply: Any, model: str) -> Completion:
+    if not getattr(reply, "choices", None):
+        raise LLMError(f"the reply has no choices: {str(reply)[:300]}")
+    choice = reply.choices[0]
+    message = choice.message
+    calls = tuple(ToolCall(id=str(call.id or f"call_{n}"), name=str(call.function.name),
+                           arguments=str(call.function.arguments or "{}"))
+                  for n, call in enumerate(getattr(message, "tool_calls", None) or [])
+                  if getattr(call, "function", None) is not None)
+    usage: dict[str, int] = {}
+    if reply.usage is not None:
+        prompt = int(reply.usage.prompt_tokens or 0)
+        completion = int(reply.usage.completion_tokens or 0)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                 "total_tokens": int(reply.usage.total_tokens or prompt + completion)}
+    return Completion(content=message.content, tool_calls=calls, usage=usage,
+                      model=str(getattr(reply, "model", None) or model), finish_reason=choice.finish_reason)

@@ -1,0 +1,196 @@
+"""The messages each stage sends to the model, built from a TaskContext (pure: text in, text out).
+
+What it owns: the system prompt of each stage (the JSON shape it asks for), how
+the request, the earlier stage outputs and the tool results are shown to the
+model, and the function-calling ``tools`` list built from the ToolRegistry's
+``describe()``.  What it must not do: call the model or validate replies.
+
+Tool names such as ``demo.reverse`` (MCP) are not valid function names for the
+OpenAI protocol (``^[A-Za-z0-9_-]{1,64}$``), so each tool gets an API name
+(``demo__reverse``) and ``ToolSpecs.tool_name`` maps it back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pegasus.task.models import ActionResult, TaskContext
+
+ANSWER_JSON_ONLY = "Reply with one JSON object and nothing else (no Markdown, no code fence)."
+
+PERCEIVE = f"""You are the perception stage of an agent runtime.
+Read the user's request and describe it as JSON:
+{{"task_type": "<short label>", "intents": ["<each thing the user wants done>"],
+ "entities": {{"<kind>": ["<values: names, paths, numbers, quoted text>"]}},
+ "summary": "<one sentence>"}}
+{ANSWER_JSON_ONLY}"""
+
+THINK = f"""You are the thinking stage of an agent runtime.
+Given the request and its perception, decide how to do it with the tools available:
+{{"need_more_info": false, "approach": "<how to do it, which tools>"}}
+Only when the request is empty, ambiguous, or cannot be started without an answer
+from the user, reply {{"need_more_info": true, "question": "<what to ask the user>"}}.
+Tools available:
+{{tools}}
+{ANSWER_JSON_ONLY}"""
+
+PLAN = f"""You are the planning stage of an agent runtime.
+Call the tools the request needs with function calls (one call per step, in order).
+Or reply with the whole plan as JSON:
+{{"goal": "<the goal>", "reasoning": "<why these steps>",
+ "steps": [{{"action_type": "tool_call", "tool": "<tool name>", "args": {{}}, "description": "<what it does>"}},
+           {{"action_type": "respond", "text": "<the answer>"}}]}}
+A respond step ends the plan.  Give it a text only when the answer needs no tool
+result; otherwise leave the text out and the tool results are shown to the user.
+{ANSWER_JSON_ONLY}"""
+
+REFLECT = f"""You are the reflection stage of an agent runtime.
+Judge what the plan's steps did for the request:
+{{"verdict": "complete" | "continue" | "replan", "assessment": "<what was achieved>",
+ "lessons": ["<what to remember>"], "next_focus": "<what to do next, or null>"}}
+complete: the results answer the request, or failed in a way another try will not fix.
+replan: a step failed and a different or repeated plan may work.
+continue: the request needs more work than this plan did.
+{ANSWER_JSON_ONLY}"""
+
+REASON = f"""You are an agent that reasons and acts.
+When you need a tool's result, call the tool with a function call; you will see
+its result and can call more tools.  When you have everything you need, reply:
+{{"thought": "<your reasoning>", "answer": "<the final answer to the user>"}}
+When you cannot go on without the user, reply
+{{"need_more_info": true, "question": "<what to ask the user>"}}.
+If function calls are not available, plan tool calls as JSON:
+{{"thought": "...", "steps": [{{"action_type": "tool_call", "tool": "<name>", "args": {{}}}}]}}
+Replies that are not function calls: {ANSWER_JSON_ONLY[0].lower() + ANSWER_JSON_ONLY[1:]}"""
+
+MUST_ANSWER = ("You have used the tool-call budget of this task: answer now from the results above, "
+               'as {"thought": "...", "answer": "..."}.')
+
+
+def retry_message(error: str) -> str:
+    """What the model is told after an invalid reply."""
+    return f"Your reply could not be used: {error}\nReply again, correctly. {ANSWER_JSON_ONLY}"
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSpecs:
+    """The ``tools`` parameter of a request, and the registry name of each function name."""
+
+    specs: tuple[dict[str, Any], ...]
+    names: dict[str, str]  # api name -> registry name
+
+    def tool_name(self, api_name: str) -> str:
+        return self.names.get(api_name, api_name)
+
+    def lines(self) -> str:
+        return "\n".join(f"- {spec['function']['name']}: {spec['function']['description']}"
+                         for spec in self.specs) or "(none)"
+
+
+def api_name(name: str) -> str:
+    """``name`` as a valid function name: runs of other characters become ``__``."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "__", name)[:64] or "tool"
+
+
+def tool_specs(described: Iterable[dict[str, Any]]) -> ToolSpecs:
+    """The function-calling list from ``ToolRegistry.describe()`` entries."""
+    specs: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for entry in described:
+        name = api_name(entry["name"])
+        if name in names:  # two names that differ only in unusual characters: keep them apart
+            name = f"{name[:60]}_{len(names)}"
+        names[name] = entry["name"]
+        description = f"{entry['description']} (effect: {entry['effect']})"
+        specs.append({"type": "function",
+                      "function": {"name": name, "description": description, "parameters": entry["schema"]}})
+    return ToolSpecs(tuple(specs), names)
+
+
+# -- what the model is shown ---------------------------------------------------------------
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def request_text(context: TaskContext) -> str:
+    """The user's request and what the user added on resume."""
+    parts = [context.input_text.strip() or "(empty request)"]
+    for message in context.messages:
+        if message.get("role", "user") == "user" and str(message.get("content") or "").strip():
+            parts.append(f"The user added: {message['content']}")
+    return "\n\n".join(parts)
+
+
+def result_view(result: ActionResult) -> dict[str, Any]:
+    view: dict[str, Any] = {"step": result.step_index, "action": result.action_type}
+    if result.tool:
+        view.update(tool=result.tool, args=result.params)
+    view["success"] = result.success
+    view["output" if result.success else "error"] = result.output if result.success else result.error
+    return view
+
+
+def _system(prompt: str) -> dict[str, Any]:
+    return {"role": "system", "content": prompt}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def perceive_messages(context: TaskContext) -> list[dict[str, Any]]:
+    return [_system(PERCEIVE), _user(request_text(context))]
+
+
+def think_messages(context: TaskContext, tools: ToolSpecs) -> list[dict[str, Any]]:
+    text = request_text(context)
+    if context.perception is not None:
+        text += f"\n\nPerception: {_json(context.perception)}"
+    return [_system(THINK.replace("{tools}", tools.lines())), _user(text)]
+
+
+def plan_messages(context: TaskContext, previous: list[ActionResult]) -> list[dict[str, Any]]:
+    """The request and reasoning; on a replan, the previous plan's results and its reflection."""
+    text = request_text(context)
+    if context.reasoning is not None:
+        text += f"\n\nReasoning: {_json(context.reasoning)}"
+    if context.reflections and context.reflections[-1].verdict != "complete":
+        done = [result_view(r) for r in previous]
+        text += (f"\n\nThe previous plan's results: {_json(done)}"
+                 f"\nIts reflection: {_json(context.reflections[-1].model_dump(mode='json'))}"
+                 "\nMake a new plan.")
+    return [_system(PLAN), _user(text)]
+
+
+def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[dict[str, Any]]:
+    plan = context.plan.model_dump(mode="json", include={"goal", "steps", "reasoning"}) if context.plan else None
+    text = (f"{request_text(context)}\n\nPlan: {_json(plan)}"
+            f"\n\nResults of its steps: {_json([result_view(r) for r in results])}")
+    return [_system(REFLECT), _user(text)]
+
+
+def reason_messages(context: TaskContext, *, must_answer: bool = False) -> list[dict[str, Any]]:
+    """The request, then every tool call so far as the protocol's assistant/tool message pairs."""
+    messages = [_system(REASON), _user(request_text(context))]
+    for n, result in enumerate(context.actions_done):
+        if result.action_type != "tool_call" or not result.tool:
+            continue
+        call_id = f"call_{n}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": api_name(result.tool), "arguments": _json(result.params)}}]})
+        content = result.output if result.success else {"error": result.error}
+        messages.append({"role": "tool", "tool_call_id": call_id,
+                         "content": content if isinstance(content, str) else _json(content)})
+    if must_answer:
+        messages.append(_user(MUST_ANSWER))
+    return messages

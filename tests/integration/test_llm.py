@@ -1,0 +1,99 @@
+"""Real cognition through the real actor system: llm workers talk to a local OpenAI-compatible
+server (tests/support/fake_openai.py on 127.0.0.1), tool workers run what the model asked for."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI, completion, http_error, tool_call
+
+pytestmark = pytest.mark.integration
+
+LLM_STAGES = {"perceive", "think", "plan", "reflect", "reason"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+def llm(server: FakeOpenAI, **extra: Any) -> dict[str, Any]:
+    return {"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "", **extra}
+
+
+def _llm_stages(task: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in task["stages"] if s["stage"] in LLM_STAGES]
+
+
+def test_both_machines_run_end_to_end_on_a_model_server(pegasus, server: FakeOpenAI) -> None:
+    """classic: perceive/think/plan(tool call)/act/reflect; reason_act: tool call, then the answer
+    written with the tool's result in view.  Usage is recorded for every llm stage."""
+    client = pegasus(llm=llm(server, max_retries=0))
+
+    server.script(
+        completion({"task_type": "math", "intents": ["multiply"], "entities": {"numbers": [6, 7]}}),
+        completion({"need_more_info": False, "approach": "use arithmetic"}),
+        completion(tool_calls=[tool_call("arithmetic", {"expression": "6 * 7"})]),
+        completion({"verdict": "complete", "assessment": "computed"}),
+    )
+    classic = client.wait(client.submit("what is six times seven?", machine="classic")["task_id"], timeout=60)
+    assert (classic["lifecycle_state"], classic["state"]) == ("done", "completed"), classic.get("error")
+    assert classic["result"] == "6 * 7 = 42"
+    assert [s["stage"] for s in classic["stages"]] == ["perceive", "think", "plan", "act", "act", "reflect"]
+    reflect_request = server.requests[3]
+    assert '"output": 42' in reflect_request["messages"][-1]["content"]  # the tool result reached the model
+    for stage in _llm_stages(classic):
+        assert stage["usage"] == {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18, "calls": 1,
+                                  "model": "test-model"}
+
+    server.script(
+        completion(tool_calls=[tool_call("echo", {"text": "pegasus"}, "call_abc")]),
+        completion({"thought": "echoed", "answer": "The tool said: pegasus"}),
+    )
+    react = client.wait(client.submit("echo pegasus and tell me", machine="reason_act")["task_id"], timeout=60)
+    assert (react["lifecycle_state"], react["result"]) == ("done", "The tool said: pegasus"), react.get("error")
+    assert [s["stage"] for s in react["stages"]] == ["reason", "act", "reason", "act"]
+    second = server.requests[5]["messages"]
+    calls = [m for m in second if m["role"] == "assistant" and m.get("tool_calls")]
+    assert json.loads(calls[0]["tool_calls"][0]["function"]["arguments"]) == {"text": "pegasus"}
+    assert [m["content"] for m in second if m["role"] == "tool"] == ["pegasus"]
+    assert all(stage["usage"]["calls"] == 1 for stage in _llm_stages(react))
+    assert len(server.requests) == 6
+
+
+def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: FakeOpenAI) -> None:
+    """Malformed then valid: done.  Malformed twice, a 429, a timeout: each task fails with a clear
+    error and exit_reason 'exception'; the system keeps serving."""
+    client = pegasus(llm=llm(server, max_retries=0, timeout_s=1.5))
+
+    def run(text: str) -> dict[str, Any]:
+        return client.wait(client.submit(text, machine="reason_act")["task_id"], timeout=60)
+
+    server.script(completion("Sure! Here you go: 42"), completion({"answer": "42"}))
+    fixed = run("what is the answer?")
+    assert (fixed["lifecycle_state"], fixed["result"]) == ("done", "42")
+    assert "could not be used" in server.requests[1]["messages"][-1]["content"]
+    assert _llm_stages(fixed)[0]["usage"]["calls"] == 2
+
+    server.script(completion("nope"), completion('{"thought": "no answer"}'))
+    broken = run("what is the answer?")
+    assert (broken["lifecycle_state"], broken["exit_reason"]) == ("failed", "exception")
+    assert "reason stage failed" in broken["error"] and "invalid 2 times" in broken["error"]
+
+    server.script(http_error(429, "slow down", {"Retry-After": "7"}))
+    limited = run("what is the answer?")
+    assert (limited["lifecycle_state"], limited["exit_reason"]) == ("failed", "exception")
+    assert "429" in limited["error"]
+    assert _llm_stages(limited)[-1]["retry_after_s"] == 7.0  # for the pool to schedule the retry
+
+    server.script(completion({"answer": "late"}, delay_s=4.0))
+    slow = run("what is the answer?")
+    assert slow["lifecycle_state"] == "failed" and "did not answer within 1.5s" in slow["error"]
+
+    server.script(completion({"answer": "still here"}))
+    assert run("are you there?")["result"] == "still here"

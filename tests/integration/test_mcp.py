@@ -1,0 +1,51 @@
+"""MCP tools in a real system: a task calls a tool of a real MCP server subprocess
+(tests/support/mcp_server.py) on a tool worker; the server dying mid-task is a clear tool
+failure, and the system keeps serving (a later call starts the server again)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.system import system_pids
+
+pytestmark = pytest.mark.integration
+
+SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _mcp_server_pids(client) -> list[int]:
+    return [pid for pid in system_pids(client.spec) if SERVER in _cmdline(pid)]
+
+
+def test_a_task_calls_an_mcp_tool_and_survives_the_server_dying(pegasus) -> None:
+    client = pegasus(mcp={"servers": [{"name": "demo", "command": sys.executable, "args": [SERVER],
+                                       "timeout_s": 20.0}]},
+                     pools={"tool_workers": 1})  # one tool worker: one server process to watch
+
+    done = client.wait(client.submit('call demo.reverse {"text": "abc"}')["task_id"], timeout=60)
+    assert done["lifecycle_state"] == "done", done.get("error")
+    assert done["result"] == "demo.reverse 'abc': cba"
+    first = _mcp_server_pids(client)
+    assert len(first) == 1  # started by the tool worker, on first need
+
+    crashed = client.wait(client.submit("call demo.crash {}")["task_id"], timeout=60)
+    assert crashed["lifecycle_state"] == "done"  # the reflection judged the failed step
+    assert "MCP server 'demo' went away during demo.crash" in crashed["result"]
+    assert "(tried 2 times)" in crashed["result"]  # replanned once, restarted, crashed again
+
+    again = client.wait(client.submit('call demo.reverse {"text": "xyz"}')["task_id"], timeout=60)
+    assert again["result"] == "demo.reverse 'xyz': zyx"
+    assert _mcp_server_pids(client) and set(_mcp_server_pids(client)).isdisjoint(first)
+
+    bad = client.wait(client.submit('call demo.reverse {"txt": "abc"}')["task_id"], timeout=60)
+    assert "'text' is a required property" in bad["result"]

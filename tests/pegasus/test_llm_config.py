@@ -1,0 +1,74 @@
+"""The [llm], [tools] and [mcp] settings, and ``pegasus tools`` listing what they configure."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pegasus import cli, config
+from pegasus.errors import ConfigError
+from pegasus.llm.client import LLMConfig
+from pegasus.tools import mcp
+
+SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
+
+
+def test_llm_settings_follow_the_environment_rule() -> None:
+    env = {"PEGASUS_LLM__PROVIDER": "openai", "PEGASUS_LLM__BASE_URL": "http://127.0.0.1:11434/v1",
+           "PEGASUS_LLM__MODEL": "llama3.1", "PEGASUS_LLM__API_KEY_ENV": '""', "PEGASUS_LLM__TPM": "90000"}
+    settings = config.load(environ=env)
+    assert (settings.llm.provider, settings.llm.base_url, settings.llm.model) == (
+        "openai", "http://127.0.0.1:11434/v1", "llama3.1")
+    assert (settings.llm.api_key_env, settings.llm.tpm, settings.llm.rpm) == ("", 90000, 0)
+    llm = LLMConfig.from_settings(settings.model_dump())
+    assert (llm.model, llm.api_key_env, llm.timeout_s) == ("llama3.1", "", 60.0)
+
+
+@pytest.mark.parametrize("text,key", [
+    ("[llm]\nprovider = 'openai'", "llm"),  # no model
+    ("[llm]\nprovider = 'anthropic'", "llm.provider"),
+    ("[llm]\ntpm = -1", "llm.tpm"),
+    ("[tools]\nshell_timeout_s = 0", "tools.shell_timeout_s"),
+    ("[[mcp.servers]]\nname = 'x'", "mcp.servers.0.command"),
+    ("[[mcp.servers]]\nname = 'a.b'\ncommand = 'x'", "mcp.servers.0.name"),
+    ("[[mcp.servers]]\nname = 'a'\ncommand = 'x'\neffect = 'harmless'", "mcp.servers.0.effect"),
+])
+def test_bad_llm_tool_and_mcp_values_name_the_key(text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        config.parse(text)
+
+
+def test_an_mcp_server_entry_with_defaults() -> None:
+    settings = config.parse("[[mcp.servers]]\nname = 'fs'\ncommand = 'npx'\nargs = ['-y', 'server']\n")
+    server = settings.mcp.servers[0]
+    assert (server.effect, server.timeout_s, server.env, server.args) == ("effectful", 60.0, {}, ["-y", "server"])
+
+
+def test_pegasus_tools_lists_builtins(capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PEGASUS_HOME", str(tmp_path))
+    assert cli.main(["tools"]) == 0
+    out = capsys.readouterr().out
+    assert "write_file" in out and "effectful" in out and "args: expression: string (required)" in out
+    assert "shell" not in out  # off by default
+
+
+def test_pegasus_tools_json_includes_mcp_tools_and_unavailable_servers(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    path = tmp_path / "pegasus.toml"
+    path.write_text(f"[state]\nhome = {str(tmp_path)!r}\n[tools]\nshell_enabled = true\n"
+                    f"[[mcp.servers]]\nname = 'demo'\ncommand = {sys.executable!r}\nargs = [{SERVER!r}]\n"
+                    f"effect = 'idempotent'\n"
+                    f"[[mcp.servers]]\nname = 'gone'\ncommand = '/no/such/server'\n")
+    try:
+        assert cli.main(["tools", "--json", "--config", str(path)]) == 0
+    finally:
+        mcp.close_all()
+    data = json.loads(capsys.readouterr().out)
+    tools = {tool["name"]: tool for tool in data["tools"]}
+    assert tools["demo.reverse"]["source"] == "mcp:demo" and tools["demo.reverse"]["effect"] == "idempotent"
+    assert tools["demo.reverse"]["schema"]["properties"]["text"]["type"] == "string"
+    assert tools["shell"]["source"] == "builtin" and tools["shell"]["effect"] == "effectful"
+    assert "could not start" in data["unavailable"]["gone"]

@@ -1,0 +1,52 @@
+"""A real MCP server for the tests, over stdio, built with the mcp SDK.
+
+Tools: ``reverse`` (text reversed), ``add`` (two integers), ``fail`` (an error
+result), ``crash`` (the process exits at once, mid-call: a server that dies),
+``big`` (n characters: the registry's output cap).  ``python -m tests.support.mcp_server``
+or ``python tests/support/mcp_server.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:  # mcp 2: FastMCP is MCPServer
+    from mcp.server.mcpserver import MCPServer as Server
+except ImportError:  # pragma: no cover - mcp 1
+    from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+
+app = Server("pegasus-test")
+
+
+@app.tool()
+def reverse(text: str) -> str:
+    """Reverse a text."""
+    return text[::-1]
+
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@app.tool()
+def fail(reason: str = "asked to fail") -> str:
+    """Always fail, with the reason."""
+    raise ValueError(reason)
+
+
+@app.tool()
+def crash() -> str:
+    """Exit the server process at once (a server that dies mid-call)."""
+    os._exit(3)
+
+
+@app.tool()
+def big(n: int) -> str:
+    """Return n characters."""
+    return "y" * n
+
+
+if __name__ == "__main__":
+    app.run("stdio")
