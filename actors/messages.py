@@ -316,6 +316,11 @@ class PlacementDeadline:
 
 
 @dataclass(frozen=True)
+class BudgetWakeup:
+    """Wakeup payload of the llm pool: the model's rate budget may admit the next call now."""
+
+
+@dataclass(frozen=True)
 class QueueDeadline:
     """Wakeup payload of a pool: queued request ``seq`` waited its stage timeout with no worker to run it."""
 

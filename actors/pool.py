@@ -40,12 +40,13 @@ from thespian.actors import ActorExitRequest, ActorSystemConventionUpdate, Actor
 
 from actors import procs
 from actors.messages import (
-    Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
+    BudgetWakeup, Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
     Work, WorkDone, WorkerInit, WorkerReady,
 )
 from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
 from actors.worker import StageWorker, advertised_workers, placement
 from pegasus import logs
+from pegasus.llm.budget import LlmBudget
 
 MAX_WORKERS_PER_MEMBER = 256  # a typo in a member's capability must not fork thousands of processes
 
@@ -78,6 +79,7 @@ class _Job:
     request: StageRequest
     requester: Any
     slot: int
+    requeues: int = 0
 
 
 @dataclass
@@ -86,6 +88,7 @@ class _Waiting:
     request: StageRequest
     requester: Any
     watched: bool = False  # a QueueDeadline is pending for it
+    requeues: int = 0  # times it came back rate-limited (llm pool)
 
 
 @dataclass
@@ -113,6 +116,8 @@ class StagePool(ActorTypeDispatcher):
         super().__init__(*args, **kwargs)
         self.pool: _PoolState | None = None
         self.closing = False  # told to exit: replace nothing any more
+        self.budget: LlmBudget | None = None  # rate budgets of the llm pool (a model provider)
+        self.budget_wakeup = False  # a BudgetWakeup is pending
         self.log = logs.get("pool")
 
     # -- set-up --------------------------------------------------------------------
@@ -127,6 +132,7 @@ class StagePool(ActorTypeDispatcher):
         me = member_name(system.get("advertise", ""), system.get("bind", "127.0.0.1"), system.get("admin_port", 0))
         self.pool = _PoolState(config, me, lead, float(convention.get("placement_timeout_s", 20.0)))
         self.pool.members[me] = _Member(me, None, {}, local)
+        self.budget = LlmBudget.for_pool(config.name, config.settings)
         self.log.info("pool_started", size=local, queue_limit=config.queue_limit, timeout_s=config.timeout_s, lead=lead)
         for _ in range(local):
             self._spawn(self._new_index(), me)
@@ -226,10 +232,18 @@ class StagePool(ActorTypeDispatcher):
             slot = pool.slots.get(index)
             if slot is None or not slot.ready or slot.job is not None:
                 continue
+            if self.budget is not None:
+                wait = self.budget.admit(pool.queue[0].request.context, pool.next_job + 1)
+                if wait > 0:  # over the model's budget (or paused by a 429): the request stays first
+                    pool.idle.appendleft(index)
+                    if not self.budget_wakeup:
+                        self.budget_wakeup = True
+                        self.wakeupAfter(timedelta(seconds=wait), payload=BudgetWakeup())
+                    return
             waiting = pool.queue.popleft()
             pool.next_job += 1
             job = pool.next_job
-            pool.jobs[job] = _Job(waiting.request, waiting.requester, index)
+            pool.jobs[job] = _Job(waiting.request, waiting.requester, index, waiting.requeues)
             slot.job = job
             self.send(slot.address, Work(job, waiting.request))
             self.wakeupAfter(timedelta(seconds=self._timeout(waiting.request)), payload=Deadline(job))
@@ -256,7 +270,14 @@ class StagePool(ActorTypeDispatcher):
         job = pool.jobs.pop(done.job, None)
         if job is None:
             return  # answered already (deadline, member lost): the late result is dropped
-        self.send(job.requester, done.result)
+        if self.budget is not None and self.budget.settle(done.job, done.result.worker, job.requeues):
+            # Rate-limited by the endpoint: admission pauses, the request waits first in line.
+            self.log.warning("rate_limited", task_id=job.request.task_id, stage=job.request.stage,
+                             retry_after_s=done.result.worker.get("retry_after_s"), requeues=job.requeues + 1)
+            pool.next_seq += 1
+            pool.queue.appendleft(_Waiting(pool.next_seq, job.request, job.requester, requeues=job.requeues + 1))
+        else:
+            self.send(job.requester, done.result)
         slot = pool.slots.get(job.slot)
         if slot is not None and slot.job == done.job:
             slot.job = None
@@ -296,6 +317,9 @@ class StagePool(ActorTypeDispatcher):
                 self._watch_starved()
         elif isinstance(payload, QueueDeadline):
             self._starved(payload.seq)
+        elif isinstance(payload, BudgetWakeup):
+            self.budget_wakeup = False
+            self._dispatch()
         # anything else is stale: that job finished in time, that worker reported
 
     def _starved(self, seq: int) -> None:
@@ -334,6 +358,8 @@ class StagePool(ActorTypeDispatcher):
         if index in pool.idle:
             pool.idle.remove(index)
         if slot.job is not None and (job := pool.jobs.pop(slot.job, None)) is not None:
+            if self.budget is not None:
+                self.budget.release(slot.job)
             worker = {"pool": pool.config.name, "index": index, "pid": slot.pid, "host": slot.host,
                       "member": slot.member}
             self.send(job.requester, _failed(job.request, reason, kind, worker))

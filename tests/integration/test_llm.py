@@ -4,6 +4,7 @@ server (tests/support/fake_openai.py on 127.0.0.1), tool workers run what the mo
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,11 +86,12 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
     assert (broken["lifecycle_state"], broken["exit_reason"]) == ("failed", "exception")
     assert "reason stage failed" in broken["error"] and "invalid 2 times" in broken["error"]
 
-    server.script(http_error(429, "slow down", {"Retry-After": "7"}))
+    # Rate-limited past the pool's patience (MAX_REQUEUES): the task fails with the 429 named.
+    server.script(*[http_error(429, "slow down", {"Retry-After": "0.2"})] * 4)
     limited = run("what is the answer?")
     assert (limited["lifecycle_state"], limited["exit_reason"]) == ("failed", "exception")
     assert "429" in limited["error"]
-    assert _llm_stages(limited)[-1]["retry_after_s"] == 7.0  # for the pool to schedule the retry
+    assert _llm_stages(limited)[-1]["retry_after_s"] == 0.2
 
     server.script(completion({"answer": "late"}, delay_s=4.0))
     slow = run("what is the answer?")
@@ -97,3 +99,31 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
 
     server.script(completion({"answer": "still here"}))
     assert run("are you there?")["result"] == "still here"
+
+
+def test_a_429_pauses_the_llm_pool_for_retry_after_then_the_same_stage_runs(pegasus, server: FakeOpenAI) -> None:
+    """The endpoint says 429 with Retry-After: 1.  The pool holds every llm call for that long,
+    then runs the same stage again: the task completes, nothing failed."""
+    client = pegasus(llm=llm(server, max_retries=0))
+    server.script(http_error(429, "slow down", {"Retry-After": "1"}), completion({"answer": "42"}))
+    done = client.wait(client.submit("what is the answer?", machine="reason_act")["task_id"], timeout=60)
+    assert (done["lifecycle_state"], done["result"]) == ("done", "42"), done.get("error")
+    assert len(server.requests) == 2
+    assert server.arrivals[1] - server.arrivals[0] >= 1.0  # not before Retry-After had passed
+    assert [s["ok"] for s in _llm_stages(done)] == [True]  # the limited attempt never reached the task
+
+
+def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
+    """tpm 3000: the first call is estimated (~1,950 tokens with a 1,500-token output cap) and
+    reconciled with its reported usage (2,500): the second call must wait for the window."""
+    client = pegasus(llm=llm(server, max_retries=0, tpm=3000, max_output_tokens=1500))
+    server.script(completion({"answer": "one"}, prompt_tokens=2000, completion_tokens=500),
+                  completion({"answer": "two"}))
+    first = client.submit("first?", machine="reason_act")["task_id"]
+    second = client.submit("second?", machine="reason_act")["task_id"]
+    assert client.wait(first, timeout=30)["result"] == "one"
+    time.sleep(1.0)
+    assert len(server.requests) == 1  # the budget holds the second call back
+    assert client.get(second)["lifecycle_state"] == "running"
+    assert client.stats()["pools"]["llm"]["queued"] == 1
+    client.cancel(second)

@@ -59,6 +59,7 @@ class FakeOpenAI:
         self.replies: deque[Reply] = deque(replies)
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request, in order
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -94,6 +95,7 @@ class FakeOpenAI:
     def _next(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             if self.replies:
                 return self.replies.popleft()
         if self.responder is not None:
