@@ -12,6 +12,7 @@ kernel after a system ended is never mistaken for one of its processes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 import signal
 import socket
 import struct
@@ -227,3 +228,30 @@ def listener_pid(port: int, candidates: list[int] | None = None) -> int | None:
     stats = {pid: read_stat(pid) for pid in pids}
     tops = [pid for pid, st in stats.items() if st is not None and st.ppid not in stats]
     return tops[0] if tops else None
+
+
+def freeze_and_kill(list_pids: Callable[[], list[int]]) -> dict[int, int]:
+    """SIGKILL a whole process tree at once (a crash test); return what was killed (pid -> start time).
+
+    Every process is frozen (SIGSTOP) first and the tree listed again until
+    nothing new appears: a child forked between a listing and the kill would
+    otherwise be re-parented to init and outlive the system.
+    """
+    frozen: dict[int, int] = {}
+    while True:
+        fresh = {pid: start for pid, start in identities(list_pids()).items() if pid not in frozen}
+        if not fresh:
+            break
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        frozen.update(fresh)
+    for pid, start in frozen.items():
+        if is_alive(pid, start):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return frozen

@@ -11,6 +11,7 @@ Thespian (which would re-deliver it and answer with PoisonMessage).
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import json
 from collections.abc import Callable
@@ -334,7 +335,7 @@ class Supervisor(ActorTypeDispatcher):
             if isinstance(effect, TransitionNotice):
                 self._notify(effect)
             elif isinstance(effect, StartRun):
-                actor = self.createActor(TaskActor)
+                actor = self._fork(TaskActor)
                 self.task_actors[effect.task_id] = (actor, effect.run)
                 self.send(actor, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
                                              self.settings_dict, effect.resume_event, effect.resume_payload,
@@ -352,6 +353,19 @@ class Supervisor(ActorTypeDispatcher):
                                                              gate=effect.gate, timeout_s=effect.gate["timeout_s"]))
             elif isinstance(effect, WakeAfter):
                 self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
+
+    def _fork(self, actor_class: type) -> Any:
+        """createActor with the supervisor's objects frozen out of the garbage collector.
+
+        A task actor is forked from this (large) process; a collection in the
+        child would touch every inherited object's header and copy its page.
+        Frozen, they stay shared (THESPIAN.md: halves a child's private memory).
+        """
+        gc.freeze()
+        try:
+            return self.createActor(actor_class)
+        finally:
+            gc.unfreeze()
 
     def _notify(self, notice: TransitionNotice) -> None:
         for address, task_id in self.subscribers:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from pegasus import codec
 from pegasus.errors import CodecError
 from pegasus.store import delta as deltas
+from pegasus.task.fsm import TaskFSM
 from pegasus.task.models import TaskContext, TaskSnapshot
 
 FORMAT = 1
@@ -50,14 +51,16 @@ class Checkpointer:
     def __init__(self, snapshot: TaskSnapshot) -> None:
         self._base = snapshot.context.model_dump(mode="json")
 
-    def make(self, kind: str, snapshot: TaskSnapshot) -> bytes:
-        current = snapshot.context.model_dump(mode="json")
+    def make(self, kind: str, task: TaskFSM | TaskSnapshot) -> bytes:
+        """The checkpoint of a task (its FSM, read not copied, or a snapshot) as it is now."""
+        current = task.context.model_dump(mode="json")
         if kind == "full":
-            data = encode_full(snapshot)
+            data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
             change = deltas.diff(self._base, current)
-            data = msgpack.packb({"format": FORMAT, "delta": change, "metadata": snapshot.metadata},
-                                 use_bin_type=True)
+            packed: bytes = msgpack.packb({"format": FORMAT, "delta": change, "metadata": task.metadata},
+                                          use_bin_type=True)
+            data = packed
         self._base = current
         return data
 

@@ -90,14 +90,9 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
     suspended = client.submit("help me")["task_id"]
     wait_for(lambda: len(keys_in(keys)) >= 10, what="some effects")
     spec = client.spec
-    pids = system_pids(spec)
-    assert len(pids) >= 10
-    for pid in pids:  # the admin and every actor process, at once
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert procs.wait_gone(procs.identities(pids), timeout=10) == []
+    killed = procs.freeze_and_kill(lambda: system_pids(spec))  # the admin and every actor, at once
+    assert len(killed) >= 10
+    assert procs.wait_gone(killed, timeout=10) == []
     client.closed = True  # nothing left to shut down
     before = len(keys_in(keys))
 

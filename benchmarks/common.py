@@ -1,0 +1,206 @@
+"""What every scenario shares: a real Pegasus system in a tmp dir, memory sampling, statistics.
+
+``pegasus_system(overrides)`` starts a multiprocTCPBase system with
+``actors.client.Client.start`` on a free 127.0.0.1 port (never 1900) with its
+own temporary state directory, and always shuts it down -- on success, on an
+exception, on Ctrl-C -- then checks that every process it had is gone (and
+SIGKILLs, by pid and start time, exactly those that are not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from actors import procs
+from actors.client import Client
+from actors.system import SystemSpec, shutdown, system_pids
+from pegasus.config import Settings
+
+TERMINAL = frozenset({"done", "failed", "canceled"})
+PLUGINS = ["benchmarks.tools:register", "tests.support.tools:register"]
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the kernel's choice), never Thespian's default 1900."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 1900:
+            return port
+
+
+def settings_for(state_dir: Path, port: int, overrides: dict[str, Any] | None = None) -> Settings:
+    base: dict[str, Any] = {"system": {"admin_port": port}, "state": {"home": str(state_dir)},
+                            "tools": {"plugins": list(PLUGINS)}, "logging": {"level": "warning"}}
+    for section, values in (overrides or {}).items():
+        base.setdefault(section, {}).update(values)
+    return Settings().with_overrides(base)
+
+
+@contextlib.contextmanager
+def state_dir(prefix: str = "pegasus-bench-") -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class System:
+    """A started system: its client, spec, settings and every pid seen so far."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.spec: SystemSpec = client.spec
+        self.seen: dict[int, int] = procs.identities(system_pids(self.spec))
+
+    def pids(self) -> list[int]:
+        pids = system_pids(self.spec)
+        self.seen.update(procs.identities(pids))
+        return pids
+
+    def stop(self) -> None:
+        """Shut down; SIGKILL (by identity) whatever of ours survived; raise if anything still lives."""
+        if self.client.closed:
+            survivors = procs.kill_all(self.seen, grace=5.0)
+        else:
+            self.seen.update(procs.identities(system_pids(self.spec)))
+            self.client.closed = True
+            try:
+                shutdown(self.spec, self.client.asys, grace=10.0)
+            finally:
+                survivors = procs.kill_all(self.seen, grace=0.5)
+        if survivors:
+            raise RuntimeError(f"processes {survivors} of port {self.spec.admin_port} survived shutdown")
+
+
+@contextlib.contextmanager
+def pegasus_system(state: Path, overrides: dict[str, Any] | None = None, *, port: int | None = None,
+                   timeout: float = 60.0) -> Iterator[System]:
+    """A real Pegasus system on multiprocTCPBase; always shut down, every process checked gone."""
+    settings = settings_for(state, port or free_port(), overrides)
+    client = Client.start(settings, timeout=timeout)
+    system = System(client)
+    try:
+        yield system
+    finally:
+        system.stop()
+
+
+# -- waiting --------------------------------------------------------------------------------------
+def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.25,
+                states: frozenset[str] = TERMINAL) -> dict[str, int]:
+    """Poll ``stats`` until ``expected`` tasks are in ``states``; return the counts."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = client.stats()["tasks"]
+        if sum(n for state, n in counts.items() if state in states) >= expected:
+            return counts
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"after {timeout:g}s: {counts} (waiting for {expected} in {sorted(states)})")
+        time.sleep(pause)
+
+
+# -- memory -----------------------------------------------------------------------------------------
+def pss_kib(pid: int) -> int:
+    """Proportional set size of one process (KiB) from /proc/<pid>/smaps_rollup; 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0
+
+
+class MemorySampler:
+    """Samples the summed PSS of every process of a system in a thread; keeps the peak."""
+
+    def __init__(self, system: System, interval: float = 0.5) -> None:
+        self.system, self.interval = system, interval
+        self.peak_kib = 0
+        self.peak_processes = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> int:
+        pids = system_pids(self.system.spec)
+        total = sum(pss_kib(pid) for pid in pids)
+        self.samples += 1
+        self.peak_kib = max(self.peak_kib, total)
+        self.peak_processes = max(self.peak_processes, len(pids))
+        return total
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# -- statistics ---------------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest-rank on the sorted values; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary_ms(values_s: list[float]) -> dict[str, float]:
+    """p50 / p99 / mean / max of durations given in seconds, in milliseconds."""
+    ms = [v * 1000.0 for v in values_s]
+    return {"n": len(ms), "p50_ms": round(percentile(ms, 50), 3), "p99_ms": round(percentile(ms, 99), 3),
+            "mean_ms": round(sum(ms) / len(ms), 3) if ms else math.nan, "max_ms": round(max(ms), 3) if ms else math.nan}
+
+
+def stage_hops(stages: list[dict[str, Any]]) -> list[float]:
+    """Seconds between one stage's finish and the next stage's start, within each run of a task."""
+    hops = []
+    ordered = [s for s in stages if "started" in s and "finished" in s]
+    for previous, current in zip(ordered, ordered[1:]):
+        if previous.get("run") == current.get("run"):
+            hops.append(current["started"] - previous["finished"])
+    return hops
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+# -- results ------------------------------------------------------------------------------------------
+def check(metric: str, value: float | int | None, unit: str, target: str | None = None,
+          met: bool | None = None) -> dict[str, Any]:
+    """One row of the results table: a figure, its unit, and the target it is held against (if any)."""
+    if isinstance(value, float) and not math.isnan(value):
+        value = round(value, 3)
+    return {"metric": metric, "value": value, "unit": unit, "target": target, "met": met}
+
+
+def iso_seconds(stamp: str) -> float:
+    """time.time()-style seconds of an ISO-8601 timestamp with offset."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp).timestamp()

@@ -1,0 +1,61 @@
+"""Scenario 3, scale: thousands of submitted tasks through a cap of 32 active tasks.
+
+The client submits every task (one request each, as fast as the supervisor
+answers), then polls ``stats`` until every task is done.  Throughput is tasks
+divided by the time from the first submit to the last task's ``done``
+(its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
+(/proc/<pid>/smaps_rollup) of every process of the system
+(``actors.system.system_pids``: admin, logger, supervisor, pools, workers,
+task actors), sampled every 0.5 s in a thread.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.common import MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+
+NAME = "scale"
+CAP = 32
+
+
+def measure(tasks: int) -> dict[str, Any]:
+    overrides = {"runtime": {"max_active_tasks": CAP}}
+    with state_dir() as state, pegasus_system(state, overrides) as system:
+        client = system.client
+        with MemorySampler(system) as memory:
+            start = time.time()
+            for i in range(tasks):
+                client.submit(f"what is {i} + 1?")
+            submitted = time.time()
+            counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
+            rows = client.list(limit=tasks + 10)
+        end = max(iso_seconds(row["updated_at"]) for row in rows)
+        done = sum(1 for row in rows if row["lifecycle_state"] == "done")
+    elapsed = end - start
+    return {"tasks": tasks, "cap": CAP, "done": done, "counts": counts, "elapsed_s": round(elapsed, 3),
+            "tasks_per_s": round(tasks / elapsed, 3), "submit_s": round(submitted - start, 3),
+            "submits_per_s": round(tasks / (submitted - start), 3),
+            "peak_pss_mib": round(memory.peak_kib / 1024, 1), "peak_processes": memory.peak_processes,
+            "memory_samples": memory.samples}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    sizes = (100,) if quick else (2000, 10000)
+    figures: dict[str, Any] = {"cap": CAP, "runs": []}
+    checks = []
+    for tasks in sizes:
+        result = measure(tasks)
+        figures["runs"].append(result)
+        big = tasks >= 10000
+        checks.append(check(f"{tasks} tasks: completed", result["done"], "tasks", f"= {tasks}", result["done"] == tasks))
+        checks.append(check(f"{tasks} tasks: throughput", result["tasks_per_s"], "tasks/s",
+                            ">= 50" if big else None, result["tasks_per_s"] >= 50 if big else None))
+        checks.append(check(f"{tasks} tasks: peak total PSS ({result['peak_processes']} processes)",
+                            result["peak_pss_mib"], "MiB", "<= 1024" if big else None,
+                            result["peak_pss_mib"] <= 1024 if big else None))
+        checks.append(check(f"{tasks} tasks: submit rate (client round trips)", result["submits_per_s"], "/s"))
+    return {"figures": figures, "checks": checks, "notes": [
+        "scale: throughput = tasks / (first submit -> last task done); PSS summed over every system process, "
+        "peak of samples taken every 0.5 s."]}

@@ -1,0 +1,38 @@
+"""The benchmark entry point runs end to end in quick mode and writes every scenario's figures.
+
+Figures are printed, never asserted as time limits: this proves the harness
+works (real systems started, shut down, JSON written), not how fast it is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import SCENARIOS
+
+pytestmark = pytest.mark.integration
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)], cwd=PROJECT_ROOT,
+                          env=subprocess_env, capture_output=True, text=True, timeout=300)
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "quick"
+    assert {"cores", "memory_gib", "cpu_model", "python", "thespian", "date", "git_commit"} <= set(report["machine"])
+    assert set(report["scenarios"]) == set(SCENARIOS)
+    for name, result in report["scenarios"].items():
+        assert "error" not in result, f"{name}: {result.get('error')}"
+        assert result["figures"] and result["checks"], name
+        assert all(row["value"] is not None for row in result["checks"]), name
+    assert report["scenarios"]["recovery"]["figures"]["repeated_effects"] == 0
+    assert "scenario" in done.stdout and "hop" in done.stdout
