@@ -25,7 +25,9 @@ from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor
 from pegasus import logs
-from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
+from pegasus.admission import (
+    Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter, usage_total,
+)
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store import Store
@@ -143,21 +145,12 @@ class Supervisor(ActorTypeDispatcher):
     @request_handler
     def receiveMsg_Get(self, request: m.Get, sender: Any) -> Any:
         assert self.admission is not None
-        record = self.admission.records.get(request.task_id)
-        return record.view() if record is not None else self._stored_view(request.task_id)
+        return self._view(request.task_id)
 
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
-        assert self.admission is not None
-        rows = []
-        for record in self.admission.records.values():
-            if request.state is None or request.state in (record.state, record.snapshot.state):
-                view = record.view()
-                rows.append({k: view[k] for k in ("task_id", "machine", "priority", "lifecycle_state", "state",
-                                                  "input", "exit_reason", "updated_at")})
-                if len(rows) >= request.limit:
-                    break
-        return rows
+        assert self.store is not None
+        return self.store.list_tasks(request.state, request.limit)
 
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
@@ -186,26 +179,26 @@ class Supervisor(ActorTypeDispatcher):
         if request.message is not None and len(request.message.encode()) > self.settings.runtime.max_input_bytes:
             raise ValueError(f"resume message is over {self.settings.runtime.max_input_bytes} bytes")
         self._carry_out(self.admission.resume(request.task_id, request.message))
-        return self.admission.get(request.task_id).view()
+        return self._view(request.task_id)
 
     @request_handler
     def receiveMsg_Cancel(self, request: m.Cancel, sender: Any) -> Any:
         assert self.admission is not None
         self._carry_out(self.admission.cancel(request.task_id, request.reason))
         self._answer_suspends(request.task_id)
-        return self.admission.get(request.task_id).view()
+        return self._view(request.task_id)
 
     @request_handler
     def receiveMsg_Approve(self, request: m.Approve, sender: Any) -> Any:
         assert self.admission is not None
         self._carry_out(self.admission.approve(request.task_id))
-        return self.admission.get(request.task_id).view()
+        return self._view(request.task_id)
 
     @request_handler
     def receiveMsg_Retry(self, request: m.Retry, sender: Any) -> Any:
         assert self.admission is not None
         self._carry_out(self.admission.retry(request.task_id))
-        return self.admission.get(request.task_id).view()
+        return self._view(request.task_id)
 
     @request_handler
     def receiveMsg_Subscribe(self, request: m.Subscribe, sender: Any) -> Any:
@@ -309,18 +302,27 @@ class Supervisor(ActorTypeDispatcher):
             self.store.close()
             self.store = None
 
+    def _view(self, task_id: str) -> dict[str, Any]:
+        """What ``get`` answers: the live record, or (done, canceled, from before a restart) the store."""
+        assert self.admission is not None
+        record = self.admission.records.get(task_id)
+        return record.view() if record is not None else self._stored_view(task_id)
+
     def _stored_view(self, task_id: str) -> dict[str, Any]:
         """A task from before this system started (done, failed or canceled): straight from the store."""
         assert self.store is not None
         row = self.store.task_row(task_id)
         if row is None:
             raise TaskNotFoundError(task_id)
+        stages = [{"run": t["run"], **t["detail"]} for t in self.store.transitions(task_id)
+                  if t["machine"] != "lifecycle" and t["detail"].get("stage")]
         return {"task_id": task_id, "machine": row["machine"], "priority": row["priority"],
                 "lifecycle_state": row["lifecycle_state"], "state": row["cognitive_state"], "input": row["input"],
                 "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
                 "error": row["error"], "exit_reason": row["exit_reason"], "attempts": row["attempts"],
                 "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
-                "stages": [], "gates": [], "question": None, "from_store": True}
+                "stages": stages, "usage": usage_total(stages), "gates": [], "question": None,
+                "iteration": None, "suspend_reason": None, "actor_pid": None, "from_store": True}
 
     def receiveUnrecognizedMessage(self, message: Any, sender: Any) -> None:
         if isinstance(message, ActorSystemMessage):
@@ -376,13 +378,14 @@ class Supervisor(ActorTypeDispatcher):
         waiting = self.pending_suspend.get(task_id)
         if not waiting or self.admission is None:
             return
-        record = self.admission.get(task_id)
-        if record.state == "running":
+        record = self.admission.records.get(task_id)
+        if record is not None and record.state == "running":
             return  # still going: the suspension has not landed yet
         del self.pending_suspend[task_id]
         for client, request_id in waiting:
-            if record.state == "blocked" and record.snapshot.state == "suspended":
+            if record is not None and record.state == "blocked" and record.snapshot.state == "suspended":
                 self.send(client, m.Reply(request_id, True, data=record.view()))
             else:
+                state = record.state if record is not None else self._view(task_id)["lifecycle_state"]
                 self.send(client, m.Reply(request_id, False, error_type="InvalidStateTransition",
-                                          error=f"task {task_id} ended ({record.state}) before it was suspended"))
+                                          error=f"task {task_id} ended ({state}) before it was suspended"))

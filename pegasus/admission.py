@@ -33,11 +33,14 @@ from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
 from pegasus.task.events import new_id
 from pegasus.task.models import StateTransition
 
-MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the task fails
+MAX_RESTARTS = 3
+EVICTED = frozenset({"done", "canceled"})  # lifecycle states whose records leave memory  # restarts of one run after its task actor died, before the task fails
 
 
 class StorePort(Protocol):
     """What Admission writes through (pegasus.store.Store implements it)."""
+
+    durable: bool
 
     def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None: ...
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
@@ -45,6 +48,8 @@ class StorePort(Protocol):
                              updates: dict[str, Any] | None = None, run: int = 0) -> None: ...
     def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None: ...
     def unfinished_tasks(self) -> list[dict[str, Any]]: ...
+    def task_row(self, task_id: str) -> dict[str, Any] | None: ...
+    def counts(self) -> dict[str, int]: ...
     def checkpoints(self, task_id: str) -> list[Any]: ...
     def transitions(self, task_id: str) -> list[dict[str, Any]]: ...
     def journal(self, task_id: str) -> dict[str, dict[str, Any]]: ...
@@ -53,6 +58,11 @@ class StorePort(Protocol):
 
 class NullStore:
     """Remembers nothing: Admission without durability (unit tests)."""
+
+    durable = False
+
+    def counts(self) -> dict[str, int]:
+        return {}
 
     def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:
         pass
@@ -65,6 +75,9 @@ class NullStore:
 
     def unfinished_tasks(self) -> list[dict[str, Any]]:
         return []
+
+    def task_row(self, task_id: str) -> dict[str, Any] | None:
+        return None
 
     def checkpoints(self, task_id: str) -> list[Any]:
         return []
@@ -200,15 +213,22 @@ class Admission:
 
     # -- queries -------------------------------------------------------------------------------
     def get(self, task_id: str) -> TaskRecord:
-        try:
-            return self.records[task_id]
-        except KeyError:
-            raise TaskNotFoundError(task_id) from None
+        """The task's record; a done or canceled task comes from the store (read-only)."""
+        record = self.records.get(task_id)
+        if record is not None:
+            return record
+        row = self.store.task_row(task_id)
+        if row is None:
+            raise TaskNotFoundError(task_id)
+        return self._record_from_row(row)
 
     def queue_length(self) -> int:
         return len(self._queued)
 
     def counts(self) -> dict[str, int]:
+        """Tasks per lifecycle state (the store's count when it keeps every task)."""
+        if self.store.durable:
+            return self.store.counts()
         out: dict[str, int] = {}
         for record in self.records.values():
             out[record.state] = out.get(record.state, 0) + 1
@@ -524,7 +544,12 @@ class Admission:
                      "gate_failures": record.gate_failures, "exit_reason": record.exit_reason,
                      "error": record.error, "pending_resume": record.pending_resume,
                      "result": context.final_result if target == "done" else None})
-        return [self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))]
+        notice = self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))
+        if target in EVICTED and self.store.durable:
+            # Finished for good: the store answers for it from now on (memory stays flat
+            # however many tasks a system runs).  Failed ones stay: they may be retried.
+            self.records.pop(record.task_id, None)
+        return [notice]
 
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
         return TransitionNotice(record.task_id, "lifecycle", source, target, event,

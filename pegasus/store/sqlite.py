@@ -105,6 +105,8 @@ class Checkpoint:
 class Store:
     """A connection to the database; use one per process (the supervisor's)."""
 
+    durable = True  # what is written here outlives the process (Admission may forget it)
+
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
         self.path = Path(path)
         try:
@@ -241,6 +243,22 @@ class Store:
         rows = self._query(f"SELECT * FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
                            " ORDER BY seq", TERMINAL)
         return [_task_row(r) for r in rows]
+
+    def list_tasks(self, state: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """Tasks in submission order; ``state`` matches the lifecycle or the cognitive state."""
+        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at"
+        if state is None:
+            rows = self._query(f"SELECT {columns} FROM tasks ORDER BY seq LIMIT ?", (limit,))
+        else:
+            rows = self._query(f"SELECT {columns} FROM tasks WHERE lifecycle_state = ? OR cognitive_state = ?"
+                               " ORDER BY seq LIMIT ?", (state, state, limit))
+        names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at")
+        return [dict(zip(names, row)) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """How many tasks are in each lifecycle state."""
+        return {state: int(n) for state, n in
+                self._query("SELECT lifecycle_state, COUNT(*) FROM tasks GROUP BY lifecycle_state", ())}
 
     def checkpoints(self, task_id: str) -> list[Checkpoint]:
         """The checkpoints to rebuild the task from: the last full one and every delta after it."""

@@ -53,6 +53,9 @@ def test_a_task_runs_to_done_and_is_inspectable(simple, machine: str) -> None:
     task = client.submit("what is 2 + 3 * 4?", machine=machine)
     done = client.wait(task["task_id"], timeout=10)
     assert done["lifecycle_state"] == "done" and done["state"] == "completed" and "14" in done["result"]
+    assert done["from_store"] is True  # a finished task leaves the supervisor's memory
+    assert [s["stage"] for s in done["stages"]][:3] == (["perceive", "think", "plan"] if machine == "classic"
+                                                          else ["reason", "act", "act"])
     history = client.history(task["task_id"])
     assert [h["to_state"] for h in history["lifecycle"]] == ["approved", "queued", "running", "verifying",
                                                              "verified", "done"]

@@ -128,3 +128,21 @@ def test_a_corrupt_checkpoint_of_a_queued_task_fails_it_by_legal_moves(tmp_path:
     assert second.get(queued.task_id).state == "failed"
     path = [(a["payload"]["from_state"], a["payload"]["to_state"]) for a in second.store.audit(queued.task_id)[1:]]
     assert path[-2:] == [("queued", "running"), ("running", "failed")]
+
+
+def test_finished_tasks_leave_memory_only_when_the_store_keeps_them(tmp_path: Path) -> None:
+    durable = admission_on(tmp_path)
+    task, _ = durable.submit("echo hi", "classic", 5, {}, "t")
+    fsm = TaskFSM.restore(task.snapshot)
+    for event, payload in (("TASK_CREATED", {}), ("PERCEIVE_DONE", {}), ("THINK_DONE", {}), ("PLAN_DONE", {"plan": PLAN}),
+                           ("ACT_DONE", {}), ("REFLECT_DONE", {"verdict": "complete", "final_result": "hi"})):
+        fsm.transition(event, **payload)
+    durable.on_stopped(task.task_id, 1, "completed", fsm.snapshot(), None)
+    assert task.task_id not in durable.records
+    assert durable.get(task.task_id).state == "done"  # read back from the store
+    assert durable.counts() == {"done": 1}
+    from pegasus.admission import Admission
+    volatile = Admission(Settings())  # NullStore: nothing else remembers it
+    kept, _ = volatile.submit("echo hi", "classic", 5, {}, "t")
+    volatile.cancel(kept.task_id, "x")
+    assert kept.task_id in volatile.records and volatile.counts() == {"canceled": 1}
