@@ -255,3 +255,13 @@ def freeze_and_kill(list_pids: Callable[[], list[int]]) -> dict[int, int]:
             except ProcessLookupError:
                 pass
     return frozen
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the kernel's choice), never Thespian's default 1900."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+        if port != 1900:
+            return port

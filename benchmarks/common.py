@@ -13,7 +13,6 @@ import contextlib
 import math
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import procs
+from actors.procs import free_port
 from actors.client import Client
 from actors.system import SystemSpec, shutdown, system_pids
 from pegasus.config import Settings
@@ -30,14 +30,6 @@ TERMINAL = frozenset({"done", "failed", "canceled"})
 PLUGINS = ["benchmarks.tools:register", "tests.support.tools:register"]
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the kernel's choice), never Thespian's default 1900."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 1900:
-            return port
 
 
 def settings_for(state_dir: Path, port: int, overrides: dict[str, Any] | None = None) -> Settings:

@@ -8,7 +8,6 @@ pid -- only pids of that system, identified by pid and start time).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,19 +23,11 @@ from pegasus.config import Settings
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    """A port free on 127.0.0.1 now (the kernel's choice for port 0), never 1900."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 1900:  # Thespian's default admin port: never collide with a real one
-            return port
 
 
 @pytest.fixture
 def free_port() -> int:
-    return _free_port()
+    return procs.free_port()
 
 
 @pytest.fixture
@@ -133,7 +124,7 @@ class Convention:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.client: Client | None = None
-        self.leader_port = _free_port()
+        self.leader_port = procs.free_port()
         self.members: list[tuple[SystemSpec, dict[int, int]]] = []
         self.leader_seen: dict[int, int] = {}
         self.leader_spec: SystemSpec | None = None  # a leader started by the CLI (track_leader)
@@ -157,7 +148,7 @@ class Convention:
         return f"127.0.0.1:{self.leader_port}"
 
     def member_settings(self, name: str, port: int | None = None, **overrides: Any) -> Settings:
-        return self.settings(port or _free_port(), name, **overrides)
+        return self.settings(port or procs.free_port(), name, **overrides)
 
     def join(self, name: str, port: int | None = None, **capabilities: Any) -> SystemSpec:
         """A member offering ``llm_workers=``/``tool_workers=`` (and any other capability)."""

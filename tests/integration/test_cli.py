@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -44,14 +43,6 @@ ARITHMETIC = "what is 2 + 3 * 4?"
 TRANSITION = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}\s+(\S+)\s+(\S+) -> (\S+)\s+(\S+)")
 
 
-def _free_port() -> int:
-    """A port free on 127.0.0.1 now, never Thespian's default 1900."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 1900:
-            return port
 
 
 @dataclass
@@ -187,7 +178,7 @@ def _make(tmp: Path, name: str, **env_extra: str) -> Pegasus:
     home, cwd = tmp / f"{name}-home", tmp / f"{name}-cwd"
     home.mkdir()
     cwd.mkdir()
-    return Pegasus(port=_free_port(), home=home.resolve(), cwd=cwd.resolve(), env_extra=dict(env_extra))
+    return Pegasus(port=procs.free_port(), home=home.resolve(), cwd=cwd.resolve(), env_extra=dict(env_extra))
 
 
 def _stop_and_check(pegasus: Pegasus) -> None:

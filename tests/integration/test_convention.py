@@ -24,20 +24,13 @@ from actors import convention as conv, procs
 from actors.system import SystemStartError, system_pids
 
 from .conftest import FAST_CONVENTION, PROJECT_ROOT, Convention
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 LLM_STAGES = {"perceive", "think", "plan", "reflect", "reason"}
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 def placed(client: Any, pool: str, expected: dict[str, int]) -> Callable[[], dict[str, Any] | None]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from actors import procs
 from actors.system import system_pids
 from tests.support.tools import keys_in
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -31,13 +31,6 @@ def effect(path: Path, hold_s: float) -> str:
     return f"call append_key {json.dumps({'path': str(path), 'hold_s': hold_s})}"
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def assert_no_key_twice(path: Path) -> list[str]:

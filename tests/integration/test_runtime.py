@@ -12,6 +12,7 @@ import pytest
 from actors import messages as m, procs
 from actors.client import RequestError
 from actors.system import system_pids
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +46,6 @@ def running_intervals(client, task_ids: list[str]) -> list[tuple[float, float]]:
     return intervals
 
 
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_max_overlap_helper_counts_correctly() -> None:
