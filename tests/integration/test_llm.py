@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_openai import FakeOpenAI, completion, http_error, tool_call
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +121,7 @@ def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
     server.script(completion({"answer": "one"}, prompt_tokens=2000, completion_tokens=500),
                   completion({"answer": "two"}))
     first = client.submit("first?", machine="reason_act")["task_id"]
+    wait_for(lambda: server.requests, what="the first call")  # it holds the budget, not the second
     second = client.submit("second?", machine="reason_act")["task_id"]
     assert client.wait(first, timeout=30)["result"] == "one"
     time.sleep(1.0)
