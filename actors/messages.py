@@ -327,6 +327,13 @@ class PlacementDeadline:
 
 
 @dataclass(frozen=True)
+class CancelTask:
+    """Supervisor -> pools: the task is canceled; drop its queued requests, end its running stage."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
 class BudgetWakeup:
     """Wakeup payload of the llm pool: the model's rate budget may admit the next call now."""
 

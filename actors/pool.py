@@ -40,7 +40,7 @@ from thespian.actors import ActorExitRequest, ActorSystemConventionUpdate, Actor
 
 from actors import procs
 from actors.messages import (
-    BudgetWakeup, Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
+    BudgetWakeup, CancelTask, Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
     Work, WorkDone, WorkerInit, WorkerReady,
 )
 from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
@@ -386,6 +386,19 @@ class StagePool(ActorTypeDispatcher):
             self._spawn(index, slot.member)
         self._watch_starved()
         self._dispatch()
+
+    def receiveMsg_CancelTask(self, cancel: CancelTask, sender: Any) -> None:
+        """A canceled task's work: queued requests are dropped, a running stage's worker is
+        ended and replaced (a blocking call cannot be interrupted otherwise); nobody waits
+        for those answers any more."""
+        pool = self.pool
+        if pool is None:
+            return
+        pool.queue = deque(w for w in pool.queue if w.request.task_id != cancel.task_id)
+        for job_id, job in list(pool.jobs.items()):
+            if job.request.task_id == cancel.task_id:
+                self.log.info("stage_canceled", task_id=cancel.task_id, stage=job.request.stage, worker=job.slot)
+                self._replace(job.slot, "the task was canceled", "exception", kill=True)
 
     # -- observation and shutdown ----------------------------------------------------------
     def receiveMsg_PoolStatsRequest(self, ask: PoolStatsRequest, sender: Any) -> None:

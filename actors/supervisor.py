@@ -346,6 +346,8 @@ class Supervisor(ActorTypeDispatcher):
                 actor = self.task_actors.pop(effect.task_id, None)
                 if actor is not None:
                     self.send(actor[0], ActorExitRequest())
+                for pool in self.pools.values():  # free the workers still busy with its stages
+                    self.send(pool, m.CancelTask(effect.task_id))
             elif isinstance(effect, SuspendRun):
                 actor = self.task_actors.get(effect.task_id)
                 if actor is not None:

@@ -164,6 +164,9 @@ class Store:
                 " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
                  row["source"], pack(row.get("metadata") or {}), stamp, stamp))
+            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
+                       " VALUES (?, 'lifecycle', 0, '-', 'draft', 'TASK_CREATED', ?, ?)",
+                       (row["task_id"], pack({"reason": "submitted"}), stamp))
             self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"]})
             db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
                        (row["task_id"], row["cognitive_state"], checkpoint, stamp))

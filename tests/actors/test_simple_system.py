@@ -57,7 +57,7 @@ def test_a_task_runs_to_done_and_is_inspectable(simple, machine: str) -> None:
     assert [s["stage"] for s in done["stages"]][:3] == (["perceive", "think", "plan"] if machine == "classic"
                                                           else ["reason", "act", "act"])
     history = client.history(task["task_id"])
-    assert [h["to_state"] for h in history["lifecycle"]] == ["approved", "queued", "running", "verifying",
+    assert [h["to_state"] for h in history["lifecycle"]] == ["draft", "approved", "queued", "running", "verifying",
                                                              "verified", "done"]
     assert history["cognitive"][-1]["to_state"] == "completed"
     assert [t["task_id"] for t in client.list(state="done")] == [task["task_id"]]

@@ -381,7 +381,7 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     record = json.loads(history.stdout)
     assert record["task_id"] == submitted
     assert [h["to_state"] for h in record["lifecycle"]][-3:] == ["verifying", "verified", "done"]
-    assert [h["to_state"] for h in record["lifecycle"]][:3] == ["approved", "queued", "running"]
+    assert [h["to_state"] for h in record["lifecycle"]][:4] == ["draft", "approved", "queued", "running"]
     assert record["cognitive"][0]["to_state"] == "perceiving" and record["cognitive"][-1]["to_state"] == "completed"
     # The text form lists the transitions in the order they happened.
     lines = transitions(history_text.stdout)

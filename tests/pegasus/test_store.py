@@ -55,7 +55,7 @@ def test_lifecycle_transition_writes_state_audit_and_history(tmp_path: Path) -> 
     assert [a["event_type"] for a in audit] == ["TASK_CREATED", "STATE_TRANSITION_APPROVED"]
     assert audit[1]["payload"] == {"from_state": "draft", "to_state": "approved", "actor": "user", "reason": "ok",
                                    "transition_metadata": {}}
-    assert [(t["from_state"], t["to_state"]) for t in store.transitions("t1")] == [("draft", "approved")]
+    assert [(t["from_state"], t["to_state"]) for t in store.transitions("t1")] == [("-", "draft"), ("draft", "approved")]
 
 
 def test_compare_and_set_refuses_a_stale_writer(tmp_path: Path) -> None:
