@@ -203,15 +203,15 @@ class TaskActor(ActorTypeDispatcher):
                 return
             key = step_key(fsm.task_id, start.generation, fsm.context.iteration, work.step_index)
             known = start.journal.get(key)
+            effect = self._effect(work.step_index)
             if known is not None:
                 self._replay_journal(work, key, known)
-            elif self._effect(work.step_index) == "pure":
+            elif effect == "pure":
                 self._dispatch(work, None)  # a pure step may run again: no journal row needed
             else:
                 self.pending = (work, key)
-                tool = self._tool(work.step_index)
                 self._report(m.JournalStart(fsm.task_id, self._run, self.token, key, work.step_index,
-                                                          tool, self._effect(work.step_index)))
+                                            self._tool(work.step_index), effect))
 
     def _dispatch(self, work: RunStage, key: str | None) -> None:
         fsm, start = self.fsm, self.start

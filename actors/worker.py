@@ -21,7 +21,7 @@ from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerIni
 from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
-from pegasus.cognitive.stages import StageError, offline_processors, processors_for, run_stage
+from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
 
 GATE_OUTPUT_CHARS = 4000
 POOL_REQUIREMENT = "pegasus.pool"  # with MEMBER_CAPABILITY: where a pool places a worker
@@ -66,7 +66,7 @@ class StageWorker(ActorTypeDispatcher):
         # Which admin runs this worker: the convention member's name and its admin port.
         self.identity.update(member=(capabilities or {}).get(MEMBER_CAPABILITY),
                              admin_port=(capabilities or {}).get("Admin Port"))
-        self.processors = offline_processors()
+        self.processors: Processors | None = None  # from the settings WorkerInit brings
         self.latency_s = 0.0
         self.log = logs.get("worker")
 
@@ -91,6 +91,8 @@ class StageWorker(ActorTypeDispatcher):
     def _run(self, request: StageRequest) -> StageResult:
         if request.stage == "gate":
             return _run_gate(request)
+        if self.processors is None:
+            raise RuntimeError("stage worker received work before WorkerInit")
         if self.latency_s:
             time.sleep(self.latency_s)
         context = request.context

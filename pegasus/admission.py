@@ -397,7 +397,7 @@ class Admission:
             record = self._record_from_row(row)
             self.records[record.task_id] = record
             try:
-                record.snapshot = rebuild(record.task_id, self.store.checkpoints(record.task_id))
+                record.snapshot = self._rebuild(record)
             except CorruptCheckpoint as exc:
                 effects += self._fail_unrecoverable(record, str(exc))
                 continue
@@ -437,9 +437,10 @@ class Admission:
         return effects
 
     def _record_from_row(self, row: dict[str, Any]) -> TaskRecord:
+        transitions = self.store.transitions(row["task_id"])
         history = [StateTransition(from_state=t["from_state"], to_state=t["to_state"], trigger_event_type=t["event"],
                                    trigger_event_id="", timestamp=t["timestamp"])
-                   for t in self.store.transitions(row["task_id"]) if t["machine"] == "lifecycle"]
+                   for t in transitions if t["machine"] == "lifecycle"]
         lifecycle = TaskFSM("lifecycle", task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
                             priority=row["priority"], metadata=dict(row["metadata"] or {}),
                             state=row["lifecycle_state"], history=history)
@@ -453,7 +454,7 @@ class Admission:
             record.pending_resume = (event, dict(payload))
         record.cognitive_history = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"],
                                      "event": t["event"], "timestamp": t["timestamp"]}
-                                    for t in self.store.transitions(row["task_id"]) if t["machine"] != "lifecycle"]
+                                    for t in transitions if t["machine"] != "lifecycle"]
         return record
 
     def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
