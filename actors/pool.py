@@ -18,12 +18,18 @@ A member that leaves or is declared dead takes its workers with it: their
 in-flight requests are answered as failed, exactly like a worker crash, and the
 pool shrinks; it grows again when a member (re)joins.
 
-Every request is answered exactly once: with the worker's result, or as failed
-when the queue is full, the deadline passes (the worker is then ended and
-replaced, since a blocking call cannot be interrupted from outside), the worker
-dies (ChildActorExited; it is replaced), its member leaves, or it waited a whole
-stage timeout while the pool had no worker at all.  Unlike ``thespian.troupe``,
-a job whose worker died is never re-run silently: the requester decides.
+Every request is answered: by its worker, which sends the result straight to
+the requester (``Work.reply_to``; the pool gets only a short ``WorkDone``, so a
+hop costs three sends, not four), or by the pool as failed when the queue is
+full, the deadline passes (the worker is then ended and replaced, since a
+blocking call cannot be interrupted from outside), the worker dies
+(ChildActorExited; it is replaced), its member leaves, or it waited a whole
+stage timeout while the pool had no worker at all.  A worker the pool gave up
+on may still answer late; requesters keep the first answer for a request's
+token and drop the rest.  Unlike ``thespian.troupe``, a job whose worker died
+is never re-run silently: the requester decides.  The one result that goes
+through the pool is a rate-limited model call (llm pool): the pool decides
+whether it waits and runs again.
 """
 
 from __future__ import annotations
@@ -245,7 +251,7 @@ class StagePool(ActorTypeDispatcher):
             job = pool.next_job
             pool.jobs[job] = _Job(waiting.request, waiting.requester, index, waiting.requeues)
             slot.job = job
-            self.send(slot.address, Work(job, waiting.request))
+            self.send(slot.address, Work(job, waiting.request, waiting.requester))
             self.wakeupAfter(timedelta(seconds=self._timeout(waiting.request)), payload=Deadline(job))
 
     def _timeout(self, request: StageRequest) -> float:
@@ -269,14 +275,18 @@ class StagePool(ActorTypeDispatcher):
             return
         job = pool.jobs.pop(done.job, None)
         if job is None:
-            return  # answered already (deadline, member lost): the late result is dropped
-        if self.budget is not None and self.budget.settle(done.job, done.result.worker, job.requeues):
+            # Answered already (deadline, member lost).  A late result the worker sent straight
+            # to the requester carries that request's token, which the requester has moved past.
+            return
+        worker = done.result.worker if done.result is not None else done.worker
+        requeue = self.budget is not None and self.budget.settle(done.job, worker, job.requeues)
+        if requeue:
             # Rate-limited by the endpoint: admission pauses, the request waits first in line.
             self.log.warning("rate_limited", task_id=job.request.task_id, stage=job.request.stage,
-                             retry_after_s=done.result.worker.get("retry_after_s"), requeues=job.requeues + 1)
+                             retry_after_s=worker.get("retry_after_s"), requeues=job.requeues + 1)
             pool.next_seq += 1
             pool.queue.appendleft(_Waiting(pool.next_seq, job.request, job.requester, requeues=job.requeues + 1))
-        else:
+        elif done.result is not None:  # (None: the worker answered the requester itself)
             self.send(job.requester, done.result)
         slot = pool.slots.get(job.slot)
         if slot is not None and slot.job == done.job:

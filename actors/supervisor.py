@@ -23,7 +23,7 @@ from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispa
 from actors import messages as m
 from actors.convention import members_view
 from actors.pool import StagePool
-from actors.task_actor import TaskActor
+from actors.task_actor import TaskActor, effect_registry
 from pegasus import logs
 from pegasus.admission import (
     Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter, usage_total,
@@ -32,6 +32,7 @@ from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store import Store
 from pegasus.task import TaskNotFoundError
+from pegasus.tools.registry import ToolError
 
 Handler = Callable[["Supervisor", Any, Any], Any]
 
@@ -110,6 +111,10 @@ class Supervisor(ActorTypeDispatcher):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, settings.pools.queue_limit, timeout, self.settings_dict))
             self.pools[name] = pool
+        try:
+            effect_registry(self.settings_dict)  # task actors forked from here inherit it
+        except ToolError as exc:
+            self.log.error("tool_registry_unavailable", error=str(exc))
         self.store = Store.in_state_dir(settings.state_dir())
         self.admission = Admission(settings, store=self.store)
         effects = self.admission.restore()
@@ -134,12 +139,14 @@ class Supervisor(ActorTypeDispatcher):
         if metadata_size > runtime.max_message_bytes:
             raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
         machine = request.machine or runtime.default_machine
-        record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
-                                                request.source)
-        if request.follow:
-            self.subscribers.append((sender, record.task_id))
-        self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
-        self._carry_out(effects)
+        assert self.store is not None
+        with self.store.group():  # created, approved, queued, maybe running: one commit, before the reply
+            record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
+                                                    request.source)
+            if request.follow:
+                self.subscribers.append((sender, record.task_id))
+            self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
+            self._carry_out(effects)
         return record.view()
 
     @request_handler
@@ -238,6 +245,22 @@ class Supervisor(ActorTypeDispatcher):
                 "members": members_view(parts)}))
 
     # -- reports from task actors and the tool pool ----------------------------------------------
+    def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
+        """A task actor's reports, in order.  Their store writes share one commit; a journal
+        entry is written (committed) last and only then answered, so a step never runs
+        before its journal row is durable."""
+        if self.store is None:
+            return
+        journal = [r for r in batch.reports if isinstance(r, m.JournalStart)]
+        with self.store.group():
+            for report in batch.reports:
+                if isinstance(report, m.TaskTransitioned):
+                    self.receiveMsg_TaskTransitioned(report, sender)
+                elif isinstance(report, m.TaskStopped):
+                    self.receiveMsg_TaskStopped(report, sender)
+        for start in journal:  # the actor waits after one: it is always the batch's last report
+            self.receiveMsg_JournalStart(start, sender)
+
     def receiveMsg_TaskTransitioned(self, report: m.TaskTransitioned, sender: Any) -> None:
         if self.admission is None or self.store is None:
             return

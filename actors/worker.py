@@ -86,7 +86,13 @@ class StageWorker(ActorTypeDispatcher):
             result = StageResult(work.request.task_id, work.request.token, work.request.stage, ok=False,
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
         worker = {**result.worker, **self.identity, "started": started, "finished": time.time()}
-        self.send(sender, WorkDone(work.job, _with_worker(result, worker)))
+        result = _with_worker(result, worker)
+        if work.reply_to is None or "retry_after_s" in worker:
+            # Rate-limited by the endpoint: the pool decides whether it runs again.
+            self.send(sender, WorkDone(work.job, result))
+            return
+        self.send(work.reply_to, result)  # the requester first: it is waiting for this
+        self.send(sender, WorkDone(work.job, worker={"usage": worker["usage"]} if "usage" in worker else {}))
 
     def _run(self, request: StageRequest) -> StageResult:
         if request.stage == "gate":

@@ -1,11 +1,13 @@
-"""Thespian's floor for one hop: the same four sends as a Pegasus hop, with no Pegasus work.
+"""Thespian's floor for one hop: the same sends as a Pegasus hop, with no Pegasus work.
 
-A Pegasus hop is four one-way multiprocTCPBase messages between three
-processes: worker -> pool (WorkDone), pool -> task actor (StageResult), task
-actor -> pool (StageRequest), pool -> worker (Work).  Here three bare actors
-pass a ~1 KB dict along exactly that path, the worker stamping ``time.time()``
-as a Pegasus worker does, so ``pegasus hop - floor hop`` is what Pegasus itself
-adds (transition, checkpoint, report to the supervisor, pickling its messages).
+A Pegasus hop is three one-way multiprocTCPBase messages between three
+processes on its path -- worker -> task actor (the StageResult), task actor ->
+pool (StageRequest), pool -> worker (Work) -- plus the worker's short note to
+its pool that it is free (WorkDone), sent just after the result.  Here three
+bare actors pass a ~1 KB dict along exactly that path, the worker stamping
+``time.time()`` as a Pegasus worker does, so ``pegasus hop - floor hop`` is
+what Pegasus itself adds (transition, checkpoint, report to the supervisor,
+pickling its messages).
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ class FloorRequest:
 @dataclass(frozen=True)
 class FloorWork:
     index: int
+    reply_to: Any
     payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FloorFree:
+    index: int
 
 
 @dataclass(frozen=True)
@@ -63,23 +71,22 @@ class FloorStamps:
 class FloorWorker(ActorTypeDispatcher):
     def receiveMsg_FloorWork(self, work: FloorWork, sender: Any) -> None:
         started = time.time()
-        self.send(sender, FloorDone(work.index, started, time.time(), work.payload))
+        self.send(work.reply_to, FloorDone(work.index, started, time.time(), work.payload))
+        self.send(sender, FloorFree(work.index))
 
 
 class FloorPool(ActorTypeDispatcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.worker: Any = None
-        self.requester: Any = None
 
     def receiveMsg_FloorRequest(self, request: FloorRequest, sender: Any) -> None:
         if self.worker is None:
             self.worker = self.createActor(FloorWorker)
-        self.requester = sender
-        self.send(self.worker, FloorWork(request.index, request.payload))
+        self.send(self.worker, FloorWork(request.index, sender, request.payload))
 
-    def receiveMsg_FloorDone(self, done: FloorDone, sender: Any) -> None:
-        self.send(self.requester, done)
+    def receiveMsg_FloorFree(self, free: FloorFree, sender: Any) -> None:
+        pass  # a Pegasus pool marks the worker idle here
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         if self.worker is not None:
@@ -128,9 +135,9 @@ class FloorTask(ActorTypeDispatcher):
 
 
 def measure_floor(state: Path, rounds: int) -> dict[str, Any]:
-    """Hop p50/p99 of the bare four-message path (the first 10 rounds are warm-up), three ways.
+    """Hop p50/p99 of the bare path (the first 10 rounds are warm-up), three ways.
 
-    ``none``: the four sends only.  ``report_before`` / ``report_after``: the
+    ``none``: the sends only.  ``report_before`` / ``report_after``: the
     task actor also sends a 1 KB report to a sink actor (as a Pegasus task actor
     reports each transition to its supervisor) before / after the next request.
     """

@@ -109,6 +109,7 @@ class Store:
 
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
         self.path = Path(path)
+        self._depth = 0  # open group() / savepoint nesting
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
@@ -145,7 +146,24 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time."""
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time.
+
+        Inside ``group()`` it is a savepoint instead: still all-or-nothing on its
+        own, committed with the group.
+        """
+        if self._depth:
+            savepoint = f"write{self._depth}"
+            self._depth += 1
+            self.db.execute(f"SAVEPOINT {savepoint}")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute(f"ROLLBACK TO {savepoint}")
+                raise
+            finally:
+                self._depth -= 1
+                self.db.execute(f"RELEASE {savepoint}")
+            return
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -153,6 +171,29 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Several writes, one commit.
+
+        Each write inside stays atomic on its own (a failed one is rolled back
+        alone) and what succeeded is committed when the block ends, even if it
+        raises: exactly what separate transactions would leave, for one WAL
+        append instead of one per write.  They are durable only when the block
+        ends: nothing that promises durability (a journal entry's answer) may be
+        sent inside it.
+        """
+        if self._depth:
+            yield
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+        finally:
+            self._depth = 0
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
 
     # -- writes ------------------------------------------------------------------------------
     def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:

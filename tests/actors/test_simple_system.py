@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from thespian.actors import ActorSystem
+from thespian.actors import ActorSystem, ActorTypeDispatcher
 
 from actors import messages as m
 from actors.client import Client, RequestError
@@ -19,7 +19,6 @@ from actors.pool import StagePool
 from actors.task_actor import TaskActor
 from pegasus.config import Settings
 from pegasus.task import Plan, PlanStep, TaskContext, TaskFSM
-from tests.support.burst import Burst
 from tests.support.recording_pool import RecordingPool
 
 
@@ -111,7 +110,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(tmp_path: Path)
         actor = asys.createActor(TaskActor)
         fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
         settings = settings_for(tmp_path).model_dump()
-        first = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5)
+        [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
         assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
         [request] = asys.ask(pool, "requests", 5)
         assert (request.stage, request.token) == ("perceive", 1)
@@ -119,13 +118,12 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(tmp_path: Path)
         asys.tell(actor, stale)
         assert asys.listen(0.2) is None  # dropped: no transition reported
         current = m.StageResult("t1", 1, "perceive", True, "PERCEIVE_DONE", {"perception": {"intents": []}})
-        moved = asys.ask(actor, current, 5)
+        [moved] = asys.ask(actor, current, 5).reports
         assert (moved.from_state, moved.to_state) == ("perceiving", "thinking")
         asys.tell(actor, current)  # the same result again is stale now
         assert asys.listen(0.2) is None
-        stopped = asys.ask(actor, m.SuspendTask("hold"), 5)
-        assert stopped.to_state == "suspended"
-        final = asys.listen(5)
+        suspended, final = asys.ask(actor, m.SuspendTask("hold"), 5).reports
+        assert suspended.to_state == "suspended" and suspended.checkpoint[0] == "full"
         assert isinstance(final, m.TaskStopped) and final.state == "suspended"
         assert final.snapshot.context.suspended_state == "thinking"
     finally:
@@ -139,9 +137,9 @@ def test_task_actor_fails_the_task_when_an_llm_stage_fails(tmp_path: Path) -> No
         actor = asys.createActor(TaskActor)
         fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
         asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path).model_dump()), 5)
-        failed = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline", error_kind="timeout"), 5)
+        failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
+                                                        error_kind="timeout"), 5).reports
         assert failed.to_state == "failed"
-        stopped = asys.listen(5)
         assert (stopped.state, stopped.exit_reason) == ("failed", "timeout")
     finally:
         asys.shutdown()
@@ -156,19 +154,35 @@ def _act_request(token: int) -> m.StageRequest:
     return m.StageRequest("t", token, "act", "classic", TaskContext(input_text="echo", plan=plan), 0)
 
 
+class _Requester(ActorTypeDispatcher):
+    """Sends requests to a pool in one burst (so they queue); tells its client each result
+    and whether the pool itself sent it."""
+
+    def receiveMsg_tuple(self, message: tuple, sender) -> None:
+        self.client, self.pool, requests = sender, message[0], message[1]
+        for request in requests:
+            self.send(self.pool, request)
+
+    def receiveMsg_StageResult(self, result: m.StageResult, sender) -> None:
+        self.send(self.client, (result, sender == self.pool))
+
+
 def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(tmp_path: Path) -> None:
     asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
     try:
         pool = asys.createActor(StagePool)
         asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path).model_dump()))
-        burst = asys.createActor(Burst)
-        asys.tell(burst, (pool, [_act_request(token) for token in (1, 2, 3)]))
-        results = [asys.listen(5) for _ in range(3)]
-        by_token = {r.token: r for r in results}
-        assert by_token[3].ok is False and by_token[3].error_kind == "queue_full"
-        assert by_token[1].ok and by_token[2].ok
-        assert by_token[1].payload["result"]["output"] != by_token[2].payload["result"]["output"]
-        stats = asys.ask(pool, m.PoolStatsRequest(7), 5)
+        requester = asys.createActor(_Requester)
+        asys.tell(requester, (pool, [_act_request(token) for token in (1, 2, 3)]))
+        answers = {result.token: (result, from_pool) for result, from_pool in (asys.listen(5) for _ in range(3))}
+        assert answers[3][0].ok is False and answers[3][0].error_kind == "queue_full"
+        assert answers[1][0].ok and answers[2][0].ok
+        assert answers[1][0].payload["result"]["output"] != answers[2][0].payload["result"]["output"]
+        assert not answers[1][1] and not answers[2][1]  # results come from the worker, not through the pool
+        assert answers[3][1]  # a refusal is the pool's
+        worker = answers[1][0].worker
+        assert worker["pool"] == "tool" and worker["finished"] >= worker["started"]
+        stats = asys.ask(pool, m.PoolStatsRequest(7), 5)  # the worker's WorkDone note freed it for request 2
         assert (stats.ask_id, stats.size, stats.busy, stats.queued) == (7, 1, 0, 0)
     finally:
         asys.shutdown()

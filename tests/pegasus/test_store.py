@@ -96,6 +96,28 @@ def test_two_writers_racing_on_one_task_exactly_one_wins(tmp_path: Path) -> None
     assert first.audit("t1")[-1]["payload"]["actor"] == f"w{winner}"
 
 
+def test_a_group_commits_once_and_keeps_each_write_atomic(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    other = sqlite3.connect(tmp_path / "p.db")  # another reader sees the group only once it ends
+    with pytest.raises(RuntimeError, match="after the writes"):
+        with store.group():
+            store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="user", reason="ok")
+            with pytest.raises(StaleStateError):  # a failed write inside is rolled back alone
+                store.lifecycle_transition("t1", "draft", "canceled", "TASK_CANCELED", actor="user", reason="x")
+            store.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="system", reason="slot")
+            assert other.execute("SELECT lifecycle_state FROM tasks").fetchone()[0] == "draft"
+            raise RuntimeError("after the writes")  # what succeeded is still committed
+    assert other.execute("SELECT lifecycle_state FROM tasks").fetchone()[0] == "queued"
+    assert [t["to_state"] for t in store.transitions("t1")] == ["draft", "approved", "queued"]
+    assert [a["event_type"] for a in store.audit("t1")] == [
+        "TASK_CREATED", "STATE_TRANSITION_APPROVED", "STATE_TRANSITION_QUEUED"]
+    assert not store.db.in_transaction
+    store.lifecycle_transition("t1", "queued", "running", "TASK_STARTED", actor="system", reason="go")  # on its own again
+    assert other.execute("SELECT lifecycle_state FROM tasks").fetchone()[0] == "running"
+    other.close()
+
+
 def test_journal_start_returns_the_known_row(tmp_path: Path) -> None:
     store = Store(tmp_path / "p.db")
     new_task(store)
