@@ -33,7 +33,17 @@
    the environment alone is not enough once Thespian has been imported: we also
    set the module's settings directly.
 
-All three are per process and one process can only serve one bind address, so
+4. The selector.  ``TCPTransport._runWithExpiry`` (TCPTransport.py, ~line
+   1150: "creates selector on each loop, perhaps this could be optimized")
+   builds a ``selectors.DefaultSelector()`` -- epoll on Linux -- every time
+   round its loop, registers every open socket, selects once and closes it:
+   one ``epoll_create``, one ``epoll_ctl`` per socket and a ``close`` per
+   message received or sent, in every actor.  ``PollSelector`` does the same
+   job in one ``poll`` call.  ``use_poll_selector`` gives Thespian's TCP
+   transport module (and only it) a ``selectors`` whose DefaultSelector is
+   PollSelector; inherited through fork like the rest.
+
+All are per process and one process can only serve one bind address, so
 ``install`` refuses a second, different one.
 """
 
@@ -41,11 +51,14 @@ from __future__ import annotations
 
 import logging
 import os
+import selectors
 import threading
+import types
 from pathlib import Path
 
 from thespian.system import utilis as _utilis
 from thespian.system.transport import IPBase as _ipbase
+from thespian.system.transport import TCPTransport as _tcp
 
 _lock = threading.Lock()
 _installed: str | None = None  # the bind host this process is patched for
@@ -91,6 +104,13 @@ def install(bind: str, advertise: str | None) -> None:
             # ThisSystem read the variable at import; teach it the address so
             # it still recognises our own addresses as local.
             _ipbase.thisSystem.add_local_addr(advertise)
+
+
+def use_poll_selector() -> None:
+    """Make Thespian's TCP transport select with one ``poll`` call per loop (point 4 above)."""
+    if getattr(_tcp.selectors, "DefaultSelector", None) is not selectors.PollSelector:
+        _tcp.selectors = types.SimpleNamespace(DefaultSelector=selectors.PollSelector,
+                                               EVENT_READ=selectors.EVENT_READ, EVENT_WRITE=selectors.EVENT_WRITE)
 
 
 def configure_thesplog(logs_dir: Path, threshold: str = "WARNING", max_size: int = 1024 * 1024) -> Path:

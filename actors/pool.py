@@ -120,6 +120,7 @@ class StagePool(ActorTypeDispatcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        procs.die_with_parent()
         self.pool: _PoolState | None = None
         self.closing = False  # told to exit: replace nothing any more
         self.budget: LlmBudget | None = None  # rate budgets of the llm pool (a model provider)

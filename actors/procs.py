@@ -11,7 +11,10 @@ kernel after a system ended is never mistaken for one of its processes.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
+import sys
 from collections.abc import Callable
 import signal
 import socket
@@ -22,6 +25,30 @@ from pathlib import Path
 
 _PROC = Path("/proc")
 _TCP_LISTEN = "0A"  # st column of /proc/net/tcp for TCP_LISTEN
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """In an actor process: be SIGKILLed when the process that forked it ends.
+
+    A pool told to exit while one of its workers is still starting (a system
+    stopped a moment after it started) sends that worker an ActorExitRequest it
+    never receives: Thespian drops what is queued for a child that has not
+    reported its address when the parent exits.  The worker then idles forever
+    as an orphan of init, outside every process tree we check.  With
+    PR_SET_PDEATHSIG the kernel ends it with its parent.  Only in a
+    multiprocessing child (never in a simpleSystemBase test process), only on
+    Linux; a parent already gone by now is checked after setting it.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent.pid:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,7 @@ def _prepare_process(spec: SystemSpec) -> None:
     except _bind.BindConflict as exc:
         raise SystemStartError(str(exc), spec.admin_port) from None
     _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
+    _bind.use_poll_selector()
 
 
 # --- running or not ------------------------------------------------------------

@@ -34,6 +34,7 @@ import msgpack
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
 from actors import messages as m
+from actors import procs
 from pegasus import logs
 from pegasus.cognitive.base import INTERRUPTED
 from pegasus.store.checkpoint import Checkpointer, kind_for
@@ -76,6 +77,7 @@ class TaskActor(ActorTypeDispatcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        procs.die_with_parent()
         self.fsm: TaskFSM | None = None
         self.start: m.StartTask | None = None
         self.supervisor: Any = None

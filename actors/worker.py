@@ -17,6 +17,7 @@ from typing import Any
 
 from thespian.actors import ActorTypeDispatcher
 
+from actors import procs
 from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady
 from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
@@ -62,6 +63,7 @@ class StageWorker(ActorTypeDispatcher):
         # Thespian passes its admin's ``capabilities`` because a positional parameter has
         # that name (withPossibleInitArgs reads getfullargspec().args: not keyword-only ones).
         super().__init__()
+        procs.die_with_parent()
         self.identity: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
         # Which admin runs this worker: the convention member's name and its admin port.
         self.identity.update(member=(capabilities or {}).get(MEMBER_CAPABILITY),

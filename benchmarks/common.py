@@ -104,6 +104,18 @@ def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.
         time.sleep(pause)
 
 
+def wait_workers(client: Client, timeout: float = 30.0) -> None:
+    """Wait until every worker of every pool has reported (has a pid): the process tree is complete."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pools = client.stats()["pools"]
+        if all(worker["pid"] for pool in pools.values() for worker in pool["workers"]):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"workers not ready after {timeout:g}s: {pools}")
+        time.sleep(0.05)
+
+
 # -- memory -----------------------------------------------------------------------------------------
 def pss_kib(pid: int) -> int:
     """Proportional set size of one process (KiB) from /proc/<pid>/smaps_rollup; 0 if it is gone."""
@@ -149,6 +161,77 @@ class MemorySampler:
         self._stop.set()
         self._thread.join()
         self.sample()
+
+
+# -- CPU --------------------------------------------------------------------------------------------
+ROLES = ("supervisor", "task actors", "llm pool", "tool pool", "workers", "admin+logger", "client")
+
+
+def _cpu_ticks(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, own utime+stime, reaped children's cutime+cstime) in clock ticks; None if gone."""
+    try:
+        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14])
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(all, idle + iowait) jiffies of the whole machine, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
+
+
+class CpuAccount:
+    """CPU time by process role over a run, from /proc (clock ticks).
+
+    The roles come from the process tree when the account opens: the admin's
+    children are the logger and the supervisor (the one with children), the
+    supervisor's children then are the two pools (llm created first), theirs
+    the workers.  Task actors come and go: each is reaped by the supervisor,
+    so their CPU is the growth of the supervisor's ``cutime + cstime``.  The
+    client is this process (``os.times``).
+    """
+
+    def __init__(self, system: System) -> None:
+        wait_workers(system.client)
+        pids = system.pids()
+        stats = {pid: st for pid in pids if (st := _cpu_ticks(pid)) is not None}
+        roots = [pid for pid, st in stats.items() if st[0] not in stats]
+        children: dict[int, list[int]] = {}
+        for pid, st in stats.items():
+            children.setdefault(st[0], []).append(pid)
+        kids = [pid for root in roots for pid in children.get(root, [])]
+        supervisor = max(kids, key=lambda pid: len(children.get(pid, [])))
+        pools = sorted(pid for pid in children.get(supervisor, []) if children.get(pid))
+        self.roles: dict[int, str] = {pid: "admin+logger" for pid in roots + kids}
+        self.roles[supervisor] = "supervisor"
+        for pid, name in zip(pools, ("llm pool", "tool pool")):
+            self.roles[pid] = name
+            self.roles.update({worker: "workers" for worker in children.get(pid, [])})
+        self.supervisor = supervisor
+        self.start = {pid: stats[pid] for pid in self.roles}
+        self.client_start = os.times()
+        self.machine_start = _machine_ticks()
+        self.wall_start = time.monotonic()
+
+    def close(self, tasks: int) -> dict[str, Any]:
+        """CPU milliseconds per task by role, the total, and how busy the machine was."""
+        tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        spent = dict.fromkeys(ROLES, 0.0)
+        for pid, role in self.roles.items():
+            now = _cpu_ticks(pid)
+            if now is not None:
+                spent[role] += (now[1] - self.start[pid][1]) * tick_ms
+                if pid == self.supervisor:
+                    spent["task actors"] += (now[2] - self.start[pid][2]) * tick_ms
+        client = os.times()
+        spent["client"] = (client.user + client.system - self.client_start.user - self.client_start.system) * 1000.0
+        machine = _machine_ticks()
+        busy = 1.0 - (machine[1] - self.machine_start[1]) / max(1, machine[0] - self.machine_start[0])
+        per_task = {role: round(ms / tasks, 2) for role, ms in spent.items()}
+        return {"cpu_ms_per_task": per_task, "cpu_ms_per_task_total": round(sum(spent.values()) / tasks, 2),
+                "machine_busy": round(busy, 3), "wall_s": round(time.monotonic() - self.wall_start, 3)}
 
 
 # -- statistics ---------------------------------------------------------------------------------------

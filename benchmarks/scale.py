@@ -6,7 +6,9 @@ divided by the time from the first submit to the last task's ``done``
 (its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
 (/proc/<pid>/smaps_rollup) of every process of the system
 (``actors.system.system_pids``: admin, logger, supervisor, pools, workers,
-task actors), sampled every 0.5 s in a thread.
+task actors), sampled every 0.5 s in a thread.  CPU: milliseconds of CPU per
+task by process role over the same run (``benchmarks.common.CpuAccount``), and
+how busy the whole machine was -- where the time goes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.common import MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import ROLES, CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
 
 NAME = "scale"
 CAP = 32
@@ -25,11 +27,13 @@ def measure(tasks: int) -> dict[str, Any]:
     with state_dir() as state, pegasus_system(state, overrides) as system:
         client = system.client
         with MemorySampler(system) as memory:
+            cpu = CpuAccount(system)
             start = time.time()
             for i in range(tasks):
                 client.submit(f"what is {i} + 1?")
             submitted = time.time()
             counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
+            spent = cpu.close(tasks)
             rows = client.list(limit=tasks + 10)
         end = max(iso_seconds(row["updated_at"]) for row in rows)
         done = sum(1 for row in rows if row["lifecycle_state"] == "done")
@@ -38,7 +42,7 @@ def measure(tasks: int) -> dict[str, Any]:
             "tasks_per_s": round(tasks / elapsed, 3), "submit_s": round(submitted - start, 3),
             "submits_per_s": round(tasks / (submitted - start), 3),
             "peak_pss_mib": round(memory.peak_kib / 1024, 1), "peak_processes": memory.peak_processes,
-            "memory_samples": memory.samples}
+            "memory_samples": memory.samples, **spent}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -56,6 +60,12 @@ def run(quick: bool) -> dict[str, Any]:
                             result["peak_pss_mib"], "MiB", "<= 1024" if big else None,
                             result["peak_pss_mib"] <= 1024 if big else None))
         checks.append(check(f"{tasks} tasks: submit rate (client round trips)", result["submits_per_s"], "/s"))
+        shares = " | ".join(f"{result['cpu_ms_per_task'][role]:g}" for role in ROLES)
+        checks.append(check(f"{tasks} tasks: CPU per task, total (machine {result['machine_busy']:.0%} busy)",
+                            result["cpu_ms_per_task_total"], "ms"))
+        checks.append(check(f"{tasks} tasks: CPU per task by role ({' | '.join(ROLES)})", shares, "ms"))  # type: ignore[arg-type]
     return {"figures": figures, "checks": checks, "notes": [
         "scale: throughput = tasks / (first submit -> last task done); PSS summed over every system process, "
-        "peak of samples taken every 0.5 s."]}
+        "peak of samples taken every 0.5 s. CPU per task = CPU time of each role over the run / tasks "
+        "(/proc/<pid>/stat; task actors = the supervisor's reaped children; client = the benchmark process, "
+        "its submit loop, stats polling and the PSS sampler)."]}

@@ -6,12 +6,14 @@ import os
 import signal
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from actors import messages as m, procs
-from actors.client import RequestError
+from actors.client import Client, RequestError
 from actors.system import system_pids
+from pegasus.config import Settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -223,3 +225,34 @@ def test_bad_requests_get_clear_errors_and_the_system_keeps_serving(pegasus) -> 
     with pytest.raises(RequestError, match="only a suspended task can be resumed"):
         client.resume(done["task_id"], message="more")
     assert client.wait(client.submit("echo fine")["task_id"])["lifecycle_state"] == "done"
+
+
+def _forks_of_this_process() -> dict[int, int]:
+    """Live processes running this very command line (every actor is a fork of the test process)."""
+    me = Path(f"/proc/{os.getpid()}/cmdline").read_bytes()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if (entry / "cmdline").read_bytes() == me:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return procs.identities(found)
+
+
+def test_a_system_stopped_as_it_starts_leaves_no_process_behind(state_dir: Path) -> None:
+    # Stopped a moment after start, the pools are still forking workers.  Such a worker used
+    # to miss its ActorExitRequest and idle forever as an orphan of init, outside the
+    # system's process tree (procs.die_with_parent ends it with its pool).
+    before = _forks_of_this_process()
+    try:
+        for _ in range(3):
+            settings = Settings().with_overrides({"system": {"admin_port": procs.free_port()},
+                                                  "state": {"home": str(state_dir)}, "pools": {"llm_workers": 4}})
+            Client.start(settings).close()
+        wait_for(lambda: not (set(_forks_of_this_process()) - set(before)), timeout=10)
+    finally:
+        left = {pid: start for pid, start in _forks_of_this_process().items() if pid not in before}
+        assert procs.kill_all(left, grace=0.0) == []
+    assert not left, f"processes left behind: {sorted(left)}"

@@ -95,6 +95,15 @@ def test_thespian_addresses_bind_to_the_configured_host(tcp_system):
     assert address.sockname[0] == "127.0.0.1"  # advertised == bound
 
 
+def test_actors_select_with_one_poll_call(tcp_system):
+    # actors/_bind.py point 4: not a new epoll set per loop.  Asked of an actor forked
+    # from the admin and of its child: both inherit the patched transport.
+    spec, asys = tcp_system
+    parent = asys.createActor(EchoActor)
+    child = asys.ask(parent, ("spawn",), ASK)
+    assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSelector"
+
+
 @pytest.mark.parametrize("bind", ["0.0.0.0", "10.1.2.3"])
 @pytest.mark.parametrize("start", [start_system, start_daemon, attach], ids=["start_system", "start_daemon", "attach"])
 def test_non_loopback_bind_is_refused(bind, start, free_port, state_dir):

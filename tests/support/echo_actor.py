@@ -6,6 +6,7 @@ Requests are plain tuples/strings so no other test module must be imported:
 - "pid"                -> the actor's process id
 - ("spawn",)           -> address of a new child EchoActor
 - ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
+- "selector"           -> the name of the selector class Thespian's TCP transport uses here
 - anything else        -> echoed back
 """
 
@@ -25,6 +26,10 @@ class EchoActor(Actor):
             return
         if message == "pid":
             self.send(sender, os.getpid())
+        elif message == "selector":
+            from thespian.system.transport import TCPTransport
+
+            self.send(sender, TCPTransport.selectors.DefaultSelector.__name__)
         elif isinstance(message, tuple) and message[:1] == ("spawn",):
             self.send(sender, self.createActor(EchoActor))
         elif isinstance(message, tuple) and message[:1] == ("log",):
