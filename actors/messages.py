@@ -326,10 +326,15 @@ class PoolStats:
 
 
 @dataclass(frozen=True)
-class Deadline:
-    """Wakeup payload: job ``job`` must be done by now (stale ones are ignored)."""
+class DeadlineCheck:
+    """A pool's wakeup payload: end the jobs whose deadline has passed.
 
-    job: int
+    One such wakeup is pending at a time (for the earliest deadline), not one
+    per job: Thespian keeps pending wakeups in a list it sorts, with a
+    Python-level comparison, on every ``wakeupAfter`` -- with a timer per job
+    (thousands pending at a 120 s timeout) that sort was half of an llm pool's
+    CPU in a 10,000-task run.
+    """
 
 
 @dataclass(frozen=True)

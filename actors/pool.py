@@ -34,6 +34,7 @@ whether it waits and runs again.
 
 from __future__ import annotations
 
+import heapq
 import os
 import signal
 import time
@@ -46,7 +47,7 @@ from thespian.actors import ActorExitRequest, ActorSystemConventionUpdate, Actor
 
 from actors import procs
 from actors.messages import (
-    BudgetWakeup, CancelTask, Deadline, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
+    BudgetWakeup, CancelTask, DeadlineCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
     Work, WorkDone, WorkerInit, WorkerReady,
 )
 from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
@@ -108,6 +109,8 @@ class _PoolState:
     queue: deque[_Waiting] = field(default_factory=deque)
     jobs: dict[int, _Job] = field(default_factory=dict)
     members: dict[str, _Member] = field(default_factory=dict)
+    deadlines: list[tuple[float, int]] = field(default_factory=list)  # heap of (time.monotonic() due, job)
+    armed: float | None = None  # when the pending DeadlineCheck fires
     next_job: int = 0
     next_seq: int = 0
     next_serial: int = 0
@@ -253,7 +256,18 @@ class StagePool(ActorTypeDispatcher):
             pool.jobs[job] = _Job(waiting.request, waiting.requester, index, waiting.requeues)
             slot.job = job
             self.send(slot.address, Work(job, waiting.request, waiting.requester))
-            self.wakeupAfter(timedelta(seconds=self._timeout(waiting.request)), payload=Deadline(job))
+            heapq.heappush(pool.deadlines, (time.monotonic() + self._timeout(waiting.request), job))
+            self._arm()
+
+    def _arm(self) -> None:
+        """Keep one DeadlineCheck pending, for the earliest deadline of a job still running."""
+        pool = self.pool
+        assert pool is not None
+        while pool.deadlines and pool.deadlines[0][1] not in pool.jobs:
+            heapq.heappop(pool.deadlines)  # answered in time: forget it
+        if pool.deadlines and (pool.armed is None or pool.deadlines[0][0] < pool.armed):
+            pool.armed = pool.deadlines[0][0]
+            self.wakeupAfter(timedelta(seconds=max(0.0, pool.armed - time.monotonic())), payload=DeadlineCheck())
 
     def _timeout(self, request: StageRequest) -> float:
         assert self.pool is not None
@@ -311,11 +325,17 @@ class StagePool(ActorTypeDispatcher):
         pool, payload = self.pool, wakeup.payload
         if pool is None:
             return
-        if isinstance(payload, Deadline) and payload.job in pool.jobs:
-            job = pool.jobs[payload.job]
-            timeout = self._timeout(job.request)
-            self.log.warning("stage_deadline", task_id=job.request.task_id, stage=job.request.stage, timeout_s=timeout)
-            self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout", kill=True)
+        if isinstance(payload, DeadlineCheck):
+            pool.armed = None
+            while pool.deadlines and pool.deadlines[0][0] <= time.monotonic():
+                _, job_id = heapq.heappop(pool.deadlines)
+                if (job := pool.jobs.get(job_id)) is not None:
+                    timeout = self._timeout(job.request)
+                    self.log.warning("stage_deadline", task_id=job.request.task_id, stage=job.request.stage,
+                                     timeout_s=timeout)
+                    self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout",
+                                  kill=True)
+            self._arm()
         elif isinstance(payload, PlacementDeadline):
             slot = pool.slots.get(payload.index)
             if slot is not None and slot.serial == payload.serial and not slot.ready:

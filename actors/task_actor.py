@@ -11,9 +11,11 @@ rows in the store, not a process).
 Reports to the supervisor go as one TaskReports message per handler (a
 transition, the one its RaiseEvent chain adds, a journal entry, the stop).
 They are never held back for a later handler: with a slow stage, ``get``
-would show a state one stage old.  (A timer to bound such a delay is no
-answer either: a message sent from a Thespian wakeup handler can sit in the
-transmit queue, and in a 1,500-task run some never reached the supervisor.)
+would show a state one stage old.  (Holding them back at most 20 ms with a
+``wakeupAfter`` timer was tried: two 1,500-task runs each left 2-4 tasks
+whose later reports never reached the supervisor -- Thespian issue #26
+describes sends made from a wakeup handler stalling in the transmit queue.
+Without the timer, none.)
 
 Durability: each checkpointed transition report carries the checkpoint the seeds ask for
 (``pegasus.store.checkpoint``).  A tool step whose tool is not ``pure`` is

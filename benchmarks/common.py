@@ -137,12 +137,15 @@ class MemorySampler:
         self.peak_kib = 0
         self.peak_processes = 0
         self.samples = 0
+        self.cpu_s = 0.0  # this sampler's own CPU (reading smaps_rollup walks page tables: not free)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pss-sampler", daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            began = time.thread_time()
             self.sample()
+            self.cpu_s += time.thread_time() - began
             self._stop.wait(self.interval)
 
     def sample(self) -> int:
@@ -215,8 +218,12 @@ class CpuAccount:
         self.machine_start = _machine_ticks()
         self.wall_start = time.monotonic()
 
-    def close(self, tasks: int) -> dict[str, Any]:
-        """CPU milliseconds per task by role, the total, and how busy the machine was."""
+    def close(self, tasks: int, not_client_s: float = 0.0) -> dict[str, Any]:
+        """CPU milliseconds per task by role, the total, and how busy the machine was.
+
+        ``not_client_s``: CPU of this process that is the benchmark's, not the client's
+        (the PSS sampler's thread), left out of "client".
+        """
         tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
         spent = dict.fromkeys(ROLES, 0.0)
         for pid, role in self.roles.items():
@@ -226,7 +233,8 @@ class CpuAccount:
                 if pid == self.supervisor:
                     spent["task actors"] += (now[2] - self.start[pid][2]) * tick_ms
         client = os.times()
-        spent["client"] = (client.user + client.system - self.client_start.user - self.client_start.system) * 1000.0
+        spent["client"] = (client.user + client.system - self.client_start.user - self.client_start.system
+                           - not_client_s) * 1000.0
         machine = _machine_ticks()
         busy = 1.0 - (machine[1] - self.machine_start[1]) / max(1, machine[0] - self.machine_start[0])
         per_task = {role: round(ms / tasks, 2) for role, ms in spent.items()}
