@@ -43,12 +43,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage
+from thespian.actors import (
+    ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage,
+)
 
 from actors import procs
 from actors.messages import (
-    BudgetWakeup, CancelTask, DeadlineCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline, StageRequest, StageResult,
-    Work, WorkDone, WorkerInit, WorkerReady,
+    BudgetWakeup, CancelTask, DeadlineCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest,
+    QueueDeadline, StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady,
 )
 from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
 from actors.worker import StageWorker, advertised_workers, placement

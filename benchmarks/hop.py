@@ -22,7 +22,7 @@ HOP_DEFINITION = (
     "It includes: the worker pickling the StageResult and sending it straight to the task actor (Thespian "
     "TCP, one message; a short WorkDone to its pool follows); the task actor applying the event to its "
     "TaskFSM, making the checkpoint (context delta), sending the next StageRequest, with the whole "
-    "TaskContext, to a pool (second message) and then TaskTransitioned to the supervisor (which writes the "
+    "TaskContext, to a pool (second message) and then its TaskReports to the supervisor (which writes the "
     "transition + checkpoint to SQLite -- not awaited, so it is on the path only through the CPU it takes "
     "on 2 cores); the pool handing the request to an idle worker as Work (third message); the worker "
     "unpickling it.  An effectful tool step adds one more round trip (JournalStart/JournalStarted to the "
