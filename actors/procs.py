@@ -59,6 +59,8 @@ class ProcStat:
     state: str  # R, S, D, Z (zombie), T, ...
     ppid: int
     starttime: int  # clock ticks since boot: with pid, a unique identity
+    cpu: int = 0  # utime + stime, clock ticks
+    children_cpu: int = 0  # cutime + cstime: of the children it has reaped
 
     @property
     def is_zombie(self) -> bool:
@@ -74,7 +76,8 @@ def read_stat(pid: int) -> ProcStat | None:
     # comm (field 2) is in parentheses and may contain spaces or ')': split
     # on the last ')' so the remaining fields are positional.
     rest = raw.rsplit(")", 1)[1].split()
-    return ProcStat(pid=pid, state=rest[0], ppid=int(rest[1]), starttime=int(rest[19]))
+    return ProcStat(pid=pid, state=rest[0], ppid=int(rest[1]), starttime=int(rest[19]),
+                    cpu=int(rest[11]) + int(rest[12]), children_cpu=int(rest[13]) + int(rest[14]))
 
 
 def all_stats() -> dict[int, ProcStat]:

@@ -249,21 +249,21 @@ class Supervisor(ActorTypeDispatcher):
         """A task actor's reports, in order.  Their store writes share one commit; a journal
         entry is written (committed) last and only then answered, so a step never runs
         before its journal row is durable."""
-        if self.store is None:
+        if self.store is None or self.admission is None:
             return
         journal = [r for r in batch.reports if isinstance(r, m.JournalStart)]
         with self.store.group():
             for report in batch.reports:
                 if isinstance(report, m.TaskTransitioned):
-                    self.receiveMsg_TaskTransitioned(report, sender)
+                    self._on_transitioned(report)
                 elif isinstance(report, m.TaskStopped):
-                    self.receiveMsg_TaskStopped(report, sender)
+                    self._on_stopped(report)
         for start in journal:  # the actor waits after one: it is always the batch's last report
-            self.receiveMsg_JournalStart(start, sender)
+            self._on_journal_start(start, sender)
 
-    def receiveMsg_TaskTransitioned(self, report: m.TaskTransitioned, sender: Any) -> None:
-        if self.admission is None or self.store is None:
-            return
+    # The three reports below come only inside a TaskReports, configured supervisor checked.
+    def _on_transitioned(self, report: m.TaskTransitioned) -> None:
+        assert self.admission is not None and self.store is not None
         record = self.admission.records.get(report.task_id)
         if record is None or record.run != report.run:
             return  # a run that was canceled or replaced
@@ -274,9 +274,8 @@ class Supervisor(ActorTypeDispatcher):
         self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
                                                      report.to_state, report.event, report.timestamp, report.stage))
 
-    def receiveMsg_JournalStart(self, start: m.JournalStart, sender: Any) -> None:
-        if self.store is None or self.admission is None:
-            return
+    def _on_journal_start(self, start: m.JournalStart, sender: Any) -> None:
+        assert self.store is not None and self.admission is not None
         record = self.admission.records.get(start.task_id)
         if record is None or record.run != start.run or record.state != "running":
             return  # that run is over: its step must not start
@@ -284,9 +283,8 @@ class Supervisor(ActorTypeDispatcher):
                                             start.effect)
         self.send(sender, m.JournalStarted(start.key, start.token, existing))
 
-    def receiveMsg_TaskStopped(self, report: m.TaskStopped, sender: Any) -> None:
-        if self.admission is None:
-            return
+    def _on_stopped(self, report: m.TaskStopped) -> None:
+        assert self.admission is not None
         actor = self.task_actors.get(report.task_id)
         if actor is not None and actor[1] == report.run:
             del self.task_actors[report.task_id]

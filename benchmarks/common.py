@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,29 +91,31 @@ def pegasus_system(state: Path, overrides: dict[str, Any] | None = None, *, port
 
 
 # -- waiting --------------------------------------------------------------------------------------
+def _poll_stats(client: Client, done: Callable[[dict[str, Any]], bool], timeout: float, pause: float,
+                what: str) -> dict[str, Any]:
+    """Ask ``stats`` until ``done(stats)``; return those stats.  TimeoutError (naming ``what``) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = client.stats()
+        if done(stats):
+            return stats
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"after {timeout:g}s: {what} (last stats: tasks {stats['tasks']}, pools {stats['pools']})")
+        time.sleep(pause)
+
+
 def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.25,
                 states: frozenset[str] = TERMINAL) -> dict[str, int]:
     """Poll ``stats`` until ``expected`` tasks are in ``states``; return the counts."""
-    deadline = time.monotonic() + timeout
-    while True:
-        counts = client.stats()["tasks"]
-        if sum(n for state, n in counts.items() if state in states) >= expected:
-            return counts
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"after {timeout:g}s: {counts} (waiting for {expected} in {sorted(states)})")
-        time.sleep(pause)
+    stats = _poll_stats(client, lambda st: sum(n for state, n in st["tasks"].items() if state in states) >= expected,
+                        timeout, pause, f"waiting for {expected} tasks in {sorted(states)}")
+    return dict(stats["tasks"])
 
 
 def wait_workers(client: Client, timeout: float = 30.0) -> None:
     """Wait until every worker of every pool has reported (has a pid): the process tree is complete."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pools = client.stats()["pools"]
-        if all(worker["pid"] for pool in pools.values() for worker in pool["workers"]):
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"workers not ready after {timeout:g}s: {pools}")
-        time.sleep(0.05)
+    _poll_stats(client, lambda st: all(w["pid"] for pool in st["pools"].values() for w in pool["workers"]),
+                timeout, 0.05, "waiting for every worker to report")
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -170,15 +172,6 @@ class MemorySampler:
 ROLES = ("supervisor", "task actors", "llm pool", "tool pool", "workers", "admin+logger", "client")
 
 
-def _cpu_ticks(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, own utime+stime, reaped children's cutime+cstime) in clock ticks; None if gone."""
-    try:
-        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14])
-
-
 def _machine_ticks() -> tuple[int, int]:
     """(all, idle + iowait) jiffies of the whole machine, from /proc/stat."""
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -199,11 +192,11 @@ class CpuAccount:
     def __init__(self, system: System) -> None:
         wait_workers(system.client)
         pids = system.pids()
-        stats = {pid: st for pid in pids if (st := _cpu_ticks(pid)) is not None}
-        roots = [pid for pid, st in stats.items() if st[0] not in stats]
+        stats = {pid: st for pid in pids if (st := procs.read_stat(pid)) is not None}
+        roots = [pid for pid, st in stats.items() if st.ppid not in stats]
         children: dict[int, list[int]] = {}
         for pid, st in stats.items():
-            children.setdefault(st[0], []).append(pid)
+            children.setdefault(st.ppid, []).append(pid)
         kids = [pid for root in roots for pid in children.get(root, [])]
         supervisor = max(kids, key=lambda pid: len(children.get(pid, [])))
         pools = sorted(pid for pid in children.get(supervisor, []) if children.get(pid))
@@ -227,11 +220,11 @@ class CpuAccount:
         tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
         spent = dict.fromkeys(ROLES, 0.0)
         for pid, role in self.roles.items():
-            now = _cpu_ticks(pid)
+            now = procs.read_stat(pid)
             if now is not None:
-                spent[role] += (now[1] - self.start[pid][1]) * tick_ms
+                spent[role] += (now.cpu - self.start[pid].cpu) * tick_ms
                 if pid == self.supervisor:
-                    spent["task actors"] += (now[2] - self.start[pid][2]) * tick_ms
+                    spent["task actors"] += (now.children_cpu - self.start[pid].children_cpu) * tick_ms
         client = os.times()
         spent["client"] = (client.user + client.system - self.client_start.user - self.client_start.system
                            - not_client_s) * 1000.0

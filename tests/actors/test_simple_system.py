@@ -30,6 +30,14 @@ def settings_for(tmp_path: Path, **overrides) -> Settings:
 
 
 @pytest.fixture
+def asys() -> Iterator[ActorSystem]:
+    """A bare simpleSystemBase system for one actor under test; shut down afterwards."""
+    system = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
+    yield system
+    system.shutdown()
+
+
+@pytest.fixture
 def simple(tmp_path: Path) -> Iterator:
     clients: list[Client] = []
 
@@ -89,60 +97,48 @@ def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> 
         client.cancel("missing")
 
 
-def test_an_unconfigured_supervisor_says_so(tmp_path: Path) -> None:
+def test_an_unconfigured_supervisor_says_so(asys) -> None:
     from actors.supervisor import Supervisor
-    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
-    try:
-        supervisor = asys.createActor(Supervisor)
-        reply = asys.ask(supervisor, m.Stats(request_id="s"), 5)
-        assert not reply.ok and "not configured" in reply.error
-    finally:
-        asys.shutdown()
+    supervisor = asys.createActor(Supervisor)
+    reply = asys.ask(supervisor, m.Stats(request_id="s"), 5)
+    assert not reply.ok and "not configured" in reply.error
 
 
 # -- task actor ----------------------------------------------------------------------------------
 
 
-def test_task_actor_drops_stale_results_and_applies_current_ones(tmp_path: Path) -> None:
-    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
-    try:
-        pool = asys.createActor(RecordingPool)
-        actor = asys.createActor(TaskActor)
-        fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
-        settings = settings_for(tmp_path).model_dump()
-        [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
-        assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
-        [request] = asys.ask(pool, "requests", 5)
-        assert (request.stage, request.token) == ("perceive", 1)
-        stale = m.StageResult("t1", 0, "perceive", True, "PERCEIVE_DONE", {"perception": {}})
-        asys.tell(actor, stale)
-        assert asys.listen(0.2) is None  # dropped: no transition reported
-        current = m.StageResult("t1", 1, "perceive", True, "PERCEIVE_DONE", {"perception": {"intents": []}})
-        [moved] = asys.ask(actor, current, 5).reports
-        assert (moved.from_state, moved.to_state) == ("perceiving", "thinking")
-        asys.tell(actor, current)  # the same result again is stale now
-        assert asys.listen(0.2) is None
-        suspended, final = asys.ask(actor, m.SuspendTask("hold"), 5).reports
-        assert suspended.to_state == "suspended" and suspended.checkpoint[0] == "full"
-        assert isinstance(final, m.TaskStopped) and final.state == "suspended"
-        assert final.snapshot.context.suspended_state == "thinking"
-    finally:
-        asys.shutdown()
+def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path: Path) -> None:
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
+    settings = settings_for(tmp_path).model_dump()
+    [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
+    assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
+    [request] = asys.ask(pool, "requests", 5)
+    assert (request.stage, request.token) == ("perceive", 1)
+    stale = m.StageResult("t1", 0, "perceive", True, "PERCEIVE_DONE", {"perception": {}})
+    asys.tell(actor, stale)
+    assert asys.listen(0.2) is None  # dropped: no transition reported
+    current = m.StageResult("t1", 1, "perceive", True, "PERCEIVE_DONE", {"perception": {"intents": []}})
+    [moved] = asys.ask(actor, current, 5).reports
+    assert (moved.from_state, moved.to_state) == ("perceiving", "thinking")
+    asys.tell(actor, current)  # the same result again is stale now
+    assert asys.listen(0.2) is None
+    suspended, final = asys.ask(actor, m.SuspendTask("hold"), 5).reports
+    assert suspended.to_state == "suspended" and suspended.checkpoint[0] == "full"
+    assert isinstance(final, m.TaskStopped) and final.state == "suspended"
+    assert final.snapshot.context.suspended_state == "thinking"
 
 
-def test_task_actor_fails_the_task_when_an_llm_stage_fails(tmp_path: Path) -> None:
-    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
-    try:
-        pool = asys.createActor(RecordingPool)
-        actor = asys.createActor(TaskActor)
-        fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
-        asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path).model_dump()), 5)
-        failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
-                                                        error_kind="timeout"), 5).reports
-        assert failed.to_state == "failed"
-        assert (stopped.state, stopped.exit_reason) == ("failed", "timeout")
-    finally:
-        asys.shutdown()
+def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path) -> None:
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
+    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path).model_dump()), 5)
+    failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
+                                                    error_kind="timeout"), 5).reports
+    assert failed.to_state == "failed"
+    assert (stopped.state, stopped.exit_reason) == ("failed", "timeout")
 
 
 # -- pools ------------------------------------------------------------------------------------------
@@ -167,32 +163,24 @@ class _Requester(ActorTypeDispatcher):
         self.send(self.client, (result, sender == self.pool))
 
 
-def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(tmp_path: Path) -> None:
-    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
-    try:
-        pool = asys.createActor(StagePool)
-        asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path).model_dump()))
-        requester = asys.createActor(_Requester)
-        asys.tell(requester, (pool, [_act_request(token) for token in (1, 2, 3)]))
-        answers = {result.token: (result, from_pool) for result, from_pool in (asys.listen(5) for _ in range(3))}
-        assert answers[3][0].ok is False and answers[3][0].error_kind == "queue_full"
-        assert answers[1][0].ok and answers[2][0].ok
-        assert answers[1][0].payload["result"]["output"] != answers[2][0].payload["result"]["output"]
-        assert not answers[1][1] and not answers[2][1]  # results come from the worker, not through the pool
-        assert answers[3][1]  # a refusal is the pool's
-        worker = answers[1][0].worker
-        assert worker["pool"] == "tool" and worker["finished"] >= worker["started"]
-        stats = asys.ask(pool, m.PoolStatsRequest(7), 5)  # the worker's WorkDone note freed it for request 2
-        assert (stats.ask_id, stats.size, stats.busy, stats.queued) == (7, 1, 0, 0)
-    finally:
-        asys.shutdown()
+def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(asys, tmp_path: Path) -> None:
+    pool = asys.createActor(StagePool)
+    asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path).model_dump()))
+    requester = asys.createActor(_Requester)
+    asys.tell(requester, (pool, [_act_request(token) for token in (1, 2, 3)]))
+    answers = {result.token: (result, from_pool) for result, from_pool in (asys.listen(5) for _ in range(3))}
+    assert answers[3][0].ok is False and answers[3][0].error_kind == "queue_full"
+    assert answers[1][0].ok and answers[2][0].ok
+    assert answers[1][0].payload["result"]["output"] != answers[2][0].payload["result"]["output"]
+    assert not answers[1][1] and not answers[2][1]  # results come from the worker, not through the pool
+    assert answers[3][1]  # a refusal is the pool's
+    worker = answers[1][0].worker
+    assert worker["pool"] == "tool" and worker["finished"] >= worker["started"]
+    stats = asys.ask(pool, m.PoolStatsRequest(7), 5)  # the worker's WorkDone note freed it for request 2
+    assert (stats.ask_id, stats.size, stats.busy, stats.queued) == (7, 1, 0, 0)
 
 
-def test_an_unconfigured_pool_answers_failed(tmp_path: Path) -> None:
-    asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
-    try:
-        pool = asys.createActor(StagePool)
-        result = asys.ask(pool, _act_request(1), 5)
-        assert result.ok is False and "not configured" in result.error
-    finally:
-        asys.shutdown()
+def test_an_unconfigured_pool_answers_failed(asys) -> None:
+    pool = asys.createActor(StagePool)
+    result = asys.ask(pool, _act_request(1), 5)
+    assert result.ok is False and "not configured" in result.error
