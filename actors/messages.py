@@ -265,6 +265,7 @@ class PoolConfig:
     queue_limit: int
     timeout_s: float
     settings: dict[str, Any]
+    prefetch: int = 0  # requests a busy worker may hold besides the one it runs (llm pool only)
 
 
 @dataclass(frozen=True)

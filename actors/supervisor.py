@@ -106,10 +106,11 @@ class Supervisor(ActorTypeDispatcher):
         self.settings, self.settings_dict = settings, settings.model_dump()
         logs.configure_from(self.settings_dict)
         self.log = logs.get("supervisor")
-        for name, size, timeout in (("llm", settings.pools.llm_workers, settings.pools.llm_timeout_s),
-                                    ("tool", settings.pools.tool_workers, settings.pools.tool_timeout_s)):
+        pools = settings.pools
+        for name, size, timeout, prefetch in (("llm", pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
+                                              ("tool", pools.tool_workers, pools.tool_timeout_s, 0)):
             pool = self.createActor(StagePool)
-            self.send(pool, m.PoolConfig(name, size, settings.pools.queue_limit, timeout, self.settings_dict))
+            self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, self.settings_dict, prefetch))
             self.pools[name] = pool
         try:
             effect_registry(self.settings_dict)  # task actors forked from here inherit it
