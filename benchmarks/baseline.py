@@ -37,6 +37,7 @@ class Agent:
         self.background: set[asyncio.Task[None]] = set()
         self.all_done = asyncio.Event()
         self.expected = 0
+        self.tool_steps: list[float] = []  # seconds each tool step's run_stage took
 
     def submit(self, text: str, machine: str = "classic") -> str:
         fsm = TaskFSM.create(machine=machine, input_text=text)
@@ -67,8 +68,11 @@ class Agent:
         async with self.llm if work.pool == "llm" else self.tool:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
+            began = time.perf_counter()
             outcome = run_stage(self.processors, work.stage, fsm.context, machine=fsm.machine.name,
                                 step_index=work.step_index)
+            if work.pool == "tool":
+                self.tool_steps.append(time.perf_counter() - began)
         fsm.transition(Event(type=outcome.event_type, payload=outcome.payload))
         self._dispatch(fsm)
 
@@ -93,8 +97,10 @@ async def _run_workload(texts: list[str], *, llm: int, tool: int, max_active: in
     await agent.all_done.wait()
     end = max(agent.finished.values())
     completed = sum(1 for fsm in agent.tasks.values() if fsm.state == "completed")
+    steps = agent.tool_steps
     return {"tasks": len(texts), "completed": completed, "elapsed_s": end - start,
-            "tasks_per_s": len(texts) / (end - start)}
+            "tasks_per_s": len(texts) / (end - start),
+            "tool_step_ms": round(1000.0 * sum(steps) / len(steps), 1) if steps else None}
 
 
 def run_workload(texts: list[str], *, llm: int, tool: int, max_active: int, latency_s: float,
