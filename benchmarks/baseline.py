@@ -99,8 +99,8 @@ async def _run_workload(texts: list[str], *, llm: int, tool: int, max_active: in
     completed = sum(1 for fsm in agent.tasks.values() if fsm.state == "completed")
     steps = agent.tool_steps
     return {"tasks": len(texts), "completed": completed, "elapsed_s": end - start,
-            "tasks_per_s": len(texts) / (end - start),
-            "tool_step_ms": round(1000.0 * sum(steps) / len(steps), 1) if steps else None}
+            "tasks_per_s": len(texts) / (end - start), "tool_steps": len(steps),
+            "tool_ms_per_task": round(1000.0 * sum(steps) / len(texts), 1)}
 
 
 def run_workload(texts: list[str], *, llm: int, tool: int, max_active: int, latency_s: float,

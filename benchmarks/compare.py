@@ -92,7 +92,7 @@ def run(quick: bool) -> dict[str, Any]:
         cpu: dict[str, Any] = {"burn_ms_target": burn_ms, "rounds": rounds, "tasks": tasks, **_both(texts, 0.0, reps)}
         figures["cpu"].append(cpu)
         # The step's length as the baseline ran it: one process, nothing else competing.
-        runs.append((f"CPU-bound ({cpu['baseline']['tool_step_ms']:g} ms tool step)", 1.6, cpu))
+        runs.append((f"CPU-bound ({cpu['baseline']['tool_ms_per_task']:g} ms of tool work per task)", 1.6, cpu))
     checks = []
     for label, target, figure in runs:
         peg, base = figure["pegasus"], figure["baseline"]
@@ -108,7 +108,7 @@ def run(quick: bool) -> dict[str, Any]:
         "run_stage, processors and tool registry; no persistence. Pegasus writes every transition to SQLite.",
         "each workload runs twice on each side, alternately, and the best run of each side counts (this VM's "
         "CPU speed drifts over minutes); the JSON has every run.",
-        "CPU-bound: one 'call burn' tool step per task (plus its llm stages, no latency); the step length shown "
-        "is its mean duration in the best baseline run. Two lengths, because Pegasus's fixed CPU cost per task (its "
+        "CPU-bound: a 'call burn' task (llm stages with no latency, the burn step, a trivial second tool step); "
+        "the tool work shown is the baseline's (best run) per task. Two lengths, because Pegasus's fixed CPU cost per task (its "
         "messages, a process, SQLite) weighs less against a longer step: that cost, not the step, limits "
         "the short one."]}
