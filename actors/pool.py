@@ -35,8 +35,9 @@ Prefetch (``PoolConfig.prefetch``, the llm pool's ``[pools] llm_prefetch``,
 default 1).  While every worker is busy and requests wait, the pool hands up to
 ``prefetch`` more requests to each worker in advance: they wait in the worker's
 mailbox and it starts the next one the moment it has answered the last, with no
-round trip through the pool in between (measured: a worker of a saturated pool
-idled 4-6 ms between two 50 ms stages without it).  Concurrency is unchanged: a
+round trip through the pool in between.  (What a worker still idles between two
+stages, ~3-5 ms here, is its own turnaround: sending the result and the WorkDone,
+and Thespian delivering the next message.)  Concurrency is unchanged: a
 worker runs one stage at a time.  A prefetched request's deadline starts when
 its worker is done with the one before (its ``WorkDone``), i.e. when it starts.
 When a worker dies or is ended, the requests still waiting in its mailbox never
@@ -150,6 +151,7 @@ class StagePool(ActorTypeDispatcher):
         self.closing = False  # told to exit: replace nothing any more
         self.budget: LlmBudget | None = None  # rate budgets of the llm pool (a model provider)
         self.budget_wakeup = False  # a BudgetWakeup is pending
+        self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.log = logs.get("pool")
 
     # -- set-up --------------------------------------------------------------------
@@ -165,6 +167,7 @@ class StagePool(ActorTypeDispatcher):
         self.pool = _PoolState(config, me, lead, float(convention.get("placement_timeout_s", 20.0)))
         self.pool.members[me] = _Member(me, None, {}, local)
         self.budget = LlmBudget.for_pool(config.name, config.settings)
+        self.prefetch = config.prefetch if self.budget is None else 0
         self.log.info("pool_started", size=local, queue_limit=config.queue_limit, timeout_s=config.timeout_s, lead=lead)
         for _ in range(local):
             self._spawn(self._new_index(), me)
@@ -285,9 +288,9 @@ class StagePool(ActorTypeDispatcher):
             slot = pool.slots.get(pool.idle.popleft())
             if slot is not None and slot.ready and not slot.jobs:
                 return slot
-        if pool.config.prefetch <= 0 or self.budget is not None:
+        if not self.prefetch:
             return None
-        room = [s for s in pool.slots.values() if s.ready and 0 < len(s.jobs) <= pool.config.prefetch]
+        room = [s for s in pool.slots.values() if s.ready and 0 < len(s.jobs) <= self.prefetch]
         return min(room, key=lambda s: (len(s.jobs), s.since), default=None)
 
     def _started(self, slot: _Slot) -> None:

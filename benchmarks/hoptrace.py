@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hoptrace", description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100, help="classic tasks, one at a time (default 100)")
     args = parser.parse_args(argv)
-    from benchmarks.common import pegasus_system, state_dir
+    from benchmarks.common import pegasus_system, state_dir, summary_ms
     from benchmarks.machine import describe, one_line
 
     with state_dir() as state:
@@ -129,12 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                 client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=60)
         segments = _segments(trace_dir, since)
     print(f"machine: {one_line(describe())}; {args.tasks} classic tasks, one at a time")
-    print(f"{'segment':54s} {'hops':>5s} {'p50 ms':>8s} {'mean ms':>8s}")
+    print(f"{'segment':54s} {'hops':>5s} {'p50 ms':>8s} {'mean ms':>8s} {'p99 ms':>8s}")
     for label, *_ in SEGMENTS:
-        values = segments.get(label, [])
-        if values:
-            print(f"{label:54s} {len(values):5d} {statistics.median(values) * 1e3:8.3f} "
-                  f"{statistics.mean(values) * 1e3:8.3f}")
+        if values := segments.get(label):
+            ms = summary_ms(values)
+            print(f"{label:54s} {ms['n']:5d} {ms['p50_ms']:8.3f} {ms['mean_ms']:8.3f} {ms['p99_ms']:8.3f}")
     return 0
 
 

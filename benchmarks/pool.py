@@ -41,7 +41,7 @@ def measure(n: int, latency_ms: float, tasks: int) -> dict[str, Any]:
 
 
 def _worker_gaps(stages: list[dict[str, Any]], lo: float, hi: float) -> float:
-    """Mean idle time of a worker between two of its stages in the window (the pool's hand-over)."""
+    """Mean idle time of a worker between two of its stages in the window (its turnaround)."""
     by_worker: dict[Any, list[dict[str, Any]]] = {}
     for s in stages:
         if lo <= s["started"] < hi:
@@ -69,6 +69,6 @@ def run(quick: bool) -> dict[str, Any]:
         checks.append(check(f"N={n}: worker idle between stages", result["mean_worker_gap_ms"], "ms"))
     note = (f"pool: L = {latency_ms:g} ms per stage (time.sleep in the worker); efficiency over the 10th-90th "
             "percentile window of llm stage starts; 'service time' is worker start->finish (L + processor), "
-            "'idle between stages' is a worker's finish -> its next start while requests wait (the pool's hand-over: "
-            "WorkDone to the pool, Work to the worker).")
+            "'idle between stages' is a worker's finish -> its next start while requests wait (its result and WorkDone "
+            "sent, then the next request: already in its mailbox with the llm pool's prefetch).")
     return {"figures": figures, "checks": checks, "notes": [note]}

@@ -17,6 +17,12 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 
+def _one_llm_worker(pegasus, latency_ms: float, tasks: int, **pools):
+    """A system whose llm pool has one prefetching worker and stages of ``latency_ms``, and ``tasks`` submitted."""
+    client = pegasus(pools={"llm_workers": 1, "llm_prefetch": 1, **pools}, cognition={"latency_ms": latency_ms})
+    return client, [client.submit(f"what is {i} + 1?")["task_id"] for i in range(tasks)]
+
+
 def _held(client) -> dict:
     """The llm pool's stats once its one worker runs a request and holds another."""
     return wait_for(lambda: (p := client.stats()["pools"]["llm"]) and p["workers"][0]["held"] == 1 and p,
@@ -26,9 +32,7 @@ def _held(client) -> dict:
 def test_a_held_request_waits_in_its_worker_and_its_deadline_starts_when_it_runs(pegasus) -> None:
     # Each stage takes 0.4 s and must finish within 0.6 s: a held request whose clock
     # started when it was handed over (0.4 s of waiting + 0.4 s of running) would overrun.
-    client = pegasus(pools={"llm_workers": 1, "llm_prefetch": 1, "llm_timeout_s": 0.6},
-                     cognition={"latency_ms": 400})
-    ids = [client.submit(f"what is {i} + 1?")["task_id"] for i in range(3)]
+    client, ids = _one_llm_worker(pegasus, 400, 3, llm_timeout_s=0.6)
     llm = _held(client)
     assert (llm["size"], llm["busy"]) == (1, 1)  # one worker, running one request and holding one
     assert len(llm["workers"][0]["tasks"]) == 2 and set(llm["workers"][0]["tasks"]) <= set(ids)
@@ -40,8 +44,7 @@ def test_a_held_request_waits_in_its_worker_and_its_deadline_starts_when_it_runs
 
 
 def test_a_request_held_by_a_worker_that_dies_runs_on_its_replacement(pegasus) -> None:
-    client = pegasus(pools={"llm_workers": 1, "llm_prefetch": 1}, cognition={"latency_ms": 1000})
-    ids = [client.submit(f"what is {i} + 1?")["task_id"] for i in range(2)]
+    client, ids = _one_llm_worker(pegasus, 1000, 2)
     worker = _held(client)["workers"][0]
     running, held = worker["tasks"]
     os.kill(worker["pid"], signal.SIGKILL)
@@ -58,8 +61,7 @@ def test_a_request_held_by_a_worker_that_dies_runs_on_its_replacement(pegasus) -
 
 
 def test_a_canceled_held_request_runs_but_changes_nothing(pegasus) -> None:
-    client = pegasus(pools={"llm_workers": 1, "llm_prefetch": 1}, cognition={"latency_ms": 600})
-    ids = [client.submit(f"what is {i} + 1?")["task_id"] for i in range(3)]
+    client, ids = _one_llm_worker(pegasus, 600, 3)
     worker = _held(client)["workers"][0]
     running, held = worker["tasks"]
     assert client.cancel(held)["lifecycle_state"] == "canceled"
