@@ -155,6 +155,7 @@ class StartTask(_Brief):
 
 @dataclass(frozen=True)
 class SuspendTask:
+    task_id: str
     reason: str
 
 
@@ -214,8 +215,8 @@ class TaskReports(_Brief):
 class TaskStopped(_Brief):
     """Task actor -> supervisor: the cognitive machine is suspended, completed or failed.
 
-    The actor exits after sending this; ``snapshot`` is everything needed to bring
-    the task back.
+    The actor is free after sending this (the supervisor gives it another run or
+    retires it); ``snapshot`` is everything needed to bring the task back.
     """
 
     task_id: str

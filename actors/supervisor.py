@@ -2,8 +2,11 @@
 
 It answers every client request, keeps the tasks' lifecycle through
 ``pegasus.admission.Admission`` (pure), and turns Admission's effects into
-messages: create a task actor for a run, stop one, run a verification gate on
-the tool pool, stream transitions to subscribers.  A malformed, unknown or
+messages: give a run a task actor, stop one, run a verification gate on the
+tool pool, stream transitions to subscribers.  A task actor whose run is over
+(its TaskStopped) is free: the next run gets it instead of a new process; the
+supervisor keeps at most ``max_active_tasks`` free ones and retires one after
+``[runtime] task_actor_runs`` runs (``TaskActors``).  A malformed, unknown or
 oversized request gets an error Reply; nothing a client sends can raise into
 Thespian (which would re-deliver it and answer with PoisonMessage).
 """
@@ -15,6 +18,7 @@ import gc
 import itertools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -70,6 +74,72 @@ def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
 DEFERRED = object()
 
 
+@dataclass
+class Lease:
+    """A task actor and the run it serves (``run`` 0: free); ``runs``: runs it has served."""
+
+    address: Any
+    run: int = 0
+    runs: int = 0
+
+
+class TaskActors:
+    """The supervisor's task actors: the one of each running task, and the free ones.
+
+    ``take`` gives a run a free actor (or creates one); ``give_back`` frees the actor
+    of a run that stopped, or retires it (answers False) when it has served
+    ``runs_per_actor`` runs or ``max_free`` actors are free already.
+    """
+
+    def __init__(self, create: Callable[[], Any], runs_per_actor: int, max_free: int) -> None:
+        self.create, self.runs_per_actor, self.max_free = create, runs_per_actor, max_free
+        self.running: dict[str, Lease] = {}
+        self.free: list[Lease] = []
+        self.created = 0
+
+    def take(self, task_id: str, run: int) -> Lease:
+        if self.free:
+            lease = self.free.pop()
+        else:
+            lease = Lease(self.create())
+            self.created += 1
+        lease.run, lease.runs = run, lease.runs + 1
+        self.running[task_id] = lease
+        return lease
+
+    def release(self, task_id: str, run: int | None = None) -> Lease | None:
+        """The lease of a task's run (any run when ``run`` is None), no longer running."""
+        lease = self.running.get(task_id)
+        if lease is None or (run is not None and lease.run != run):
+            return None
+        return self.running.pop(task_id)
+
+    def give_back(self, lease: Lease) -> bool:
+        if lease.runs >= self.runs_per_actor or len(self.free) >= self.max_free:
+            return False
+        lease.run = 0
+        self.free.append(lease)
+        return True
+
+    def exited(self, address: Any) -> tuple[str, Lease] | Lease | None:
+        """Forget an actor that exited: its running task and lease, its free lease, or None."""
+        for task_id, lease in self.running.items():
+            if lease.address == address:
+                del self.running[task_id]
+                return task_id, lease
+        for lease in self.free:
+            if lease.address == address:
+                self.free.remove(lease)
+                return lease
+        return None
+
+    def addresses(self) -> list[Any]:
+        return [lease.address for lease in (*self.running.values(), *self.free)]
+
+    def view(self) -> dict[str, int]:
+        return {"running": len(self.running), "free": len(self.free), "created": self.created}
+
+
 class Supervisor(ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
@@ -88,7 +158,7 @@ class Supervisor(ActorTypeDispatcher):
         self.settings: Settings | None = None
         self.settings_dict: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
-        self.task_actors: dict[str, tuple[Any, int]] = {}
+        self.task_actors = TaskActors(lambda: self._fork(TaskActor), 1, 0)
         self.subscribers: list[tuple[Any, str | None]] = []
         self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
         self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
@@ -116,6 +186,8 @@ class Supervisor(ActorTypeDispatcher):
             effect_registry(self.settings_dict)  # task actors forked from here inherit it
         except ToolError as exc:
             self.log.error("tool_registry_unavailable", error=str(exc))
+        self.task_actors = TaskActors(lambda: self._fork(TaskActor), settings.runtime.task_actor_runs,
+                                      settings.runtime.max_active_tasks)
         self.store = Store.in_state_dir(settings.state_dir())
         self.admission = Admission(settings, store=self.store)
         effects = self.admission.restore()
@@ -243,6 +315,7 @@ class Supervisor(ActorTypeDispatcher):
                 "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
                 "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
+                "task_actors": self.task_actors.view(),
                 "members": members_view(parts)}))
 
     # -- reports from task actors and the tool pool ----------------------------------------------
@@ -286,9 +359,9 @@ class Supervisor(ActorTypeDispatcher):
 
     def _on_stopped(self, report: m.TaskStopped) -> None:
         assert self.admission is not None
-        actor = self.task_actors.get(report.task_id)
-        if actor is not None and actor[1] == report.run:
-            del self.task_actors[report.task_id]
+        lease = self.task_actors.release(report.task_id, report.run)
+        if lease is not None and not self.task_actors.give_back(lease):  # free before the next run starts
+            self.send(lease.address, ActorExitRequest())
         self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
                                                   report.exit_reason))
         self._answer_suspends(report.task_id)
@@ -306,17 +379,18 @@ class Supervisor(ActorTypeDispatcher):
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         if self.admission is None:
             return
-        for task_id, (address, run) in list(self.task_actors.items()):
-            if address == exited.childAddress:
-                del self.task_actors[task_id]
-                self.log.warning("task_actor_lost", task_id=task_id, run=run)
-                self._carry_out(self.admission.on_run_lost(task_id, run, "the task actor exited unexpectedly"))
-                self._answer_suspends(task_id)
-                return
+        found = self.task_actors.exited(exited.childAddress)
+        if isinstance(found, Lease):
+            self.log.warning("free_task_actor_lost", runs=found.runs)
+        elif found is not None:
+            task_id, lease = found
+            self.log.warning("task_actor_lost", task_id=task_id, run=lease.run)
+            self._carry_out(self.admission.on_run_lost(task_id, lease.run, "the task actor exited unexpectedly"))
+            self._answer_suspends(task_id)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         # Tell every child to exit: a child created just before shutdown may not be told otherwise.
-        for address, _run in self.task_actors.values():
+        for address in self.task_actors.addresses():
             self.send(address, ActorExitRequest())
         for pool in self.pools.values():
             self.send(pool, ActorExitRequest())
@@ -359,21 +433,20 @@ class Supervisor(ActorTypeDispatcher):
             if isinstance(effect, TransitionNotice):
                 self._notify(effect)
             elif isinstance(effect, StartRun):
-                actor = self._fork(TaskActor)
-                self.task_actors[effect.task_id] = (actor, effect.run)
-                self.send(actor, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
+                lease = self.task_actors.take(effect.task_id, effect.run)
+                self.send(lease.address, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
                                              self.settings_dict, effect.resume_event, effect.resume_payload,
                                              effect.generation, effect.journal))
             elif isinstance(effect, StopRun):
-                actor = self.task_actors.pop(effect.task_id, None)
-                if actor is not None:
-                    self.send(actor[0], ActorExitRequest())
+                stopped = self.task_actors.release(effect.task_id)
+                if stopped is not None:  # its run may be mid-stage: the process goes with it
+                    self.send(stopped.address, ActorExitRequest())
                 for pool in self.pools.values():  # free the workers still busy with its stages
                     self.send(pool, m.CancelTask(effect.task_id))
             elif isinstance(effect, SuspendRun):
-                actor = self.task_actors.get(effect.task_id)
-                if actor is not None:
-                    self.send(actor[0], m.SuspendTask(effect.reason))
+                running = self.task_actors.running.get(effect.task_id)
+                if running is not None:
+                    self.send(running.address, m.SuspendTask(effect.task_id, effect.reason))
             elif isinstance(effect, RunGate):
                 self.send(self.pools["tool"], m.StageRequest(effect.task_id, effect.token, "gate",
                                                              gate=effect.gate, timeout_s=effect.gate["timeout_s"]))

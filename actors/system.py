@@ -260,6 +260,7 @@ def _prepare_process(spec: SystemSpec) -> None:
         raise SystemStartError(str(exc), spec.admin_port) from None
     _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
     _bind.use_poll_selector()
+    _bind.defer_descriptions()
 
 
 # --- running or not ------------------------------------------------------------

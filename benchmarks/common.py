@@ -184,9 +184,10 @@ class CpuAccount:
     The roles come from the process tree when the account opens: the admin's
     children are the logger and the supervisor (the one with children), the
     supervisor's children then are the two pools (llm created first), theirs
-    the workers.  Task actors come and go: each is reaped by the supervisor,
-    so their CPU is the growth of the supervisor's ``cutime + cstime``.  The
-    client is this process (``os.times``).
+    the workers, the others task actors.  Task actors come and go (each serves
+    up to ``task_actor_runs`` runs): their CPU is what the live ones used plus
+    the growth of the supervisor's ``cutime + cstime`` (the exited ones, reaped
+    by it).  The client is this process (``os.times``).
     """
 
     def __init__(self, system: System) -> None:
@@ -207,9 +208,15 @@ class CpuAccount:
             self.roles.update({worker: "workers" for worker in children.get(pid, [])})
         self.supervisor = supervisor
         self.start = {pid: stats[pid] for pid in self.roles}
+        self.task_actors_start = self._task_actors_cpu()
         self.client_start = os.times()
         self.machine_start = _machine_ticks()
         self.wall_start = time.monotonic()
+
+    def _task_actors_cpu(self) -> int:
+        """CPU ticks of the supervisor's live children that are not pools: its task actors."""
+        return sum(st.cpu for st in procs.all_stats().values()
+                   if st.ppid == self.supervisor and st.pid not in self.roles)
 
     def close(self, tasks: int, not_client_s: float = 0.0) -> dict[str, Any]:
         """CPU milliseconds per task by role, the total, and how busy the machine was.
@@ -225,6 +232,7 @@ class CpuAccount:
                 spent[role] += (now.cpu - self.start[pid].cpu) * tick_ms
                 if pid == self.supervisor:
                     spent["task actors"] += (now.children_cpu - self.start[pid].children_cpu) * tick_ms
+        spent["task actors"] += (self._task_actors_cpu() - self.task_actors_start) * tick_ms
         client = os.times()
         spent["client"] = (client.user + client.system - self.client_start.user - self.client_start.system
                            - not_client_s) * 1000.0

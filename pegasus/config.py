@@ -40,6 +40,8 @@ class RuntimeSettings(_Section):
     max_message_bytes: int = Field(262144, ge=1024)
     max_pending_tasks: int = Field(100000, ge=1)
     max_iterations: int = Field(5, ge=1)
+    # Runs one task actor process serves, one at a time, before it is retired (1: a new process per run).
+    task_actor_runs: int = Field(100, ge=1)
 
 
 class PoolSettings(_Section):

@@ -124,10 +124,31 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
     assert (moved.from_state, moved.to_state) == ("perceiving", "thinking")
     asys.tell(actor, current)  # the same result again is stale now
     assert asys.listen(0.2) is None
-    suspended, final = asys.ask(actor, m.SuspendTask("hold"), 5).reports
+    suspended, final = asys.ask(actor, m.SuspendTask("t1", "hold"), 5).reports
     assert suspended.to_state == "suspended" and suspended.checkpoint[0] == "full"
     assert isinstance(final, m.TaskStopped) and final.state == "suspended"
     assert final.snapshot.context.suspended_state == "thinking"
+
+
+def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_last(asys, tmp_path: Path) -> None:
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    settings = settings_for(tmp_path).model_dump()
+    first = TaskFSM.create("classic", "echo hi", task_id="t1")
+    asys.ask(actor, m.StartTask(first.snapshot(), 1, pool, pool, settings), 5)
+    asys.ask(actor, m.SuspendTask("t1", "hold"), 5)  # t1 stops: the actor is free
+    second = TaskFSM.create("classic", "echo again", task_id="t9")
+    [started] = asys.ask(actor, m.StartTask(second.snapshot(), 1, pool, pool, settings), 5).reports
+    assert (started.task_id, started.to_state) == ("t9", "perceiving")
+    requests = asys.ask(pool, "requests", 5)
+    assert [(r.task_id, r.token) for r in requests] == [("t1", 1), ("t9", 3)]  # tokens only grow
+    asys.tell(actor, m.StageResult("t1", 1, "perceive", True, "PERCEIVE_DONE", {"perception": {}}))
+    asys.tell(actor, m.StageResult("t1", 3, "perceive", True, "PERCEIVE_DONE", {"perception": {}}))
+    asys.tell(actor, m.SuspendTask("t1", "late"))
+    assert asys.listen(0.2) is None  # t1's answers and its suspension are not t9's
+    current = m.StageResult("t9", 3, "perceive", True, "PERCEIVE_DONE", {"perception": {"intents": []}})
+    [moved] = asys.ask(actor, current, 5).reports
+    assert (moved.task_id, moved.from_state, moved.to_state) == ("t9", "perceiving", "thinking")
 
 
 def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path) -> None:

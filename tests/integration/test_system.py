@@ -102,6 +102,8 @@ def test_actors_select_with_one_poll_call(tcp_system):
     parent = asys.createActor(EchoActor)
     child = asys.ask(parent, ("spawn",), ASK)
     assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSelector"
+    # point 5: Thespian's debug descriptions of messages are built only when written
+    assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0", "10.1.2.3"])
@@ -259,3 +261,33 @@ def test_logs_land_under_state_dir_and_cwd_stays_empty(free_port, state_dir, tmp
     thesplog = state_dir / "logs" / "thespian.log"
     assert thesplog.exists() and "shutdown" in thesplog.read_text()
     assert "marker-from-actor" in (state_dir / "logs" / "actors.log").read_text()
+
+
+def test_a_deferred_message_description_is_thespians_own_and_still_logged(tmp_path, monkeypatch):
+    import logging
+    import re
+
+    from thespian.actors import ActorAddress
+    from thespian.system import transport, utilis
+
+    from actors import _bind
+
+    for name in ("_thesplog_control_settings", "_thesplog_file", "_thesplog_old_file"):
+        monkeypatch.setattr(utilis, name, getattr(utilis, name))  # put back afterwards
+    for name in ("THESPLOG_FILE", "THESPLOG_FILE_MAXSIZE", "THESPLOG_THRESHOLD"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    def untimed(text: str) -> str:  # an intent's description includes its time left
+        return re.sub(r"\d+:\d\d:\d\d\.\d+", "T", text)
+
+    _bind.defer_descriptions()
+    intent = transport.TransmitIntent(ActorAddress("target"), {"payload": 1})
+    described = intent.identify()
+    assert type(described).__name__ == "_Description"
+    own = untimed(_bind._IDENTIFY[transport.TransmitIntent](intent))
+    assert untimed(str(described)) == own and "TransportIntent(" in own
+    envelope = transport.ReceiveEnvelope(ActorAddress("sender"), "hello")
+    assert str(envelope) == str(envelope.identify()) == _bind._IDENTIFY[transport.ReceiveEnvelope](envelope)
+    assert "hello" in str(envelope)
+    log = _bind.configure_thesplog(tmp_path, "DEBUG")
+    utilis.thesplog("Attempting intent %s", intent.identify(), level=logging.DEBUG)
+    assert f"Attempting intent {own}" in untimed(log.read_text())

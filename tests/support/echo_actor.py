@@ -7,6 +7,7 @@ Requests are plain tuples/strings so no other test module must be imported:
 - ("spawn",)           -> address of a new child EchoActor
 - ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
 - "selector"           -> the name of the selector class Thespian's TCP transport uses here
+- "described"          -> the type name of what Thespian's ``TransmitIntent.identify()`` returns here
 - anything else        -> echoed back
 """
 
@@ -30,6 +31,10 @@ class EchoActor(Actor):
             from thespian.system.transport import TCPTransport
 
             self.send(sender, TCPTransport.selectors.DefaultSelector.__name__)
+        elif message == "described":
+            from thespian.system.transport import TransmitIntent
+
+            self.send(sender, type(TransmitIntent(sender, "x").identify()).__name__)
         elif isinstance(message, tuple) and message[:1] == ("spawn",):
             self.send(sender, self.createActor(EchoActor))
         elif isinstance(message, tuple) and message[:1] == ("log",):
