@@ -141,9 +141,40 @@ def _with_client(args: argparse.Namespace, operation: str, *params: Any, **kwarg
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    if (args.text is None) == (args.file is None):
+        raise PegasusError("give the task's text, or --file PATH with one task per line (not both)")
+    if args.file is not None:
+        return _submit_file(args)
     task = _with_client(args, "submit", args.text, machine=args.machine, priority=args.priority,
                         metadata={"workspace": os.getcwd()}, source="cli")
     _print(args, task, task["task_id"])
+    return EXIT_OK
+
+
+def _submit_file(args: argparse.Namespace) -> int:
+    """One task per non-empty line, sent in batches of ``messages.MAX_BATCH`` (each all or none)."""
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PegasusError(f"cannot read {args.file}: {exc}") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise PegasusError(f"{args.file} holds no task (one per line)")
+    tasks = [{"text": line, "metadata": {"workspace": os.getcwd()}, "source": "cli"} for line in lines]
+    submitted: list[dict[str, Any]] = []
+    with Client.connect(_settings(args)) as client:
+        for first in range(0, len(tasks), m.MAX_BATCH):
+            try:
+                submitted += client.submit_many(tasks[first:first + m.MAX_BATCH], machine=args.machine,
+                                                priority=args.priority)
+            except PegasusError as exc:
+                done = "none"
+                if submitted:
+                    _print(args, submitted, "\n".join(t["task_id"] for t in submitted))
+                    done = f"{len(submitted)} (their ids above)"
+                raise PegasusError(f"{done} of the {len(tasks)} tasks submitted; lines "
+                                   f"{first + 1}-{min(first + m.MAX_BATCH, len(tasks))}: {exc}") from None
+    _print(args, submitted, "\n".join(t["task_id"] for t in submitted))
     return EXIT_OK
 
 
@@ -202,8 +233,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         parser.set_defaults(handler=handler)
         return parser
 
-    def task_options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("text", help="what the task should do")
+    def task_options(parser: argparse.ArgumentParser, text: str | None = None) -> None:
+        parser.add_argument("text", nargs=text, help="what the task should do")
         parser.add_argument("--machine", choices=["classic", "reason_act"], help="cognitive machine")
         parser.add_argument("--priority", type=int, default=5, help="lower runs first (default 5)")
 
@@ -219,7 +250,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                       help="advertise a capability, e.g. pegasus.llm_workers=4 or pegasus.tool_workers=0 "
                            "(worker counts default to this machine's [pools]); repeatable")
     command("stop", cmd_stop, "stop the background system")
-    task_options(command("submit", cmd_submit, "submit a task and print its id"))
+    task_options(submit := command("submit", cmd_submit, "submit a task (or a file of them) and print the ids"), "?")
+    submit.add_argument("--file", metavar="PATH", help="one task per line ('-': standard input), "
+                        f"sent {m.MAX_BATCH} to a request, each request all or none")
     for name, help_text, extra in (
         ("status", "show a task", {}), ("suspend", "suspend a running task", {}),
         ("resume", "resume a suspended task", {"message": "message"}), ("cancel", "cancel a task", {}),

@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from thespian.actors import ActorSystem
@@ -123,6 +123,19 @@ class Client:
                metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False) -> dict[str, Any]:
         return self._ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
                                   source=source, follow=follow))
+
+    def submit_many(self, tasks: Iterable[str | dict[str, Any]], *,
+                    machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
+                    source: str = "python") -> list[dict[str, Any]]:
+        """Submit several tasks in one request (at most ``messages.MAX_BATCH``): all or none.
+
+        Each task is its text, or a dict of ``submit``'s arguments (text, machine,
+        priority, metadata, source, follow); the keyword arguments are the defaults.
+        Answers task_id, machine, priority and lifecycle_state of each, in order.
+        """
+        defaults = {"machine": machine, "priority": priority, "source": source}
+        items = [m.Submit(**{**defaults, **({"text": task} if isinstance(task, str) else task)}) for task in tasks]
+        return self._ask(m.SubmitMany(tasks=items))
 
     def get(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.Get(task_id=task_id))

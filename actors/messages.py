@@ -44,6 +44,15 @@ class Submit(Request):
     follow: bool = False  # subscribe the sender to this task before its first transition
 
 
+MAX_BATCH = 1000  # tasks in one SubmitMany
+
+
+class SubmitMany(Request):
+    """Several tasks in one request: every one is created, or none is (the first bad one named)."""
+
+    tasks: list[Submit] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 class Get(Request):
     task_id: str
 

@@ -200,7 +200,36 @@ class Supervisor(ActorTypeDispatcher):
     # -- client requests -------------------------------------------------------------------------
     @request_handler
     def receiveMsg_Submit(self, request: m.Submit, sender: Any) -> Any:
-        assert self.admission is not None and self.settings is not None
+        assert self.admission is not None and self.store is not None
+        machine = self._checked(request)
+        with self.store.group():  # created, approved, queued, maybe running: one commit, before the reply
+            return self._create(request, machine, sender).view()
+
+    @request_handler
+    def receiveMsg_SubmitMany(self, request: m.SubmitMany, sender: Any) -> Any:
+        """Every task checked before the first is created: all are created, in order, or none."""
+        assert self.admission is not None and self.store is not None and self.settings is not None
+        checked, size = [], 0
+        for index, item in enumerate(request.tasks):
+            try:
+                valid = m.revalidate(item)  # a nested model is not validated again with its request
+                assert isinstance(valid, m.Submit)
+                checked.append((valid, self._checked(valid)))
+            except ValueError as exc:
+                raise ValueError(f"task {index}: {exc}") from None
+            size += len(valid.text.encode("utf-8")) + len(json.dumps(valid.metadata))
+        if size > self.settings.runtime.max_message_bytes:
+            raise ValueError(f"the tasks are {size} bytes together; the limit of one request is "
+                             f"{self.settings.runtime.max_message_bytes} (submit them in smaller batches)")
+        self.admission.check_room(len(checked))
+        with self.store.group():
+            records = [self._create(item, machine, sender) for item, machine in checked]
+        return [{"task_id": r.task_id, "machine": r.machine, "priority": r.priority, "lifecycle_state": r.state}
+                for r in records]
+
+    def _checked(self, request: m.Submit) -> str:
+        """The machine a submitted task runs; ValueError when its text or metadata is too large."""
+        assert self.settings is not None
         runtime = self.settings.runtime
         size = len(request.text.encode("utf-8"))
         if size > runtime.max_input_bytes:
@@ -211,16 +240,17 @@ class Supervisor(ActorTypeDispatcher):
             raise ValueError("metadata must be JSON-serialisable") from None
         if metadata_size > runtime.max_message_bytes:
             raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
-        machine = request.machine or runtime.default_machine
-        assert self.store is not None
-        with self.store.group():  # created, approved, queued, maybe running: one commit, before the reply
-            record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
-                                                    request.source)
-            if request.follow:
-                self.subscribers.append((sender, record.task_id))
-            self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
-            self._carry_out(effects)
-        return record.view()
+        return request.machine or runtime.default_machine
+
+    def _create(self, request: m.Submit, machine: str, sender: Any) -> Any:
+        assert self.admission is not None
+        record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
+                                                request.source)
+        if request.follow:
+            self.subscribers.append((sender, record.task_id))
+        self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
+        self._carry_out(effects)
+        return record
 
     @request_handler
     def receiveMsg_Get(self, request: m.Get, sender: Any) -> Any:

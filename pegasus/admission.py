@@ -235,12 +235,18 @@ class Admission:
         return out
 
     # -- requests --------------------------------------------------------------------------------
+    def check_room(self, tasks: int) -> None:
+        """Refuse ``tasks`` new tasks when they could overflow the queue (``max_pending_tasks``)."""
+        waiting = len(self._queued) + len(self._delayed)
+        if waiting + tasks > self.settings.runtime.max_pending_tasks:
+            more = "" if tasks == 1 else f" ({tasks} submitted at once)"
+            raise InvalidStateTransition("lifecycle", "draft", EventType.TASK_QUEUED,
+                                         f"{waiting} tasks already wait{more}; the limit is "
+                                         f"{self.settings.runtime.max_pending_tasks}")
+
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
                source: str) -> tuple[TaskRecord, list[Effect]]:
-        if len(self._queued) + len(self._delayed) >= self.settings.runtime.max_pending_tasks:
-            raise InvalidStateTransition("lifecycle", "draft", EventType.TASK_QUEUED,
-                                         f"{len(self._queued)} tasks already wait; the limit is "
-                                         f"{self.settings.runtime.max_pending_tasks}")
+        self.check_room(1)
         task_id = self.id_factory()
         cognitive = _new_fsm(machine, task_id, text, source, priority, metadata)
         lifecycle = _new_fsm("lifecycle", task_id, text, source, priority, metadata)

@@ -415,6 +415,33 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     assert list(pegasus.cwd.iterdir()) == []
 
 
+def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:
+    pegasus, _ = background
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("what is 1 + 1?\n\n   echo batch  \nwhat is 2 * 3?\n")
+    ids = pegasus.ok("submit", "--file", str(tasks), "--priority", "2").split()
+    assert len(ids) == 3 and len(set(ids)) == 3
+    done = [pegasus.wait_for(task_id, {"done", "failed", "canceled"}) for task_id in ids]
+    assert [t["lifecycle_state"] for t in done] == ["done"] * 3
+    assert [t["input"] for t in done] == ["what is 1 + 1?", "echo batch", "what is 2 * 3?"]  # in file order
+    assert {t["priority"] for t in done} == {2} and {t["source"] for t in done} == {"cli"}
+    assert "6" in str(done[2]["result"])
+
+    before = len(pegasus.json("list"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    too_long = tmp_path / "too_long.txt"
+    too_long.write_text("echo fine\n" + "x" * 70000 + "\n")  # line 2 is over max_input_bytes
+    both, blank, missing, bad = pegasus.many(["submit", "echo x", "--file", str(tasks)], ["submit", "--file", str(empty)],
+                                             ["submit", "--file", str(tmp_path / "missing.txt")],
+                                             ["submit", "--file", str(too_long)])
+    assert_failure(both, "not both")
+    assert_failure(blank, "holds no task")
+    assert_failure(missing, "cannot read")
+    assert_failure(bad, "none of the 2 tasks submitted", "task 1: task text is 70000 bytes")
+    assert len(pegasus.json("list")) == before  # a refused batch creates none of its tasks
+
+
 def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
     pegasus, _ = background
     submits = pegasus.many(["submit", "help me"], ["submit", "sleep 5"], ["submit", "sleep 5"],

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from actors import messages as m, procs
 from actors.client import Client, RequestError
@@ -225,6 +226,39 @@ def test_bad_requests_get_clear_errors_and_the_system_keeps_serving(pegasus) -> 
     with pytest.raises(RequestError, match="only a suspended task can be resumed"):
         client.resume(done["task_id"], message="more")
     assert client.wait(client.submit("echo fine")["task_id"])["lifecycle_state"] == "done"
+
+
+def test_submit_many_creates_every_task_in_order_or_none(pegasus) -> None:
+    client = pegasus(runtime={"max_active_tasks": 1, "max_pending_tasks": 30, "max_message_bytes": 2048})
+    texts = [f"what is {n} + 1?" for n in range(24)]
+    items: list = [*texts[:22], {"text": texts[22], "machine": "reason_act", "metadata": {"k": 1}},
+                   {"text": texts[23], "priority": 1}]
+    submitted = client.submit_many(items, priority=3)
+    assert [t["machine"] for t in submitted] == ["classic"] * 22 + ["reason_act", "classic"]
+    assert [t["priority"] for t in submitted] == [3] * 23 + [1]
+    assert len({t["task_id"] for t in submitted}) == 24
+    done = [client.wait(t["task_id"], timeout=60) for t in submitted]
+    assert [t["input"] for t in done] == texts and {t["lifecycle_state"] for t in done} == {"done"}
+    assert [f"{n + 1}" in str(t["result"]) for n, t in enumerate(done)] == [True] * 24
+    assert done[22]["metadata"] == {"k": 1}
+
+    count = len(client.list())
+    bogus = m.SubmitMany(tasks=[m.Submit(text="echo a"), m.Submit(text="echo b"),
+                                m.Submit.model_construct(request_id="", text=123, machine=None, priority=5,
+                                                         metadata={}, source="x", follow=False)])
+    with pytest.raises(RequestError, match="task 2: malformed Submit: text"):
+        client._ask(bogus)  # an item no client would build: the supervisor validates each
+    with pytest.raises(RequestError, match="the limit of one request is 2048"):
+        client.submit_many(["echo " + "y" * 100] * 20)  # 2,100 bytes together
+    with pytest.raises(RequestError, match=r"\(31 submitted at once\); the limit is 30"):
+        client.submit_many(["echo z"] * 31)
+    too_many = m.SubmitMany.model_construct(request_id="", tasks=[m.Submit(text="echo")] * (m.MAX_BATCH + 1))
+    with pytest.raises(RequestError, match="tasks"):
+        client._ask(too_many)
+    with pytest.raises(ValidationError):
+        client.submit_many([])  # refused before it is sent
+    assert len(client.list()) == count  # none of the refused batches created a task
+    assert client.wait(client.submit_many(["echo after"])[0]["task_id"])["lifecycle_state"] == "done"
 
 
 def _forks_of_this_process() -> dict[int, int]:
