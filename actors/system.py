@@ -261,6 +261,7 @@ def _prepare_process(spec: SystemSpec) -> None:
     _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
     _bind.use_poll_selector()
     _bind.defer_descriptions()
+    _bind.own_stack_chunk()
 
 
 # --- running or not ------------------------------------------------------------

@@ -23,7 +23,7 @@ def measure(n: int, latency_ms: float, tasks: int) -> dict[str, Any]:
                  "runtime": {"max_active_tasks": 4 * n + 4}, "cognition": {"latency_ms": latency_ms}}
     with state_dir() as state, pegasus_system(state, overrides) as system:
         client = system.client
-        ids = [client.submit(f"what is {i} + 1?")["task_id"] for i in range(tasks)]
+        ids = [task["task_id"] for task in client.submit_many([f"what is {i} + 1?" for i in range(tasks)])]
         counts = wait_counts(client, tasks, timeout=60 + tasks * 4 * latency_ms / 1000 / n * 3)
         llm = [s for task_id in ids for s in client.get(task_id)["stages"] if s.get("pool") == "llm"]
     starts = sorted(s["started"] for s in llm)

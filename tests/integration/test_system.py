@@ -104,6 +104,18 @@ def test_actors_select_with_one_poll_call(tcp_system):
     assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSelector"
     # point 5: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
+    # point 6: each actor's loop runs above a frame that holds a frame-stack chunk of its own
+    for actor in (parent, child):
+        stack = asys.ask(actor, "stack", ASK)
+        assert "_on_own_stack_chunk" in stack and stack.index("_on_own_stack_chunk") > stack.index("receiveMessage")
+
+
+def test_the_stack_chunk_frame_is_wider_than_a_chunk_and_passes_calls_through():
+    from actors import _bind
+
+    code = _bind.on_own_stack_chunk.__code__
+    assert (code.co_nlocals + code.co_stacksize) * 8 > 32 * 1024  # more than two 16 KiB chunks: a 64 KiB one
+    assert _bind.on_own_stack_chunk(lambda a, b=0: (a, b), (1,), {"b": 2}) == (1, 2)
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0", "10.1.2.3"])

@@ -7,6 +7,7 @@ Requests are plain tuples/strings so no other test module must be imported:
 - ("spawn",)           -> address of a new child EchoActor
 - ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
 - "selector"           -> the name of the selector class Thespian's TCP transport uses here
+- "stack"              -> the names of the functions on this actor's call stack
 - "described"          -> the type name of what Thespian's ``TransmitIntent.identify()`` returns here
 - anything else        -> echoed back
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from thespian.actors import Actor, ActorExitRequest, ChildActorExited
 
@@ -31,6 +33,12 @@ class EchoActor(Actor):
             from thespian.system.transport import TCPTransport
 
             self.send(sender, TCPTransport.selectors.DefaultSelector.__name__)
+        elif message == "stack":
+            frame, names = sys._getframe(), []
+            while frame is not None:
+                names.append(frame.f_code.co_name)
+                frame = frame.f_back
+            self.send(sender, names)
         elif message == "described":
             from thespian.system.transport import TransmitIntent
 
