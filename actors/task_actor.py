@@ -9,7 +9,7 @@ its snapshot to the supervisor and is free again: the supervisor gives it the
 next run (any task's) or retires it (passivation: a suspended task costs rows in
 the store, not a process).  Reusing the process saves a fork, Thespian's
 start-up and exit messages and new TCP connections to the supervisor, the pools
-and the workers: measured ~13 ms of CPU per task of the ~60 a task costs.  The
+and the workers: measured ~23 ms of CPU per task of the 62 a task cost.  The
 actor carries nothing from one run to the next but its request token, which only
 grows, so a late answer to an earlier run's request is stale here too.
 
