@@ -6,7 +6,7 @@ messages: give a run a task actor, stop one, run a verification gate on the
 tool pool, stream transitions to subscribers.  A task actor whose run is over
 (its TaskStopped) is free: the next run gets it instead of a new process; the
 supervisor keeps at most ``max_active_tasks`` free ones and retires one after
-``[runtime] task_actor_runs`` runs (``TaskActors``).  A malformed, unknown or
+``[runtime] task_actor_runs`` runs (``actors.task_actors``).  A malformed, unknown or
 oversized request gets an error Reply; nothing a client sends can raise into
 Thespian (which would re-deliver it and answer with PoisonMessage).
 """
@@ -18,7 +18,6 @@ import gc
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +27,7 @@ from actors import messages as m
 from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
+from actors.task_actors import Lease, TaskActors
 from pegasus import logs
 from pegasus.admission import (
     Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter, usage_total,
@@ -72,72 +72,6 @@ def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
 
 
 DEFERRED = object()
-
-
-@dataclass
-class Lease:
-    """A task actor and the run it serves (``run`` 0: free); ``runs``: runs it has served."""
-
-    address: Any
-    run: int = 0
-    runs: int = 0
-
-
-class TaskActors:
-    """The supervisor's task actors: the one of each running task, and the free ones.
-
-    ``take`` gives a run a free actor (or creates one); ``give_back`` frees the actor
-    of a run that stopped, or retires it (answers False) when it has served
-    ``runs_per_actor`` runs or ``max_free`` actors are free already.
-    """
-
-    def __init__(self, create: Callable[[], Any], runs_per_actor: int, max_free: int) -> None:
-        self.create, self.runs_per_actor, self.max_free = create, runs_per_actor, max_free
-        self.running: dict[str, Lease] = {}
-        self.free: list[Lease] = []
-        self.created = 0
-
-    def take(self, task_id: str, run: int) -> Lease:
-        if self.free:
-            lease = self.free.pop()
-        else:
-            lease = Lease(self.create())
-            self.created += 1
-        lease.run, lease.runs = run, lease.runs + 1
-        self.running[task_id] = lease
-        return lease
-
-    def release(self, task_id: str, run: int | None = None) -> Lease | None:
-        """The lease of a task's run (any run when ``run`` is None), no longer running."""
-        lease = self.running.get(task_id)
-        if lease is None or (run is not None and lease.run != run):
-            return None
-        return self.running.pop(task_id)
-
-    def give_back(self, lease: Lease) -> bool:
-        if lease.runs >= self.runs_per_actor or len(self.free) >= self.max_free:
-            return False
-        lease.run = 0
-        self.free.append(lease)
-        return True
-
-    def exited(self, address: Any) -> tuple[str, Lease] | Lease | None:
-        """Forget an actor that exited: its running task and lease, its free lease, or None."""
-        for task_id, lease in self.running.items():
-            if lease.address == address:
-                del self.running[task_id]
-                return task_id, lease
-        for lease in self.free:
-            if lease.address == address:
-                self.free.remove(lease)
-                return lease
-        return None
-
-    def addresses(self) -> list[Any]:
-        return [lease.address for lease in (*self.running.values(), *self.free)]
-
-    def view(self) -> dict[str, int]:
-        return {"running": len(self.running), "free": len(self.free), "created": self.created}
 
 
 class Supervisor(ActorTypeDispatcher):

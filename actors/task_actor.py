@@ -113,7 +113,11 @@ class TaskActor(ActorTypeDispatcher):
             super().receiveMessage(message, sender)
         except Exception as exc:  # noqa: BLE001
             self.log.exception("task_actor_error")
-            if self.fsm is not None and not self.stopped and not self.fsm.is_terminal:
+            if self.fsm is None and isinstance(message, m.StartTask):
+                # This process could not take the run: it exits, and the supervisor
+                # restarts the run from its checkpoint in a new process, as after a crash.
+                self.send(self.myAddress, ActorExitRequest())
+            elif self.fsm is not None and not self.stopped and not self.fsm.is_terminal:
                 try:
                     self._fail("exception", f"internal error: {type(exc).__name__}: {exc}")
                 except Exception:  # noqa: BLE001 - last resort: report what we have

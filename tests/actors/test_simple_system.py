@@ -151,6 +151,18 @@ def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_l
     assert (moved.task_id, moved.from_state, moved.to_state) == ("t9", "perceiving", "thinking")
 
 
+def test_a_task_actor_that_cannot_take_a_run_exits(asys, tmp_path: Path) -> None:
+    # The supervisor then sees it exit and restarts the run from its checkpoint in a new
+    # process (on_run_lost), instead of the run waiting for ever on a broken actor.
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    settings = settings_for(tmp_path).model_dump()
+    asys.tell(actor, m.StartTask(None, 1, pool, pool, settings))  # no snapshot: the restore raises
+    good = TaskFSM.create("classic", "echo hi", task_id="t3").snapshot()
+    assert asys.ask(actor, m.StartTask(good, 1, pool, pool, settings), 0.5) is None  # it is gone
+    assert asys.ask(asys.createActor(TaskActor), m.StartTask(good, 1, pool, pool, settings), 5) is not None
+
+
 def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path) -> None:
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
