@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from actors import convention, messages as m
@@ -154,7 +155,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _submit_file(args: argparse.Namespace) -> int:
     """One task per non-empty line, sent in batches of ``messages.MAX_BATCH`` (each all or none)."""
     try:
-        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PegasusError(f"cannot read {args.file}: {exc}") from None
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -168,14 +169,17 @@ def _submit_file(args: argparse.Namespace) -> int:
                 submitted += client.submit_many(tasks[first:first + m.MAX_BATCH], machine=args.machine,
                                                 priority=args.priority)
             except PegasusError as exc:
-                done = "none"
                 if submitted:
-                    _print(args, submitted, "\n".join(t["task_id"] for t in submitted))
-                    done = f"{len(submitted)} (their ids above)"
+                    _print_ids(args, submitted)
+                done = f"{len(submitted)} (their ids above)" if submitted else "none"
                 raise PegasusError(f"{done} of the {len(tasks)} tasks submitted; lines "
                                    f"{first + 1}-{min(first + m.MAX_BATCH, len(tasks))}: {exc}") from None
-    _print(args, submitted, "\n".join(t["task_id"] for t in submitted))
+    _print_ids(args, submitted)
     return EXIT_OK
+
+
+def _print_ids(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> None:
+    _print(args, tasks, "\n".join(t["task_id"] for t in tasks))
 
 
 def _task_command(operation: str, **extra: str) -> Any:
@@ -233,8 +237,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         parser.set_defaults(handler=handler)
         return parser
 
-    def task_options(parser: argparse.ArgumentParser, text: str | None = None) -> None:
-        parser.add_argument("text", nargs=text, help="what the task should do")
+    def task_options(parser: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
+        parser.add_argument("text", nargs=text_nargs, help="what the task should do")
         parser.add_argument("--machine", choices=["classic", "reason_act"], help="cognitive machine")
         parser.add_argument("--priority", type=int, default=5, help="lower runs first (default 5)")
 

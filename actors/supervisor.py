@@ -27,7 +27,7 @@ from actors import messages as m
 from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
-from actors.task_actors import Lease, TaskActors
+from actors.task_actors import TaskActors
 from pegasus import logs
 from pegasus.admission import (
     Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter, usage_total,
@@ -135,7 +135,7 @@ class Supervisor(ActorTypeDispatcher):
     @request_handler
     def receiveMsg_Submit(self, request: m.Submit, sender: Any) -> Any:
         assert self.admission is not None and self.store is not None
-        machine = self._checked(request)
+        machine, _ = self._checked(request)
         with self.store.group():  # created, approved, queued, maybe running: one commit, before the reply
             return self._create(request, machine, sender).view()
 
@@ -148,10 +148,11 @@ class Supervisor(ActorTypeDispatcher):
             try:
                 valid = m.revalidate(item)  # a nested model is not validated again with its request
                 assert isinstance(valid, m.Submit)
-                checked.append((valid, self._checked(valid)))
+                machine, item_size = self._checked(valid)
             except ValueError as exc:
                 raise ValueError(f"task {index}: {exc}") from None
-            size += len(valid.text.encode("utf-8")) + len(json.dumps(valid.metadata))
+            checked.append((valid, machine))
+            size += item_size
         if size > self.settings.runtime.max_message_bytes:
             raise ValueError(f"the tasks are {size} bytes together; the limit of one request is "
                              f"{self.settings.runtime.max_message_bytes} (submit them in smaller batches)")
@@ -161,8 +162,9 @@ class Supervisor(ActorTypeDispatcher):
         return [{"task_id": r.task_id, "machine": r.machine, "priority": r.priority, "lifecycle_state": r.state}
                 for r in records]
 
-    def _checked(self, request: m.Submit) -> str:
-        """The machine a submitted task runs; ValueError when its text or metadata is too large."""
+    def _checked(self, request: m.Submit) -> tuple[str, int]:
+        """The machine a submitted task runs and its size (text + metadata bytes); ValueError
+        when its text or metadata is too large."""
         assert self.settings is not None
         runtime = self.settings.runtime
         size = len(request.text.encode("utf-8"))
@@ -174,7 +176,7 @@ class Supervisor(ActorTypeDispatcher):
             raise ValueError("metadata must be JSON-serialisable") from None
         if metadata_size > runtime.max_message_bytes:
             raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
-        return request.machine or runtime.default_machine
+        return request.machine or runtime.default_machine, size + metadata_size
 
     def _create(self, request: m.Submit, machine: str, sender: Any) -> Any:
         assert self.admission is not None
@@ -343,11 +345,12 @@ class Supervisor(ActorTypeDispatcher):
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         if self.admission is None:
             return
-        found = self.task_actors.exited(exited.childAddress)
-        if isinstance(found, Lease):
-            self.log.warning("free_task_actor_lost", runs=found.runs)
-        elif found is not None:
-            task_id, lease = found
+        task_id, lease = self.task_actors.exited(exited.childAddress)
+        if lease is None:
+            return  # not a task actor of ours any more (a pool, or one retired or canceled)
+        if task_id is None:
+            self.log.warning("free_task_actor_lost", runs=lease.runs)
+        else:
             self.log.warning("task_actor_lost", task_id=task_id, run=lease.run)
             self._carry_out(self.admission.on_run_lost(task_id, lease.run, "the task actor exited unexpectedly"))
             self._answer_suspends(task_id)

@@ -85,10 +85,7 @@ class TaskActor(ActorTypeDispatcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         procs.die_with_parent()
-        self.fsm: TaskFSM | None = None
-        self.start: m.StartTask | None = None
         self.supervisor: Any = None
-        self.checkpointer: Checkpointer | None = None
         self.registry: ToolRegistry | None = None
         self.token = 0  # never reset: a request of an earlier run stays stale
         self.outbox: list[Any] = []  # reports not sent yet
@@ -96,9 +93,9 @@ class TaskActor(ActorTypeDispatcher):
 
     def _free(self) -> None:
         """Forget the run: the actor waits for the next StartTask."""
-        self.fsm = None
-        self.start = None
-        self.checkpointer = None
+        self.fsm: TaskFSM | None = None
+        self.start: m.StartTask | None = None
+        self.checkpointer: Checkpointer | None = None
         self.pending: tuple[RunStage, str] | None = None  # a step waiting for its journal row
         self.journal_key: str | None = None  # the journalled step now in flight
         self.stopped = False
@@ -148,12 +145,13 @@ class TaskActor(ActorTypeDispatcher):
         self.start, self.supervisor = start, sender
         self.fsm = TaskFSM.restore(start.snapshot)
         self.checkpointer = Checkpointer(start.snapshot)
-        try:
-            # Effect classes only: effect_of answers from the configuration and never
-            # starts an MCP server in this process.
-            self.registry = effect_registry(start.settings)
-        except ToolError as exc:
-            self.log.error("tool_registry_unavailable", error=str(exc))
+        if self.registry is None:  # once per process: its runs all come from one system's settings
+            try:
+                # Effect classes only: effect_of answers from the configuration and never
+                # starts an MCP server in this process.
+                self.registry = effect_registry(start.settings)
+            except ToolError as exc:
+                self.log.error("tool_registry_unavailable", error=str(exc))
         self.log = logs.get("task", task_id=self.fsm.task_id, machine=self.fsm.machine.name, run=start.run)
         if start.resume_event is not None:
             self._apply(Event(type=start.resume_event, payload=start.resume_payload))

@@ -59,17 +59,17 @@ class TaskActors:
         self.free.append(lease)
         return True
 
-    def exited(self, address: Any) -> tuple[str, Lease] | Lease | None:
-        """Forget an actor that exited: its running task and lease, its free lease, or None."""
+    def exited(self, address: Any) -> tuple[str | None, Lease | None]:
+        """Forget an actor that exited: (its running task or None if it was free, its lease);
+        (None, None) for an actor not accounted here (one retired or canceled)."""
         for task_id, lease in self.running.items():
             if lease.address == address:
-                del self.running[task_id]
-                return task_id, lease
+                return task_id, self.running.pop(task_id)
         for lease in self.free:
             if lease.address == address:
                 self.free.remove(lease)
-                return lease
-        return None
+                return None, lease
+        return None, None
 
     def addresses(self) -> list[Any]:
         return [lease.address for lease in (*self.running.values(), *self.free)]

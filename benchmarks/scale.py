@@ -2,9 +2,8 @@
 
 The client submits every task (``Client.submit_many``, BATCH tasks per request,
 as fast as the supervisor answers), then polls ``stats`` until every task is
-done.  Throughput is tasks
-divided by the time from the first submit to the last task's ``done``
-(its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
+done.  Throughput is tasks divided by the time from the first submit to the
+last task's ``done`` (its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
 (/proc/<pid>/smaps_rollup) of every process of the system
 (``actors.system.system_pids``: admin, logger, supervisor, pools, workers,
 task actors), sampled every 2 s in a thread (reading smaps_rollup walks each
