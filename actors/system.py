@@ -262,6 +262,7 @@ def _prepare_process(spec: SystemSpec) -> None:
     _bind.use_poll_selector()
     _bind.defer_descriptions()
     _bind.own_stack_chunk()
+    _bind.whole_messages()
 
 
 # --- running or not ------------------------------------------------------------

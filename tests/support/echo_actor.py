@@ -33,6 +33,10 @@ class EchoActor(Actor):
             from thespian.system.transport import TCPTransport
 
             self.send(sender, TCPTransport.selectors.DefaultSelector.__name__)
+        elif message == "steps":
+            from thespian.system.transport.TCPTransport import TCPTransport as T
+
+            self.send(sender, [T._handleReadableIncoming.__name__, T._next_XMIT_2.__name__, T._next_XMIT_4.__name__])
         elif message == "stack":
             frame, names = sys._getframe(), []
             while frame is not None:

@@ -1,0 +1,184 @@
+"""actors/_bind.py point 7: Thespian's TCP transport reads and sends a whole message per loop.
+
+Thespian's own steps, driven one readiness event at a time over a real socket
+pair, the way its loop calls them; the unpatched steps are the baseline each
+test states first.  (Every actor process inherits the patch: test_system.py.)
+"""
+
+from __future__ import annotations
+
+import pickle
+import select
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from thespian.actors import ActorAddress
+from thespian.system.transport import ReceiveEnvelope, SendStatus, TransmitIntent
+from thespian.system.transport import TCPTransport as tcp
+from thespian.system.transport.IPBase import TCPv4ActorAddress
+from thespian.system.transport.streamBuffer import ReceiveBuffer, ackMsg, toSendBuffer
+
+from actors import _bind
+
+PEER = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
+ME = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40002, external=False))
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def _transport(patched: bool) -> tcp.TCPTransport:
+    """A TCPTransport with just the state these steps use (no listening socket)."""
+    transport = object.__new__(tcp.TCPTransport)
+    transport.myAddress = ME
+    transport._incomingEnvelopes, transport._finished_intents, transport._waitingTransmits = [], [], []
+    transport._openSockets, transport._transmitIntents, transport._incomingSockets = {}, {}, {}
+    steps = _bind._ORIGINAL_STEPS if not patched else {
+        "_handleReadableIncoming": _bind._read_incoming, "_next_XMIT_2": _bind._send_data,
+        "_next_XMIT_4": _bind._read_ack}
+    for name, step in steps.items():  # on the instance: the class stays as the process has it
+        setattr(transport, name, step.__get__(transport))
+    return transport
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    sock.settimeout(5)
+    data = b""
+    while len(data) < size:
+        data += sock.recv(size - len(data))
+    return data
+
+
+def _message(payload: object) -> bytes:
+    return toSendBuffer((PEER, payload), pickle.dumps)
+
+
+def test_thespian_alone_reads_a_message_in_two_loops(pair):
+    ours, theirs = pair
+    theirs.sendall(_message("hello"))
+    plain = _transport(patched=False)
+    unread = plain._handleReadableIncoming(tcp.TCPIncomingPersistent(PEER, ours))
+    assert unread is not None and not plain._incomingEnvelopes  # its first 20 bytes only
+    assert plain._handleReadableIncoming(unread) is None
+    assert [e.message for e in plain._incomingEnvelopes] == ["hello"]
+
+
+@pytest.mark.parametrize("size", [10, 5_000, 100_000])
+def test_a_message_that_arrived_whole_is_read_in_one_step(pair, size):
+    ours, theirs = pair
+    payload = {"payload": "x" * size}
+    theirs.sendall(_message(payload))
+    transport = _transport(patched=True)
+    assert transport._handleReadableIncoming(tcp.TCPIncomingPersistent(PEER, ours)) is None
+    assert len(transport._incomingEnvelopes) == 1
+    envelope = transport._incomingEnvelopes[0]
+    assert isinstance(envelope, ReceiveEnvelope) and envelope.message == payload
+    assert _read(theirs, len(ackMsg)) == ackMsg  # acknowledged, as Thespian does
+    assert tcp.opsKey(PEER) in transport._openSockets  # the socket stays open for the next one
+
+
+def test_a_message_larger_than_the_socket_buffer_is_read_as_it_arrives(pair):
+    ours, theirs = pair
+    payload = "y" * 3_000_000
+    writer = threading.Thread(target=theirs.sendall, args=(_message(payload),))
+    writer.start()
+    transport = _transport(patched=True)
+    inc, steps = tcp.TCPIncomingPersistent(PEER, ours), 0
+    while inc is not None and steps < 10_000:
+        select.select([ours], [], [], 5)  # as Thespian's loop waits for readability
+        inc, steps = transport._handleReadableIncoming(inc), steps + 1
+        assert inc is None or not inc.failCount
+    writer.join()
+    assert [e.message for e in transport._incomingEnvelopes] == [payload]
+
+
+def test_half_a_message_waits_without_blocking_or_backing_off(pair):
+    ours, theirs = pair
+    data = _message("hello")
+    theirs.sendall(data[:12])
+    transport = _transport(patched=True)
+    inc = transport._handleReadableIncoming(tcp.TCPIncomingPersistent(PEER, ours))
+    assert inc is not None and not transport._incomingEnvelopes
+    assert inc.failCount == 0 and not inc.backoffPause()  # still selected on the next loop
+    theirs.sendall(data[12:])
+    assert transport._handleReadableIncoming(inc) is None
+    assert [e.message for e in transport._incomingEnvelopes] == ["hello"]
+
+
+def test_a_closed_peer_still_closes_the_incoming_socket(pair):
+    ours, theirs = pair
+    theirs.sendall(_message("cut")[:8])
+    theirs.close()
+    transport = _transport(patched=True)
+    assert transport._handleReadableIncoming(tcp.TCPIncomingPersistent(PEER, ours)) is None
+    assert not transport._incomingEnvelopes
+
+
+def _sending(ours: socket.socket) -> TransmitIntent:
+    intent = TransmitIntent(PEER, "payload")
+    intent.socket, intent.serMsg, intent.amtSent = ours, _message("payload"), 0
+    intent.stage = tcp.TCPTransport._XMITStepSendData
+    return intent
+
+
+def test_a_sent_message_waits_for_its_acknowledgement_at_once(pair):
+    ours, theirs = pair
+    plain = _sending(ours)
+    assert _transport(patched=False)._next_XMIT_2(plain) is True
+    assert plain.stage == tcp.TCPTransport._XMITStepShutdownWrite  # Thespian alone: one more loop first
+
+    intent = _sending(ours)
+    assert _transport(patched=True)._next_XMIT_2(intent) is True
+    assert intent.stage == tcp.TCPTransport._XMITStepWaitForAck and isinstance(intent.ackbuf, ReceiveBuffer)
+    assert _read(theirs, 2 * len(_message("payload"))) == _message("payload") * 2
+
+
+def _waiting_for_ack(ours: socket.socket) -> TransmitIntent:
+    intent = _sending(ours)
+    intent.stage, intent.ackbuf = tcp.TCPTransport._XMITStepWaitForAck, ReceiveBuffer(pickle.loads)
+    return intent
+
+
+def test_an_acknowledgement_is_read_in_one_step(pair):
+    ours, theirs = pair
+    theirs.sendall(ackMsg)
+    plain, transport = _transport(patched=False), _transport(patched=True)
+    first = _waiting_for_ack(ours)
+    assert plain._next_XMIT_4(first) is True and not plain._finished_intents  # 20 of its 21 bytes
+    assert plain._next_XMIT_4(first) is False
+    assert plain._finished_intents == [(first, SendStatus.Sent)]
+
+    theirs.sendall(ackMsg)
+    intent = _waiting_for_ack(ours)
+    assert transport._next_XMIT_4(intent) is False
+    assert transport._finished_intents == [(intent, SendStatus.Sent)]
+
+
+def test_a_message_in_place_of_the_acknowledgement_is_received_and_the_ack_still_awaited(pair):
+    # Both ends sent at once on one socket: Thespian takes the other side's message as an
+    # incoming one and goes on waiting for its own acknowledgement.
+    ours, theirs = pair
+    theirs.sendall(_message("crossing") + ackMsg)
+    transport = _transport(patched=True)
+    intent = _waiting_for_ack(ours)
+    assert transport._next_XMIT_4(intent) is False
+    assert [e.message for e in transport._incomingEnvelopes] == ["crossing"]
+    assert transport._finished_intents == [(intent, SendStatus.Sent)]
+    assert _read(theirs, len(ackMsg)) == ackMsg
+
+
+def test_no_acknowledgement_yet_leaves_the_intent_waiting(pair):
+    ours, _ = pair
+    transport = _transport(patched=True)
+    intent = _waiting_for_ack(ours)
+    intent.ackbuf.addMore(ackMsg[:20])
+    assert transport._next_XMIT_4(intent) is True  # nothing to read: Thespian's own backoff, as before
+    assert intent.stage == tcp.TCPTransport._XMITStepWaitForAck and not transport._finished_intents
