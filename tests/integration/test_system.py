@@ -101,7 +101,7 @@ def test_actors_select_with_one_poll_call(tcp_system):
     spec, asys = tcp_system
     parent = asys.createActor(EchoActor)
     child = asys.ask(parent, ("spawn",), ASK)
-    assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSelector"
+    assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSet"
     # point 5: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
     # point 7: a whole message is read (and a send goes on to wait for its acknowledgement) per loop

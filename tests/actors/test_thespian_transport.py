@@ -1,17 +1,21 @@
-"""actors/_bind.py point 7: Thespian's TCP transport reads and sends a whole message per loop.
+"""actors/_bind.py points 4 and 7: the selector of Thespian's TCP loop, and whole messages per loop.
 
-Thespian's own steps, driven one readiness event at a time over a real socket
-pair, the way its loop calls them; the unpatched steps are the baseline each
-test states first.  (Every actor process inherits the patch: test_system.py.)
+Point 4: ``PollSet`` answers as ``selectors.PollSelector`` does, over real sockets.
+Point 7: Thespian's own steps, driven one readiness event at a time over a real
+socket pair, the way its loop calls them; the unpatched steps are the baseline
+each test states first.  (Every actor process inherits both: test_system.py.)
 """
 
 from __future__ import annotations
 
 import pickle
 import select
+import selectors
 import socket
 import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from thespian.actors import ActorAddress
@@ -35,6 +39,51 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     theirs.close()
 
 
+# -- point 4: PollSet ----------------------------------------------------------------------
+def _selected(selector: Any, reads: list[socket.socket], writes: list[socket.socket],
+              timeout: float | None = 0) -> set[tuple[int, int]]:
+    for sock in reads:
+        selector.register(sock.fileno(), selectors.EVENT_READ)
+    for sock in writes:
+        selector.register(sock, selectors.EVENT_WRITE)  # a file object works as well
+    ready = {(key.fd, events) for key, events in selector.select(timeout)}
+    selector.close()
+    return ready
+
+
+def test_the_poll_set_reports_what_the_poll_selector_reports():
+    quiet, quiet_peer = socket.socketpair()
+    loaded, loaded_peer = socket.socketpair()
+    hung, hung_peer = socket.socketpair()
+    try:
+        loaded_peer.sendall(b"data")
+        hung_peer.close()  # a hang-up: readable (and writable, when asked)
+        for reads, writes in (([quiet, loaded, hung], []), ([quiet], [loaded]), ([hung], [quiet]), ([], [])):
+            ours = _selected(_bind.PollSet(), reads, writes)
+            assert ours == _selected(selectors.PollSelector(), reads, writes)
+        assert _selected(_bind.PollSet(), [quiet, loaded], [loaded_peer]) == {
+            (loaded.fileno(), selectors.EVENT_READ), (loaded_peer.fileno(), selectors.EVENT_WRITE)}
+    finally:
+        for sock in (quiet, quiet_peer, loaded, loaded_peer, hung):
+            sock.close()
+
+
+def test_the_poll_set_waits_as_asked_and_refuses_what_the_poll_selector_refuses(pair):
+    ours, theirs = pair
+    started = time.monotonic()
+    assert _selected(_bind.PollSet(), [ours], [], timeout=0.05) == set()
+    assert time.monotonic() - started >= 0.045  # at least the timeout (rounded up to a millisecond)
+    theirs.sendall(b"x")
+    assert _selected(_bind.PollSet(), [ours], [], timeout=None) == {(ours.fileno(), selectors.EVENT_READ)}
+    selector = _bind.PollSet()
+    selector.register(ours.fileno(), selectors.EVENT_READ)
+    with pytest.raises(KeyError):
+        selector.register(ours.fileno(), selectors.EVENT_WRITE)
+    with pytest.raises(ValueError):
+        selector.register(-1, selectors.EVENT_READ)
+
+
+# -- point 7: whole messages --------------------------------------------------------------
 def _transport(patched: bool) -> tcp.TCPTransport:
     """A TCPTransport with just the state these steps use (no listening socket)."""
     transport = object.__new__(tcp.TCPTransport)
