@@ -263,6 +263,7 @@ def _prepare_process(spec: SystemSpec) -> None:
     _bind.defer_descriptions()
     _bind.own_stack_chunk()
     _bind.whole_messages()
+    _bind.quick_idle_checks()
 
 
 # --- running or not ------------------------------------------------------------

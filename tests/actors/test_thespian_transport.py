@@ -1,6 +1,8 @@
-"""actors/_bind.py points 4 and 7: the selector of Thespian's TCP loop, and whole messages per loop.
+"""actors/_bind.py points 4, 7 and 8: the selector of Thespian's TCP loop, whole messages per
+loop, and its per-pass look at idle sockets.
 
 Point 4: ``PollSet`` answers as ``selectors.PollSelector`` does, over real sockets.
+Point 8: the quick expiry check and the kept address hash answer what Thespian's own do.
 Point 7: Thespian's own steps, driven one readiness event at a time over a real
 socket pair, the way its loop calls them; the unpatched steps are the baseline
 each test states first.  (Every actor process inherits both: test_system.py.)
@@ -15,13 +17,15 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from thespian.actors import ActorAddress
 from thespian.system.transport import ReceiveEnvelope, SendStatus, TransmitIntent
 from thespian.system.transport import TCPTransport as tcp
-from thespian.system.transport.IPBase import TCPv4ActorAddress
+from thespian.system.timing import ExpirationTimer
+from thespian.system.transport.IPBase import RoutedTCPv4ActorAddress, TCPv4ActorAddress
 from thespian.system.transport.streamBuffer import ReceiveBuffer, ackMsg, toSendBuffer
 
 from actors import _bind
@@ -231,3 +235,29 @@ def test_no_acknowledgement_yet_leaves_the_intent_waiting(pair):
     intent.ackbuf.addMore(ackMsg[:20])
     assert transport._next_XMIT_4(intent) is True  # nothing to read: Thespian's own backoff, as before
     assert intent.stage == tcp.TCPTransport._XMITStepWaitForAck and not transport._finished_intents
+
+
+# -- point 8: idle sockets -----------------------------------------------------------------
+def test_the_quick_expiry_check_answers_as_thespians(pair):
+    ours, _ = pair
+    idle = tcp.IdleSocket(ours, PEER)
+    for validity, expired in ((ExpirationTimer(timedelta(minutes=20)), False),
+                              (ExpirationTimer(timedelta(0)), True), (ExpirationTimer(None), False)):
+        idle.validity = validity
+        assert _bind._idle_expired(idle) is expired
+        assert idle.validity.view().expired() is expired  # what Thespian's IdleSocket.expired returns
+
+
+def test_a_kept_address_hash_is_thespians_and_is_never_pickled():
+    _bind.quick_idle_checks()
+    for address in (TCPv4ActorAddress("127.0.0.1", 40003, external=False),
+                    RoutedTCPv4ActorAddress("127.0.0.1", 40004, None, None, external=False)):
+        assert hash(address) == hash((address.socketArgs, address.connectArgs))  # Thespian's formula
+        assert hash(address) == hash(address) and "_pegasus_hash" in vars(address)
+        copy = pickle.loads(pickle.dumps(address))
+        assert "_pegasus_hash" not in vars(copy) and copy == address and hash(copy) == hash(address)
+        assert {address: "found"}[copy] == "found"
+    renamed = TCPv4ActorAddress("127.0.0.1", 40003, external=False)
+    str(renamed)  # caches Thespian's own _str_form, which its __getstate__ drops: both are dropped
+    hash(renamed)
+    assert set(vars(pickle.loads(pickle.dumps(renamed)))) == {"af", "socktype", "proto", "sockname", "bindname"}

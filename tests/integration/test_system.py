@@ -104,10 +104,10 @@ def test_actors_select_with_one_poll_call(tcp_system):
     assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSet"
     # point 5: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
-    # point 7: a whole message is read (and a send goes on to wait for its acknowledgement) per loop
-    # (tests/actors/test_whole_messages.py drives these steps over real sockets)
-    assert asys.ask(parent, "steps", ASK) == asys.ask(child, "steps", ASK) == ["_read_incoming", "_send_data",
-                                                                               "_read_ack"]
+    # point 7: a whole message is read (and a send goes on to wait for its acknowledgement) per loop;
+    # point 8: quick idle-socket checks (tests/actors/test_thespian_transport.py drives both over real sockets)
+    assert asys.ask(parent, "steps", ASK) == asys.ask(child, "steps", ASK) == [
+        "_read_incoming", "_send_data", "_read_ack", "_idle_expired", "_address_hash"]
     # point 6: each actor's loop runs above a frame that holds a frame-stack chunk of its own
     for actor in (parent, child):
         stack = asys.ask(actor, "stack", ASK)

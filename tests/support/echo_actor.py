@@ -34,9 +34,12 @@ class EchoActor(Actor):
 
             self.send(sender, TCPTransport.selectors.DefaultSelector.__name__)
         elif message == "steps":
+            from thespian.system.transport.IPBase import IPActorAddress
+            from thespian.system.transport.TCPTransport import IdleSocket
             from thespian.system.transport.TCPTransport import TCPTransport as T
 
-            self.send(sender, [T._handleReadableIncoming.__name__, T._next_XMIT_2.__name__, T._next_XMIT_4.__name__])
+            self.send(sender, [T._handleReadableIncoming.__name__, T._next_XMIT_2.__name__, T._next_XMIT_4.__name__,
+                               IdleSocket.expired.__name__, IPActorAddress.__hash__.__name__])
         elif message == "stack":
             frame, names = sys._getframe(), []
             while frame is not None:
