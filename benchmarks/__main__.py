@@ -37,6 +37,9 @@ def table(results: dict[str, Any]) -> str:
             met = "" if row["met"] is None else ("yes" if row["met"] else "NO")
             rows.append((name, row["metric"], _format(row["value"]), row["unit"], row["target"] or "", met))
         rows.append((name, "(scenario wall time)", _format(result["wall_s"]), "s", "", ""))
+        if "machine_speed" in result:
+            rows.append((name, "(machine speed just before: burn loop, higher is faster)",
+                         _format(result["machine_speed"]), "M/s", "", ""))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for index, row in enumerate(rows):
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     for name in names:
         print(f"-- {name} ...", flush=True)
+        speed = machine.speed()
         start = time.perf_counter()
         try:
             result = SCENARIOS[name].run(args.quick)
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             result = {"error": traceback.format_exc()}
             print(result["error"], file=sys.stderr, flush=True)
         result["wall_s"] = round(time.perf_counter() - start, 3)
+        result["machine_speed"] = speed
         report["scenarios"][name] = result
         if args.json:  # after every scenario: a long run that dies keeps what it measured
             args.json.write_text(json.dumps(report, indent=2, default=str))

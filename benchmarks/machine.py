@@ -1,10 +1,16 @@
-"""The machine a run was made on: cores, memory, CPU model, Python, Thespian, date, git commit."""
+"""The machine a run was made on: cores, memory, CPU model, Python, Thespian, date, git commit, and its speed.
+
+A VM's speed drifts (on the 2-core VM of the README by up to 2x over minutes), so a
+figure means little without the speed of the machine at that moment: ``speed`` times
+a fixed pure-Python loop (the CPU-bound tool's) just before each scenario.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
+import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +44,21 @@ def _git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+SPEED_ROUNDS = 200_000  # ~15-30 ms of the burn loop here
+
+
+def speed(tries: int = 5) -> float:
+    """Million rounds per second of the CPU-bound tool's loop, best of ``tries`` (higher is faster)."""
+    from benchmarks.tools import burn_cpu
+
+    best = float("inf")
+    for _ in range(tries):
+        began = time.perf_counter()
+        burn_cpu(SPEED_ROUNDS)
+        best = min(best, time.perf_counter() - began)
+    return round(SPEED_ROUNDS / best / 1e6, 2)
 
 
 def load_average() -> list[float]:

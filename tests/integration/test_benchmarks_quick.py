@@ -34,5 +34,6 @@ def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subproce
         assert "error" not in result, f"{name}: {result.get('error')}"
         assert result["figures"] and result["checks"], name
         assert all(row["value"] is not None for row in result["checks"]), name
+        assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
     assert report["scenarios"]["recovery"]["figures"]["repeated_effects"] == 0
-    assert "scenario" in done.stdout and "hop" in done.stdout
+    assert "scenario" in done.stdout and "hop" in done.stdout and "machine speed just before" in done.stdout
