@@ -327,17 +327,16 @@ def _idle_expired(self: Any) -> bool:
 
 
 _ADDRESS_HASH = "_pegasus_hash"  # never pickled: a str hash differs between processes
+_ADDRESS_OWN_HASH = _ipbase.IPActorAddress.__hash__
+_ADDRESS_GETSTATE = _ipbase.IPActorAddress.__getstate__
 
 
 def _address_hash(self: Any) -> int:
-    """``IPActorAddress.__hash__`` (of ``socketArgs`` and ``connectArgs``, set once in ``__init__``), kept."""
+    """Thespian's ``IPActorAddress.__hash__`` (of fields set once in ``__init__``), kept once computed."""
     cached = self.__dict__.get(_ADDRESS_HASH)
     if cached is None:
-        cached = self.__dict__[_ADDRESS_HASH] = hash(((self.af, self.socktype, self.proto), (self.sockname,)))
+        cached = self.__dict__[_ADDRESS_HASH] = _ADDRESS_OWN_HASH(self)
     return cached
-
-
-_ADDRESS_GETSTATE = _ipbase.IPActorAddress.__getstate__
 
 
 def _address_getstate(self: Any) -> dict[str, Any]:

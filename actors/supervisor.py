@@ -92,7 +92,7 @@ class Supervisor(ActorTypeDispatcher):
         self.settings: Settings | None = None
         self.settings_dict: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
-        self.task_actors = TaskActors(lambda: self._fork(TaskActor), 1, 0)
+        self.task_actors = TaskActors(lambda: self._fork(TaskActor))  # limits set by Configure
         self.subscribers: list[tuple[Any, str | None]] = []
         self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
         self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
@@ -120,8 +120,8 @@ class Supervisor(ActorTypeDispatcher):
             effect_registry(self.settings_dict)  # task actors forked from here inherit it
         except ToolError as exc:
             self.log.error("tool_registry_unavailable", error=str(exc))
-        self.task_actors = TaskActors(lambda: self._fork(TaskActor), settings.runtime.task_actor_runs,
-                                      settings.runtime.max_active_tasks)
+        self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
+        self.task_actors.max_free = settings.runtime.max_active_tasks
         self.store = Store.in_state_dir(settings.state_dir())
         self.admission = Admission(settings, store=self.store)
         effects = self.admission.restore()

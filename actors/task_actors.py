@@ -29,7 +29,7 @@ class TaskActors:
     ``runs_per_actor`` runs or ``max_free`` actors are free already.
     """
 
-    def __init__(self, create: Callable[[], Any], runs_per_actor: int, max_free: int) -> None:
+    def __init__(self, create: Callable[[], Any], runs_per_actor: int = 1, max_free: int = 0) -> None:
         self.create, self.runs_per_actor, self.max_free = create, runs_per_actor, max_free
         self.running: dict[str, Lease] = {}
         self.free: list[Lease] = []

@@ -21,9 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks import baseline
+from benchmarks import baseline, machine
 from benchmarks.common import PLUGINS, check, iso_seconds, pegasus_system, state_dir, wait_counts
-from benchmarks.tools import burn_cpu
 
 NAME = "baseline"
 LIMITS = {"llm": 3, "tool": 3, "cap": 32}
@@ -53,12 +52,7 @@ def _baseline(texts: list[str], latency_ms: float) -> dict[str, Any]:
 def _rounds_for(target_ms: float) -> int:
     """Rounds of burn_cpu that take about target_ms on this machine (calibrated once, in this process)."""
     probe = 300_000
-    best = float("inf")
-    for _ in range(3):
-        began = time.perf_counter()
-        burn_cpu(probe)
-        best = min(best, time.perf_counter() - began)
-    return max(1000, int(target_ms / 1000.0 / (best / probe)))
+    return max(1000, int(target_ms / 1000.0 / (machine.burn_seconds(probe, 3) / probe)))
 
 
 def _both(texts: list[str], latency_ms: float, reps: int) -> dict[str, Any]:
