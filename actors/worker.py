@@ -81,13 +81,14 @@ class StageWorker(ActorTypeDispatcher):
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
-        started = time.time()
+        started, cpu = time.time(), time.thread_time()
         try:
             result = self._run(work.request)
         except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
             result = StageResult(work.request.task_id, work.request.token, work.request.stage, ok=False,
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
-        worker = {**result.worker, **self.identity, "started": started, "finished": time.time()}
+        worker = {**result.worker, **self.identity, "started": started, "finished": time.time(),
+                  "cpu_ms": round((time.thread_time() - cpu) * 1000.0, 3)}
         result = _with_worker(result, worker)
         if work.reply_to is None or "retry_after_s" in worker:
             # Rate-limited by the endpoint: the pool decides whether it runs again.

@@ -66,6 +66,51 @@ def speed(tries: int = 5) -> float:
     return round(SPEED_ROUNDS / burn_seconds(SPEED_ROUNDS, tries) / 1e6, 2)
 
 
+SCALING_ROUNDS = 600_000  # ~50-75 ms of the burn loop here
+
+
+def _timed_burn(rounds: int, start: Any, times: Any) -> None:
+    from benchmarks.tools import burn_cpu
+
+    start.wait()
+    began = time.perf_counter()
+    burn_cpu(rounds)
+    times.put(time.perf_counter() - began)
+
+
+def _burn_at_once(processes: int, rounds: int) -> float:
+    """Seconds until the last of ``processes`` forked processes, started together, ran ``rounds``."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    start, times = context.Barrier(processes), context.Queue()
+    children = [context.Process(target=_timed_burn, args=(rounds, start, times)) for _ in range(processes)]
+    for child in children:
+        child.start()
+    try:
+        return max(times.get(timeout=60) for _ in children)
+    finally:
+        for child in children:
+            child.join(10)
+            if child.is_alive():  # pragma: no cover - only if a child hangs
+                child.kill()
+                child.join()
+
+
+def parallel_scaling(processes: int | None = None, pairs: int = 3) -> float:
+    """How many times the work of one process ``processes`` processes do in the same time (median of ``pairs``).
+
+    Each pair times the burn loop in one process alone, then in ``processes`` at
+    once (default: one per core).  On idle dedicated cores this is ~``processes``;
+    on a VM whose vCPUs share a host it can be much less, and that, not any
+    runtime, caps what ``processes`` workers can gain over one process.
+    """
+    processes = processes or os.cpu_count() or 1
+    ratios = sorted(processes * _burn_at_once(1, SCALING_ROUNDS) / _burn_at_once(processes, SCALING_ROUNDS)
+                    for _ in range(pairs))
+    return round(ratios[len(ratios) // 2], 2)
+
+
 def load_average() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -36,4 +36,9 @@ def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subproce
         assert all(row["value"] is not None for row in result["checks"]), name
         assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
     assert report["scenarios"]["recovery"]["figures"]["repeated_effects"] == 0
+    for cpu in report["scenarios"]["baseline"]["figures"]["cpu"]:
+        # Both sides timed their tool steps' CPU, and the machine's scaling was probed around the workload.
+        assert cpu["pegasus"]["tool_cpu_ms_per_task"] > 0 and cpu["baseline"]["tool_cpu_ms_per_task"] > 0
+        assert len(cpu["parallel_scaling"]) == 2
+        assert all(0 < x <= report["machine"]["cores"] * 1.5 for x in cpu["parallel_scaling"])
     assert "scenario" in done.stdout and "hop" in done.stdout and "machine speed just before" in done.stdout

@@ -91,6 +91,23 @@ def test_pool_size_and_task_cap_are_the_limits(pegasus) -> None:
     assert max_overlap(running_intervals(client, [t["task_id"] for t in tasks])) == 3
 
 
+def test_stage_records_have_the_worker_threads_cpu_time(pegasus) -> None:
+    """``cpu_ms``: a CPU-bound tool step shows its work, a sleeping one almost none; never above the wall time."""
+    client = pegasus(tools={"plugins": ["benchmarks.tools:register"]})
+    burn = client.submit('call burn {"rounds": 3000000}')
+    sleep = client.submit("sleep 0.3")
+    stages = {}
+    for task in (burn, sleep):
+        assert client.wait(task["task_id"], timeout=60)["lifecycle_state"] == "done"
+        stages[task["input"].split()[0]] = client.get(task["task_id"])["stages"]
+    for record in stages["call"] + stages["sleep"]:
+        assert 0 <= record["cpu_ms"] <= (record["finished"] - record["started"]) * 1000 + 1, record
+    burned, slept = stages["call"][3], stages["sleep"][3]
+    assert (burned["stage"], slept["stage"]) == ("act", "act")
+    assert burned["cpu_ms"] > 100  # ~250 ms of pure-Python work at this machine's slowest
+    assert (slept["finished"] - slept["started"]) >= 0.3 and slept["cpu_ms"] < 100
+
+
 def test_priority_order_lower_first_fifo_within(pegasus) -> None:
     client = pegasus(runtime={"max_active_tasks": 1})
     blocker = client.submit("sleep 0.5")
