@@ -9,6 +9,7 @@ dataclasses: cheap to pickle, and built only by code in this package.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -238,19 +239,64 @@ class TaskStopped(_Brief):
 # -- pools and workers ----------------------------------------------------------------------
 
 
+class _Pickled(bytes):
+    """A field's value as its sender pickled it (see ``_PickledOnce``)."""
+
+    __slots__ = ()
+
+
+class _PickledOnce:
+    """A dataclass field that travels pickled once and is decoded only where it is read.
+
+    A pool passes a StageRequest's task context on to a worker without reading it
+    (unless a rate budget estimates its tokens).  As a plain field, Thespian
+    unpickled the whole TaskContext in the pool and pickled it again for the
+    worker on every stage: ~60 us of the pool's CPU per hop here.  Now the
+    requester's pickle is kept as bytes until someone reads the field.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return None  # the field's default
+        value = instance.__dict__[self.slot]
+        if type(value) is _Pickled:
+            value = instance.__dict__[self.slot] = pickle.loads(value)
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self.slot] = value
+
+    def pickled(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` (an instance's ``__dict__``) with this field as bytes, pickled now if it is not yet."""
+        value = state.get(self.slot)
+        if value is not None and type(value) is not _Pickled:
+            state = {**state, self.slot: _Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))}
+        return state
+
+
 @dataclass(frozen=True, repr=False)
 class StageRequest(_Brief):
-    """Run one stage (or one verification gate) for a task, before the deadline."""
+    """Run one stage (or one verification gate) for a task, before the deadline.
+
+    ``context`` (the TaskContext) travels as its requester pickled it and is
+    decoded where it is read: in the worker, not in the pool that forwards it.
+    """
 
     task_id: str
     token: int
     stage: str
     machine: str = ""
-    context: Any = None
+    context: Any = _PickledOnce()
     step_index: int | None = None
     gate: dict[str, Any] | None = None
     timeout_s: float | None = None
     idempotency_key: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return StageRequest.__dict__["context"].pickled(self.__dict__)
 
 
 @dataclass(frozen=True, repr=False)

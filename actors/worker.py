@@ -23,6 +23,7 @@ from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
+from pegasus.task.models import deep_copy
 
 GATE_OUTPUT_CHARS = 4000
 POOL_REQUIREMENT = "pegasus.pool"  # with MEMBER_CAPABILITY: where a pool places a worker
@@ -108,7 +109,7 @@ class StageWorker(ActorTypeDispatcher):
         if request.idempotency_key and context.plan is not None and request.step_index is not None:
             # The step runner hands the key to the tool (ToolContext.idempotency_key).
             # Copy first: on simpleSystemBase the request is shared with its sender.
-            context = context.model_copy(deep=True)
+            context = deep_copy(context)
             for step in context.plan.steps:
                 if step.index == request.step_index:
                     step.action_params["idempotency_key"] = request.idempotency_key

@@ -16,7 +16,7 @@ from pegasus.task import machines as _machines
 from pegasus.task.engine import Machine
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import EXTERNAL_INPUT, Event, EventType, new_id, utc_now
-from pegasus.task.models import StateTransition, TaskContext, TaskSnapshot
+from pegasus.task.models import StateTransition, TaskContext, TaskSnapshot, deep_copy
 
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
@@ -111,14 +111,14 @@ class TaskFSM:
     @classmethod
     def restore(cls, snapshot: TaskSnapshot, *, clock: Clock = utc_now, id_factory: IdFactory = new_id) -> TaskFSM:
         """Rebuild a task from a snapshot (a checkpoint)."""
-        return cls(snapshot.machine, task_id=snapshot.task_id, context=snapshot.context.model_copy(deep=True),
+        return cls(snapshot.machine, task_id=snapshot.task_id, context=deep_copy(snapshot.context),
                    priority=snapshot.priority, metadata=dict(snapshot.metadata), state=snapshot.state,
                    history=list(snapshot.history), created_at=snapshot.created_at,
                    updated_at=snapshot.updated_at, clock=clock, id_factory=id_factory)
 
     def snapshot(self) -> TaskSnapshot:
         return TaskSnapshot(machine=self.machine.name, task_id=self.task_id, state=self._state,
-                            context=self._context.model_copy(deep=True), history=list(self._history),
+                            context=deep_copy(self._context), history=list(self._history),
                             priority=self.priority, metadata=dict(self.metadata),
                             created_at=self.created_at, updated_at=self.updated_at)
 
@@ -170,7 +170,7 @@ class TaskFSM:
         machine, source = self.machine, self._state
         if machine.row_for(source, event.type) is None:
             machine.resolve(source, self._context, event)  # raises with the right message
-        context = self._context.model_copy(deep=True)
+        context = deep_copy(self._context)
         reducer = machine.reducers.get(event.type)
         if reducer is not None:
             try:

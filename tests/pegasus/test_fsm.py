@@ -55,3 +55,36 @@ def test_same_clock_and_ids_give_identical_histories() -> None:
             fsm.transition(event)
         return [h.model_dump() for h in fsm.history]
     assert run() == run()
+
+
+def test_deep_copy_of_a_context_is_independent_and_equal_to_pydantics() -> None:
+    from pydantic import ValidationError
+
+    from pegasus.task.models import ActionResult, Plan, PlanStep, TaskContext, deep_copy
+
+    shared = [1, 2]
+    context = TaskContext(
+        input_text="x", input_metadata={"tags": ["a"], "nested": {"n": 1}},
+        plan=Plan(goal="g", steps=[PlanStep(index=0, description="d", action_params={"args": {"k": [1]}})]),
+        actions_done=[ActionResult(step_index=0, success=True, output=(shared, {3}))],
+        final_result={"answer": shared})
+    copied = deep_copy(context)
+    assert copied == context == context.model_copy(deep=True)
+    assert copied.model_dump(exclude_unset=True) == context.model_dump(exclude_unset=True)  # fields set kept
+    copied.plan.steps[0].action_params["args"]["k"].append(2)
+    copied.plan.mark_done(0)
+    copied.input_metadata["tags"].append("b")
+    copied.actions_done[0].output[0].append(3)  # a list inside a tuple (the deepcopy fallback)
+    copied.final_result["answer"].append(4)
+    assert context.plan.steps[0].action_params == {"args": {"k": [1]}} and not context.plan.steps[0].completed
+    assert context.input_metadata["tags"] == ["a"] and shared == [1, 2]
+    with pytest.raises(ValidationError):  # still a validating model
+        copied.iteration = "many"  # type: ignore[assignment]
+
+
+def test_a_refused_transition_leaves_the_context_untouched() -> None:
+    fsm = TaskFSM.create(machine="classic", input_text="what is 1 + 1?")
+    before = fsm.context.model_dump()
+    with pytest.raises(InvalidStateTransition):
+        fsm.transition(Event(type=EventType.PERCEIVE_DONE, payload={"perception": "not a dict"}))
+    assert fsm.context.model_dump() == before
