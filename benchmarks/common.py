@@ -33,8 +33,9 @@ PLUGINS = ["benchmarks.tools:register", "tests.support.tools:register"]
 
 
 def settings_for(state_dir: Path, port: int, overrides: dict[str, Any] | None = None) -> Settings:
+    # Everything else as a user gets it by default (logging at info: a JSON line per transition).
     base: dict[str, Any] = {"system": {"admin_port": port}, "state": {"home": str(state_dir)},
-                            "tools": {"plugins": list(PLUGINS)}, "logging": {"level": "warning"}}
+                            "tools": {"plugins": list(PLUGINS)}}
     for section, values in (overrides or {}).items():
         base.setdefault(section, {}).update(values)
     return Settings().with_overrides(base)
