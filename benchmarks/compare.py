@@ -80,6 +80,7 @@ def run(quick: bool) -> dict[str, Any]:
     # since Pegasus's fixed cost per task weighs less the longer the step.
     cpu_runs = ((20.0, 16), (80.0, 6)) if quick else ((100.0, 100), (400.0, 80))
     reps = 1 if quick else 2
+    pairs = 1 if quick else 3  # of the two-core scaling probe
     io_texts = [f"what is {i} + 1?" for i in range(io_tasks)]
     figures: dict[str, Any] = {"limits": LIMITS, "repetitions": reps, "io": {"latency_ms": latency_ms}, "cpu": []}
     figures["io"].update(_both(io_texts, latency_ms, reps))
@@ -87,9 +88,9 @@ def run(quick: bool) -> dict[str, Any]:
     for burn_ms, tasks in cpu_runs:
         rounds = _rounds_for(burn_ms)
         texts = [f'call burn {{"rounds": {rounds}}}' for _ in range(tasks)]
-        before = machine.parallel_scaling(pairs=1 if quick else 3)
+        before = machine.parallel_scaling(pairs=pairs)
         cpu: dict[str, Any] = {"burn_ms_target": burn_ms, "rounds": rounds, "tasks": tasks, **_both(texts, 0.0, reps)}
-        cpu["parallel_scaling"] = [before, machine.parallel_scaling(pairs=1 if quick else 3)]
+        cpu["parallel_scaling"] = [before, machine.parallel_scaling(pairs=pairs)]
         figures["cpu"].append(cpu)
         # The step's length as the baseline ran it: one process, nothing else competing.
         runs.append((f"CPU-bound ({cpu['baseline']['tool_ms_per_task']:g} ms of tool work per task)", 1.6, cpu))
@@ -120,5 +121,5 @@ def run(quick: bool) -> dict[str, Any]:
         "'tool CPU per task': the CPU time of the thread that ran the task's tool steps, in the best run of each "
         "side (Pegasus: the stage records' cpu_ms; baseline: thread_time around run_stage).",
         f"'two-core scaling' (benchmarks/machine.py parallel_scaling): the burn loop's throughput in {os.cpu_count()} "
-        "processes at once divided by one process alone, median of 3 pairs, just before and just after the workload: "
+        f"processes at once divided by one process alone, median of {pairs} pair(s), just before and just after the workload: "
         "the most any runtime's workers could gain over one process at that moment."]}

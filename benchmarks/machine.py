@@ -70,12 +70,8 @@ SCALING_ROUNDS = 600_000  # ~50-75 ms of the burn loop here
 
 
 def _timed_burn(rounds: int, start: Any, times: Any) -> None:
-    from benchmarks.tools import burn_cpu
-
     start.wait()
-    began = time.perf_counter()
-    burn_cpu(rounds)
-    times.put(time.perf_counter() - began)
+    times.put(burn_seconds(rounds, 1))
 
 
 def _burn_at_once(processes: int, rounds: int) -> float:
