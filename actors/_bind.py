@@ -131,6 +131,8 @@ from thespian.system import utilis as _utilis
 from thespian.system.transport import IPBase as _ipbase
 from thespian.system.transport import TCPTransport as _tcp
 
+from pegasus.files import PRIVATE_UMASK, open_private
+
 _lock = threading.Lock()
 _installed: str | None = None  # the bind host this process is patched for
 _original_bind_args = _ipbase.IPActorAddress.bindArgs  # the property object
@@ -268,9 +270,11 @@ _STARTERS = {name: getattr(_multiproc, name) for name in ("startChild", "startAd
 
 
 def own_stack_chunk() -> None:
-    """Every actor and admin process this one forks runs its loop in a frame-stack chunk of its own (point 6)."""
+    """Every actor and admin process this one forks runs its loop in a frame-stack chunk of its own (point 6),
+    and creates its files private (umask 077: logs, the store, Thespian's log)."""
     for name, start in _STARTERS.items():
         def starter(*args: Any, _start: Any = start, **kwargs: Any) -> Any:
+            os.umask(PRIVATE_UMASK)
             return on_own_stack_chunk(_start, args, kwargs)
         starter.__name__ = f"{name}_on_own_stack_chunk"
         setattr(_multiproc, name, starter)
@@ -368,6 +372,7 @@ def configure_thesplog(logs_dir: Path, threshold: str = "WARNING", max_size: int
     """
     logs_dir.mkdir(parents=True, exist_ok=True)
     path = logs_dir / "thespian.log"
+    os.close(open_private(path))  # whichever process writes first, the file is private
     os.environ["THESPLOG_FILE"] = str(path)
     os.environ["THESPLOG_FILE_MAXSIZE"] = str(max_size)
     os.environ["THESPLOG_THRESHOLD"] = threshold

@@ -9,11 +9,13 @@ SystemSpec pickled in ``PEGASUS_DAEMON_SPEC``.  This process then:
    us instead of PID 1 (which, in our containers, never reaps them), so they
    stay in the system's process tree for ``system_pids``/``shutdown`` and get
    reaped when they exit;
-2. installs the bind patch and log routing (``_bind``) -- inherited by the
-   admin and every actor through fork;
+2. takes the state directory's lock (``ownership``) and keeps it for the
+   life of the system, and installs the bind patch, the frame authentication
+   with the system key and the log routing -- inherited by the admin and every
+   actor through fork;
 3. forks a short-lived starter that creates the ActorSystem (Thespian forks the
    admin from it) and exits, so the long-lived launcher holds no socket;
-4. writes the pid file (launcher and admin identities) -- the signal that
+4. writes the owner record (launcher and admin identities) -- the signal that
    start_daemon waits for -- and reaps children until none is left.
 """
 
@@ -29,8 +31,9 @@ import traceback
 
 from thespian.actors import ActorSystem
 
-from actors import procs
-from actors.system import _SPEC_ENV, SystemSpec, _prepare_process, _write_pid_file
+from actors import _frames, ownership, procs
+from actors.system import _SPEC_ENV, SystemSpec, _busy, _prepare_process, _write_owner
+from pegasus import files
 
 _PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
 
@@ -39,7 +42,17 @@ def main() -> None:
     """Entry point of the launcher process."""
     spec: SystemSpec = pickle.loads(base64.b64decode(os.environ.pop(_SPEC_ENV)))
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _prepare_process(spec)
+    os.umask(files.PRIVATE_UMASK)
+    try:
+        try:
+            lock = ownership.acquire(spec.state_dir)  # held (and inherited) for the life of the system
+        except ownership.StateDirBusy:
+            raise _busy(spec) from None
+        _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
+    except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
+        print(f"{exc}", file=sys.stderr)
+        sys.exit(1)
+    _frames.reset_count(spec.state_dir)
     starter = os.fork()
     if starter == 0:
         try:
@@ -61,7 +74,7 @@ def main() -> None:
     if admin is None:
         print(f"admin on port {spec.admin_port} not found among our descendants", file=sys.stderr)
         sys.exit(1)
-    _write_pid_file(spec, admin, me)
+    _write_owner(spec, admin, me)
     while True:  # reap until every process of the system is gone
         try:
             os.wait()
@@ -69,3 +82,4 @@ def main() -> None:
             break
         except InterruptedError:
             continue
+    lock.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 from actors import convention, messages as m
 from actors.client import Client, resolved, spec_for
-from actors.system import SystemNotRunningError, is_running, stop_daemon
+from actors.system import SystemNotRunningError, check_owner, stop_daemon
 from pegasus import config
 from pegasus.errors import PegasusError
 
@@ -105,8 +105,6 @@ def cmd_start(args: argparse.Namespace) -> int:
                f"join it from another machine: pegasus join {spec.member_name} --port PORT")
         return EXIT_OK
     spec = spec_for(resolved(settings))
-    if is_running(spec):
-        raise PegasusError(f"a system already runs on {spec.bind}:{spec.admin_port}")
     client, pid = Client.start_daemon(settings)
     client.close()
     _print(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
@@ -117,7 +115,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_join(args: argparse.Namespace) -> int:
     settings = _settings(args)
     capabilities = dict(convention.parse_capability(text) for text in args.capability or [])
-    spec, pid = convention.join(settings, args.leader_address, capabilities)
+    spec, pid = convention.join(settings, args.leader_address, capabilities, key_file=args.key_file)
     leader = "{}:{}".format(*spec.convention_leader or ("?", 0))
     _print(args, {"pid": pid, "port": spec.admin_port, "member": spec.member_name, "leader": leader,
                   "capabilities": spec.capabilities},
@@ -127,10 +125,9 @@ def cmd_join(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop the system of this state directory, and only it: its processes are the lock's holders."""
     spec = spec_for(resolved(_settings(args)))
-    if not is_running(spec):
-        raise SystemNotRunningError(f"no Pegasus system is running on {spec.bind}:{spec.admin_port}",
-                                    spec.admin_port)
+    check_owner(spec)
     stop_daemon(spec)
     _print(args, {"stopped": spec.admin_port}, f"pegasus stopped (port {spec.admin_port})")
     return EXIT_OK
@@ -250,6 +247,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     join = command("join", cmd_join, "add this machine to a convention: a background member admin")
     join.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
                       help="the leader's address and admin port (default: [convention] leader)")
+    join.add_argument("--key-file", metavar="PATH",
+                      help="the leader's system key (a copy of <leader state dir>/system.key); kept in this "
+                           "machine's state directory, so later joins need it only when it changes")
     join.add_argument("--capability", action="append", metavar="NAME=VALUE",
                       help="advertise a capability, e.g. pegasus.llm_workers=4 or pegasus.tool_workers=0 "
                            "(worker counts default to this machine's [pools]); repeatable")

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from thespian.actors import ActorSystem
+from thespian.actors import ActorSystem, ActorSystemFailure
 
 from actors import messages as m
 from actors.supervisor import Supervisor
@@ -42,7 +42,8 @@ def spec_for(settings: Settings) -> SystemSpec:
     """The SystemSpec of the system these settings describe."""
     system = settings.system
     return SystemSpec(admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind,
-                      base=system.base, allow_non_loopback=system.allow_non_loopback)
+                      base=system.base, allow_non_loopback=system.allow_non_loopback,
+                      max_frame_bytes=system.max_frame_bytes)
 
 
 def resolved(settings: Settings) -> Settings:
@@ -208,7 +209,10 @@ class Client:
     def _ask(self, request: m.Request) -> Any:
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})
-        self.asys.tell(self.supervisor, request)
+        try:
+            self.asys.tell(self.supervisor, request)
+        except ActorSystemFailure as exc:  # the frame was refused (BadPacket) or could not be delivered
+            raise RequestError(f"the supervisor did not take the request: {exc}", "BadRequest") from None
         deadline = time.monotonic() + self.timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -218,7 +222,10 @@ class Client:
             message = self.asys.listen(remaining)
             if isinstance(message, m.TransitionNotice):
                 self._notices.append(message)
-            elif isinstance(message, m.Reply) and message.request_id == request_id:
+            elif isinstance(message, m.Reply) and (message.request_id == request_id
+                                                   or (not message.ok and message.request_id == "")):
+                # A reply without an id is the supervisor saying it could not read a request
+                # at all; this client has one request in flight: this one.
                 if not message.ok:
                     raise RequestError(message.error or "request failed", message.error_type)
                 return message.data

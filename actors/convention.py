@@ -8,17 +8,24 @@ workers the leader's pools place on it: ``pegasus.llm_workers`` /
 ``pegasus.tool_workers`` capabilities say how many (actors/pool.py).
 
 This module turns settings into the SystemSpec of a leader or a member and
-starts them; it owns no actor.  Thespian's TCP transport unpickles whatever
-reaches its sockets: a convention belongs on a trusted network, a VPN or a
-tunnel, never on an open one (``[system] allow_non_loopback`` must say so).
+starts them; it owns no actor.  A convention belongs on a trusted network, a VPN or a
+tunnel, never on an open one (``[system] allow_non_loopback`` must say so): its
+frames are authenticated with the leader's system key (members get a copy by
+file, ``pegasus join --key-file``) but not encrypted.
 """
 
 from __future__ import annotations
 
 import socket
+import time
+from pathlib import Path
 from typing import Any
 
-from actors.system import SystemSpec, SystemStartError, is_running, start_daemon, validate
+from actors import _frames, ownership
+from actors.system import (
+    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, stop_daemon, validate,
+)
+from pegasus import files
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 
@@ -70,7 +77,7 @@ def _spec(settings: Settings, leader: tuple[str, int], capabilities: dict[str, A
     return SystemSpec(
         admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind, base=system.base,
         capabilities=capabilities, allow_non_loopback=system.allow_non_loopback,
-        advertise=system.advertise or None, convention_leader=leader,
+        advertise=system.advertise or None, convention_leader=leader, max_frame_bytes=system.max_frame_bytes,
         reregistration_period_s=convention.reregistration_period_s,
         registration_miss_max=convention.registration_miss_max,
         restart_period_s=convention.restart_period_s,
@@ -123,13 +130,10 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     members as they join.
     """
     from actors.client import Client, resolved  # here: client imports the supervisor, which imports the pools
-    from actors.system import attach, shutdown, start_system
+    from actors.system import shutdown, start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
     spec = leader_spec(settings)
-    validate(spec)  # before probing the port: a refused address must say why, not "already runs"
-    if is_running(spec):
-        raise SystemStartError(f"a system already runs on {spec.bind}:{spec.admin_port}", spec.admin_port)
     pid = None
     if daemon:
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
@@ -146,22 +150,65 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     return client, pid
 
 
-def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None) -> tuple[SystemSpec, int]:
+def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None,
+         key_file: str | Path | None = None) -> tuple[SystemSpec, int]:
     """Start this machine's member admin in the background; (its spec, admin pid).
 
-    Returns once the admin runs; it registers with the leader within ~0.1 s
-    when the leader is up, and keeps retrying every ``restart_period_s`` when
-    it is not (a member may start first, or outlive a restarted leader).
+    The member authenticates its frames with the leader's system key: ``key_file``
+    (a copy of the leader's ``system.key``) is kept in the member's state
+    directory; without it, the key already there is used.  Returns once the
+    admin runs and has registered with the leader, or after ``REGISTER_WAIT_S``
+    if the leader does not answer (a member may start first, or outlive a
+    restarted leader: it keeps retrying every ``restart_period_s``).  A leader
+    that refuses the member's frames (another key) is an error: the member is
+    stopped.
     """
     from actors.client import resolved
 
     spec = member_spec(resolved(settings), leader, capabilities)
-    validate(spec)  # before probing the port: a refused address must say why, not "already runs"
+    validate(spec)
     if (spec.advertised or spec.bind, spec.admin_port) == spec.convention_leader:
         raise ConventionError(f"{spec.member_name} is the leader's own address: give this member another --port")
-    if is_running(spec):
-        raise SystemStartError(f"a system already runs on {spec.bind}:{spec.admin_port}", spec.admin_port)
-    return spec, start_daemon(spec, timeout=settings.system.start_timeout_s)
+    if key_file is not None:
+        files.private_dir(spec.state_dir)
+        if is_running(spec):
+            raise SystemStartError(f"state directory {spec.state_dir} is in use by another system", spec.admin_port)
+        ownership.install_key_file(Path(key_file).expanduser(), spec.state_dir)
+    elif not ownership.key_path(spec.state_dir).exists():
+        raise ConventionError("a member needs the leader's system key: pegasus join HOST:PORT --key-file PATH "
+                              "(a copy of the leader's <state dir>/system.key, sent over a secure channel)")
+    pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
+    if _refused_by_leader(spec):
+        stop_daemon(spec)
+        leader_at = "{}:{}".format(*spec.convention_leader)  # type: ignore[misc]
+        raise ConventionError(f"the leader at {leader_at} refused this member: their frames fail authentication, "
+                              "so the two hold different system keys (give the leader's system.key with "
+                              "--key-file)")
+    return spec, pid
+
+
+REGISTER_WAIT_S = 3.0
+
+
+def _refused_by_leader(spec: SystemSpec) -> bool:
+    """Wait until the member has registered with its leader (False) or a frame between them failed
+    authentication (True); False after REGISTER_WAIT_S when the leader does not answer at all."""
+    from thespian.system.messages.status import Thespian_StatusReq
+
+    deadline = time.monotonic() + REGISTER_WAIT_S
+    asys = attach(spec)
+    try:
+        admin = asys._systemBase.adminAddr
+        while time.monotonic() < deadline:
+            if _frames.rejected_count(spec.state_dir):
+                return True
+            status = asys.ask(admin, Thespian_StatusReq(), 0.5)
+            if getattr(status, "conventionAttendees", None):
+                return False
+            time.sleep(0.05)
+    finally:
+        detach(asys)
+    return bool(_frames.rejected_count(spec.state_dir))
 
 
 def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import ctypes
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 import signal
 import socket
 import struct
@@ -133,12 +133,8 @@ def _decode_ipv6(hexaddr: str) -> str:
     return socket.inet_ntop(socket.AF_INET6, struct.pack("<4I", *words))
 
 
-def listening_sockets() -> dict[int, tuple[str, int]]:
-    """Every TCP socket in LISTEN state on this host: inode -> (ip, port).
-
-    Reads /proc/net/tcp and /proc/net/tcp6 of our network namespace.
-    """
-    found: dict[int, tuple[str, int]] = {}
+def _listening_rows() -> Iterator[tuple[Callable[[str], str], list[str]]]:
+    """(address decoder, columns) of every LISTEN row of /proc/net/tcp and /proc/net/tcp6 (our namespace)."""
     for name, decode in (("tcp", _decode_ipv4), ("tcp6", _decode_ipv6)):
         try:
             lines = (_PROC / "net" / name).read_text().splitlines()[1:]
@@ -146,11 +142,25 @@ def listening_sockets() -> dict[int, tuple[str, int]]:
             continue
         for line in lines:
             cols = line.split()
-            if len(cols) < 10 or cols[3] != _TCP_LISTEN:
-                continue
-            hexip, hexport = cols[1].split(":")
-            found[int(cols[9])] = (decode(hexip), int(hexport, 16))
+            if len(cols) >= 10 and cols[3] == _TCP_LISTEN:
+                yield decode, cols
+
+
+def listening_sockets() -> dict[int, tuple[str, int]]:
+    """Every TCP socket in LISTEN state on this host: inode -> (ip, port)."""
+    found: dict[int, tuple[str, int]] = {}
+    for decode, cols in _listening_rows():
+        hexip, hexport = cols[1].split(":")
+        found[int(cols[9])] = (decode(hexip), int(hexport, 16))
     return found
+
+
+def listener_uid(port: int) -> int | None:
+    """The uid owning a socket that listens on ``port`` (any address): shown even for another user's."""
+    for _, cols in _listening_rows():
+        if int(cols[1].rsplit(":", 1)[1], 16) == port:
+            return int(cols[7])
+    return None
 
 
 def socket_inodes(pid: int) -> set[int]:

@@ -24,6 +24,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, ChildActorExited, WakeupMessage
 
 from actors import messages as m
+from actors._frames import UnreadableMessage, rejected_count
 from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
@@ -282,6 +283,7 @@ class Supervisor(ActorTypeDispatcher):
                 "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
                 "task_actors": self.task_actors.view(),
+                "rejected_frames": rejected_count(self.admission.settings.state_dir()),
                 "members": members_view(parts)}))
 
     # -- reports from task actors and the tool pool ----------------------------------------------
@@ -386,6 +388,11 @@ class Supervisor(ActorTypeDispatcher):
                 "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
                 "stages": stages, "usage": usage_total(stages), "gates": [], "question": None,
                 "iteration": None, "suspend_reason": None, "actor_pid": None, "from_store": True}
+
+    def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
+        """An authentic request this process cannot unpickle (a class it lacks, a value nested too deep)."""
+        self.send(sender, m.Reply("", False, error=f"the supervisor could not read the request: {message.error}",
+                                  error_type="BadRequest"))
 
     def receiveUnrecognizedMessage(self, message: Any, sender: Any) -> None:
         if isinstance(message, ActorSystemMessage):

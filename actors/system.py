@@ -6,18 +6,25 @@ the rules below hold everywhere:
 * Every socket of a Pegasus system (admin, logger, every actor, every client
   endpoint) listens on the configured interface, 127.0.0.1 by default; a
   non-loopback address needs ``allow_non_loopback=True`` (see ``_bind``).
+* Every frame on those sockets is authenticated with the state directory's
+  system key before anything in it is unpickled (``_frames``); a client must
+  read the key, so only a user who can read the state directory gets in.
+* One system per state directory: its lock is taken before the admin starts
+  and held by every process of the system (``ownership``).  Nothing is ever
+  signalled or sent a frame because of the port it listens on: a process is
+  the system's only when it holds the lock (or descends from one that does).
 * Thespian's internal log and the actors' ``logging`` output go to
   ``state_dir/logs/`` -- never the working directory or $TMPDIR.
 * A background system (``start_daemon``) is started from a detached launcher
   with stdio on /dev/null and no inherited descriptors: an admin inherits its
   starter's descriptors, so a CLI run under ``$(...)`` or a pipe would
   otherwise hang until the admin exits.
-* Shutting a system down ends every process it started -- found through the
-  pid file and /proc parent links, never by name -- and SIGKILLs, as a last
-  resort, only those pids.
+* Shutting a system down ends every process it started -- the lock's holders
+  and their descendants, never anything found by name or port -- and SIGKILLs,
+  as a last resort, only those pids.
 
 The background launcher lives in ``_daemon``; /proc helpers in ``procs``; the
-bind patch and log routing in ``_bind``.
+bind patch and log routing in ``_bind``; frame authentication in ``_frames``.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from typing import Any
 from thespian.actors import ActorSystem, InvalidActorAddress
 from thespian.system import multiprocTCPBase
 
-from actors import _bind, procs
+from actors import _bind, _frames, ownership, procs
+from pegasus import files
 from pegasus.errors import PegasusError
 
 BASES = ("multiprocTCPBase", "simpleSystemBase")
@@ -88,6 +96,8 @@ class SystemSpec:
     # leader's own address on the leader, the leader's on every member).
     convention_leader: tuple[str, int] | None = None
     thesplog_level: str = "WARNING"
+    # The largest frame any process of the system reads (checked at its header, before its body).
+    max_frame_bytes: int = 16 * 1024 * 1024
     # Thespian's member failure detection (see set_convention_timing).
     reregistration_period_s: float = 3.0
     registration_miss_max: int = 2
@@ -103,7 +113,8 @@ class SystemSpec:
 
     @property
     def pid_file(self) -> Path:
-        return self.state_dir / f"system-{self.admin_port}.json"
+        """The owner record: port, bind, admin and launcher identities (removed when the system stops)."""
+        return self.state_dir / "system.json"
 
     @property
     def advertised(self) -> str | None:
@@ -180,11 +191,13 @@ def validate(spec: SystemSpec) -> None:
         raise SystemStartError(f"bind address {spec.bind} is not IPv4 (Thespian's TCP is IPv4 only)", spec.admin_port)
     if not address.is_loopback and not spec.allow_non_loopback:
         raise SystemStartError(
-            f"refusing to bind the actor system to {spec.bind}: Thespian accepts unauthenticated "
-            "pickled messages, so anyone who can reach the port can run code as this user; "
-            "set allow_non_loopback=True to open it deliberately",
+            f"refusing to bind the actor system to {spec.bind}: its frames are authenticated but not "
+            "encrypted (tasks, prompts and results cross the network in clear); "
+            "set allow_non_loopback=True to open it deliberately, on a trusted network or a VPN",
             spec.admin_port,
         )
+    if not _is_wildcard(spec.bind) and not _is_local_address(spec.bind):
+        raise SystemStartError(f"bind address {spec.bind} is not an address of this host", spec.admin_port)
     if spec.convention_leader is not None:
         _validate_leader(spec)
     if spec.reregistration_period_s < 1 or spec.restart_period_s < 1 or spec.registration_miss_max < 1:
@@ -193,6 +206,18 @@ def validate(spec: SystemSpec) -> None:
     if method != "fork":
         # A spawned process re-imports Thespian without our bind patch.
         raise SystemStartError(f"Process Startup Method {method!r} is unsupported; only 'fork'", spec.admin_port)
+
+
+def _is_local_address(host: str) -> bool:
+    """Whether this host has ``host`` (a bind to it works; port 0 takes nothing that lasts)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, 0))
+        except OSError:
+            return False
+    return True
 
 
 def _validate_leader(spec: SystemSpec) -> None:
@@ -250,14 +275,16 @@ def set_convention_timing(spec: SystemSpec) -> None:
     os.environ["CONVENTION_RESTART_PERIOD"] = minutes_seconds(spec.restart_period_s)
 
 
-def _prepare_process(spec: SystemSpec) -> None:
-    """Validate, patch the bind address, set convention timing and route Thespian's log, in this process."""
+def _prepare_process(spec: SystemSpec, key: bytes) -> None:
+    """Validate, patch the bind address, authenticate frames with ``key``, set convention timing and
+    route Thespian's log, in this process (and so in everything it forks)."""
     validate(spec)
     set_convention_timing(spec)
     try:
         _bind.install(spec.bind or "0.0.0.0", spec.advertised)
     except _bind.BindConflict as exc:
         raise SystemStartError(str(exc), spec.admin_port) from None
+    _frames.install(key, spec.max_frame_bytes, spec.state_dir)
     _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
     _bind.use_poll_selector()
     _bind.defer_descriptions()
@@ -266,22 +293,30 @@ def _prepare_process(spec: SystemSpec) -> None:
     _bind.quick_idle_checks()
 
 
+def _private_state(spec: SystemSpec) -> None:
+    """The state directory 0700 and everything in it 0600 (also what an older Pegasus wrote)."""
+    files.private_dir(spec.state_dir)
+    files.tighten(spec.state_dir)
+    files.private_dir(spec.logs_dir)
+
+
 # --- running or not ------------------------------------------------------------
 
 
 def is_running(spec: SystemSpec) -> bool:
-    """True when something listens on the admin port of spec's interface.
-
-    Probes by binding, as Thespian does, so no connection reaches the admin.
-    """
+    """Whether a Pegasus system owns spec's state directory (holds its lock)."""
     if spec.base == "simpleSystemBase":
         return False
+    return ownership.is_owned(spec.state_dir)
+
+
+def port_in_use(spec: SystemSpec) -> bool:
+    """Whether something listens on spec's admin port (probed by binding: nothing reaches it)."""
     import socket
 
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        # SO_REUSEADDR: a port in TIME_WAIT after a shutdown is free, only a
-        # listener makes the bind fail.
+        # SO_REUSEADDR: a port in TIME_WAIT after a shutdown is free, only a listener makes the bind fail.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((spec.bind or "0.0.0.0", spec.admin_port))
     except OSError:
@@ -291,47 +326,84 @@ def is_running(spec: SystemSpec) -> bool:
     return False
 
 
-def _read_pid_file(spec: SystemSpec) -> dict[str, Any] | None:
+def port_user(spec: SystemSpec) -> str:
+    """Who listens on spec's admin port, for a message: ``pid 1234, python3`` or ``a process of uid 1001``."""
+    pid = procs.listener_pid(spec.admin_port)
+    if pid is not None:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        return f"pid {pid}, {name}"
+    uid = procs.listener_uid(spec.admin_port)
+    return f"a process of uid {uid}" if uid is not None else "a process this user cannot see"
+
+
+def _check_port_free(spec: SystemSpec) -> None:
+    if port_in_use(spec):
+        raise SystemStartError(f"port {spec.admin_port} is used by another program ({port_user(spec)})",
+                               spec.admin_port)
+
+
+def read_owner(spec: SystemSpec) -> dict[str, Any] | None:
+    """The owner record of the running system (None when it has not written one)."""
     try:
-        return json.loads(spec.pid_file.read_text())
+        record = json.loads(spec.pid_file.read_text())
     except (FileNotFoundError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
 
 
-def _write_pid_file(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
+def _write_owner(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
     def ident(pid: int | None) -> list[int] | None:
         st = procs.read_stat(pid) if pid else None
         return [st.pid, st.starttime] if st else None
 
     record = {"admin_port": spec.admin_port, "bind": spec.bind, "admin": ident(admin_pid), "daemon": ident(daemon_pid)}
-    tmp = spec.pid_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    tmp.replace(spec.pid_file)  # atomic: readers never see half a file
+    files.write_private(spec.pid_file, json.dumps(record).encode())
 
 
-def _admin_pid_by_port(spec: SystemSpec, candidates: list[int] | None = None) -> int | None:
-    return procs.listener_pid(spec.admin_port, candidates)
+def _admin_pid(spec: SystemSpec) -> int | None:
+    """The admin: the process of the system (a lock holder) that listens on the admin port."""
+    return procs.listener_pid(spec.admin_port, system_pids(spec))
 
 
 def system_pids(spec: SystemSpec) -> list[int]:
-    """The live pids of the system: launcher (if any), admin and every descendant."""
+    """The live pids of the system: the holders of its state directory's lock and their descendants."""
     if spec.base == "simpleSystemBase":
         return []
-    roots: list[int] = []
-    record = _read_pid_file(spec)
-    for key in ("daemon", "admin"):
-        ident = (record or {}).get(key)
-        if ident and procs.is_alive(ident[0], ident[1]):
-            roots.append(ident[0])
-    if not roots:
-        admin = _admin_pid_by_port(spec)
-        roots = [admin] if admin else []
-    stats = procs.all_stats()
-    found = set(roots)
-    for root in roots:
-        found.update(procs.descendants(root, stats))
-    found.discard(os.getpid())
-    return sorted(found)
+    return ownership.system_pids(spec.state_dir)
+
+
+def check_owner(spec: SystemSpec) -> None:
+    """SystemNotRunningError saying why, unless a system owns spec's state directory on spec's port."""
+    where = f"state directory {spec.state_dir}"
+    if not ownership.is_owned(spec.state_dir):
+        if port_in_use(spec):
+            raise SystemNotRunningError(f"no Pegasus system is running with {where}; port {spec.admin_port} is "
+                                        f"used by another program ({port_user(spec)})", spec.admin_port)
+        raise SystemNotRunningError(f"no Pegasus system is running on port {spec.admin_port} with {where} "
+                                    "(start one: pegasus start)", spec.admin_port)
+    record = read_owner(spec) or {}
+    port = record.get("admin_port")
+    if port is not None and port != spec.admin_port:
+        raise SystemNotRunningError(f"the Pegasus system of {where} runs on port {port}, not {spec.admin_port}",
+                                    spec.admin_port)
+
+
+def check_attachable(spec: SystemSpec) -> None:
+    """SystemNotRunningError saying why, unless the system of spec's state directory answers on its port.
+
+    Nothing is sent anywhere: a port held by another program is named, never talked to.
+    """
+    check_owner(spec)
+    where = f"state directory {spec.state_dir}"
+    if _admin_pid(spec) is None:
+        if port_in_use(spec):
+            raise SystemNotRunningError(f"port {spec.admin_port} is used by another program ({port_user(spec)}), "
+                                        f"not by the Pegasus system of {where}", spec.admin_port)
+        raise SystemNotRunningError(f"the Pegasus system of {where} does not listen on port {spec.admin_port} "
+                                    "(starting, restarting or broken: see its logs)", spec.admin_port)
 
 
 # --- start / attach ---------------------------------------------------------------
@@ -352,50 +424,74 @@ class _AttachOnlyTCPBase(multiprocTCPBase.ActorSystemBase):
         )
 
 
+def _take(spec: SystemSpec) -> ownership.Lock:
+    """The state directory's lock for a new system; SystemStartError naming the owner if it has one."""
+    try:
+        return ownership.acquire(spec.state_dir)
+    except ownership.StateDirBusy:
+        raise _busy(spec) from None
+
+
+def _busy(spec: SystemSpec) -> SystemStartError:
+    record = read_owner(spec) or {}
+    admin = record.get("admin")
+    owner = (f"the Pegasus system on {record.get('bind', spec.bind)}:{record['admin_port']}"
+             + (f" (admin pid {admin[0]})" if admin else "")) if record.get("admin_port") else "another Pegasus system"
+    return SystemStartError(f"state directory {spec.state_dir} is in use by {owner}; stop it first "
+                            "(pegasus stop) or use another state directory", spec.admin_port)
+
+
 def start_system(spec: SystemSpec) -> ActorSystem:
     """Start a new system whose admin is forked from this process; return a client.
 
     For tests and ``pegasus run``.  The admin outlives this process until
-    ``shutdown(spec)``.  Raises SystemStartError if one already runs there.
+    ``shutdown(spec)``.  Raises SystemStartError if the state directory is
+    owned or the port taken.
     """
     if spec.base == "simpleSystemBase":
         validate(spec)
         # logDefs=False: simpleSystemBase would otherwise reconfigure this
         # process's logging (its actors run in this process).
         return ActorSystem("simpleSystemBase", spec.thespian_capabilities(), logDefs=False, transientUnique=True)
-    _prepare_process(spec)
-    if is_running(spec):
-        raise SystemStartError(f"something already listens on {spec.bind}:{spec.admin_port}", spec.admin_port)
-    spec.state_dir.mkdir(parents=True, exist_ok=True)
-    before = set(procs.children_of(os.getpid()))
+    validate(spec)
+    _private_state(spec)
+    lock = _take(spec)
     try:
-        asys = ActorSystem(spec.base, spec.thespian_capabilities(), logDefs=spec.log_defs(), transientUnique=True)
-    except Exception as exc:
-        # Do not leave a half-started admin (and its children) behind.
-        admin = _admin_pid_by_port(spec)
-        if admin is not None:
-            procs.kill_all(procs.identities([admin, *procs.descendants(admin)]), grace=0)
-        raise SystemStartError(f"actor system did not start on port {spec.admin_port}: {exc}", spec.admin_port) from exc
-    # multiprocessing forked an intermediate child that daemonized the admin
-    # (setsid + fork) and exited; nobody joins it, so reap it here.
-    procs.reap_zombie_children(sorted(set(procs.children_of(os.getpid())) - before))
-    admin = _admin_pid_by_port(spec)
+        _check_port_free(spec)
+        _prepare_process(spec, ownership.create_key(spec.state_dir))
+        _frames.reset_count(spec.state_dir)
+        before = set(procs.children_of(os.getpid()))
+        try:
+            asys = ActorSystem(spec.base, spec.thespian_capabilities(), logDefs=spec.log_defs(), transientUnique=True)
+        except Exception as exc:
+            # Do not leave a half-started admin (and its children) behind: only lock holders are ours.
+            lock.close()
+            procs.kill_all(procs.identities(system_pids(spec)), grace=0)
+            raise SystemStartError(f"actor system did not start on port {spec.admin_port}: {exc}",
+                                   spec.admin_port) from exc
+        # multiprocessing forked an intermediate child that daemonized the admin
+        # (setsid + fork) and exited; nobody joins it, so reap it here.
+        procs.reap_zombie_children(sorted(set(procs.children_of(os.getpid())) - before))
+    finally:
+        lock.close()  # the system's processes hold the lock from now on, not this one
+    admin = _admin_pid(spec)
     if admin is not None:
-        _write_pid_file(spec, admin, None)
+        _write_owner(spec, admin, None)
     return asys
 
 
 def attach(spec: SystemSpec) -> ActorSystem:
-    """A client of the system running on spec's admin port; never starts one.
+    """A client of the system that owns spec's state directory; never starts one.
 
-    Raises SystemNotRunningError at once when nothing listens on the port (or
-    after Thespian's retries, ~11 s, when the listener is not a live admin).
+    Raises SystemNotRunningError at once, saying why, when no system of that
+    state directory answers on the port (nothing is sent to another program),
+    and OwnershipError when the system key cannot be read.
     """
     if spec.base == "simpleSystemBase":
         raise SystemNotRunningError("a simpleSystemBase system cannot be attached to", spec.admin_port)
-    _prepare_process(spec)
-    if not is_running(spec):
-        raise SystemNotRunningError(f"no actor system is running on {spec.bind}:{spec.admin_port}", spec.admin_port)
+    validate(spec)
+    check_attachable(spec)
+    _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
     caps = spec.thespian_capabilities()
     try:
         base = _AttachOnlyTCPBase(SimpleNamespace(capabilities=dict(caps)), logDefs=None)
@@ -418,15 +514,18 @@ def detach(asys: ActorSystem) -> None:
 def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     """Start the system in a detached background launcher; return the admin pid.
 
-    Returns once the admin answers and the pid file is written.  Safe to call
-    from a process whose stdout is a pipe: the launcher holds none of our fds.
+    Returns once the admin answers and the owner record is written.  Safe to
+    call from a process whose stdout is a pipe: the launcher holds none of our
+    fds.  The launcher takes the state directory's lock itself (and keeps it).
     """
     validate(spec)
     if spec.base != "multiprocTCPBase":
         raise SystemStartError("only multiprocTCPBase can run as a daemon", spec.admin_port)
-    if is_running(spec):
-        raise SystemStartError(f"something already listens on {spec.bind}:{spec.admin_port}", spec.admin_port)
-    spec.logs_dir.mkdir(parents=True, exist_ok=True)
+    _private_state(spec)
+    if ownership.is_owned(spec.state_dir):
+        raise _busy(spec)
+    _check_port_free(spec)
+    ownership.create_key(spec.state_dir)
     spec.pid_file.unlink(missing_ok=True)
     env = dict(os.environ)
     # The launcher (and every actor forked from it) must import actors/ and
@@ -437,30 +536,40 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     env["PEGASUS_HOME"] = str(spec.state_dir)
     # The spec travels in the environment, not argv, to keep `ps` readable.
     env[_SPEC_ENV] = base64.b64encode(pickle.dumps(spec)).decode()
-    with open(spec.logs_dir / "daemon.log", "ab") as err:
+    log = spec.logs_dir / "daemon.log"
+    err = files.open_private(log)
+    try:
         launcher = subprocess.Popen(
             # -P: do not put the cwd (state_dir) on sys.path.
             [sys.executable, "-P", "-c", "from actors._daemon import main; main()"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             close_fds=True, start_new_session=True, cwd=spec.state_dir, env=env,
         )
+    finally:
+        os.close(err)
     _launchers[launcher.pid] = launcher
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = _read_pid_file(spec)
+        record = read_owner(spec)
         if record and record.get("daemon") and record["daemon"][0] == launcher.pid and record.get("admin"):
             return int(record["admin"][0])
         if launcher.poll() is not None:
             _launchers.pop(launcher.pid, None)
-            raise SystemStartError(
-                f"daemon exited with {launcher.returncode} before the admin answered; see {spec.logs_dir / 'daemon.log'}",
-                spec.admin_port,
-            )
+            raise SystemStartError(f"the background system did not start: {_last_line(log)} (see {log})",
+                                   spec.admin_port)
         time.sleep(0.02)
     doomed = procs.identities([launcher.pid, *procs.descendants(launcher.pid)])
     procs.kill_all(doomed, grace=0)
     launcher.wait()
     raise SystemStartError(f"daemon did not answer within {timeout}s", spec.admin_port)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1].strip() if lines else "no log"
 
 
 # Launchers this process started: kept so their exit status can be reaped.
@@ -477,8 +586,9 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
     """Shut the system down and make sure every one of its processes is gone.
 
     Asks the admin to shut down (through asys, or a fresh attach), waits up
-    to grace seconds for the processes found before asking, then SIGKILLs
-    exactly those survivors.  Raises SystemStopError if any still lives.
+    to grace seconds for the system's processes (the lock's holders and their
+    descendants), then SIGKILLs exactly those survivors.  Raises
+    SystemStopError if any still lives.
     """
     if spec.base == "simpleSystemBase":
         if asys is not None:
@@ -513,5 +623,5 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
 
 
 def stop_daemon(spec: SystemSpec, grace: float = 15.0) -> None:
-    """Stop a system started by start_daemon (or any system on that port)."""
+    """Stop the system that owns spec's state directory (started by start_daemon or not)."""
     shutdown(spec, None, grace)

@@ -83,6 +83,9 @@ class SystemSettings(_Section):
     start_timeout_s: float = Field(20.0, gt=0)
     # The address other machines use to reach this system; empty: the bind address.
     advertise: str = ""
+    # Every frame any process of the system reads is at most this long: checked at its header,
+    # before its body is read (a request's own limit is [runtime] max_message_bytes).
+    max_frame_bytes: int = Field(16 * 1024 * 1024, ge=65536, le=1 << 30)
 
 
 class ConventionSettings(_Section):
@@ -181,6 +184,14 @@ class Settings(_Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @model_validator(mode="after")
+    def _frames_hold_a_request(self) -> Settings:
+        if self.system.max_frame_bytes < 2 * self.runtime.max_message_bytes:
+            raise ValueError(f"system.max_frame_bytes ({self.system.max_frame_bytes}) must be at least twice "
+                             f"runtime.max_message_bytes ({self.runtime.max_message_bytes}): a frame carries a "
+                             "whole request")
+        return self
 
     def state_dir(self) -> Path:
         """Where state, logs and Thespian's log live; never the working directory."""

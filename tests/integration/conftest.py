@@ -144,6 +144,11 @@ class Convention:
         return self.client
 
     @property
+    def key_file(self) -> Path:
+        """The leader's system key: what a member is given (``pegasus join --key-file``)."""
+        return self.root / "leader" / "system.key"
+
+    @property
     def leader_address(self) -> str:
         return f"127.0.0.1:{self.leader_port}"
 
@@ -155,7 +160,7 @@ class Convention:
         from actors.convention import join
 
         caps = {(k if "." in k else f"pegasus.{k}"): v for k, v in capabilities.items()}
-        spec, _ = join(self.member_settings(name, port), self.leader_address, caps)
+        spec, _ = join(self.member_settings(name, port), self.leader_address, caps, key_file=self.key_file)
         self.track(spec)
         return spec
 

@@ -66,7 +66,7 @@ def test_workers_land_where_their_capability_is_and_tasks_run_on_members(convent
     b_settings = convention.member_settings("b")
     b_port = b_settings.system.admin_port
     joined = cli(convention, "b", "join", convention.leader_address, "--port", str(b_port),
-                 "--capability", "pegasus.llm_workers=0", "--capability", "pegasus.tool_workers=2", "--json")
+                 "--key-file", str(convention.key_file), "--capability", "pegasus.llm_workers=0", "--capability", "pegasus.tool_workers=2", "--json")
     b = conv.member_spec(b_settings, convention.leader_address,
                          {"pegasus.llm_workers": 0, "pegasus.tool_workers": 2})
     convention.track(b)  # stopped at the end whatever happened
@@ -188,7 +188,7 @@ def test_leader_and_join_refuse_a_non_loopback_bind_without_the_setting(conventi
         assert joined.returncode == 1 and "refusing to bind the actor system to 10.11.12.13" in joined.stderr
         led = cli(convention, "m", "start", "--leader", "--port", port, *env_bind)
         assert led.returncode == 1 and "refusing to bind" in led.stderr
-    assert not list((convention.root / "m").glob("system-*.json"))  # nothing was started
+    assert not (convention.root / "m" / "system.json").exists()  # nothing was started
 
 
 def _config(convention: Convention, bind: str) -> Any:
@@ -208,7 +208,7 @@ def test_the_commands_a_user_types(convention: Convention) -> None:
     assert started.returncode == 0, started.stderr
     assert f"pegasus join 127.0.0.1:{leader_port}" in started.stdout
     joined = cli(convention, "m", "join", f"127.0.0.1:{leader_port}", "--port", member_port,
-                 "--capability", "pegasus.llm_workers=1", "--capability", "pegasus.tool_workers=1")
+                 "--key-file", str(convention.key_file), "--capability", "pegasus.llm_workers=1", "--capability", "pegasus.tool_workers=1")
     convention.track(conv.member_spec(member, convention.leader_address, {}))
     assert joined.returncode == 0, joined.stderr
     assert f"member 127.0.0.1:{member_port}" in joined.stdout

@@ -1,0 +1,412 @@
+"""Authenticated frames: nothing that reaches a Pegasus socket is unpickled before its MAC is checked.
+
+Thespian 4.0.1's TCP frame is ``b"<size>>" + pickle((sender address, message))``
+(``streamBuffer.toSendBuffer``), and ``ReceiveBuffer.completed`` unpickles whatever
+arrives -- messages (``TCPIncoming``) and the acknowledgements a sender waits for
+(``TCPTransport._next_XMIT_3``/``_check_XMIT_4_done``): anyone who can connect to
+any port of the system runs code as its user.  Here every body is::
+
+    MAC (32 bytes) | tag (1 byte) | rest        MAC = HMAC-SHA256(system key, tag | rest)
+
+tag 1, an acknowledgement: rest is ``ACK`` or ``ACK+DATAERR``, never unpickled;
+tag 2, a message: rest is a 4-byte length, the sender address's pickle, the
+message's pickle.  The announced size is checked against ``max_frame_bytes``
+as soon as the header is in, before any of the body is read; the MAC before
+anything is unpickled.  A frame that fails is dropped unread past what was
+read, counted (``<state dir>/rejected-frames``, one byte per frame) and logged
+once per peer address and process.  The address and the message are pickled
+apart, so an authentic message its receiver cannot unpickle (a class it lacks)
+reaches the actor as ``UnreadableMessage`` from its sender, who can be told.
+
+Each transport takes the key installed in its process when it is made, and is
+the thread's current one while it runs or sends, so one process can be a
+client of two systems.  Patched names, all in
+``thespian.system.transport.TCPTransport``: ``ReceiveBuffer`` (every buffer
+that turns bytes into objects); on ``TCPTransport``: ``__init__`` (takes the
+key), ``_runWithExpiry`` and ``scheduleTransmit`` (its key is current),
+``serializer`` (every frame sent), ``_addedDataToIncoming`` (authenticated
+acknowledgements; an inauthentic frame closed quietly, without Thespian's
+traceback), ``_check_XMIT_4_done`` (an inauthentic acknowledgement fails the
+send); ``TCPIncoming_Common.__init__`` (a buffer learns its peer); and
+``ackMsg``/``ackDataErrMsg`` emptied, never to be sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import pickle
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thespian.system.transport import SendStatus
+from thespian.system.transport import TCPTransport as _tcp
+from thespian.system.transport import streamBuffer as _stream
+
+from pegasus import files
+from pegasus.errors import PegasusError
+
+MAC_BYTES = 32
+TAG_CONTROL, TAG_MESSAGE = b"\x01", b"\x02"
+MIN_BODY = MAC_BYTES + 1
+MAX_HEADER_DIGITS = 10
+REJECTED_FILE = "rejected-frames"
+REJECTED_CAP = 1 << 20  # the counter file stops growing here (a flood must not fill the disk)
+_LOGGED_PEERS_CAP = 1024
+_ADDRESS_LENGTH = struct.Struct(">I")
+
+
+class FrameRejected(Exception):
+    """A frame that is not authentic, too large or malformed: dropped unread."""
+
+
+class FrameTooLarge(PegasusError):
+    """A message to send is larger than every receiver accepts (``[system] max_frame_bytes``)."""
+
+
+@dataclass(frozen=True)
+class UnreadableMessage:
+    """An authentic message its receiver could not unpickle; ``error`` says why."""
+
+    error: str
+
+
+class Trust:
+    """One system's key, frame limit and state directory, with its acknowledgement frames."""
+
+    def __init__(self, key: bytes, limit: int, state_dir: Path | None) -> None:
+        if len(key) != MAC_BYTES:
+            raise ValueError(f"a system key is {MAC_BYTES} bytes, not {len(key)}")
+        self.key, self.limit = bytes(key), int(limit)
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self.ack = self.frame(TAG_CONTROL + _stream.ackPacket.encode())
+        self.ack_data_error = self.frame(TAG_CONTROL + _stream.ackDataErrPacket.encode())
+
+    def mac(self, payload: bytes | memoryview) -> bytes:
+        return hmac.digest(self.key, payload, "sha256")
+
+    def frame(self, payload: bytes) -> bytes:
+        """``<size>>`` + MAC + payload (payload = tag + rest)."""
+        return b"%d>" % (MAC_BYTES + len(payload)) + self.mac(payload) + payload
+
+
+# The trust a transport takes when it is made (this process's system); while a transport runs
+# or sends, its own trust is the thread's current one: one process may talk to two systems.
+_default: Trust | None = None
+_current = threading.local()
+_lock = threading.Lock()
+_logged_peers: set[str] = set()
+
+
+def installed() -> Trust | None:
+    return _default
+
+
+def current() -> Trust:
+    trust = getattr(_current, "trust", None) or _default
+    if trust is None:
+        raise FrameRejected("no system key installed in this process")
+    return trust
+
+
+# -- receiving ---------------------------------------------------------------------------
+
+
+class AuthenticatedBuffer(_stream.ReceiveBuffer):
+    """``ReceiveBuffer`` that checks the size at the header and the MAC before unpickling."""
+
+    peer: Any = None  # the socket (or address) it reads from, for the rejection log
+    _verdict: bool | None = None
+    _buf: bytes
+    _blen: int
+    _size: int | None
+    _extra: bytes
+
+    def addMore(self, buf: bytes) -> None:  # noqa: N802 - Thespian's name
+        if self._size is not None:
+            super().addMore(buf)
+            return
+        mark = buf.find(b">")
+        if mark < 0:
+            self._buf += buf
+            self._blen = 1
+            if len(self._buf) > MAX_HEADER_DIGITS:
+                self.reject("no_header", "no length header")
+            return
+        header = self._buf + buf[:mark]
+        if not header.isdigit() or len(header) > MAX_HEADER_DIGITS:
+            self.reject("malformed_header", "malformed length header")
+        size = int(header)
+        limit = current().limit
+        if size > limit:
+            self.reject("oversized", f"announced {size} bytes; the limit is {limit} ([system] max_frame_bytes)")
+        if size < MIN_BODY:
+            self.reject("malformed_header", f"announced {size} bytes, too short to carry a MAC")
+        self._buf, self._blen, self._size = b"", 0, size
+        super().addMore(buf[mark + 1:])
+
+    def authentic(self) -> bool:
+        """Whether the whole body is in and its MAC is right (reported once when not)."""
+        if self._verdict is None:
+            if self._size is None or self._blen != self._size:
+                self._verdict = False
+                report(self.peer, "incomplete", "incomplete or unframed data")
+            else:
+                body = memoryview(self._buf)
+                self._verdict = hmac.compare_digest(bytes(body[:MAC_BYTES]), current().mac(body[MAC_BYTES:]))
+                if not self._verdict:
+                    report(self.peer, "bad_mac", "bad MAC: the sender does not hold this system's key")
+        return self._verdict
+
+    def completed(self) -> tuple[Any, bytes] | None:
+        if self._size is None or self._blen != self._size:
+            return None
+        if not self.authentic():
+            raise FrameRejected("not authentic")
+        body = memoryview(self._buf)
+        tag = bytes(body[MAC_BYTES:MIN_BODY])
+        rest = body[MIN_BODY:]
+        if tag == TAG_CONTROL:
+            return bytes(rest).decode("ascii", "replace"), self._extra
+        if tag != TAG_MESSAGE or len(rest) < _ADDRESS_LENGTH.size:
+            report(self.peer, "unknown_type", "unknown frame type")
+            raise FrameRejected("unknown frame type")
+        (length,) = _ADDRESS_LENGTH.unpack_from(rest)
+        start = _ADDRESS_LENGTH.size
+        try:
+            sender = pickle.loads(rest[start:start + length])
+        except Exception as exc:  # noqa: BLE001 - authentic but unusable: drop it
+            report(self.peer, "unreadable_address", f"unreadable sender address: {type(exc).__name__}")
+            raise FrameRejected("unreadable sender address") from None
+        try:
+            message = pickle.loads(rest[start + length:])
+        except Exception as exc:  # noqa: BLE001 - the receiver lacks a class, a value is too deep, ...
+            message = UnreadableMessage(f"{type(exc).__name__}: {exc}")
+        return (sender, message), self._extra
+
+    def reject(self, kind: str, reason: str) -> None:
+        self._verdict = False
+        report(self.peer, kind, reason)
+        raise FrameRejected(reason)
+
+
+def _peer_text(peer: Any) -> tuple[str, str]:
+    """(address, key for 'once per peer') of a socket or an actor address."""
+    if isinstance(peer, socket.socket):
+        try:
+            host, port = peer.getpeername()[:2]
+        except OSError:
+            return "unknown", "unknown"
+        uid = peer_uid(host, port)
+        text = f"{host}:{port}" + (f" (uid {uid})" if uid is not None else "")
+        return text, f"{host}/{uid}"
+    text = str(peer) if peer is not None else "unknown"
+    return text, text
+
+
+def peer_uid(host: str, port: int) -> int | None:
+    """The uid owning the other end of a loopback connection (from /proc/net/tcp), if it shows."""
+    try:
+        want = f"{struct.unpack('<I', socket.inet_aton(host))[0]:08X}:{port:04X}"
+        with open("/proc/net/tcp", encoding="ascii") as table:
+            for line in table:
+                cols = line.split()
+                if len(cols) > 7 and cols[1] == want:
+                    return int(cols[7])
+    except (OSError, ValueError, struct.error):
+        pass
+    return None
+
+
+def report(peer: Any, kind: str, reason: str) -> None:
+    """Count a rejected frame; log it once per peer (address and uid) and kind of rejection in this process."""
+    trust = getattr(_current, "trust", None) or _default
+    if trust is None or trust.state_dir is None:
+        return
+    try:
+        counter = files.open_private(trust.state_dir / REJECTED_FILE)
+        try:
+            if os.fstat(counter).st_size < REJECTED_CAP:
+                os.write(counter, b".")
+        finally:
+            os.close(counter)
+    except OSError:
+        pass
+    address, key = _peer_text(peer)
+    key = f"{key}/{kind}"
+    with _lock:
+        if key in _logged_peers or len(_logged_peers) >= _LOGGED_PEERS_CAP:
+            return
+        _logged_peers.add(key)
+    line = json.dumps({"event": "frame_rejected", "level": "warning", "component": "transport", "pid": os.getpid(),
+                       "peer": address, "kind": kind, "reason": reason,
+                       "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    try:
+        logs = files.private_dir(trust.state_dir / "logs")
+        out = files.open_private(logs / "pegasus.jsonl")
+        try:
+            os.write(out, line.encode() + b"\n")
+        finally:
+            os.close(out)
+    except OSError:
+        pass
+
+
+def rejected_count(state_dir: Path) -> int:
+    """Frames rejected since the system started (saturates at REJECTED_CAP)."""
+    try:
+        return (Path(state_dir) / REJECTED_FILE).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def reset_count(state_dir: Path) -> None:
+    (Path(state_dir) / REJECTED_FILE).unlink(missing_ok=True)
+
+
+# -- sending -------------------------------------------------------------------------------
+
+
+def _serialize(self: Any, intent: Any) -> bytes:
+    """``TCPTransport.serializer``: one authenticated message frame."""
+    trust = _trust_of(self)
+    sender = self.myAddress
+    cached = getattr(self, "_pegasus_sender", None)
+    if cached is None or cached[0] is not sender:
+        cached = (sender, pickle.dumps(sender))
+        self._pegasus_sender = cached
+    address = cached[1]
+    payload = b"".join((TAG_MESSAGE, _ADDRESS_LENGTH.pack(len(address)), address, pickle.dumps(intent.message)))
+    if MAC_BYTES + len(payload) > trust.limit:
+        raise FrameTooLarge(f"a {type(intent.message).__name__} message is {MAC_BYTES + len(payload)} bytes; "
+                            f"frames are limited to {trust.limit} bytes ([system] max_frame_bytes)")
+    return trust.frame(payload)
+
+
+# -- control flow around rejected frames -------------------------------------------------
+
+_ORIGINAL = {
+    "init": _tcp.TCPTransport.__init__,
+    "run": _tcp.TCPTransport._runWithExpiry,
+    "schedule": _tcp.TCPTransport.scheduleTransmit,
+    "incoming_init": _tcp.TCPIncoming_Common.__init__,
+    "ack_done": _tcp.TCPTransport._check_XMIT_4_done,
+}
+
+
+def _trust_of(transport: Any) -> Trust:
+    trust = transport.__dict__.get("_pegasus_trust") or _default
+    if trust is None:
+        raise FrameRejected("no system key installed in this process")
+    return trust
+
+
+def _transport_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    self._pegasus_trust = _default  # before Thespian's init: it may already send
+    _ORIGINAL["init"](self, *args, **kwargs)
+
+
+def _as_current(name: str) -> Any:
+    original = _ORIGINAL[name]
+
+    def with_own_trust(self: Any, *args: Any, **kwargs: Any) -> Any:
+        previous = getattr(_current, "trust", None)
+        _current.trust = _trust_of(self)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _current.trust = previous
+
+    with_own_trust.__name__ = f"{name}_with_own_trust"
+    return with_own_trust
+
+
+def _incoming_init(self: Any, rmtAddr: Any, baseSock: Any, rcvBuf: Any = None) -> None:  # noqa: N803
+    _ORIGINAL["incoming_init"](self, rmtAddr, baseSock, rcvBuf)
+    self._rData.peer = baseSock
+
+
+def _added_data(self: Any, inc: Any, skipFinish: bool = False, has_exclusive_flag: bool = False) -> Any:  # noqa: N803
+    """``TCPTransport._addedDataToIncoming`` with authenticated acknowledgements.
+
+    Thespian's own, but: an inauthentic frame is answered ``ACK+DATAERR`` and its
+    socket closed, nothing unpickled and no traceback logged; the
+    acknowledgements are this transport's system's frames.
+    """
+    if not inc.receivedAllData():
+        return inc
+    trust = _trust_of(self)
+    if not inc._rData.authentic():
+        _send_quietly(inc.socket, trust.ack_data_error)
+        inc.close()
+        return None
+    try:
+        rdata, extra = inc.data
+        if _stream.isControlMessage(rdata):
+            raise FrameRejected(f"a control message {rdata!r} where a message was expected")
+        envelope = _tcp.ReceiveEnvelope(*rdata)
+    except FrameRejected:
+        _send_quietly(inc.socket, trust.ack_data_error)
+        inc.close()
+        return None
+    _send_quietly(inc.socket, trust.ack)
+    inc.fromAddress = rdata[0]
+    self._processReceivedEnvelope(envelope, has_exclusive_flag=has_exclusive_flag)
+    if extra and isinstance(inc, _tcp.TCPIncomingPersistent):
+        following = _tcp.TCPIncomingPersistent(inc.fromAddress, inc.socket)
+        try:
+            following.addData(extra)
+        except FrameRejected:
+            inc.close()
+            return None
+        return self._addedDataToIncoming(following, has_exclusive_flag=has_exclusive_flag)
+    if not skipFinish:
+        self._finishIncoming(inc, envelope.sender)
+    return None
+
+
+def _send_quietly(sock: Any, data: bytes) -> None:
+    try:
+        sock.send(data)
+    except OSError:
+        pass  # the peer went away: nothing to acknowledge
+
+
+def _ack_done(self: Any, intent: Any, rcv: bytes) -> Any:
+    """A reply to our send that fails authentication fails the send (no retry against a stranger)."""
+    buffer = getattr(intent, "ackbuf", None)
+    if buffer is not None and buffer.peer is None:
+        buffer.peer = intent.targetAddr
+    try:
+        return _ORIGINAL["ack_done"](self, intent, rcv)
+    except FrameRejected:
+        return self._finishIntent(intent, SendStatus.BadPacket)
+
+
+def install(key: bytes, limit: int, state_dir: Path | None) -> None:
+    """Authenticate every frame of this process (and of every process it forks) with ``key``.
+
+    Transports made from now on take this key; one made before keeps its own,
+    so a process may be a client of two systems.
+    """
+    global _default
+    trust = Trust(key, limit, state_dir)
+    with _lock:
+        _default = trust
+        _logged_peers.clear()
+        _tcp.ReceiveBuffer = AuthenticatedBuffer
+        _tcp.TCPTransport.__init__ = _transport_init
+        _tcp.TCPTransport._runWithExpiry = _as_current("run")
+        _tcp.TCPTransport.scheduleTransmit = _as_current("schedule")
+        _tcp.TCPTransport.serializer = _serialize
+        _tcp.TCPIncoming_Common.__init__ = _incoming_init
+        _tcp.TCPTransport._addedDataToIncoming = _added_data
+        _tcp.TCPTransport._check_XMIT_4_done = _ack_done
+        # Thespian's own unauthenticated acknowledgements must never go out (nor be expected).
+        _tcp.ackMsg = _tcp.ackDataErrMsg = b""
