@@ -107,6 +107,16 @@
    computes).  The kept hash is left out when an address is pickled: a string's
    hash differs between processes.
 
+9. Stale idle connections.  A send reuses the idle connection to its target
+   when there is one.  When that connection turns out dead (the peer process
+   died, or closed it), Thespian schedules the retry ``TRANSMIT_RETRY_PERIOD``
+   later: 35 s, before it connects afresh and learns the peer is gone
+   (``DeadTarget``).  A client asking a supervisor that was just replaced waited
+   35 s.  ``fresh_retry_after_stale_connection`` retries within 1 ms, on a
+   new connection, a send that failed on a reused one; later failures keep
+   Thespian's backoff.  (Not 0 ms: the loop drops zero delays when it picks
+   its select timeout -- ``filter(None, delays)`` -- and would sleep on.)
+
 All are per process and one process can only serve one bind address, so
 ``install`` refuses a second, different one.
 """
@@ -121,6 +131,7 @@ import selectors
 import socket as _socket
 import threading
 import types
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +304,8 @@ def _has_data(sock: Any) -> bool:
 
 
 _ORIGINAL_STEPS = {name: getattr(_tcp.TCPTransport, name)
-                   for name in ("_handleReadableIncoming", "_next_XMIT_2", "_next_XMIT_4")}
+                   for name in ("_handleReadableIncoming", "_next_XMIT_1", "_next_XMIT_2", "_next_XMIT_4",
+                                "_next_XMIT_6")}
 
 
 def _read_incoming(self: Any, inc: Any, has_exclusive_flag: bool = False) -> Any:
@@ -362,6 +374,35 @@ def quick_idle_checks() -> None:
     _tcp.IdleSocket.expired = _idle_expired
     _ipbase.IPActorAddress.__hash__ = _address_hash
     _ipbase.IPActorAddress.__getstate__ = _address_getstate
+
+
+# -- point 9 --------------------------------------------------------------------------
+_REUSED = "_pegasus_reused_connection"
+_FRESH_RETRY = timedelta(milliseconds=1)
+
+
+def _connect_step(self: Any, intent: Any) -> Any:
+    """``TCPTransport._next_XMIT_1``, noting whether the send takes an idle connection."""
+    if hasattr(self, "_openSockets") and _tcp.opsKey(intent.targetAddr) in self._openSockets:
+        intent.__dict__[_REUSED] = True
+    return _ORIGINAL_STEPS["_next_XMIT_1"](self, intent)
+
+
+def _retry_step(self: Any, intent: Any) -> Any:
+    """``TCPTransport._next_XMIT_6``; a send that failed on a reused connection is retried at once."""
+    reused = intent.__dict__.pop(_REUSED, False)
+    result = _ORIGINAL_STEPS["_next_XMIT_6"](self, intent)
+    if reused and result is True and hasattr(intent, "_retryTime"):
+        # 1 ms, not 0: the loop computes its select timeout with filter(None, delays), which drops a
+        # zero delay, and would then sleep until some other event (up to the whole run time).
+        intent._retryTime = _timing.ExpirationTimer(_FRESH_RETRY)
+    return result
+
+
+def fresh_retry_after_stale_connection() -> None:
+    """A send that failed on a reused idle connection is retried at once on a new one (point 9 above)."""
+    _tcp.TCPTransport._next_XMIT_1 = _connect_step
+    _tcp.TCPTransport._next_XMIT_6 = _retry_step
 
 
 def configure_thesplog(logs_dir: Path, threshold: str = "WARNING", max_size: int = 1024 * 1024) -> Path:

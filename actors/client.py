@@ -16,18 +16,26 @@ import itertools
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from thespian.actors import ActorSystem, ActorSystemFailure
+from thespian.actors import ActorSystem, ActorSystemException
 
 from actors import messages as m
-from actors.supervisor import Supervisor
-from actors.system import SystemNotRunningError, SystemSpec, attach, detach, shutdown, start_daemon, start_system
+from actors.guardian import GUARDIAN_NAME, Guardian
+from actors.system import (
+    SystemNotRunningError, SystemSpec, attach, detach, send, shutdown, start_daemon, start_system,
+)
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 
 TERMINAL_LIFECYCLE = frozenset({"done", "failed", "canceled"})
+QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the supervisor is the same one
+WATCH_S = 2.0  # a request: after this long without its reply, check the supervisor is the same one
+
+
+class SupervisorReplaced(SystemNotRunningError):
+    """The supervisor a request went to died and was replaced before it answered (ask again)."""
 
 
 class RequestError(PegasusError):
@@ -39,11 +47,11 @@ class RequestError(PegasusError):
 
 
 def spec_for(settings: Settings) -> SystemSpec:
-    """The SystemSpec of the system these settings describe."""
+    """The SystemSpec of the system these settings describe (they are what its guardian configures it with)."""
     system = settings.system
     return SystemSpec(admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind,
                       base=system.base, allow_non_loopback=system.allow_non_loopback,
-                      max_frame_bytes=system.max_frame_bytes)
+                      max_frame_bytes=system.max_frame_bytes, settings_json=settings.model_dump_json())
 
 
 def resolved(settings: Settings) -> Settings:
@@ -52,16 +60,21 @@ def resolved(settings: Settings) -> Settings:
 
 
 class Client:
+    """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
+
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
                  timeout: float = 30.0) -> None:
         self.asys, self.spec, self.settings = asys, spec, settings
         self.owns_system = owns_system
         self.closed = False
         self.timeout = timeout
-        self.supervisor = asys.createActor(Supervisor, globalName=m.SUPERVISOR_NAME)
+        self.guardian = asys.createActor(Guardian, globalName=GUARDIAN_NAME)
+        self._supervisor: Any = None
+        self.generation = 0  # the supervisor's, as the guardian counts them: it changes when one is replaced
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}"
         self._notices: deque[m.TransitionNotice] = deque()
+        self._replies: dict[str, m.Reply] = {}  # answers that came while another was awaited
 
     # -- getting a client ------------------------------------------------------------------
     @classmethod
@@ -73,13 +86,12 @@ class Client:
 
     @classmethod
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
-        """Start a system in this process's care (shut down by ``close``) and configure it."""
+        """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
         settings = resolved(settings)
         spec = spec_for(settings)
-        asys = start_system(spec)
-        client = cls(asys, spec, settings, owns_system=True, timeout=timeout)
+        client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
-            client.configure()
+            client.locate()
         except BaseException:
             client.close()
             raise
@@ -87,21 +99,28 @@ class Client:
 
     @classmethod
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
-        """Start a detached background system, configure it, return a client and the admin pid."""
+        """Start a detached background system (up, supervisor configured); a client and the admin pid."""
         settings = resolved(settings)
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
-        client = cls(attach(spec), spec, settings, owns_system=False, timeout=timeout)
-        try:
-            client.configure()
-        except BaseException:
-            client.close()
-            shutdown(spec)
-            raise
-        return client, pid
+        return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
 
-    def configure(self) -> dict[str, Any]:
-        return self._ask(m.Configure(settings=self.settings.model_dump()))
+    @property
+    def supervisor(self) -> Any:
+        """The supervisor's address (asked of the guardian the first time, and after one was replaced)."""
+        if self._supervisor is None:
+            self.locate()
+        return self._supervisor
+
+    def locate(self) -> dict[str, Any]:
+        """Ask the guardian for the supervisor (it starts one if there is none; waits while one starts)."""
+        request_id = f"{self._prefix}-{next(self._ids)}"
+        if send(self.asys, self.guardian, m.Locate(request_id=request_id)) is not None:
+            self._refresh_guardian()  # a restarted system has a new guardian
+            self._send(self.guardian, m.Locate(request_id=request_id), "the guardian")
+        reply = self._reply(request_id, "the guardian")
+        self._supervisor, self.generation = reply["supervisor"], reply["generation"]
+        return reply
 
     def close(self) -> None:
         """Shut the system down if this client started it; otherwise just detach."""
@@ -166,32 +185,43 @@ class Client:
         return self._ask(m.Stats())
 
     def wait(self, task_id: str, timeout: float = 60.0, until: frozenset[str] = TERMINAL_LIFECYCLE) -> dict[str, Any]:
-        """Poll until the task's lifecycle state is in ``until`` (terminal by default)."""
+        """Poll until the task's lifecycle state is in ``until`` (terminal by default).
+
+        A system that is restarting its supervisor (or, in the background, itself) is waited for too.
+        """
         deadline = time.monotonic() + timeout
         pause = 0.01
         while True:
-            task = self.get(task_id)
-            if task["lifecycle_state"] in until:
+            task = self._while_restarting(lambda: self.get(task_id), deadline)
+            if task is not None and task["lifecycle_state"] in until:
                 return task
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"task {task_id} is still {task['lifecycle_state']} after {timeout:g}s")
+                state = task["lifecycle_state"] if task is not None else "unknown (no answer)"
+                raise TimeoutError(f"task {task_id} is still {state} after {timeout:g}s")
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
 
     def follow(self, task_id: str, timeout: float = 60.0, *, subscribe: bool = True,
                until: frozenset[str] = TERMINAL_LIFECYCLE | {"blocked"}) -> Iterator[m.TransitionNotice]:
-        """Yield the task's transitions live until its lifecycle reaches ``until``."""
+        """Yield the task's transitions live until its lifecycle reaches ``until``.
+
+        If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
+        in between is not repeated: ``history`` has it) and goes on.
+        """
         if subscribe:
             self._ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + timeout
+        subscribed_to = self.generation
         try:
             current = self.get(task_id)["lifecycle_state"]
+            quiet_since = time.monotonic()
             while True:
                 while self._notices:
                     notice = self._notices.popleft()
                     if notice.task_id != task_id:
                         continue
                     yield notice
+                    quiet_since = time.monotonic()
                     if notice.machine == "lifecycle":
                         current = notice.to_state
                 if current in until:
@@ -202,30 +232,101 @@ class Client:
                 message = self.asys.listen(min(remaining, 1.0))
                 if isinstance(message, m.TransitionNotice):
                     self._notices.append(message)
+                elif time.monotonic() - quiet_since >= QUIET_CHECK_S:
+                    # Quiet: is the supervisor that streams to us still the one running?
+                    quiet_since = time.monotonic()
+                    task = self._while_restarting(lambda: self.get(task_id), deadline)
+                    if task is not None:
+                        current = task["lifecycle_state"]
+                    if self.generation != subscribed_to:
+                        self._ask(m.Subscribe(task_id=task_id))
+                        subscribed_to = self.generation
         finally:
-            self._ask(m.Unsubscribe())
+            try:
+                self._ask(m.Unsubscribe())
+            except (PegasusError, ActorSystemException):
+                pass  # the system went away: nothing to unsubscribe from
+
+    def _while_restarting(self, call: Callable[[], Any], deadline: float) -> Any:
+        """``call()``, or None when the system does not answer now (a supervisor or the system restarting)."""
+        try:
+            return call()
+        except (SystemNotRunningError, ActorSystemException):
+            if time.monotonic() >= deadline:
+                raise
+            self._supervisor = None
+            self._refresh_guardian()
+            return None
+
+    def _refresh_guardian(self) -> None:
+        """After the admin itself was restarted, the guardian is a new actor: ask the admin for it again."""
+        try:
+            self.guardian = self.asys.createActor(Guardian, globalName=GUARDIAN_NAME)
+        except ActorSystemException:
+            pass  # the admin is not back yet
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _ask(self, request: m.Request) -> Any:
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})
+        failure = send(self.asys, self.supervisor, request, self.timeout)
+        if failure == "DeadTarget":
+            # That supervisor is gone and never got the request: ask where the new one is, send again.
+            self._supervisor = None
+            failure = send(self.asys, self.supervisor, request, self.timeout)
+        if failure is not None:
+            self._supervisor = None
+            if failure == "BadPacket":
+                raise RequestError("the supervisor refused the request's frame (see rejected_frames in stats)",
+                                   "BadRequest")
+            raise SystemNotRunningError(f"the request could not be sent to the supervisor ({failure})",
+                                        self.spec.admin_port)
         try:
-            self.asys.tell(self.supervisor, request)
-        except ActorSystemFailure as exc:  # the frame was refused (BadPacket) or could not be delivered
-            raise RequestError(f"the supervisor did not take the request: {exc}", "BadRequest") from None
+            return self._reply(request_id, "the supervisor", watch=True)
+        except SystemNotRunningError:
+            self._supervisor = None  # no answer: ask the guardian again next time
+            raise
+
+    def _send(self, address: Any, message: Any, whom: str) -> None:
+        failure = send(self.asys, address, message, self.timeout)
+        if failure is not None:
+            raise SystemNotRunningError(f"could not reach {whom} ({failure})", self.spec.admin_port)
+
+    def _reply(self, request_id: str, whom: str, watch: bool = False) -> Any:
+        """The reply to ``request_id``.  ``watch``: every ``WATCH_S`` without it, check with the guardian that
+        the supervisor asked is still the one running (a replaced one never answers)."""
         deadline = time.monotonic() + self.timeout
+        next_check = time.monotonic() + WATCH_S
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SystemNotRunningError(
-                    f"no reply from the supervisor within {self.timeout:g}s", self.spec.admin_port)
-            message = self.asys.listen(remaining)
-            if isinstance(message, m.TransitionNotice):
-                self._notices.append(message)
-            elif isinstance(message, m.Reply) and (message.request_id == request_id
-                                                   or (not message.ok and message.request_id == "")):
-                # A reply without an id is the supervisor saying it could not read a request
-                # at all; this client has one request in flight: this one.
-                if not message.ok:
-                    raise RequestError(message.error or "request failed", message.error_type)
-                return message.data
+            message = self._replies.pop(request_id, None)
+            if message is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise SystemNotRunningError(f"no reply from {whom} within {self.timeout:g}s", self.spec.admin_port)
+                if watch and now >= next_check:
+                    next_check = now + WATCH_S
+                    self._check_supervisor()
+                message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
+                if isinstance(message, m.TransitionNotice):
+                    self._notices.append(message)
+                    continue
+                if not isinstance(message, m.Reply):
+                    continue
+                if message.request_id != request_id and not (not message.ok and message.request_id == ""):
+                    self._replies[message.request_id] = message  # another request's (a check's) answer
+                    continue
+            # A reply without an id is the supervisor saying it could not read a request
+            # at all; this client has one request in flight: this one.
+            if not message.ok:
+                if message.error_type == "SystemNotRunning":
+                    raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
+                raise RequestError(message.error or "request failed", message.error_type)
+            return message.data
+
+    def _check_supervisor(self) -> None:
+        """SupervisorReplaced when the guardian now names another supervisor than the one asked."""
+        asked = self.generation
+        self.locate()
+        if self.generation != asked:
+            raise SupervisorReplaced(f"the supervisor was replaced (generation {asked} -> {self.generation}) "
+                                     "before it answered", self.spec.admin_port)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def leader_spec(settings: Settings) -> SystemSpec:
     local = settings.convention.local_workers
     caps = {"pegasus.llm_workers": settings.pools.llm_workers if local else 0,
             "pegasus.tool_workers": settings.pools.tool_workers if local else 0}
-    return _spec(settings, (host, system.admin_port), caps)
+    return replace(_spec(settings, (host, system.admin_port), caps), settings_json=settings.model_dump_json())
 
 
 def member_spec(settings: Settings, leader: str | None = None,
@@ -121,7 +122,7 @@ def member_spec(settings: Settings, leader: str | None = None,
 
 
 def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int | None]:
-    """Start a leader and configure its supervisor; (Client, admin pid or None).
+    """Start a leader, its guardian and supervisor; (Client, admin pid or None).
 
     ``daemon``: in the background like ``pegasus start`` (the client only
     detaches on close); otherwise forked from this process and shut down when
@@ -130,24 +131,20 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     members as they join.
     """
     from actors.client import Client, resolved  # here: client imports the supervisor, which imports the pools
-    from actors.system import shutdown, start_system
+    from actors.system import start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
     spec = leader_spec(settings)
-    pid = None
     if daemon:
-        pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
-        client = Client(attach(spec), spec, settings, owns_system=False)
-    else:
-        client = Client(start_system(spec), spec, settings, owns_system=True)
+        pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured
+        return Client(attach(spec), spec, settings, owns_system=False), pid
+    client = Client(start_system(spec), spec, settings, owns_system=True)
     try:
-        client.configure()
+        client.locate()
     except BaseException:
         client.close()
-        if daemon:
-            shutdown(spec)
         raise
-    return client, pid
+    return client, None
 
 
 def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None,

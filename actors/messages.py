@@ -104,6 +104,10 @@ class Stats(Request):
     pass
 
 
+class Locate(Request):
+    """Client -> guardian: where is the supervisor?  Answered once it is up (Reply data: supervisor, generation)."""
+
+
 REQUEST_TYPES: tuple[type[Request], ...] = (
     Configure, Submit, Get, ListTasks, History, Suspend, Resume, Cancel, Approve, Retry,
     Subscribe, Unsubscribe, Stats,
@@ -392,6 +396,13 @@ class DeadlineCheck:
     (thousands pending at a 120 s timeout) that sort was half of an llm pool's
     CPU in a 10,000-task run.
     """
+
+
+@dataclass(frozen=True)
+class RestartDue:
+    """Wakeup payload of the guardian: start supervisor generation ``generation + 1`` now."""
+
+    generation: int
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import functools
 import gc
 import itertools
 import json
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, ChildActorExited, WakeupMessage
 
 from actors import messages as m
+from actors import procs
 from actors._frames import UnreadableMessage, rejected_count
 from actors.convention import members_view
 from actors.pool import StagePool
@@ -88,6 +90,7 @@ class Supervisor(ActorTypeDispatcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
         self.admission: Admission | None = None
         self.store: Store | None = None
         self.settings: Settings | None = None
@@ -284,6 +287,7 @@ class Supervisor(ActorTypeDispatcher):
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
                 "task_actors": self.task_actors.view(),
                 "rejected_frames": rejected_count(self.admission.settings.state_dir()),
+                "supervisor_pid": os.getpid(),
                 "members": members_view(parts)}))
 
     # -- reports from task actors and the tool pool ----------------------------------------------

@@ -38,12 +38,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from thespian.actors import ActorSystem, InvalidActorAddress
 from thespian.system import multiprocTCPBase
+from thespian.system.transport import SendStatus
 
 from actors import _bind, _frames, ownership, procs
 from pegasus import files
@@ -98,6 +100,9 @@ class SystemSpec:
     thesplog_level: str = "WARNING"
     # The largest frame any process of the system reads (checked at its header, before its body).
     max_frame_bytes: int = 16 * 1024 * 1024
+    # The settings (JSON) the system's guardian configures its supervisor with; written to the state
+    # directory by whoever takes its lock.  Empty: a convention member (no supervisor) or a bare system.
+    settings_json: str = field(default="", compare=False, repr=False)
     # Thespian's member failure detection (see set_convention_timing).
     reregistration_period_s: float = 3.0
     registration_miss_max: int = 2
@@ -110,6 +115,20 @@ class SystemSpec:
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.state_dir / SETTINGS_FILE
+
+    @property
+    def stopping_file(self) -> Path:
+        """Present while the system is being stopped on purpose: its launcher must not restart it."""
+        return self.state_dir / "stopping"
+
+    def write_settings(self) -> None:
+        """The owner (it holds the lock) writes what its guardian configures the supervisor with."""
+        if self.settings_json:
+            files.write_private(self.settings_file, self.settings_json.encode())
 
     @property
     def pid_file(self) -> Path:
@@ -161,6 +180,7 @@ def _is_wildcard(host: str) -> bool:
     return host in ("", "0.0.0.0")
 
 
+SETTINGS_FILE = "settings.json"
 MEMBER_CAPABILITY = "pegasus.member"
 HOME_CAPABILITY = "pegasus.home"
 
@@ -291,6 +311,7 @@ def _prepare_process(spec: SystemSpec, key: bytes) -> None:
     _bind.own_stack_chunk()
     _bind.whole_messages()
     _bind.quick_idle_checks()
+    _bind.fresh_retry_after_stale_connection()
 
 
 def _private_state(spec: SystemSpec) -> None:
@@ -450,6 +471,8 @@ def start_system(spec: SystemSpec) -> ActorSystem:
     """
     if spec.base == "simpleSystemBase":
         validate(spec)
+        files.private_dir(spec.state_dir)
+        spec.write_settings()
         # logDefs=False: simpleSystemBase would otherwise reconfigure this
         # process's logging (its actors run in this process).
         return ActorSystem("simpleSystemBase", spec.thespian_capabilities(), logDefs=False, transientUnique=True)
@@ -458,6 +481,7 @@ def start_system(spec: SystemSpec) -> ActorSystem:
     lock = _take(spec)
     try:
         _check_port_free(spec)
+        spec.write_settings()
         _prepare_process(spec, ownership.create_key(spec.state_dir))
         _frames.reset_count(spec.state_dir)
         before = set(procs.children_of(os.getpid()))
@@ -498,6 +522,34 @@ def attach(spec: SystemSpec) -> ActorSystem:
     except InvalidActorAddress as exc:
         raise SystemNotRunningError(f"no usable admin on port {spec.admin_port}: {exc}", spec.admin_port) from exc
     return ActorSystem(base, caps, transientUnique=True)
+
+
+def send(asys: ActorSystem, address: Any, message: Any, timeout: float = 10.0) -> str | None:
+    """Send ``message`` from a client and wait until it is delivered; None, or why it was not.
+
+    ``ActorSystem.tell`` returns silently when the target is dead (the run ends,
+    aborted, before it looks at the failure), so a client could not tell a
+    delivered request from one sent to a supervisor that was just replaced.
+    This is ``tell`` (thespian/system/systemBase.py) looking at the outcome:
+    ``"DeadTarget"``, ``"BadPacket"`` (the receiver refused the frame),
+    ``"Failed"``, or ``"Timeout"``.
+    """
+    base = asys._systemBase
+    if not hasattr(base, "_tx_to_actor"):  # simpleSystemBase: delivered in this process, or not at all
+        asys.tell(address, message)
+        return None
+    watch = base._tx_to_actor(address, message)
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = base._run_transport(timedelta(seconds=max(0.0, deadline - time.monotonic())), txonly=True)
+        if watch.failed:
+            failure = watch.failure
+            return ("DeadTarget" if failure == SendStatus.DeadTarget else
+                    "BadPacket" if failure == SendStatus.BadPacket else "Failed")
+        if not pending:
+            return None
+        if time.monotonic() >= deadline:
+            return "Timeout"
 
 
 def detach(asys: ActorSystem) -> None:
@@ -595,6 +647,8 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
             asys.shutdown()
         return
     doomed = procs.identities(system_pids(spec))
+    if doomed:
+        files.write_private(spec.stopping_file, b"")  # its launcher must not start it again
     try:
         client = asys if asys is not None else attach(spec)
         client.shutdown()
@@ -620,6 +674,7 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
     if survivors:
         raise SystemStopError(f"processes {survivors} of port {spec.admin_port} survived SIGKILL", spec.admin_port, survivors)
     spec.pid_file.unlink(missing_ok=True)
+    spec.stopping_file.unlink(missing_ok=True)
 
 
 def stop_daemon(spec: SystemSpec, grace: float = 15.0) -> None:

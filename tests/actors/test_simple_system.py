@@ -93,6 +93,7 @@ def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> 
     assert (reply.request_id, reply.ok, reply.error_type) == ("q", False, "BadRequest")
     with pytest.raises(RequestError, match="already configured with other settings"):
         client._ask(m.Configure(settings=Settings().model_dump()))
+    assert client.locate()["generation"] == 1  # the guardian: one supervisor so far
     with pytest.raises(RequestError, match="unknown task"):
         client.cancel("missing")
 

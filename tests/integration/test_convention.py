@@ -281,7 +281,7 @@ def test_the_pool_sigkills_only_its_own_child_workers() -> None:
 
 def test_a_leader_without_workers_queues_until_a_member_joins(convention: Convention) -> None:
     """local_workers = false and no member yet: a stage waits; past its timeout it fails, never hangs."""
-    client = convention.leader(convention={"local_workers": False}, pools={"llm_timeout_s": 2.0})
+    client = convention.leader(convention={"local_workers": False}, pools={"llm_timeout_s": 5.0})
     starved = client.wait(client.submit("what is 1 + 1?")["task_id"], timeout=20)
     assert starved["lifecycle_state"] == "failed" and "no llm worker" in starved["error"], starved
     waiting = client.submit("what is 2 + 2?")["task_id"]
