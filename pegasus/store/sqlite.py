@@ -26,6 +26,7 @@ from typing import Any
 
 import msgpack
 
+from pegasus.files import write_private
 from pegasus.idempotency import Claim
 from pegasus.store import backup as backups, integrity
 from pegasus.store.errors import StaleStateError, StoreError, StoreUnavailable, classify
@@ -34,6 +35,7 @@ from pegasus.task.events import new_id
 __all__ = ["DB_FILE", "MIGRATIONS", "SCHEMA_VERSION", "Checkpoint", "StaleStateError", "Store", "StoreError"]
 
 DB_FILE = "pegasus.db"
+MARKER = DB_FILE + ".created"  # written beside the store of a state directory when it is first opened
 
 # Each entry migrates the schema from version i to i + 1.  Never edit a shipped
 # entry: append a new one.
@@ -146,7 +148,20 @@ class Store:
 
     @classmethod
     def in_state_dir(cls, state_dir: Path | str) -> Store:
-        return cls(Path(state_dir) / DB_FILE)
+        """The system's store.  A state directory that had one (``MARKER`` says so) and holds
+        none now is refused: starting empty would lose every task with no word."""
+        path = Path(state_dir) / DB_FILE
+        marker = path.with_name(MARKER)
+        if marker.exists() and (not path.exists() or path.stat().st_size == 0):
+            raise StoreError(f"store {path} is missing, but this state directory had one ({marker}): put it back "
+                             f"(a copy from `pegasus backup`), or delete {marker} to start with no tasks")
+        store = cls(path)
+        if not marker.exists():
+            try:
+                write_private(marker, json.dumps({"store": str(path), "created_at": now_iso()}).encode())
+            except OSError:
+                pass  # a full disk, say: written at the next open
+        return store
 
     def close(self) -> None:
         self.db.close()

@@ -58,6 +58,16 @@ def test_a_replaced_database_stops_work_with_a_clear_error(pegasus, state_dir: P
     assert refused.value.error_type == "StoreReplaced"
 
 
+def test_a_restart_after_the_database_was_deleted_is_refused(pegasus, state_dir: Path) -> None:
+    client = pegasus()
+    assert client.wait(client.submit("echo kept")["task_id"])["lifecycle_state"] == "done"
+    client.close()
+    for suffix in ("", "-wal", "-shm"):
+        (state_dir / f"pegasus.db{suffix}").unlink(missing_ok=True)
+    with pytest.raises(RequestError, match=f"store {state_dir / 'pegasus.db'} is missing, but this state directory had one"):
+        pegasus()
+
+
 # -- backup and restore ---------------------------------------------------------------------------
 
 

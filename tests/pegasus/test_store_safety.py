@@ -169,3 +169,20 @@ def test_a_backup_without_a_running_system_reads_the_file(filled: Path, tmp_path
     assert backup_file(filled, tmp_path / "offline.db")["tasks"] == 200
     with pytest.raises(StoreError, match="no store at"):
         backup_file(tmp_path / "missing.db", tmp_path / "x.db")
+
+
+def test_a_state_directory_whose_store_went_missing_is_refused(tmp_path: Path) -> None:
+    """A restart must not start empty where a store was (issue 15: 300 tasks became "unknown task")."""
+    store = Store.in_state_dir(tmp_path)
+    add_task(store, "t0")
+    store.close()
+    marker = tmp_path / "pegasus.db.created"
+    assert stat.S_IMODE(marker.stat().st_mode) == 0o600
+    (tmp_path / "pegasus.db").unlink()
+    with pytest.raises(StoreError, match=rf"store {tmp_path}/pegasus.db is missing, but this state directory had one"):
+        Store.in_state_dir(tmp_path)
+    (tmp_path / "pegasus.db").write_bytes(b"")  # an empty file in its place is no store either
+    with pytest.raises(StoreError, match="is missing"):
+        Store.in_state_dir(tmp_path)
+    marker.unlink()  # said on purpose: start with no tasks
+    assert Store.in_state_dir(tmp_path).task_row("t0") is None
