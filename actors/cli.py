@@ -20,6 +20,7 @@ from actors.client import Client, resolved, spec_for
 from actors.system import SystemNotRunningError, check_owner, stop_daemon
 from pegasus import config
 from pegasus.errors import PegasusError
+from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.store.backup import backup_file
 from pegasus.store.sqlite import DB_FILE
 
@@ -143,6 +144,8 @@ def _with_client(args: argparse.Namespace, operation: str, *params: Any, **kwarg
 def cmd_submit(args: argparse.Namespace) -> int:
     if (args.text is None) == (args.file is None):
         raise PegasusError("give the task's text, or --file PATH with one task per line (not both)")
+    if args.key is not None and not 0 < len(args.key) <= MAX_KEY_LENGTH - 8:  # room for --file's ':n'
+        raise PegasusError(f"--key must be 1 to {MAX_KEY_LENGTH - 8} characters")
     if args.file is not None:
         return _submit_file(args)
     task = _with_client(args, "submit", args.text, machine=args.machine, priority=args.priority,
@@ -226,6 +229,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             f"tasks: {stats['tasks']}\npools: {pools}")
     if "members" in stats:
         text += "\n" + convention.describe_members(stats)
+    if not stats["store"]["writable"]:
+        text += f"\nstore: takes no writes: {stats['store']['error']}"
     _print(args, stats, text)
     return EXIT_OK
 

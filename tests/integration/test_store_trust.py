@@ -145,6 +145,13 @@ def test_cli_backup_from_a_running_system_and_without_one(cli: Pegasus, tmp_path
     assert Store(offline).task_row(task_id)["lifecycle_state"] == "done"
 
 
+def test_cli_after_the_database_was_deleted_submit_fails_and_stats_says_why(cli: Pegasus) -> None:
+    _start_background(cli)
+    (cli.home / "pegasus.db").unlink()
+    assert_failure(cli("submit", "echo lost"), f"store {cli.home / 'pegasus.db'} was deleted while the system ran")
+    assert "store: takes no writes: store " in cli.ok("stats")
+
+
 def test_cli_submit_with_a_key_twice_creates_one_task(cli: Pegasus, tmp_path: Path) -> None:
     _start_background(cli)
     first = cli("submit", "echo once", "--key", "deploy-42")
@@ -154,6 +161,7 @@ def test_cli_submit_with_a_key_twice_creates_one_task(cli: Pegasus, tmp_path: Pa
     assert "key 'deploy-42' was used before" in again.stderr
     assert_failure(cli("submit", "echo something else", "--key", "deploy-42"),
                    "idempotency key 'deploy-42' was used for task")
+    assert_failure(cli("submit", "echo x", "--key", ""), "--key must be 1 to")
     lines = tmp_path / "tasks.txt"
     lines.write_text("echo a\necho b\n")
     ids = cli.ok("submit", "--file", str(lines), "--key", "batch-1").split()
