@@ -18,7 +18,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -120,6 +120,7 @@ class Store:
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
+        self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -180,7 +181,7 @@ class Store:
     # -- transactions ------------------------------------------------------------------------
     def _begin(self) -> None:
         """BEGIN IMMEDIATE on the file this store opened (StoreReplaced if the path names another now)."""
-        if getattr(self, "identity", None) is not None:
+        if self.identity is not None:
             self.identity.verify(self.path)
         try:
             self.db.execute("BEGIN IMMEDIATE")
@@ -193,8 +194,9 @@ class Store:
             if self.db.in_transaction:
                 self.db.execute("COMMIT" if commit else "ROLLBACK")
         except sqlite3.Error as exc:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+            with suppress(sqlite3.Error):  # nothing more to do if even that fails
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
             raise classify(exc, self.path) from None
 
     @contextmanager
