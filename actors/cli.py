@@ -20,6 +20,9 @@ from actors.client import Client, resolved, spec_for
 from actors.system import SystemNotRunningError, check_owner, stop_daemon
 from pegasus import config
 from pegasus.errors import PegasusError
+from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.store.backup import backup_file
+from pegasus.store.sqlite import DB_FILE
 
 EXIT_OK, EXIT_FAILURE, EXIT_WAITING = 0, 1, 3
 
@@ -141,10 +144,14 @@ def _with_client(args: argparse.Namespace, operation: str, *params: Any, **kwarg
 def cmd_submit(args: argparse.Namespace) -> int:
     if (args.text is None) == (args.file is None):
         raise PegasusError("give the task's text, or --file PATH with one task per line (not both)")
+    if args.key is not None and not 0 < len(args.key) <= MAX_KEY_LENGTH - 8:  # room for --file's ':n'
+        raise PegasusError(f"--key must be 1 to {MAX_KEY_LENGTH - 8} characters")
     if args.file is not None:
         return _submit_file(args)
     task = _with_client(args, "submit", args.text, machine=args.machine, priority=args.priority,
-                        metadata={"workspace": os.getcwd()}, source="cli")
+                        metadata={"workspace": os.getcwd()}, source="cli", key=args.key)
+    if task.get("existing") and not args.json:
+        print(f"pegasus: key {args.key!r} was used before: its task is {task['task_id']}", file=sys.stderr)
     _print(args, task, task["task_id"])
     return EXIT_OK
 
@@ -158,7 +165,9 @@ def _submit_file(args: argparse.Namespace) -> int:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise PegasusError(f"{args.file} holds no task (one per line)")
-    tasks = [{"text": line, "metadata": {"workspace": os.getcwd()}, "source": "cli"} for line in lines]
+    # With --key K, task n of the file has the key K:n: submitting the file again creates none twice.
+    tasks = [{"text": line, "metadata": {"workspace": os.getcwd()}, "source": "cli",
+              **({"key": f"{args.key}:{n}"} if args.key else {})} for n, line in enumerate(lines, 1)]
     submitted: list[dict[str, Any]] = []
     with Client.connect(_settings(args)) as client:
         for first in range(0, len(tasks), m.MAX_BATCH):
@@ -220,7 +229,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
             f"tasks: {stats['tasks']}\npools: {pools}")
     if "members" in stats:
         text += "\n" + convention.describe_members(stats)
+    if not stats["store"]["writable"]:
+        text += f"\nstore: takes no writes: {stats['store']['error']}"
     _print(args, stats, text)
+    return EXIT_OK
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Copy the database with SQLite's online backup API: from the running system, or from
+    the file when none runs."""
+    settings = resolved(_settings(args))
+    target = os.path.abspath(args.path)
+    try:
+        client = Client.connect(settings)
+    except SystemNotRunningError:
+        report = backup_file(settings.state_dir() / DB_FILE, target, overwrite=args.force)
+    else:
+        with client:
+            report = client.backup(target, overwrite=args.force)
+    _print(args, report, f"backup written: {report['path']} ({report['tasks']} tasks, {report['bytes']} bytes)")
     return EXIT_OK
 
 
@@ -257,6 +284,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     task_options(submit := command("submit", cmd_submit, "submit a task (or a file of them) and print the ids"), "?")
     submit.add_argument("--file", metavar="PATH", help="one task per line ('-': standard input), "
                         f"sent {m.MAX_BATCH} to a request, each request all or none")
+    submit.add_argument("--key", help="idempotency key: a key used before answers the task it created "
+                        "(with --file, line task n gets KEY:n)")
+    backup = command("backup", cmd_backup, "copy the database (consistent while tasks run)")
+    backup.add_argument("path", help="where to write the copy (mode 0600)")
+    backup.add_argument("--force", action="store_true", help="replace the file if it exists")
     for name, help_text, extra in (
         ("status", "show a task", {}), ("suspend", "suspend a running task", {}),
         ("resume", "resume a suspended task", {"message": "message"}), ("cancel", "cancel a task", {}),

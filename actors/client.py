@@ -140,9 +140,16 @@ class Client:
 
     # -- operations ----------------------------------------------------------------------------
     def submit(self, text: str, *, machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
-               metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False) -> dict[str, Any]:
+               metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False,
+               key: str | None = None) -> dict[str, Any]:
+        """Submit a task; answers its view, with ``existing`` True when ``key`` was used before.
+
+        With an idempotency ``key``, a retried submit (after a timeout, say) answers
+        the task the key created instead of making another; the same key with other
+        text, machine, priority or metadata is refused (``IdempotencyConflict``).
+        """
         return self._ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
-                                  source=source, follow=follow))
+                                  source=source, follow=follow, key=key))
 
     def submit_many(self, tasks: Iterable[str | dict[str, Any]], *,
                     machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
@@ -150,8 +157,8 @@ class Client:
         """Submit several tasks in one request (at most ``messages.MAX_BATCH``): all or none.
 
         Each task is its text, or a dict of ``submit``'s arguments (text, machine,
-        priority, metadata, source, follow); the keyword arguments are the defaults.
-        Answers task_id, machine, priority and lifecycle_state of each, in order.
+        priority, metadata, source, follow, key); the keyword arguments are the defaults.
+        Answers task_id, machine, priority, lifecycle_state and existing of each, in order.
         """
         defaults = {"machine": machine, "priority": priority, "source": source}
         items = [m.Submit(**{**defaults, **({"text": task} if isinstance(task, str) else task)}) for task in tasks]
@@ -183,6 +190,12 @@ class Client:
 
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
+
+    def backup(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
+        """Copy the system's database to ``path`` (SQLite's online backup API: consistent while
+        tasks run; mode 0600); an existing file is replaced only with ``overwrite``.
+        Answers path, bytes, tasks, schema_version and seconds."""
+        return self._ask(m.Backup(path=os.path.abspath(os.path.expanduser(path)), overwrite=overwrite))
 
     def wait(self, task_id: str, timeout: float = 60.0, until: frozenset[str] = TERMINAL_LIFECYCLE) -> dict[str, Any]:
         """Poll until the task's lifecycle state is in ``until`` (terminal by default).

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # Defined with the lifecycle logic (pure); the supervisor streams it to clients as it is.
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - re-exported
+from pegasus.idempotency import MAX_KEY_LENGTH
 
 SUPERVISOR_NAME = "pegasus-supervisor"
 
@@ -43,6 +44,8 @@ class Submit(Request):
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str = "cli"
     follow: bool = False  # subscribe the sender to this task before its first transition
+    # Idempotency key: a key already used answers the task it created (pegasus.idempotency).
+    key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LENGTH)
 
 
 MAX_BATCH = 1000  # tasks in one SubmitMany
@@ -104,13 +107,20 @@ class Stats(Request):
     pass
 
 
+class Backup(Request):
+    """Copy the database to ``path`` (absolute, on the supervisor's machine) with SQLite's backup API."""
+
+    path: str = Field(min_length=1)
+    overwrite: bool = False
+
+
 class Locate(Request):
     """Client -> guardian: where is the supervisor?  Answered once it is up (Reply data: supervisor, generation)."""
 
 
 REQUEST_TYPES: tuple[type[Request], ...] = (
     Configure, Submit, Get, ListTasks, History, Suspend, Resume, Cancel, Approve, Retry,
-    Subscribe, Unsubscribe, Stats,
+    Subscribe, Unsubscribe, Stats, Backup,
 )
 
 
@@ -410,6 +420,11 @@ class RetryDue:
     """Wakeup payload of the supervisor: a retried task's backoff has passed."""
 
     task_id: str
+
+
+@dataclass(frozen=True)
+class StoreProbe:
+    """Wakeup payload of the supervisor: try a write to learn whether the store takes writes again."""
 
 
 # -- conventions (several machines) ----------------------------------------------------------

@@ -37,7 +37,8 @@ from pegasus.admission import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.store import Store
+from pegasus.idempotency import IdempotencyConflict, check_batch
+from pegasus.store import Store, StoreError, StoreReplaced, StoreUnavailable
 from pegasus.task import TaskNotFoundError
 from pegasus.tools.registry import ToolError
 
@@ -57,7 +58,15 @@ def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
             request = m.revalidate(request)
             if self.admission is None and not isinstance(request, m.Configure):
                 raise PegasusError("the supervisor is not configured yet (start the system with pegasus start)")
+            if self.store_error is not None and isinstance(request, WRITES):
+                self.send(sender, m.Reply(request_id, False, error=self._refusal(),
+                                          error_type=type(self.store_error).__name__))
+                return
             data = method(self, request, sender)
+        except StoreUnavailable as exc:  # nothing more is applied until the store takes writes again
+            self._store_failed(exc)
+            self.send(sender, m.Reply(request_id, False, error=self._refusal(), error_type=type(exc).__name__))
+            return
         except PegasusError as exc:
             self.send(sender, m.Reply(request_id, False, error=str(exc), error_type=type(exc).__name__))
             return
@@ -75,6 +84,8 @@ def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
 
 
 DEFERRED = object()
+WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry)  # refused while the store fails
+STORE_PROBE_S = 1.0  # how often a supervisor whose store failed tries a write again
 
 
 class Supervisor(ActorTypeDispatcher):
@@ -85,6 +96,8 @@ class Supervisor(ActorTypeDispatcher):
         # (reports from task actors and pools) so nothing raises into Thespian.
         try:
             super().receiveMessage(message, sender)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
         except Exception:  # noqa: BLE001
             self.log.exception("supervisor_error", message=type(message).__name__)
 
@@ -93,6 +106,7 @@ class Supervisor(ActorTypeDispatcher):
         procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
         self.admission: Admission | None = None
         self.store: Store | None = None
+        self.store_error: StoreUnavailable | None = None  # set while the store takes no writes
         self.settings: Settings | None = None
         self.settings_dict: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
@@ -111,6 +125,7 @@ class Supervisor(ActorTypeDispatcher):
             if settings != self.settings:
                 raise PegasusError("the supervisor is already configured with other settings")
             return {"configured": True}
+        store = Store.in_state_dir(settings.state_dir())  # first: a damaged store refuses the start (file, check)
         self.settings, self.settings_dict = settings, settings.model_dump()
         logs.configure_from(self.settings_dict)
         self.log = logs.get("supervisor")
@@ -126,14 +141,26 @@ class Supervisor(ActorTypeDispatcher):
             self.log.error("tool_registry_unavailable", error=str(exc))
         self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
         self.task_actors.max_free = settings.runtime.max_active_tasks
-        self.store = Store.in_state_dir(settings.state_dir())
-        self.admission = Admission(settings, store=self.store)
-        effects = self.admission.restore()
+        self.store = store
+        try:
+            self._restore()
+        except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
+            self._store_failed(exc)
+        assert self.admission is not None
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
-                      store=str(self.store.path))
+                      store=str(store.path))
+        return {"configured": True, "restored": len(self.admission.records), "store": self._store_status()}
+
+    def _restore(self) -> None:
+        """Admission as the store has it, as at a start: the unfinished tasks restored, their runs
+        started once the writes that restoring makes are committed."""
+        assert self.settings is not None and self.store is not None
+        admission = Admission(self.settings, store=self.store)
+        with self.store.group():
+            effects = admission.restore()
+        self.admission, self.store_error = admission, None
         self._carry_out(effects)
-        return {"configured": True, "restored": len(self.admission.records)}
 
     # -- client requests -------------------------------------------------------------------------
     @request_handler
@@ -141,7 +168,8 @@ class Supervisor(ActorTypeDispatcher):
         assert self.admission is not None and self.store is not None
         machine, _ = self._checked(request)
         with self.store.group():  # created, approved, queued, maybe running: one commit, before the reply
-            return self._create(request, machine, sender).view()
+            record, existing = self._create(request, machine, sender)
+        return {**self._view(record.task_id), "existing": existing}
 
     @request_handler
     def receiveMsg_SubmitMany(self, request: m.SubmitMany, sender: Any) -> Any:
@@ -160,11 +188,19 @@ class Supervisor(ActorTypeDispatcher):
         if size > self.settings.runtime.max_message_bytes:
             raise ValueError(f"the tasks are {size} bytes together; the limit of one request is "
                              f"{self.settings.runtime.max_message_bytes} (submit them in smaller batches)")
+        claims = [self.admission.claim(item.key, item.text, machine, item.priority, dict(item.metadata))
+                  for item, machine in checked]
+        check_batch(claims)
+        for index, claim in enumerate(claims):  # a key used before with other content: none is created
+            try:
+                self.admission.task_for(claim)
+            except IdempotencyConflict as exc:
+                raise IdempotencyConflict(f"task {index}: {exc}", exc.key, exc.task_id) from None
         self.admission.check_room(len(checked))
         with self.store.group():
-            records = [self._create(item, machine, sender) for item, machine in checked]
-        return [{"task_id": r.task_id, "machine": r.machine, "priority": r.priority, "lifecycle_state": r.state}
-                for r in records]
+            created = [self._create(item, machine, sender) for item, machine in checked]
+        return [{"task_id": r.task_id, "machine": r.machine, "priority": r.priority, "lifecycle_state": r.state,
+                 "existing": existing} for r, existing in created]
 
     def _checked(self, request: m.Submit) -> tuple[str, int]:
         """The machine a submitted task runs and its size (text + metadata bytes); ValueError
@@ -182,15 +218,17 @@ class Supervisor(ActorTypeDispatcher):
             raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
         return request.machine or runtime.default_machine, size + metadata_size
 
-    def _create(self, request: m.Submit, machine: str, sender: Any) -> Any:
+    def _create(self, request: m.Submit, machine: str, sender: Any) -> tuple[Any, bool]:
+        """The task (created, or the one its key created before) and whether it existed."""
         assert self.admission is not None
         record, effects = self.admission.submit(request.text, machine, request.priority, dict(request.metadata),
-                                                request.source)
+                                                request.source, request.key)
         if request.follow:
             self.subscribers.append((sender, record.task_id))
-        self.log.info("submitted", task_id=record.task_id, machine=machine, priority=request.priority)
+        self.log.info("submitted" if effects else "submitted_again", task_id=record.task_id, machine=machine,
+                      priority=request.priority)
         self._carry_out(effects)
-        return record
+        return record, not effects
 
     @request_handler
     def receiveMsg_Get(self, request: m.Get, sender: Any) -> Any:
@@ -285,7 +323,7 @@ class Supervisor(ActorTypeDispatcher):
                 "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
                 "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
-                "task_actors": self.task_actors.view(),
+                "task_actors": self.task_actors.view(), "store": self._store_status(),
                 "rejected_frames": rejected_count(self.admission.settings.state_dir()),
                 "supervisor_pid": os.getpid(),
                 "members": members_view(parts)}))
@@ -297,6 +335,9 @@ class Supervisor(ActorTypeDispatcher):
         before its journal row is durable."""
         if self.store is None or self.admission is None:
             return
+        lease = self.task_actors.running.get(batch.task_id)
+        if lease is None or lease.address != sender:
+            return  # not the actor of the task's run (one stopped when the store failed, say)
         journal = [r for r in batch.reports if isinstance(r, m.JournalStart)]
         with self.store.group():
             for report in batch.reports:
@@ -347,6 +388,76 @@ class Supervisor(ActorTypeDispatcher):
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if self.admission is not None and isinstance(wakeup.payload, m.RetryDue):
             self._carry_out(self.admission.wake(wakeup.payload.task_id))
+        elif isinstance(wakeup.payload, m.StoreProbe):
+            self._probe_store()
+
+    # -- the store: backups, and a store that takes no writes ------------------------------------
+    @request_handler
+    def receiveMsg_Backup(self, request: m.Backup, sender: Any) -> Any:
+        assert self.store is not None
+        try:
+            report = self.store.backup(request.path, overwrite=request.overwrite)
+        except StoreUnavailable as exc:  # the backup's disk, not the store's: the system goes on
+            raise StoreError(f"cannot write the backup {request.path}: {exc}") from None
+        self.log.info("backup_written", path=report["path"], tasks=report["tasks"], seconds=report["seconds"])
+        return report
+
+    def _store_failed(self, error: StoreUnavailable) -> None:
+        """A write failed for want of a store (disk full, file deleted or replaced).
+
+        Memory may now be ahead of the store, so it is dropped: every run is
+        stopped and Admission re-reads the store (which answers reads meanwhile).
+        Every STORE_PROBE_S a write is tried; once one works the tasks are
+        restored as at a start, and run on.
+        """
+        first, self.store_error = self.store_error is None, error
+        if not first:
+            return
+        self.log.error("store_unavailable", error=str(error))
+        verifying = [r.task_id for r in self.admission.records.values() if r.state == "verifying"] \
+            if self.admission is not None else []
+        self._carry_out([StopRun(task_id, 0) for task_id in list(self.task_actors.running)])
+        for task_id in verifying:  # its gate's answer would belong to a record that is gone
+            self.send(self.pools["tool"], m.CancelTask(task_id))
+        for task_id in list(self.pending_suspend):
+            for client, request_id in self.pending_suspend.pop(task_id):
+                self.send(client, m.Reply(request_id, False, error=f"task {task_id} was not suspended: {error}",
+                                          error_type=type(error).__name__))
+        assert self.settings is not None
+        try:
+            self.admission = Admission(self.settings, store=self.store)
+        except StoreError as exc:
+            self.log.error("store_unreadable", error=str(exc))
+        self.wakeupAfter(timedelta(seconds=STORE_PROBE_S), payload=m.StoreProbe())
+
+    def _probe_store(self) -> None:
+        failed = self.store_error
+        if failed is None or self.store is None:
+            return
+        try:
+            self.store.probe()
+            self._restore()
+        except Exception as exc:  # noqa: BLE001 - whatever it was, try again later (never stay stopped)
+            if isinstance(exc, StoreUnavailable):
+                self.store_error = exc
+            else:
+                self.log.exception("store_restore_failed")
+            if self.store_error is not None:
+                self.wakeupAfter(timedelta(seconds=STORE_PROBE_S), payload=m.StoreProbe())
+            return
+        assert self.admission is not None
+        self.log.warning("store_available", error_was=str(failed), restored=len(self.admission.records))
+
+    def _refusal(self) -> str:
+        if isinstance(self.store_error, StoreReplaced):
+            return str(self.store_error)
+        return (f"{self.store_error}; the system takes no new work until the store can be written again "
+                f"(it tries every {STORE_PROBE_S:g} s and then resumes by itself)")
+
+    def _store_status(self) -> dict[str, Any]:
+        assert self.store is not None
+        return {"path": str(self.store.path), "writable": self.store_error is None,
+                "error": None if self.store_error is None else str(self.store_error)}
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         if self.admission is None:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from pegasus.cognitive.base import needs_more_info
 from pegasus.config import Settings
+from pegasus.idempotency import Claim, submit_claim
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
     TaskFSM, TaskNotFoundError, TaskSnapshot,
@@ -42,7 +43,8 @@ class StorePort(Protocol):
 
     durable: bool
 
-    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None: ...
+    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None: ...
+    def claimed(self, scope: str, key: str) -> dict[str, Any] | None: ...
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,
                              updates: dict[str, Any] | None = None, run: int = 0) -> None: ...
@@ -64,8 +66,11 @@ class NullStore:
     def counts(self) -> dict[str, int]:
         return {}
 
-    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:
+    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
         pass
+
+    def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
+        return None  # no store, no keys: every submit is new
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, **kwargs: Any) -> None:
         pass
@@ -244,8 +249,31 @@ class Admission:
                                          f"{waiting} tasks already wait{more}; the limit is "
                                          f"{self.settings.runtime.max_pending_tasks}")
 
+    def claim(self, key: str | None, text: str, machine: str, priority: int,
+              metadata: dict[str, Any]) -> Claim | None:
+        """The idempotency claim of a submit with ``key`` (None without one)."""
+        return None if key is None else submit_claim(key, text, machine, priority, metadata)
+
+    def task_for(self, claim: Claim | None) -> str | None:
+        """The task an earlier request with this claim's key created (None: a new key);
+        IdempotencyConflict when that request asked for something else."""
+        if claim is None:
+            return None
+        known = self.store.claimed(claim.scope, claim.key)
+        if known is None:
+            return None
+        if known["fingerprint"] != claim.fingerprint:
+            raise claim.conflict(known["task_id"])
+        return str(known["task_id"])
+
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
-               source: str) -> tuple[TaskRecord, list[Effect]]:
+               source: str, key: str | None = None) -> tuple[TaskRecord, list[Effect]]:
+        """A new task, or with a ``key`` already used, the task that key created and no
+        effects (a retried request changes nothing)."""
+        claim = self.claim(key, text, machine, priority, metadata)
+        known = self.task_for(claim)
+        if known is not None:
+            return self.get(known), []
         self.check_room(1)
         task_id = self.id_factory()
         cognitive = _new_fsm(machine, task_id, text, source, priority, metadata)
@@ -253,7 +281,7 @@ class Admission:
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
         self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
-                                "metadata": metadata}, encode_full(record.snapshot))
+                                "metadata": metadata}, encode_full(record.snapshot), claim)
         self.records[task_id] = record
         effects: list[Effect] = [self._notify(record, "-", "draft", "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":

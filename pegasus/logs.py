@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
+
+from pegasus.files import open_private
 
 LOG_FILE = "pegasus.jsonl"
 _configured_pid: int | None = None
@@ -26,7 +28,7 @@ def configure(state_dir: Path, level: str = "info") -> Path:
     if _configured_pid == os.getpid():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    stream = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    stream = LineFile(path)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -34,12 +36,34 @@ def configure(state_dir: Path, level: str = "info") -> Path:
             structlog.processors.dict_tracebacks,
             structlog.processors.JSONRenderer(default=str),
         ],
-        logger_factory=structlog.WriteLoggerFactory(file=stream),
+        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, stream)),  # it calls write and flush only
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         cache_logger_on_first_use=False,
     )
     _configured_pid = os.getpid()
     return path
+
+
+class LineFile:
+    """Appends each line with one ``os.write`` (whole lines, whichever process writes).
+
+    A line that cannot be written (a full disk) is dropped and counted, never
+    raised: a log call must not stop an actor (issue 15: on a full disk every
+    log call raised, and the supervisor answered nothing).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.fd = open_private(path)  # lives as long as the process
+        self.dropped = 0
+
+    def write(self, text: str) -> None:
+        try:
+            os.write(self.fd, text.encode("utf-8", "replace"))
+        except OSError:
+            self.dropped += 1
+
+    def flush(self) -> None:
+        pass
 
 
 def configure_from(settings: dict[str, Any]) -> Path:

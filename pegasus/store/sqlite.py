@@ -14,10 +14,11 @@ newer state (seed 002's implementation had exactly that bug).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,10 +26,16 @@ from typing import Any
 
 import msgpack
 
-from pegasus.errors import PegasusError
+from pegasus.files import write_private
+from pegasus.idempotency import Claim
+from pegasus.store import backup as backups, integrity
+from pegasus.store.errors import StaleStateError, StoreError, StoreUnavailable, classify
 from pegasus.task.events import new_id
 
+__all__ = ["DB_FILE", "MIGRATIONS", "SCHEMA_VERSION", "Checkpoint", "StaleStateError", "Store", "StoreError"]
+
 DB_FILE = "pegasus.db"
+MARKER = DB_FILE + ".created"  # written beside the store of a state directory when it is first opened
 
 # Each entry migrates the schema from version i to i + 1.  Never edit a shipped
 # entry: append a new one.
@@ -62,22 +69,19 @@ MIGRATIONS: list[list[str]] = [
             result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
         "CREATE INDEX journal_by_task ON journal (task_id)",
     ],
+    [
+        # Idempotency keys (pegasus.idempotency): the task a key's first request created, for good.
+        """CREATE TABLE idempotency (
+            scope TEXT NOT NULL, key TEXT NOT NULL, task_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
+            created_at TEXT NOT NULL, PRIMARY KEY (scope, key))""",
+        # Small facts about the store itself (the supervisor's write probe after a failed write).
+        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+TABLES = {name for step in MIGRATIONS for statement in step for name in re.findall(r"CREATE TABLE (\w+)", statement)}
 
 TERMINAL = ("done", "failed", "canceled")
-
-
-class StoreError(PegasusError):
-    """The store cannot be opened or used (names the file and the reason)."""
-
-
-class StaleStateError(StoreError):
-    """Compare-and-set lost: the task is no longer in the state the writer expected."""
-
-    def __init__(self, task_id: str, expected: str, actual: str | None) -> None:
-        self.task_id, self.expected, self.actual = task_id, expected, actual
-        super().__init__(f"task {task_id}: expected state {expected!r}, store has {actual!r}")
 
 
 def pack(value: Any) -> bytes:
@@ -103,38 +107,68 @@ class Checkpoint:
 
 
 class Store:
-    """A connection to the database; use one per process (the supervisor's)."""
+    """A connection to the database; use one per process (the supervisor's).
+
+    Opening checks the file (``integrity``) and names the file and the check
+    that failed.  Every failed write is rolled back whole and raised as a
+    ``StoreError`` naming the file; ``StoreUnavailable`` (disk full, the file
+    deleted or replaced) means no write can be made now.
+    """
 
     durable = True  # what is written here outlives the process (Admission may forget it)
 
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
+        self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}") from None
+        integrity.check_header(self.path)
+        try:
             self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        try:
+            version = integrity.check_contents(self.db, self.path, SCHEMA_VERSION)
             self.db.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a committed transaction survives a crash of any
             # process; only a power loss may drop the last few (documented).
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+            self._migrate(version)
+            integrity.check_tables(self.db, self.path, TABLES)
+            self.identity = integrity.FileIdentity.of(self.path)
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise StoreError(f"cannot open store {self.path}: {classify(exc, self.path)}") from None
+        except BaseException:
+            self.db.close()
+            raise
 
     @classmethod
     def in_state_dir(cls, state_dir: Path | str) -> Store:
-        return cls(Path(state_dir) / DB_FILE)
+        """The system's store.  A state directory that had one (``MARKER`` says so) and holds
+        none now is refused: starting empty would lose every task with no word."""
+        path = Path(state_dir) / DB_FILE
+        marker = path.with_name(MARKER)
+        if marker.exists() and (not path.exists() or path.stat().st_size == 0):
+            raise StoreError(f"store {path} is missing, but this state directory had one ({marker}): put it back "
+                             f"(a copy from `pegasus backup`), or delete {marker} to start with no tasks")
+        store = cls(path)
+        if not marker.exists():
+            try:
+                write_private(marker, json.dumps({"store": str(path), "created_at": now_iso()}).encode())
+            except OSError:
+                pass  # a full disk, say: written at the next open
+        return store
 
     def close(self) -> None:
         self.db.close()
 
     # -- schema ----------------------------------------------------------------------------
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"store {self.path} has schema version {version}; this Pegasus knows "
-                             f"{SCHEMA_VERSION} (written by a newer Pegasus?)")
+    def _migrate(self, version: int) -> None:
         for target in range(version, SCHEMA_VERSION):
             with self.transaction():
                 for statement in MIGRATIONS[target]:
@@ -143,6 +177,27 @@ class Store:
 
     def schema_version(self) -> int:
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- transactions ------------------------------------------------------------------------
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE on the file this store opened (StoreReplaced if the path names another now)."""
+        if self.identity is not None:
+            self.identity.verify(self.path)
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise classify(exc, self.path) from None
+
+    def _end(self, commit: bool) -> None:
+        """COMMIT (or ROLLBACK); a failed COMMIT is rolled back: no transaction stays open."""
+        try:
+            if self.db.in_transaction:
+                self.db.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):  # nothing more to do if even that fails
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+            raise classify(exc, self.path) from None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -157,20 +212,31 @@ class Store:
             self.db.execute(f"SAVEPOINT {savepoint}")
             try:
                 yield self.db
+            except sqlite3.Error as exc:
+                self._undo(savepoint)
+                raise classify(exc, self.path) from None
             except BaseException:
-                self.db.execute(f"ROLLBACK TO {savepoint}")
+                self._undo(savepoint)
                 raise
             finally:
                 self._depth -= 1
-                self.db.execute(f"RELEASE {savepoint}")
+                if self.db.in_transaction:
+                    self.db.execute(f"RELEASE {savepoint}")
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             yield self.db
+        except sqlite3.Error as exc:
+            self._end(commit=False)
+            raise classify(exc, self.path) from None
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self._end(commit=False)
             raise
-        self.db.execute("COMMIT")
+        self._end(commit=True)
+
+    def _undo(self, savepoint: str) -> None:
+        if self.db.in_transaction:  # SQLite may have rolled the whole transaction back itself (disk full)
+            self.db.execute(f"ROLLBACK TO {savepoint}")
 
     @contextmanager
     def group(self) -> Iterator[None]:
@@ -181,25 +247,33 @@ class Store:
         raises: exactly what separate transactions would leave, for one WAL
         append instead of one per write.  They are durable only when the block
         ends: nothing that promises durability (a journal entry's answer) may be
-        sent inside it.
+        sent inside it.  When the store becomes unavailable (``StoreUnavailable``)
+        the whole group is rolled back: the writer re-reads the store anyway.
         """
         if self._depth:
             yield
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        self._begin()
         self._depth = 1
+        commit = True
         try:
             yield
+        except StoreUnavailable:
+            commit = False
+            raise
         finally:
             self._depth = 0
-            if self.db.in_transaction:
-                self.db.execute("COMMIT")
+            self._end(commit)
 
     # -- writes ------------------------------------------------------------------------------
-    def create_task(self, row: dict[str, Any], checkpoint: bytes) -> None:
-        """Insert a new task (in draft), its TASK_CREATED audit and its first full checkpoint."""
+    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
+        """Insert a new task (in draft), its TASK_CREATED audit and its first full checkpoint,
+        and the idempotency key it was submitted with (one transaction: both or neither)."""
         stamp = now_iso()
         with self.transaction() as db:
+            if claim is not None:
+                db.execute("INSERT INTO idempotency (scope, key, task_id, fingerprint, created_at) VALUES (?, ?, ?, ?, ?)",
+                           (claim.scope, claim.key, row["task_id"], claim.fingerprint, stamp))
             db.execute(
                 "INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, source,"
                 " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -273,6 +347,15 @@ class Store:
                        " VALUES (?, ?, ?, ?, ?, ?, 'started', ?)", (key, task_id, run, step_index, tool, effect, now_iso()))
         return None
 
+    def probe(self) -> None:
+        """One small write: StoreUnavailable while the store still cannot take writes."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('probe', ?)", (now_iso(),))
+
+    def backup(self, target: Path | str, *, overwrite: bool = False) -> dict[str, Any]:
+        """A consistent copy of the database at ``target`` (``pegasus.store.backup``)."""
+        return backups.backup(self.db, self.path, target, overwrite=overwrite)
+
     def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
         db.execute("INSERT INTO audit (audit_id, task_id, level, event_type, payload, created_at) VALUES (?, ?, 'info', ?, ?, ?)",
                    (new_id(), task_id, event_type, json.dumps(payload, default=str), now_iso()))
@@ -327,6 +410,12 @@ class Store:
         rows = self._query("SELECT * FROM journal WHERE task_id = ?", (task_id,))
         return {row[0]: _journal_row(row) for row in rows}
 
+    def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
+        """The task an idempotency key stands for: task_id, fingerprint, created_at (None: unused)."""
+        rows = self._query("SELECT task_id, fingerprint, created_at FROM idempotency WHERE scope = ? AND key = ?",
+                           (scope, key))
+        return dict(zip(("task_id", "fingerprint", "created_at"), rows[0])) if rows else None
+
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])
 
@@ -344,9 +433,9 @@ class Store:
         for attempt in range(3):
             try:
                 return self.db.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:  # locked by a writer: wait briefly
+            except sqlite3.Error as exc:  # locked by a writer: wait briefly
                 if "locked" not in str(exc) or attempt == 2:
-                    raise StoreError(f"store {self.path}: {exc}") from None
+                    raise classify(exc, self.path) from None
                 time.sleep(0.05)
         return []
 

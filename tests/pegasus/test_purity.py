@@ -1,4 +1,4 @@
-"""The pure core stays pure: pegasus.task and pegasus.cognitive load no Thespian and no actors."""
+"""The pure core stays pure: pegasus.task, pegasus.cognitive and the store load no Thespian and no actors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pegasus.cognitive
+import pegasus.store
 import pegasus.task
 
 
@@ -17,7 +18,7 @@ def _modules(package) -> list[str]:
 
 
 def test_pure_packages_import_neither_thespian_nor_actors() -> None:
-    modules = _modules(pegasus.task) + _modules(pegasus.cognitive)
+    modules = _modules(pegasus.task) + _modules(pegasus.cognitive) + _modules(pegasus.store) + ["pegasus.idempotency"]
     assert "pegasus.task.fsm" in modules
     script = (
         "import importlib, sys\n"

@@ -31,20 +31,6 @@ def test_schema_is_created_and_versioned(tmp_path: Path) -> None:
     assert Store(tmp_path / "p.db").schema_version() == SCHEMA_VERSION  # reopening migrates nothing
 
 
-def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    db = sqlite3.connect(tmp_path / "p.db")
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    db.close()
-    with pytest.raises(StoreError, match="newer Pegasus"):
-        Store(tmp_path / "p.db")
-
-
-def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
-    (tmp_path / "p.db").write_bytes(b"definitely not sqlite" * 100)
-    with pytest.raises(StoreError, match="cannot open store"):
-        Store(tmp_path / "p.db")
-
-
 def test_lifecycle_transition_writes_state_audit_and_history(tmp_path: Path) -> None:
     store = Store(tmp_path / "p.db")
     new_task(store)
