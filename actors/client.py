@@ -24,7 +24,7 @@ from thespian.actors import ActorSystem, ActorSystemException
 from actors import messages as m
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
-    SystemNotRunningError, SystemSpec, attach, detach, send, shutdown, start_daemon, start_system,
+    SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
@@ -333,6 +333,8 @@ class Client:
             if not message.ok:
                 if message.error_type == "SystemNotRunning":
                     raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
+                if message.error_type == "StartFailed":
+                    raise SystemStartError(message.error or "the system did not start", self.spec.admin_port)
                 raise RequestError(message.error or "request failed", message.error_type)
             return message.data
 

@@ -129,6 +129,8 @@ class Guardian(ActorTypeDispatcher):
         for client, request_id in waiting:
             if self.supervisor is not None and self.configuring is None:
                 self.send(client, self._located(request_id))
+            elif not self.restarts.count:  # the system's first supervisor: the start itself failed
+                self.send(client, m.Reply(request_id, False, error=str(self.error), error_type="StartFailed"))
             else:
                 self.send(client, m.Reply(request_id, False, error=f"the supervisor is not running: {self.error}",
                                           error_type="SystemNotRunning"))

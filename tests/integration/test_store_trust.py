@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from actors.client import RequestError
+from actors.system import SystemStartError
 from pegasus.store import Store
 from tests.integration.test_cli import Pegasus, _start_background, assert_failure
 from tests.integration.test_cli import cli  # noqa: F401 - the fixture: a CLI on its own port and home
@@ -64,7 +65,7 @@ def test_a_restart_after_the_database_was_deleted_is_refused(pegasus, state_dir:
     client.close()
     for suffix in ("", "-wal", "-shm"):
         (state_dir / f"pegasus.db{suffix}").unlink(missing_ok=True)
-    with pytest.raises(RequestError, match=f"store {state_dir / 'pegasus.db'} is missing, but this state directory had one"):
+    with pytest.raises(SystemStartError, match=f"store {state_dir / 'pegasus.db'} is missing, but this state directory had one"):
         pegasus()
 
 
