@@ -21,7 +21,10 @@ from actors.system import SystemNotRunningError, check_owner, stop_daemon
 from pegasus import config
 from pegasus.errors import PegasusError
 
-EXIT_OK, EXIT_FAILURE, EXIT_WAITING = 0, 1, 3
+# `pegasus run`: 0 done (every step succeeded), 1 failed or canceled (or the command itself
+# failed), 3 waiting for information (blocked), 4 failed or canceled with an effect in doubt
+# (effects_unknown: check before running it again).  2 is argparse's usage error, 130 Ctrl-C.
+EXIT_OK, EXIT_FAILURE, EXIT_WAITING, EXIT_EFFECTS_UNKNOWN = 0, 1, 3, 4
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
@@ -45,6 +48,8 @@ def _describe(task: dict[str, Any]) -> str:
         lines.append(f"  result:    {task['result']}")
     if task.get("error"):
         lines.append(f"  error:     {task['error']} (exit_reason: {task.get('exit_reason')})")
+    for step in task.get("effects_unknown") or []:  # started, outcome unknown: never repeated
+        lines.append(f"  effect unknown: {step['tool']} (step {step['step_index']}, key {step['key']})")
     return "\n".join(lines)
 
 
@@ -90,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_WAITING
     print(f"pegasus: task {final['lifecycle_state']}: {final.get('error') or final['lifecycle_state']}",
           file=sys.stderr)
-    return EXIT_FAILURE
+    return EXIT_EFFECTS_UNKNOWN if final.get("effects_unknown") else EXIT_FAILURE
 
 
 def cmd_start(args: argparse.Namespace) -> int:

@@ -415,6 +415,57 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     assert list(pegasus.cwd.iterdir()) == []
 
 
+# Each fails its one tool step (twice: the offline processors retry it once).
+FAILING_STEPS = {"list ./src": "list_dir", "read /nonexistent": "read_file", "what is 1/0": "arithmetic",
+                 "call nosuchtool {}": "nosuchtool"}
+
+
+def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    """Regression (issue 15): these four ended done and `run` exited 0."""
+    pegasus, _ = background
+    results = pegasus.many(*(["run", text] for text in FAILING_STEPS),
+                           *(["run", text, "--json"] for text in FAILING_STEPS))
+    for (text, tool), result, as_json in zip(FAILING_STEPS.items(), results, results[len(FAILING_STEPS):]):
+        assert_failure(result, "task failed: 1 tool step(s) failed", tool)
+        assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
+        assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
+        assert "(exit_reason: retry_exhausted)" in result.stdout
+        assert as_json.returncode == 1, as_json.stderr
+        task = json.loads(as_json.stdout)["task"]
+        assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", "retry_exhausted")
+        assert task["effects_unknown"] == []
+        assert [s["stage"] for s in task["stages"]].count("act") == 4  # the step and respond, twice
+
+
+def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> None:
+    """Regression (issue 15): a task whose effectful step was interrupted ended done, exit 0, unmarked."""
+    cli.env_extra.update(PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]',
+                         PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    keys = tmp_path / "keys.txt"
+    argv = cli.argv(["run", f"call append_key {json.dumps({'path': str(keys), 'hold_s': 20})}"])
+    running = subprocess.Popen(argv, cwd=cli.cwd, env=cli.env(), text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not keys.exists():  # the effect has happened; the worker now holds for 20 s
+            assert time.monotonic() < deadline and running.poll() is None, running.communicate()
+            time.sleep(0.05)
+        cli.track()
+        busy = [w for w in cli.json("stats")["pools"]["tool"]["workers"] if w["busy"]]
+        assert len(busy) == 1
+        os.kill(busy[0]["pid"], 9)  # a pid of the system this test started
+        out, err = running.communicate(timeout=CLI_TIMEOUT)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == 4, out + err
+    assert err.startswith("pegasus: task failed: 1 effectful tool step(s) were interrupted") and err.count("\n") == 1
+    assert re.search(r"^\s*effect unknown: append_key \(step 0, key \S+/a1\.0/i0/s0\)$", out, re.M), out
+    assert "(exit_reason: unknown)" in out
+    assert len(keys.read_text().split()) == 1  # never repeated
+
+
 def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:
     pegasus, _ = background
     tasks = tmp_path / "tasks.txt"
