@@ -435,6 +435,11 @@ class BudgetWakeup:
 
 
 @dataclass(frozen=True)
+class HealthCheck:
+    """Wakeup payload of a pool: look whether a busy local worker's process is stopped (hung)."""
+
+
+@dataclass(frozen=True)
 class QueueDeadline:
     """Wakeup payload of a pool: queued request ``seq`` waited its stage timeout with no worker to run it."""
 

@@ -81,6 +81,13 @@ class Supervisor(ActorTypeDispatcher):
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # Requests answer their own errors (request_handler); this catches the rest
         # (reports from task actors and pools) so nothing raises into Thespian.
+        if self.exiting:
+            # Told to exit: the store is closed.  Reports and exits of children that end
+            # with us change nothing (a restart restores from the store); a request is told.
+            if isinstance(message, m.Request):
+                self.send(sender, m.Reply(str(message.request_id or ""), False, error="the system is stopping",
+                                          error_type="SystemStopping"))
+            return
         try:
             super().receiveMessage(message, sender)
         except Exception:  # noqa: BLE001
@@ -98,6 +105,7 @@ class Supervisor(ActorTypeDispatcher):
         self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
         self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
         self.ask_ids = itertools.count(1)
+        self.exiting = False  # told to exit: nothing is handled any more
         self.log = logs.get("supervisor")
 
     # -- configuration ------------------------------------------------------------------------
@@ -370,6 +378,7 @@ class Supervisor(ActorTypeDispatcher):
             self._answer_suspends(task_id)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
+        self.exiting = True
         # Tell every child to exit: a child created just before shutdown may not be told otherwise.
         for address in self.task_actors.addresses():
             self.send(address, ActorExitRequest())

@@ -466,6 +466,30 @@ def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> 
     assert len(keys.read_text().split()) == 1  # never repeated
 
 
+def test_ctrl_c_on_run_stops_the_embedded_system_at_once(cli: Pegasus) -> None:
+    """Regression (issue 15): Ctrl-C with a worker busy in a tool step took 12.3 s."""
+    running = subprocess.Popen(cli.argv(["run", "sleep 30"]), cwd=cli.cwd, env=cli.env(), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert running.stdout is not None
+        for line in running.stdout:  # the transitions, live: wait for the tool step
+            if "-> acting" in line:
+                break
+        cli.track()
+        time.sleep(0.3)
+        began = time.monotonic()
+        running.send_signal(2)  # SIGINT, as Ctrl-C
+        out, err = running.communicate(timeout=CLI_TIMEOUT)
+        elapsed = time.monotonic() - began
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == 130 and err.strip() == "pegasus: interrupted", (running.returncode, err)
+    assert elapsed < 3.0, f"Ctrl-C took {elapsed:.1f}s"
+    assert_gone(cli.seen, "the embedded system")
+
+
 def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:
     pegasus, _ = background
     tasks = tmp_path / "tasks.txt"

@@ -8,7 +8,6 @@ what it cannot prove finished.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections import Counter
@@ -18,7 +17,7 @@ import pytest
 
 from actors import procs
 from actors.system import system_pids
-from tests.support.tools import keys_in
+from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -27,8 +26,7 @@ PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
 TERMINAL = {"done", "failed", "canceled"}
 
 
-def effect(path: Path, hold_s: float) -> str:
-    return f"call append_key {json.dumps({'path': str(path), 'hold_s': hold_s})}"
+effect = append_key_request
 
 
 
@@ -45,9 +43,7 @@ def test_worker_killed_mid_effectful_step(pegasus, tmp_path: Path) -> None:
     client = pegasus(**PLUGIN)
     task_id = client.submit(f"{effect(keys, 3)} and what is 2 * 21?")["task_id"]
     wait_for(lambda: keys_in(keys), what="the effect")
-    busy = [w for w in client.stats()["pools"]["tool"]["workers"] if w["busy"]]
-    assert len(busy) == 1
-    os.kill(busy[0]["pid"], signal.SIGKILL)
+    os.kill(busy_tool_worker(client)["pid"], signal.SIGKILL)
     final = client.wait(task_id, timeout=30)
     # Its effect may have happened: never repeated, never done silently (issue 15).
     assert (final["lifecycle_state"], final["exit_reason"]) == ("failed", "unknown")
