@@ -9,6 +9,7 @@ what it cannot prove finished.
 from __future__ import annotations
 
 import os
+import time
 import signal
 from collections import Counter
 from pathlib import Path
@@ -161,3 +162,33 @@ def test_history_status_and_resume_after_a_clean_restart(pegasus) -> None:
     assert [a["event_type"] for a in history["audit"]][:2] == ["TASK_CREATED", "STATE_TRANSITION_APPROVED"]
     again.resume(waiting, message="what is 1 + 1?")  # passivated: it comes back from the store
     assert "2" in again.wait(waiting)["result"]
+
+
+def test_a_step_queued_when_its_task_is_suspended_runs_once_after_the_resume(pegasus, tmp_path: Path) -> None:
+    """The supervisor refuses to start a step of a run that is over: before, the queued step of a
+    suspended task ran anyway, its result was dropped, and after the resume it was reported
+    interrupted."""
+    client = pegasus(**PLUGIN, pools={"tool_workers": 1})
+    blocker = client.submit(effect(tmp_path / "blocker.txt", 3))["task_id"]
+    wait_for(lambda: keys_in(tmp_path / "blocker.txt"), what="the one tool worker busy")
+    keys = tmp_path / "keys.txt"
+    queued = client.submit(effect(keys, 0))["task_id"]
+    wait_for(lambda: client.get(queued)["state"] == "acting", what="the step queued behind the busy worker")
+    assert client.suspend(queued)["lifecycle_state"] == "blocked"
+    assert client.wait(blocker, timeout=30)["lifecycle_state"] == "done"
+    time.sleep(0.5)  # the queued request has reached the worker by now, and was refused
+    assert keys_in(keys) == []
+    client.resume(queued)
+    final = client.wait(queued, timeout=30)
+    assert final["lifecycle_state"] == "done" and final["effects_unknown"] == [], final
+    assert keys_in(keys) == [f"{queued}/a1.0/i0/s0"]
+
+
+def test_a_task_canceled_mid_effectful_step_lists_it_as_unknown(pegasus, tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    client = pegasus(**PLUGIN)
+    task_id = client.submit(effect(keys, 20))["task_id"]
+    wait_for(lambda: keys_in(keys), what="the effect")
+    canceled = client.cancel(task_id)
+    assert canceled["lifecycle_state"] == "canceled"
+    assert [(e["key"], e["tool"]) for e in canceled["effects_unknown"]] == [(f"{task_id}/a1.0/i0/s0", "append_key")]
