@@ -246,6 +246,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     task_options(p := command("run", cmd_run, "run one task, showing each transition live"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the task")
+    p.epilog = ("exit status: 0 done (every step it rests on succeeded), 1 failed or canceled (or the command "
+                "failed), 3 waiting for information (pegasus resume), 4 failed or canceled with an effect "
+                "unknown (see effects_unknown before running it again), 130 interrupted")
     start = command("start", cmd_start, "start a system in the background")
     start.add_argument("--leader", action="store_true",
                        help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")

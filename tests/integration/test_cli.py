@@ -6,7 +6,8 @@ explicit ``--port`` (never 1900).  What is proven here:
 
 * ``run`` with an embedded system prints every transition in order and the
   result, exits 0 / 3 (blocked, with the question), and leaves no process and
-  nothing in the working directory behind;
+  nothing in the working directory behind; it exits 1 when a tool step failed,
+  4 when an effect is unknown, and Ctrl-C stops its system at once;
 * a background system (``start``) returns promptly with stdout on a pipe, and
   ``submit``/``status``/``list``/``history``/``stats``/``run`` (attached),
   ``suspend``/``resume``/``cancel``/``approve``/``stop`` work on it;
