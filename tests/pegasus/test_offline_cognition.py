@@ -7,6 +7,7 @@ is suspended or ends.  No actor system is involved.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -170,6 +171,27 @@ def test_reason_act_failing_step_is_retried_once_then_fails_explained(workspace:
     assert outcomes[-1][0] == "reason" and outcomes[-1][1].payload["exit_reason"] == "retry_exhausted"
     assert [a.success for a in fsm.context.actions_done if a.tool == "read_file"] == [False, False]
     assert fsm.context.final_result.startswith("Could not read missing.txt (tried 2 times): no such file")
+
+
+def test_a_reasoners_answer_over_a_failed_step_fails_the_task_and_stays_its_result(workspace: Path) -> None:
+    """Any reasoner (a model too): an answer right after a failed tool step does not complete the task."""
+
+    class AnswersAtOnce:
+        def run(self, context: TaskContext) -> tuple[dict, Plan]:
+            if not context.actions_done:
+                step = PlanStep(index=0, description="read", action_type="tool_call",
+                                action_params={"tool": "read_file", "args": {"path": "missing.txt"}})
+                return {"approach": "read"}, Plan(goal="g", steps=[step])
+            answer = PlanStep(index=0, description="respond", action_type="respond",
+                              action_params={"text": "There is no missing.txt."})
+            return {"approach": "answer"}, Plan(goal="g", steps=[answer])
+
+    processors = dataclasses.replace(_processors(), reasoner=AnswersAtOnce())
+    fsm = start("reason_act", "read missing.txt", workspace=str(workspace))
+    outcomes = drive(fsm, processors)
+    assert fsm.state == "failed" and outcomes[-1][1].payload["exit_reason"] == "retry_exhausted"
+    assert fsm.context.final_result == "There is no missing.txt."
+    assert fsm.context.error.startswith("1 tool step(s) failed: read_file (step 0): no such file")
 
 
 @pytest.mark.parametrize("text", ["what is 2 + 3 * 4?", "list . and sleep 0.01"])
