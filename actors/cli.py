@@ -24,7 +24,10 @@ from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.store.backup import backup_file
 from pegasus.store.sqlite import DB_FILE
 
-EXIT_OK, EXIT_FAILURE, EXIT_WAITING = 0, 1, 3
+# `pegasus run`: 0 done (every step succeeded), 1 failed or canceled (or the command itself
+# failed), 3 waiting for information (blocked), 4 failed or canceled with an effect in doubt
+# (effects_unknown: check before running it again).  2 is argparse's usage error, 130 Ctrl-C.
+EXIT_OK, EXIT_FAILURE, EXIT_WAITING, EXIT_EFFECTS_UNKNOWN = 0, 1, 3, 4
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
@@ -48,6 +51,8 @@ def _describe(task: dict[str, Any]) -> str:
         lines.append(f"  result:    {task['result']}")
     if task.get("error"):
         lines.append(f"  error:     {task['error']} (exit_reason: {task.get('exit_reason')})")
+    for step in task.get("effects_unknown") or []:  # started, outcome unknown: never repeated
+        lines.append(f"  effect unknown: {step['tool']} (step {step['step_index']}, key {step['key']})")
     return "\n".join(lines)
 
 
@@ -93,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_WAITING
     print(f"pegasus: task {final['lifecycle_state']}: {final.get('error') or final['lifecycle_state']}",
           file=sys.stderr)
-    return EXIT_FAILURE
+    return EXIT_EFFECTS_UNKNOWN if final.get("effects_unknown") else EXIT_FAILURE
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -268,6 +273,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     task_options(p := command("run", cmd_run, "run one task, showing each transition live"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the task")
+    p.epilog = ("exit status: 0 done (every step it rests on succeeded), 1 failed or canceled (or the command "
+                "failed), 3 waiting for information (pegasus resume), 4 failed or canceled with an effect "
+                "unknown (see effects_unknown before running it again), 130 interrupted")
     start = command("start", cmd_start, "start a system in the background")
     start.add_argument("--leader", action="store_true",
                        help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # Defined with the lifecycle logic (pure); the supervisor streams it to clients as it is.
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - re-exported
 from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.store.journal import StepEnd
 
 SUPERVISOR_NAME = "pegasus-supervisor"
 
@@ -195,37 +196,15 @@ class TaskTransitioned(_Brief):
     timestamp: str
     stage: dict[str, Any] | None = None
     checkpoint: tuple[str, bytes] | None = None
-    journal_finish: tuple[str, bytes] | None = None
+    journal_finish: StepEnd | None = None
     pid: int = 0
-
-
-@dataclass(frozen=True)
-class JournalStart:
-    """Task actor -> supervisor: write this tool step as started before it runs."""
-
-    task_id: str
-    run: int
-    token: int
-    key: str
-    step_index: int
-    tool: str | None
-    effect: str
-
-
-@dataclass(frozen=True)
-class JournalStarted:
-    """Supervisor -> task actor: the step is journalled (``existing``: the row the key already had)."""
-
-    key: str
-    token: int
-    existing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, repr=False)
 class TaskReports(_Brief):
     """Task actor -> supervisor: its reports since the last send, in order, in one message.
 
-    ``reports`` holds TaskTransitioned, JournalStart and TaskStopped.  One
+    ``reports`` holds TaskTransitioned and TaskStopped.  One
     message per batch instead of one per report: every Thespian message costs
     both processes about half a millisecond of CPU here (benchmarks/).
     """
@@ -308,6 +287,10 @@ class StageRequest(_Brief):
     gate: dict[str, Any] | None = None
     timeout_s: float | None = None
     idempotency_key: str | None = None
+    # An effectful tool step: the worker asks this supervisor (StepStarting) before it runs
+    # the tool, and runs it only on a go.  None: the step is not journalled as started.
+    journal_to: Any = None
+    run: int = 0  # the task's run that asked (the supervisor refuses a step of a run that is over)
 
     def __getstate__(self) -> dict[str, Any]:
         return StageRequest.__dict__["context"].pickled(self.__dict__)
@@ -324,8 +307,35 @@ class StageResult(_Brief):
     event_type: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", ""] = ""
+    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", ""] = ""
     worker: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepStarting:
+    """Worker -> supervisor: about to run an effectful tool step; journal it as started first."""
+
+    key: str
+    task_id: str
+    run: int
+    step_index: int
+    tool: str | None
+    job: int  # the worker's pool job: the answer names it
+
+
+@dataclass(frozen=True)
+class StepGo:
+    """Supervisor -> worker: run the step (``go``: its ``started`` row is committed) or not.
+
+    Not: its run is over (``existing`` None), or the key already has a row
+    (``existing``): the step started before, maybe ran, and is never run again.
+    """
+
+    key: str
+    job: int
+    go: bool
+    reason: str = ""
+    existing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -448,6 +458,11 @@ class CancelTask:
 @dataclass(frozen=True)
 class BudgetWakeup:
     """Wakeup payload of the llm pool: the model's rate budget may admit the next call now."""
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """Wakeup payload of a pool: look whether a busy local worker's process is stopped (hung)."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,18 @@ keeps the first answer).  A tool step is never handed out early, and neither is
 a request of a pool with a rate budget (a 429 must pause every request not yet
 started).  The worker receiving the next request is the one whose current
 stage started first (the likeliest to finish first).
+
+Hung workers.  A local worker whose process is stopped (SIGSTOP, a debugger:
+state T or t in /proc) is not dead, so Thespian says nothing, and its held
+requests would wait for its whole stage timeout while other workers idle.
+While any local worker is busy the pool looks every ``HEALTH_PERIOD_S``; one
+seen stopped on two looks in a row (so 0.5-1 s) is ended and replaced like a
+worker past its deadline.  Its held requests go back to the front of the
+queue; so does its running llm stage (no side effect: it may run again); its
+running tool step is answered as a lost worker's, and the task actor lets the
+journal decide (an effectful step that had started is reported interrupted,
+never repeated).  A remote worker's process cannot be seen from here: its held
+requests come back when its running stage passes its deadline.
 """
 
 from __future__ import annotations
@@ -67,7 +79,7 @@ from thespian.actors import (
 
 from actors import procs
 from actors.messages import (
-    BudgetWakeup, CancelTask, DeadlineCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest,
+    BudgetWakeup, CancelTask, DeadlineCheck, HealthCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest,
     QueueDeadline, StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady,
 )
 from actors.system import HOME_CAPABILITY, MEMBER_CAPABILITY, member_name
@@ -76,6 +88,8 @@ from pegasus import logs
 from pegasus.llm.budget import LlmBudget
 
 MAX_WORKERS_PER_MEMBER = 256  # a typo in a member's capability must not fork thousands of processes
+HEALTH_PERIOD_S = 0.5  # how often busy local workers are checked for being stopped (hung)
+STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
 
 
 @dataclass
@@ -90,6 +104,7 @@ class _Slot:
     host: str | None = None
     jobs: deque[int] = field(default_factory=deque)  # handed to it, in order; the first one runs
     since: float = 0.0  # time.monotonic() when the running job started
+    stopped_looks: int = 0  # health checks in a row that found its process stopped
 
 
 @dataclass
@@ -152,6 +167,7 @@ class StagePool(ActorTypeDispatcher):
         self.budget: LlmBudget | None = None  # rate budgets of the llm pool (a model provider)
         self.budget_wakeup = False  # a BudgetWakeup is pending
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
+        self.health_armed = False  # a HealthCheck wakeup is pending
         self.log = logs.get("pool")
 
     # -- set-up --------------------------------------------------------------------
@@ -301,6 +317,9 @@ class StagePool(ActorTypeDispatcher):
         slot.since = time.monotonic()
         heapq.heappush(pool.deadlines, (slot.since + self._timeout(pool.jobs[job_id].request), job_id))
         self._arm()
+        if slot.local and not self.health_armed:
+            self.health_armed = True
+            self.wakeupAfter(timedelta(seconds=HEALTH_PERIOD_S), payload=HealthCheck())
 
     def _arm(self) -> None:
         """Keep one DeadlineCheck pending, for the earliest deadline of a job still running."""
@@ -398,7 +417,25 @@ class StagePool(ActorTypeDispatcher):
         elif isinstance(payload, BudgetWakeup):
             self.budget_wakeup = False
             self._dispatch()
+        elif isinstance(payload, HealthCheck):
+            self.health_armed = False
+            self._check_health()
         # anything else is stale: that job finished in time, that worker reported
+
+    def _check_health(self) -> None:
+        """End the busy local workers found stopped twice in a row (see the module docstring)."""
+        pool = self.pool
+        assert pool is not None
+        for slot in [s for s in pool.slots.values() if s.local and s.jobs and s.pid is not None]:
+            stat = procs.read_stat(slot.pid)  # type: ignore[arg-type]
+            slot.stopped_looks = slot.stopped_looks + 1 if stat is not None and stat.state in STOPPED_STATES else 0
+            if slot.stopped_looks >= 2:
+                self.log.warning("worker_hung", worker=slot.index, pid=slot.pid, jobs=list(slot.jobs))
+                self._replace(slot.index, f"stage worker {slot.pid} was stopped (hung)", "worker_died", kill=True,
+                              rerun=pool.config.name == "llm")
+        if not self.closing and any(s.local and s.jobs for s in pool.slots.values()):
+            self.health_armed = True
+            self.wakeupAfter(timedelta(seconds=HEALTH_PERIOD_S), payload=HealthCheck())
 
     def _starved(self, seq: int) -> None:
         pool = self.pool
@@ -427,9 +464,10 @@ class StagePool(ActorTypeDispatcher):
                 self._replace(slot.index, f"stage worker died{where}", "worker_died", kill=False)
                 return
 
-    def _drop(self, index: int, reason: str, kind: str) -> _Slot | None:
+    def _drop(self, index: int, reason: str, kind: str, *, rerun: bool = False) -> _Slot | None:
         """Remove a slot; answer its running job (if any) as failed, and queue again, first
-        in line, the jobs it held but never started (prefetch).  Returns the slot."""
+        in line, the jobs it held but never started (prefetch).  ``rerun``: its running job
+        (an llm stage, which has no side effect) goes back to the queue too.  Returns the slot."""
         pool = self.pool
         assert pool is not None
         slot = pool.slots.pop(index, None)
@@ -440,7 +478,9 @@ class StagePool(ActorTypeDispatcher):
         if not slot.jobs:
             return slot
         running, *held = slot.jobs
-        for job_id in reversed(held):
+        if rerun and self.budget is not None and running in pool.jobs:
+            self.budget.release(running)  # admitted again when it runs again
+        for job_id in reversed([running, *held] if rerun else held):
             if (job := pool.jobs.pop(job_id, None)) is not None and not job.canceled:
                 pool.queue.appendleft(_Waiting(job.seq, job.request, job.requester, requeues=job.requeues))
         if (job := pool.jobs.pop(running, None)) is not None:
@@ -451,11 +491,12 @@ class StagePool(ActorTypeDispatcher):
             self.send(job.requester, _failed(job.request, reason, kind, worker))
         return slot
 
-    def _replace(self, index: int, reason: str, kind: str, *, kill: bool) -> None:
-        """Answer the slot's job as failed, end the worker, start a fresh one on the same member."""
+    def _replace(self, index: int, reason: str, kind: str, *, kill: bool, rerun: bool = False) -> None:
+        """Answer the slot's job as failed (``rerun``: queue it again), end the worker, start a
+        fresh one on the same member."""
         pool = self.pool
         assert pool is not None
-        slot = self._drop(index, reason, kind)
+        slot = self._drop(index, reason, kind, rerun=rerun)
         if slot is None:
             return
         if kill:
@@ -522,6 +563,16 @@ class StagePool(ActorTypeDispatcher):
             if self.pool.lead:
                 self.notifyOnSystemRegistrationChanges(False)
             for slot in self.pool.slots.values():
+                if slot.jobs and _kill(slot):
+                    # Busy in a blocking call, it would read its ActorExitRequest only when the call
+                    # returns (a 30 s tool step held stop for ~12 s): ended now, like a crash.  Its
+                    # step's journal row says what is known (an effectful one: effects_unknown).
+                    # Thespian 4.0.1 may then never count it gone (its exit loop's onError lambda
+                    # names the last child, not the refused one; and a sibling's exit can drop
+                    # the dead process unannounced), and waits for it until the admin gives up
+                    # (10 s): tell ourselves, which removes it from the children we wait for.
+                    self.send(self.myAddress, ChildActorExited(slot.address))
+                    continue
                 self.send(slot.address, ActorExitRequest())
 
 
@@ -530,7 +581,7 @@ def _failed(request: StageRequest, error: str, kind: str, worker: dict[str, Any]
                        error=error, error_kind=kind, worker=worker or {})  # type: ignore[arg-type]
 
 
-def _kill(slot: _Slot) -> None:
+def _kill(slot: _Slot) -> bool:
     """SIGKILL a worker stuck in a blocking call -- only one this very process forked.
 
     Several admins may run on one host (a leader and members), so a pid and a
@@ -539,12 +590,13 @@ def _kill(slot: _Slot) -> None:
     /proc must confirm that parent link before the signal is sent.
     """
     if not slot.local or slot.pid is None or slot.pid == os.getpid():
-        return
+        return False
     stat = procs.read_stat(slot.pid)
     if stat is None or stat.ppid != os.getpid() or stat.is_zombie:
-        return
+        return False
     try:
         os.kill(slot.pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return False
+    return True
 

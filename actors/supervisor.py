@@ -94,6 +94,13 @@ class Supervisor(ActorTypeDispatcher):
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # Requests answer their own errors (request_handler); this catches the rest
         # (reports from task actors and pools) so nothing raises into Thespian.
+        if self.exiting:
+            # Told to exit: the store is closed.  Reports and exits of children that end
+            # with us change nothing (a restart restores from the store); a request is told.
+            if isinstance(message, m.Request):
+                self.send(sender, m.Reply(str(message.request_id or ""), False, error="the system is stopping",
+                                          error_type="SystemStopping"))
+            return
         try:
             super().receiveMessage(message, sender)
         except StoreUnavailable as exc:
@@ -115,6 +122,7 @@ class Supervisor(ActorTypeDispatcher):
         self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
         self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
         self.ask_ids = itertools.count(1)
+        self.exiting = False  # told to exit: nothing is handled any more
         self.log = logs.get("supervisor")
 
     # -- configuration ------------------------------------------------------------------------
@@ -330,25 +338,46 @@ class Supervisor(ActorTypeDispatcher):
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
-        """A task actor's reports, in order.  Their store writes share one commit; a journal
-        entry is written (committed) last and only then answered, so a step never runs
-        before its journal row is durable."""
+        """A task actor's reports, in order; their store writes share one commit."""
         if self.store is None or self.admission is None:
             return
         lease = self.task_actors.running.get(batch.task_id)
         if lease is None or lease.address != sender:
             return  # not the actor of the task's run (one stopped when the store failed, say)
-        journal = [r for r in batch.reports if isinstance(r, m.JournalStart)]
         with self.store.group():
             for report in batch.reports:
                 if isinstance(report, m.TaskTransitioned):
                     self._on_transitioned(report)
                 elif isinstance(report, m.TaskStopped):
                     self._on_stopped(report)
-        for start in journal:  # the actor waits after one: it is always the batch's last report
-            self._on_journal_start(start, sender)
 
-    # The three reports below come only inside a TaskReports, configured supervisor checked.
+    def receiveMsg_StepStarting(self, step: m.StepStarting, sender: Any) -> None:
+        """A worker is about to run an effectful step: commit its ``started`` row, then answer go.
+
+        Refused when the task's run is over (canceled, suspended, replaced after a
+        crash) or the key already has a row (it started before: never run twice).
+        The commit comes before the answer, so a step never runs unjournalled.
+        """
+        if self.store is None or self.admission is None:
+            return
+        record = self.admission.records.get(step.task_id)
+        if record is None or record.run != step.run or record.state != "running":
+            self.send(sender, m.StepGo(step.key, step.job, False, reason="the task's run is over"))
+            return
+        try:
+            existing = self.store.journal_start(step.key, step.task_id, step.run, step.step_index, step.tool,
+                                                "effectful")
+        except Exception as exc:  # noqa: BLE001 - not journalled, so not run: the task sees a failed step
+            self.log.error("journal_write_failed", task_id=step.task_id, key=step.key, error=str(exc))
+            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"the journal could not be written: {exc}"))
+            return
+        if existing is not None:
+            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"already {existing['status']}",
+                                       existing=existing))
+        else:
+            self.send(sender, m.StepGo(step.key, step.job, True))
+
+    # The reports below come only inside a TaskReports, configured supervisor checked.
     def _on_transitioned(self, report: m.TaskTransitioned) -> None:
         assert self.admission is not None and self.store is not None
         record = self.admission.records.get(report.task_id)
@@ -360,15 +389,6 @@ class Supervisor(ActorTypeDispatcher):
                                         report.journal_finish)
         self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
                                                      report.to_state, report.event, report.timestamp, report.stage))
-
-    def _on_journal_start(self, start: m.JournalStart, sender: Any) -> None:
-        assert self.store is not None and self.admission is not None
-        record = self.admission.records.get(start.task_id)
-        if record is None or record.run != start.run or record.state != "running":
-            return  # that run is over: its step must not start
-        existing = self.store.journal_start(start.key, start.task_id, start.run, start.step_index, start.tool,
-                                            start.effect)
-        self.send(sender, m.JournalStarted(start.key, start.token, existing))
 
     def _on_stopped(self, report: m.TaskStopped) -> None:
         assert self.admission is not None
@@ -473,6 +493,7 @@ class Supervisor(ActorTypeDispatcher):
             self._answer_suspends(task_id)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
+        self.exiting = True
         # Tell every child to exit: a child created just before shutdown may not be told otherwise.
         for address in self.task_actors.addresses():
             self.send(address, ActorExitRequest())
@@ -484,9 +505,12 @@ class Supervisor(ActorTypeDispatcher):
 
     def _view(self, task_id: str) -> dict[str, Any]:
         """What ``get`` answers: the live record, or (done, canceled, from before a restart) the store."""
-        assert self.admission is not None
+        assert self.admission is not None and self.store is not None
         record = self.admission.records.get(task_id)
-        return record.view() if record is not None else self._stored_view(task_id)
+        view = record.view() if record is not None else self._stored_view(task_id)
+        # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
+        view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != "running")
+        return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:
         """A task from before this system started (done, failed or canceled): straight from the store."""

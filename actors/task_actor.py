@@ -23,11 +23,15 @@ describes sends made from a wakeup handler stalling in the transmit queue.
 Without the timer, none.)
 
 Durability: each checkpointed transition report carries the checkpoint the seeds ask for
-(``pegasus.store.checkpoint``).  A tool step whose tool is not ``pure`` is
-journalled as started (the supervisor writes it) before it is sent to the
-tool pool, under an idempotency key made of task, attempt, iteration and step;
-on a restart, a finished step is never run again, and a started-but-unfinished
-one is run again only when its tool is idempotent.
+(``pegasus.store.checkpoint``).  A tool step whose tool is not ``pure`` carries
+an idempotency key made of task, attempt, iteration and step, and its end is
+journalled with the transition that applies it.  An effectful step is journalled
+as started by the worker about to run it (``StepStarting``, written by the
+supervisor before the tool runs), not when it is sent: one still queued when
+everything died provably never started and runs after the restart.  On a
+restart a finished step is never run again; a started-but-unfinished one is run
+again only when its tool is idempotent, otherwise it is reported interrupted
+(its effect unknown: the task's ``effects_unknown``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from actors import procs
 from pegasus import logs
 from pegasus.cognitive.base import INTERRUPTED
 from pegasus.store.checkpoint import Checkpointer, kind_for
+from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
 from pegasus.task import Event, EventType, InvalidStateTransition, TaskFSM
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.tools.plugins import registry_for
@@ -96,8 +101,8 @@ class TaskActor(ActorTypeDispatcher):
         self.fsm: TaskFSM | None = None
         self.start: m.StartTask | None = None
         self.checkpointer: Checkpointer | None = None
-        self.pending: tuple[RunStage, str] | None = None  # a step waiting for its journal row
         self.journal_key: str | None = None  # the journalled step now in flight
+        self.redispatched: set[str] = set()  # effectful steps sent again after their worker was lost
         self.stopped = False
         self.finished = False  # the run is over: free once the outbox is flushed
         self.exit_reason: str | None = None
@@ -165,27 +170,14 @@ class TaskActor(ActorTypeDispatcher):
         self.token += 1  # this request is answered: anything else with its token is stale
         stage = {"stage": result.stage, **result.worker, "ok": result.ok, "error": result.error}
         if result.ok and result.event_type is not None:
+            if result.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
+                self.exit_reason = str(result.payload.get("exit_reason") or "exception")
             self._apply(Event(type=result.event_type, payload=result.payload), stage)
         elif result.stage == "act":
-            # A failed tool step is the reflection's to judge (seed 000: TOOL_CALL_FAILED).
-            error = result.error or "tool step failed"
-            step = self.fsm.context.plan.current_step if self.fsm.context.plan else None
-            if result.error_kind in ("worker_died", "timeout") and step and self._effect(step.index) == "effectful":
-                error = f"{INTERRUPTED} ({error})"  # it may have had its effect: never run it again
-            self._step_failed(error, stage)
+            self._act_failed(result, stage)
         else:
             self._fail(_EXIT_REASON.get(result.error_kind, "exception"),
                        f"{result.stage} stage failed: {result.error}", stage)
-
-    def receiveMsg_JournalStarted(self, started: m.JournalStarted, sender: Any) -> None:
-        if self.pending is None or self.stopped or started.token != self.token:
-            return
-        work, key = self.pending
-        self.pending = None
-        if started.existing is not None:
-            self._replay_journal(work, key, started.existing)
-        else:
-            self._dispatch(work, key)
 
     def receiveMsg_SuspendTask(self, request: m.SuspendTask, sender: Any) -> None:
         if self.fsm is None or self.stopped or request.task_id != self.fsm.task_id:
@@ -215,8 +207,7 @@ class TaskActor(ActorTypeDispatcher):
         checkpoint = (kind, checkpointer.make(kind, fsm)) if kind else None
         finish = None
         if self.journal_key is not None and str(event.type) in _STEP_EVENTS:
-            record = {"event_type": str(event.type), "payload": event.payload}
-            finish = (self.journal_key, msgpack.packb(record, use_bin_type=True))
+            finish = self._step_end(self.journal_key, event)
             self.journal_key = None
         self._report(m.TaskTransitioned(
             fsm.task_id, self._run, source, target, str(event.type), _iso(fsm.updated_at), stage,
@@ -243,27 +234,62 @@ class TaskActor(ActorTypeDispatcher):
                 return
             key = step_key(fsm.task_id, start.generation, fsm.context.iteration, work.step_index)
             known = start.journal.get(key)
-            effect = self._effect(work.step_index)
             if known is not None:
                 self._replay_journal(work, key, known)
-            elif effect == "pure":
+            elif self._effect(work.step_index) == "pure":
                 self._dispatch(work, None)  # a pure step may run again: no journal row needed
             else:
-                self.pending = (work, key)
-                self._report(m.JournalStart(fsm.task_id, self._run, self.token, key, work.step_index,
-                                            self._tool(work.step_index), effect))
+                self._dispatch(work, key)
 
     def _dispatch(self, work: RunStage, key: str | None) -> None:
+        """Send the stage to its pool.  An effectful step goes with the supervisor's address:
+        its worker journals it as started there before it runs the tool (only these steps
+        pay that round trip)."""
         fsm, start = self.fsm, self.start
         assert fsm is not None and start is not None
         self.journal_key = key
         pool = start.llm_pool if work.pool == "llm" else start.tool_pool
+        effectful = key is not None and work.step_index is not None and self._effect(work.step_index) == "effectful"
         self.send(pool, m.StageRequest(fsm.task_id, self.token, work.stage, fsm.machine.name, fsm.context,
-                                       work.step_index, idempotency_key=key))
+                                       work.step_index, idempotency_key=key,
+                                       journal_to=self.supervisor if effectful else None, run=self._run))
+
+    def _act_failed(self, result: m.StageResult, stage: dict[str, Any]) -> None:
+        """A tool step came back failed.  The journal decides whether an effectful one ran:
+        a refused start carries its row; a lost worker's step is sent once more, and its
+        new worker's StepStarting finds out (no row: it never started, and runs now)."""
+        fsm = self.fsm
+        assert fsm is not None
+        error = result.error or "tool step failed"
+        step = fsm.context.plan.current_step if fsm.context.plan else None
+        work = next_work(fsm.machine.name, fsm.state, fsm.context)
+        key = self.journal_key
+        if result.error_kind == "not_started" and key and result.payload.get("journal") and isinstance(work, RunStage):
+            self._replay_journal(work, key, dict(result.payload["journal"]))
+            return
+        if result.error_kind in ("worker_died", "timeout") and step and self._effect(step.index) == "effectful":
+            if key and key not in self.redispatched and isinstance(work, RunStage):
+                self.redispatched.add(key)
+                self.log.warning("step_redispatched", key=key, error=error)
+                self._dispatch(work, key)  # (the token moved on when this result arrived)
+                return
+            error = f"{INTERRUPTED} ({error})"  # it may have had its effect: never run it again
+        # A failed tool step is the reflection's to judge (seed 000: TOOL_CALL_FAILED).
+        self._step_failed(error, stage)
+
+    def _step_end(self, key: str, event: Event) -> StepEnd:
+        fsm = self.fsm
+        assert fsm is not None
+        result = event.payload.get("result") or {}
+        index = int(result.get("step_index", 0))
+        status = INTERRUPTED_STATUS if str(result.get("error") or "").startswith(INTERRUPTED) else FINISHED
+        record = {"event_type": str(event.type), "payload": event.payload}
+        return StepEnd(key, status, msgpack.packb(record, use_bin_type=True), index, self._tool(index),
+                       self._effect(index))
 
     def _replay_journal(self, work: RunStage, key: str, row: dict[str, Any]) -> None:
         """A step the journal already knows (a restarted run): never run a finished step again."""
-        if row.get("status") == "finished" and row.get("result"):
+        if row.get("status") in ENDED and row.get("result"):
             self.log.info("journal_replayed", key=key)
             self.journal_key = None
             result = row["result"]

@@ -18,7 +18,7 @@ from typing import Any
 from thespian.actors import ActorTypeDispatcher
 
 from actors import procs
-from actors.messages import StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady
+from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady
 from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
@@ -72,6 +72,7 @@ class StageWorker(ActorTypeDispatcher):
         self.processors: Processors | None = None  # from the settings WorkerInit brings
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
+        self.starting: dict[int, tuple[Work, Any, float]] = {}  # effectful steps waiting for their StepGo
         self.log = logs.get("worker")
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
@@ -83,14 +84,45 @@ class StageWorker(ActorTypeDispatcher):
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
-        started, self.cpu_started = time.time(), None
+        request = work.request
+        if request.journal_to is None or request.idempotency_key is None:
+            self._serve(work, sender, time.time())
+            return
+        # An effectful step counts as started only once the supervisor has committed it:
+        # ask first, run on its go (receiveMsg_StepGo).  A step still queued at a crash,
+        # or whose worker dies before the go, provably never ran.
+        self.starting[work.job] = (work, sender, time.time())
+        self.send(request.journal_to, StepStarting(request.idempotency_key, request.task_id, request.run,
+                                                   request.step_index or 0, _tool(request), work.job))
+
+    def receiveMsg_StepGo(self, answer: StepGo, sender: Any) -> None:
+        waiting = self.starting.pop(answer.job, None)
+        if waiting is None or waiting[0].request.idempotency_key != answer.key:
+            return  # not ours any more (the pool gave up on this job and replaced us)
+        work, pool, started = waiting
+        if answer.go:
+            self._serve(work, pool, started)
+            return
+        request = work.request
+        self.log.info("step_not_started", task_id=request.task_id, key=answer.key, reason=answer.reason)
+        refused = StageResult(request.task_id, request.token, request.stage, ok=False, error_kind="not_started",
+                              error=f"not started: {answer.reason}",
+                              payload={"journal": answer.existing} if answer.existing else {})
+        self._answer(work, pool, refused, started)
+
+    def _serve(self, work: Work, sender: Any, started: float) -> None:
+        self.cpu_started = None
         try:
             result = self._run(work.request)
         except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
             result = StageResult(work.request.task_id, work.request.token, work.request.stage, ok=False,
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+        self._answer(work, sender, result, started)
+
+    def _answer(self, work: Work, sender: Any, result: StageResult, started: float) -> None:
         finished = time.time()
         cpu_s = time.thread_time() - self.cpu_started if self.cpu_started is not None else 0.0
+        self.cpu_started = None
         worker = {**result.worker, **self.identity, "started": started, "finished": finished,
                   "cpu_ms": round(cpu_s * 1000.0, 3)}
         result = _with_worker(result, worker)
@@ -157,6 +189,12 @@ def _run_gate(request: StageRequest) -> StageResult:
         return StageResult(request.task_id, request.token, "gate", ok=False, payload=payload, error_kind="tool",
                            error=f"gate {gate.get('name')!r} failed with exit status {done.returncode}")
     return StageResult(request.task_id, request.token, "gate", ok=True, payload=payload)
+
+
+def _tool(request: StageRequest) -> str | None:
+    plan = request.context.plan if request.context is not None else None
+    step = next((s for s in plan.steps if s.index == request.step_index), None) if plan else None
+    return None if step is None else str(step.action_params.get("tool"))
 
 
 def _with_worker(result: StageResult, worker: dict[str, Any]) -> StageResult:

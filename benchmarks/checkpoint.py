@@ -22,6 +22,7 @@ from benchmarks.common import check, percentile, state_dir, summary_ms
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.store import Checkpointer, Store, kind_for
 from pegasus.store.checkpoint import encode_full
+from pegasus.store.journal import FINISHED, StepEnd
 from pegasus.task import Event, TaskFSM
 from pegasus.task.models import Plan, PlanStep
 
@@ -53,7 +54,7 @@ def measure(steps: int) -> dict[str, Any]:
         journal: list[float] = []
         step_bytes: list[int] = []
 
-        def apply(event_type: str, payload: dict[str, Any], stage: str, finish: tuple[str, bytes] | None) -> None:
+        def apply(event_type: str, payload: dict[str, Any], stage: str, finish: StepEnd | None) -> None:
             source = fsm.state
             target = fsm.transition(Event(type=event_type, payload=payload))
             kind = kind_for(target, event_type)
@@ -77,8 +78,9 @@ def measure(steps: int) -> dict[str, Any]:
             store.journal_start(key, task_id, 1, step.index, step.action_params.get("tool"), "effectful")
             journal.append(time.perf_counter() - began)
             outcome = run_stage(processors, "act", fsm.context, machine="classic", step_index=step.index)
-            finish = (key, msgpack.packb({"event_type": str(outcome.event_type), "payload": outcome.payload},
-                                         use_bin_type=True))
+            finish = StepEnd(key, FINISHED, msgpack.packb({"event_type": str(outcome.event_type),
+                                                           "payload": outcome.payload}, use_bin_type=True),
+                             step.index, step.action_params.get("tool"), "effectful")
             apply(str(outcome.event_type), outcome.payload, "act", finish)
             step_bytes.append(store.bytes_for(task_id) - before)
         outcome = run_stage(processors, "reflect", fsm.context, machine="classic")

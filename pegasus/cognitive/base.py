@@ -45,6 +45,30 @@ def plan_results(context: TaskContext) -> list[ActionResult]:
     return context.actions_done[-done:] if done else []
 
 
+def failed_steps(context: TaskContext) -> tuple[str, str] | None:
+    """Why a task whose loop is about to end must fail instead: ``(exit_reason, error)``, or None.
+
+    A task whose answer depends on a failed step does not end done: ``unknown``
+    when an effectful step was interrupted in this attempt (its effect may or may
+    not have happened: never repeated, listed in the task's ``effects_unknown``),
+    else ``retry_exhausted`` when a tool step of the last plan failed (the answer
+    is built from that plan; the offline processors have retried it once by then).
+    """
+    interrupted = [r for r in context.actions_done if (r.error or "").startswith(INTERRUPTED)]
+    if interrupted:
+        return "unknown", (f"{len(interrupted)} effectful tool step(s) were interrupted and their effect is "
+                           "unknown: " + "; ".join(_step_name(r) for r in interrupted))
+    failed = [r for r in plan_results(context) if r.action_type == "tool_call" and not r.success]
+    if failed:
+        return "retry_exhausted", (f"{len(failed)} tool step(s) failed: "
+                                   + "; ".join(f"{_step_name(r)}: {r.error}" for r in failed))
+    return None
+
+
+def _step_name(result: ActionResult) -> str:
+    return f"{result.tool or result.action_type} (step {result.step_index})"
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON data that msgpack can also carry.
 

@@ -228,7 +228,12 @@ class OfflineStepRunner:
 
 
 class OfflineReflector:
-    """complete when every step succeeded; replan once after a failure; then complete, failure explained."""
+    """complete when every step succeeded; replan once after a failure that can be retried; then stop.
+
+    "complete" ends the loop; over a failed or interrupted step the reflect stage
+    turns it into a failure (``failed_steps``: exit_reason retry_exhausted or
+    unknown), so such a task never ends done.
+    """
 
     def run(self, context: TaskContext) -> Reflection:
         results = plan_results(context)
@@ -236,12 +241,13 @@ class OfflineReflector:
         if not failed:
             return Reflection(verdict="complete", assessment=f"all {len(results)} step(s) succeeded")
         problems = [f"{r.tool or r.action_type} {_subject(r.tool, r.params)}: {r.error}" for r in failed]
-        if not any(reflection.verdict == "replan" for reflection in context.reflections):
+        retryable = [r for r in failed if not (r.error or "").startswith(INTERRUPTED)]
+        if retryable and not any(reflection.verdict == "replan" for reflection in context.reflections):
             return Reflection(verdict="replan", assessment=f"{len(failed)} step(s) failed: " + "; ".join(problems),
                               next_focus="retry the failed step(s) once; the failure may be transient")
-        return Reflection(verdict="complete",
-                          assessment=f"{len(failed)} step(s) still failed after a retry: " + "; ".join(problems),
-                          lessons=[f"{problem} (failed twice)" for problem in problems])
+        why = "still failed after a retry" if retryable else "were interrupted (never repeated)"
+        return Reflection(verdict="complete", assessment=f"gave up: {len(failed)} step(s) {why}: " + "; ".join(problems),
+                          lessons=[f"{problem} (gave up)" for problem in problems])
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from pegasus.cognitive.base import (
     Reflector,
     StepRunner,
     Thinker,
+    failed_steps,
     jsonable,
     needs_more_info,
     plan_results,
@@ -167,7 +168,21 @@ def _reason(processors: Processors, context: TaskContext) -> StageOutcome:
     reasoning, plan = processors.reasoner.run(context)
     if plan is None or needs_more_info(reasoning):
         return _need_more_info(reasoning)
+    if not any(step.action_type == "tool_call" for step in plan.steps) and (failure := failed_steps(context)):
+        # A plan without tool calls answers (seed 001: it completes the task): not over a failed step.
+        # The model's answer, when it wrote one (a respond step's text), stays the result.
+        answer = next((step.action_params["text"] for step in plan.steps if step.action_params.get("text")), None)
+        return _give_up(failure, context, {"reasoning": jsonable(reasoning)}, answer)
     return StageOutcome(EventType.REASON_DONE, {"reasoning": jsonable(reasoning), "plan": _dump(plan)})
+
+
+def _give_up(failure: tuple[str, str], context: TaskContext, payload: dict[str, Any],
+             answer: Any = None) -> StageOutcome:
+    """TASK_FAILED instead of completing; the answer so far (failures explained) stays the result."""
+    exit_reason, error = failure
+    result = answer if answer is not None else _final_answer(context, error)
+    return StageOutcome(EventType.TASK_FAILED, {**payload, "exit_reason": exit_reason, "error": error,
+                                                "final_result": jsonable(result)})
 
 
 def _final_answer(context: TaskContext, fallback: str) -> Any:
@@ -182,6 +197,8 @@ def _reflect(processors: Processors, context: TaskContext) -> StageOutcome:
     reflection = processors.reflector.run(context)
     payload: dict[str, Any] = {"reflection": _dump(reflection)}
     if reflection.verdict == "complete":
+        if failure := failed_steps(context):  # whatever the reflector says: not done over a failed step
+            return _give_up(failure, context, payload)
         payload["final_result"] = jsonable(_final_answer(context, reflection.assessment))
     return StageOutcome(EventType.REFLECT_DONE, payload)
 

@@ -26,10 +26,12 @@ from typing import Any
 
 import msgpack
 
+from pegasus.errors import PegasusError
 from pegasus.files import write_private
 from pegasus.idempotency import Claim
 from pegasus.store import backup as backups, integrity
 from pegasus.store.errors import StaleStateError, StoreError, StoreUnavailable, classify
+from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.task.events import new_id
 
 __all__ = ["DB_FILE", "MIGRATIONS", "SCHEMA_VERSION", "Checkpoint", "StaleStateError", "Store", "StoreError"]
@@ -77,9 +79,34 @@ MIGRATIONS: list[list[str]] = [
         # Small facts about the store itself (the supervisor's write probe after a failed write).
         "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    [  # 3: a journal status for a step that started and whose outcome is unknown (issue 15)
+        """CREATE TABLE journal_v2 (
+            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
+            tool TEXT, effect TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('started', 'finished', 'interrupted')),
+            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
+        "INSERT INTO journal_v2 SELECT * FROM journal",
+        "DROP TABLE journal",
+        "ALTER TABLE journal_v2 RENAME TO journal",
+        "CREATE INDEX journal_by_task ON journal (task_id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-TABLES = {name for step in MIGRATIONS for statement in step for name in re.findall(r"CREATE TABLE (\w+)", statement)}
+
+
+def _tables_after(migrations: list[list[str]]) -> set[str]:
+    """The tables a store has once every migration ran (created, less dropped, renamed followed)."""
+    tables: set[str] = set()
+    for statement in (statement for step in migrations for statement in step):
+        tables.update(re.findall(r"CREATE TABLE (\w+)", statement))
+        tables.difference_update(re.findall(r"DROP TABLE (\w+)", statement))
+        for old_name, new_name in re.findall(r"ALTER TABLE (\w+) RENAME TO (\w+)", statement):
+            tables.discard(old_name)
+            tables.add(new_name)
+    return tables
+
+
+TABLES = _tables_after(MIGRATIONS)
 
 TERMINAL = ("done", "failed", "canceled")
 
@@ -308,8 +335,12 @@ class Store:
 
     def cognitive_transition(self, task_id: str, run: int, machine: str, from_state: str, to_state: str,
                              event: str, detail: dict[str, Any] | None, checkpoint: tuple[str, bytes] | None,
-                             journal_finish: tuple[str, bytes] | None) -> None:
-        """Record a cognitive transition, with its checkpoint and tool-journal finish, in one transaction."""
+                             journal_finish: StepEnd | None) -> None:
+        """Record a cognitive transition, with its checkpoint and tool-journal end, in one transaction.
+
+        The end is inserted when the step has no row yet (an idempotent step is not
+        journalled as started): a finished step is never run again either way.
+        """
         stamp = now_iso()
         with self.transaction() as db:
             db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
@@ -321,9 +352,13 @@ class Store:
                 db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                            (task_id, run, kind, to_state, data, stamp))
             if journal_finish is not None:
-                key, result = journal_finish
-                db.execute("UPDATE journal SET status = 'finished', result = ?, finished_at = ? WHERE key = ?",
-                           (result, stamp, key))
+                end = journal_finish
+                db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result,"
+                           " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO"
+                           " UPDATE SET status = excluded.status, result = excluded.result,"
+                           " finished_at = excluded.finished_at",
+                           (end.key, task_id, run, end.step_index, end.tool, end.effect, end.status, end.result,
+                            stamp, stamp))
 
     def update_task(self, task_id: str, **updates: Any) -> None:
         columns = {**_encode_updates(updates), "updated_at": now_iso()}
@@ -415,6 +450,17 @@ class Store:
         rows = self._query("SELECT task_id, fingerprint, created_at FROM idempotency WHERE scope = ? AND key = ?",
                            (scope, key))
         return dict(zip(("task_id", "fingerprint", "created_at"), rows[0])) if rows else None
+
+    def effects_unknown(self, task_id: str, *, run_over: bool) -> list[dict[str, Any]]:
+        """The task's effectful steps that started and whose outcome is unknown, in start order.
+
+        ``interrupted`` rows always; ``started`` rows too when the task's run is over
+        (``run_over``: nothing will finish them).
+        """
+        statuses = (INTERRUPTED_STATUS, STARTED) if run_over else (INTERRUPTED_STATUS,)
+        rows = self._query(f"SELECT key, step_index, tool, run, started_at FROM journal WHERE task_id = ? AND status"
+                           f" IN ({', '.join('?' * len(statuses))}) ORDER BY started_at, key", (task_id, *statuses))
+        return [dict(zip(("key", "step_index", "tool", "run", "started_at"), row)) for row in rows]
 
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])

@@ -73,6 +73,10 @@ def _suspended(ctx: TaskContext, event: Event) -> None:
 
 def _failed(ctx: TaskContext, event: Event) -> None:
     ctx.error = str(event.payload.get("error") or event.payload.get("exit_reason") or "failed")
+    # A stage that gives up (a failed tool step) carries its reflection and the answer so far.
+    if "reflection" in event.payload:
+        ctx.reflections.append(Reflection.model_validate(event.payload["reflection"]))
+    _set_final_result(ctx, event)
 
 
 COGNITIVE_REDUCERS = {

@@ -6,7 +6,8 @@ explicit ``--port`` (never 1900).  What is proven here:
 
 * ``run`` with an embedded system prints every transition in order and the
   result, exits 0 / 3 (blocked, with the question), and leaves no process and
-  nothing in the working directory behind;
+  nothing in the working directory behind; it exits 1 when a tool step failed,
+  4 when an effect is unknown, and Ctrl-C stops its system at once;
 * a background system (``start``) returns promptly with stdout on a pipe, and
   ``submit``/``status``/``list``/``history``/``stats``/``run`` (attached),
   ``suspend``/``resume``/``cancel``/``approve``/``stop`` work on it;
@@ -413,6 +414,81 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     task_id = re.search(r"pegasus status (\S+)", timed_out.stderr).group(1)  # type: ignore[union-attr]
     assert pegasus.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
     assert list(pegasus.cwd.iterdir()) == []
+
+
+# Each fails its one tool step (twice: the offline processors retry it once).
+FAILING_STEPS = {"list ./src": "list_dir", "read /nonexistent": "read_file", "what is 1/0": "arithmetic",
+                 "call nosuchtool {}": "nosuchtool"}
+
+
+def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    """Regression (issue 15): these four ended done and `run` exited 0."""
+    pegasus, _ = background
+    results = pegasus.many(*(["run", text] for text in FAILING_STEPS),
+                           *(["run", text, "--json"] for text in FAILING_STEPS))
+    for (text, tool), result, as_json in zip(FAILING_STEPS.items(), results, results[len(FAILING_STEPS):]):
+        assert_failure(result, "task failed: 1 tool step(s) failed", tool)
+        assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
+        assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
+        assert "(exit_reason: retry_exhausted)" in result.stdout
+        assert as_json.returncode == 1, as_json.stderr
+        task = json.loads(as_json.stdout)["task"]
+        assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", "retry_exhausted")
+        assert task["effects_unknown"] == []
+        assert [s["stage"] for s in task["stages"]].count("act") == 4  # the step and respond, twice
+
+
+def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> None:
+    """Regression (issue 15): a task whose effectful step was interrupted ended done, exit 0, unmarked."""
+    cli.env_extra.update(PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]',
+                         PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    keys = tmp_path / "keys.txt"
+    argv = cli.argv(["run", f"call append_key {json.dumps({'path': str(keys), 'hold_s': 20})}"])
+    running = subprocess.Popen(argv, cwd=cli.cwd, env=cli.env(), text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not keys.exists():  # the effect has happened; the worker now holds for 20 s
+            assert time.monotonic() < deadline and running.poll() is None, running.communicate()
+            time.sleep(0.05)
+        cli.track()
+        busy = [w for w in cli.json("stats")["pools"]["tool"]["workers"] if w["busy"]]
+        assert len(busy) == 1
+        os.kill(busy[0]["pid"], 9)  # a pid of the system this test started
+        out, err = running.communicate(timeout=CLI_TIMEOUT)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == 4, out + err
+    assert err.startswith("pegasus: task failed: 1 effectful tool step(s) were interrupted") and err.count("\n") == 1
+    assert re.search(r"^\s*effect unknown: append_key \(step 0, key \S+/a1\.0/i0/s0\)$", out, re.M), out
+    assert "(exit_reason: unknown)" in out
+    assert len(keys.read_text().split()) == 1  # never repeated
+
+
+def test_ctrl_c_on_run_stops_the_embedded_system_at_once(cli: Pegasus) -> None:
+    """Regression (issue 15): Ctrl-C with a worker busy in a tool step took 12.3 s."""
+    running = subprocess.Popen(cli.argv(["run", "sleep 30"]), cwd=cli.cwd, env=cli.env(), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert running.stdout is not None
+        for line in running.stdout:  # the transitions, live: wait for the tool step
+            if "-> acting" in line:
+                break
+        cli.track()
+        time.sleep(0.3)
+        began = time.monotonic()
+        running.send_signal(2)  # SIGINT, as Ctrl-C
+        out, err = running.communicate(timeout=CLI_TIMEOUT)
+        elapsed = time.monotonic() - began
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == 130 and err.strip() == "pegasus: interrupted", (running.returncode, err)
+    assert elapsed < 3.0, f"Ctrl-C took {elapsed:.1f}s"
+    assert_gone(cli.seen, "the embedded system")
 
 
 def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:

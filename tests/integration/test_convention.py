@@ -24,6 +24,7 @@ from actors import convention as conv, procs
 from actors.system import SystemStartError, system_pids
 
 from .conftest import FAST_CONVENTION, PROJECT_ROOT, Convention
+from tests.support.tools import append_key_request, keys_in
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -289,3 +290,19 @@ def test_a_leader_without_workers_queues_until_a_member_joins(convention: Conven
     assert client.get(waiting)["lifecycle_state"] == "running"
     done = client.wait(waiting, timeout=20)
     assert done["lifecycle_state"] == "done" and "4" in str(done["result"])
+
+
+def test_a_member_worker_journals_an_effectful_step_with_the_leaders_supervisor(convention: Convention,
+                                                                                tmp_path) -> None:
+    """An effectful step on a member's worker asks the leader's supervisor (StepStarting) before it runs."""
+    client = convention.leader(convention={"local_workers": False},
+                               tools={"plugins": ["tests.support.tools:register"]})
+    member = convention.join("a", llm_workers=1, tool_workers=1)
+    wait_for(placed(client, "tool", {member.member_name: 1}), what="a tool worker on the member")
+    keys = tmp_path / "keys.txt"
+    task_id = client.submit(append_key_request(keys, 0))["task_id"]
+    done = client.wait(task_id, timeout=30)
+    assert done["lifecycle_state"] == "done" and done["effects_unknown"] == [], done
+    assert keys_in(keys) == [f"{task_id}/a1.0/i0/s0"]
+    acts = [s for s in done["stages"] if s["stage"] == "act"]
+    assert acts and {s["member"] for s in acts} == {member.member_name}

@@ -39,7 +39,8 @@ def test_a_task_calls_an_mcp_tool_and_survives_the_server_dying(pegasus) -> None
     assert len(first) == 1  # started by the tool worker, on first need
 
     crashed = client.wait(client.submit("call demo.crash {}")["task_id"], timeout=60)
-    assert crashed["lifecycle_state"] == "done"  # the reflection judged the failed step
+    # The reflection replanned the failed step once; it failed again: the task fails (issue 15).
+    assert (crashed["lifecycle_state"], crashed["exit_reason"]) == ("failed", "retry_exhausted")
     assert "MCP server 'demo' went away during demo.crash" in crashed["result"]
     assert "(tried 2 times)" in crashed["result"]  # replanned once, restarted, crashed again
 
@@ -48,4 +49,4 @@ def test_a_task_calls_an_mcp_tool_and_survives_the_server_dying(pegasus) -> None
     assert _mcp_server_pids(client) and set(_mcp_server_pids(client)).isdisjoint(first)
 
     bad = client.wait(client.submit('call demo.reverse {"txt": "abc"}')["task_id"], timeout=60)
-    assert "'text' is a required property" in bad["result"]
+    assert "'text' is a required property" in bad["result"] and bad["lifecycle_state"] == "failed"

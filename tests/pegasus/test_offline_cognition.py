@@ -7,6 +7,7 @@ is suspended or ends.  No actor system is involved.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -130,9 +131,14 @@ def test_still_vague_message_asks_again(machine: str) -> None:
     assert fsm.state == "suspended"
 
 
-def test_classic_failing_step_replans_once_then_completes_explained(workspace: Path) -> None:
-    fsm = run("classic", "read missing.txt and compute 1+1", workspace=str(workspace))
-    assert fsm.state == "completed"
+def test_classic_failing_step_replans_once_then_fails_explained(workspace: Path) -> None:
+    """Regression (issue 15): a task whose step still fails after the replan ended completed."""
+    fsm = start("classic", "read missing.txt and compute 1+1", workspace=str(workspace))
+    outcomes = drive(fsm)
+    assert fsm.state == "failed"
+    assert outcomes[-1][0] == "reflect" and outcomes[-1][1].event_type == EventType.TASK_FAILED
+    assert outcomes[-1][1].payload["exit_reason"] == "retry_exhausted"
+    assert fsm.context.error.startswith("1 tool step(s) failed: read_file (step 0): no such file: ")
     assert [r.verdict for r in fsm.context.reflections] == ["replan", "complete"]
     reads = [a for a in fsm.context.actions_done if a.tool == "read_file"]
     assert [a.success for a in reads] == [False, False]  # the failed step, tried once more
@@ -140,7 +146,7 @@ def test_classic_failing_step_replans_once_then_completes_explained(workspace: P
     answer = fsm.context.final_result
     assert "1+1 = 2" in answer and "Could not read missing.txt (tried 2 times): no such file" in answer
     assert "1 of 2 request(s) failed." in answer
-    assert "still failed after a retry" in fsm.context.reflections[-1].assessment
+    assert fsm.context.reflections[-1].assessment.startswith("gave up: 1 step(s) still failed after a retry")
 
 
 def test_classic_transient_failure_succeeds_on_the_replan(workspace: Path) -> None:
@@ -157,14 +163,38 @@ def test_classic_transient_failure_succeeds_on_the_replan(workspace: Path) -> No
     assert fsm.context.final_result == "later.txt:\nhere now (succeeded on attempt 2)"
 
 
-def test_reason_act_failing_step_is_retried_once_and_explained(workspace: Path) -> None:
-    fsm = run("reason_act", "read missing.txt", workspace=str(workspace))
-    assert fsm.state == "completed"
+def test_reason_act_failing_step_is_retried_once_then_fails_explained(workspace: Path) -> None:
+    """Regression (issue 15): the respond-only plan after a step failed twice completed the task."""
+    fsm = start("reason_act", "read missing.txt", workspace=str(workspace))
+    outcomes = drive(fsm)
+    assert fsm.state == "failed"
+    assert outcomes[-1][0] == "reason" and outcomes[-1][1].payload["exit_reason"] == "retry_exhausted"
     assert [a.success for a in fsm.context.actions_done if a.tool == "read_file"] == [False, False]
     assert fsm.context.final_result.startswith("Could not read missing.txt (tried 2 times): no such file")
 
 
-@pytest.mark.parametrize("text", ["what is 2 + 3 * 4?", "read missing.txt", "list . and sleep 0.01"])
+def test_a_reasoners_answer_over_a_failed_step_fails_the_task_and_stays_its_result(workspace: Path) -> None:
+    """Any reasoner (a model too): an answer right after a failed tool step does not complete the task."""
+
+    class AnswersAtOnce:
+        def run(self, context: TaskContext) -> tuple[dict, Plan]:
+            if not context.actions_done:
+                step = PlanStep(index=0, description="read", action_type="tool_call",
+                                action_params={"tool": "read_file", "args": {"path": "missing.txt"}})
+                return {"approach": "read"}, Plan(goal="g", steps=[step])
+            answer = PlanStep(index=0, description="respond", action_type="respond",
+                              action_params={"text": "There is no missing.txt."})
+            return {"approach": "answer"}, Plan(goal="g", steps=[answer])
+
+    processors = dataclasses.replace(_processors(), reasoner=AnswersAtOnce())
+    fsm = start("reason_act", "read missing.txt", workspace=str(workspace))
+    outcomes = drive(fsm, processors)
+    assert fsm.state == "failed" and outcomes[-1][1].payload["exit_reason"] == "retry_exhausted"
+    assert fsm.context.final_result == "There is no missing.txt."
+    assert fsm.context.error.startswith("1 tool step(s) failed: read_file (step 0): no such file")
+
+
+@pytest.mark.parametrize("text", ["what is 2 + 3 * 4?", "list . and sleep 0.01"])
 def test_reason_act_terminates_with_a_respond_only_plan(text: str) -> None:
     """Seed 001: a finished plan with tool calls goes back to reasoning; the next plan is respond only."""
     fsm = start("reason_act", text)

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Store, StoreError, kind_for, rebuild
 from pegasus.store import delta
 from pegasus.store.checkpoint import encode_full
-from pegasus.store.sqlite import SCHEMA_VERSION
+from pegasus.store.journal import FINISHED, INTERRUPTED_STATUS, StepEnd
+from pegasus.store.sqlite import MIGRATIONS, SCHEMA_VERSION
 from pegasus.task import TaskFSM
 
 
@@ -111,8 +112,42 @@ def test_journal_start_returns_the_known_row(tmp_path: Path) -> None:
     again = store.journal_start("k1", "t1", 2, 0, "append_key", "effectful")
     assert again is not None and again["status"] == "started" and again["run"] == 1
     store.cognitive_transition("t1", 1, "classic", "acting", "reflecting", "TOOL_CALL_COMPLETED", None, None,
-                               ("k1", b"\x81\xa1x\x01"))
+                               StepEnd("k1", FINISHED, b"\x81\xa1x\x01", 0, "append_key", "effectful"))
     assert store.journal("t1")["k1"]["status"] == "finished" and store.journal("t1")["k1"]["result"] == {"x": 1}
+
+
+def test_a_step_end_without_a_started_row_is_inserted_and_interrupted_steps_are_listed(tmp_path: Path) -> None:
+    """An idempotent step is not journalled as started; its end still lands, so it is never run
+    again.  effects_unknown lists interrupted steps, and started ones once the run is over."""
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    store.cognitive_transition("t1", 1, "classic", "acting", "acting", "TOOL_CALL_COMPLETED", None, None,
+                               StepEnd("k0", FINISHED, b"\x81\xa1x\x01", 0, "fetch", "idempotent"))
+    assert store.journal("t1")["k0"]["status"] == "finished" and store.journal("t1")["k0"]["effect"] == "idempotent"
+    assert store.journal_start("k1", "t1", 1, 1, "append_key", "effectful") is None
+    store.cognitive_transition("t1", 1, "classic", "acting", "acting", "TOOL_CALL_FAILED", None, None,
+                               StepEnd("k1", INTERRUPTED_STATUS, b"\x80", 1, "append_key", "effectful"))
+    assert store.journal_start("k2", "t1", 1, 2, "append_key", "effectful") is None
+    assert [e["key"] for e in store.effects_unknown("t1", run_over=False)] == ["k1"]
+    unknown = store.effects_unknown("t1", run_over=True)
+    assert [(e["key"], e["step_index"], e["tool"], e["run"]) for e in unknown] == [
+        ("k1", 1, "append_key", 1), ("k2", 2, "append_key", 1)]
+
+
+def test_the_journal_migration_keeps_version_1_rows(tmp_path: Path) -> None:
+    """Schema 1 -> 2 rebuilds the journal (a new status) and keeps every row."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in MIGRATIONS[0]:
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, started_at)"
+               " VALUES ('k', 't1', 1, 0, 'append_key', 'effectful', 'started', 'then')")
+    db.close()
+    store = Store(path)
+    assert store.schema_version() == len(MIGRATIONS) >= 2
+    assert store.journal("t1")["k"]["status"] == "started"
+    assert [e["key"] for e in store.effects_unknown("t1", run_over=True)] == ["k"]
 
 
 def _run_steps(store: Store, steps: int) -> list[int]:

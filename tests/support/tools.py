@@ -8,9 +8,11 @@ repeated effect: exactly what the tool-effect journal must prevent.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,3 +42,15 @@ def register(registry: ToolRegistry) -> None:
 
 def keys_in(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+def append_key_request(path: Path, hold_s: float) -> str:
+    """The offline request that runs append_key once."""
+    return f"call append_key {json.dumps({'path': str(path), 'hold_s': hold_s})}"
+
+
+def busy_tool_worker(client: Any) -> dict[str, Any]:
+    """The one busy tool worker of ``client``'s system (its stats entry)."""
+    busy = [w for w in client.stats()["pools"]["tool"]["workers"] if w["busy"]]
+    assert len(busy) == 1, busy
+    return busy[0]
