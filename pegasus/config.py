@@ -44,9 +44,14 @@ class RuntimeSettings(_Section):
     task_actor_runs: int = Field(100, ge=1)
 
 
+# One process per worker: past this a typo (100000) would fork the host to a standstill.
+# 512 leaves room for 100 llm + 100 tool workers on one host with margin.
+MAX_POOL_WORKERS = 512
+
+
 class PoolSettings(_Section):
-    llm_workers: int = Field(3, ge=1)
-    tool_workers: int = Field(3, ge=1)
+    llm_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
+    tool_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
     queue_limit: int = Field(10000, ge=1)
     llm_timeout_s: float = Field(120.0, gt=0)
     tool_timeout_s: float = Field(60.0, gt=0)
