@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
-import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -34,6 +33,7 @@ from pegasus.admission import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.metadata import check_metadata
 from pegasus.store import Store
 from pegasus.task import TaskNotFoundError
 from pegasus.tools.registry import ToolError
@@ -164,18 +164,13 @@ class Supervisor(ActorTypeDispatcher):
 
     def _checked(self, request: m.Submit) -> tuple[str, int]:
         """The machine a submitted task runs and its size (text + metadata bytes); ValueError
-        when its text or metadata is too large."""
+        when its text is too large or its metadata cannot be kept (``check_metadata``)."""
         assert self.settings is not None
         runtime = self.settings.runtime
         size = len(request.text.encode("utf-8"))
         if size > runtime.max_input_bytes:
             raise ValueError(f"task text is {size} bytes; the limit is {runtime.max_input_bytes}")
-        try:
-            metadata_size = len(json.dumps(request.metadata))
-        except (TypeError, ValueError):
-            raise ValueError("metadata must be JSON-serialisable") from None
-        if metadata_size > runtime.max_message_bytes:
-            raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
+        metadata_size = check_metadata(request.metadata, max_bytes=runtime.max_message_bytes)
         return request.machine or runtime.default_machine, size + metadata_size
 
     def _create(self, request: m.Submit, machine: str, sender: Any) -> Any:
