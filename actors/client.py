@@ -26,6 +26,7 @@ from actors.supervisor import Supervisor
 from actors.system import SystemNotRunningError, SystemSpec, attach, detach, shutdown, start_daemon, start_system
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({"done", "failed", "canceled"})
 
@@ -74,6 +75,7 @@ class Client:
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``) and configure it."""
         settings = resolved(settings)
+        preflight(settings.model_dump())
         spec = spec_for(settings)
         asys = start_system(spec)
         client = cls(asys, spec, settings, owns_system=True, timeout=timeout)
@@ -88,6 +90,7 @@ class Client:
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system, configure it, return a client and the admin pid."""
         settings = resolved(settings)
+        preflight(settings.model_dump())
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
         client = cls(attach(spec), spec, settings, owns_system=False, timeout=timeout)

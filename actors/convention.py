@@ -21,6 +21,7 @@ from typing import Any
 from actors.system import SystemSpec, SystemStartError, is_running, start_daemon, validate
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.tools.plugins import preflight
 
 WORKER_CAPABILITIES = ("pegasus.llm_workers", "pegasus.tool_workers")
 
@@ -126,6 +127,7 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     from actors.system import attach, shutdown, start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
+    preflight(settings.model_dump())
     spec = leader_spec(settings)
     validate(spec)  # before probing the port: a refused address must say why, not "already runs"
     if is_running(spec):

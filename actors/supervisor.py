@@ -36,7 +36,6 @@ from pegasus.errors import PegasusError
 from pegasus.metadata import check_metadata
 from pegasus.store import Store
 from pegasus.task import TaskNotFoundError
-from pegasus.tools.registry import ToolError
 
 Handler = Callable[["Supervisor", Any, Any], Any]
 
@@ -107,7 +106,11 @@ class Supervisor(ActorTypeDispatcher):
             if settings != self.settings:
                 raise PegasusError("the supervisor is already configured with other settings")
             return {"configured": True}
-        self.settings, self.settings_dict = settings, settings.model_dump()
+        settings_dict = settings.model_dump()
+        # Before any worker starts: an unloadable plugin fails Configure (the ToolError names it).
+        # Task actors forked from here inherit the registry built.
+        effect_registry(settings_dict)
+        self.settings, self.settings_dict = settings, settings_dict
         logs.configure_from(self.settings_dict)
         self.log = logs.get("supervisor")
         pools = settings.pools
@@ -116,10 +119,6 @@ class Supervisor(ActorTypeDispatcher):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, self.settings_dict, prefetch))
             self.pools[name] = pool
-        try:
-            effect_registry(self.settings_dict)  # task actors forked from here inherit it
-        except ToolError as exc:
-            self.log.error("tool_registry_unavailable", error=str(exc))
         self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
         self.task_actors.max_free = settings.runtime.max_active_tasks
         self.store = Store.in_state_dir(settings.state_dir())

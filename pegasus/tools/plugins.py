@@ -2,7 +2,8 @@
 them, configured plugins, and the tools of the ``[[mcp.servers]]``.
 
 ``[tools] plugins`` lists ``"module:function"`` entries; each function is called
-with the ToolRegistry and registers its tools.  MCP servers are added as
+with the ToolRegistry and registers its tools.  ``preflight`` loads them before a
+system starts, so a bad entry stops the start with its name and error.  MCP servers are added as
 providers: nothing starts until one of their tools is needed (``describe``,
 ``get`` or ``call``), so building a registry stays cheap everywhere.  Every
 process that needs the registry (stage workers run tools, task actors read
@@ -33,6 +34,30 @@ def _log_dir(settings: dict[str, Any]) -> Path | None:
     return path
 
 
+def _load_plugin(entry: str, registry: ToolRegistry) -> None:
+    """Import ``module:function`` and let it register its tools; ToolError naming the entry and the error."""
+    module_name, _, function_name = entry.partition(":")
+    try:  # any exception: a plugin's import runs arbitrary code (SyntaxError, RuntimeError, ...)
+        register = getattr(importlib.import_module(module_name), function_name or "register")
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(None, f"tool plugin {entry!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    try:
+        register(registry)
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(None, f"tool plugin {entry!r} failed to register its tools: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
+def preflight(settings: dict[str, Any]) -> None:
+    """Build the registry ``settings`` configure, before any process is started for it.
+
+    An unloadable plugin otherwise lets a system start whose every stage worker
+    then fails (issue 15): the ToolError names the plugin and its error.
+    MCP servers are not started here (they are listed on first need).
+    """
+    registry_for(settings)
+
+
 def registry_for(settings: dict[str, Any]) -> ToolRegistry:
     """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers."""
     tools = settings.get("tools", {})
@@ -43,12 +68,7 @@ def registry_for(settings: dict[str, Any]) -> ToolRegistry:
                         shell_timeout_s=float(tools.get("shell_timeout_s", 30.0))),
         max_output_chars=int(tools.get("max_output_chars", DEFAULT_MAX_OUTPUT_CHARS)))
     for entry in tools.get("plugins", []):
-        module_name, _, function_name = str(entry).partition(":")
-        try:
-            register = getattr(importlib.import_module(module_name), function_name or "register")
-        except (ImportError, AttributeError) as exc:
-            raise ToolError(None, f"tool plugin {entry!r} cannot be loaded: {exc}") from None
-        register(registry)
+        _load_plugin(str(entry), registry)
     servers = settings.get("mcp", {}).get("servers", [])
     if servers:
         for spec in McpServerSpec.from_settings(settings, _log_dir(settings)):
