@@ -82,7 +82,7 @@ class Supervisor(ActorTypeDispatcher):
         try:
             super().receiveMessage(message, sender)
         except Exception:  # noqa: BLE001
-            self.log.exception("supervisor_error", message=type(message).__name__)
+            self.log.exception("supervisor_error", message_type=type(message).__name__)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

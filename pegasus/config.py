@@ -166,6 +166,10 @@ class StateSettings(_Section):
 
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # Task text, prompts, model and tool output in the log; off: their length only (pegasus.logs).
+    content: bool = False
+    max_bytes: int = Field(10 * 1024 * 1024, ge=4096)  # pegasus.jsonl is rotated past this size ...
+    backups: int = Field(5, ge=1, le=1000)  # ... keeping this many older files (pegasus.jsonl.1 ...)
 
     @field_validator("level", mode="before")
     @classmethod

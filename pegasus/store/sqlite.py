@@ -1,5 +1,8 @@
 """The embedded store: one SQLite database (WAL) under the state directory.
 
+The database, its -wal and -shm are 0600 in a 0700 directory whatever the
+process umask (pegasus.files): they hold every prompt and result.
+
 Tables: tasks (the row each task is), checkpoints (msgpack TaskContext
 snapshots and deltas), transitions (every lifecycle and cognitive transition),
 audit (seed 002's record shape) and journal (tool steps started / finished).
@@ -14,6 +17,7 @@ newer state (seed 002's implementation had exactly that bug).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -26,6 +30,7 @@ from typing import Any
 import msgpack
 
 from pegasus.errors import PegasusError
+from pegasus.files import PRIVATE_FILE, open_private, private_dir
 from pegasus.task.events import new_id
 
 DB_FILE = "pegasus.db"
@@ -111,7 +116,9 @@ class Store:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
+            # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm the database's mode.
+            os.close(open_private(self.path, os.O_RDWR))
             self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a committed transaction survives a crash of any
@@ -119,8 +126,13 @@ class Store:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            for companion in (f"{self.path}-wal", f"{self.path}-shm"):  # left wide by an older Pegasus
+                if os.path.exists(companion):
+                    os.chmod(companion, PRIVATE_FILE)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc.strerror or exc}") from None
 
     @classmethod
     def in_state_dir(cls, state_dir: Path | str) -> Store:
