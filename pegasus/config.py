@@ -107,10 +107,11 @@ class ConventionSettings(_Section):
 class ToolSettings(_Section):
     # "module:function" entries; each function gets the ToolRegistry and may register tools.
     plugins: list[str] = Field(default_factory=list)
-    # Where write_file (and read tools when confine_reads) may reach; empty: the task's
-    # workspace (the submitting client's cwd, input_metadata["workspace"]), else the process cwd.
+    # The directory the file tools may reach at most; empty: the home directory of the Pegasus
+    # user.  A task's workspace (the submitting client's cwd) may only narrow it (pegasus.tools.workspace).
     workspace_root: str = ""
-    confine_reads: bool = False
+    confine_reads: bool = True  # false: read_file / list_dir / count read any path (not recommended)
+    read_allow: list[str] = Field(default_factory=list)  # more directories the read tools may reach
     shell_enabled: bool = False  # the shell tool runs commands: off unless asked for
     shell_timeout_s: float = Field(30.0, gt=0)
     max_output_chars: int = Field(16000, ge=1)  # longer tool results are cut, with a note

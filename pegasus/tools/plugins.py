@@ -63,7 +63,8 @@ def registry_for(settings: dict[str, Any]) -> ToolRegistry:
     tools = settings.get("tools", {})
     registry = ToolRegistry(
         workspace_tools(workspace_root=str(tools.get("workspace_root", "")),
-                        confine_reads=bool(tools.get("confine_reads", False)),
+                        confine_reads=bool(tools.get("confine_reads", True)),
+                        read_allow=[str(path) for path in tools.get("read_allow", [])],
                         shell_enabled=bool(tools.get("shell_enabled", False)),
                         shell_timeout_s=float(tools.get("shell_timeout_s", 30.0))),
         max_output_chars=int(tools.get("max_output_chars", DEFAULT_MAX_OUTPUT_CHARS)))
