@@ -76,18 +76,16 @@ def _has_openat2() -> bool:
     return _openat2_works
 
 
-def open_beneath(root_fd: int, path: str, flags: int, mode: int = 0o644, *, make_parents: bool = False,
-                 use_openat2: bool = True) -> int:
+def open_beneath(root_fd: int, path: str, flags: int, mode: int = 0o644, *, make_parents: bool = False) -> int:
     """A descriptor of ``path`` (relative) resolved inside the directory ``root_fd``.
 
     EscapeError when the path or a symlink on it leads outside; the usual OSError
     otherwise (ENOENT, ENOTDIR, EISDIR, ...).  ``make_parents`` creates missing
-    directories on the way (0777 less the umask).  ``use_openat2=False`` forces
-    the walk (tests prove both).
+    directories on the way (0777 less the umask).
     """
     if os.path.normpath(path).split("/")[0] == "..":  # refused as written, before any missing directory
         raise EscapeError(path)
-    if use_openat2 and _has_openat2():
+    if _has_openat2():
         try:
             return _openat2(root_fd, path, flags, mode)
         except OSError as exc:

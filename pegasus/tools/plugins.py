@@ -16,6 +16,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
 from pegasus.tools.mcp import McpProvider, McpServerSpec
 from pegasus.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolRegistry
@@ -27,9 +28,8 @@ def _log_dir(settings: dict[str, Any]) -> Path | None:
     from pegasus.errors import ConfigError  # noqa: PLC0415
 
     try:
-        path = Settings.model_validate(settings).state_dir() / "logs"
-        path.mkdir(parents=True, exist_ok=True)
-    except (ConfigError, OSError, ValueError):
+        path = private_dir(Settings.model_validate(settings).state_dir() / "logs")
+    except (ConfigError, OSError, ValueError, StateDirError):
         return None
     return path
 

@@ -5,8 +5,9 @@ The rule (``[tools]`` settings):
 - the root is ``workspace_root``, or the home directory of the user Pegasus runs
   as when that is empty;
 - a task's workspace (``metadata["workspace"]``, the submitting client's working
-  directory) may only narrow the root: one outside it is refused (at submit and
-  again at the tool); a task without one works in the root itself;
+  directory) may only narrow the root: a file tool called for a task whose
+  workspace lies outside it is refused (checked at the tool, so a task that
+  touches no file runs from anywhere); a task without one works in the root;
 - write_file and the shell reach only the task's workspace; the read tools reach
   it and the directories of ``read_allow`` (with ``confine_reads = false``, any
   path, as before issue 15).
@@ -19,10 +20,9 @@ caller gave, joined to the workspace (not resolved).  No Thespian, no actors.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pegasus.tools.beneath import EscapeError, open_beneath
 from pegasus.tools.registry import ToolExecutionError
@@ -45,12 +45,6 @@ class Workspace:
     root_setting: str = ""
     confine_reads: bool = True
     read_allow: tuple[str, ...] = ()
-    use_openat2: bool = True  # False: the component walk only (tests prove both)
-
-    @classmethod
-    def from_settings(cls, tools: Mapping[str, Any]) -> Workspace:
-        return cls(str(tools.get("workspace_root", "")), bool(tools.get("confine_reads", True)),
-                   tuple(str(p) for p in tools.get("read_allow", ())))
 
     def root(self) -> Path:
         """The configured root, absolute and resolved."""
@@ -95,8 +89,7 @@ class Workspace:
                                      (" (add its directory to [tools] read_allow)" if reading else ""))
         top_fd = self._open_dir(top, base)
         try:
-            return open_beneath(top_fd, relative, flags, mode, make_parents=make_parents,
-                                use_openat2=self.use_openat2)
+            return open_beneath(top_fd, relative, flags, mode, make_parents=make_parents)
         except EscapeError:
             raise ToolExecutionError(tool, f"{shown} leads outside the workspace {top}: refused") from None
         finally:
@@ -109,7 +102,7 @@ class Workspace:
         root = self.root()
         root_fd = os.open(root, _DIR_FLAGS | os.O_CLOEXEC)
         try:
-            return open_beneath(root_fd, str(base.relative_to(root)), _DIR_FLAGS, use_openat2=self.use_openat2)
+            return open_beneath(root_fd, str(base.relative_to(root)), _DIR_FLAGS)
         finally:
             os.close(root_fd)
 

@@ -1,4 +1,5 @@
-"""The store's files are private whatever the umask: the database holds every prompt and result."""
+"""The store's files and the MCP servers' logs are private whatever the umask: the database holds
+every prompt and result, a server's stderr may quote tool output."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from pegasus.store import Store
+from pegasus.tools import mcp
+from pegasus.tools.plugins import registry_for
+from tests.pegasus.test_tools_mcp import mcp_settings
 
 
 def mode(path: Path) -> int:
@@ -43,3 +47,13 @@ def test_an_older_wide_store_is_narrowed(tmp_path: Path, wide_umask: None) -> No
     assert mode(tmp_path) == 0o700
     assert all(mode(path) == 0o600 for path in tmp_path.iterdir())
     store.close()
+
+
+def test_an_mcp_servers_log_is_private(tmp_path: Path, wide_umask: None) -> None:
+    registry = registry_for(mcp_settings(tmp_path))
+    try:
+        assert registry.call("demo.reverse", {"text": "abc"}) == "cba"
+    finally:
+        mcp.close_all()
+    logs = tmp_path / "state" / "logs"
+    assert mode(logs) == 0o700 and {p.name: mode(p) for p in logs.iterdir()} == {"mcp-demo.log": 0o600}
