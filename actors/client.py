@@ -28,6 +28,7 @@ from actors.system import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({"done", "failed", "canceled"})
 QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the supervisor is the same one
@@ -88,6 +89,7 @@ class Client:
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
         settings = resolved(settings)
+        preflight(settings.model_dump())
         spec = spec_for(settings)
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
@@ -101,6 +103,7 @@ class Client:
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
         settings = resolved(settings)
+        preflight(settings.model_dump())
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid

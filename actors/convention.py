@@ -29,6 +29,7 @@ from actors.system import (
 from pegasus import files
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.tools.plugins import preflight
 
 WORKER_CAPABILITIES = ("pegasus.llm_workers", "pegasus.tool_workers")
 
@@ -134,6 +135,7 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     from actors.system import start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
+    preflight(settings.model_dump())
     spec = leader_spec(settings)
     if daemon:
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured

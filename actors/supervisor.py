@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
-import json
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -39,8 +38,8 @@ from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreReplaced, StoreUnavailable
+from pegasus.metadata import check_metadata
 from pegasus.task import TaskNotFoundError
-from pegasus.tools.registry import ToolError
 
 Handler = Callable[["Supervisor", Any, Any], Any]
 
@@ -106,7 +105,7 @@ class Supervisor(ActorTypeDispatcher):
         except StoreUnavailable as exc:
             self._store_failed(exc)
         except Exception:  # noqa: BLE001
-            self.log.exception("supervisor_error", message=type(message).__name__)
+            self.log.exception("supervisor_error", message_type=type(message).__name__)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -134,7 +133,11 @@ class Supervisor(ActorTypeDispatcher):
                 raise PegasusError("the supervisor is already configured with other settings")
             return {"configured": True}
         store = Store.in_state_dir(settings.state_dir())  # first: a damaged store refuses the start (file, check)
-        self.settings, self.settings_dict = settings, settings.model_dump()
+        settings_dict = settings.model_dump()
+        # Before any worker starts: an unloadable plugin fails Configure (the ToolError names it).
+        # Task actors forked from here inherit the registry built.
+        effect_registry(settings_dict)
+        self.settings, self.settings_dict = settings, settings_dict
         logs.configure_from(self.settings_dict)
         self.log = logs.get("supervisor")
         pools = settings.pools
@@ -143,10 +146,6 @@ class Supervisor(ActorTypeDispatcher):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, self.settings_dict, prefetch))
             self.pools[name] = pool
-        try:
-            effect_registry(self.settings_dict)  # task actors forked from here inherit it
-        except ToolError as exc:
-            self.log.error("tool_registry_unavailable", error=str(exc))
         self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
         self.task_actors.max_free = settings.runtime.max_active_tasks
         self.store = store
@@ -212,18 +211,13 @@ class Supervisor(ActorTypeDispatcher):
 
     def _checked(self, request: m.Submit) -> tuple[str, int]:
         """The machine a submitted task runs and its size (text + metadata bytes); ValueError
-        when its text or metadata is too large."""
+        when its text is too large or its metadata cannot be kept (``check_metadata``)."""
         assert self.settings is not None
         runtime = self.settings.runtime
         size = len(request.text.encode("utf-8"))
         if size > runtime.max_input_bytes:
             raise ValueError(f"task text is {size} bytes; the limit is {runtime.max_input_bytes}")
-        try:
-            metadata_size = len(json.dumps(request.metadata))
-        except (TypeError, ValueError):
-            raise ValueError("metadata must be JSON-serialisable") from None
-        if metadata_size > runtime.max_message_bytes:
-            raise ValueError(f"metadata is {metadata_size} bytes; the limit is {runtime.max_message_bytes}")
+        metadata_size = check_metadata(request.metadata, max_bytes=runtime.max_message_bytes)
         return request.machine or runtime.default_machine, size + metadata_size
 
     def _create(self, request: m.Submit, machine: str, sender: Any) -> tuple[Any, bool]:

@@ -44,9 +44,14 @@ class RuntimeSettings(_Section):
     task_actor_runs: int = Field(100, ge=1)
 
 
+# One process per worker: past this a typo (100000) would fork the host to a standstill.
+# 512 leaves room for 100 llm + 100 tool workers on one host with margin.
+MAX_POOL_WORKERS = 512
+
+
 class PoolSettings(_Section):
-    llm_workers: int = Field(3, ge=1)
-    tool_workers: int = Field(3, ge=1)
+    llm_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
+    tool_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
     queue_limit: int = Field(10000, ge=1)
     llm_timeout_s: float = Field(120.0, gt=0)
     tool_timeout_s: float = Field(60.0, gt=0)
@@ -105,10 +110,11 @@ class ConventionSettings(_Section):
 class ToolSettings(_Section):
     # "module:function" entries; each function gets the ToolRegistry and may register tools.
     plugins: list[str] = Field(default_factory=list)
-    # Where write_file (and read tools when confine_reads) may reach; empty: the task's
-    # workspace (the submitting client's cwd, input_metadata["workspace"]), else the process cwd.
+    # The directory the file tools may reach at most; empty: the home directory of the Pegasus
+    # user.  A task's workspace (the submitting client's cwd) may only narrow it (pegasus.tools.workspace).
     workspace_root: str = ""
-    confine_reads: bool = False
+    confine_reads: bool = True  # false: read_file / list_dir / count read any path (not recommended)
+    read_allow: list[str] = Field(default_factory=list)  # more directories the read tools may reach
     shell_enabled: bool = False  # the shell tool runs commands: off unless asked for
     shell_timeout_s: float = Field(30.0, gt=0)
     max_output_chars: int = Field(16000, ge=1)  # longer tool results are cut, with a note
@@ -164,6 +170,10 @@ class StateSettings(_Section):
 
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # Task text, prompts, model and tool output in the log; off: their length only (pegasus.logs).
+    content: bool = False
+    max_bytes: int = Field(10 * 1024 * 1024, ge=4096)  # pegasus.jsonl is rotated past this size ...
+    backups: int = Field(5, ge=1, le=1000)  # ... keeping this many older files (pegasus.jsonl.1 ...)
 
     @field_validator("level", mode="before")
     @classmethod

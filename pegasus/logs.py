@@ -4,39 +4,109 @@ Every process of a Pegasus system (supervisor, task actors, pools, workers)
 configures this once, from the settings it is sent, and then logs with
 ``get(component, task_id=..., ...)``; the lines are bound to task_id, state and
 event where those are known.  Nothing goes to the working directory or stdout.
+
+What it owns besides: the content policy and the file.  Unless ``[logging]
+content = true``, no line carries task text, prompts, model or tool output: the
+values of ``CONTENT_KEYS`` and exception messages are replaced by their length
+(``withhold_content``), whatever the call site passed.  Exception locals are
+never rendered.  The file is private and rotated by size (pegasus.logfile).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 
-from pegasus.files import open_private
+from pegasus.logfile import SharedLogFile
 
 LOG_FILE = "pegasus.jsonl"
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_BACKUPS = 5
+
+# Fields whose values may be (or contain) what a user, a model or a tool wrote:
+# error strings of stages and tools quote model and tool output, validation
+# errors quote their input.
+CONTENT_KEYS = frozenset({
+    "answer", "args", "content", "detail", "error", "input", "message", "messages", "output", "params",
+    "payload", "prompt", "question", "reply", "response", "result", "stderr", "stdout", "text",
+})
+# In a rendered exception (structlog's dict form): its message, notes and source of a SyntaxError.
+_EXCEPTION_TEXT_KEYS = frozenset({"exc_value", "exc_notes", "syntax_error", "locals"})
+
 _configured_pid: int | None = None
 
 
-def configure(state_dir: Path, level: str = "info") -> Path:
+def withheld(value: Any) -> str:
+    """The marker that replaces a content value: its length, not its text."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return f"<withheld: {len(text)} chars>"
+
+
+def _withhold_exception(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_withhold_exception(item) for item in value]
+    if isinstance(value, dict):
+        return {key: withheld(item) if key in _EXCEPTION_TEXT_KEYS and item else _withhold_exception(item)
+                for key, item in value.items()}
+    return value
+
+
+def withhold_content(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: content fields and exception messages become ``withheld`` markers."""
+    for key, value in event.items():
+        if key in CONTENT_KEYS and value is not None:
+            event[key] = withheld(value)
+    if "exception" in event:  # rendered by ExceptionRenderer, which runs before this
+        event["exception"] = _withhold_exception(event["exception"])
+    return event
+
+
+class _Lines:
+    """The structlog logger: each rendered event is one line of the shared file.
+
+    A line that cannot be written (a full disk) is dropped and counted, never
+    raised: a log call must not stop an actor (on a full disk every log call
+    raised, and the supervisor answered nothing).
+    """
+
+    def __init__(self, file: SharedLogFile) -> None:
+        self.file = file
+        self.dropped = 0
+
+    def msg(self, message: str) -> None:
+        try:
+            self.file.write_line(message)
+        except OSError:
+            self.dropped += 1
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def configure(state_dir: Path, level: str = "info", *, content: bool = False,
+              max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> Path:
     """Send this process's structlog output to the state directory (idempotent per process)."""
     global _configured_pid
     path = Path(state_dir) / "logs" / LOG_FILE
     if _configured_pid == os.getpid():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stream = LineFile(path)
+    lines = _Lines(SharedLogFile(path, max_bytes=max_bytes, backups=backups))
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
+            # Never locals: a frame's variables hold the task's text whatever the policy.
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
+            *(() if content else (withhold_content,)),
             structlog.processors.JSONRenderer(default=str),
         ],
-        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, stream)),  # it calls write and flush only
+        logger_factory=lambda *args: lines,
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         cache_logger_on_first_use=False,
     )
@@ -44,32 +114,13 @@ def configure(state_dir: Path, level: str = "info") -> Path:
     return path
 
 
-class LineFile:
-    """Appends each line with one ``os.write`` (whole lines, whichever process writes).
-
-    A line that cannot be written (a full disk) is dropped and counted, never
-    raised: a log call must not stop an actor (issue 15: on a full disk every
-    log call raised, and the supervisor answered nothing).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.fd = open_private(path)  # lives as long as the process
-        self.dropped = 0
-
-    def write(self, text: str) -> None:
-        try:
-            os.write(self.fd, text.encode("utf-8", "replace"))
-        except OSError:
-            self.dropped += 1
-
-    def flush(self) -> None:
-        pass
-
-
 def configure_from(settings: dict[str, Any]) -> Path:
     """``configure`` from a settings dict (``Settings.model_dump()``, state.home resolved)."""
     home = settings.get("state", {}).get("home") or os.environ.get("PEGASUS_HOME") or "~/.pegasus"
-    return configure(Path(home).expanduser(), settings.get("logging", {}).get("level", "info"))
+    section = settings.get("logging", {})
+    return configure(Path(home).expanduser(), section.get("level", "info"), content=bool(section.get("content")),
+                     max_bytes=int(section.get("max_bytes", DEFAULT_MAX_BYTES)),
+                     backups=int(section.get("backups", DEFAULT_BACKUPS)))
 
 
 def get(component: str, **bound: Any) -> Any:

@@ -12,13 +12,13 @@ the Perceiver the input text and the user messages added on resume; the Thinker
 and Reasoner the perception (recomputed when messages arrived after it); the
 Planner the reasoning and, on a replan, the failed results of the last plan;
 the Reflector the results of the last plan.  Relative paths are resolved by the
-tools against ``input_metadata["workspace"]`` (the client's cwd) when given.
+tools against ``input_metadata["workspace"]`` (the client's cwd) when given, else
+against the configured workspace root.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -211,9 +211,9 @@ class OfflineStepRunner:
         output: Any = None
         error: str | None = None
         if step.action_type == "tool_call":
-            workspace = Path(str(context.input_metadata.get("workspace") or os.getcwd()))
+            workspace = context.input_metadata.get("workspace")  # none: the configured workspace root
             try:
-                output = self.tools.call(str(tool), args, ToolContext(workspace, key))
+                output = self.tools.call(str(tool), args, ToolContext(Path(str(workspace)) if workspace else None, key))
             except ToolError as exc:
                 error = exc.message
         elif step.action_type in ("respond", "generate"):

@@ -1,5 +1,8 @@
 """The embedded store: one SQLite database (WAL) under the state directory.
 
+The database, its -wal and -shm are 0600 in a 0700 directory whatever the
+process umask (pegasus.files): they hold every prompt and result.
+
 Tables: tasks (the row each task is), checkpoints (msgpack TaskContext
 snapshots and deltas), transitions (every lifecycle and cognitive transition),
 audit (seed 002's record shape) and journal (tool steps started / finished).
@@ -14,6 +17,7 @@ newer state (seed 002's implementation had exactly that bug).
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import time
@@ -27,7 +31,7 @@ from typing import Any
 import msgpack
 
 from pegasus.errors import PegasusError
-from pegasus.files import write_private
+from pegasus.files import PRIVATE_FILE, open_private, private_dir, write_private
 from pegasus.idempotency import Claim
 from pegasus.store import backup as backups, integrity
 from pegasus.store.errors import StaleStateError, StoreError, StoreUnavailable, classify
@@ -149,14 +153,18 @@ class Store:
         self._depth = 0  # open group() / savepoint nesting
         self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
         except OSError as exc:
             raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}") from None
         integrity.check_header(self.path)
         try:
+            # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm the database's mode.
+            os.close(open_private(self.path, os.O_RDWR))
             self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc.strerror or exc}") from None
         try:
             version = integrity.check_contents(self.db, self.path, SCHEMA_VERSION)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -167,6 +175,9 @@ class Store:
             self._migrate(version)
             integrity.check_tables(self.db, self.path, TABLES)
             self.identity = integrity.FileIdentity.of(self.path)
+            for companion in (f"{self.path}-wal", f"{self.path}-shm"):  # left wide by an older Pegasus
+                if os.path.exists(companion):
+                    os.chmod(companion, PRIVATE_FILE)
         except sqlite3.Error as exc:
             self.db.close()
             raise StoreError(f"cannot open store {self.path}: {classify(exc, self.path)}") from None

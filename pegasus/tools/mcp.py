@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from pegasus.files import open_private
 from pegasus.tools.registry import Effect, Tool, ToolArgumentError, ToolContext, ToolExecutionError
 
 T = TypeVar("T")
@@ -211,7 +212,9 @@ async def _serve(spec: McpServerSpec, ready: asyncio.Future[Any], stop: asyncio.
 
     env = {**get_default_environment(), **dict(spec.env)}
     params = StdioServerParameters(command=spec.command, args=list(spec.args), env=env)
-    errlog = open(spec.errlog, "a", encoding="utf-8") if spec.errlog else open(os.devnull, "w")  # noqa: SIM115
+    # The server's stderr may quote tool output: its log is private (0600) like every log.
+    errlog = (os.fdopen(open_private(spec.errlog), "a", encoding="utf-8") if spec.errlog
+              else open(os.devnull, "w"))  # noqa: SIM115
     try:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

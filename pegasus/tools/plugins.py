@@ -2,7 +2,8 @@
 them, configured plugins, and the tools of the ``[[mcp.servers]]``.
 
 ``[tools] plugins`` lists ``"module:function"`` entries; each function is called
-with the ToolRegistry and registers its tools.  MCP servers are added as
+with the ToolRegistry and registers its tools.  ``preflight`` loads them before a
+system starts, so a bad entry stops the start with its name and error.  MCP servers are added as
 providers: nothing starts until one of their tools is needed (``describe``,
 ``get`` or ``call``), so building a registry stays cheap everywhere.  Every
 process that needs the registry (stage workers run tools, task actors read
@@ -15,6 +16,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
 from pegasus.tools.mcp import McpProvider, McpServerSpec
 from pegasus.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolRegistry
@@ -26,11 +28,34 @@ def _log_dir(settings: dict[str, Any]) -> Path | None:
     from pegasus.errors import ConfigError  # noqa: PLC0415
 
     try:
-        path = Settings.model_validate(settings).state_dir() / "logs"
-        path.mkdir(parents=True, exist_ok=True)
-    except (ConfigError, OSError, ValueError):
+        path = private_dir(Settings.model_validate(settings).state_dir() / "logs")
+    except (ConfigError, OSError, ValueError, StateDirError):
         return None
     return path
+
+
+def _load_plugin(entry: str, registry: ToolRegistry) -> None:
+    """Import ``module:function`` and let it register its tools; ToolError naming the entry and the error."""
+    module_name, _, function_name = entry.partition(":")
+    try:  # any exception: a plugin's import runs arbitrary code (SyntaxError, RuntimeError, ...)
+        register = getattr(importlib.import_module(module_name), function_name or "register")
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(None, f"tool plugin {entry!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    try:
+        register(registry)
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(None, f"tool plugin {entry!r} failed to register its tools: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
+def preflight(settings: dict[str, Any]) -> None:
+    """Build the registry ``settings`` configure, before any process is started for it.
+
+    An unloadable plugin otherwise lets a system start whose every stage worker
+    then fails (issue 15): the ToolError names the plugin and its error.
+    MCP servers are not started here (they are listed on first need).
+    """
+    registry_for(settings)
 
 
 def registry_for(settings: dict[str, Any]) -> ToolRegistry:
@@ -38,17 +63,13 @@ def registry_for(settings: dict[str, Any]) -> ToolRegistry:
     tools = settings.get("tools", {})
     registry = ToolRegistry(
         workspace_tools(workspace_root=str(tools.get("workspace_root", "")),
-                        confine_reads=bool(tools.get("confine_reads", False)),
+                        confine_reads=bool(tools.get("confine_reads", True)),
+                        read_allow=[str(path) for path in tools.get("read_allow", [])],
                         shell_enabled=bool(tools.get("shell_enabled", False)),
                         shell_timeout_s=float(tools.get("shell_timeout_s", 30.0))),
         max_output_chars=int(tools.get("max_output_chars", DEFAULT_MAX_OUTPUT_CHARS)))
     for entry in tools.get("plugins", []):
-        module_name, _, function_name = str(entry).partition(":")
-        try:
-            register = getattr(importlib.import_module(module_name), function_name or "register")
-        except (ImportError, AttributeError) as exc:
-            raise ToolError(None, f"tool plugin {entry!r} cannot be loaded: {exc}") from None
-        register(registry)
+        _load_plugin(str(entry), registry)
     servers = settings.get("mcp", {}).get("servers", [])
     if servers:
         for spec in McpServerSpec.from_settings(settings, _log_dir(settings)):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -89,18 +89,14 @@ class ToolExecutionError(ToolError):
 class ToolContext:
     """What a call may know beyond its arguments.
 
-    ``workspace`` is where relative paths resolve (the submitting client's
-    working directory); ``idempotency_key`` identifies one logical step
-    (task, iteration, step) so an effectful tool can recognise a repeat.
+    ``workspace`` is the task's workspace (the submitting client's working
+    directory), where relative paths resolve; None: the configured workspace
+    root (pegasus.tools.workspace).  ``idempotency_key`` identifies one logical
+    step (task, iteration, step) so an effectful tool can recognise a repeat.
     """
 
-    workspace: Path = field(default_factory=Path.cwd)
+    workspace: Path | None = None
     idempotency_key: str | None = None
-
-    def resolve(self, path: str) -> Path:
-        """``path`` with ``~`` expanded, relative paths taken from the workspace."""
-        candidate = Path(path).expanduser()
-        return candidate if candidate.is_absolute() else self.workspace / candidate
 
 
 ToolFunc = Callable[[Any, ToolContext], Any]

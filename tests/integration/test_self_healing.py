@@ -89,7 +89,8 @@ def test_a_killed_admin_of_a_background_system_is_restarted(tmp_path: Path) -> N
     home, keys = tmp_path / "home", tmp_path / "keys.txt"
     port = procs.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
-    env.update(PEGASUS_HOME=str(home), PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]',
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]),  # the test plugin, importable by the CLI too
+               PEGASUS_HOME=str(home), PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]',
                PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="4")
     spec = SystemSpec(admin_port=port, state_dir=home)
     started = subprocess.run(["pegasus", "start", "--port", str(port)], env=env, capture_output=True, text=True,

@@ -30,6 +30,8 @@ def test_every_default_is_written_in_the_shipped_file() -> None:
 @pytest.mark.parametrize("text,key", [
     ("[pools]\nllm_workerz = 3", "pools.llm_workerz"),
     ("[pools]\nllm_workers = 0", "pools.llm_workers"),
+    ("[pools]\nllm_workers = 100000", "pools.llm_workers: Input should be less than or equal to 512"),
+    ("[pools]\ntool_workers = 513", "pools.tool_workers: Input should be less than or equal to 512"),
     ("[runtime]\napproval_policy = 'sometimes'", "runtime.approval_policy"),
     ("[nope]\nx = 1", "nope"),
     ("[verification]\ngates = [{name = 'g'}]", "verification.gates.0.command"),
@@ -68,3 +70,10 @@ def test_state_dir_follows_settings_then_env(tmp_path: Path, monkeypatch: pytest
     assert config.Settings().state_dir() == (tmp_path / "env").resolve()
     explicit = config.Settings().with_overrides({"state": {"home": str(tmp_path / "cfg")}})
     assert explicit.state_dir() == (tmp_path / "cfg").resolve()
+
+
+def test_pool_sizes_are_bounded_but_allow_a_hundred_of_each() -> None:
+    """100 llm + 100 tool workers on one host is a planned load; 100000 forked the host (issue 15)."""
+    settings = config.parse("[pools]\nllm_workers = 100\ntool_workers = 100\n")
+    assert (settings.pools.llm_workers, settings.pools.tool_workers) == (100, 100)
+    assert config.MAX_POOL_WORKERS == 512

@@ -1,13 +1,184 @@
-"""Structured logs: a line that cannot be written (a full disk) is dropped, never raised."""
+"""The JSON log: private files, no task content unless asked for, rotation shared by many processes,
+and a line that cannot be written (a full disk) dropped, never raised.
+
+structlog is configured once per process, so each test that configures it runs
+in a fresh interpreter (``fresh_process``); the pytest process keeps its own.
+"""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
+import stat
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+import pytest
+
+from pegasus.logfile import SharedLogFile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fresh_process(code: str, *args: str) -> str:
+    """Run ``code`` in a new interpreter that imports this checkout; its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_log_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    fresh_process("import os, sys; os.umask(0o022); from pegasus import logs; "
+                  "logs.configure(sys.argv[1]); logs.get('t').info('hello')", str(tmp_path / "state"))
+    logs_dir = tmp_path / "state" / "logs"
+    assert mode(logs_dir) == 0o700
+    assert {p.name: mode(p) for p in logs_dir.iterdir()} == {"pegasus.jsonl": 0o600, "pegasus.jsonl.lock": 0o600}
+
+
+# -- content -------------------------------------------------------------------------------------
+
+PROVOKE = r'''
+import sys
+from pydantic import BaseModel, ValidationError
+from pegasus import logs
+
+state, secret, content = sys.argv[1], sys.argv[2], sys.argv[3] == "true"
+logs.configure(state, content=content)
+log = logs.get("test", task_id="t-1")
+
+
+def run_task(text):
+    prompt = "local:" + text  # only ever a local variable
+    raise RuntimeError("the model answered: " + text)
+
+
+class Args(BaseModel):
+    n: int
+
+
+try:
+    run_task(secret)
+except RuntimeError:
+    log.exception("task_actor_error")
+try:
+    try:
+        run_task(secret)
+    except RuntimeError as exc:
+        raise ValueError("wrapped " + secret) from exc
+except ValueError:
+    log.exception("chained")
+try:
+    Args.model_validate({"n": secret})
+except ValidationError:
+    log.exception("validation")
+try:
+    raise ExceptionGroup("group", [KeyError(secret)])
+except ExceptionGroup:
+    log.exception("group")
+log.warning("stage_failed", error="stage 'think' failed: " + secret)
+log.info("fields", text=secret, input=secret, output={"a": secret}, result=[secret], prompt=secret, message=secret,
+         payload={"x": secret}, stdout=secret, state="thinking")
+'''
+
+
+def provoke(tmp_path: Path, content: bool) -> tuple[str, str, list[dict]]:
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    fresh_process(PROVOKE, str(tmp_path), secret, "true" if content else "false")
+    text = (tmp_path / "logs" / "pegasus.jsonl").read_text()
+    return secret, text, [json.loads(line) for line in text.splitlines()]
+
+
+def test_no_content_reaches_the_log_by_default(tmp_path: Path) -> None:
+    """Issue 15: prompt text landed in pegasus.jsonl through exception messages and locals."""
+    secret, text, lines = provoke(tmp_path, content=False)
+    assert secret not in text
+    by_event = {line["event"]: line for line in lines}
+    assert set(by_event) == {"task_actor_error", "chained", "validation", "group", "stage_failed", "fields"}
+    fields = by_event["fields"]
+    assert fields["text"] == f"<withheld: {len(secret)} chars>" and fields["state"] == "thinking"
+    assert fields["output"] == f"<withheld: {len(json.dumps({'a': secret}))} chars>"
+    assert by_event["stage_failed"]["error"].startswith("<withheld: ")
+    [stack] = by_event["task_actor_error"]["exception"]
+    assert stack["exc_type"] == "RuntimeError" and stack["exc_value"].startswith("<withheld: ")
+    assert stack["frames"][-1]["name"] == "run_task"  # where it happened is kept
+
+
+def test_content_true_logs_content_but_never_locals(tmp_path: Path) -> None:
+    secret, text, lines = provoke(tmp_path, content=True)
+    assert secret in text and "the model answered: " + secret in text
+    assert "local:" not in text  # exception locals are never rendered
+    assert all(frame.get("locals") is None for line in lines for stack in line.get("exception", [])
+               for frame in stack["frames"])
+
+
+# -- rotation ------------------------------------------------------------------------------------
+
+WRITERS, LINES_EACH = 4, 1500
+
+
+def _write_lines(log: SharedLogFile, writer: int) -> None:
+    for seq in range(LINES_EACH):
+        log.write_line(json.dumps({"writer": writer, "seq": seq, "pad": "x" * (seq % 300)}))
+
+
+def _write_concurrently(log: SharedLogFile) -> None:
+    """WRITERS forked processes share ``log``, as actor processes forked from the supervisor do."""
+    log.write_line(json.dumps({"writer": -1, "seq": 0, "pad": ""}))  # the parent opened it before the fork
+    fork = multiprocessing.get_context("fork")
+    children = [fork.Process(target=_write_lines, args=(log, n)) for n in range(WRITERS)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+        assert child.exitcode == 0
+
+
+def _read_all(log: SharedLogFile) -> list[dict]:
+    return [json.loads(line) for path in log.files() for line in path.read_text().splitlines()]
+
+
+def test_rotation_loses_and_tears_no_line_with_many_writers(tmp_path: Path) -> None:
+    log = SharedLogFile(tmp_path / "logs" / "pegasus.jsonl", max_bytes=20_000, backups=1000)
+    _write_concurrently(log)
+    records = _read_all(log)  # every line parses: none torn
+    seen = sorted((r["writer"], r["seq"]) for r in records)
+    assert seen == sorted([(-1, 0)] + [(w, s) for w in range(WRITERS) for s in range(LINES_EACH)])  # none lost
+    sizes = [path.stat().st_size for path in log.files()]
+    assert len(sizes) > 20 and max(sizes) <= 20_000
+    assert all(mode(path) == 0o600 for path in log.files())
+
+
+def test_rotation_keeps_a_bounded_number_of_files(tmp_path: Path) -> None:
+    log = SharedLogFile(tmp_path / "logs" / "pegasus.jsonl", max_bytes=20_000, backups=3)
+    _write_concurrently(log)
+    names = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert names == ["pegasus.jsonl", "pegasus.jsonl.1", "pegasus.jsonl.2", "pegasus.jsonl.3", "pegasus.jsonl.lock"]
+    kept = _read_all(log)  # every line parses; the newest are kept, the oldest dropped
+    assert len(kept) < WRITERS * LINES_EACH and max(r["seq"] for r in kept) == LINES_EACH - 1
+
+
+def test_a_deleted_log_is_recreated(tmp_path: Path) -> None:
+    log = SharedLogFile(tmp_path / "pegasus.jsonl", max_bytes=10_000, backups=2)
+    log.write_line("one")
+    (tmp_path / "pegasus.jsonl").unlink()
+    log.write_line("two")
+    assert (tmp_path / "pegasus.jsonl").read_text() == "two\n"
+    log.close()
+
+
+@pytest.mark.parametrize("max_bytes,backups", [(0, 1), (100, 0)])
+def test_bad_rotation_limits_are_refused(tmp_path: Path, max_bytes: int, backups: int) -> None:
+    with pytest.raises(ValueError):
+        SharedLogFile(tmp_path / "x.jsonl", max_bytes=max_bytes, backups=backups)
+
 
 # Every descriptor of the log file is pointed at /dev/full (each write: ENOSPC), however
 # logs.configure opened it; then the process logs.
@@ -32,7 +203,7 @@ print("still running")
 
 def test_logging_on_a_full_disk_does_not_raise(tmp_path: Path) -> None:
     """Issue 15: on a full disk every log call raised, and the supervisor answered nothing."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path)], capture_output=True, text=True,
                             timeout=60, env=env, cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == "still running\n", result.stderr

@@ -63,6 +63,13 @@ def run(machine: str, text: str, **metadata: object) -> TaskFSM:
     return fsm
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default workspace root is the home directory: here, the test's tmp_path."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     (tmp_path / "notes.txt").write_text("alpha beta\ngamma\ndelta epsilon zeta\n")

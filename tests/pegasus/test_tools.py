@@ -24,6 +24,13 @@ from pegasus.tools import (
 )
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default workspace root is the home directory: here, the test's tmp_path."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture
 def tools() -> ToolRegistry:
     return default_registry()

@@ -14,6 +14,14 @@ from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.task.models import PlanStep, TaskContext
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolArgumentError, ToolContext, ToolExecutionError, ToolNotFoundError
+from pegasus.tools.workspace import Workspace
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default workspace root is the home directory: here, the test's tmp_path."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
 
 
 @pytest.fixture
@@ -66,24 +74,43 @@ def test_a_symlink_inside_the_workspace_is_fine(workspace: Path) -> None:
     assert (workspace / "real" / "f.txt").read_text() == "ok"
 
 
-def test_a_configured_root_wins_over_the_task_workspace(workspace: Path, tmp_path: Path) -> None:
+def test_a_task_workspace_may_only_narrow_the_root(workspace: Path, tmp_path: Path) -> None:
+    """Issue 15: metadata={"workspace": "/"} moved write_file's confinement to /."""
     registry = tools(workspace_root=str(workspace))
-    registry.call("write_file", {"path": str(workspace / "a.txt"), "content": "a"}, ToolContext(tmp_path))
-    with pytest.raises(ToolExecutionError, match="outside the workspace"):
-        registry.call("write_file", {"path": "b.txt", "content": "b"}, ToolContext(tmp_path))
+    (workspace / "sub").mkdir()
+    registry.call("write_file", {"path": "a.txt", "content": "a"}, ToolContext(workspace / "sub"))
+    assert (workspace / "sub" / "a.txt").read_text() == "a"
+    with pytest.raises(ToolExecutionError, match="outside the workspace"):  # narrowed: the root's rest is out
+        registry.call("write_file", {"path": str(workspace / "b.txt"), "content": "b"}, ToolContext(workspace / "sub"))
+    for wider in (Path("/"), tmp_path):
+        with pytest.raises(ToolExecutionError, match=r"the task's workspace .* is outside the workspace root"):
+            registry.call("write_file", {"path": "c.txt", "content": "c"}, ToolContext(wider))
+    registry.call("write_file", {"path": "d.txt", "content": "d"}, ToolContext())  # none given: the root
+    assert (workspace / "d.txt").read_text() == "d"
+    assert not (tmp_path / "c.txt").exists() and not Path("/c.txt").exists()
 
 
-def test_reads_are_free_by_default_and_confined_when_configured(workspace: Path) -> None:
+def test_the_home_directory_is_the_root_when_none_is_configured(workspace: Path, tmp_path: Path) -> None:
+    assert Workspace().root() == tmp_path.resolve()  # HOME is tmp_path here
+    with pytest.raises(ToolExecutionError, match="outside the workspace root"):
+        tools().call("read_file", {"path": "x"}, ToolContext(Path("/etc")))
+
+
+def test_reads_are_confined_by_default_and_read_allow_opens_more(workspace: Path, tmp_path: Path) -> None:
+    """Issue 15: read_file /etc/shadow worked by default."""
     ctx = ToolContext(workspace)
-    assert tools().call("read_file", {"path": "../outside.txt"}, ctx) == "secret"  # today's behaviour
-    confined = tools(confine_reads=True)
-    for tool, args in (("read_file", {"path": "../outside.txt"}), ("list_dir", {"path": ".."}),
-                       ("count", {"path": str(workspace.parent / "outside.txt")})):
-        with pytest.raises(ToolExecutionError, match="outside the workspace"):
-            confined.call(tool, args, ctx)
     (workspace / "in.txt").write_text("a b")
-    assert confined.call("count", {"path": "in.txt", "units": ["words"]}, ctx) == {"words": 2}
-    assert confined.call("count", {"text": "a b c", "units": ["words"]}, ctx) == {"words": 3}
+    for tool, args in (("read_file", {"path": "../outside.txt"}), ("list_dir", {"path": ".."}),
+                       ("count", {"path": str(workspace.parent / "outside.txt")}), ("read_file", {"path": "/etc/passwd"})):
+        with pytest.raises(ToolExecutionError, match="outside the workspace"):
+            tools().call(tool, args, ctx)
+    assert tools().call("count", {"path": "in.txt", "units": ["words"]}, ctx) == {"words": 2}
+    assert tools().call("count", {"text": "a b c", "units": ["words"]}, ctx) == {"words": 3}
+    allowed = tools(read_allow=[str(tmp_path)])
+    assert allowed.call("read_file", {"path": str(tmp_path / "outside.txt")}, ctx) == "secret"
+    with pytest.raises(ToolExecutionError, match="outside the workspace"):  # read_allow is for reading only
+        allowed.call("write_file", {"path": str(tmp_path / "outside.txt"), "content": "x"}, ctx)
+    assert tools(confine_reads=False).call("read_file", {"path": "../outside.txt"}, ctx) == "secret"
 
 
 def test_shell_is_off_by_default(workspace: Path) -> None:

@@ -1,0 +1,118 @@
+"""Where the file tools may reach: the workspace root, a task's workspace inside it, read_allow.
+
+The rule (``[tools]`` settings):
+
+- the root is ``workspace_root``, or the home directory of the user Pegasus runs
+  as when that is empty;
+- a task's workspace (``metadata["workspace"]``, the submitting client's working
+  directory) may only narrow the root: a file tool called for a task whose
+  workspace lies outside it is refused (checked at the tool, so a task that
+  touches no file runs from anywhere); a task without one works in the root;
+- write_file and the shell reach only the task's workspace; the read tools reach
+  it and the directories of ``read_allow`` (with ``confine_reads = false``, any
+  path, as before issue 15).
+
+Every path is opened beneath the directory it must stay in (pegasus.tools.beneath)
+and the tools work on the descriptor.  The paths a tool shows are the ones the
+caller gave, joined to the workspace (not resolved).  No Thespian, no actors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pegasus.tools.beneath import EscapeError, open_beneath
+from pegasus.tools.registry import ToolExecutionError
+
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
+
+
+class WorkspaceError(ValueError):
+    """A task's workspace lies outside the configured root (or is no absolute path)."""
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The confinement ``[tools]`` configures; see the module docstring."""
+
+    root_setting: str = ""
+    confine_reads: bool = True
+    read_allow: tuple[str, ...] = ()
+
+    def root(self) -> Path:
+        """The configured root, absolute and resolved."""
+        return Path(self.root_setting or "~").expanduser().resolve()
+
+    def task_dir(self, requested: str | os.PathLike[str] | None) -> Path:
+        """The task's workspace: ``requested`` if it lies in the root (None: the root); else WorkspaceError."""
+        root = self.root()
+        if requested is None or str(requested) == "":
+            return root
+        path = Path(requested).expanduser()
+        if not path.is_absolute():
+            raise WorkspaceError(f"the task's workspace must be an absolute path, got {str(requested)!r}")
+        resolved = path.resolve()
+        if not _inside(resolved, root):
+            raise WorkspaceError(f"the task's workspace {path} is outside the workspace root {root} "
+                                 f"([tools] workspace_root): refused")
+        return resolved
+
+    # -- opening -------------------------------------------------------------------------------
+    def shown(self, workspace: Path | None, path: str) -> Path:
+        """``path`` as the tools show it: absolute as given, or joined to the task's workspace."""
+        given = Path(path).expanduser()
+        return given if given.is_absolute() else self.task_dir(workspace) / given
+
+    def open(self, tool: str, workspace: Path | None, path: str, flags: int, mode: int = 0o644, *,
+             reading: bool, make_parents: bool = False) -> int:
+        """A descriptor of ``path`` (relative to the task's workspace, or absolute).
+
+        ToolExecutionError when it is outside what ``tool`` may reach; OSError as the open fails.
+        """
+        try:
+            base = self.task_dir(workspace)
+        except WorkspaceError as exc:
+            raise ToolExecutionError(tool, str(exc)) from None
+        shown = self.shown(base, path)
+        if reading and not self.confine_reads:
+            return os.open(shown, flags | os.O_CLOEXEC, mode)
+        top, relative = _within(shown, [base, *self._allowed()] if reading else [base])
+        if top is None:
+            raise ToolExecutionError(tool, f"{shown} is outside the workspace {base}: refused" +
+                                     (" (add its directory to [tools] read_allow)" if reading else ""))
+        top_fd = self._open_dir(top, base)
+        try:
+            return open_beneath(top_fd, relative, flags, mode, make_parents=make_parents)
+        except EscapeError:
+            raise ToolExecutionError(tool, f"{shown} leads outside the workspace {top}: refused") from None
+        finally:
+            os.close(top_fd)
+
+    def _open_dir(self, top: Path, base: Path) -> int:
+        """A descriptor of ``top``: the task's workspace is itself opened beneath the root."""
+        if top != base:
+            return os.open(top, _DIR_FLAGS | os.O_CLOEXEC)  # a configured read_allow directory
+        root = self.root()
+        root_fd = os.open(root, _DIR_FLAGS | os.O_CLOEXEC)
+        try:
+            return open_beneath(root_fd, str(base.relative_to(root)), _DIR_FLAGS)
+        finally:
+            os.close(root_fd)
+
+    def _allowed(self) -> Iterable[Path]:
+        return (Path(p).expanduser().resolve() for p in self.read_allow)
+
+
+def _within(path: Path, roots: Iterable[Path]) -> tuple[Path | None, str]:
+    """The first root ``path`` lies in, compared as written (``..`` included: the open refuses an escape)."""
+    for root in roots:
+        if _inside(path, root):
+            return root, str(path.relative_to(root))
+    return None, ""
