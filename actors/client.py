@@ -72,6 +72,7 @@ class Client:
         self.guardian = asys.createActor(Guardian, globalName=GUARDIAN_NAME)
         self._supervisor: Any = None
         self.generation = 0  # the supervisor's, as the guardian counts them: it changes when one is replaced
+        self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}"
         self._notices: deque[m.TransitionNotice] = deque()
@@ -123,6 +124,7 @@ class Client:
             self._send(self.guardian, m.Locate(request_id=request_id), "the guardian")
         reply = self._reply(request_id, "the guardian")
         self._supervisor, self.generation = reply["supervisor"], reply["generation"]
+        self._incarnation = (reply["incarnation"], reply["generation"])
         return reply
 
     def close(self) -> None:
@@ -227,7 +229,7 @@ class Client:
         if subscribe:
             self._ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + timeout
-        subscribed_to = self.generation
+        subscribed_to = self._incarnation
         try:
             current = self.get(task_id)["lifecycle_state"]
             quiet_since = time.monotonic()
@@ -254,9 +256,9 @@ class Client:
                     task = self._while_restarting(lambda: self.get(task_id), deadline)
                     if task is not None:
                         current = task["lifecycle_state"]
-                    if self.generation != subscribed_to:
+                    if self._incarnation != subscribed_to:
                         self._ask(m.Subscribe(task_id=task_id))
-                        subscribed_to = self.generation
+                        subscribed_to = self._incarnation
         finally:
             try:
                 self._ask(m.Unsubscribe())
@@ -342,9 +344,9 @@ class Client:
             return message.data
 
     def _check_supervisor(self) -> None:
-        """SupervisorReplaced when the guardian now names another supervisor than the one asked."""
-        asked = self.generation
+        """SupervisorReplaced when the guardian now names another supervisor than the one asked (a new
+        generation, or a new guardian: the whole system was started again)."""
+        asked = self._incarnation
         self.locate()
-        if self.generation != asked:
-            raise SupervisorReplaced(f"the supervisor was replaced (generation {asked} -> {self.generation}) "
-                                     "before it answered", self.spec.admin_port)
+        if self._incarnation != asked:
+            raise SupervisorReplaced("the supervisor was replaced before it answered", self.spec.admin_port)

@@ -15,6 +15,7 @@ into Thespian.
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ class Guardian(ActorTypeDispatcher):
         self.waiting: list[tuple[Any, str]] = []  # Locate requests answered once the supervisor is up
         self.restarts = Restarts()
         self.generation = 0
+        # Names this guardian among all: a system started again has a new one, counting from 1 again.
+        self.incarnation = uuid.uuid4().hex
         self.exiting = False
         self.log = logs.get("guardian")
 
@@ -88,7 +91,7 @@ class Guardian(ActorTypeDispatcher):
 
     def _located(self, request_id: str) -> m.Reply:
         return m.Reply(request_id, True, data={"supervisor": self.supervisor, "generation": self.generation,
-                                               "restarts": self.restarts.count})
+                                               "incarnation": self.incarnation, "restarts": self.restarts.count})
 
     def _bring_up(self) -> None:
         try:

@@ -192,3 +192,20 @@ def test_stop_with_a_worker_busy_in_a_long_tool_step_is_prompt_and_logs_no_error
     thespian = logs / "thespian.log"
     assert [line for line in (thespian.read_text().splitlines() if thespian.exists() else []) if " ERR " in line] == []
     print(f"\nstop with a worker busy in a 30 s tool step: {elapsed:.2f}s")
+
+
+def test_a_request_to_an_address_that_is_no_longer_the_supervisor_is_noticed(pegasus) -> None:
+    """Regression: after a whole-system restart the new guardian counts supervisors from 1 again, and a
+    request that went to the old supervisor's address (another actor's now, which ignores it) waited
+    the client's whole 30 s timeout.  The guardian's incarnation tells the client within one check."""
+    from actors.client import WATCH_S, SupervisorReplaced
+
+    client = pegasus()
+    task = client.submit("echo hi")["task_id"]
+    client._supervisor = client.guardian  # a live actor that answers no task request
+    client._incarnation = ("a guardian of the system before its restart", client.generation)
+    began = time.monotonic()
+    with pytest.raises(SupervisorReplaced):
+        client.get(task)
+    assert time.monotonic() - began < client.timeout  # one check (WATCH_S), not the whole timeout
+    assert client.get(task)["task_id"] == task and WATCH_S < client.timeout
