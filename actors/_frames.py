@@ -6,16 +6,16 @@ arrives -- messages (``TCPIncoming``) and the acknowledgements a sender waits fo
 (``TCPTransport._next_XMIT_3``/``_check_XMIT_4_done``): anyone who can connect to
 any port of the system runs code as its user.  Here every body is::
 
-    MAC (32 bytes) | tag (1 byte) | rest        MAC = HMAC-SHA256(system key, tag | rest)
+    MAC (32 bytes) | tag (1 byte) | rest        MAC = keyed BLAKE2b-256(system key, tag | rest)
 
 tag 1, an acknowledgement: rest is ``ACK`` or ``ACK+DATAERR``, never unpickled;
-tag 2, a message: rest is a 4-byte length, the sender address's pickle, the
-message's pickle.  The announced size is checked against ``max_frame_bytes``
-as soon as the header is in, before any of the body is read; the MAC before
-anything is unpickled.  A frame that fails is dropped unread past what was
-read, counted (``<state dir>/rejected-frames``, one byte per frame) and logged
-once per peer address and process.  The address and the message are pickled
-apart, so an authentic message its receiver cannot unpickle (a class it lacks)
+tag 2, a message: rest is Thespian's pickle of (sender address, message).  The
+announced size is checked against ``max_frame_bytes`` as soon as the header is
+in, before any of the body is read; the MAC before anything is unpickled.  A
+frame that fails is dropped unread past what was read, counted
+(``<state dir>/rejected-frames``, one byte per frame) and logged once per peer
+address, kind and process.  An authentic message its receiver cannot unpickle
+(a class it lacks) is read again with the missing classes stood in for, and
 reaches the actor as ``UnreadableMessage`` from its sender, who can be told.
 
 Each transport takes the key installed in its process when it is made, and is
@@ -33,7 +33,9 @@ send); ``TCPIncoming_Common.__init__`` (a buffer learns its peer); and
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import io
 import json
 import os
 import pickle
@@ -59,7 +61,6 @@ MAX_HEADER_DIGITS = 10
 REJECTED_FILE = "rejected-frames"
 REJECTED_CAP = 1 << 20  # the counter file stops growing here (a flood must not fill the disk)
 _LOGGED_PEERS_CAP = 1024
-_ADDRESS_LENGTH = struct.Struct(">I")
 
 
 class FrameRejected(Exception):
@@ -89,7 +90,9 @@ class Trust:
         self.ack_data_error = self.frame(TAG_CONTROL + _stream.ackDataErrPacket.encode())
 
     def mac(self, payload: bytes | memoryview) -> bytes:
-        return hmac.digest(self.key, payload, "sha256")
+        # Keyed BLAKE2b is a MAC by design (RFC 7693; no HMAC construction needed): 1.0 us for a
+        # 700-byte frame here, HMAC-SHA256 1.7 us, on every frame sent and received.
+        return hashlib.blake2b(payload, key=self.key, digest_size=MAC_BYTES).digest()
 
     def frame(self, payload: bytes) -> bytes:
         """``<size>>`` + MAC + payload (payload = tag + rest)."""
@@ -158,8 +161,8 @@ class AuthenticatedBuffer(_stream.ReceiveBuffer):
                 self._verdict = False
                 report(self.peer, "incomplete", "incomplete or unframed data")
             else:
-                body = memoryview(self._buf)
-                self._verdict = hmac.compare_digest(bytes(body[:MAC_BYTES]), current().mac(body[MAC_BYTES:]))
+                body = self._buf
+                self._verdict = hmac.compare_digest(body[:MAC_BYTES], current().mac(memoryview(body)[MAC_BYTES:]))
                 if not self._verdict:
                     report(self.peer, "bad_mac", "bad MAC: the sender does not hold this system's key")
         return self._verdict
@@ -170,30 +173,51 @@ class AuthenticatedBuffer(_stream.ReceiveBuffer):
         if not self.authentic():
             raise FrameRejected("not authentic")
         body = memoryview(self._buf)
-        tag = bytes(body[MAC_BYTES:MIN_BODY])
-        rest = body[MIN_BODY:]
+        tag, rest = body[MAC_BYTES:MIN_BODY], body[MIN_BODY:]
         if tag == TAG_CONTROL:
             return bytes(rest).decode("ascii", "replace"), self._extra
-        if tag != TAG_MESSAGE or len(rest) < _ADDRESS_LENGTH.size:
+        if tag != TAG_MESSAGE:
             report(self.peer, "unknown_type", "unknown frame type")
             raise FrameRejected("unknown frame type")
-        (length,) = _ADDRESS_LENGTH.unpack_from(rest)
-        start = _ADDRESS_LENGTH.size
         try:
-            sender = pickle.loads(rest[start:start + length])
-        except Exception as exc:  # noqa: BLE001 - authentic but unusable: drop it
-            report(self.peer, "unreadable_address", f"unreadable sender address: {type(exc).__name__}")
-            raise FrameRejected("unreadable sender address") from None
-        try:
-            message = pickle.loads(rest[start + length:])
-        except Exception as exc:  # noqa: BLE001 - the receiver lacks a class, a value is too deep, ...
-            message = UnreadableMessage(f"{type(exc).__name__}: {exc}")
-        return (sender, message), self._extra
+            return pickle.loads(rest), self._extra
+        except Exception as exc:  # noqa: BLE001 - authentic, but a class or a value this process cannot rebuild
+            return _sender_only(rest, exc, self.peer), self._extra
 
     def reject(self, kind: str, reason: str) -> None:
         self._verdict = False
         report(self.peer, kind, reason)
         raise FrameRejected(reason)
+
+
+class _Missing:
+    """Stands in, while a message is read again, for a class this process does not have."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _Tolerant(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            return _Missing
+
+
+def _sender_only(rest: memoryview, error: Exception, peer: Any) -> tuple[Any, UnreadableMessage]:
+    """(sender, UnreadableMessage) of an authentic frame whose message cannot be rebuilt here, read again
+    with missing classes stood in for; a frame that still cannot be read is rejected (its sender's
+    send fails: ``ACK+DATAERR``)."""
+    try:
+        sender, _ = _Tolerant(io.BytesIO(rest)).load()
+    except Exception as again:  # noqa: BLE001 - too deep, truncated pickle, ...: nobody to answer
+        report(peer, "unreadable", f"an authentic message that cannot be read: {type(again).__name__}")
+        raise FrameRejected("unreadable message") from None
+    return sender, UnreadableMessage(f"{type(error).__name__}: {error}")
 
 
 def _peer_text(peer: Any) -> tuple[str, str]:
@@ -276,13 +300,7 @@ def reset_count(state_dir: Path) -> None:
 def _serialize(self: Any, intent: Any) -> bytes:
     """``TCPTransport.serializer``: one authenticated message frame."""
     trust = _trust_of(self)
-    sender = self.myAddress
-    cached = getattr(self, "_pegasus_sender", None)
-    if cached is None or cached[0] is not sender:
-        cached = (sender, pickle.dumps(sender))
-        self._pegasus_sender = cached
-    address = cached[1]
-    payload = b"".join((TAG_MESSAGE, _ADDRESS_LENGTH.pack(len(address)), address, pickle.dumps(intent.message)))
+    payload = TAG_MESSAGE + pickle.dumps((self.myAddress, intent.message))
     if MAC_BYTES + len(payload) > trust.limit:
         raise FrameTooLarge(f"a {type(intent.message).__name__} message is {MAC_BYTES + len(payload)} bytes; "
                             f"frames are limited to {trust.limit} bytes ([system] max_frame_bytes)")
