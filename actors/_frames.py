@@ -43,6 +43,8 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -310,6 +312,8 @@ def _serialize(self: Any, intent: Any) -> bytes:
 # -- control flow around rejected frames -------------------------------------------------
 
 _ORIGINAL = {
+    "serializer": _tcp.TCPTransport.serializer,
+    "added": _tcp.TCPTransport._addedDataToIncoming,
     "init": _tcp.TCPTransport.__init__,
     "run": _tcp.TCPTransport._runWithExpiry,
     "schedule": _tcp.TCPTransport.scheduleTransmit,
@@ -428,3 +432,27 @@ def install(key: bytes, limit: int, state_dir: Path | None) -> None:
         _tcp.TCPTransport._check_XMIT_4_done = _ack_done
         # Thespian's own unauthenticated acknowledgements must never go out (nor be expected).
         _tcp.ackMsg = _tcp.ackDataErrMsg = b""
+
+
+_PATCHED_METHODS = {"__init__": "init", "_runWithExpiry": "run", "scheduleTransmit": "schedule",
+                    "serializer": "serializer", "_addedDataToIncoming": "added", "_check_XMIT_4_done": "ack_done"}
+
+
+@contextmanager
+def bare_thespian() -> Iterator[None]:
+    """Thespian's own frames for the duration (tests that drive its transport steps on bare frames)."""
+    saved_module = {name: getattr(_tcp, name) for name in ("ReceiveBuffer", "ackMsg", "ackDataErrMsg")}
+    saved = {name: _tcp.TCPTransport.__dict__[name] for name in _PATCHED_METHODS if name in _tcp.TCPTransport.__dict__}
+    saved_incoming = _tcp.TCPIncoming_Common.__init__
+    _tcp.ReceiveBuffer, _tcp.ackMsg, _tcp.ackDataErrMsg = _stream.ReceiveBuffer, _stream.ackMsg, _stream.ackDataErrMsg
+    for name, key in _PATCHED_METHODS.items():
+        setattr(_tcp.TCPTransport, name, _ORIGINAL[key])
+    _tcp.TCPIncoming_Common.__init__ = _ORIGINAL["incoming_init"]
+    try:
+        yield
+    finally:
+        for name, value in saved_module.items():
+            setattr(_tcp, name, value)
+        for name, value in saved.items():
+            setattr(_tcp.TCPTransport, name, value)
+        _tcp.TCPIncoming_Common.__init__ = saved_incoming

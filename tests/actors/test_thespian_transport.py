@@ -28,10 +28,18 @@ from thespian.system.timing import ExpirationTimer
 from thespian.system.transport.IPBase import RoutedTCPv4ActorAddress, TCPv4ActorAddress
 from thespian.system.transport.streamBuffer import ReceiveBuffer, ackMsg, toSendBuffer
 
-from actors import _bind
+from actors import _bind, _frames
 
 PEER = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
 ME = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40002, external=False))
+
+
+@pytest.fixture(autouse=True)
+def bare_frames() -> Iterator[None]:
+    """These tests speak Thespian's own frames: authenticated ones (actors._frames) are set aside,
+    whatever an earlier test of this process installed."""
+    with _frames.bare_thespian():
+        yield
 
 
 @pytest.fixture
