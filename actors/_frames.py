@@ -6,10 +6,14 @@ arrives -- messages (``TCPIncoming``) and the acknowledgements a sender waits fo
 (``TCPTransport._next_XMIT_3``/``_check_XMIT_4_done``): anyone who can connect to
 any port of the system runs code as its user.  Here every body is::
 
-    MAC (32 bytes) | tag (1 byte) | rest        MAC = keyed BLAKE2b-256(system key, tag | rest)
+    a message:          2 | MAC (32 bytes) | Thespian's pickle of (sender address, message)
+    an acknowledgement: 1 | token (16 bytes)
 
-tag 1, an acknowledgement: rest is ``ACK`` or ``ACK+DATAERR``, never unpickled;
-tag 2, a message: rest is Thespian's pickle of (sender address, message).  The
+MAC = keyed BLAKE2b-256 of the pickle (personalised ``pegasus-message``); the
+tokens of ``ACK`` and ``ACK+DATAERR`` are keyed BLAKE2b-128 of the words
+(``pegasus-control``): constants of the system, so an acknowledgement, 20 bytes
+with its header (Thespian's first read of any frame), is known by equality and
+never unpickled.  The
 announced size is checked against ``max_frame_bytes`` as soon as the header is
 in, before any of the body is read; the MAC before anything is unpickled.  A
 frame that fails is dropped unread past what was read, counted
@@ -57,8 +61,10 @@ from pegasus import files
 from pegasus.errors import PegasusError
 
 MAC_BYTES = 32
-TAG_CONTROL, TAG_MESSAGE = b"\x01", b"\x02"
-MIN_BODY = MAC_BYTES + 1
+TOKEN_BYTES = 16
+TAG_CONTROL, TAG_MESSAGE = 1, 2
+MESSAGE_HEAD = 1 + MAC_BYTES  # tag, MAC
+CONTROL_BODY = 1 + TOKEN_BYTES  # tag, token: with its header, 20 bytes -- Thespian's first read of a frame
 MAX_HEADER_DIGITS = 10
 REJECTED_FILE = "rejected-frames"
 REJECTED_CAP = 1 << 20  # the counter file stops growing here (a flood must not fill the disk)
@@ -88,17 +94,26 @@ class Trust:
             raise ValueError(f"a system key is {MAC_BYTES} bytes, not {len(key)}")
         self.key, self.limit = bytes(key), int(limit)
         self.state_dir = Path(state_dir) if state_dir is not None else None
-        self.ack = self.frame(TAG_CONTROL + _stream.ackPacket.encode())
-        self.ack_data_error = self.frame(TAG_CONTROL + _stream.ackDataErrPacket.encode())
+        self.controls = {self._token(text): text for text in (_stream.ackPacket, _stream.ackDataErrPacket)}
+        by_text = {text: token for token, text in self.controls.items()}
+        self.ack = self._control_frame(by_text[_stream.ackPacket])
+        self.ack_data_error = self._control_frame(by_text[_stream.ackDataErrPacket])
 
-    def mac(self, payload: bytes | memoryview) -> bytes:
+    def mac(self, data: bytes | memoryview) -> bytes:
         # Keyed BLAKE2b is a MAC by design (RFC 7693; no HMAC construction needed): 1.0 us for a
         # 700-byte frame here, HMAC-SHA256 1.7 us, on every frame sent and received.
-        return hashlib.blake2b(payload, key=self.key, digest_size=MAC_BYTES).digest()
+        return hashlib.blake2b(data, key=self.key, digest_size=MAC_BYTES, person=b"pegasus-message").digest()
 
-    def frame(self, payload: bytes) -> bytes:
-        """``<size>>`` + MAC + payload (payload = tag + rest)."""
-        return b"%d>" % (MAC_BYTES + len(payload)) + self.mac(payload) + payload
+    def _token(self, text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), key=self.key, digest_size=TOKEN_BYTES, person=b"pegasus-control").digest()
+
+    @staticmethod
+    def _control_frame(token: bytes) -> bytes:
+        return b"%d>" % CONTROL_BODY + bytes((TAG_CONTROL,)) + token
+
+    def message_frame(self, data: bytes) -> bytes:
+        """``<size>>`` + tag + MAC + data (a pickle)."""
+        return b"".join((b"%d>" % (MESSAGE_HEAD + len(data)), bytes((TAG_MESSAGE,)), self.mac(data), data))
 
 
 # The trust a transport takes when it is made (this process's system); while a transport runs
@@ -151,22 +166,27 @@ class AuthenticatedBuffer(_stream.ReceiveBuffer):
         limit = current().limit
         if size > limit:
             self.reject("oversized", f"announced {size} bytes; the limit is {limit} ([system] max_frame_bytes)")
-        if size < MIN_BODY:
-            self.reject("malformed_header", f"announced {size} bytes, too short to carry a MAC")
+        if size < CONTROL_BODY:
+            self.reject("malformed_header", f"announced {size} bytes, too short to be authenticated")
         self._buf, self._blen, self._size = b"", 0, size
         super().addMore(buf[mark + 1:])
 
     def authentic(self) -> bool:
-        """Whether the whole body is in and its MAC is right (reported once when not)."""
+        """Whether the whole body is in and authentic (reported once when not): a message's MAC is
+        right, or a control frame's token is one of this system's."""
         if self._verdict is None:
+            body = self._buf
             if self._size is None or self._blen != self._size:
                 self._verdict = False
                 report(self.peer, "incomplete", "incomplete or unframed data")
+            elif body[0] == TAG_MESSAGE and len(body) >= MESSAGE_HEAD:
+                self._verdict = hmac.compare_digest(body[1:MESSAGE_HEAD], current().mac(memoryview(body)[MESSAGE_HEAD:]))
+            elif body[0] == TAG_CONTROL and len(body) == CONTROL_BODY:
+                self._verdict = body[1:] in current().controls
             else:
-                body = self._buf
-                self._verdict = hmac.compare_digest(body[:MAC_BYTES], current().mac(memoryview(body)[MAC_BYTES:]))
-                if not self._verdict:
-                    report(self.peer, "bad_mac", "bad MAC: the sender does not hold this system's key")
+                self._verdict = False
+            if not self._verdict:
+                report(self.peer, "bad_mac", "bad MAC: the sender does not hold this system's key")
         return self._verdict
 
     def completed(self) -> tuple[Any, bytes] | None:
@@ -174,13 +194,10 @@ class AuthenticatedBuffer(_stream.ReceiveBuffer):
             return None
         if not self.authentic():
             raise FrameRejected("not authentic")
-        body = memoryview(self._buf)
-        tag, rest = body[MAC_BYTES:MIN_BODY], body[MIN_BODY:]
-        if tag == TAG_CONTROL:
-            return bytes(rest).decode("ascii", "replace"), self._extra
-        if tag != TAG_MESSAGE:
-            report(self.peer, "unknown_type", "unknown frame type")
-            raise FrameRejected("unknown frame type")
+        body = self._buf
+        if body[0] == TAG_CONTROL:
+            return current().controls[body[1:]], self._extra
+        rest = memoryview(body)[MESSAGE_HEAD:]
         try:
             return pickle.loads(rest), self._extra
         except Exception as exc:  # noqa: BLE001 - authentic, but a class or a value this process cannot rebuild
@@ -302,11 +319,11 @@ def reset_count(state_dir: Path) -> None:
 def _serialize(self: Any, intent: Any) -> bytes:
     """``TCPTransport.serializer``: one authenticated message frame."""
     trust = _trust_of(self)
-    payload = TAG_MESSAGE + pickle.dumps((self.myAddress, intent.message))
-    if MAC_BYTES + len(payload) > trust.limit:
-        raise FrameTooLarge(f"a {type(intent.message).__name__} message is {MAC_BYTES + len(payload)} bytes; "
+    data = pickle.dumps((self.myAddress, intent.message))
+    if MESSAGE_HEAD + len(data) > trust.limit:
+        raise FrameTooLarge(f"a {type(intent.message).__name__} message is {MESSAGE_HEAD + len(data)} bytes; "
                             f"frames are limited to {trust.limit} bytes ([system] max_frame_bytes)")
-    return trust.frame(payload)
+    return trust.message_frame(data)
 
 
 # -- control flow around rejected frames -------------------------------------------------
@@ -401,8 +418,19 @@ def _send_quietly(sock: Any, data: bytes) -> None:
 
 
 def _ack_done(self: Any, intent: Any, rcv: bytes) -> Any:
-    """A reply to our send that fails authentication fails the send (no retry against a stranger)."""
+    """A reply to our send that fails authentication fails the send (no retry against a stranger).
+
+    An acknowledgement is a constant frame of 20 bytes, Thespian's first read: one that arrives whole is
+    known by equality, with none of the buffer's work (Thespian's own steps for an ACK or a NAK follow).
+    """
     buffer = getattr(intent, "ackbuf", None)
+    if buffer is not None and buffer.is_empty():
+        trust = _trust_of(self)
+        if rcv == trust.ack or rcv == trust.ack_data_error:
+            intent.result = SendStatus.Sent if rcv == trust.ack else SendStatus.BadPacket
+            intent.extraRead = ""
+            intent.stage = self._XMITStepFinishCleanup
+            return self._nextTransmitStep(intent)
     if buffer is not None and buffer.peer is None:
         buffer.peer = intent.targetAddr
     try:

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from actors import _frames, procs
+from actors.ownership import key_path, load_key
 from actors import convention as conv
 from actors.client import Client, RequestError
 from actors.system import SystemSpec, is_running, system_pids
@@ -151,12 +152,13 @@ def test_bad_mac_truncated_and_oversized_frames_are_refused(pegasus, tmp_path: P
     client = pegasus()
     port = client.spec.admin_port
     marker = tmp_path / "made"
-    payload = b"\x02" + b"\x00\x00\x00\x00" + pickle.dumps(_MakeDir(str(marker)))
-    forged = b"%d>" % (32 + len(payload)) + secrets.token_bytes(32) + payload  # the right shape, a wrong key
+    data = pickle.dumps((None, _MakeDir(str(marker))))
+    forged = b"%d>" % (33 + len(data)) + b"\x02" + secrets.token_bytes(32) + data  # the right shape, a wrong MAC
+    system = _frames.Trust(load_key(key_path(client.spec.state_dir)), 1 << 20, None)
     before = client.stats()["rejected_frames"]
 
     reply = send_raw(port, forged)
-    assert reply.endswith(b"ACK+DATAERR") and not marker.exists()
+    assert reply == system.ack_data_error and not marker.exists()  # refused, in the system's own words
 
     assert send_raw(port, b"1000>" + forged[:100], timeout=0.5) == b""  # cut short: never completed
     assert send_raw(port, b"-5>" + forged, timeout=0.5) == b""  # a length that is no number
