@@ -197,7 +197,8 @@ def test_a_request_the_supervisor_cannot_read_gets_a_bad_request(pegasus, tmp_pa
         started = time.monotonic()
         with pytest.raises(RequestError, match="could not read the request: ModuleNotFoundError") as refused:
             client._ask(Strange())
-        assert refused.value.error_type == "BadRequest" and time.monotonic() - started < 5
+        # An answer, not silence until the client's timeout (10 s before; 30 s here).
+        assert refused.value.error_type == "BadRequest" and time.monotonic() - started < client.timeout / 2
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("only_the_client_has_it", None)
@@ -312,7 +313,7 @@ def test_a_program_on_the_port_is_named_and_never_touched(cli_home, bystander) -
         result = pegasus(*command, port=port)
         assert result.returncode == 1, (command, result.stderr)
         assert f"port {port} is used by another program (pid {program.pid}, python" in result.stderr, result.stderr
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 10  # said at once, not after Thespian's 15 s of retries
     assert "pegasus stopped" not in "".join(pegasus("stop", port=port).stdout)
     assert program.poll() is None, "the bystander was killed"
     assert not log.exists(), f"the bystander was sent {log.read_text()!r}"
