@@ -90,7 +90,7 @@ class Client:
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
         settings = resolved(settings)
-        preflight(settings.model_dump())
+        preflight(settings)
         spec = spec_for(settings)
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
@@ -104,7 +104,7 @@ class Client:
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
         settings = resolved(settings)
-        preflight(settings.model_dump())
+        preflight(settings)
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid

@@ -135,7 +135,7 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     from actors.system import start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
-    preflight(settings.model_dump())
+    preflight(settings)
     spec = leader_spec(settings)
     if daemon:
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured

@@ -99,12 +99,12 @@ class Guardian(ActorTypeDispatcher):
         except GuardianError as exc:
             self._failed(str(exc))
             return
-        logs.configure(settings.state_dir(), settings.logging.level)
+        logs.configure_from(settings)
         self.log = logs.get("guardian")
         self.generation += 1
         self.supervisor = self.createActor(Supervisor)
         self.configuring = f"guardian-{self.generation}"
-        self.send(self.supervisor, m.Configure(request_id=self.configuring, settings=settings.model_dump()))
+        self.send(self.supervisor, m.Configure(request_id=self.configuring, settings=settings))
 
     def receiveMsg_Reply(self, reply: m.Reply, sender: Any) -> None:
         if reply.request_id != self.configuring or sender != self.supervisor:

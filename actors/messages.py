@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # Defined with the lifecycle logic (pure); the supervisor streams it to clients as it is.
+from pegasus.config import Gate, Settings
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - re-exported
 from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.store.journal import StepEnd
@@ -33,9 +34,9 @@ class Request(BaseModel):
 
 
 class Configure(Request):
-    """Sent once when a system starts: the settings (as a dict) the system runs with."""
+    """Guardian -> supervisor, once: the settings the system runs with."""
 
-    settings: dict[str, Any]
+    settings: Settings
 
 
 class Submit(Request):
@@ -171,7 +172,7 @@ class StartTask(_Brief):
     run: int
     llm_pool: Any
     tool_pool: Any
-    settings: dict[str, Any]
+    settings: Settings
     resume_event: str | None = None
     resume_payload: dict[str, Any] = field(default_factory=dict)
     generation: str = "1"
@@ -284,7 +285,7 @@ class StageRequest(_Brief):
     machine: str = ""
     context: Any = _PickledOnce()
     step_index: int | None = None
-    gate: dict[str, Any] | None = None
+    gate: Gate | None = None
     timeout_s: float | None = None
     idempotency_key: str | None = None
     # An effectful tool step: the worker asks this supervisor (StepStarting) before it runs
@@ -344,7 +345,7 @@ class PoolConfig:
     size: int
     queue_limit: int
     timeout_s: float
-    settings: dict[str, Any]
+    settings: Settings
     prefetch: int = 0  # requests a busy worker may hold besides the one it runs (llm pool only)
 
 
@@ -352,7 +353,7 @@ class PoolConfig:
 class WorkerInit:
     pool: str
     index: int
-    settings: dict[str, Any]
+    settings: Settings
 
 
 @dataclass(frozen=True)

@@ -176,11 +176,11 @@ class StagePool(ActorTypeDispatcher):
             return
         logs.configure_from(config.settings)
         self.log = logs.get("pool", pool=config.name)
-        system, convention = config.settings.get("system", {}), config.settings.get("convention", {})
-        lead = bool(convention.get("lead", False))
-        local = config.size if (not lead or convention.get("local_workers", True)) else 0
-        me = member_name(system.get("advertise", ""), system.get("bind", "127.0.0.1"), system.get("admin_port", 0))
-        self.pool = _PoolState(config, me, lead, float(convention.get("placement_timeout_s", 20.0)))
+        system, convention = config.settings.system, config.settings.convention
+        lead = convention.lead
+        local = config.size if (not lead or convention.local_workers) else 0
+        me = member_name(system.advertise, system.bind, system.admin_port)
+        self.pool = _PoolState(config, me, lead, convention.placement_timeout_s)
         self.pool.members[me] = _Member(me, None, {}, local)
         self.budget = LlmBudget.for_pool(config.name, config.settings)
         self.prefetch = config.prefetch if self.budget is None else 0
@@ -206,7 +206,7 @@ class StagePool(ActorTypeDispatcher):
             address = self.createActor(StageWorker, targetActorRequirements=placement(member, pool.config.name))
             # A remote worker logs under its member's state directory, not the leader's path.
             home = str(pool.members[member].capabilities.get(HOME_CAPABILITY, ""))
-            settings = {**settings, "state": {**settings.get("state", {}), "home": home}}
+            settings = settings.model_copy(update={"state": settings.state.model_copy(update={"home": home})})
         pool.next_serial += 1
         slot = _Slot(index, address, member, local, pool.next_serial, ready=local)
         pool.slots[index] = slot

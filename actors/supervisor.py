@@ -114,7 +114,6 @@ class Supervisor(ActorTypeDispatcher):
         self.store: Store | None = None
         self.store_error: StoreUnavailable | None = None  # set while the store takes no writes
         self.settings: Settings | None = None
-        self.settings_dict: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
         self.task_actors = TaskActors(lambda: self._fork(TaskActor))  # limits set by Configure
         self.subscribers: list[tuple[Any, str | None]] = []
@@ -127,24 +126,23 @@ class Supervisor(ActorTypeDispatcher):
     # -- configuration ------------------------------------------------------------------------
     @request_handler
     def receiveMsg_Configure(self, request: m.Configure, sender: Any) -> Any:
-        settings = Settings.model_validate(request.settings)
+        settings = request.settings
         if self.settings is not None:
             if settings != self.settings:
                 raise PegasusError("the supervisor is already configured with other settings")
             return {"configured": True}
         store = Store.in_state_dir(settings.state_dir())  # first: a damaged store refuses the start (file, check)
-        settings_dict = settings.model_dump()
         # Before any worker starts: an unloadable plugin fails Configure (the ToolError names it).
         # Task actors forked from here inherit the registry built.
-        effect_registry(settings_dict)
-        self.settings, self.settings_dict = settings, settings_dict
-        logs.configure_from(self.settings_dict)
+        effect_registry(settings)
+        self.settings = settings
+        logs.configure_from(settings)
         self.log = logs.get("supervisor")
         pools = settings.pools
         for name, size, timeout, prefetch in (("llm", pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
                                               ("tool", pools.tool_workers, pools.tool_timeout_s, 0)):
             pool = self.createActor(StagePool)
-            self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, self.settings_dict, prefetch))
+            self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
             self.pools[name] = pool
         self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
         self.task_actors.max_free = settings.runtime.max_active_tasks
@@ -540,9 +538,10 @@ class Supervisor(ActorTypeDispatcher):
             if isinstance(effect, TransitionNotice):
                 self._notify(effect)
             elif isinstance(effect, StartRun):
+                assert self.settings is not None  # effects come only from a configured admission
                 lease = self.task_actors.take(effect.task_id, effect.run)
                 self.send(lease.address, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
-                                             self.settings_dict, effect.resume_event, effect.resume_payload,
+                                             self.settings, effect.resume_event, effect.resume_payload,
                                              effect.generation, effect.journal))
             elif isinstance(effect, StopRun):
                 stopped = self.task_actors.release(effect.task_id)
@@ -556,7 +555,7 @@ class Supervisor(ActorTypeDispatcher):
                     self.send(running.address, m.SuspendTask(effect.task_id, effect.reason))
             elif isinstance(effect, RunGate):
                 self.send(self.pools["tool"], m.StageRequest(effect.task_id, effect.token, "gate",
-                                                             gate=effect.gate, timeout_s=effect.gate["timeout_s"]))
+                                                             gate=effect.gate, timeout_s=effect.gate.timeout_s))
             elif isinstance(effect, WakeAfter):
                 self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
 

@@ -36,7 +36,6 @@ again only when its tool is idempotent, otherwise it is reported interrupted
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime, timezone
 from typing import Any
@@ -48,6 +47,7 @@ from actors import messages as m
 from actors import procs
 from pegasus import logs
 from pegasus.cognitive.base import INTERRUPTED
+from pegasus.config import Settings
 from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
 from pegasus.task import Event, EventType, InvalidStateTransition, TaskFSM
@@ -61,14 +61,14 @@ _STEP_EVENTS = frozenset({"TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPL
 _EFFECT_REGISTRIES: dict[str, ToolRegistry] = {}
 
 
-def effect_registry(settings: dict[str, Any]) -> ToolRegistry:
+def effect_registry(settings: Settings) -> ToolRegistry:
     """The tools of ``settings``, for their effect classes only (a task actor never runs a tool).
 
     Built once per process and tools configuration.  The supervisor builds it
     before it forks task actors, so each inherits it (plugins imported, models
     built) instead of paying for it per task (measured: ~6% of a task actor's CPU).
     """
-    key = json.dumps({section: settings.get(section) for section in ("tools", "mcp")}, sort_keys=True, default=str)
+    key = settings.tools.model_dump_json() + settings.mcp.model_dump_json()
     if key not in _EFFECT_REGISTRIES:
         _EFFECT_REGISTRIES[key] = registry_for(settings)
     return _EFFECT_REGISTRIES[key]
@@ -220,7 +220,7 @@ class TaskActor(ActorTypeDispatcher):
         if fsm.is_terminal or fsm.state == fsm.machine.suspended:
             self._stop()
             return
-        limit = int(start.settings.get("runtime", {}).get("max_iterations", 5))
+        limit = start.settings.runtime.max_iterations
         if fsm.context.iteration > limit:
             self._fail("max_iterations", f"gave up after {limit} think/act/reflect rounds")
             return

@@ -79,7 +79,7 @@ class StageWorker(ActorTypeDispatcher):
         logs.configure_from(init.settings)
         self.processors = processors_for(init.settings)  # offline or llm, by [llm] provider
         self.identity.update(pool=init.pool, index=init.index)
-        self.latency_s = float(init.settings.get("cognition", {}).get("latency_ms", 0.0)) / 1000.0
+        self.latency_s = init.settings.cognition.latency_ms / 1000.0
         self.log = logs.get("worker", pool=init.pool, index=init.index)
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
@@ -172,22 +172,22 @@ class StageWorker(ActorTypeDispatcher):
 
 def _run_gate(request: StageRequest) -> StageResult:
     """Run a verification gate command; its exit status decides."""
-    gate = request.gate or {}
-    command, timeout = list(gate.get("command") or []), float(gate.get("timeout_s") or 60.0)
+    gate = request.gate
+    assert gate is not None  # a gate request always names its gate
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, cwd=gate.get("cwd") or None)
+        done = subprocess.run(gate.command, capture_output=True, text=True, timeout=gate.timeout_s,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="timeout",
-                           error=f"gate {gate.get('name')!r} timed out after {timeout:g}s")
+                           error=f"gate {gate.name!r} timed out after {gate.timeout_s:g}s")
     except OSError as exc:
         return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="exception",
-                           error=f"gate {gate.get('name')!r} could not run: {exc}")
-    payload = {"gate": gate.get("name"), "returncode": done.returncode,
+                           error=f"gate {gate.name!r} could not run: {exc}")
+    payload = {"gate": gate.name, "returncode": done.returncode,
                "output": (done.stdout + done.stderr)[-GATE_OUTPUT_CHARS:]}
     if done.returncode != 0:
         return StageResult(request.task_id, request.token, "gate", ok=False, payload=payload, error_kind="tool",
-                           error=f"gate {gate.get('name')!r} failed with exit status {done.returncode}")
+                           error=f"gate {gate.name!r} failed with exit status {done.returncode}")
     return StageResult(request.task_id, request.token, "gate", ok=True, payload=payload)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from pegasus.cognitive.stages import Processors, offline_processors, run_stage
 from pegasus.task import Event, TaskFSM
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
+from pegasus.config import Settings
 from pegasus.tools.plugins import registry_for
 
 
@@ -89,7 +90,7 @@ class Agent:
 
 
 async def _run_workload(texts: list[str], *, llm: int, tool: int, max_active: int, latency_s: float,
-                        settings: dict[str, Any]) -> dict[str, Any]:
+                        settings: Settings) -> dict[str, Any]:
     agent = Agent(llm=llm, tool=tool, max_active=max_active, latency_s=latency_s,
                   processors=offline_processors(registry_for(settings)))
     agent.expected = len(texts)
@@ -107,7 +108,7 @@ async def _run_workload(texts: list[str], *, llm: int, tool: int, max_active: in
 
 
 def run_workload(texts: list[str], *, llm: int, tool: int, max_active: int, latency_s: float,
-                 settings: dict[str, Any]) -> dict[str, Any]:
+                 settings: Settings) -> dict[str, Any]:
     """Run every text to its end on a fresh event loop; tasks/s from first submit to last finish."""
     return asyncio.run(_run_workload(texts, llm=llm, tool=tool, max_active=max_active, latency_s=latency_s,
                                      settings=settings))

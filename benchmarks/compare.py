@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks import baseline, machine
 from benchmarks.common import PLUGINS, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from pegasus.config import Settings
 
 NAME = "baseline"
 LIMITS = {"llm": 3, "tool": 3, "cap": 32}
@@ -49,7 +50,7 @@ def _pegasus(texts: list[str], latency_ms: float) -> dict[str, Any]:
 
 def _baseline(texts: list[str], latency_ms: float) -> dict[str, Any]:
     return baseline.run_workload(texts, llm=LIMITS["llm"], tool=LIMITS["tool"], max_active=LIMITS["cap"],
-                                 latency_s=latency_ms / 1000.0, settings={"tools": {"plugins": PLUGINS}})
+                                 latency_s=latency_ms / 1000.0, settings=Settings().with_overrides({"tools": {"plugins": PLUGINS}}))
 
 
 def _rounds_for(target_ms: float) -> int:

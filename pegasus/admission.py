@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pegasus.cognitive.base import needs_more_info
-from pegasus.config import Settings
+from pegasus.config import Gate, Settings
 from pegasus.idempotency import Claim, submit_claim
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
@@ -127,7 +127,7 @@ class SuspendRun:
 class RunGate:
     task_id: str
     token: int
-    gate: dict[str, Any]
+    gate: Gate
 
 
 @dataclass(frozen=True)
@@ -544,7 +544,7 @@ class Admission:
         gates = self.settings.verification.gates
         if record.gate_index < len(gates):
             record.gate_token += 1
-            return [RunGate(record.task_id, record.gate_token, gates[record.gate_index].model_dump())]
+            return [RunGate(record.task_id, record.gate_token, gates[record.gate_index])]
         effects = self._lifecycle(record, EventType.TASK_VERIFIED, reason=f"{len(gates)} gate(s) passed")
         return effects + self._lifecycle(record, EventType.TASK_DONE, reason="verified")
 

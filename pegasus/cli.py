@@ -54,7 +54,7 @@ def _arguments(schema: dict[str, Any]) -> str:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     """Every tool the configuration gives: built-ins, write_file/shell, plugins, MCP servers' tools."""
-    settings = config.load(args.config).model_dump()
+    settings = config.load(args.config)
     registry = registry_for(settings)
     unavailable = registry.load_providers()  # starts each MCP server once, to list its tools
     builtin = {tool.name for tool in BUILTIN_TOOLS} | {"write_file", "shell"}

@@ -26,6 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pegasus.errors import ConfigError
 
 ENV_PREFIX = "PEGASUS_"
+DEFAULT_HOME = "~/.pegasus"
+
+
+def home_dir(environ: Mapping[str, str]) -> Path:
+    """The state directory when ``[state] home`` is empty: ``$PEGASUS_HOME``, else ``~/.pegasus``."""
+    return Path(environ.get("PEGASUS_HOME") or DEFAULT_HOME).expanduser().resolve()
 
 
 class _Section(BaseModel):
@@ -205,8 +211,10 @@ class Settings(_Section):
 
     def state_dir(self) -> Path:
         """Where state, logs and Thespian's log live; never the working directory."""
-        home = self.state.home or os.environ.get("PEGASUS_HOME") or "~/.pegasus"
-        return Path(home).expanduser().resolve()
+        return Path(self.state.home).expanduser().resolve() if self.state.home else home_dir(os.environ)
+
+    def logs_dir(self) -> Path:
+        return self.state_dir() / "logs"
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """A copy with ``{"section": {"key": value}}`` merged in, validated again."""
@@ -286,8 +294,7 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
     origin = "defaults"
     candidate = path or environ.get("PEGASUS_CONFIG")
     if candidate is None:
-        home = environ.get("PEGASUS_HOME") or "~/.pegasus"
-        implicit = Path(home).expanduser() / "pegasus.toml"
+        implicit = home_dir(environ) / "pegasus.toml"
         candidate = implicit if implicit.is_file() else None
     if candidate is not None:
         file = Path(candidate).expanduser()

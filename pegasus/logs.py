@@ -24,11 +24,10 @@ from typing import Any
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+from pegasus.config import LoggingSettings, Settings
 from pegasus.logfile import SharedLogFile
 
 LOG_FILE = "pegasus.jsonl"
-DEFAULT_MAX_BYTES = 10 * 1024 * 1024
-DEFAULT_BACKUPS = 5
 
 # Fields whose values may be (or contain) what a user, a model or a tool wrote:
 # error strings of stages and tools quote model and tool output, validation
@@ -89,14 +88,19 @@ class _Lines:
     log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
 
 
-def configure(state_dir: Path, level: str = "info", *, content: bool = False,
-              max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> Path:
-    """Send this process's structlog output to the state directory (idempotent per process)."""
+def configure(state_dir: Path, section: LoggingSettings | None = None, *, content: bool | None = None) -> Path:
+    """Send this process's structlog output to the state directory (idempotent per process).
+
+    ``section``: the ``[logging]`` settings (defaults when None); ``content`` overrides its ``content``.
+    """
     global _configured_pid
     path = Path(state_dir) / "logs" / LOG_FILE
     if _configured_pid == os.getpid():
         return path
-    lines = _Lines(SharedLogFile(path, max_bytes=max_bytes, backups=backups))
+    section = section or LoggingSettings()
+    level = section.level
+    content = section.content if content is None else content
+    lines = _Lines(SharedLogFile(path, max_bytes=section.max_bytes, backups=section.backups))
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -114,13 +118,9 @@ def configure(state_dir: Path, level: str = "info", *, content: bool = False,
     return path
 
 
-def configure_from(settings: dict[str, Any]) -> Path:
-    """``configure`` from a settings dict (``Settings.model_dump()``, state.home resolved)."""
-    home = settings.get("state", {}).get("home") or os.environ.get("PEGASUS_HOME") or "~/.pegasus"
-    section = settings.get("logging", {})
-    return configure(Path(home).expanduser(), section.get("level", "info"), content=bool(section.get("content")),
-                     max_bytes=int(section.get("max_bytes", DEFAULT_MAX_BYTES)),
-                     backups=int(section.get("backups", DEFAULT_BACKUPS)))
+def configure_from(settings: Settings) -> Path:
+    """``configure`` with the settings' state directory and ``[logging]`` section."""
+    return configure(settings.state_dir(), settings.logging)
 
 
 def get(component: str, **bound: Any) -> Any:

@@ -20,8 +20,10 @@ Two results need more than the seed's return types, and are expressed as data:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pegasus.errors import PegasusError
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 
 # The error of a tool step that may or may not have had its effect (its worker or
@@ -121,3 +123,27 @@ class Reflector(Protocol):
 class Reasoner(Protocol):
     def run(self, context: TaskContext) -> tuple[dict[str, Any], Plan | None]:
         """The reasoning and the plan (None when more information is needed)."""
+
+
+class StageError(PegasusError):
+    """An llm-stage processor failed; ``stage`` names the stage, ``message`` says why."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"stage {stage!r} failed: {message}")
+        self.stage = stage
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable although __init__ takes two arguments
+        return (type(self), (self.stage, self.message))
+
+
+@dataclass(frozen=True)
+class Processors:
+    """One set of stateless processors (seed 004), shared by every task a worker serves."""
+
+    perceiver: Perceiver
+    thinker: Thinker
+    planner: Planner
+    step_runner: StepRunner
+    reflector: Reflector
+    reasoner: Reasoner

@@ -26,17 +26,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, plan_results
+from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
-from pegasus.cognitive.stages import Processors, StageError
+from pegasus.config import Settings
 from pegasus.llm import prompts, usage
-from pegasus.llm.client import ChatClient, Completion, LLMConfig, LLMError, LLMRateLimited
+from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
@@ -371,14 +371,14 @@ class LLMStepRunner:
         return self.inner.run_step(context, step)
 
 
-def llm_processors(settings: Mapping[str, Any], tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
+def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
     """The processors of ``[llm] provider = "openai"``: every stage asks the configured model."""
-    caller = ModelCaller(client or ChatClient(LLMConfig.from_settings(settings)), tools)
+    caller = ModelCaller(client or ChatClient(settings.llm), tools)
     return Processors(
         perceiver=LLMPerceiver(caller),
         thinker=LLMThinker(caller),
         planner=LLMPlanner(caller),
         step_runner=LLMStepRunner(OfflineStepRunner(tools)),
         reflector=LLMReflector(caller),
-        reasoner=LLMReasoner(caller, int(settings.get("llm", {}).get("max_tool_calls", 20))),
+        reasoner=LLMReasoner(caller, settings.llm.max_tool_calls),
     )

@@ -21,18 +21,14 @@ Decisions:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pegasus.cognitive.base import (
     QUESTION,
-    Perceiver,
-    Planner,
-    Reasoner,
-    Reflector,
-    StepRunner,
-    Thinker,
+    Processors,
+    StageError,
     failed_steps,
     jsonable,
     needs_more_info,
@@ -46,7 +42,7 @@ from pegasus.cognitive.offline import (
     OfflineStepRunner,
     OfflineThinker,
 )
-from pegasus.errors import PegasusError
+from pegasus.config import Settings
 from pegasus.llm.usage import metering
 from pegasus.task.events import EventType
 from pegasus.task.models import ActionResult, PlanStep, TaskContext
@@ -57,18 +53,6 @@ from pegasus.tools.registry import ToolRegistry
 LLM_STAGES = ("perceive", "think", "plan", "reflect", "reason")
 TOOL_STAGES = ("act",)
 MACHINES = ("classic", "reason_act")
-
-
-class StageError(PegasusError):
-    """An llm-stage processor failed; ``stage`` names the stage, ``message`` says why."""
-
-    def __init__(self, stage: str, message: str) -> None:
-        super().__init__(f"stage {stage!r} failed: {message}")
-        self.stage = stage
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable although __init__ takes two arguments
-        return (type(self), (self.stage, self.message))
 
 
 def pool_for(stage: str) -> str:
@@ -93,18 +77,6 @@ class StageOutcome:
     usage: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class Processors:
-    """One set of stateless processors (seed 004), shared by every task a worker serves."""
-
-    perceiver: Perceiver
-    thinker: Thinker
-    planner: Planner
-    step_runner: StepRunner
-    reflector: Reflector
-    reasoner: Reasoner
-
-
 def offline_processors(tools: ToolRegistry | None = None, *,
                        timer: Callable[[], float] = time.perf_counter) -> Processors:
     """The deterministic offline set; ``timer`` measures step durations (tests pass a fixed one)."""
@@ -120,22 +92,17 @@ def offline_processors(tools: ToolRegistry | None = None, *,
     )
 
 
-PROVIDERS = ("offline", "openai")
-
-
-def processors_for(settings: Mapping[str, Any], tools: ToolRegistry | None = None) -> Processors:
+def processors_for(settings: Settings, tools: ToolRegistry | None = None) -> Processors:
     """The processor set ``[llm] provider`` names, with the tools of ``settings`` (``registry_for``).
 
     "offline" (the default): the deterministic set.  "openai": the llm set, on any
     OpenAI-compatible endpoint (``[llm] base_url``, ``model``, ``api_key_env``).
     """
-    provider = str(settings.get("llm", {}).get("provider", "offline"))
-    if provider not in PROVIDERS:
-        raise ValueError(f"unknown llm provider {provider!r}; providers are {', '.join(PROVIDERS)}")
-    tools = tools if tools is not None else registry_for(dict(settings))
-    if provider == "offline":
+    tools = tools if tools is not None else registry_for(settings)
+    if settings.llm.provider == "offline":
         return offline_processors(tools)
-    from pegasus.cognitive.llm import llm_processors  # noqa: PLC0415 - it imports this module
+    # Imported here: an offline worker never loads the model client (the openai SDK and its imports).
+    from pegasus.cognitive.llm import llm_processors  # noqa: PLC0415
 
     return llm_processors(settings, tools)
 

@@ -7,7 +7,6 @@ Nothing here imports Thespian; ``openai`` is imported on the first call only.
 from pegasus.llm.client import (
     ChatClient,
     Completion,
-    LLMConfig,
     LLMConfigError,
     LLMError,
     LLMRateLimited,
@@ -19,7 +18,7 @@ from pegasus.llm.ratelimit import RateLimiter, RateLimiters, estimate_tokens
 from pegasus.llm.usage import UsageMeter, metering, record
 
 __all__ = [
-    "ChatClient", "Completion", "LLMConfig", "LLMConfigError", "LLMError", "LLMRateLimited", "LLMTimeout",
+    "ChatClient", "Completion", "LLMConfigError", "LLMError", "LLMRateLimited", "LLMTimeout",
     "RateLimiter", "RateLimiters", "ToolCall", "UsageMeter", "estimate_tokens", "metering", "record",
     "retry_after_seconds",
 ]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from pegasus.config import Settings
 from pegasus.llm.ratelimit import RateLimiter, RateLimiters, estimate_tokens
 from pegasus.task.models import TaskContext
 
@@ -28,14 +29,13 @@ class LlmBudget:
         self.limiter, self.max_output_tokens, self.clock = limiter, max_output_tokens, clock
 
     @classmethod
-    def for_pool(cls, pool: str, settings: dict[str, Any],
+    def for_pool(cls, pool: str, settings: Settings,
                  clock: Callable[[], float] = time.monotonic) -> LlmBudget | None:
         """The budget of the ``llm`` pool of a system that talks to a model; None otherwise."""
-        llm = settings.get("llm", {})
-        if pool != "llm" or llm.get("provider", "offline") == "offline":
+        llm = settings.llm
+        if pool != "llm" or llm.provider == "offline":
             return None
-        limiter = RateLimiters.from_settings(settings).for_model(str(llm.get("model", "")))
-        return cls(limiter, int(llm.get("max_output_tokens") or 0), clock)
+        return cls(RateLimiters.from_settings(llm).for_model(llm.model), llm.max_output_tokens, clock)
 
     def admit(self, context: TaskContext | None, key: Hashable) -> float:
         """0.0 when the call may start now (recorded under ``key``); else the seconds to wait."""

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.config import LLMSettings
 from pegasus.errors import PegasusError
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
@@ -67,26 +68,6 @@ class Completion:
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True)
-class LLMConfig:
-    """The ``[llm]`` keys a client needs (see pegasus.config.LLMSettings)."""
-
-    model: str
-    base_url: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 60.0
-    max_retries: int = 2
-    temperature: float = 0.0
-    max_output_tokens: int = 1024
-    json_mode: bool = True
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> LLMConfig:
-        llm = dict(settings.get("llm", {}))
-        names = set(cls.__dataclass_fields__)
-        return cls(**{key: value for key, value in llm.items() if key in names})
-
-
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None."""
     if not headers:
@@ -114,7 +95,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
 class ChatClient:
     """Chat completions on one endpoint and model; the SDK client is made on the first call."""
 
-    def __init__(self, config: LLMConfig, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, config: LLMSettings, *, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
         self._environ = os.environ if environ is None else environ
         self._sdk: Any = None

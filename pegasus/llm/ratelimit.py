@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+from pegasus.config import LLMSettings
 from pegasus.task.models import TaskContext
 
 WINDOW_S = 60.0
@@ -131,9 +132,8 @@ class RateLimiters:
         self._limiters: dict[str, RateLimiter] = {}
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> RateLimiters:
-        llm = settings.get("llm", {})
-        return cls(int(llm.get("rpm", 0)), int(llm.get("tpm", 0)))
+    def from_settings(cls, llm: LLMSettings) -> RateLimiters:
+        return cls(llm.rpm, llm.tpm)
 
     def for_model(self, model: str) -> RateLimiter:
         if model not in self._limiters:

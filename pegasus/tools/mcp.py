@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from pegasus.config import McpSettings
 from pegasus.files import open_private
 from pegasus.tools.registry import Effect, Tool, ToolArgumentError, ToolContext, ToolExecutionError
 
@@ -50,23 +51,19 @@ class McpServerSpec:
 
     name: str
     command: str
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    effect: Effect = "effectful"
-    timeout_s: float = 60.0
-    start_timeout_s: float = 30.0
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    effect: Effect
+    timeout_s: float
+    start_timeout_s: float
     errlog: str | None = None  # a file for the server's stderr; None: discarded
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any], errlog_dir: Path | None = None) -> list[McpServerSpec]:
-        mcp = settings.get("mcp", {})
-        start = float(mcp.get("start_timeout_s", 30.0))
-        return [cls(name=str(s["name"]), command=str(s["command"]), args=tuple(str(a) for a in s.get("args", [])),
-                    env=tuple(sorted((str(k), str(v)) for k, v in dict(s.get("env", {})).items())),
-                    effect=s.get("effect", "effectful"), timeout_s=float(s.get("timeout_s", 60.0)),
-                    start_timeout_s=start,
-                    errlog=str(errlog_dir / f"mcp-{s['name']}.log") if errlog_dir is not None else None)
-                for s in mcp.get("servers", [])]
+    def from_settings(cls, mcp: McpSettings, errlog_dir: Path | None = None) -> list[McpServerSpec]:
+        return [cls(name=s.name, command=s.command, args=tuple(s.args), env=tuple(sorted(s.env.items())),
+                    effect=s.effect, timeout_s=s.timeout_s, start_timeout_s=mcp.start_timeout_s,
+                    errlog=str(errlog_dir / f"mcp-{s.name}.log") if errlog_dir is not None else None)
+                for s in mcp.servers]
 
 
 # -- the loop thread ------------------------------------------------------------------------------

@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
 
+from pegasus.config import Settings
 from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
 from pegasus.tools.mcp import McpProvider, McpServerSpec
-from pegasus.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, ToolError, ToolRegistry
+from pegasus.tools.registry import ToolError, ToolRegistry
 
 
-def _log_dir(settings: dict[str, Any]) -> Path | None:
+def _log_dir(settings: Settings) -> Path | None:
     """``<state dir>/logs`` (MCP servers' stderr goes there), or None when it cannot be made."""
-    from pegasus.config import Settings  # noqa: PLC0415 - config is the edge, read late
-    from pegasus.errors import ConfigError  # noqa: PLC0415
-
     try:
-        path = private_dir(Settings.model_validate(settings).state_dir() / "logs")
-    except (ConfigError, OSError, ValueError, StateDirError):
+        return private_dir(settings.logs_dir())
+    except (OSError, StateDirError):
         return None
-    return path
 
 
 def _load_plugin(entry: str, registry: ToolRegistry) -> None:
@@ -48,7 +44,7 @@ def _load_plugin(entry: str, registry: ToolRegistry) -> None:
                               f"{type(exc).__name__}: {exc}") from None
 
 
-def preflight(settings: dict[str, Any]) -> None:
+def preflight(settings: Settings) -> None:
     """Build the registry ``settings`` configure, before any process is started for it.
 
     An unloadable plugin otherwise lets a system start whose every stage worker
@@ -58,20 +54,17 @@ def preflight(settings: dict[str, Any]) -> None:
     registry_for(settings)
 
 
-def registry_for(settings: dict[str, Any]) -> ToolRegistry:
+def registry_for(settings: Settings) -> ToolRegistry:
     """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers."""
-    tools = settings.get("tools", {})
+    tools = settings.tools
     registry = ToolRegistry(
-        workspace_tools(workspace_root=str(tools.get("workspace_root", "")),
-                        confine_reads=bool(tools.get("confine_reads", True)),
-                        read_allow=[str(path) for path in tools.get("read_allow", [])],
-                        shell_enabled=bool(tools.get("shell_enabled", False)),
-                        shell_timeout_s=float(tools.get("shell_timeout_s", 30.0))),
-        max_output_chars=int(tools.get("max_output_chars", DEFAULT_MAX_OUTPUT_CHARS)))
-    for entry in tools.get("plugins", []):
-        _load_plugin(str(entry), registry)
-    servers = settings.get("mcp", {}).get("servers", [])
-    if servers:
-        for spec in McpServerSpec.from_settings(settings, _log_dir(settings)):
+        workspace_tools(workspace_root=tools.workspace_root, confine_reads=tools.confine_reads,
+                        read_allow=list(tools.read_allow), shell_enabled=tools.shell_enabled,
+                        shell_timeout_s=tools.shell_timeout_s),
+        max_output_chars=tools.max_output_chars)
+    for entry in tools.plugins:
+        _load_plugin(entry, registry)
+    if settings.mcp.servers:
+        for spec in McpServerSpec.from_settings(settings.mcp, _log_dir(settings)):
             registry.add_provider(McpProvider(spec))
     return registry

@@ -6,6 +6,7 @@ import dataclasses
 import pickle
 
 from actors import messages as m
+from pegasus.config import Gate
 from pegasus.task.models import Plan, PlanStep, TaskContext
 
 
@@ -34,7 +35,7 @@ def test_a_forwarded_stage_request_keeps_its_context_as_the_requesters_bytes() -
 
 
 def test_a_stage_request_stays_a_frozen_dataclass() -> None:
-    request = m.StageRequest("t", 1, "gate", gate={"name": "lint", "command": ["true"]})
+    request = m.StageRequest("t", 1, "gate", gate=Gate(name="lint", command=["true"]))
     assert request.context is None and pickle.loads(pickle.dumps(request)).context is None
     try:
         request.context = _context()  # type: ignore[misc]

@@ -92,7 +92,7 @@ def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> 
     reply = client.asys.ask(client.supervisor, bogus, 5)
     assert (reply.request_id, reply.ok, reply.error_type) == ("q", False, "BadRequest")
     with pytest.raises(RequestError, match="already configured with other settings"):
-        client._ask(m.Configure(settings=Settings().model_dump()))
+        client._ask(m.Configure(settings=Settings()))
     assert client.locate()["generation"] == 1  # the guardian: one supervisor so far
     with pytest.raises(RequestError, match="unknown task"):
         client.cancel("missing")
@@ -112,7 +112,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
-    settings = settings_for(tmp_path).model_dump()
+    settings = settings_for(tmp_path)
     [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
     assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
     [request] = asys.ask(pool, "requests", 5)
@@ -134,7 +134,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
 def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_last(asys, tmp_path: Path) -> None:
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
-    settings = settings_for(tmp_path).model_dump()
+    settings = settings_for(tmp_path)
     first = TaskFSM.create("classic", "echo hi", task_id="t1")
     asys.ask(actor, m.StartTask(first.snapshot(), 1, pool, pool, settings), 5)
     asys.ask(actor, m.SuspendTask("t1", "hold"), 5)  # t1 stops: the actor is free
@@ -157,7 +157,7 @@ def test_a_task_actor_that_cannot_take_a_run_exits(asys, tmp_path: Path) -> None
     # process (on_run_lost), instead of the run waiting for ever on a broken actor.
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
-    settings = settings_for(tmp_path).model_dump()
+    settings = settings_for(tmp_path)
     asys.tell(actor, m.StartTask(None, 1, pool, pool, settings))  # no snapshot: the restore raises
     good = TaskFSM.create("classic", "echo hi", task_id="t3").snapshot()
     assert asys.ask(actor, m.StartTask(good, 1, pool, pool, settings), 0.5) is None  # it is gone
@@ -168,7 +168,7 @@ def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path)
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
-    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path).model_dump()), 5)
+    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path)), 5)
     failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
                                                     error_kind="timeout"), 5).reports
     assert failed.to_state == "failed"
@@ -199,7 +199,7 @@ class _Requester(ActorTypeDispatcher):
 
 def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(asys, tmp_path: Path) -> None:
     pool = asys.createActor(StagePool)
-    asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path).model_dump()))
+    asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path)))
     requester = asys.createActor(_Requester)
     asys.tell(requester, (pool, [_act_request(token) for token in (1, 2, 3)]))
     answers = {result.token: (result, from_pool) for result, from_pool in (asys.listen(5) for _ in range(3))}

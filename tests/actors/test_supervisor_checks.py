@@ -56,7 +56,7 @@ def test_configure_fails_naming_an_unloadable_plugin(tmp_path: Path) -> None:
     asys = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
     try:
         supervisor = asys.createActor(Supervisor)
-        settings = settings_for(tmp_path, **BAD_PLUGIN).model_dump()
+        settings = settings_for(tmp_path, **BAD_PLUGIN)
         reply = asys.ask(supervisor, m.Configure(request_id="c", settings=settings), 5)
         assert not reply.ok and reply.error_type == "ToolError"
         assert reply.error == ("tool plugin 'no_such_plugin_module:register' cannot be loaded: "

@@ -155,9 +155,9 @@ def test_gates_pass_in_order_then_done() -> None:
     admission.submit("a", "classic", 5, {}, "t")
     effects = finish(admission, "t1")
     gate = [e for e in effects if isinstance(e, RunGate)][0]
-    assert gate.gate["name"] == "one" and admission.get("t1").state == "verifying"
+    assert gate.gate.name == "one" and admission.get("t1").state == "verifying"
     gate2 = [e for e in admission.on_gate("t1", gate.token, True, {}) if isinstance(e, RunGate)][0]
-    assert gate2.gate["name"] == "two"
+    assert gate2.gate.name == "two"
     assert admission.on_gate("t1", gate.token, True, {}) == []  # stale token ignored
     assert lifecycle_path(admission.on_gate("t1", gate2.token, True, {}), "t1") == ["verified", "done"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pegasus.config import Settings
 from pegasus.llm.budget import MAX_REQUEUES, LlmBudget
 from pegasus.llm.ratelimit import RateLimiter
 from pegasus.task import TaskContext
@@ -15,9 +16,12 @@ class Clock:
 
 
 def test_only_a_model_backed_llm_pool_has_a_budget() -> None:
-    assert LlmBudget.for_pool("llm", {"llm": {"provider": "offline"}}) is None
-    assert LlmBudget.for_pool("tool", {"llm": {"provider": "openai", "model": "m"}}) is None
-    assert LlmBudget.for_pool("llm", {"llm": {"provider": "openai", "model": "m", "tpm": 10}}) is not None
+    def settings(**llm: object) -> Settings:
+        return Settings().with_overrides({"llm": llm})
+
+    assert LlmBudget.for_pool("llm", settings(provider="offline")) is None
+    assert LlmBudget.for_pool("tool", settings(provider="openai", model="m")) is None
+    assert LlmBudget.for_pool("llm", settings(provider="openai", model="m", tpm=10)) is not None
 
 
 def test_requests_per_minute_hold_the_next_call_until_the_window_moves() -> None:

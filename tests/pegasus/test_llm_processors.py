@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from pegasus.config import Settings
+from pegasus.errors import ConfigError
 from pegasus.cognitive.llm import LLMPerceiver, RateLimited, json_object
 from pegasus.cognitive.offline import OfflinePerceiver
 from pegasus.cognitive.stages import StageError, processors_for, run_stage
@@ -28,10 +30,10 @@ def server() -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def settings(server: FakeOpenAI, **llm: Any) -> dict[str, Any]:
+def settings(server: FakeOpenAI, **llm: Any) -> Settings:
     base = {"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "",
             "max_retries": 0, "timeout_s": 5.0}
-    return {"llm": {**base, **llm}}
+    return Settings().with_overrides({"llm": {**base, **llm}})
 
 
 def stage(server: FakeOpenAI, name: str, context: TaskContext, machine: str = "classic", **llm: Any):
@@ -213,14 +215,14 @@ def test_no_key_needed_sends_a_placeholder(server: FakeOpenAI) -> None:
 
 
 def test_processors_for_selects_by_provider(server: FakeOpenAI) -> None:
-    assert isinstance(processors_for({}).perceiver, OfflinePerceiver)
+    assert isinstance(processors_for(Settings()).perceiver, OfflinePerceiver)
     assert isinstance(processors_for(settings(server)).perceiver, LLMPerceiver)
-    with pytest.raises(ValueError, match="unknown llm provider"):
-        processors_for({"llm": {"provider": "telepathy"}})
+    with pytest.raises(ConfigError, match="llm.provider"):  # an unknown provider never gets this far
+        Settings().with_overrides({"llm": {"provider": "telepathy"}})
 
 
 def test_offline_outcomes_carry_no_usage() -> None:
-    outcome = run_stage(processors_for({}), "perceive", TaskContext(input_text="echo hi"), machine="classic")
+    outcome = run_stage(processors_for(Settings()), "perceive", TaskContext(input_text="echo hi"), machine="classic")
     assert outcome.usage is None
 
 

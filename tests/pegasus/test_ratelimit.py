@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pegasus.config import LLMSettings
 from pegasus.llm.ratelimit import DEFAULT_OUTPUT_TOKENS, RateLimiter, RateLimiters, estimate_tokens
 from pegasus.task.models import ActionResult, TaskContext
 
@@ -99,7 +100,7 @@ def test_bad_budgets_are_refused() -> None:
 
 
 def test_one_limiter_per_model_from_settings() -> None:
-    limiters = RateLimiters.from_settings({"llm": {"rpm": 1, "tpm": 0}})
+    limiters = RateLimiters.from_settings(LLMSettings(rpm=1, tpm=0))
     assert limiters.for_model("a") is limiters.for_model("a")
     limiters.for_model("a").reserve(1, 0.0)
     assert limiters.for_model("a").reserve(1, 0.0) > 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pegasus.config import Settings
 from pegasus.tools import beneath
 from pegasus.tools.beneath import EscapeError, open_beneath
 from pegasus.tools.plugins import registry_for
@@ -95,7 +96,7 @@ def test_make_parents_creates_missing_directories_inside(tree: tuple[int, Path],
 def test_a_fifo_is_refused_without_hanging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     os.mkfifo(tmp_path / "pipe")
-    registry = registry_for({})
+    registry = registry_for(Settings())
     with pytest.raises(ToolExecutionError, match="pipe is not a regular file"):
         registry.call("read_file", {"path": "pipe"}, ToolContext(tmp_path))
     with pytest.raises(ToolExecutionError, match="pipe: No such device"):  # no reader: refused at open
@@ -124,7 +125,7 @@ def test_a_parent_swapped_for_a_symlink_never_lets_a_read_or_write_out(tmp_path:
     outside.mkdir()
     (workspace / "sub" / "f.txt").write_text("inside")
     (outside / "f.txt").write_text("OUTSIDE")
-    registry = registry_for({"tools": {"workspace_root": str(workspace), "confine_reads": True}})
+    registry = registry_for(Settings().with_overrides({"tools": {"workspace_root": str(workspace), "confine_reads": True}}))
     ctx = ToolContext(workspace)
     swapper = multiprocessing.get_context("fork").Process(target=_swap_forever, args=(workspace, outside), daemon=True)
     swapper.start()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pegasus.config import Settings
 from pegasus.tools import mcp
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolArgumentError, ToolExecutionError, ToolNotFoundError, ToolRegistry
@@ -20,10 +21,10 @@ from pegasus.tools.registry import ToolArgumentError, ToolExecutionError, ToolNo
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 
 
-def mcp_settings(tmp_path: Path, **server: Any) -> dict[str, Any]:
+def mcp_settings(tmp_path: Path, **server: Any) -> Settings:
     entry = {"name": "demo", "command": sys.executable, "args": [SERVER], "timeout_s": 10.0, **server}
-    return {"mcp": {"servers": [entry], "start_timeout_s": 20.0}, "state": {"home": str(tmp_path / "state")},
-            "tools": {"max_output_chars": 500}}
+    return Settings().with_overrides({"mcp": {"servers": [entry], "start_timeout_s": 20.0},
+                                      "state": {"home": str(tmp_path / "state")}, "tools": {"max_output_chars": 500}})
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pegasus.config import Settings
 from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.task.models import PlanStep, TaskContext
 from pegasus.tools.plugins import registry_for
@@ -33,7 +34,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def tools(**settings: object):
-    return registry_for({"tools": settings})
+    return registry_for(Settings().with_overrides({"tools": settings}))
 
 
 def test_write_file_writes_and_appends_inside_the_workspace(workspace: Path) -> None:
