@@ -20,7 +20,6 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from actors import procs
 from pegasus import files

@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 from itertools import count
-from typing import Any
 
 from pegasus.config import LLMSettings
 from pegasus.task.models import TaskContext

@@ -30,7 +30,6 @@ from typing import Any
 
 import msgpack
 
-from pegasus.errors import PegasusError
 from pegasus.files import PRIVATE_FILE, open_private, private_dir, write_private
 from pegasus.idempotency import Claim
 from pegasus.store import backup as backups, integrity

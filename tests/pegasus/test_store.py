@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Store, StoreError, kind_for, rebuild
+from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Store, kind_for, rebuild
 from pegasus.store import delta
 from pegasus.store.checkpoint import encode_full
 from pegasus.store.journal import FINISHED, INTERRUPTED_STATUS, StepEnd

@@ -1,0 +1,117 @@
+"""The conversation with clients: requests to the supervisor (and the guardian), and the Reply to each.
+
+Requests are pydantic models: the supervisor validates each again on arrival
+(``revalidate``), so a request built with wrong field types (by a buggy client,
+bypassing the constructor) gets a clear error reply instead of corrupting a task.
+Transitions stream to subscribers as ``TransitionNotice`` (pegasus.admission).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - what subscribers receive
+from pegasus.config import Settings
+from pegasus.idempotency import MAX_KEY_LENGTH
+
+
+class Request(BaseModel):
+    """Base of every client request; ``request_id`` comes back in the Reply."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    request_id: str = ""
+
+class Configure(Request):
+    """Guardian -> supervisor, once: the settings the system runs with."""
+
+    settings: Settings
+
+class Submit(Request):
+    text: str
+    machine: Literal["classic", "reason_act"] | None = None
+    priority: int = Field(5, ge=0, le=1_000_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = "cli"
+    follow: bool = False  # subscribe the sender to this task before its first transition
+    # Idempotency key: a key already used answers the task it created (pegasus.idempotency).
+    key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LENGTH)
+
+MAX_BATCH = 1000  # tasks in one SubmitMany
+
+class SubmitMany(Request):
+    """Several tasks in one request: every one is created, or none is (the first bad one named)."""
+
+    tasks: list[Submit] = Field(min_length=1, max_length=MAX_BATCH)
+
+class Get(Request):
+    task_id: str
+
+class ListTasks(Request):
+    state: str | None = None
+    limit: int = Field(1000, ge=1)
+
+class History(Request):
+    task_id: str
+
+class Suspend(Request):
+    task_id: str
+    reason: str = "suspended by request"
+
+class Resume(Request):
+    task_id: str
+    message: str | None = None
+
+class Cancel(Request):
+    task_id: str
+    reason: str = "canceled by request"
+
+class Approve(Request):
+    task_id: str
+
+class Retry(Request):
+    task_id: str
+
+class Subscribe(Request):
+    """Stream TransitionNotice messages for one task (or all when task_id is None)."""
+
+    task_id: str | None = None
+
+class Unsubscribe(Request):
+    pass
+
+class Stats(Request):
+    pass
+
+class Backup(Request):
+    """Copy the database to ``path`` (absolute, on the supervisor's machine) with SQLite's backup API."""
+
+    path: str = Field(min_length=1)
+    overwrite: bool = False
+
+class Locate(Request):
+    """Client -> guardian: where is the supervisor?  Answered once it is up (Reply data: supervisor, generation)."""
+
+def revalidate(request: Request) -> Request:
+    """Validate a received request again; ValueError with a clear text if malformed."""
+    try:
+        data = {name: getattr(request, name) for name in type(request).model_fields}
+    except AttributeError as exc:  # built with model_construct and a field missing
+        raise ValueError(f"malformed {type(request).__name__}: {exc}") from None
+    try:
+        return type(request).model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"malformed {type(request).__name__}: {problems}") from None
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer to every request: ``ok`` with ``data``, or an error with its kind."""
+
+    request_id: str
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    error_type: str | None = None

@@ -1,0 +1,203 @@
+"""The conversation of stage work: task actors, the pools, their workers, and the journal of effectful steps."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from actors.messages.base import _Brief
+from pegasus.config import Gate, Settings
+
+
+class _Pickled(bytes):
+    """A field's value as its sender pickled it (see ``_PickledOnce``)."""
+
+    __slots__ = ()
+
+class _PickledOnce:
+    """A dataclass field that travels pickled once and is decoded only where it is read.
+
+    A pool passes a StageRequest's task context on to a worker without reading it
+    (unless a rate budget estimates its tokens).  As a plain field, Thespian
+    unpickled the whole TaskContext in the pool and pickled it again for the
+    worker on every stage (the pool's part, timed in a loop: 48 us; now 9 us).
+    Now the requester's pickle is kept as bytes until someone reads the field.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return None  # the field's default
+        value = instance.__dict__[self.slot]
+        if type(value) is _Pickled:
+            value = instance.__dict__[self.slot] = pickle.loads(value)
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self.slot] = value
+
+    def pickled(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` (an instance's ``__dict__``) with this field as bytes, pickled now if it is not yet."""
+        value = state.get(self.slot)
+        if value is not None and type(value) is not _Pickled:
+            state = {**state, self.slot: _Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))}
+        return state
+
+@dataclass(frozen=True, repr=False)
+class StageRequest(_Brief):
+    """Run one stage (or one verification gate) for a task, before the deadline.
+
+    ``context`` (the TaskContext) travels as its requester pickled it and is
+    decoded where it is read: in the worker, not in the pool that forwards it.
+    """
+
+    task_id: str
+    token: int
+    stage: str
+    machine: str = ""
+    context: Any = _PickledOnce()
+    step_index: int | None = None
+    gate: Gate | None = None
+    timeout_s: float | None = None
+    idempotency_key: str | None = None
+    # An effectful tool step: the worker asks this supervisor (StepStarting) before it runs
+    # the tool, and runs it only on a go.  None: the step is not journalled as started.
+    journal_to: Any = None
+    run: int = 0  # the task's run that asked (the supervisor refuses a step of a run that is over)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return StageRequest.__dict__["context"].pickled(self.__dict__)
+
+@dataclass(frozen=True, repr=False)
+class StageResult(_Brief):
+    """A stage's outcome: the event to apply (ok) or why it failed."""
+
+    task_id: str
+    token: int
+    stage: str
+    ok: bool
+    event_type: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", ""] = ""
+    worker: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class StepStarting:
+    """Worker -> supervisor: about to run an effectful tool step; journal it as started first."""
+
+    key: str
+    task_id: str
+    run: int
+    step_index: int
+    tool: str | None
+    job: int  # the worker's pool job: the answer names it
+
+@dataclass(frozen=True)
+class StepGo:
+    """Supervisor -> worker: run the step (``go``: its ``started`` row is committed) or not.
+
+    Not: its run is over (``existing`` None), or the key already has a row
+    (``existing``): the step started before, maybe ran, and is never run again.
+    """
+
+    key: str
+    job: int
+    go: bool
+    reason: str = ""
+    existing: dict[str, Any] | None = None
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str
+    size: int
+    queue_limit: int
+    timeout_s: float
+    settings: Settings
+    prefetch: int = 0  # requests a busy worker may hold besides the one it runs (llm pool only)
+
+@dataclass(frozen=True)
+class WorkerInit:
+    pool: str
+    index: int
+    settings: Settings
+
+@dataclass(frozen=True)
+class WorkerReady:
+    index: int
+    pid: int
+    host: str
+
+@dataclass(frozen=True, repr=False)
+class Work(_Brief):
+    """Pool -> worker: one request to run, tagged with the pool's job number.
+
+    ``reply_to`` is the requester: the worker answers it directly (one send
+    less on every hop) and tells the pool only that it is free again.
+    """
+
+    job: int
+    request: StageRequest
+    reply_to: Any = None
+
+@dataclass(frozen=True, repr=False)
+class WorkDone(_Brief):
+    """Worker -> pool: the job is over.  ``result`` is None when the worker already
+    answered the requester; ``worker`` then carries what the pool accounts for
+    (the model usage, for the llm pool's rate budget)."""
+
+    job: int
+    result: StageResult | None = None
+    worker: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class PoolStatsRequest:
+    ask_id: int
+
+@dataclass(frozen=True)
+class PoolStats:
+    ask_id: int
+    name: str
+    size: int
+    busy: int
+    queued: int
+    replaced: int
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    # The convention members the pool knows: name, address, local (the admin the pool
+    # runs on), workers (this pool's, on it), wanted (what it advertises for this pool),
+    # capabilities (pegasus.*) and failed_placements.
+    members: list[dict[str, Any]] = field(default_factory=list)
+
+@dataclass(frozen=True)
+class CancelTask:
+    """Supervisor -> pools: the task is canceled; drop its queued requests, end its running stage."""
+
+    task_id: str
+
+@dataclass(frozen=True)
+class DeadlineCheck:
+    """A pool's wakeup payload: end the jobs whose deadline has passed.
+
+    One such wakeup is pending at a time (for the earliest deadline), not one
+    per job: Thespian keeps pending wakeups in a list it sorts, with a
+    Python-level comparison, on every ``wakeupAfter`` -- with a timer per job
+    (thousands pending at a 120 s timeout) that sort was half of an llm pool's
+    CPU in a 10,000-task run.
+    """
+
+@dataclass(frozen=True)
+class QueueDeadline:
+    """Wakeup payload of a pool: queued request ``seq`` waited its stage timeout with no worker to run it."""
+
+    seq: int
+
+@dataclass(frozen=True)
+class BudgetWakeup:
+    """Wakeup payload of the llm pool: the model's rate budget may admit the next call now."""
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """Wakeup payload of a pool: look whether a busy local worker's process is stopped (hung)."""

@@ -1,0 +1,106 @@
+"""Every message of every conversation survives pickling (Thespian sends them pickled), with a sample of each.
+
+A message class added to a conversation without a sample here fails
+``test_every_message_of_a_conversation_has_a_sample``: its round trip is then
+written, not forgotten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from thespian.actors import ActorAddress
+from thespian.system.transport.IPBase import TCPv4ActorAddress
+
+from actors.messages import convention, requests, stage_work, supervision, task_run
+from pegasus.admission import TransitionNotice
+from pegasus.config import Gate, Settings
+from pegasus.store.journal import StepEnd
+from pegasus.task import TaskFSM
+from pegasus.task.models import Plan, PlanStep
+
+ADDRESS = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
+
+
+def _fsm() -> TaskFSM:
+    fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
+    fsm.context.plan = Plan(goal="g", steps=[PlanStep(index=0, description="echo", action_params={"tool": "echo"})])
+    return fsm
+
+
+def _samples() -> dict[ModuleType, list[Any]]:
+    fsm, settings = _fsm(), Settings()
+    request = stage_work.StageRequest("t1", 2, "act", "classic", fsm.context, 0, idempotency_key="t1/a1.0/i0/s0",
+                                      journal_to=ADDRESS, run=1)
+    result = stage_work.StageResult("t1", 2, "act", True, "TOOL_CALL_COMPLETED", {"result": {"ok": 1}},
+                                    worker={"pid": 7})
+    moved = task_run.TaskTransitioned("t1", 1, "acting", "reflecting", "TOOL_CALL_COMPLETED", "2026-01-01T00:00:00+00:00",
+                                      {"stage": "act"}, ("delta", b"\x81"),
+                                      StepEnd("t1/a1.0/i0/s0", "finished", b"\x80", 0, "echo", "effectful"), 42)
+    return {
+        requests: [
+            requests.Request(request_id="r"), requests.Configure(request_id="c", settings=settings),
+            requests.Submit(text="echo hi", machine="reason_act", priority=2, metadata={"a": [1]}, key="k"),
+            requests.SubmitMany(tasks=[requests.Submit(text="a"), requests.Submit(text="b")]),
+            requests.Get(task_id="t1"), requests.ListTasks(state="done", limit=5), requests.History(task_id="t1"),
+            requests.Suspend(task_id="t1"), requests.Resume(task_id="t1", message="more"),
+            requests.Cancel(task_id="t1"), requests.Approve(task_id="t1"), requests.Retry(task_id="t1"),
+            requests.Subscribe(task_id="t1"), requests.Unsubscribe(), requests.Stats(),
+            requests.Backup(path="/tmp/b.db"), requests.Locate(request_id="l"),
+            requests.Reply("r", True, data={"task_id": "t1"}), requests.Reply("r", False, error="no", error_type="X"),
+            TransitionNotice("t1", "lifecycle", "draft", "approved", "TASK_APPROVED", "now", {"reason": "auto"}),
+        ],
+        task_run: [
+            task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, settings, "MESSAGE_RECEIVED", {"text": "x"}, "1.0",
+                               {"k": {"status": "finished"}}),
+            task_run.SuspendTask("t1", "wait"), moved,
+            task_run.TaskReports("t1", 1, (moved,)), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
+        ],
+        stage_work: [
+            request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
+            stage_work.StepStarting("t1/a1.0/i0/s0", "t1", 1, 0, "echo", 3),
+            stage_work.StepGo("t1/a1.0/i0/s0", 3, False, reason="the run is over", existing={"status": "started"}),
+            stage_work.PoolConfig("llm", 3, 100, 120.0, settings, 1), stage_work.WorkerInit("tool", 0, settings),
+            stage_work.WorkerReady(0, 1234, "host"), stage_work.Work(5, request, ADDRESS),
+            stage_work.WorkDone(5, result, {"usage": {"calls": 1}}), stage_work.PoolStatsRequest(9),
+            stage_work.PoolStats(9, "llm", 3, 1, 0, 0, [{"index": 0}], [{"name": "m"}]), stage_work.CancelTask("t1"),
+            stage_work.DeadlineCheck(), stage_work.QueueDeadline(4), stage_work.BudgetWakeup(), stage_work.HealthCheck(),
+        ],
+        convention: [convention.PlacementDeadline(2, 7)],
+        supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe()],
+    }
+
+
+def _message_classes(module: ModuleType) -> set[type]:
+    """The messages a conversation defines: its public classes (not those it imports)."""
+    return {cls for name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and not name.startswith("_")}
+
+
+CONVERSATIONS = [requests, task_run, stage_work, convention, supervision]
+
+
+def _same(one: Any, other: Any) -> bool:
+    if dataclasses.is_dataclass(one) or isinstance(one, BaseModel):
+        return type(one) is type(other) and one == other
+    return one == other
+
+
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.rsplit(".", 1)[1])
+def test_every_message_of_a_conversation_round_trips_through_pickle(conversation: ModuleType) -> None:
+    for message in _samples()[conversation]:
+        again = pickle.loads(pickle.dumps(message))
+        assert _same(again, message), type(message).__name__
+        assert type(again).__module__ == type(message).__module__  # Thespian finds it by module path
+
+
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.rsplit(".", 1)[1])
+def test_every_message_of_a_conversation_has_a_sample(conversation: ModuleType) -> None:
+    sampled = {type(message) for message in _samples()[conversation]}
+    assert _message_classes(conversation) <= sampled, _message_classes(conversation) - sampled
