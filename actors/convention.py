@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from actors import _frames, ownership
+from actors.client import Client, resolved
 from actors.system import (
-    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, stop_daemon, validate,
+    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, start_system, stop_daemon, validate,
 )
 from pegasus import files
 from pegasus.config import Settings
@@ -131,8 +132,6 @@ def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int |
     supervisor say ``[convention] lead = true``, so its pools place workers on
     members as they join.
     """
-    from actors.client import Client, resolved  # here: client imports the supervisor, which imports the pools
-    from actors.system import start_system
 
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
     preflight(settings)
@@ -162,8 +161,6 @@ def join(settings: Settings, leader: str | None = None, capabilities: dict[str, 
     that refuses the member's frames (another key) is an error: the member is
     stopped.
     """
-    from actors.client import resolved
-
     spec = member_spec(resolved(settings), leader, capabilities)
     validate(spec)
     if (spec.advertised or spec.bind, spec.admin_port) == spec.convention_leader:
@@ -208,21 +205,6 @@ def _refused_by_leader(spec: SystemSpec) -> bool:
     finally:
         detach(asys)
     return bool(_frames.rejected_count(spec.state_dir))
-
-
-def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every convention member the pools know, with its workers per pool (for the stats reply).
-
-    ``pools`` maps a pool name to its stats part (``members`` as in PoolStats).
-    """
-    merged: dict[str, dict[str, Any]] = {}
-    for name, part in pools.items():
-        for member in part.get("members", []):
-            row = merged.setdefault(member["name"], {
-                "name": member["name"], "address": member["address"], "local": member["local"],
-                "capabilities": member["capabilities"], "joined": member["joined"], "workers": {}})
-            row["workers"][name] = member["workers"]
-    return sorted(merged.values(), key=lambda row: (not row["local"], row["name"]))
 
 
 def describe_members(stats: dict[str, Any]) -> str:

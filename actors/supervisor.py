@@ -26,7 +26,6 @@ from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispa
 from actors import messages as m
 from actors import procs
 from actors._frames import UnreadableMessage, rejected_count
-from actors.convention import members_view
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
@@ -36,6 +35,7 @@ from pegasus.admission import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.stats import members_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreReplaced, StoreUnavailable
 from pegasus.metadata import check_metadata
