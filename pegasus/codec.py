@@ -1,9 +1,11 @@
-"""The one msgpack codec for every persisted or transported Pegasus record.
+"""The one msgpack codec of Pegasus: typed records, and plain values.
 
-A record is an envelope ``{"pegasus": VERSION, "type": NAME, "data": {...}}``:
-the version and type are checked on decode, so bytes of another program, of a
-future format or of a truncated write fail with a clear CodecError instead of
-a half-built object.
+A record (``encode``/``decode``) is an envelope ``{"pegasus": VERSION, "type":
+NAME, "data": {...}}``: the version and type are checked on decode, so bytes of
+another program, of a future format or of a truncated write fail with a clear
+CodecError instead of a half-built object.  A plain value (``pack``/``unpack``:
+JSON-like data such as a checkpoint's delta, a journal result, a task's
+metadata column) is msgpack with the same options everywhere.
 """
 
 from __future__ import annotations
@@ -36,13 +38,25 @@ def register(cls: type[M]) -> type[M]:
     return cls
 
 
+def pack(value: Any) -> bytes:
+    """A JSON-like value as msgpack (bytes stay bytes, strings stay strings)."""
+    data: bytes = msgpack.packb(value, use_bin_type=True)
+    return data
+
+
+UNPACK_ERRORS = (msgpack.UnpackException, ValueError)  # what ``unpack`` raises for bytes that are not a value
+
+
+def unpack(data: bytes | bytearray | memoryview) -> Any:
+    """The value ``pack`` made; one of ``UNPACK_ERRORS`` when it is not one."""
+    return msgpack.unpackb(data, raw=False)
+
+
 def encode(record: BaseModel) -> bytes:
     name = type(record).__name__
     if _REGISTRY.get(name) is not type(record):
         raise CodecError(f"{name} is not a registered Pegasus record type")
-    envelope = {"pegasus": VERSION, "type": name, "data": record.model_dump(mode="json")}
-    data: bytes = msgpack.packb(envelope, use_bin_type=True)
-    return data
+    return pack({"pegasus": VERSION, "type": name, "data": record.model_dump(mode="json")})
 
 
 def decode(data: bytes, expected: type[M] | None = None) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
 from pydantic import ValidationError
 
 from pegasus import codec
@@ -58,9 +57,7 @@ class Checkpointer:
             data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
             change = deltas.diff(self._base, current)
-            packed: bytes = msgpack.packb({"format": FORMAT, "delta": change, "metadata": task.metadata},
-                                          use_bin_type=True)
-            data = packed
+            data = codec.pack({"format": FORMAT, "delta": change, "metadata": task.metadata})
         self._base = current
         return data
 
@@ -81,12 +78,12 @@ def rebuild(task_id: str, rows: list[Any]) -> TaskSnapshot:
     metadata = dict(base.metadata)
     for row in rows[1:]:
         try:
-            record = msgpack.unpackb(row.data, raw=False)
+            record = codec.unpack(row.data)
             if not isinstance(record, dict) or record.get("format") != FORMAT:
                 raise ValueError("not a delta record of a known format")
             context = deltas.apply(context, record["delta"])
             metadata = dict(record.get("metadata") or metadata)
-        except (ValueError, KeyError, TypeError, IndexError, msgpack.UnpackException) as exc:
+        except (KeyError, TypeError, IndexError, *codec.UNPACK_ERRORS) as exc:
             raise CorruptCheckpoint(f"checkpoint {row.id} of task {task_id} is unreadable: {exc}") from None
     try:
         rebuilt = TaskContext.model_validate(context)

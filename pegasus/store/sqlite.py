@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -28,13 +27,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
+from pegasus import codec
+from pegasus.codec import pack
 from pegasus.files import PRIVATE_FILE, open_private, private_dir, write_private
 from pegasus.idempotency import Claim
 from pegasus.store import backup as backups, integrity
 from pegasus.store.errors import StaleStateError, StoreError, StoreUnavailable, classify
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
+from pegasus.store.schema import JOURNAL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, TABLES, TASK_COLUMNS
 from pegasus.task.events import new_id
 
 __all__ = ["DB_FILE", "MIGRATIONS", "SCHEMA_VERSION", "Checkpoint", "StaleStateError", "Store", "StoreError"]
@@ -42,85 +42,11 @@ __all__ = ["DB_FILE", "MIGRATIONS", "SCHEMA_VERSION", "Checkpoint", "StaleStateE
 DB_FILE = "pegasus.db"
 MARKER = DB_FILE + ".created"  # written beside the store of a state directory when it is first opened
 
-# Each entry migrates the schema from version i to i + 1.  Never edit a shipped
-# entry: append a new one.
-MIGRATIONS: list[list[str]] = [
-    [
-        """CREATE TABLE tasks (
-            task_id TEXT PRIMARY KEY, machine TEXT NOT NULL, lifecycle_state TEXT NOT NULL,
-            cognitive_state TEXT NOT NULL, priority INTEGER NOT NULL, seq INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 1, runs INTEGER NOT NULL DEFAULT 0,
-            gate_failures INTEGER NOT NULL DEFAULT 0, exit_reason TEXT, error TEXT,
-            input TEXT NOT NULL, source TEXT NOT NULL, metadata BLOB, result BLOB,
-            pending_resume BLOB, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
-        "CREATE INDEX tasks_by_state ON tasks (lifecycle_state)",
-        """CREATE TABLE checkpoints (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, run INTEGER NOT NULL,
-            kind TEXT NOT NULL CHECK (kind IN ('full', 'delta')), state TEXT NOT NULL,
-            data BLOB NOT NULL, created_at TEXT NOT NULL)""",
-        "CREATE INDEX checkpoints_by_task ON checkpoints (task_id, id)",
-        """CREATE TABLE transitions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, machine TEXT NOT NULL,
-            run INTEGER NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, event TEXT NOT NULL,
-            detail BLOB, created_at TEXT NOT NULL)""",
-        "CREATE INDEX transitions_by_task ON transitions (task_id, id)",
-        """CREATE TABLE audit (
-            audit_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, level TEXT NOT NULL,
-            event_type TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL)""",
-        "CREATE INDEX audit_by_task ON audit (task_id, created_at)",
-        """CREATE TABLE journal (
-            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
-            tool TEXT, effect TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('started', 'finished')),
-            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
-        "CREATE INDEX journal_by_task ON journal (task_id)",
-    ],
-    [
-        # Idempotency keys (pegasus.idempotency): the task a key's first request created, for good.
-        """CREATE TABLE idempotency (
-            scope TEXT NOT NULL, key TEXT NOT NULL, task_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
-            created_at TEXT NOT NULL, PRIMARY KEY (scope, key))""",
-        # Small facts about the store itself (the supervisor's write probe after a failed write).
-        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ],
-    [  # 3: a journal status for a step that started and whose outcome is unknown (issue 15)
-        """CREATE TABLE journal_v2 (
-            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
-            tool TEXT, effect TEXT NOT NULL,
-            status TEXT NOT NULL CHECK (status IN ('started', 'finished', 'interrupted')),
-            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
-        "INSERT INTO journal_v2 SELECT * FROM journal",
-        "DROP TABLE journal",
-        "ALTER TABLE journal_v2 RENAME TO journal",
-        "CREATE INDEX journal_by_task ON journal (task_id)",
-    ],
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _tables_after(migrations: list[list[str]]) -> set[str]:
-    """The tables a store has once every migration ran (created, less dropped, renamed followed)."""
-    tables: set[str] = set()
-    for statement in (statement for step in migrations for statement in step):
-        tables.update(re.findall(r"CREATE TABLE (\w+)", statement))
-        tables.difference_update(re.findall(r"DROP TABLE (\w+)", statement))
-        for old_name, new_name in re.findall(r"ALTER TABLE (\w+) RENAME TO (\w+)", statement):
-            tables.discard(old_name)
-            tables.add(new_name)
-    return tables
-
-
-TABLES = _tables_after(MIGRATIONS)
-
 TERMINAL = ("done", "failed", "canceled")
 
 
-def pack(value: Any) -> bytes:
-    data: bytes = msgpack.packb(value, use_bin_type=True)
-    return data
-
-
 def unpack(data: bytes | None) -> Any:
-    return None if data is None else msgpack.unpackb(data, raw=False)
+    return None if data is None else codec.unpack(data)
 
 
 def now_iso() -> str:
@@ -385,7 +311,7 @@ class Store:
                       effect: str) -> dict[str, Any] | None:
         """Write a step as started before it runs; returns the existing row if the key is known."""
         with self.transaction() as db:
-            existing = db.execute("SELECT * FROM journal WHERE key = ?", (key,)).fetchone()
+            existing = db.execute(f"SELECT {_JOURNAL} FROM journal WHERE key = ?", (key,)).fetchone()
             if existing is not None:
                 return _journal_row(existing)
             db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, started_at)"
@@ -407,12 +333,12 @@ class Store:
 
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str) -> dict[str, Any] | None:
-        row = self._query("SELECT * FROM tasks WHERE task_id = ?", (task_id,))
+        row = self._query(f"SELECT {_TASKS} FROM tasks WHERE task_id = ?", (task_id,))
         return _task_row(row[0]) if row else None
 
     def unfinished_tasks(self) -> list[dict[str, Any]]:
         """Every task not done, failed or canceled, oldest first."""
-        rows = self._query(f"SELECT * FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
+        rows = self._query(f"SELECT {_TASKS} FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
                            " ORDER BY seq", TERMINAL)
         return [_task_row(r) for r in rows]
 
@@ -452,7 +378,7 @@ class Store:
                  "payload": json.loads(r[4]), "created_at": r[5]} for r in rows]
 
     def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
-        rows = self._query("SELECT * FROM journal WHERE task_id = ?", (task_id,))
+        rows = self._query(f"SELECT {_JOURNAL} FROM journal WHERE task_id = ?", (task_id,))
         return {row[0]: _journal_row(row) for row in rows}
 
     def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
@@ -496,28 +422,28 @@ class Store:
         return []
 
 
-_TASK_COLUMNS = ("task_id", "machine", "lifecycle_state", "cognitive_state", "priority", "seq", "attempts", "runs",
-                 "gate_failures", "exit_reason", "error", "input", "source", "metadata", "result", "pending_resume",
-                 "created_at", "updated_at")
 _PACKED = {"metadata", "result", "pending_resume"}
 
 
+_TASKS = ", ".join(TASK_COLUMNS)
+_JOURNAL = ", ".join(JOURNAL_COLUMNS)
+
+
 def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(updates) - set(_TASK_COLUMNS)
+    unknown = set(updates) - set(TASK_COLUMNS)
     if unknown:
         raise StoreError(f"unknown task column(s) {sorted(unknown)}")
     return {k: (pack(v) if k in _PACKED and v is not None else v) for k, v in updates.items()}
 
 
 def _task_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    out = dict(zip(_TASK_COLUMNS, row))
+    out = dict(zip(TASK_COLUMNS, row))
     for key in _PACKED:
         out[key] = unpack(out[key])
     return out
 
 
 def _journal_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    names = ("key", "task_id", "run", "step_index", "tool", "effect", "status", "result", "started_at", "finished_at")
-    out = dict(zip(names, row))
+    out = dict(zip(JOURNAL_COLUMNS, row))
     out["result"] = unpack(out["result"])
     return out

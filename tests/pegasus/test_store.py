@@ -232,3 +232,25 @@ def test_an_appended_result_is_a_small_delta() -> None:
            "plan": {"steps": [{"completed": True}] + [{"completed": False}] * 99}}
     assert delta.diff(old, new) == {"k": {"actions_done": {"+": [{"i": 100}]},
                                           "plan": {"k": {"steps": {"i": {"0": {"k": {"completed": {"=": True}}}}}}}}}
+
+
+def test_rows_are_read_by_column_name_not_position(tmp_path: Path) -> None:
+    """Regression: rows were read with SELECT * and zipped by position, so a migration that rebuilt a
+    table with its columns in another order would have mixed fields up (a task's input read as its source)."""
+    store = Store(tmp_path / "p.db")
+    store.create_task({"task_id": "t1", "machine": "classic", "cognitive_state": "idle", "priority": 3, "seq": 1,
+                       "input": "the input", "source": "cli", "metadata": {"k": 1}}, b"")
+    store.close()
+    db = sqlite3.connect(tmp_path / "p.db")
+    columns = [row[1] for row in db.execute("PRAGMA table_info(tasks)")]
+    shuffled = list(reversed(columns))
+    db.executescript(f"""
+        CREATE TABLE tasks_shuffled AS SELECT {', '.join(shuffled)} FROM tasks;
+        DROP TABLE tasks;
+        ALTER TABLE tasks_shuffled RENAME TO tasks;
+        CREATE INDEX tasks_by_state ON tasks (lifecycle_state);
+    """)
+    db.close()
+    row = Store(tmp_path / "p.db").task_row("t1")
+    assert row is not None
+    assert (row["input"], row["source"], row["priority"], row["metadata"]) == ("the input", "cli", 3, {"k": 1})

@@ -1,0 +1,85 @@
+"""The store's schema: its migrations, the tables they leave, and the columns Pegasus reads by name.
+
+Each entry of MIGRATIONS migrates the schema from version i to i + 1.  Never edit
+a shipped entry: append a new one.  Rows are read by naming their columns
+(``TASK_COLUMNS``, ``JOURNAL_COLUMNS``), never by position: a migration that
+rebuilds a table with its columns in another order reads the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE tasks (
+            task_id TEXT PRIMARY KEY, machine TEXT NOT NULL, lifecycle_state TEXT NOT NULL,
+            cognitive_state TEXT NOT NULL, priority INTEGER NOT NULL, seq INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 1, runs INTEGER NOT NULL DEFAULT 0,
+            gate_failures INTEGER NOT NULL DEFAULT 0, exit_reason TEXT, error TEXT,
+            input TEXT NOT NULL, source TEXT NOT NULL, metadata BLOB, result BLOB,
+            pending_resume BLOB, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+        "CREATE INDEX tasks_by_state ON tasks (lifecycle_state)",
+        """CREATE TABLE checkpoints (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, run INTEGER NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('full', 'delta')), state TEXT NOT NULL,
+            data BLOB NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX checkpoints_by_task ON checkpoints (task_id, id)",
+        """CREATE TABLE transitions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, machine TEXT NOT NULL,
+            run INTEGER NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, event TEXT NOT NULL,
+            detail BLOB, created_at TEXT NOT NULL)""",
+        "CREATE INDEX transitions_by_task ON transitions (task_id, id)",
+        """CREATE TABLE audit (
+            audit_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, level TEXT NOT NULL,
+            event_type TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX audit_by_task ON audit (task_id, created_at)",
+        """CREATE TABLE journal (
+            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
+            tool TEXT, effect TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('started', 'finished')),
+            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
+        "CREATE INDEX journal_by_task ON journal (task_id)",
+    ],
+    [
+        # Idempotency keys (pegasus.idempotency): the task a key's first request created, for good.
+        """CREATE TABLE idempotency (
+            scope TEXT NOT NULL, key TEXT NOT NULL, task_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
+            created_at TEXT NOT NULL, PRIMARY KEY (scope, key))""",
+        # Small facts about the store itself (the supervisor's write probe after a failed write).
+        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
+    [  # 3: a journal status for a step that started and whose outcome is unknown (issue 15)
+        """CREATE TABLE journal_v2 (
+            key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
+            tool TEXT, effect TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('started', 'finished', 'interrupted')),
+            result BLOB, started_at TEXT NOT NULL, finished_at TEXT)""",
+        "INSERT INTO journal_v2 SELECT * FROM journal",
+        "DROP TABLE journal",
+        "ALTER TABLE journal_v2 RENAME TO journal",
+        "CREATE INDEX journal_by_task ON journal (task_id)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _tables_after(migrations: list[list[str]]) -> set[str]:
+    """The tables a store has once every migration ran (created, less dropped, renamed followed)."""
+    tables: set[str] = set()
+    for statement in (statement for step in migrations for statement in step):
+        tables.update(re.findall(r"CREATE TABLE (\w+)", statement))
+        tables.difference_update(re.findall(r"DROP TABLE (\w+)", statement))
+        for old_name, new_name in re.findall(r"ALTER TABLE (\w+) RENAME TO (\w+)", statement):
+            tables.discard(old_name)
+            tables.add(new_name)
+    return tables
+
+
+TABLES = _tables_after(MIGRATIONS)
+
+
+TASK_COLUMNS = ("task_id", "machine", "lifecycle_state", "cognitive_state", "priority", "seq", "attempts", "runs",
+                "gate_failures", "exit_reason", "error", "input", "source", "metadata", "result", "pending_resume",
+                "created_at", "updated_at")
+JOURNAL_COLUMNS = ("key", "task_id", "run", "step_index", "tool", "effect", "status", "result", "started_at",
+                   "finished_at")
