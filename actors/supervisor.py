@@ -13,81 +13,35 @@ Thespian (which would re-deliver it and answer with PoisonMessage).
 
 from __future__ import annotations
 
-import functools
 import gc
 import itertools
 import os
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, ChildActorExited, WakeupMessage
+from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, WakeupMessage
 
 from actors import messages as m
 from actors import procs
+from actors.request_handler import DEFERRED, request_handler
+from actors.supervisor_runs import RunsAndStore
 from actors._frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs
-from pegasus.admission import (
-    Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter, usage_total,
-)
+from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.stats import members_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
-from pegasus.store import Store, StoreError, StoreReplaced, StoreUnavailable
-from pegasus.metadata import check_metadata
+from pegasus.store import Store, StoreUnavailable
+from pegasus.store.health import StoreHealth
+from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import TaskNotFoundError
+from pegasus.views import history_view, stored_view
 
-Handler = Callable[["Supervisor", Any, Any], Any]
-
-
-def request_handler(method: Callable[["Supervisor", Any, Any], Any]) -> Handler:
-    """Validate a client request, run the handler, answer errors as a Reply.
-
-    The handler returns the Reply's data (or ``DEFERRED`` when it answers later).
-    """
-
-    @functools.wraps(method)
-    def wrapper(self: Supervisor, request: m.Request, sender: Any) -> None:
-        request_id = str(getattr(request, "request_id", "") or "")
-        try:
-            request = m.revalidate(request)
-            if self.admission is None and not isinstance(request, m.Configure):
-                raise PegasusError("the supervisor is not configured yet (start the system with pegasus start)")
-            if self.store_error is not None and isinstance(request, WRITES):
-                self.send(sender, m.Reply(request_id, False, error=self._refusal(),
-                                          error_type=type(self.store_error).__name__))
-                return
-            data = method(self, request, sender)
-        except StoreUnavailable as exc:  # nothing more is applied until the store takes writes again
-            self._store_failed(exc)
-            self.send(sender, m.Reply(request_id, False, error=self._refusal(), error_type=type(exc).__name__))
-            return
-        except PegasusError as exc:
-            self.send(sender, m.Reply(request_id, False, error=str(exc), error_type=type(exc).__name__))
-            return
-        except ValueError as exc:
-            self.send(sender, m.Reply(request_id, False, error=str(exc), error_type="BadRequest"))
-            return
-        except Exception as exc:  # noqa: BLE001 - the boundary: never a PoisonMessage
-            self.log.exception("request_failed", request=type(request).__name__)
-            self.send(sender, m.Reply(request_id, False, error=f"internal error: {exc}", error_type="InternalError"))
-            return
-        if data is not DEFERRED:
-            self.send(sender, m.Reply(request_id, True, data=data))
-
-    return wrapper
-
-
-DEFERRED = object()
-WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry)  # refused while the store fails
-STORE_PROBE_S = 1.0  # how often a supervisor whose store failed tries a write again
-
-
-class Supervisor(ActorTypeDispatcher):
+class Supervisor(RunsAndStore, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -112,7 +66,7 @@ class Supervisor(ActorTypeDispatcher):
         procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
         self.admission: Admission | None = None
         self.store: Store | None = None
-        self.store_error: StoreUnavailable | None = None  # set while the store takes no writes
+        self.store_health = StoreHealth()
         self.settings: Settings | None = None
         self.pools: dict[str, Any] = {}
         self.task_actors = TaskActors(lambda: self._fork(TaskActor))  # limits set by Configure
@@ -164,7 +118,8 @@ class Supervisor(ActorTypeDispatcher):
         admission = Admission(self.settings, store=self.store)
         with self.store.group():
             effects = admission.restore()
-        self.admission, self.store_error = admission, None
+        self.admission = admission
+        self.store_health.recovered()
         self._carry_out(effects)
 
     # -- client requests -------------------------------------------------------------------------
@@ -187,12 +142,10 @@ class Supervisor(ActorTypeDispatcher):
                 assert isinstance(valid, m.Submit)
                 machine, item_size = self._checked(valid)
             except ValueError as exc:
-                raise ValueError(f"task {index}: {exc}") from None
+                raise ValueError(numbered(index, exc)) from None
             checked.append((valid, machine))
             size += item_size
-        if size > self.settings.runtime.max_message_bytes:
-            raise ValueError(f"the tasks are {size} bytes together; the limit of one request is "
-                             f"{self.settings.runtime.max_message_bytes} (submit them in smaller batches)")
+        check_batch_size(size, self.settings.runtime)
         claims = [self.admission.claim(item.key, item.text, machine, item.priority, dict(item.metadata))
                   for item, machine in checked]
         check_batch(claims)
@@ -200,7 +153,7 @@ class Supervisor(ActorTypeDispatcher):
             try:
                 self.admission.task_for(claim)
             except IdempotencyConflict as exc:
-                raise IdempotencyConflict(f"task {index}: {exc}", exc.key, exc.task_id) from None
+                raise IdempotencyConflict(numbered(index, exc), exc.key, exc.task_id) from None
         self.admission.check_room(len(checked))
         with self.store.group():
             created = [self._create(item, machine, sender) for item, machine in checked]
@@ -208,15 +161,8 @@ class Supervisor(ActorTypeDispatcher):
                  "existing": existing} for r, existing in created]
 
     def _checked(self, request: m.Submit) -> tuple[str, int]:
-        """The machine a submitted task runs and its size (text + metadata bytes); ValueError
-        when its text is too large or its metadata cannot be kept (``check_metadata``)."""
         assert self.settings is not None
-        runtime = self.settings.runtime
-        size = len(request.text.encode("utf-8"))
-        if size > runtime.max_input_bytes:
-            raise ValueError(f"task text is {size} bytes; the limit is {runtime.max_input_bytes}")
-        metadata_size = check_metadata(request.metadata, max_bytes=runtime.max_message_bytes)
-        return request.machine or runtime.default_machine, size + metadata_size
+        return check_task(request.text, request.metadata, request.machine, self.settings.runtime)
 
     def _create(self, request: m.Submit, machine: str, sender: Any) -> tuple[Any, bool]:
         """The task (created, or the one its key created before) and whether it existed."""
@@ -245,14 +191,7 @@ class Supervisor(ActorTypeDispatcher):
         assert self.store is not None
         if self.store.task_row(request.task_id) is None:
             raise TaskNotFoundError(request.task_id)
-        rows = self.store.transitions(request.task_id)
-        lifecycle = [{"from_state": t["from_state"], "to_state": t["to_state"], "trigger_event_type": t["event"],
-                      "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
-                     for t in rows if t["machine"] == "lifecycle"]
-        cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
-                      "timestamp": t["timestamp"]} for t in rows if t["machine"] != "lifecycle"]
-        return {"task_id": request.task_id, "lifecycle": lifecycle, "cognitive": cognitive,
-                "audit": self.store.audit(request.task_id)}
+        return history_view(request.task_id, self.store.transitions(request.task_id), self.store.audit(request.task_id))
 
     @request_handler
     def receiveMsg_Suspend(self, request: m.Suspend, sender: Any) -> Any:
@@ -328,161 +267,11 @@ class Supervisor(ActorTypeDispatcher):
                 "supervisor_pid": os.getpid(),
                 "members": members_view(parts)}))
 
-    # -- reports from task actors and the tool pool ----------------------------------------------
-    def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
-        """A task actor's reports, in order; their store writes share one commit."""
-        if self.store is None or self.admission is None:
-            return
-        lease = self.task_actors.running.get(batch.task_id)
-        if lease is None or lease.address != sender:
-            return  # not the actor of the task's run (one stopped when the store failed, say)
-        with self.store.group():
-            for report in batch.reports:
-                if isinstance(report, m.TaskTransitioned):
-                    self._on_transitioned(report)
-                elif isinstance(report, m.TaskStopped):
-                    self._on_stopped(report)
-
-    def receiveMsg_StepStarting(self, step: m.StepStarting, sender: Any) -> None:
-        """A worker is about to run an effectful step: commit its ``started`` row, then answer go.
-
-        Refused when the task's run is over (canceled, suspended, replaced after a
-        crash) or the key already has a row (it started before: never run twice).
-        The commit comes before the answer, so a step never runs unjournalled.
-        """
-        if self.store is None or self.admission is None:
-            return
-        record = self.admission.records.get(step.task_id)
-        if record is None or record.run != step.run or record.state != "running":
-            self.send(sender, m.StepGo(step.key, step.job, False, reason="the task's run is over"))
-            return
-        try:
-            existing = self.store.journal_start(step.key, step.task_id, step.run, step.step_index, step.tool,
-                                                "effectful")
-        except Exception as exc:  # noqa: BLE001 - not journalled, so not run: the task sees a failed step
-            self.log.error("journal_write_failed", task_id=step.task_id, key=step.key, error=str(exc))
-            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"the journal could not be written: {exc}"))
-            return
-        if existing is not None:
-            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"already {existing['status']}",
-                                       existing=existing))
-        else:
-            self.send(sender, m.StepGo(step.key, step.job, True))
-
-    # The reports below come only inside a TaskReports, configured supervisor checked.
-    def _on_transitioned(self, report: m.TaskTransitioned) -> None:
-        assert self.admission is not None and self.store is not None
-        record = self.admission.records.get(report.task_id)
-        if record is None or record.run != report.run:
-            return  # a run that was canceled or replaced
-        record.actor_pid = report.pid
-        self.store.cognitive_transition(report.task_id, report.run, record.machine, report.from_state,
-                                        report.to_state, report.event, report.stage, report.checkpoint,
-                                        report.journal_finish)
-        self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
-                                                     report.to_state, report.event, report.timestamp, report.stage))
-
-    def _on_stopped(self, report: m.TaskStopped) -> None:
-        assert self.admission is not None
-        lease = self.task_actors.release(report.task_id, report.run)
-        if lease is not None and not self.task_actors.give_back(lease):  # free before the next run starts
-            self.send(lease.address, ActorExitRequest())
-        self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
-                                                  report.exit_reason))
-        self._answer_suspends(report.task_id)
-
-    def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
-        if self.admission is None or result.stage != "gate":
-            return
-        detail = {**result.payload, "error": result.error, "worker": result.worker}
-        self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))
-
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if self.admission is not None and isinstance(wakeup.payload, m.RetryDue):
             self._carry_out(self.admission.wake(wakeup.payload.task_id))
         elif isinstance(wakeup.payload, m.StoreProbe):
             self._probe_store()
-
-    # -- the store: backups, and a store that takes no writes ------------------------------------
-    @request_handler
-    def receiveMsg_Backup(self, request: m.Backup, sender: Any) -> Any:
-        assert self.store is not None
-        try:
-            report = self.store.backup(request.path, overwrite=request.overwrite)
-        except StoreUnavailable as exc:  # the backup's disk, not the store's: the system goes on
-            raise StoreError(f"cannot write the backup {request.path}: {exc}") from None
-        self.log.info("backup_written", path=report["path"], tasks=report["tasks"], seconds=report["seconds"])
-        return report
-
-    def _store_failed(self, error: StoreUnavailable) -> None:
-        """A write failed for want of a store (disk full, file deleted or replaced).
-
-        Memory may now be ahead of the store, so it is dropped: every run is
-        stopped and Admission re-reads the store (which answers reads meanwhile).
-        Every STORE_PROBE_S a write is tried; once one works the tasks are
-        restored as at a start, and run on.
-        """
-        first, self.store_error = self.store_error is None, error
-        if not first:
-            return
-        self.log.error("store_unavailable", error=str(error))
-        verifying = [r.task_id for r in self.admission.records.values() if r.state == "verifying"] \
-            if self.admission is not None else []
-        self._carry_out([StopRun(task_id, 0) for task_id in list(self.task_actors.running)])
-        for task_id in verifying:  # its gate's answer would belong to a record that is gone
-            self.send(self.pools["tool"], m.CancelTask(task_id))
-        for task_id in list(self.pending_suspend):
-            for client, request_id in self.pending_suspend.pop(task_id):
-                self.send(client, m.Reply(request_id, False, error=f"task {task_id} was not suspended: {error}",
-                                          error_type=type(error).__name__))
-        assert self.settings is not None
-        try:
-            self.admission = Admission(self.settings, store=self.store)
-        except StoreError as exc:
-            self.log.error("store_unreadable", error=str(exc))
-        self.wakeupAfter(timedelta(seconds=STORE_PROBE_S), payload=m.StoreProbe())
-
-    def _probe_store(self) -> None:
-        failed = self.store_error
-        if failed is None or self.store is None:
-            return
-        try:
-            self.store.probe()
-            self._restore()
-        except Exception as exc:  # noqa: BLE001 - whatever it was, try again later (never stay stopped)
-            if isinstance(exc, StoreUnavailable):
-                self.store_error = exc
-            else:
-                self.log.exception("store_restore_failed")
-            if self.store_error is not None:
-                self.wakeupAfter(timedelta(seconds=STORE_PROBE_S), payload=m.StoreProbe())
-            return
-        assert self.admission is not None
-        self.log.warning("store_available", error_was=str(failed), restored=len(self.admission.records))
-
-    def _refusal(self) -> str:
-        if isinstance(self.store_error, StoreReplaced):
-            return str(self.store_error)
-        return (f"{self.store_error}; the system takes no new work until the store can be written again "
-                f"(it tries every {STORE_PROBE_S:g} s and then resumes by itself)")
-
-    def _store_status(self) -> dict[str, Any]:
-        assert self.store is not None
-        return {"path": str(self.store.path), "writable": self.store_error is None,
-                "error": None if self.store_error is None else str(self.store_error)}
-
-    def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
-        if self.admission is None:
-            return
-        task_id, lease = self.task_actors.exited(exited.childAddress)
-        if lease is None:
-            return  # not a task actor of ours any more (a pool, or one retired or canceled)
-        if task_id is None:
-            self.log.warning("free_task_actor_lost", runs=lease.runs)
-        else:
-            self.log.warning("task_actor_lost", task_id=task_id, run=lease.run)
-            self._carry_out(self.admission.on_run_lost(task_id, lease.run, "the task actor exited unexpectedly"))
-            self._answer_suspends(task_id)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True
@@ -510,15 +299,7 @@ class Supervisor(ActorTypeDispatcher):
         row = self.store.task_row(task_id)
         if row is None:
             raise TaskNotFoundError(task_id)
-        stages = [{"run": t["run"], **t["detail"]} for t in self.store.transitions(task_id)
-                  if t["machine"] != "lifecycle" and t["detail"].get("stage")]
-        return {"task_id": task_id, "machine": row["machine"], "priority": row["priority"],
-                "lifecycle_state": row["lifecycle_state"], "state": row["cognitive_state"], "input": row["input"],
-                "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
-                "error": row["error"], "exit_reason": row["exit_reason"], "attempts": row["attempts"],
-                "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
-                "stages": stages, "usage": usage_total(stages), "gates": [], "question": None,
-                "iteration": None, "suspend_reason": None, "actor_pid": None, "from_store": True}
+        return stored_view(task_id, row, self.store.transitions(task_id))
 
     def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
         """An authentic request this process cannot unpickle (a class it lacks, a value nested too deep)."""

@@ -32,6 +32,7 @@ from pegasus.task import (
 )
 from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
 from pegasus.task.events import new_id
+from pegasus.views import usage_total
 from pegasus.task.models import StateTransition
 
 MAX_RESTARTS = 3
@@ -589,17 +590,6 @@ class Admission:
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
         return TransitionNotice(record.task_id, "lifecycle", source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
-
-
-def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
-    """Token usage of a task: the sum over its stages' reported usage (LLM calls)."""
-    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
-    for stage in stages:
-        usage = stage.get("usage") or {}
-        for key in total:
-            value = usage.get(key, 0)
-            total[key] += int(value) if isinstance(value, (int, float)) else 0
-    return total
 
 
 _ACTORS = {

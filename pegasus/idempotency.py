@@ -59,5 +59,5 @@ def check_batch(claims: Iterable[Claim | None]) -> None:
             continue
         first = seen.setdefault((claim.scope, claim.key), claim)
         if first.fingerprint != claim.fingerprint:
-            raise IdempotencyConflict(f"task {index}: idempotency key {claim.key!r} is given twice in this request "
+            raise IdempotencyConflict(f"task {index + 1}: idempotency key {claim.key!r} is given twice in this request "
                                       "with different content", claim.key)

@@ -41,7 +41,7 @@ def test_metadata_msgpack_cannot_carry_is_a_bad_request(client: Client, metadata
     with pytest.raises(RequestError, match=message.replace(".", r"\.").replace("+", r"\+")) as refused:
         client.submit("x", metadata=metadata)
     assert refused.value.error_type == "BadRequest"
-    with pytest.raises(RequestError, match=r"task 1: metadata\.n") as refused:
+    with pytest.raises(RequestError, match=r"task 2: metadata\.n") as refused:
         client.submit_many(["fine", {"text": "bad", "metadata": {"n": 2**70}}])
     assert refused.value.error_type == "BadRequest" and client.list() == []  # all or none
     done = client.wait(client.submit("what is 1 + 1?", metadata={"ok": [1, 2]})["task_id"], timeout=20)

@@ -515,7 +515,7 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
     assert_failure(both, "not both")
     assert_failure(blank, "holds no task")
     assert_failure(missing, "cannot read")
-    assert_failure(bad, "none of the 2 tasks submitted", "task 1: task text is 70000 bytes")
+    assert_failure(bad, "none of the 2 tasks submitted", "task 2: task text is 70000 bytes")
     assert len(pegasus.json("list")) == before  # a refused batch creates none of its tasks
 
 

@@ -263,7 +263,7 @@ def test_submit_many_creates_every_task_in_order_or_none(pegasus) -> None:
     bogus = m.SubmitMany(tasks=[m.Submit(text="echo a"), m.Submit(text="echo b"),
                                 m.Submit.model_construct(request_id="", text=123, machine=None, priority=5,
                                                          metadata={}, source="x", follow=False)])
-    with pytest.raises(RequestError, match="task 2: malformed Submit: text"):
+    with pytest.raises(RequestError, match="task 3: malformed Submit: text"):
         client._ask(bogus)  # an item no client would build: the supervisor validates each
     with pytest.raises(RequestError, match="the limit of one request is 2048"):
         client.submit_many(["echo " + "y" * 100] * 20)  # 2,100 bytes together

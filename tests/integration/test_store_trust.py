@@ -187,9 +187,9 @@ def test_a_key_answers_the_task_it_created_also_after_a_restart(pegasus) -> None
                                 {"text": "echo b", "key": "order-2"}, "echo without a key"])
     assert [b["existing"] for b in batch] == [True, False, True, False]
     assert batch[0]["task_id"] == first["task_id"] and batch[2]["task_id"] == batch[1]["task_id"]
-    with pytest.raises(RequestError, match="task 1: idempotency key 'order-1' was used"):  # all or none
+    with pytest.raises(RequestError, match="task 2: idempotency key 'order-1' was used"):  # all or none
         client.submit_many([{"text": "echo c", "key": "order-3"}, {"text": "echo other", "key": "order-1"}])
-    with pytest.raises(RequestError, match="task 1: idempotency key 'order-4' is given twice"):
+    with pytest.raises(RequestError, match="task 2: idempotency key 'order-4' is given twice"):
         client.submit_many([{"text": "echo d", "key": "order-4"}, {"text": "echo e", "key": "order-4"}])
     assert len(client.list()) == 3
     assert client.wait(first["task_id"])["lifecycle_state"] == "done"

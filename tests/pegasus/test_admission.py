@@ -199,7 +199,7 @@ def test_a_lost_run_restarts_then_fails_after_the_restart_limit() -> None:
 
 
 def test_usage_total_sums_the_stages_that_report_usage() -> None:
-    from pegasus.admission import usage_total
+    from pegasus.views import usage_total
     stages = [{"stage": "think", "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "calls": 1}},
               {"stage": "act"},
               {"stage": "plan", "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10, "calls": 2}}]

@@ -61,7 +61,7 @@ def test_without_a_key_every_submit_is_new(tmp_path: Path) -> None:
 def test_one_request_repeats_a_key_only_with_the_same_content() -> None:
     same = submit_claim("k", "echo a", "classic", 5, {})
     check_batch([same, None, submit_claim("k", "echo a", "classic", 5, {})])
-    with pytest.raises(IdempotencyConflict, match="task 2: idempotency key 'k' is given twice"):
+    with pytest.raises(IdempotencyConflict, match="task 3: idempotency key 'k' is given twice"):
         check_batch([same, None, submit_claim("k", "echo b", "classic", 5, {})])
 
 

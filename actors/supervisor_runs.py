@@ -1,0 +1,184 @@
+"""The supervisor's side of its tasks' runs: reports of task actors, workers' effectful steps, verification
+gates, task actors that die -- and the store it writes them to, while that store takes no writes.
+
+A mixin of ``actors.supervisor.Supervisor`` (one actor, split by conversation as
+its messages are: actors/messages/task_run.py and stage_work.py); it reads and
+writes the supervisor's own fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import ActorExitRequest, ChildActorExited
+
+from actors import messages as m
+from actors.request_handler import request_handler
+from pegasus.admission import Admission, StopRun
+from pegasus.store import StoreError, StoreUnavailable
+from pegasus.store.health import PROBE_S
+
+
+class RunsAndStore:
+    """Handlers of the supervisor for task runs and for the store (see the module docstring)."""
+
+    # Fields and methods of the supervisor these handlers use.
+    admission: Any
+    store: Any
+    store_health: Any
+    settings: Any
+    pools: dict[str, Any]
+    task_actors: Any
+    pending_suspend: dict[str, list[tuple[Any, str]]]
+    log: Any
+
+    # Annotations only: a method here would shadow the actor's own (send, wakeupAfter) in the MRO.
+    send: Callable[[Any, Any], None]
+    wakeupAfter: Callable[..., None]  # noqa: N815 - Thespian's name
+    _carry_out: Callable[[list[Any]], None]
+    _restore: Callable[[], None]
+    _answer_suspends: Callable[[str], None]
+
+    # -- reports from task actors and the tool pool ----------------------------------------------
+    def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
+        """A task actor's reports, in order; their store writes share one commit."""
+        if self.store is None or self.admission is None:
+            return
+        lease = self.task_actors.running.get(batch.task_id)
+        if lease is None or lease.address != sender:
+            return  # not the actor of the task's run (one stopped when the store failed, say)
+        with self.store.group():
+            for report in batch.reports:
+                if isinstance(report, m.TaskTransitioned):
+                    self._on_transitioned(report)
+                elif isinstance(report, m.TaskStopped):
+                    self._on_stopped(report)
+
+    def receiveMsg_StepStarting(self, step: m.StepStarting, sender: Any) -> None:
+        """A worker is about to run an effectful step: commit its ``started`` row, then answer go.
+
+        Refused when the task's run is over (canceled, suspended, replaced after a
+        crash) or the key already has a row (it started before: never run twice).
+        The commit comes before the answer, so a step never runs unjournalled.
+        """
+        if self.store is None or self.admission is None:
+            return
+        record = self.admission.records.get(step.task_id)
+        if record is None or record.run != step.run or record.state != "running":
+            self.send(sender, m.StepGo(step.key, step.job, False, reason="the task's run is over"))
+            return
+        try:
+            existing = self.store.journal_start(step.key, step.task_id, step.run, step.step_index, step.tool,
+                                                "effectful")
+        except Exception as exc:  # noqa: BLE001 - not journalled, so not run: the task sees a failed step
+            self.log.error("journal_write_failed", task_id=step.task_id, key=step.key, error=str(exc))
+            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"the journal could not be written: {exc}"))
+            return
+        if existing is not None:
+            self.send(sender, m.StepGo(step.key, step.job, False, reason=f"already {existing['status']}",
+                                       existing=existing))
+        else:
+            self.send(sender, m.StepGo(step.key, step.job, True))
+
+    # The reports below come only inside a TaskReports, configured supervisor checked.
+    def _on_transitioned(self, report: m.TaskTransitioned) -> None:
+        assert self.admission is not None and self.store is not None
+        record = self.admission.records.get(report.task_id)
+        if record is None or record.run != report.run:
+            return  # a run that was canceled or replaced
+        record.actor_pid = report.pid
+        self.store.cognitive_transition(report.task_id, report.run, record.machine, report.from_state,
+                                        report.to_state, report.event, report.stage, report.checkpoint,
+                                        report.journal_finish)
+        self._carry_out(self.admission.on_transition(report.task_id, report.run, report.from_state,
+                                                     report.to_state, report.event, report.timestamp, report.stage))
+
+    def _on_stopped(self, report: m.TaskStopped) -> None:
+        assert self.admission is not None
+        lease = self.task_actors.release(report.task_id, report.run)
+        if lease is not None and not self.task_actors.give_back(lease):  # free before the next run starts
+            self.send(lease.address, ActorExitRequest())
+        self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
+                                                  report.exit_reason))
+        self._answer_suspends(report.task_id)
+
+    def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
+        if self.admission is None or result.stage != "gate":
+            return
+        detail = {**result.payload, "error": result.error, "worker": result.worker}
+        self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))
+
+    def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        if self.admission is None:
+            return
+        task_id, lease = self.task_actors.exited(exited.childAddress)
+        if lease is None:
+            return  # not a task actor of ours any more (a pool, or one retired or canceled)
+        if task_id is None:
+            self.log.warning("free_task_actor_lost", runs=lease.runs)
+        else:
+            self.log.warning("task_actor_lost", task_id=task_id, run=lease.run)
+            self._carry_out(self.admission.on_run_lost(task_id, lease.run, "the task actor exited unexpectedly"))
+            self._answer_suspends(task_id)
+
+    # -- the store: backups, and a store that takes no writes ------------------------------------
+    @request_handler
+    def receiveMsg_Backup(self, request: m.Backup, sender: Any) -> Any:
+        assert self.store is not None
+        try:
+            report = self.store.backup(request.path, overwrite=request.overwrite)
+        except StoreUnavailable as exc:  # the backup's disk, not the store's: the system goes on
+            raise StoreError(f"cannot write the backup {request.path}: {exc}") from None
+        self.log.info("backup_written", path=report["path"], tasks=report["tasks"], seconds=report["seconds"])
+        return report
+
+    def _store_failed(self, error: StoreUnavailable) -> None:
+        """A write failed for want of a store (disk full, file deleted or replaced).
+
+        Memory may now be ahead of the store, so it is dropped: every run is
+        stopped and Admission re-reads the store (which answers reads meanwhile).
+        Every ``health.PROBE_S`` a write is tried; once one works the tasks are
+        restored as at a start, and run on.
+        """
+        if not self.store_health.failed(error):
+            return
+        self.log.error("store_unavailable", error=str(error))
+        verifying = [r.task_id for r in self.admission.records.values() if r.state == "verifying"] \
+            if self.admission is not None else []
+        self._carry_out([StopRun(task_id, 0) for task_id in list(self.task_actors.running)])
+        for task_id in verifying:  # its gate's answer would belong to a record that is gone
+            self.send(self.pools["tool"], m.CancelTask(task_id))
+        for task_id in list(self.pending_suspend):
+            for client, request_id in self.pending_suspend.pop(task_id):
+                self.send(client, m.Reply(request_id, False, error=f"task {task_id} was not suspended: {error}",
+                                          error_type=type(error).__name__))
+        assert self.settings is not None
+        try:
+            self.admission = Admission(self.settings, store=self.store)
+        except StoreError as exc:
+            self.log.error("store_unreadable", error=str(exc))
+        self.wakeupAfter(timedelta(seconds=PROBE_S), payload=m.StoreProbe())
+
+    def _probe_store(self) -> None:
+        failed = self.store_health.error
+        if failed is None or self.store is None:
+            return
+        try:
+            self.store.probe()
+            self._restore()
+        except Exception as exc:  # noqa: BLE001 - whatever it was, try again later (never stay stopped)
+            if isinstance(exc, StoreUnavailable):
+                self.store_health.failed(exc)
+            else:
+                self.log.exception("store_restore_failed")
+            if not self.store_health.writable:
+                self.wakeupAfter(timedelta(seconds=PROBE_S), payload=m.StoreProbe())
+            return
+        assert self.admission is not None
+        self.log.warning("store_available", error_was=str(failed), restored=len(self.admission.records))
+
+    def _store_status(self) -> dict[str, Any]:
+        assert self.store is not None
+        return self.store_health.status(str(self.store.path))

@@ -1,0 +1,44 @@
+"""What ``get`` and ``history`` answer for a task the store holds: plain data built from its rows.
+
+Pure: the rows come in (``Store.task_row``, ``Store.transitions``, ``Store.audit``), dicts go out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LIFECYCLE = "lifecycle"
+
+
+def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
+    """Token usage of a task: the sum over its stages' reported usage (LLM calls)."""
+    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
+    for stage in stages:
+        usage = stage.get("usage") or {}
+        for key in total:
+            value = usage.get(key, 0)
+            total[key] += int(value) if isinstance(value, (int, float)) else 0
+    return total
+
+
+def stored_view(task_id: str, row: dict[str, Any], transitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """A task no longer in the supervisor's memory (done, canceled, from before a restart), as ``get`` answers."""
+    stages = [{"run": t["run"], **t["detail"]} for t in transitions
+              if t["machine"] != LIFECYCLE and t["detail"].get("stage")]
+    return {"task_id": task_id, "machine": row["machine"], "priority": row["priority"],
+            "lifecycle_state": row["lifecycle_state"], "state": row["cognitive_state"], "input": row["input"],
+            "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
+            "error": row["error"], "exit_reason": row["exit_reason"], "attempts": row["attempts"],
+            "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
+            "stages": stages, "usage": usage_total(stages), "gates": [], "question": None,
+            "iteration": None, "suspend_reason": None, "actor_pid": None, "from_store": True}
+
+
+def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every lifecycle and cognitive transition of a task, and its audit log, as ``history`` answers."""
+    lifecycle = [{"from_state": t["from_state"], "to_state": t["to_state"], "trigger_event_type": t["event"],
+                  "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
+                 for t in transitions if t["machine"] == LIFECYCLE]
+    cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
+                  "timestamp": t["timestamp"]} for t in transitions if t["machine"] != LIFECYCLE]
+    return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}
