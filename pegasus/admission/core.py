@@ -20,185 +20,24 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from pegasus.cognitive.base import needs_more_info
-from pegasus.config import Gate, Settings
-from pegasus.idempotency import Claim, submit_claim
-from pegasus.task import (
-    Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskContext,
-    TaskFSM, TaskNotFoundError, TaskSnapshot,
+from pegasus.admission.effects import (
+    Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
 )
+from pegasus.admission.ports import NullStore, StorePort
+from pegasus.admission.records import TaskRecord, new_fsm, record_from_row
+from pegasus.config import Settings
+from pegasus.idempotency import Claim, submit_claim
 from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
+from pegasus.task import (
+    Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
+    TaskSnapshot,
+)
 from pegasus.task.events import new_id
-from pegasus.views import usage_total
-from pegasus.task.models import StateTransition
 
-MAX_RESTARTS = 3
-EVICTED = frozenset({"done", "canceled"})  # lifecycle states whose records leave memory  # restarts of one run after its task actor died, before the task fails
-
-
-class StorePort(Protocol):
-    """What Admission writes through (pegasus.store.Store implements it)."""
-
-    durable: bool
-
-    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None: ...
-    def claimed(self, scope: str, key: str) -> dict[str, Any] | None: ...
-    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
-                             reason: str, metadata: dict[str, Any] | None = None,
-                             updates: dict[str, Any] | None = None, run: int = 0) -> None: ...
-    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None: ...
-    def unfinished_tasks(self) -> list[dict[str, Any]]: ...
-    def task_row(self, task_id: str) -> dict[str, Any] | None: ...
-    def counts(self) -> dict[str, int]: ...
-    def checkpoints(self, task_id: str) -> list[Any]: ...
-    def transitions(self, task_id: str) -> list[dict[str, Any]]: ...
-    def journal(self, task_id: str) -> dict[str, dict[str, Any]]: ...
-    def seq_high_water(self) -> int: ...
-
-
-class NullStore:
-    """Remembers nothing: Admission without durability (unit tests)."""
-
-    durable = False
-
-    def counts(self) -> dict[str, int]:
-        return {}
-
-    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
-        pass
-
-    def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
-        return None  # no store, no keys: every submit is new
-
-    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, **kwargs: Any) -> None:
-        pass
-
-    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None:
-        pass
-
-    def unfinished_tasks(self) -> list[dict[str, Any]]:
-        return []
-
-    def task_row(self, task_id: str) -> dict[str, Any] | None:
-        return None
-
-    def checkpoints(self, task_id: str) -> list[Any]:
-        return []
-
-    def transitions(self, task_id: str) -> list[dict[str, Any]]:
-        return []
-
-    def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
-        return {}
-
-    def seq_high_water(self) -> int:
-        return 0
-
-# -- effects -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartRun:
-    task_id: str
-    run: int
-    snapshot: TaskSnapshot
-    generation: str = "1"  # attempt and gate re-runs: part of every idempotency key
-    resume_event: str | None = None
-    resume_payload: dict[str, Any] = field(default_factory=dict)
-    journal: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class StopRun:
-    task_id: str
-    run: int
-
-
-@dataclass(frozen=True)
-class SuspendRun:
-    task_id: str
-    run: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class RunGate:
-    task_id: str
-    token: int
-    gate: Gate
-
-
-@dataclass(frozen=True)
-class TransitionNotice:
-    """One transition of one task, for subscribers (sent to them as it is).
-
-    ``machine`` is ``lifecycle`` for the supervisor's view of the task, or the
-    task's cognitive machine (``classic`` / ``reason_act``).
-    """
-
-    task_id: str
-    machine: str
-    from_state: str
-    to_state: str
-    event: str
-    timestamp: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class WakeAfter:
-    seconds: float
-    task_id: str
-
-
-Effect = StartRun | StopRun | SuspendRun | RunGate | TransitionNotice | WakeAfter
-
-
-@dataclass
-class TaskRecord:
-    task_id: str
-    machine: str
-    priority: int
-    seq: int
-    lifecycle: TaskFSM
-    snapshot: TaskSnapshot
-    run: int = 0
-    attempts: int = 1
-    gate_failures: int = 0
-    gate_index: int = 0
-    gate_token: int = 0
-    exit_reason: str | None = None
-    error: str | None = None
-    pending_resume: tuple[str, dict[str, Any]] | None = None
-    restarts: int = 0
-    actor_pid: int | None = None
-    cognitive_history: list[dict[str, Any]] = field(default_factory=list)
-    stages: list[dict[str, Any]] = field(default_factory=list)
-    gates: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        return self.lifecycle.state
-
-    def view(self) -> dict[str, Any]:
-        """What ``get`` answers: plain data, safe to send anywhere."""
-        context = self.snapshot.context
-        return {
-            "task_id": self.task_id, "machine": self.machine, "priority": self.priority,
-            "lifecycle_state": self.lifecycle.state, "state": self.snapshot.state,
-            "input": context.input_text, "source": context.source, "metadata": dict(self.lifecycle.metadata),
-            "result": context.final_result, "error": self.error or context.error,
-            "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
-            "iteration": context.iteration, "suspend_reason": context.suspend_reason,
-            "question": context.suspend_reason if self.snapshot.state == "suspended"
-            and needs_more_info(context.reasoning) else None,
-            "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
-            "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
-            "usage": usage_total(self.stages),
-        }
+MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the task fails
+EVICTED = frozenset({"done", "canceled"})  # lifecycle states whose records leave memory
 
 
 class Admission:
@@ -226,7 +65,7 @@ class Admission:
         row = self.store.task_row(task_id)
         if row is None:
             raise TaskNotFoundError(task_id)
-        return self._record_from_row(row)
+        return record_from_row(row, self.store.transitions(row["task_id"]))
 
     def queue_length(self) -> int:
         return len(self._queued)
@@ -277,8 +116,8 @@ class Admission:
             return self.get(known), []
         self.check_room(1)
         task_id = self.id_factory()
-        cognitive = _new_fsm(machine, task_id, text, source, priority, metadata)
-        lifecycle = _new_fsm("lifecycle", task_id, text, source, priority, metadata)
+        cognitive = new_fsm(machine, task_id, text, source, priority, metadata)
+        lifecycle = new_fsm("lifecycle", task_id, text, source, priority, metadata)
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
         self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
@@ -429,7 +268,7 @@ class Admission:
         effects: list[Effect] = []
         restarts: list[TaskRecord] = []
         for row in self.store.unfinished_tasks():
-            record = self._record_from_row(row)
+            record = record_from_row(row, self.store.transitions(row["task_id"]))
             self.records[record.task_id] = record
             try:
                 record.snapshot = self._rebuild(record)
@@ -470,27 +309,6 @@ class Admission:
         if record.state in ("running", "verifying"):
             effects += self._fail(record, "fatal_error", error)
         return effects
-
-    def _record_from_row(self, row: dict[str, Any]) -> TaskRecord:
-        transitions = self.store.transitions(row["task_id"])
-        history = [StateTransition(from_state=t["from_state"], to_state=t["to_state"], trigger_event_type=t["event"],
-                                   trigger_event_id="", timestamp=t["timestamp"])
-                   for t in transitions if t["machine"] == "lifecycle"]
-        lifecycle = TaskFSM("lifecycle", task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
-                            priority=row["priority"], metadata=dict(row["metadata"] or {}),
-                            state=row["lifecycle_state"], history=history)
-        placeholder = _new_fsm(row["machine"], row["task_id"], row["input"], row["source"], row["priority"],
-                               dict(row["metadata"] or {})).snapshot()
-        record = TaskRecord(row["task_id"], row["machine"], row["priority"], row["seq"], lifecycle, placeholder,
-                            run=row["runs"], attempts=row["attempts"], gate_failures=row["gate_failures"],
-                            exit_reason=row["exit_reason"], error=row["error"])
-        if row["pending_resume"]:
-            event, payload = row["pending_resume"]
-            record.pending_resume = (event, dict(payload))
-        record.cognitive_history = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"],
-                                     "event": t["event"], "timestamp": t["timestamp"]}
-                                    for t in transitions if t["machine"] != "lifecycle"]
-        return record
 
     def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
         record = self.records.get(task_id)
@@ -556,7 +374,7 @@ class Admission:
     def _fresh_run(self, record: TaskRecord, note: str | None = None) -> None:
         """A new cognitive run of the same task (retry, or a failed gate sends it back)."""
         context = record.snapshot.context
-        fresh = _new_fsm(record.machine, record.task_id, context.input_text, context.source, record.priority,
+        fresh = new_fsm(record.machine, record.task_id, context.input_text, context.source, record.priority,
                          context.input_metadata)
         if note:
             fresh.context.messages.append({"role": "system", "content": note})
@@ -597,9 +415,3 @@ _ACTORS = {
     EventType.TASK_FAILED: "runner", EventType.TASK_VERIFIED: "verifier", EventType.GATE_FAILED: "verifier",
     EventType.TASK_CANCELED: "user", EventType.TASK_UNBLOCKED: "user", EventType.TASK_RETRIED: "user",
 }
-
-
-def _new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
-             metadata: dict[str, Any]) -> TaskFSM:
-    context = TaskContext(input_text=text, input_metadata=dict(metadata), source=source)
-    return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))

@@ -1,0 +1,66 @@
+"""What Admission asks its carrier (the supervisor actor) to do: the effects its methods return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.config import Gate
+from pegasus.task import TaskSnapshot
+
+
+@dataclass(frozen=True)
+class StartRun:
+    task_id: str
+    run: int
+    snapshot: TaskSnapshot
+    generation: str = "1"  # attempt and gate re-runs: part of every idempotency key
+    resume_event: str | None = None
+    resume_payload: dict[str, Any] = field(default_factory=dict)
+    journal: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StopRun:
+    task_id: str
+    run: int
+
+
+@dataclass(frozen=True)
+class SuspendRun:
+    task_id: str
+    run: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunGate:
+    task_id: str
+    token: int
+    gate: Gate
+
+
+@dataclass(frozen=True)
+class TransitionNotice:
+    """One transition of one task, for subscribers (sent to them as it is).
+
+    ``machine`` is ``lifecycle`` for the supervisor's view of the task, or the
+    task's cognitive machine (``classic`` / ``reason_act``).
+    """
+
+    task_id: str
+    machine: str
+    from_state: str
+    to_state: str
+    event: str
+    timestamp: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WakeAfter:
+    seconds: float
+    task_id: str
+
+
+Effect = StartRun | StopRun | SuspendRun | RunGate | TransitionNotice | WakeAfter

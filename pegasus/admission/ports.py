@@ -1,0 +1,66 @@
+"""What Admission writes through: the store port, and a store that remembers nothing (unit tests)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pegasus.idempotency import Claim
+
+
+class StorePort(Protocol):
+    """What Admission writes through (pegasus.store.Store implements it)."""
+
+    durable: bool
+
+    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None: ...
+    def claimed(self, scope: str, key: str) -> dict[str, Any] | None: ...
+    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
+                             reason: str, metadata: dict[str, Any] | None = None,
+                             updates: dict[str, Any] | None = None, run: int = 0) -> None: ...
+    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None: ...
+    def unfinished_tasks(self) -> list[dict[str, Any]]: ...
+    def task_row(self, task_id: str) -> dict[str, Any] | None: ...
+    def counts(self) -> dict[str, int]: ...
+    def checkpoints(self, task_id: str) -> list[Any]: ...
+    def transitions(self, task_id: str) -> list[dict[str, Any]]: ...
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]: ...
+    def seq_high_water(self) -> int: ...
+
+
+class NullStore:
+    """Remembers nothing: Admission without durability (unit tests)."""
+
+    durable = False
+
+    def counts(self) -> dict[str, int]:
+        return {}
+
+    def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
+        pass
+
+    def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
+        return None  # no store, no keys: every submit is new
+
+    def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, **kwargs: Any) -> None:
+        pass
+
+    def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None:
+        pass
+
+    def unfinished_tasks(self) -> list[dict[str, Any]]:
+        return []
+
+    def task_row(self, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    def checkpoints(self, task_id: str) -> list[Any]:
+        return []
+
+    def transitions(self, task_id: str) -> list[dict[str, Any]]:
+        return []
+
+    def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def seq_high_water(self) -> int:
+        return 0

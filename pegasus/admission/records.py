@@ -1,0 +1,83 @@
+"""A task as Admission keeps it: its lifecycle machine, its latest snapshot, its runs, gates and stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.cognitive.base import needs_more_info
+from pegasus.task import TaskContext, TaskFSM, TaskSnapshot
+from pegasus.task.models import StateTransition
+from pegasus.views import usage_total
+
+
+@dataclass
+class TaskRecord:
+    task_id: str
+    machine: str
+    priority: int
+    seq: int
+    lifecycle: TaskFSM
+    snapshot: TaskSnapshot
+    run: int = 0
+    attempts: int = 1
+    gate_failures: int = 0
+    gate_index: int = 0
+    gate_token: int = 0
+    exit_reason: str | None = None
+    error: str | None = None
+    pending_resume: tuple[str, dict[str, Any]] | None = None
+    restarts: int = 0
+    actor_pid: int | None = None
+    cognitive_history: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    gates: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return self.lifecycle.state
+
+    def view(self) -> dict[str, Any]:
+        """What ``get`` answers: plain data, safe to send anywhere."""
+        context = self.snapshot.context
+        return {
+            "task_id": self.task_id, "machine": self.machine, "priority": self.priority,
+            "lifecycle_state": self.lifecycle.state, "state": self.snapshot.state,
+            "input": context.input_text, "source": context.source, "metadata": dict(self.lifecycle.metadata),
+            "result": context.final_result, "error": self.error or context.error,
+            "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
+            "iteration": context.iteration, "suspend_reason": context.suspend_reason,
+            "question": context.suspend_reason if self.snapshot.state == "suspended"
+            and needs_more_info(context.reasoning) else None,
+            "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
+            "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
+            "usage": usage_total(self.stages),
+        }
+
+
+def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> TaskRecord:
+    """A task's record as the store has it (its row and its transitions), its snapshot a placeholder until rebuilt."""
+    history = [StateTransition(from_state=t["from_state"], to_state=t["to_state"], trigger_event_type=t["event"],
+                               trigger_event_id="", timestamp=t["timestamp"])
+               for t in transitions if t["machine"] == "lifecycle"]
+    lifecycle = TaskFSM("lifecycle", task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
+                        priority=row["priority"], metadata=dict(row["metadata"] or {}),
+                        state=row["lifecycle_state"], history=history)
+    placeholder = new_fsm(row["machine"], row["task_id"], row["input"], row["source"], row["priority"],
+                           dict(row["metadata"] or {})).snapshot()
+    record = TaskRecord(row["task_id"], row["machine"], row["priority"], row["seq"], lifecycle, placeholder,
+                        run=row["runs"], attempts=row["attempts"], gate_failures=row["gate_failures"],
+                        exit_reason=row["exit_reason"], error=row["error"])
+    if row["pending_resume"]:
+        event, payload = row["pending_resume"]
+        record.pending_resume = (event, dict(payload))
+    record.cognitive_history = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"],
+                                 "event": t["event"], "timestamp": t["timestamp"]}
+                                for t in transitions if t["machine"] != "lifecycle"]
+    return record
+
+
+def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
+             metadata: dict[str, Any]) -> TaskFSM:
+    context = TaskContext(input_text=text, input_metadata=dict(metadata), source=source)
+    return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))
