@@ -145,7 +145,7 @@ def _wait_for(admin: int) -> str:
 def _end_all(spec: SystemSpec) -> None:
     """SIGKILL every other process of the system (the lock's holders and their descendants) and wait for
     the admin port to be free again."""
-    procs.kill_all(procs.identities(ownership.system_pids(spec.state_dir)), grace=0)
+    procs.kill_all(procs.identities(ownership.pids_of(spec.state_dir)), grace=0)
     _reap_all(block=False)
     deadline = time.monotonic() + 10.0
     while port_in_use(spec) and time.monotonic() < deadline:

@@ -8,20 +8,26 @@
   by every process of the system (Thespian's forks keep unrelated descriptors),
   so it is held exactly as long as any process of the system lives.  A second
   start on the same directory is refused.
-* "Provably ours": a process is part of the system when it holds that lock file
-  open (``/proc/<pid>/fd``), or descends from one that does -- never because of
+* "Provably ours": a process is part of the system when it holds that lock
+  (``/proc/<pid>/fdinfo``), or descends from one that does -- never because of
   the port it listens on.
+* The owner record (``system.json``: port, bind, admin and launcher) and the
+  checks made before anything is sent: is the directory owned, on this port,
+  and is it the system that listens there (``check_owner``, ``check_attachable``)?
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from actors import procs
+from actors.spec import SystemNotRunningError, SystemSpec, SystemStartError
 from pegasus import files
 from pegasus.errors import PegasusError
 
@@ -170,8 +176,8 @@ def _holds_flock(fdinfo: str) -> bool:
         return False
 
 
-def system_pids(state_dir: Path) -> list[int]:
-    """Every live process of the system: the lock's holders and their descendants (not this process)."""
+def pids_of(state_dir: Path) -> list[int]:
+    """Every live process of the system of ``state_dir``: the lock's holders and their descendants (not this one)."""
     roots = holders(state_dir)
     stats = procs.all_stats()
     found = set(roots)
@@ -179,3 +185,109 @@ def system_pids(state_dir: Path) -> list[int]:
         found.update(procs.descendants(root, stats))
     found.discard(os.getpid())
     return sorted(found)
+
+
+# -- a system's owner, its port, and whether it answers -------------------------------
+
+
+def is_running(spec: SystemSpec) -> bool:
+    """Whether a Pegasus system owns spec's state directory (holds its lock)."""
+    if spec.base == "simpleSystemBase":
+        return False
+    return is_owned(spec.state_dir)
+
+
+def port_in_use(spec: SystemSpec) -> bool:
+    """Whether something listens on spec's admin port (probed by binding: nothing reaches it)."""
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # SO_REUSEADDR: a port in TIME_WAIT after a shutdown is free, only a listener makes the bind fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((spec.bind or "0.0.0.0", spec.admin_port))
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def port_user(spec: SystemSpec) -> str:
+    """Who listens on spec's admin port, for a message: ``pid 1234, python3`` or ``a process of uid 1001``."""
+    pid = procs.listener_pid(spec.admin_port)
+    if pid is not None:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        return f"pid {pid}, {name}"
+    uid = procs.listener_uid(spec.admin_port)
+    return f"a process of uid {uid}" if uid is not None else "a process this user cannot see"
+
+
+def _check_port_free(spec: SystemSpec) -> None:
+    if port_in_use(spec):
+        raise SystemStartError(f"port {spec.admin_port} is used by another program ({port_user(spec)})",
+                               spec.admin_port)
+
+
+def read_owner(spec: SystemSpec) -> dict[str, Any] | None:
+    """The owner record of the running system (None when it has not written one)."""
+    try:
+        record = json.loads(spec.pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_owner(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
+    def ident(pid: int | None) -> list[int] | None:
+        st = procs.read_stat(pid) if pid else None
+        return [st.pid, st.starttime] if st else None
+
+    record = {"admin_port": spec.admin_port, "bind": spec.bind, "admin": ident(admin_pid), "daemon": ident(daemon_pid)}
+    files.write_private(spec.pid_file, json.dumps(record).encode())
+
+
+def _admin_pid(spec: SystemSpec) -> int | None:
+    """The admin: the process of the system (a lock holder) that listens on the admin port."""
+    return procs.listener_pid(spec.admin_port, system_pids(spec))
+
+
+def system_pids(spec: SystemSpec) -> list[int]:
+    """The live pids of the system: the holders of its state directory's lock and their descendants."""
+    if spec.base == "simpleSystemBase":
+        return []
+    return pids_of(spec.state_dir)
+
+
+def check_owner(spec: SystemSpec) -> None:
+    """SystemNotRunningError saying why, unless a system owns spec's state directory on spec's port."""
+    where = f"state directory {spec.state_dir}"
+    if not is_owned(spec.state_dir):
+        if port_in_use(spec):
+            raise SystemNotRunningError(f"no Pegasus system is running with {where}; port {spec.admin_port} is "
+                                        f"used by another program ({port_user(spec)})", spec.admin_port)
+        raise SystemNotRunningError(f"no Pegasus system is running on port {spec.admin_port} with {where} "
+                                    "(start one: pegasus start)", spec.admin_port)
+    record = read_owner(spec) or {}
+    port = record.get("admin_port")
+    if port is not None and port != spec.admin_port:
+        raise SystemNotRunningError(f"the Pegasus system of {where} runs on port {port}, not {spec.admin_port}",
+                                    spec.admin_port)
+
+
+def check_attachable(spec: SystemSpec) -> None:
+    """SystemNotRunningError saying why, unless the system of spec's state directory answers on its port.
+
+    Nothing is sent anywhere: a port held by another program is named, never talked to.
+    """
+    check_owner(spec)
+    where = f"state directory {spec.state_dir}"
+    if _admin_pid(spec) is None:
+        if port_in_use(spec):
+            raise SystemNotRunningError(f"port {spec.admin_port} is used by another program ({port_user(spec)}), "
+                                        f"not by the Pegasus system of {where}", spec.admin_port)
+        raise SystemNotRunningError(f"the Pegasus system of {where} does not listen on port {spec.admin_port} "
+                                    "(starting, restarting or broken: see its logs)", spec.admin_port)
