@@ -13,7 +13,7 @@ from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Stor
 from pegasus.store import delta
 from pegasus.store.checkpoint import encode_full
 from pegasus.store.journal import FINISHED, INTERRUPTED_STATUS, StepEnd
-from pegasus.store.sqlite import MIGRATIONS, SCHEMA_VERSION
+from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION
 from pegasus.task import TaskFSM
 
 

@@ -14,7 +14,7 @@ import pytest
 from pegasus.store import DiskFull, Store, StoreDamaged, StoreError, StoreReplaced
 from pegasus.store.backup import backup_file
 from pegasus.store.checkpoint import encode_full
-from pegasus.store.sqlite import MIGRATIONS, SCHEMA_VERSION
+from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION
 from pegasus.task import TaskFSM
 
 

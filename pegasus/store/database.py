@@ -1,0 +1,189 @@
+"""The database file under the store: opened checked (``integrity``), migrated (``schema``), and written in
+transactions that never stay open (``transaction``, ``group``).  ``Store`` builds its tables on it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pegasus.files import PRIVATE_FILE, open_private, private_dir
+from pegasus.store import backup as backups, integrity
+from pegasus.store.errors import StoreError, StoreUnavailable, classify
+from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class Database:
+    """A connection to the database file: opened checked, migrated, with transactions that never stay open.
+
+    Opening checks the file (``integrity``) and names the file and the check
+    that failed.  Every failed write is rolled back whole and raised as a
+    ``StoreError`` naming the file; ``StoreUnavailable`` (disk full, the file
+    deleted or replaced) means no write can be made now.
+    """
+
+    def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self._depth = 0  # open group() / savepoint nesting
+        self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
+        try:
+            private_dir(self.path.parent)
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}") from None
+        integrity.check_header(self.path)
+        try:
+            # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm the database's mode.
+            os.close(open_private(self.path, os.O_RDWR))
+            self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc.strerror or exc}") from None
+        try:
+            version = integrity.check_contents(self.db, self.path, SCHEMA_VERSION)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a crash of any
+            # process; only a power loss may drop the last few (documented).
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate(version)
+            integrity.check_tables(self.db, self.path, TABLES)
+            self.identity = integrity.FileIdentity.of(self.path)
+            for companion in (f"{self.path}-wal", f"{self.path}-shm"):  # left wide by an older Pegasus
+                if os.path.exists(companion):
+                    os.chmod(companion, PRIVATE_FILE)
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise StoreError(f"cannot open store {self.path}: {classify(exc, self.path)}") from None
+        except BaseException:
+            self.db.close()
+            raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema ----------------------------------------------------------------------------
+    def _migrate(self, version: int) -> None:
+        for target in range(version, SCHEMA_VERSION):
+            with self.transaction():
+                for statement in MIGRATIONS[target]:
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {target + 1}")
+
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- transactions ------------------------------------------------------------------------
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE on the file this store opened (StoreReplaced if the path names another now)."""
+        if self.identity is not None:
+            self.identity.verify(self.path)
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise classify(exc, self.path) from None
+
+    def _end(self, commit: bool) -> None:
+        """COMMIT (or ROLLBACK); a failed COMMIT is rolled back: no transaction stays open."""
+        try:
+            if self.db.in_transaction:
+                self.db.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):  # nothing more to do if even that fails
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+            raise classify(exc, self.path) from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time.
+
+        Inside ``group()`` it is a savepoint instead: still all-or-nothing on its
+        own, committed with the group.
+        """
+        if self._depth:
+            savepoint = f"write{self._depth}"
+            self._depth += 1
+            self.db.execute(f"SAVEPOINT {savepoint}")
+            try:
+                yield self.db
+            except sqlite3.Error as exc:
+                self._undo(savepoint)
+                raise classify(exc, self.path) from None
+            except BaseException:
+                self._undo(savepoint)
+                raise
+            finally:
+                self._depth -= 1
+                if self.db.in_transaction:
+                    self.db.execute(f"RELEASE {savepoint}")
+            return
+        self._begin()
+        try:
+            yield self.db
+        except sqlite3.Error as exc:
+            self._end(commit=False)
+            raise classify(exc, self.path) from None
+        except BaseException:
+            self._end(commit=False)
+            raise
+        self._end(commit=True)
+
+    def _undo(self, savepoint: str) -> None:
+        if self.db.in_transaction:  # SQLite may have rolled the whole transaction back itself (disk full)
+            self.db.execute(f"ROLLBACK TO {savepoint}")
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Several writes, one commit.
+
+        Each write inside stays atomic on its own (a failed one is rolled back
+        alone) and what succeeded is committed when the block ends, even if it
+        raises: exactly what separate transactions would leave, for one WAL
+        append instead of one per write.  They are durable only when the block
+        ends: nothing that promises durability (a journal entry's answer) may be
+        sent inside it.  When the store becomes unavailable (``StoreUnavailable``)
+        the whole group is rolled back: the writer re-reads the store anyway.
+        """
+        if self._depth:
+            yield
+            return
+        self._begin()
+        self._depth = 1
+        commit = True
+        try:
+            yield
+        except StoreUnavailable:
+            commit = False
+            raise
+        finally:
+            self._depth = 0
+            self._end(commit)
+
+    def probe(self) -> None:
+        """One small write: StoreUnavailable while the store still cannot take writes."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('probe', ?)", (now_iso(),))
+
+    def backup(self, target: Path | str, *, overwrite: bool = False) -> dict[str, Any]:
+        """A consistent copy of the database at ``target`` (``pegasus.store.backup``)."""
+        return backups.backup(self.db, self.path, target, overwrite=overwrite)
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        for attempt in range(3):
+            try:
+                return self.db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:  # locked by a writer: wait briefly
+                if "locked" not in str(exc) or attempt == 2:
+                    raise classify(exc, self.path) from None
+                time.sleep(0.05)
+        return []
