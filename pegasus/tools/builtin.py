@@ -21,11 +21,12 @@ import ast
 import math
 import operator
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pegasus.config import ToolSettings
 from pegasus.tools.file_tools import read_tools, write_tools
 from pegasus.tools.registry import Tool, ToolContext, ToolExecutionError, ToolRegistry
 from pegasus.tools.workspace import Workspace
@@ -176,14 +177,13 @@ def _tools(space: Workspace) -> tuple[Tool, ...]:
 
 
 # The read-only set, reads confined as by default: the user's home, narrowed by the task's workspace.
-BUILTIN_TOOLS: tuple[Tool, ...] = _tools(Workspace())
+BUILTIN_TOOLS: tuple[Tool, ...] = _tools(Workspace.of(ToolSettings()))
 
 
-def workspace_tools(*, workspace_root: str = "", confine_reads: bool = True, read_allow: Sequence[str] = (),
-                    shell_enabled: bool = False, shell_timeout_s: float = 30.0) -> tuple[Tool, ...]:
+def workspace_tools(tools: ToolSettings) -> tuple[Tool, ...]:
     """The built-ins plus write_file (and shell when enabled), as ``[tools]`` configures them."""
-    space = Workspace(workspace_root, confine_reads, tuple(read_allow))
-    return _tools(space) + write_tools(space, shell_enabled=shell_enabled, shell_timeout_s=shell_timeout_s)
+    space = Workspace.of(tools)
+    return _tools(space) + write_tools(space, shell_enabled=tools.shell_enabled, shell_timeout_s=tools.shell_timeout_s)
 
 
 def default_registry(*, max_output_chars: int | None = None) -> ToolRegistry:

@@ -57,11 +57,7 @@ def preflight(settings: Settings) -> None:
 def registry_for(settings: Settings) -> ToolRegistry:
     """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers."""
     tools = settings.tools
-    registry = ToolRegistry(
-        workspace_tools(workspace_root=tools.workspace_root, confine_reads=tools.confine_reads,
-                        read_allow=list(tools.read_allow), shell_enabled=tools.shell_enabled,
-                        shell_timeout_s=tools.shell_timeout_s),
-        max_output_chars=tools.max_output_chars)
+    registry = ToolRegistry(workspace_tools(tools), max_output_chars=tools.max_output_chars)
     for entry in tools.plugins:
         _load_plugin(entry, registry)
     if settings.mcp.servers:

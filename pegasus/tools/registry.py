@@ -30,11 +30,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from pegasus.config import ToolSettings
 from pegasus.errors import PegasusError
 
 Effect = Literal["pure", "idempotent", "effectful"]
 EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "effectful")
-DEFAULT_MAX_OUTPUT_CHARS = 16000
+DEFAULT_MAX_OUTPUT_CHARS = ToolSettings().max_output_chars  # the config's default, not typed again
 
 
 # -- errors ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pegasus.config import ToolSettings
 from pegasus.tools.beneath import EscapeError, open_beneath
 from pegasus.tools.registry import ToolExecutionError
 
@@ -42,9 +43,14 @@ def _inside(path: Path, root: Path) -> bool:
 class Workspace:
     """The confinement ``[tools]`` configures; see the module docstring."""
 
-    root_setting: str = ""
-    confine_reads: bool = True
-    read_allow: tuple[str, ...] = ()
+    root_setting: str
+    confine_reads: bool
+    read_allow: tuple[str, ...]
+
+    @classmethod
+    def of(cls, tools: ToolSettings) -> Workspace:
+        """The confinement the ``[tools]`` settings describe."""
+        return cls(tools.workspace_root, tools.confine_reads, tuple(tools.read_allow))
 
     def root(self) -> Path:
         """The configured root, absolute and resolved."""

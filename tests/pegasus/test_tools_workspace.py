@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pegasus.config import Settings
+from pegasus.config import Settings, ToolSettings
 from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.task.models import PlanStep, TaskContext
 from pegasus.tools.plugins import registry_for
@@ -92,7 +92,7 @@ def test_a_task_workspace_may_only_narrow_the_root(workspace: Path, tmp_path: Pa
 
 
 def test_the_home_directory_is_the_root_when_none_is_configured(workspace: Path, tmp_path: Path) -> None:
-    assert Workspace().root() == tmp_path.resolve()  # HOME is tmp_path here
+    assert Workspace.of(ToolSettings()).root() == tmp_path.resolve()  # HOME is tmp_path here
     with pytest.raises(ToolExecutionError, match="outside the workspace root"):
         tools().call("read_file", {"path": "x"}, ToolContext(Path("/etc")))
 
