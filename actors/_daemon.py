@@ -11,9 +11,9 @@ descriptors and a new session, and the SystemSpec pickled in
    stay in the system's process tree and get reaped when they exit;
 2. takes the state directory's lock (``ownership``) and keeps it for the
    life of the system, writes the settings the guardian configures the
-   supervisor with, and installs the bind patch, the frame authentication with
-   the system key and the log routing -- inherited by the admin and every
-   actor through fork;
+   supervisor with, and installs Thespian's patches (``thespian_patches``:
+   bind address, frames authenticated with the system key, log routing,
+   speed) -- inherited by the admin and every actor through fork;
 3. forks a short-lived starter that creates the ActorSystem (Thespian forks the
    admin from it), brings the guardian and its supervisor up, and exits, so the
    long-lived launcher holds no socket;
@@ -38,7 +38,7 @@ import traceback
 
 from thespian.actors import ActorSystem
 
-from actors import _frames, ownership, procs
+from actors import frames, ownership, procs
 from actors.system import _SPEC_ENV, SystemSpec, _busy, _prepare_process, _write_owner, port_in_use
 from pegasus import files
 from pegasus.restarts import Restarts
@@ -66,7 +66,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
         print(f"{exc}", file=sys.stderr)
         sys.exit(1)
-    _frames.reset_count(spec.state_dir)
+    frames.reset_count(spec.state_dir)
     spec.stopping_file.unlink(missing_ok=True)
     restarts = Restarts()
     while True:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from actors import _frames, ownership
+from actors import frames, ownership
 from actors.client import Client, resolved
 from actors.system import (
     SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, start_system, stop_daemon, validate,
@@ -196,7 +196,7 @@ def _refused_by_leader(spec: SystemSpec) -> bool:
     try:
         admin = asys._systemBase.adminAddr
         while time.monotonic() < deadline:
-            if _frames.rejected_count(spec.state_dir):
+            if frames.rejected_count(spec.state_dir):
                 return True
             status = asys.ask(admin, Thespian_StatusReq(), 0.5)
             if getattr(status, "conventionAttendees", None):
@@ -204,7 +204,7 @@ def _refused_by_leader(spec: SystemSpec) -> bool:
             time.sleep(0.05)
     finally:
         detach(asys)
-    return bool(_frames.rejected_count(spec.state_dir))
+    return bool(frames.rejected_count(spec.state_dir))
 
 
 def describe_members(stats: dict[str, Any]) -> str:

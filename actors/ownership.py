@@ -1,7 +1,7 @@
 """Who owns a state directory: its system key, its lock, and the processes that hold the lock.
 
 * ``system.key`` (0600, 32 random bytes as hex): every frame of the system is
-  authenticated with it (``actors._frames``).  Created at the first start; a
+  authenticated with it (``actors.frames``).  Created at the first start; a
   client must be able to read it, so only a user who can read the state
   directory can talk to the system.
 * ``lock``: an exclusive ``flock`` taken before the admin starts and inherited

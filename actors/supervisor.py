@@ -25,7 +25,7 @@ from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_runs import RunsAndStore
-from actors._frames import UnreadableMessage, rejected_count
+from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors

@@ -5,9 +5,9 @@ the rules below hold everywhere:
 
 * Every socket of a Pegasus system (admin, logger, every actor, every client
   endpoint) listens on the configured interface, 127.0.0.1 by default; a
-  non-loopback address needs ``allow_non_loopback=True`` (see ``_bind``).
+  non-loopback address needs ``allow_non_loopback=True`` (``thespian_patches``).
 * Every frame on those sockets is authenticated with the state directory's
-  system key before anything in it is unpickled (``_frames``); a client must
+  system key before anything in it is unpickled (``frames``); a client must
   read the key, so only a user who can read the state directory gets in.
 * One system per state directory: its lock is taken before the admin starts
   and held by every process of the system (``ownership``).  Nothing is ever
@@ -23,8 +23,9 @@ the rules below hold everywhere:
   and their descendants, never anything found by name or port -- and SIGKILLs,
   as a last resort, only those pids.
 
-The background launcher lives in ``_daemon``; /proc helpers in ``procs``; the
-bind patch and log routing in ``_bind``; frame authentication in ``_frames``.
+The background launcher lives in ``_daemon``; /proc helpers in ``procs``; every change
+to Thespian (bind address, frame authentication, log routing, speed) in ``thespian_patches``,
+checked against the installed Thespian before a system starts or is attached to.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress
 from thespian.system import multiprocTCPBase
 from thespian.system.transport import SendStatus
 
-from actors import _bind, _frames, ownership, procs
+from actors import frames, ownership, procs, thespian_patches
 from actors.ownership import (  # re-exported, as the spec's names
     _admin_pid, _check_port_free, _write_owner, check_attachable as check_attachable, check_owner as check_owner,
     is_running as is_running, port_in_use as port_in_use, port_user as port_user, read_owner as read_owner,
@@ -61,55 +62,29 @@ from pegasus import files
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _SPEC_ENV = "PEGASUS_DAEMON_SPEC"
 
-def set_convention_timing(spec: SystemSpec) -> None:
-    """Set Thespian's convention failure-detection periods for this process and its forks.
-
-    ``thespian.system.admin.convention`` reads CONVENTION_REREGISTRATION_PERIOD,
-    CONVENTION_REGISTRATION_MISS_MAX and CONVENTION_RESTART_PERIOD from the
-    environment *at import* (``getenvdef``, lines 21-30) and uses the module
-    globals at each check (``ExpirationTimer(CONVENTION_REREGISTRATION_PERIOD)``,
-    ``registryValid = period * MISS_MAX``).  Thespian is imported long before a
-    system starts, so we set the globals themselves (every admin is forked from
-    this process and inherits them) and the environment (for a process that
-    imports Thespian later).  A member that stops checking in is declared dead
-    after about period x miss_max (+ up to one period): ~8.5 s with 3 s, 2.
-    """
-    from datetime import timedelta
-
-    from thespian.system.admin import convention as _convention
-
-    period = timedelta(seconds=spec.reregistration_period_s)
-    restart = timedelta(seconds=spec.restart_period_s)
-    _convention.CONVENTION_REREGISTRATION_PERIOD = period
-    _convention.CONVENTION_REGISTRATION_MISS_MAX = int(spec.registration_miss_max)
-    _convention.CONVENTION_RESTART_PERIOD = restart
-
-    def minutes_seconds(seconds: float) -> str:  # Thespian's str_to_timedelta format: "M:S", whole seconds
-        whole = max(1, round(seconds))
-        return f"{whole // 60}:{whole % 60}"
-
-    os.environ["CONVENTION_REREGISTRATION_PERIOD"] = minutes_seconds(spec.reregistration_period_s)
-    os.environ["CONVENTION_REGISTRATION_MISS_MAX"] = str(int(spec.registration_miss_max))
-    os.environ["CONVENTION_RESTART_PERIOD"] = minutes_seconds(spec.restart_period_s)
-
-
 def _prepare_process(spec: SystemSpec, key: bytes) -> None:
-    """Validate, patch the bind address, authenticate frames with ``key``, set convention timing and
-    route Thespian's log, in this process (and so in everything it forks)."""
+    """Validate, then install Thespian's patches in this process (and so in everything it forks): the
+    bind address, frames authenticated with ``key``, Thespian's log routed, convention timing, speed.
+
+    SystemStartError, before anything is installed, when a security patch cannot apply to the
+    installed Thespian (a speed patch that cannot is left out with a warning line).
+    """
     validate(spec)
-    set_convention_timing(spec)
     try:
-        _bind.install(spec.bind or "0.0.0.0", spec.advertised)
-    except _bind.BindConflict as exc:
+        thespian_patches.install(
+            bind=spec.bind or "0.0.0.0", advertise=spec.advertised, key=key, max_frame_bytes=spec.max_frame_bytes,
+            state_dir=spec.state_dir, logs_dir=spec.logs_dir, thesplog_level=spec.thesplog_level,
+            convention=(spec.reregistration_period_s, spec.registration_miss_max, spec.restart_period_s))
+    except (thespian_patches.PatchRefused, thespian_patches.BindConflict) as exc:
         raise SystemStartError(str(exc), spec.admin_port) from None
-    _frames.install(key, spec.max_frame_bytes, spec.state_dir)
-    _bind.configure_thesplog(spec.logs_dir, spec.thesplog_level)
-    _bind.use_poll_selector()
-    _bind.defer_descriptions()
-    _bind.own_stack_chunk()
-    _bind.whole_messages()
-    _bind.quick_idle_checks()
-    _bind.fresh_retry_after_stale_connection()
+
+
+def _verify_thespian(spec: SystemSpec) -> None:
+    """SystemStartError when a security patch cannot apply to the installed Thespian (nothing installed)."""
+    try:
+        thespian_patches.verify()
+    except thespian_patches.PatchRefused as exc:
+        raise SystemStartError(str(exc), spec.admin_port) from None
 
 
 def _private_state(spec: SystemSpec) -> None:
@@ -175,7 +150,7 @@ def start_system(spec: SystemSpec) -> ActorSystem:
         _check_port_free(spec)
         spec.write_settings()
         _prepare_process(spec, ownership.create_key(spec.state_dir))
-        _frames.reset_count(spec.state_dir)
+        frames.reset_count(spec.state_dir)
         before = set(procs.children_of(os.getpid()))
         try:
             asys = ActorSystem(spec.base, spec.thespian_capabilities(), logDefs=spec.log_defs(), transientUnique=True)
@@ -265,6 +240,7 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     validate(spec)
     if spec.base != "multiprocTCPBase":
         raise SystemStartError("only multiprocTCPBase can run as a daemon", spec.admin_port)
+    _verify_thespian(spec)  # here, not only in the launcher: the refusal is the caller's own error
     _private_state(spec)
     if ownership.is_owned(spec.state_dir):
         raise _busy(spec)

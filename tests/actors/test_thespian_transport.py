@@ -1,11 +1,11 @@
-"""actors/_bind.py points 4, 7 and 8: the selector of Thespian's TCP loop, whole messages per
-loop, and its per-pass look at idle sockets.
+"""Three speed patches of Thespian's TCP transport (actors/thespian_patches/speed): the selector
+of its loop, whole messages per pass, and its per-pass look at idle sockets.
 
-Point 4: ``PollSet`` answers as ``selectors.PollSelector`` does, over real sockets.
-Point 8: the quick expiry check and the kept address hash answer what Thespian's own do.
-Point 7: Thespian's own steps, driven one readiness event at a time over a real
+poll_selector: ``PollSet`` answers as ``selectors.PollSelector`` does, over real sockets.
+quick_idle_checks: the quick expiry check and the kept address hash answer what Thespian's own do.
+whole_messages: Thespian's own steps, driven one readiness event at a time over a real
 socket pair, the way its loop calls them; the unpatched steps are the baseline
-each test states first.  (Every actor process inherits both: test_system.py.)
+each test states first.  (Every actor process inherits them all: test_system.py.)
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from thespian.system.timing import ExpirationTimer
 from thespian.system.transport.IPBase import RoutedTCPv4ActorAddress, TCPv4ActorAddress
 from thespian.system.transport.streamBuffer import ReceiveBuffer, ackMsg, toSendBuffer
 
-from actors import _bind, _frames
+from actors.thespian_patches.security import frame_auth
+from actors.thespian_patches.speed import poll_selector, quick_idle_checks, whole_messages
 
 PEER = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
 ME = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40002, external=False))
@@ -36,9 +37,9 @@ ME = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40002, external=False))
 
 @pytest.fixture(autouse=True)
 def bare_frames() -> Iterator[None]:
-    """These tests speak Thespian's own frames: authenticated ones (actors._frames) are set aside,
+    """These tests speak Thespian's own frames: authenticated ones (frame_auth) are set aside,
     whatever an earlier test of this process installed."""
-    with _frames.bare_thespian():
+    with frame_auth.bare_thespian():
         yield
 
 
@@ -51,7 +52,7 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     theirs.close()
 
 
-# -- point 4: PollSet ----------------------------------------------------------------------
+# -- poll_selector: PollSet ----------------------------------------------------------------
 def _selected(selector: Any, reads: list[socket.socket], writes: list[socket.socket],
               timeout: float | None = 0) -> set[tuple[int, int]]:
     for sock in reads:
@@ -71,9 +72,9 @@ def test_the_poll_set_reports_what_the_poll_selector_reports():
         loaded_peer.sendall(b"data")
         hung_peer.close()  # a hang-up: readable (and writable, when asked)
         for reads, writes in (([quiet, loaded, hung], []), ([quiet], [loaded]), ([hung], [quiet]), ([], [])):
-            ours = _selected(_bind.PollSet(), reads, writes)
+            ours = _selected(poll_selector.PollSet(), reads, writes)
             assert ours == _selected(selectors.PollSelector(), reads, writes)
-        assert _selected(_bind.PollSet(), [quiet, loaded], [loaded_peer]) == {
+        assert _selected(poll_selector.PollSet(), [quiet, loaded], [loaded_peer]) == {
             (loaded.fileno(), selectors.EVENT_READ), (loaded_peer.fileno(), selectors.EVENT_WRITE)}
     finally:
         for sock in (quiet, quiet_peer, loaded, loaded_peer, hung):
@@ -83,11 +84,11 @@ def test_the_poll_set_reports_what_the_poll_selector_reports():
 def test_the_poll_set_waits_as_asked_and_refuses_what_the_poll_selector_refuses(pair):
     ours, theirs = pair
     started = time.monotonic()
-    assert _selected(_bind.PollSet(), [ours], [], timeout=0.05) == set()
+    assert _selected(poll_selector.PollSet(), [ours], [], timeout=0.05) == set()
     assert time.monotonic() - started >= 0.045  # at least the timeout (rounded up to a millisecond)
     theirs.sendall(b"x")
-    assert _selected(_bind.PollSet(), [ours], [], timeout=None) == {(ours.fileno(), selectors.EVENT_READ)}
-    selector = _bind.PollSet()
+    assert _selected(poll_selector.PollSet(), [ours], [], timeout=None) == {(ours.fileno(), selectors.EVENT_READ)}
+    selector = poll_selector.PollSet()
     selector.register(ours.fileno(), selectors.EVENT_READ)
     with pytest.raises(KeyError):
         selector.register(ours.fileno(), selectors.EVENT_WRITE)
@@ -95,16 +96,15 @@ def test_the_poll_set_waits_as_asked_and_refuses_what_the_poll_selector_refuses(
         selector.register(-1, selectors.EVENT_READ)
 
 
-# -- point 7: whole messages --------------------------------------------------------------
+# -- whole_messages ------------------------------------------------------------------------
 def _transport(patched: bool) -> tcp.TCPTransport:
     """A TCPTransport with just the state these steps use (no listening socket)."""
     transport = object.__new__(tcp.TCPTransport)
     transport.myAddress = ME
     transport._incomingEnvelopes, transport._finished_intents, transport._waitingTransmits = [], [], []
     transport._openSockets, transport._transmitIntents, transport._incomingSockets = {}, {}, {}
-    steps = _bind._ORIGINAL_STEPS if not patched else {
-        "_handleReadableIncoming": _bind._read_incoming, "_next_XMIT_2": _bind._send_data,
-        "_next_XMIT_4": _bind._read_ack}
+    steps = whole_messages.STEPS if patched else {
+        t.name: t.original for t in whole_messages.PATCH.targets if t.name in whole_messages.STEPS}
     for name, step in steps.items():  # on the instance: the class stays as the process has it
         setattr(transport, name, step.__get__(transport))
     return transport
@@ -245,19 +245,19 @@ def test_no_acknowledgement_yet_leaves_the_intent_waiting(pair):
     assert intent.stage == tcp.TCPTransport._XMITStepWaitForAck and not transport._finished_intents
 
 
-# -- point 8: idle sockets -----------------------------------------------------------------
+# -- quick_idle_checks ---------------------------------------------------------------------
 def test_the_quick_expiry_check_answers_as_thespians(pair):
     ours, _ = pair
     idle = tcp.IdleSocket(ours, PEER)
     for validity, expired in ((ExpirationTimer(timedelta(minutes=20)), False),
                               (ExpirationTimer(timedelta(0)), True), (ExpirationTimer(None), False)):
         idle.validity = validity
-        assert _bind._idle_expired(idle) is expired
+        assert quick_idle_checks._idle_expired(idle) is expired
         assert idle.validity.view().expired() is expired  # what Thespian's IdleSocket.expired returns
 
 
 def test_a_kept_address_hash_is_thespians_and_is_never_pickled():
-    _bind.quick_idle_checks()
+    quick_idle_checks.install()
     for address in (TCPv4ActorAddress("127.0.0.1", 40003, external=False),
                     RoutedTCPv4ActorAddress("127.0.0.1", 40004, None, None, external=False)):
         assert hash(address) == hash((address.socketArgs, address.connectArgs))  # Thespian's formula

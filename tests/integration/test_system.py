@@ -95,30 +95,30 @@ def test_thespian_addresses_bind_to_the_configured_host(tcp_system):
 
 
 def test_actors_select_with_one_poll_call(tcp_system):
-    # actors/_bind.py point 4: not a new epoll set per loop.  Asked of an actor forked
-    # from the admin and of its child: both inherit the patched transport.
+    # Thespian's speed patches (actors/thespian_patches/speed), asked of an actor forked from the
+    # admin and of its child: both inherit them.  poll_selector: not a new epoll set per loop.
     spec, asys = tcp_system
     parent = asys.createActor(EchoActor)
     child = asys.ask(parent, ("spawn",), ASK)
     assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSet"
-    # point 5: Thespian's debug descriptions of messages are built only when written
+    # deferred_descriptions: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
-    # point 7: a whole message is read (and a send goes on to wait for its acknowledgement) per loop;
-    # point 8: quick idle-socket checks (tests/actors/test_thespian_transport.py drives both over real sockets)
+    # whole_messages: a whole message is read (and a send goes on to wait for its acknowledgement) per
+    # loop; quick_idle_checks (tests/actors/test_thespian_transport.py drives both over real sockets)
     assert asys.ask(parent, "steps", ASK) == asys.ask(child, "steps", ASK) == [
         "_read_incoming", "_send_data", "_read_ack", "_idle_expired", "_address_hash"]
-    # point 6: each actor's loop runs above a frame that holds a frame-stack chunk of its own
+    # own_stack_chunk: each actor's loop runs above a frame that holds a frame-stack chunk of its own
     for actor in (parent, child):
         stack = asys.ask(actor, "stack", ASK)
         assert "_on_own_stack_chunk" in stack and stack.index("_on_own_stack_chunk") > stack.index("receiveMessage")
 
 
 def test_the_stack_chunk_frame_is_wider_than_a_chunk_and_passes_calls_through():
-    from actors import _bind
+    from actors.thespian_patches.speed.own_stack_chunk import on_own_stack_chunk
 
-    code = _bind.on_own_stack_chunk.__code__
+    code = on_own_stack_chunk.__code__
     assert (code.co_nlocals + code.co_stacksize) * 8 > 32 * 1024  # more than two 16 KiB chunks: a 64 KiB one
-    assert _bind.on_own_stack_chunk(lambda a, b=0: (a, b), (1,), {"b": 2}) == (1, 2)
+    assert on_own_stack_chunk(lambda a, b=0: (a, b), (1,), {"b": 2}) == (1, 2)
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0", "10.1.2.3"])
@@ -291,7 +291,8 @@ def test_a_deferred_message_description_is_thespians_own_and_still_logged(tmp_pa
     from thespian.actors import ActorAddress
     from thespian.system import transport, utilis
 
-    from actors import _bind
+    from actors.thespian_patches.security import thespian_log
+    from actors.thespian_patches.speed import deferred_descriptions
 
     for name in ("_thesplog_control_settings", "_thesplog_file", "_thesplog_old_file"):
         monkeypatch.setattr(utilis, name, getattr(utilis, name))  # put back afterwards
@@ -300,15 +301,15 @@ def test_a_deferred_message_description_is_thespians_own_and_still_logged(tmp_pa
     def untimed(text: str) -> str:  # an intent's description includes its time left
         return re.sub(r"\d+:\d\d:\d\d\.\d+", "T", text)
 
-    _bind.defer_descriptions()
+    deferred_descriptions.install()
     intent = transport.TransmitIntent(ActorAddress("target"), {"payload": 1})
     described = intent.identify()
     assert type(described).__name__ == "_Description"
-    own = untimed(_bind._IDENTIFY[transport.TransmitIntent](intent))
+    own = untimed(deferred_descriptions._INTENT.original(intent))
     assert untimed(str(described)) == own and "TransportIntent(" in own
     envelope = transport.ReceiveEnvelope(ActorAddress("sender"), "hello")
-    assert str(envelope) == str(envelope.identify()) == _bind._IDENTIFY[transport.ReceiveEnvelope](envelope)
+    assert str(envelope) == str(envelope.identify()) == deferred_descriptions._ENVELOPE.original(envelope)
     assert "hello" in str(envelope)
-    log = _bind.configure_thesplog(tmp_path, "DEBUG")
+    log = thespian_log.install(tmp_path, "DEBUG")
     utilis.thesplog("Attempting intent %s", intent.identify(), level=logging.DEBUG)
     assert f"Attempting intent {own}" in untimed(log.read_text())

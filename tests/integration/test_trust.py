@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from actors import _frames, procs
+from actors import frames, procs
 from actors.ownership import key_path, load_key
 from actors import convention as conv
 from actors.client import Client, RequestError
@@ -154,7 +154,7 @@ def test_bad_mac_truncated_and_oversized_frames_are_refused(pegasus, tmp_path: P
     marker = tmp_path / "made"
     data = pickle.dumps((None, _MakeDir(str(marker))))
     forged = b"%d>" % (33 + len(data)) + b"\x02" + secrets.token_bytes(32) + data  # the right shape, a wrong MAC
-    system = _frames.Trust(load_key(key_path(client.spec.state_dir)), 1 << 20, None)
+    system = frames.Trust(load_key(key_path(client.spec.state_dir)), 1 << 20, None)
     before = client.stats()["rejected_frames"]
 
     reply = send_raw(port, forged)
@@ -207,7 +207,7 @@ def test_a_request_the_supervisor_cannot_read_gets_a_bad_request(pegasus, tmp_pa
 
 def test_a_message_larger_than_a_frame_is_refused_by_its_sender(pegasus) -> None:
     client = pegasus(system={"max_frame_bytes": 1 << 20})
-    with pytest.raises(_frames.FrameTooLarge, match=r"frames are limited to 1048576 bytes \(\[system\] max_frame_bytes\)"):
+    with pytest.raises(frames.FrameTooLarge, match=r"frames are limited to 1048576 bytes \(\[system\] max_frame_bytes\)"):
         client.submit("x" * (2 << 20))
     assert serves(client)
 

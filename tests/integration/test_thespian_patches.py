@@ -1,0 +1,111 @@
+"""The check of Thespian's patches at start, through real processes (actors/thespian_patches).
+
+* Another Thespian version installed: ``pegasus start`` and ``pegasus run`` exit 1 with one line
+  ``pegasus: Thespian security patch ... cannot apply: ...`` and start no process.
+* A security patch's target changed: the start is refused, naming the patch.
+* A speed patch's target changed: the system starts without that patch (its actors run
+  Thespian's own code there, every other patch still in place), after one warning line.
+
+A changed target is made by replacing it before Pegasus is imported, in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actors import procs
+from actors.system import SystemSpec, is_running, system_pids
+from tests.integration.conftest import PROJECT_ROOT, ensure_gone
+from tests.integration.test_cli import ARITHMETIC, Pegasus, Sampler, _make, _stop_and_check, assert_failure
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def other_thespian(tmp_path: Path) -> Iterator[Pegasus]:
+    """The CLI, with the metadata of a Thespian 4.0.2 found first (the code is the installed 4.0.1)."""
+    dist = tmp_path / "site" / "thespian-4.0.2.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thespian\nVersion: 4.0.2\n")
+    path = os.pathsep.join((str(dist.parent), str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))
+    pegasus = _make(tmp_path, "other", PYTHONPATH=path)
+    try:
+        yield pegasus
+    finally:
+        _stop_and_check(pegasus)
+
+
+@pytest.mark.parametrize("command", [("start",), ("run", ARITHMETIC)])
+def test_another_thespian_refuses_to_start_in_one_line(other_thespian: Pegasus, command: tuple[str, ...]) -> None:
+    with Sampler(other_thespian.spec) as sampler:
+        result = other_thespian(*command)
+    assert_failure(result, "Thespian security patches bind_address, frame_auth, private_files, thespian_log cannot "
+                   "apply: Thespian 4.0.2 is installed, not 4.0.1", "pip install thespian==4.0.1")
+    assert sampler.seen[other_thespian.port] == {}  # no process was ever started for it
+    assert not is_running(other_thespian.spec)
+
+
+def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_changed_security_target_refuses_to_start_naming_the_patch(free_port, state_dir, subprocess_env) -> None:
+    result = _run(f"""
+        from thespian.system.transport import IPBase
+        IPBase.IPActorAddress.bindArgs = property(lambda self: (("", 0),))  # someone else's patch
+        from pathlib import Path
+        from actors.system import SystemSpec, SystemStartError, start_system
+        try:
+            start_system(SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r})))
+        except SystemStartError as exc:
+            print(exc)
+        """, subprocess_env)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.startswith("Thespian security patch bind_address cannot apply: IPActorAddress.bindArgs is "
+                                    "not the code the patch was written for"), result.stdout
+    assert not is_running(SystemSpec(admin_port=free_port, state_dir=state_dir))
+
+
+def test_a_changed_speed_target_runs_without_that_patch_after_one_warning(free_port, state_dir, subprocess_env) -> None:
+    spec = SystemSpec(admin_port=free_port, state_dir=state_dir)
+    try:
+        result = _run(f"""
+            import json
+            from thespian.system.transport import TCPTransport
+            def expired(self):  # someone else's change to a target of quick_idle_checks
+                return self.validity.view().expired()
+            TCPTransport.IdleSocket.expired = expired
+            from pathlib import Path
+            from actors.system import SystemSpec, shutdown, start_system
+            from tests.support.echo_actor import EchoActor
+            spec = SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r}))
+            asys = start_system(spec)
+            try:
+                echo = asys.createActor(EchoActor)
+                print(json.dumps({{"steps": asys.ask(echo, "steps", 10), "selector": asys.ask(echo, "selector", 10),
+                                  "echo": asys.ask(echo, "hello", 10)}}))
+            finally:
+                shutdown(spec, asys)
+            """, subprocess_env)
+        assert result.returncode == 0, result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            "pegasus: warning: running without the Thespian speed patch quick_idle_checks: IdleSocket.expired is not "
+            "the code the patch was written for (") and lines[0].endswith(
+            "(see docs/thespian-patches.md#quick-idle-checks)"), result.stderr
+        seen = json.loads(result.stdout)
+        # Thespian's own expiry check (here, the stand-in) and hash; every other patch in place
+        assert seen == {"steps": ["_read_incoming", "_send_data", "_read_ack", "expired", "__hash__"],
+                        "selector": "PollSet", "echo": "hello"}
+    finally:
+        ensure_gone(spec, procs.identities(system_pids(spec)))
+
