@@ -560,7 +560,10 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
         ["cancel", doomed], ["start"])
     assert_failure(unknown, "no-such-task")
     assert_failure(resume_done, "done")
-    assert_failure(approve_running, "running")
+    # Refused in one line whatever state the resumed task reached meanwhile (on a loaded machine these six
+    # commands can outlast its 5 s step: it may be done already).
+    assert_failure(approve_running)
+    assert re.search(r"'(running|done)'", approve_running.stderr), approve_running.stderr
     assert_failure(retry_done, "done")
     assert_failure(cancel_canceled, "canceled")
     assert_failure(start_again, str(pegasus.port))
