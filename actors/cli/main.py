@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
-        p.add_argument("text", nargs=text_nargs, help="what the task should do")
+        p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
         p.add_argument("--machine", choices=machines.COGNITIVE_MACHINES, help="cognitive machine (default from config)")
         p.add_argument("--priority", type=_count(0), default=5, metavar="N", help="lower runs first (default 5)")
 
@@ -84,17 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "to a request, each request all or none").complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--key", help="idempotency key: a key used before answers the task it created "
                    "(with --file, the task of line n gets KEY:n)")
-    for name, help_text in (("status", "show a task"), ("history", "a task's transitions"),
-                            ("suspend", "suspend a running task"), ("resume", "resume a suspended or blocked task"),
-                            ("cancel", "cancel a task"), ("approve", "approve a draft task (manual approval)"),
-                            ("retry", "retry a failed task")):
-        handler = (tasks.history if name == "history" else
-                   tasks.task_command("get" if name == "status" else name,
-                                      **({"message": "message"} if name == "resume" else {})))
+    for name, handler, help_text in (
+        ("status", tasks.task_command("get"), "show a task"),
+        ("history", tasks.history, "a task's transitions"),
+        ("suspend", tasks.task_command("suspend"), "suspend a running task"),
+        ("resume", tasks.task_command("resume", message="message"), "resume a suspended or blocked task"),
+        ("cancel", tasks.task_command("cancel"), "cancel a task"),
+        ("approve", tasks.task_command("approve"), "approve a draft task (manual approval)"),
+        ("retry", tasks.task_command("retry"), "retry a failed task"),
+    ):
         p = command(name, handler, help_text)
         p.add_argument("task_id", metavar="TASK_ID")
         if name == "resume":
-            p.add_argument("--message", help="the information the task asked for")
+            p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")

@@ -3,6 +3,7 @@ script's entry point."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import shutil
@@ -13,6 +14,7 @@ import pytest
 
 import pegasus
 from actors.cli import main
+from actors.cli.main import build_parser
 
 
 def test_lists_the_three_machines(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,3 +126,23 @@ def test_zsh_completion_is_a_compdef_script(capsys: pytest.CaptureFixture[str]) 
     assert script.startswith("#compdef pegasus") and "--offset" in script and "blocked" in script
     if shutil.which("zsh"):
         subprocess.run(["zsh", "-n"], input=script, text=True, check=True)  # it parses
+
+
+SYSTEM = ["-h", "--json", "--config", "--port"]
+FLAGS = {  # the command line's contract, as the README lists it
+    "run": [*SYSTEM, "--machine", "--priority", "--timeout"],
+    "submit": [*SYSTEM, "--machine", "--priority", "--file", "--key"],
+    "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM,
+    "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset"],
+    "start": [*SYSTEM, "--leader"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
+    "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
+    "tools": ["-h", "--json", "--config"], "completion": ["-h"],
+}
+
+
+def test_every_command_and_its_flags() -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    found = {name: [flag for action in sub._actions for flag in action.option_strings if flag != "--help"]
+             for name, sub in commands.items()}
+    assert found == FLAGS

@@ -488,7 +488,10 @@ def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str
         assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
         assert "(exit_reason: retry_exhausted)" in result.stdout
         assert as_json.returncode == 1, as_json.stderr
+        error = json.loads(as_json.stderr)["error"]  # --json: the failure is JSON too (issue 16)
+        assert error["type"] == "TaskFailed" and error["message"].startswith("task failed: 1 tool step(s) failed")
         task = json.loads(as_json.stdout)["task"]
+        assert error["task_id"] == task["task_id"]
         assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", "retry_exhausted")
         assert task["effects_unknown"] == []
         assert [s["stage"] for s in task["stages"]].count("act") == 4  # the step and respond, twice
