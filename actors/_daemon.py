@@ -38,7 +38,7 @@ import traceback
 
 from thespian.actors import ActorSystem
 
-from actors import frames, ownership, procs
+from actors import frames, ownership, procs, titles
 from actors.system import _SPEC_ENV, SystemSpec, _busy, _prepare_process, _write_owner, port_in_use
 from pegasus import files
 from pegasus.restarts import Restarts
@@ -54,6 +54,7 @@ def say(text: str) -> None:
 def main() -> None:
     """Entry point of the launcher process."""
     spec: SystemSpec = pickle.loads(base64.b64decode(os.environ.pop(_SPEC_ENV)))
+    titles.set_launcher_title(spec.state_dir)
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     os.umask(files.PRIVATE_UMASK)
     try:
@@ -63,6 +64,7 @@ def main() -> None:
             raise _busy(spec) from None
         spec.write_settings()
         _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
+        titles.install(spec.admin_port, spec.state_dir)
     except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
         print(f"{exc}", file=sys.stderr)
         sys.exit(1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
@@ -75,7 +75,8 @@ class Client:
         self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}"
-        self._notices: deque[m.TransitionNotice] = deque()
+        self._notices: dict[str, deque[m.TransitionNotice]] = {}  # by task: each follow reads its own
+        self._following: Counter[str] = Counter()  # tasks followed now, and by how many follows
         self._replies: dict[str, m.Reply] = {}  # answers that came while another was awaited
 
     # -- getting a client ------------------------------------------------------------------
@@ -172,8 +173,14 @@ class Client:
     def get(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.Get(task_id=task_id))
 
-    def list(self, state: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        return self._ask(m.ListTasks(state=state, limit=limit))
+    def list(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+        """Tasks, newest first: ``limit`` of them after skipping ``offset``; ``state`` is a lifecycle or a
+        cognitive state (``messages.LIST_STATES``; another is refused)."""
+        return self.list_page(state, limit, offset)["tasks"]
+
+    def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> dict[str, Any]:
+        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit."""
+        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset))
 
     def history(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.History(task_id=task_id))
@@ -230,14 +237,14 @@ class Client:
             self._ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + timeout
         subscribed_to = self._incarnation
+        self._following[task_id] += 1
+        mine = self._notices.setdefault(task_id, deque())
         try:
             current = self.get(task_id)["lifecycle_state"]
             quiet_since = time.monotonic()
             while True:
-                while self._notices:
-                    notice = self._notices.popleft()
-                    if notice.task_id != task_id:
-                        continue
+                while mine:
+                    notice = mine.popleft()
                     yield notice
                     quiet_since = time.monotonic()
                     if notice.machine == "lifecycle":
@@ -249,7 +256,7 @@ class Client:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
                 message = self.asys.listen(min(remaining, 1.0))
                 if isinstance(message, m.TransitionNotice):
-                    self._notices.append(message)
+                    self._keep(message)
                 elif time.monotonic() - quiet_since >= QUIET_CHECK_S:
                     # Quiet: is the supervisor that streams to us still the one running?
                     quiet_since = time.monotonic()
@@ -260,10 +267,18 @@ class Client:
                         self._ask(m.Subscribe(task_id=task_id))
                         subscribed_to = self._incarnation
         finally:
+            self._following[task_id] -= 1
+            if not self._following[task_id]:
+                del self._following[task_id]
+                self._notices.pop(task_id, None)
             try:
-                self._ask(m.Unsubscribe())
+                self._ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
+
+    def _keep(self, notice: m.TransitionNotice) -> None:
+        """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""
+        self._notices.setdefault(notice.task_id, deque()).append(notice)
 
     def _while_restarting(self, call: Callable[[], Any], deadline: float) -> Any:
         """``call()``, or None when the system does not answer now (a supervisor or the system restarting)."""
@@ -326,7 +341,7 @@ class Client:
                     self._check_supervisor()
                 message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
                 if isinstance(message, m.TransitionNotice):
-                    self._notices.append(message)
+                    self._keep(message)
                     continue
                 if not isinstance(message, m.Reply):
                     continue

@@ -205,19 +205,3 @@ def _refused_by_leader(spec: SystemSpec) -> bool:
     finally:
         detach(asys)
     return bool(frames.rejected_count(spec.state_dir))
-
-
-def describe_members(stats: dict[str, Any]) -> str:
-    """``pegasus stats``'s table: each admin (``local``: the one the pools run on) and its workers."""
-    rows = stats.get("members") or []
-    if not rows:
-        return "members: (none)"
-    pools = sorted(stats.get("pools", {}))
-    lines = ["members:"]
-    for row in rows:
-        counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
-        extra = {k: v for k, v in row["capabilities"].items() if k not in WORKER_CAPABILITIES
-                 and k not in ("pegasus.member", "pegasus.home")}
-        lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
-                     + (f"  {extra}" if extra else ""))
-    return "\n".join(lines)

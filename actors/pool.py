@@ -77,7 +77,7 @@ from thespian.actors import (
     ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage,
 )
 
-from actors import procs
+from actors import procs, titles
 from actors.messages import (
     BudgetWakeup, CancelTask, DeadlineCheck, HealthCheck, PlacementDeadline, PoolConfig, PoolStats, PoolStatsRequest,
     QueueDeadline, StageRequest, StageResult, Work, WorkDone, WorkerInit, WorkerReady,
@@ -176,6 +176,7 @@ class StagePool(ActorTypeDispatcher):
             return
         logs.configure_from(config.settings)
         self.log = logs.get("pool", pool=config.name)
+        titles.set_title(f"{config.name} pool")
         system, convention = config.settings.system, config.settings.convention
         lead = convention.lead
         local = config.size if (not lead or convention.local_workers) else 0

@@ -184,7 +184,8 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        return self.store.list_tasks(request.state, request.limit)
+        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset),
+                "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
 
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
@@ -237,9 +238,11 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
 
     @request_handler
     def receiveMsg_Unsubscribe(self, request: m.Unsubscribe, sender: Any) -> Any:
-        before = len(self.subscribers)
-        self.subscribers = [(a, t) for a, t in self.subscribers if a != sender]
-        return {"removed": before - len(self.subscribers)}
+        # Only the subscription asked for: the same client may follow other tasks meanwhile.
+        if (sender, request.task_id) not in self.subscribers:
+            return {"removed": 0}
+        self.subscribers.remove((sender, request.task_id))
+        return {"removed": 1}
 
     @request_handler
     def receiveMsg_Stats(self, request: m.Stats, sender: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from thespian.actors import ActorTypeDispatcher
 
-from actors import procs
+from actors import procs, titles
 from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady
 from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
@@ -79,6 +79,7 @@ class StageWorker(ActorTypeDispatcher):
         logs.configure_from(init.settings)
         self.processors = processors_for(init.settings)  # offline or llm, by [llm] provider
         self.identity.update(pool=init.pool, index=init.index)
+        titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
         self.log = logs.get("worker", pool=init.pool, index=init.index)
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))

@@ -14,8 +14,8 @@ them (``from actors import messages as m; m.Submit``).
 
 from actors.messages.convention import PlacementDeadline
 from actors.messages.requests import (
-    MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request, Resume, Retry,
-    Stats, Submit, SubmitMany, Subscribe, Suspend, TransitionNotice, Unsubscribe, revalidate,
+    LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
+    Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TransitionNotice, Unsubscribe, revalidate,
 )
 from actors.messages.stage_work import (
     BudgetWakeup, CancelTask, DeadlineCheck, HealthCheck, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline,
@@ -25,8 +25,8 @@ from actors.messages.supervision import RestartDue, RetryDue, StoreProbe
 from actors.messages.task_run import StartTask, SuspendTask, TaskReports, TaskStopped, TaskTransitioned
 
 __all__ = [
-    "MAX_BATCH", "Approve", "Backup", "BudgetWakeup", "Cancel", "CancelTask", "Configure", "DeadlineCheck", "Get",
-    "HealthCheck", "History", "ListTasks", "Locate", "PlacementDeadline", "PoolConfig", "PoolStats",
+    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "BudgetWakeup", "Cancel", "CancelTask", "Configure",
+    "DeadlineCheck", "Get", "HealthCheck", "History", "ListTasks", "Locate", "PlacementDeadline", "PoolConfig", "PoolStats",
     "PoolStatsRequest", "QueueDeadline", "Reply", "Request", "RestartDue", "Resume", "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskReports", "TaskStopped", "TaskTransitioned",

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - what subscribers receive
 from pegasus.config import Settings
 from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.task.machines import COGNITIVE_MACHINES, MACHINES
 
 
 class Request(BaseModel):
@@ -49,9 +50,23 @@ class SubmitMany(Request):
 class Get(Request):
     task_id: str
 
+# What ``ListTasks.state`` may name: a lifecycle state or a cognitive state of any machine.
+LIST_STATES = tuple(dict.fromkeys(state for name in ("lifecycle", *COGNITIVE_MACHINES)
+                                  for state in MACHINES[name].states))
+
 class ListTasks(Request):
+    """A page of tasks, newest first (Reply data: tasks, total, offset, limit)."""
+
     state: str | None = None
     limit: int = Field(1000, ge=1)
+    offset: int = Field(0, ge=0)
+
+    @field_validator("state")
+    @classmethod
+    def _known_state(cls, state: str | None) -> str | None:
+        if state is not None and state not in LIST_STATES:
+            raise ValueError(f"unknown state {state!r}; the states are: {', '.join(LIST_STATES)}")
+        return state
 
 class History(Request):
     task_id: str
@@ -80,7 +95,9 @@ class Subscribe(Request):
     task_id: str | None = None
 
 class Unsubscribe(Request):
-    pass
+    """End one Subscribe of the sender's (the same task_id); its other subscriptions go on."""
+
+    task_id: str | None = None
 
 class Stats(Request):
     pass

@@ -181,16 +181,19 @@ class Store(Database):
                            " ORDER BY seq", TERMINAL)
         return [_task_row(r) for r in rows]
 
-    def list_tasks(self, state: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """Tasks in submission order; ``state`` matches the lifecycle or the cognitive state."""
+    def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state."""
         columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at"
-        if state is None:
-            rows = self._query(f"SELECT {columns} FROM tasks ORDER BY seq LIMIT ?", (limit,))
-        else:
-            rows = self._query(f"SELECT {columns} FROM tasks WHERE lifecycle_state = ? OR cognitive_state = ?"
-                               " ORDER BY seq LIMIT ?", (state, state, limit))
+        where, params = _state_filter(state)
+        rows = self._query(f"SELECT {columns} FROM tasks{where} ORDER BY seq DESC LIMIT ? OFFSET ?",
+                           (*params, limit, offset))
         names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at")
         return [dict(zip(names, row)) for row in rows]
+
+    def count_tasks(self, state: str | None = None) -> int:
+        """How many tasks ``list_tasks`` pages through."""
+        where, params = _state_filter(state)
+        return int(self._query(f"SELECT COUNT(*) FROM tasks{where}", params)[0][0])
 
     def counts(self) -> dict[str, int]:
         """How many tasks are in each lifecycle state."""
@@ -260,6 +263,13 @@ def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise StoreError(f"unknown task column(s) {sorted(unknown)}")
     return {k: (pack(v) if k in _PACKED and v is not None else v) for k, v in updates.items()}
+
+
+def _state_filter(state: str | None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (and its parameters) of tasks in ``state``, lifecycle or cognitive."""
+    if state is None:
+        return "", ()
+    return " WHERE lifecycle_state = ? OR cognitive_state = ?", (state, state)
 
 
 def _task_row(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -83,6 +83,26 @@ def test_follow_streams_every_transition_in_order(simple) -> None:
     assert cognitive[0] == "perceiving" and cognitive[-1] == "completed"
 
 
+def test_ending_one_follow_leaves_the_same_clients_other_follow_streaming(simple) -> None:
+    """Regression (issue 16): Unsubscribe dropped every subscription of the client, and a follow threw
+    away the notices of the client's other tasks."""
+    client = simple()
+    b = client.submit("help me", follow=True)["task_id"]  # waits for information: blocked
+    follow_b = client.follow(b, timeout=20, subscribe=False, until=frozenset({"done", "failed", "canceled"}))
+    seen = [next(follow_b)]  # follow b has started
+    a = client.submit("help me too")["task_id"]
+    client.wait(a, timeout=10, until=frozenset({"blocked"}))
+    assert [n.task_id for n in client.follow(a, timeout=10)] in ([], [a])  # a second follow ends (a is blocked)
+    client.wait(b, timeout=10, until=frozenset({"blocked"}))
+    client.resume(b, "what is 6*7?")
+    seen += list(follow_b)
+    lifecycle = [n.to_state for n in seen if n.machine == "lifecycle"]
+    assert lifecycle == ["draft", "approved", "queued", "running", "blocked", "queued", "running", "verifying",
+                         "verified", "done"]
+    assert {n.task_id for n in seen} == {b}
+    assert client.stats()["subscribers"] == 0  # each follow removed its own subscription
+
+
 def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> None:
     client = simple()
     for bad in ("text", 42, {"submit": "x"}):

@@ -374,10 +374,10 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
         assert result.returncode == 0 and result.stderr == "", result
     assert submitted in status_text.stdout and re.search(r"result:.*\b14\b", status_text.stdout)
 
-    rows = {row["task_id"]: row for row in json.loads(listed.stdout)}
+    rows = {row["task_id"]: row for row in json.loads(listed.stdout)["tasks"]}
     assert rows[submitted]["lifecycle_state"] == "done"
-    assert all(row["lifecycle_state"] == "done" for row in json.loads(done_only.stdout))
-    assert submitted in {row["task_id"] for row in json.loads(done_only.stdout)}
+    assert all(row["lifecycle_state"] == "done" for row in json.loads(done_only.stdout)["tasks"])
+    assert submitted in {row["task_id"] for row in json.loads(done_only.stdout)["tasks"]}
 
     record = json.loads(history.stdout)
     assert record["task_id"] == submitted
@@ -416,6 +416,62 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     assert list(pegasus.cwd.iterdir()) == []
 
 
+def test_background_list_pages_newest_first_and_says_how_many(background: tuple[Pegasus, dict[str, Any]],
+                                                             tmp_path: Path) -> None:
+    """Issue 16: list showed the oldest 1,000 tasks and hid the rest; an unknown --state was an empty list."""
+    pegasus, _ = background
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("".join(f"echo page {n}\n" for n in range(1, 6)))
+    ids = pegasus.ok("submit", "--file", str(tasks)).split()
+    first, second, everything = pegasus.many(["list", "--limit", "2"], ["list", "--limit", "2", "--offset", "2", "--json"],
+                                             ["list", "--json"])
+    total = json.loads(everything.stdout)["total"]
+    assert total >= 5 and json.loads(everything.stdout)["limit"] == 50
+    lines = first.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:-1]] == [ids[4], ids[3]]  # newest first
+    assert lines[-1] == f"showing 1-2 of {total}, newest first; next: --offset 2"
+    page = json.loads(second.stdout)
+    assert [row["task_id"] for row in page["tasks"]] == [ids[2], ids[1]]
+    assert (page["total"], page["offset"], page["limit"]) == (total, 2, 2)
+    unknown = pegasus("list", "--state", "finished")
+    assert unknown.returncode == 2 and "invalid choice: 'finished'" in unknown.stderr and "'done'" in unknown.stderr
+
+
+def test_background_task_text_cannot_drive_the_terminal(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    """Issue 16: an ANSI escape sequence in a task's text coloured the terminal of whoever listed it."""
+    pegasus, _ = background
+    ran = pegasus("run", "echo \x1b[31mred\x1b]0;owned\x07")
+    assert ran.returncode == 0, ran.stderr
+    task_id = ran.stdout.split()[1]
+    status, listed, stats = pegasus.many(["status", task_id], ["list", "--limit", "1"], ["stats"])
+    for result in (ran, status, listed):
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout, result.stdout
+        assert "\\x1b[31mred" in result.stdout, result.stdout
+    assert re.search(r"^\s*result:\s*\\x1b\[31mred", status.stdout, re.M), status.stdout
+    assert pegasus.json("status", task_id)["input"] == "echo \x1b[31mred\x1b]0;owned\x07"  # JSON keeps the data
+    # stats: text, not Python dicts
+    assert stats.returncode == 0 and "{" not in stats.stdout and re.search(r"^tasks: .*\d+ done", stats.stdout, re.M)
+
+
+def _title(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def test_background_processes_have_readable_titles(background: tuple[Pegasus, dict[str, Any]]) -> None:
+    """Issue 16: every process of a system showed as ``python3 -P -c from actors._daemon import main; main()``."""
+    pegasus, info = background
+    assert pegasus("run", "echo titles").returncode == 0  # a run: a task actor is kept for the next
+    pegasus.track()
+    home = f"[{pegasus.home}]"
+    titles = sorted(_title(pid) for pid in procs.identities(system_pids(pegasus.spec)))
+    expected = {f"pegasus: {role} {home}" for role in (
+        "launcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor", "llm pool", "tool pool",
+        "task actor", *(f"{pool} worker {n}" for pool in ("llm", "tool") for n in range(3)))}
+    assert expected <= set(titles), titles
+    assert all(title.startswith("pegasus: ") and title.endswith(home) for title in titles), titles
+    assert _title(info["pid"]) == f"pegasus: admin :{pegasus.port} {home}"
+
+
 # Each fails its one tool step (twice: the offline processors retry it once).
 FAILING_STEPS = {"list ./src": "list_dir", "read /nonexistent": "read_file", "what is 1/0": "arithmetic",
                  "call nosuchtool {}": "nosuchtool"}
@@ -432,7 +488,10 @@ def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str
         assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
         assert "(exit_reason: retry_exhausted)" in result.stdout
         assert as_json.returncode == 1, as_json.stderr
+        error = json.loads(as_json.stderr)["error"]  # --json: the failure is JSON too (issue 16)
+        assert error["type"] == "TaskFailed" and error["message"].startswith("task failed: 1 tool step(s) failed")
         task = json.loads(as_json.stdout)["task"]
+        assert error["task_id"] == task["task_id"]
         assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", "retry_exhausted")
         assert task["effects_unknown"] == []
         assert [s["stage"] for s in task["stages"]].count("act") == 4  # the step and respond, twice
@@ -504,7 +563,7 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
     assert {t["priority"] for t in done} == {2} and {t["source"] for t in done} == {"cli"}
     assert "6" in str(done[2]["result"])
 
-    before = len(pegasus.json("list"))
+    before = pegasus.json("list")["total"]
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
     too_long = tmp_path / "too_long.txt"
@@ -516,7 +575,7 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
     assert_failure(blank, "holds no task")
     assert_failure(missing, "cannot read")
     assert_failure(bad, "none of the 2 tasks submitted", "task 2: task text is 70000 bytes")
-    assert len(pegasus.json("list")) == before  # a refused batch creates none of its tasks
+    assert pegasus.json("list")["total"] == before  # a refused batch creates none of its tasks
 
 
 def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
@@ -547,7 +606,7 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     assert task["question"]
     status = pegasus.ok("status", helpme)
     assert re.search(r"lifecycle: blocked\s+cognitive: suspended", status) and "question:" in status
-    assert {helpme, long_task} <= {row["task_id"] for row in pegasus.json("list", "--state", "blocked")}
+    assert {helpme, long_task} <= {row["task_id"] for row in pegasus.json("list", "--state", "blocked")["tasks"]}
     assert pegasus.wait_for(finished, {"done", "failed"})["lifecycle_state"] == "done"
 
     resumed_long, resumed_help = pegasus.many(["resume", long_task], ["resume", helpme, "--message", "what is 6*7?"])
@@ -599,7 +658,7 @@ def test_manual_approval_then_stop(manual: Pegasus) -> None:
     assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
     assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
     assert manual.wait_for(slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
-    assert [row["task_id"] for row in manual.json("list", "--state", "canceled")] == [waiting]
+    assert [row["task_id"] for row in manual.json("list", "--state", "canceled")["tasks"]] == [waiting]
 
     manual.track()
     stopped = manual("stop", "--json")
@@ -616,9 +675,14 @@ def test_manual_approval_then_stop(manual: Pegasus) -> None:
 
 def test_commands_without_a_system_fail_with_one_line(cli: Pegasus) -> None:
     commands = [["status", "x"], ["stop"], ["list"], ["submit", "echo hi"], ["resume", "x", "--message", "m"],
-                ["stats", "--json"], ["history", "x"]]
+                ["stats"], ["history", "x"]]
     for result in cli.many(*commands):
         assert_failure(result, str(cli.port))
     assert not is_running(cli.spec), "a command other than run/start started a system"
     assert list(cli.cwd.iterdir()) == []
     assert_failure(cli("status", "x", "--config", str(cli.home / "missing.toml")), "missing.toml")
+    for result in cli.many(["status", "x", "--json"], ["stats", "--json"], ["stop", "--json"]):
+        # Issue 16: with --json an error is JSON too, on stderr, with the same exit status.
+        assert result.returncode == 1 and result.stdout == "", result
+        error = json.loads(result.stderr)["error"]
+        assert error["type"] == "SystemNotRunningError" and str(cli.port) in error["message"], error

@@ -48,13 +48,13 @@ def placed(client: Any, pool: str, expected: dict[str, int]) -> Callable[[], dic
 
 
 def cli(conv_: Convention, home: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real ``pegasus`` command line (python -m pegasus.cli), with the fast convention timing."""
+    """The real ``pegasus`` command line (python -m actors.cli), with the fast convention timing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
     env["PEGASUS_HOME"] = str(conv_.root / home)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     for key, value in FAST_CONVENTION.items():
         env[f"PEGASUS_CONVENTION__{key.upper()}"] = str(value)
-    return subprocess.run([sys.executable, "-m", "pegasus.cli", *args], cwd=conv_.root, env=env,
+    return subprocess.run([sys.executable, "-m", "actors.cli", *args], cwd=conv_.root, env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -213,6 +213,7 @@ def test_the_commands_a_user_types(convention: Convention) -> None:
     convention.track(conv.member_spec(member, convention.leader_address, {}))
     assert joined.returncode == 0, joined.stderr
     assert f"member 127.0.0.1:{member_port}" in joined.stdout
+    assert "offering pegasus.llm_workers=1, pegasus.tool_workers=1" in joined.stdout  # not a dict (issue 16)
 
     def member_ready() -> dict[str, Any] | None:
         stats = json.loads(cli(convention, "leader", "stats", "--port", leader_port, "--json").stdout)

@@ -1,16 +1,16 @@
-"""The [llm], [tools] and [mcp] settings, and ``pegasus tools`` listing what they configure."""
+"""The [llm], [tools] and [mcp] settings, and the catalogue of the tools they configure (``pegasus tools``)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from pegasus import cli, config
+from pegasus import config
 from pegasus.errors import ConfigError
 from pegasus.tools import mcp
+from pegasus.tools.catalogue import argument_summary, catalogue
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 
@@ -45,26 +45,24 @@ def test_an_mcp_server_entry_with_defaults() -> None:
     assert (server.effect, server.timeout_s, server.env, server.args) == ("effectful", 60.0, {}, ["-y", "server"])
 
 
-def test_pegasus_tools_lists_builtins(capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PEGASUS_HOME", str(tmp_path))
-    assert cli.main(["tools"]) == 0
-    out = capsys.readouterr().out
-    assert "write_file" in out and "effectful" in out and "args: expression: string (required)" in out
-    assert "shell" not in out  # off by default
+def test_the_catalogue_lists_builtins(tmp_path: Path) -> None:
+    found = catalogue(config.load(environ={"PEGASUS_HOME": str(tmp_path)}))
+    tools = {tool["name"]: tool for tool in found["tools"]}
+    assert tools["write_file"]["effect"] == "effectful" and tools["write_file"]["source"] == "builtin"
+    assert argument_summary(tools["arithmetic"]["schema"]) == "expression: string (required)"
+    assert "shell" not in tools and found["unavailable"] == {}  # off by default
 
 
-def test_pegasus_tools_json_includes_mcp_tools_and_unavailable_servers(capsys: pytest.CaptureFixture[str],
-                                                                       tmp_path: Path) -> None:
+def test_the_catalogue_includes_mcp_tools_and_unavailable_servers(tmp_path: Path) -> None:
     path = tmp_path / "pegasus.toml"
     path.write_text(f"[state]\nhome = {str(tmp_path)!r}\n[tools]\nshell_enabled = true\n"
                     f"[[mcp.servers]]\nname = 'demo'\ncommand = {sys.executable!r}\nargs = [{SERVER!r}]\n"
                     f"effect = 'idempotent'\n"
                     f"[[mcp.servers]]\nname = 'gone'\ncommand = '/no/such/server'\n")
     try:
-        assert cli.main(["tools", "--json", "--config", str(path)]) == 0
+        data = catalogue(config.load(path))
     finally:
         mcp.close_all()
-    data = json.loads(capsys.readouterr().out)
     tools = {tool["name"]: tool for tool in data["tools"]}
     assert tools["demo.reverse"]["source"] == "mcp:demo" and tools["demo.reverse"]["effect"] == "idempotent"
     assert tools["demo.reverse"]["schema"]["properties"]["text"]["type"] == "string"

@@ -30,3 +30,14 @@ def test_public_task_surface() -> None:
     for name in pegasus.task.__all__:
         assert hasattr(pegasus.task, name), name
     assert {m for m in ("classic", "reason_act", "lifecycle")} == set(pegasus.task.machines.names())
+
+
+def test_the_console_script_is_the_runtime_layers_cli() -> None:
+    """Issue 16: the command line was split across pegasus/cli.py and actors/cli.py; it is one, in actors/."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    scripts = dict(line.replace(" ", "").split("=", 1) for line in
+                   cfg["options.entry_points"]["console_scripts"].splitlines() if line.strip())
+    assert scripts == {"pegasus": "actors.cli:main"}
+    assert not (REPO / "pegasus" / "cli.py").exists() and (REPO / "actors" / "cli" / "main.py").exists()
+    assert "version = attr: pegasus.__version__" in (REPO / "setup.cfg").read_text()  # one place names it

@@ -45,6 +45,23 @@ def test_lifecycle_transition_writes_state_audit_and_history(tmp_path: Path) -> 
     assert [(t["from_state"], t["to_state"]) for t in store.transitions("t1")] == [("-", "draft"), ("draft", "approved")]
 
 
+def test_list_tasks_pages_newest_first_and_counts_them_all(tmp_path: Path) -> None:
+    """Regression (issue 16): the list showed the oldest 1,000 tasks and hid the rest."""
+    store = Store(tmp_path / "p.db")
+    for seq in range(1, 8):
+        fsm = TaskFSM.create("classic", f"task {seq}", task_id=f"t{seq}")
+        store.create_task({"task_id": f"t{seq}", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                           "seq": seq, "input": f"task {seq}", "source": "test"}, encode_full(fsm.snapshot()))
+    store.lifecycle_transition("t2", "draft", "approved", "TASK_APPROVED", actor="user", reason="ok")
+    assert [r["task_id"] for r in store.list_tasks(limit=3)] == ["t7", "t6", "t5"]
+    assert [r["task_id"] for r in store.list_tasks(limit=3, offset=6)] == ["t1"]
+    assert store.list_tasks(limit=3, offset=7) == []
+    assert store.count_tasks() == 7
+    assert [r["task_id"] for r in store.list_tasks("draft", limit=2, offset=1)] == ["t6", "t5"]
+    assert store.count_tasks("draft") == 6 and store.count_tasks("approved") == 1
+    assert store.count_tasks("idle") == 7  # the cognitive state matches too
+
+
 def test_compare_and_set_refuses_a_stale_writer(tmp_path: Path) -> None:
     store = Store(tmp_path / "p.db")
     new_task(store)

@@ -1,0 +1,58 @@
+"""What every command shares: exit codes, printing a result or an error, the settings of
+``--config``/``--port`` and a client of the running system."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from actors.cli.views import clean
+from actors.client import Client
+from pegasus import config
+from pegasus.errors import PegasusError
+
+# 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
+# information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_WAITING, EXIT_EFFECTS_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+class UsageError(PegasusError):
+    """The command line itself is wrong (exit 2); ``usage`` and ``prog`` are those of the command."""
+
+    def __init__(self, message: str, usage: str = "", prog: str = "pegasus") -> None:
+        self.usage, self.prog = usage, prog
+        super().__init__(message)
+
+
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    """A command's result on stdout: ``data`` as JSON with ``--json``, else ``text``."""
+    print(json.dumps(data, indent=2, default=str) if args.json else text, flush=True)
+
+
+def error(message: str, error_type: str, *, as_json: bool, **extra: Any) -> None:
+    """A failure on stderr: one line ``pegasus: <reason>``, or ``{"error": {"type", "message", ...}}``."""
+    if as_json:
+        print(json.dumps({"error": {"type": error_type, "message": message, **extra}}, default=str),
+              file=sys.stderr, flush=True)
+    else:
+        print(f"pegasus: {clean(message)}", file=sys.stderr, flush=True)
+
+
+def error_type(exc: BaseException) -> str:
+    """The kind of an error: the supervisor's name for it when it refused a request, else the class name."""
+    return getattr(exc, "error_type", None) or type(exc).__name__
+
+
+def settings_of(args: argparse.Namespace) -> config.Settings:
+    settings = config.load(args.config)
+    if getattr(args, "port", None) is not None:
+        settings = settings.with_overrides({"system": {"admin_port": args.port}})
+    return settings
+
+
+def ask(args: argparse.Namespace, operation: str, *params: Any, **kwargs: Any) -> Any:
+    """One operation of the Client on the running system (SystemNotRunningError when there is none)."""
+    with Client.connect(settings_of(args)) as client:
+        return getattr(client, operation)(*params, **kwargs)

@@ -1,0 +1,78 @@
+"""Commands about the system: start, stop, join (a convention), stats, backup."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from actors import convention
+from actors.cli import views
+from actors.cli.base import EXIT_OK, ask, emit, settings_of
+from actors.client import Client, resolved, spec_for
+from actors.system import SystemNotRunningError, check_owner, stop_daemon
+from pegasus.store.backup import backup_file
+from pegasus.store.sqlite import DB_FILE
+
+
+def start(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    if args.leader or settings.convention.lead:
+        client, pid = convention.start_leader(settings)
+        client.close()
+        spec = client.spec
+        emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir), "leader": True,
+                    "member": spec.member_name},
+             f"pegasus started: convention leader {spec.member_name} (admin pid {pid}), state in {spec.state_dir}\n"
+             f"join it from another machine: pegasus join {spec.member_name} --port PORT")
+        return EXIT_OK
+    spec = spec_for(resolved(settings))
+    client, pid = Client.start_daemon(settings)
+    client.close()
+    emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
+         f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}")
+    return EXIT_OK
+
+
+def join(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    capabilities = dict(convention.parse_capability(text) for text in args.capability or [])
+    spec, pid = convention.join(settings, args.leader_address, capabilities, key_file=args.key_file)
+    leader = "{}:{}".format(*spec.convention_leader or ("?", 0))
+    # Offered: the worker counts and what --capability gave (not the Thespian setting every member has).
+    emit(args, {"pid": pid, "port": spec.admin_port, "member": spec.member_name, "leader": leader,
+                "capabilities": spec.capabilities},
+         f"pegasus joined: member {spec.member_name} (admin pid {pid}) of the convention led by {leader}, "
+         f"offering {views.capabilities_text(spec.capabilities, skip=('AllowRemoteActorSources',))}\n"
+         f"leave with: pegasus stop --port {spec.admin_port}")
+    return EXIT_OK
+
+
+def stop(args: argparse.Namespace) -> int:
+    """Stop the system of this state directory, and only it: its processes are the lock's holders."""
+    spec = spec_for(resolved(settings_of(args)))
+    check_owner(spec)
+    stop_daemon(spec)
+    emit(args, {"stopped": spec.admin_port}, f"pegasus stopped (port {spec.admin_port})")
+    return EXIT_OK
+
+
+def stats(args: argparse.Namespace) -> int:
+    numbers = ask(args, "stats")
+    emit(args, numbers, views.stats_text(numbers))
+    return EXIT_OK
+
+
+def backup(args: argparse.Namespace) -> int:
+    """Copy the database with SQLite's online backup API: from the running system, or from
+    the file when none runs."""
+    settings = resolved(settings_of(args))
+    target = os.path.abspath(args.path)
+    try:
+        client = Client.connect(settings)
+    except SystemNotRunningError:
+        report = backup_file(settings.state_dir() / DB_FILE, target, overwrite=args.force)
+    else:
+        with client:
+            report = client.backup(target, overwrite=args.force)
+    emit(args, report, f"backup written: {report['path']} ({report['tasks']} tasks, {report['bytes']} bytes)")
+    return EXIT_OK

@@ -1,0 +1,140 @@
+"""The text the command line prints for people (``--json`` prints the data instead).
+
+Pure: data in, text out.  Text that came from a task (its input, result, error,
+question) is printed with its control characters escaped: a task must not be able to
+move the cursor, recolour or retitle the terminal of the person reading it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from actors.convention import WORKER_CAPABILITIES
+
+# C0 controls, DEL, C1 controls (0x9b is a one-byte CSI to some terminals) and the bidirectional
+# overrides that can make a line read otherwise than it is (CVE-2021-42574).
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+_ESCAPES = {code: _NAMED.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+            for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI)}
+_ESCAPES_KEEPING_LINES = {code: text for code, text in _ESCAPES.items() if code not in (0x09, 0x0A)}
+
+LABEL = 13  # "  lifecycle: " -- the width of a field's label in a task's text
+
+
+def clean(text: object, *, lines: bool = False) -> str:
+    """``text`` with control characters escaped (``\\x1b``); with ``lines``, newlines and tabs are kept."""
+    return str(text).translate(_ESCAPES_KEEPING_LINES if lines else _ESCAPES)
+
+
+def field(label: str, text: object) -> str:
+    """``  label:   text``, a text of several lines indented under its first."""
+    head = f"  {label + ':':<{LABEL - 2}}"
+    return head + clean(text, lines=True).replace("\n", "\n" + " " * LABEL)
+
+
+def task_text(task: dict[str, Any]) -> str:
+    lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']})",
+             f"  lifecycle: {task['lifecycle_state']}    cognitive: {task['state']}",
+             field("input", task["input"])]
+    if task.get("question"):
+        lines.append(field("question", task["question"]))
+    if task.get("result") is not None:
+        lines.append(field("result", task["result"]))
+    if task.get("error"):
+        lines.append(field("error", f"{task['error']} (exit_reason: {task.get('exit_reason')})"))
+    for step in task.get("effects_unknown") or []:  # started, outcome unknown: never repeated
+        lines.append(f"  effect unknown: {clean(step['tool'])} (step {step['step_index']}, key {clean(step['key'])})")
+    return "\n".join(lines)
+
+
+def notice_line(notice: Any) -> str:
+    """One transition as ``run`` shows it live: time, machine, from -> to, event [stage]."""
+    stage = notice.detail.get("stage")
+    extra = f"  [{clean(stage)}]" if stage else ""
+    return (f"{notice.timestamp[11:23]}  {notice.machine:<10} {notice.from_state:>10} -> {notice.to_state:<10} "
+            f"{notice.event}{extra}")
+
+
+def list_text(page: dict[str, Any]) -> str:
+    """A page of ``pegasus list``, with where it is in the whole and how to see the next."""
+    rows = page["tasks"]
+    if not rows:
+        return ("(no tasks)" if not page["total"]
+                else f"(no tasks here: there are {page['total']}, the first at --offset 0)")
+    lines = [f"{r['task_id']}  {r['lifecycle_state']:<9} {r['state']:<10} p{r['priority']:<3} {clean(r['input'])[:50]}"
+             for r in rows]
+    first, last = page["offset"] + 1, page["offset"] + len(rows)
+    footer = f"showing {first}-{last} of {page['total']}, newest first"
+    if last < page["total"]:
+        footer += f"; next: --offset {last}"
+    return "\n".join([*lines, footer])
+
+
+def history_text(history: dict[str, Any]) -> str:
+    lines = [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  lifecycle  {h['from_state']:>10} -> "
+                                     f"{h['to_state']:<10} {h['trigger_event_type']}") for h in history["lifecycle"]]
+    lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
+                                      f"{h['to_state']:<10} {h['event']}") for h in history["cognitive"]]
+    # Order by time, not by the text: lines with the same displayed millisecond were sorted
+    # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
+    return "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
+
+
+def _when(timestamp: str) -> datetime:
+    """An ISO timestamp ('...Z' or '...+00:00', with or without microseconds) as a datetime."""
+    return datetime.fromisoformat(timestamp)
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """``3 done, 1 running (4 in all)``, the largest first."""
+    if not counts:
+        return "none"
+    parts = [f"{n} {state}" for state, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return f"{', '.join(parts)} ({sum(counts.values())} in all)"
+
+
+def stats_text(stats: dict[str, Any]) -> str:
+    pools = "; ".join(f"{name} {p['busy']}/{p['size']} busy, {p['queued']} queued"
+                      for name, p in stats["pools"].items())
+    lines = [f"tasks:   {counts_text(stats['tasks'])}",
+             f"active:  {stats['active']} of {stats['max_active_tasks']}, {stats['queue_length']} queued",
+             f"pools:   {pools or 'none'}"]
+    if not stats["store"]["writable"]:
+        lines.append(f"store:   takes no writes: {clean(stats['store']['error'])}")
+    if stats.get("rejected_frames"):
+        lines.append(f"refused: {stats['rejected_frames']} frames that failed authentication")
+    if "members" in stats:
+        lines.append(members_text(stats))
+    return "\n".join(lines)
+
+
+def capabilities_text(capabilities: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """``NAME=VALUE, ...`` as ``pegasus join --capability`` takes them."""
+    return ", ".join(f"{clean(name)}={clean(value)}" for name, value in sorted(capabilities.items())
+                     if name not in skip)
+
+
+def members_text(stats: dict[str, Any]) -> str:
+    """Each admin of a convention (``local``: the one the pools run on) and its workers."""
+    rows = stats.get("members") or []
+    if not rows:
+        return "members: (none)"
+    pools = sorted(stats.get("pools", {}))
+    lines = ["members:"]
+    for row in rows:
+        counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
+        extra = capabilities_text(row["capabilities"], (*WORKER_CAPABILITIES, "pegasus.member", "pegasus.home"))
+        lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
+                     + (f"  ({extra})" if extra else ""))
+    return "\n".join(lines)
+
+
+def tools_text(catalogue: dict[str, Any], arguments: Any) -> str:
+    """``pegasus tools``: name, effect class, source, description and arguments of each tool."""
+    lines = [f"{r['name']:<20} {r['effect']:<10} {r['source']:<12} {clean(r['description'])}\n"
+             f"{'':<20} args: {clean(arguments(r['schema']))}" for r in catalogue["tools"]]
+    lines += [f"{name + '.*':<20} {'-':<10} {'mcp:' + name:<12} UNAVAILABLE: {clean(why)}"
+              for name, why in catalogue["unavailable"].items()]
+    return "\n".join(lines)

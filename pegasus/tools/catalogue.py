@@ -1,0 +1,42 @@
+"""Every tool a configuration gives, described for a person (``pegasus tools``).
+
+Built-ins, write_file and shell, plugins' tools and the tools of each MCP server, with
+where each comes from; an MCP server that cannot be started is named with its reason.
+Describing starts each MCP server once (to list its tools); nothing else is run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pegasus.config import Settings
+from pegasus.tools.builtin import BUILTIN_TOOLS
+from pegasus.tools.plugins import registry_for
+
+WORKSPACE_TOOLS = frozenset({"write_file", "shell"})
+
+
+def catalogue(settings: Settings) -> dict[str, Any]:
+    """``{"tools": [{name, description, schema, effect, timeout_s, source}], "unavailable": {server: why}}``;
+    ``source`` is ``builtin``, ``plugin`` or ``mcp:<server>``."""
+    registry = registry_for(settings)
+    unavailable = registry.load_providers()
+    builtin = {tool.name for tool in BUILTIN_TOOLS} | WORKSPACE_TOOLS
+    providers = {provider.name for provider in registry.providers()}
+    rows = []
+    for entry in registry.describe():
+        prefix = entry["name"].partition(".")[0]
+        source = ("builtin" if entry["name"] in builtin
+                  else f"mcp:{prefix}" if "." in entry["name"] and prefix in providers else "plugin")
+        rows.append({**entry, "source": source})
+    return {"tools": rows, "unavailable": unavailable}
+
+
+def argument_summary(schema: dict[str, Any]) -> str:
+    """``name: type (required)`` for each property of a JSON schema, on one line."""
+    required = set(schema.get("required", []))
+    parts = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type") or "/".join(str(o.get("type", "?")) for o in prop.get("anyOf", [])) or "any"
+        parts.append(f"{name}: {kind}{' (required)' if name in required else ''}")
+    return ", ".join(parts) or "(none)"

@@ -1,0 +1,71 @@
+"""The text the command line prints: a task's text escaped, lists paged, stats and members readable."""
+
+from __future__ import annotations
+
+from actors.cli import views
+
+RED = "\x1b[31mred\x1b[0m"
+
+
+def task(**fields) -> dict:
+    return {"task_id": "t1", "machine": "classic", "priority": 5, "lifecycle_state": "done", "state": "completed",
+            "input": "echo hi", **fields}
+
+
+def test_control_characters_are_escaped() -> None:
+    """Issue 16: an ANSI escape sequence in a task coloured the terminal."""
+    assert views.clean(RED) == "\\x1b[31mred\\x1b[0m"
+    assert views.clean("a\tb\nc\rd\x00\x7f\x9b2J") == "a\\tb\\nc\\rd\\x00\\x7f\\x9b2J"
+    assert views.clean("abc\u202edcba\u2066x") == "abc\\u202edcba\\u2066x"  # bidi overrides (Trojan Source)
+    assert views.clean("line 1\n\tline 2\x1b]0;title\x07", lines=True) == "line 1\n\tline 2\\x1b]0;title\\x07"
+    assert views.clean("héllo, 世界 ✓") == "héllo, 世界 ✓"  # printable text stays as it is
+
+
+def test_a_tasks_text_from_the_task_is_escaped_everywhere() -> None:
+    text = views.task_text(task(input=f"echo {RED}", result=f"{RED}\nsecond line", question=f"why {RED}?",
+                                error=f"bad {RED}", exit_reason="exception",
+                                effects_unknown=[{"tool": f"t{RED}", "step_index": 0, "key": "k"}]))
+    assert "\x1b" not in text and text.count("\\x1b[31m") == 5
+    assert "  result:    \\x1b[31mred\\x1b[0m\n             second line" in text  # lines kept, indented
+    listed = views.list_text({"tasks": [{**task(input=f"echo {RED}\nmore"), "state": "completed"}], "total": 1,
+                              "offset": 0, "limit": 50})
+    assert "\x1b" not in listed and "\n" not in listed.splitlines()[0] and "echo \\x1b[31m" in listed
+
+
+def test_a_page_says_where_it_is_in_the_whole() -> None:
+    rows = [task(task_id=f"t{n}") for n in range(3)]
+    page = views.list_text({"tasks": rows, "total": 1234, "offset": 50, "limit": 3})
+    assert page.splitlines()[-1] == "showing 51-53 of 1234, newest first; next: --offset 53"
+    last = views.list_text({"tasks": rows, "total": 53, "offset": 50, "limit": 3})
+    assert last.splitlines()[-1] == "showing 51-53 of 53, newest first"
+    assert views.list_text({"tasks": [], "total": 0, "offset": 0, "limit": 50}) == "(no tasks)"
+    assert "there are 7" in views.list_text({"tasks": [], "total": 7, "offset": 10, "limit": 50})
+
+
+STATS = {"active": 1, "max_active_tasks": 5, "queue_length": 2, "tasks": {"done": 8, "running": 1, "queued": 2},
+         "pools": {"llm": {"busy": 1, "size": 3, "queued": 0}, "tool": {"busy": 0, "size": 3, "queued": 2}},
+         "store": {"writable": True, "error": None}, "rejected_frames": 0,
+         "members": [{"name": "10.0.0.1:19190", "local": True, "workers": {"llm": 3, "tool": 3},
+                      "capabilities": {"pegasus.member": "10.0.0.1:19190", "pegasus.llm_workers": 3}},
+                     {"name": "10.0.0.2:19190", "local": False, "workers": {"llm": 2},
+                      "capabilities": {"pegasus.llm_workers": 2, "pegasus.tool_workers": 0, "zone": "rack-1"}}]}
+
+
+def test_stats_are_text_not_python_dicts() -> None:
+    """Issue 16: stats printed ``tasks: {'done': 8, ...}``."""
+    text = views.stats_text(STATS)
+    assert "{" not in text and "'" not in text
+    assert text.splitlines()[:3] == ["tasks:   8 done, 2 queued, 1 running (11 in all)",
+                                     "active:  1 of 5, 2 queued",
+                                     "pools:   llm 1/3 busy, 0 queued; tool 0/3 busy, 2 queued"]
+    assert "  10.0.0.2:19190         member  workers: llm 2, tool 0  (zone=rack-1)" in text
+    assert "  10.0.0.1:19190         local   workers: llm 3, tool 3" in text.splitlines()
+    broken = views.stats_text({**STATS, "store": {"writable": False, "error": "disk full"}, "rejected_frames": 2})
+    assert "store:   takes no writes: disk full" in broken and "refused: 2 frames" in broken
+    assert views.counts_text({}) == "none"
+
+
+def test_capabilities_read_as_the_join_flags_take_them() -> None:
+    """Issue 16: join printed ``offering {'pegasus.llm_workers': 4, ...}``."""
+    assert (views.capabilities_text({"pegasus.tool_workers": 0, "pegasus.llm_workers": 4, "zone": "r1"})
+            == "pegasus.llm_workers=4, pegasus.tool_workers=0, zone=r1")
