@@ -1,4 +1,4 @@
-"""The pure core stays pure: pegasus.task, pegasus.cognitive and the store load no Thespian and no actors."""
+"""The pure core stays pure: pegasus.task, pegasus.cognitive, the store and the pool core load no Thespian and no actors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pegasus.cognitive
+import pegasus.pool
 import pegasus.store
 import pegasus.task
 
@@ -18,8 +19,9 @@ def _modules(package) -> list[str]:
 
 
 def test_pure_packages_import_neither_thespian_nor_actors() -> None:
-    modules = _modules(pegasus.task) + _modules(pegasus.cognitive) + _modules(pegasus.store) + ["pegasus.idempotency"]
-    assert "pegasus.task.fsm" in modules
+    modules = (_modules(pegasus.task) + _modules(pegasus.cognitive) + _modules(pegasus.store) + _modules(pegasus.pool)
+               + ["pegasus.idempotency"])
+    assert "pegasus.task.fsm" in modules and "pegasus.pool.core" in modules
     script = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
