@@ -5,7 +5,7 @@ A *convention* is Thespian's name for admins that know each other: one leader
 HOST:PORT``).  The supervisor, the task actors, the pools and the store stay on
 the leader -- clients attach to it.  A member runs only an admin and the stage
 workers the leader's pools place on it: ``pegasus.llm_workers`` /
-``pegasus.tool_workers`` capabilities say how many (actors/pool.py).
+``pegasus.tool_workers`` capabilities say how many (pegasus/pool/core.py, "Placement").
 
 This module turns settings into the SystemSpec of a leader or a member and
 starts them; it owns no actor.  A convention belongs on a trusted network, a VPN or a

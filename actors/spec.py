@@ -12,6 +12,7 @@ from typing import Any
 
 from pegasus import files
 from pegasus.errors import PegasusError
+from pegasus.pool.placement import HOME_CAPABILITY as HOME_CAPABILITY, MEMBER_CAPABILITY as MEMBER_CAPABILITY
 
 BASES = ("multiprocTCPBase", "simpleSystemBase")
 
@@ -141,8 +142,6 @@ def _is_wildcard(host: str) -> bool:
 
 
 SETTINGS_FILE = "settings.json"
-MEMBER_CAPABILITY = "pegasus.member"
-HOME_CAPABILITY = "pegasus.home"
 
 
 def member_name(advertise: str, bind: str, admin_port: int) -> str:

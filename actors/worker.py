@@ -19,27 +19,13 @@ from thespian.actors import ActorTypeDispatcher
 
 from actors import procs, titles
 from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady
-from actors.system import MEMBER_CAPABILITY
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
+from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers, placement
 from pegasus.task.models import deep_copy
 
 GATE_OUTPUT_CHARS = 4000
-POOL_REQUIREMENT = "pegasus.pool"  # with MEMBER_CAPABILITY: where a pool places a worker
-
-
-def placement(member: str, pool: str) -> dict[str, str]:
-    """The targetActorRequirements that place a worker of ``pool`` on convention member ``member``."""
-    return {MEMBER_CAPABILITY: member, POOL_REQUIREMENT: pool}
-
-
-def advertised_workers(capabilities: dict[str, Any], pool: str) -> int:
-    """How many ``pool`` workers an admin offers (capability ``pegasus.<pool>_workers``); 0 if unreadable."""
-    try:
-        return max(0, int(capabilities.get(f"pegasus.{pool}_workers", 0) or 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 class StageWorker(ActorTypeDispatcher):

@@ -61,7 +61,7 @@ class PoolSettings(_Section):
     queue_limit: int = Field(10000, ge=1)
     llm_timeout_s: float = Field(120.0, gt=0)
     tool_timeout_s: float = Field(60.0, gt=0)
-    # Requests an llm worker may hold while it runs one (actors/pool.py "Prefetch"); 0: none.
+    # Requests an llm worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
     llm_prefetch: int = Field(1, ge=0, le=16)
 
 

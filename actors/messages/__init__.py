@@ -3,7 +3,6 @@
 - ``requests``: clients (and the guardian) and the supervisor: every request and its Reply;
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
-- ``convention``: placing workers on convention members;
 - ``supervision``: the guardian's and the supervisor's timers.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
@@ -12,22 +11,21 @@ so each lives in exactly one module.  Importing this package gives every one of
 them (``from actors import messages as m; m.Submit``).
 """
 
-from actors.messages.convention import PlacementDeadline
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TransitionNotice, Unsubscribe, revalidate,
 )
 from actors.messages.stage_work import (
-    BudgetWakeup, CancelTask, DeadlineCheck, HealthCheck, PoolConfig, PoolStats, PoolStatsRequest, QueueDeadline,
-    StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady,
+    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone,
+    WorkerInit, WorkerReady,
 )
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe
 from actors.messages.task_run import StartTask, SuspendTask, TaskReports, TaskStopped, TaskTransitioned
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "BudgetWakeup", "Cancel", "CancelTask", "Configure",
-    "DeadlineCheck", "Get", "HealthCheck", "History", "ListTasks", "Locate", "PlacementDeadline", "PoolConfig", "PoolStats",
-    "PoolStatsRequest", "QueueDeadline", "Reply", "Request", "RestartDue", "Resume", "Retry", "RetryDue",
+    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
+    "ListTasks", "Locate", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskReports", "TaskStopped", "TaskTransitioned",
     "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",

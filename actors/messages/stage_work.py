@@ -176,28 +176,3 @@ class CancelTask:
     """Supervisor -> pools: the task is canceled; drop its queued requests, end its running stage."""
 
     task_id: str
-
-@dataclass(frozen=True)
-class DeadlineCheck:
-    """A pool's wakeup payload: end the jobs whose deadline has passed.
-
-    One such wakeup is pending at a time (for the earliest deadline), not one
-    per job: Thespian keeps pending wakeups in a list it sorts, with a
-    Python-level comparison, on every ``wakeupAfter`` -- with a timer per job
-    (thousands pending at a 120 s timeout) that sort was half of an llm pool's
-    CPU in a 10,000-task run.
-    """
-
-@dataclass(frozen=True)
-class QueueDeadline:
-    """Wakeup payload of a pool: queued request ``seq`` waited its stage timeout with no worker to run it."""
-
-    seq: int
-
-@dataclass(frozen=True)
-class BudgetWakeup:
-    """Wakeup payload of the llm pool: the model's rate budget may admit the next call now."""
-
-@dataclass(frozen=True)
-class HealthCheck:
-    """Wakeup payload of a pool: look whether a busy local worker's process is stopped (hung)."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import convention, requests, stage_work, supervision, task_run
+from actors.messages import requests, stage_work, supervision, task_run
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
@@ -70,9 +70,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
             stage_work.WorkerReady(0, 1234, "host"), stage_work.Work(5, request, ADDRESS),
             stage_work.WorkDone(5, result, {"usage": {"calls": 1}}), stage_work.PoolStatsRequest(9),
             stage_work.PoolStats(9, "llm", 3, 1, 0, 0, [{"index": 0}], [{"name": "m"}]), stage_work.CancelTask("t1"),
-            stage_work.DeadlineCheck(), stage_work.QueueDeadline(4), stage_work.BudgetWakeup(), stage_work.HealthCheck(),
         ],
-        convention: [convention.PlacementDeadline(2, 7)],
         supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe()],
     }
 
@@ -83,7 +81,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, convention, supervision]
+CONVERSATIONS = [requests, task_run, stage_work, supervision]
 
 
 def _same(one: Any, other: Any) -> bool:

@@ -257,11 +257,9 @@ def test_command_line_values_are_parsed_or_refused_with_the_reason() -> None:
 
 
 def test_the_pool_sigkills_only_its_own_child_workers() -> None:
-    """pool._kill: a pid that is not this process's child (or a worker placed on a member) is never signalled."""
-    from actors.pool import _kill, _Slot
-
-    def slot(pid: int, local: bool) -> _Slot:
-        return _Slot(0, None, "m", local, 1, True, pid, "same-host")
+    """pool._kill: a pid that is not this process's child is never signalled (that a worker placed
+    on a member is never even named for a kill is the core's: tests/pegasus/test_pool_core.py)."""
+    from actors.pool import _kill
 
     child = subprocess.Popen(["sleep", "30"])
     grandchild = subprocess.Popen([sys.executable, "-c", "import subprocess; subprocess.run(['sleep', '30'])"])
@@ -269,10 +267,10 @@ def test_the_pool_sigkills_only_its_own_child_workers() -> None:
     try:
         nephew = wait_for(lambda: next(iter(procs.descendants(grandchild.pid)), None), what="a grandchild")
         nephews = procs.identities([nephew])  # alive, on this host, not our child
-        _kill(slot(child.pid, local=False))  # placed on a member: never, whatever the pid
-        _kill(slot(nephew, local=True))  # local, but not forked by this process
+        assert not _kill(nephew)  # not forked by this process
+        assert not _kill(os.getpid())
         assert procs.is_alive(child.pid) and procs.is_alive(nephew)
-        _kill(slot(child.pid, local=True))
+        assert _kill(child.pid)
         assert child.wait(5) == -signal.SIGKILL
     finally:
         procs.kill_all(nephews, grace=0)
@@ -288,7 +286,8 @@ def test_a_leader_without_workers_queues_until_a_member_joins(convention: Conven
     assert starved["lifecycle_state"] == "failed" and "no llm worker" in starved["error"], starved
     waiting = client.submit("what is 2 + 2?")["task_id"]
     convention.join("a", llm_workers=1, tool_workers=1)  # joins within the waiting stage's timeout
-    assert client.get(waiting)["lifecycle_state"] == "running"
+    # Not failed: still running, or (on a loaded machine, before this read) already through.
+    assert client.get(waiting)["lifecycle_state"] in {"running", "verifying", "verified", "done"}
     done = client.wait(waiting, timeout=20)
     assert done["lifecycle_state"] == "done" and "4" in str(done["result"])
 

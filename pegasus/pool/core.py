@@ -1,0 +1,341 @@
+"""A stage pool's decisions: queue, prefetch, deadlines, membership, rate budget, hung workers, cancel.
+
+``PoolCore.step(input) -> [command]`` is the whole interface (Temporal's
+``activate(activation) -> completion``): the carrier (actors/pool.py) turns each
+message into an input and carries out the commands in order.  It never raises:
+an error becomes a Log command (and, for a request, its failed answer).  No
+Thespian, no I/O; the clocks are parameters.
+
+The number of workers is the concurrency limit: a request waits in a bounded
+FIFO queue until a worker is idle, then goes to the first idle worker.  Every
+request is answered: by its worker, straight to the requester (the pool gets
+only a short Finished, so a hop costs three sends, not four), or by the pool as
+failed when the queue is full, the deadline passes (the worker is ended and
+replaced: a blocking call cannot be interrupted from outside), the worker dies
+(replaced), its member leaves, or it waited a whole stage timeout while the pool
+had no worker at all.  A job whose worker died is never re-run silently: the
+requester decides.  The one result that comes through the pool is a
+rate-limited model call: the pool decides whether it waits and runs again.
+
+Placement.  ``[pools]`` workers run on the pool's own admin (unless a leader
+has ``local_workers`` false).  A leader also hears of members: one that
+advertises ``pegasus.<pool>_workers = N`` gets N workers placed on it by name
+(``placement``); one that leaves takes its workers along (their jobs fail as
+in a crash); a worker that never reports within ``placement_timeout_s`` is
+dropped.
+
+Prefetch (``prefetch`` > 0, the llm pool only; never under a rate budget, as a
+429 must pause every request not yet started).  While every worker is busy and
+requests wait, each worker may hold ``prefetch`` more in its mailbox, so it
+starts the next without a round trip through the pool.  The receiver is the
+busy worker whose stage started first.  A held request's deadline starts when
+it starts.  When a worker dies or is ended, its held requests never ran: they
+go back to the front of the queue (a canceled one is dropped).
+
+Hung workers.  A local worker whose process is stopped (SIGSTOP, a debugger) is
+not dead, so nothing reports it.  While a local worker is busy the core asks
+every ``HEALTH_PERIOD_S`` for the process states (Inspect); one seen stopped on
+two looks in a row is ended and replaced.  Its held requests go back to the
+queue, and so does its running llm stage (no side effect); a running tool step
+fails as a lost worker's, and the task's journal decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pegasus.llm.budget import LlmBudget
+from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Watch
+from pegasus.pool.inputs import (
+    BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
+    MemberChanged, PlacementDue, PoolInput, Reported, Requested, StarveDue, StatsAsked,
+)
+from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
+from pegasus.pool.state import Job, Member, Out, PoolState, Waiting, member_name_of
+
+STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
+RERUN_POOL = "llm"  # its stages have no side effect: one whose worker hung may run again
+
+
+class PoolCore(PoolState):
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock, wall_clock)
+        self._handlers: dict[type, Callable[[Any, Out], None]] = {
+            Configured: self._configure, Requested: self._refuse, StatsAsked: self._stats}
+
+    def step(self, event: PoolInput) -> Out:
+        """Apply one input; the commands to carry out, in order.  Never raises."""
+        out: Out = []
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            return out  # nothing to do in this state (e.g. a stale timer before configuration)
+        try:
+            handler(event, out)
+        except Exception as exc:  # noqa: BLE001 - a bug here must not become Thespian's PoisonMessage
+            error = f"{type(exc).__name__}: {exc}"
+            out.append(Log("error", "pool_error", {"input": type(event).__name__, "error": error}))
+            if isinstance(event, Requested):
+                out.append(Fail(event.requester, event.request, f"pool error: {error}", "exception"))
+        return out
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _configure(self, event: Configured, out: Out) -> None:
+        config = self.config = event.config
+        convention = config.settings.convention
+        self.name, self.me, self.lead = config.name, event.me, convention.lead
+        self.placement_timeout_s = convention.placement_timeout_s
+        local = config.size if (not self.lead or convention.local_workers) else 0
+        self.members[self.me] = Member(self.me, None, {}, local, self.wall_clock())
+        self.budget = LlmBudget.for_pool(config.name, config.settings, self.clock)
+        self.prefetch = config.prefetch if self.budget is None else 0
+        self._handlers = {
+            Requested: self._requested, Finished: self._finished, Created: self._created, Reported: self._reported,
+            Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,
+            StatsAsked: self._stats, Closing: self._closing, Looked: self._looked, DeadlineDue: self._deadline_due,
+            StarveDue: self._starve_due, BudgetDue: self._budget_due, HealthDue: self._health_due,
+            PlacementDue: self._placement_due,
+        }
+        out.append(SetUp(config.settings, config.name))
+        out.append(Log("info", "pool_started", {"size": local, "queue_limit": config.queue_limit,
+                                                "timeout_s": config.timeout_s, "lead": self.lead}))
+        for _ in range(local):
+            self._spawn(self._new_index(), self.me, out)
+        if self.lead:
+            out.append(Watch(True))
+
+    def _created(self, event: Created, out: Out) -> None:
+        slot = self.slots.get(event.index)
+        if slot is None or slot.address is not None:
+            out.append(EndWorker(event.address))  # not asked for (cannot happen): do not leave it running
+            return
+        slot.address = event.address
+        if slot.local:  # usable at once
+            slot.ready = True
+            self.idle.append(slot.index)
+            self._dispatch(out)
+        else:  # usable once it reports; if it never does (creation failed), dropped
+            out.append(Arm(self.placement_timeout_s, PlacementDue(slot.index, slot.serial)))
+
+    def _reported(self, event: Reported, out: Out) -> None:
+        slot = self.slots.get(event.index)
+        if slot is None or slot.address != event.address:
+            return
+        slot.pid, slot.host = event.pid, event.host
+        if not slot.ready:
+            slot.ready = True
+            self.idle.append(slot.index)
+            out.append(Log("info", "worker_placed", {"worker": slot.index, "member": slot.member, "pid": event.pid}))
+            self._dispatch(out)
+
+    # -- membership --------------------------------------------------------------------------
+    def _member_changed(self, event: MemberChanged, out: Out) -> None:
+        if not self.lead:
+            return
+        caps = dict(event.capabilities or {})
+        name = member_name_of(caps)
+        if name is None or name == self.me:
+            out.append(Log("warning", "member_ignored", {"address": str(event.address), "reason": "no pegasus.member"}))
+            return
+        known = self.members.get(name)
+        if not event.added:
+            if known is not None:
+                self._member_left(name, "left the convention", out)
+            return
+        if known is not None and known.address == event.address:
+            known.capabilities = caps
+            return
+        if known is not None:
+            self._member_left(name, "was replaced by a new admin of the same name", out)
+        wanted = min(advertised_workers(caps, self.name), MAX_WORKERS_PER_MEMBER)
+        self.members[name] = Member(name, event.address, caps, wanted, self.wall_clock())
+        out.append(Log("info", "member_joined", {"member": name, "workers": wanted}))
+        for _ in range(wanted):
+            self._spawn(self._new_index(), name, out)
+
+    def _member_left(self, name: str, why: str, out: Out) -> None:
+        self.members.pop(name, None)
+        lost = [slot for slot in self.slots.values() if slot.member == name]
+        out.append(Log("warning", "member_left", {"member": name, "workers": len(lost), "why": why}))
+        for slot in lost:
+            self._drop(slot.index, f"convention member {name} {why}", "worker_died", out)
+            # A member declared dead may only have been slow: its old workers must not
+            # linger there unseen.  (A dead one refuses the connection; nothing waits.)
+            out.append(EndWorker(slot.address))
+        self._watch_starved(out)
+        self._dispatch(out)
+
+    def _placement_due(self, event: PlacementDue, out: Out) -> None:
+        slot = self.slots.get(event.index)
+        if slot is None or slot.serial != event.serial or slot.ready:
+            return
+        out.append(Log("warning", "placement_failed", {"worker": slot.index, "member": slot.member,
+                                                       "timeout_s": self.placement_timeout_s}))
+        if (member := self.members.get(slot.member)) is not None:
+            member.failed_placements += 1
+        out.append(EndWorker(slot.address))
+        self._drop(slot.index, "its worker was never placed", "worker_died", out)
+        self._watch_starved(out)
+
+    # -- requests ----------------------------------------------------------------------------
+    def _refuse(self, event: Requested, out: Out) -> None:
+        out.append(Fail(event.requester, event.request, "pool not configured", "exception"))
+
+    def _requested(self, event: Requested, out: Out) -> None:
+        assert self.config is not None
+        if not self.idle and len(self.queue) >= self.config.queue_limit:
+            out.append(Fail(event.requester, event.request, f"{self.name} pool queue is full "
+                            f"({self.config.queue_limit} waiting)", "queue_full"))
+            return
+        self.next_seq += 1
+        self.queue.append(Waiting(self.next_seq, event.request, event.requester))
+        self._watch_starved(out)
+        self._dispatch(out)
+
+
+
+
+
+
+    def _finished(self, event: Finished, out: Out) -> None:
+        job = self.jobs.pop(event.job, None)
+        if job is None:
+            # Answered already (deadline, member lost).  A late result the worker sent straight
+            # to the requester carries that request's token, which the requester has moved past.
+            return
+        if self.budget is not None and self._rate_limited(event, job, out):
+            self.next_seq += 1  # admission pauses; the request waits first in line
+            self.queue.appendleft(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1))
+        elif event.result is not None:  # (None: the worker answered the requester itself)
+            out.append(Forward(job.requester, event.result))
+        slot = self.slots.get(job.slot)
+        if slot is not None and event.job in slot.jobs:
+            first = slot.jobs[0] == event.job
+            slot.jobs.remove(event.job)
+            if not slot.jobs:
+                self.idle.append(slot.index)
+            elif first:
+                self._started(slot, out)  # the worker has already begun the request it held
+        self._dispatch(out)
+
+
+    def _rate_limited(self, event: Finished, job: Job, out: Out) -> bool:
+        """Account for a model call; True when the endpoint rate-limited it and it should run again."""
+        assert self.budget is not None
+        worker = (event.result.worker if event.result is not None else event.worker) or {}
+        if not self.budget.settle(event.job, worker, job.requeues):
+            return False
+        out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
+                                                   "retry_after_s": worker.get("retry_after_s"),
+                                                   "requeues": job.requeues + 1}))
+        return True
+
+    # -- failures ----------------------------------------------------------------------------
+    def _deadline_due(self, event: DeadlineDue, out: Out) -> None:
+        self.armed = None
+        now = self.clock()
+        while self.deadlines and self.deadlines[0][0] <= now:
+            _, job_id = heapq.heappop(self.deadlines)
+            if (job := self.jobs.get(job_id)) is not None:
+                timeout = self._timeout(job.request)
+                out.append(Log("warning", "stage_deadline", {"task_id": job.request.task_id,
+                                                             "stage": job.request.stage, "timeout_s": timeout}))
+                self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout", out,
+                              kill=True)
+        self._arm(out)
+
+
+    def _starve_due(self, event: StarveDue, out: Out) -> None:
+        waiting = next((w for w in self.queue if w.seq == event.seq), None)
+        if waiting is None:
+            return
+        waiting.watched = False
+        if self.slots:
+            return  # workers came (or are being placed): it waits its turn like any other request
+        self.queue.remove(waiting)
+        out.append(Fail(waiting.requester, waiting.request, f"no {self.name} worker in the convention "
+                        f"for {self._timeout(waiting.request):g}s", "timeout"))
+        self._watch_starved(out)
+
+    def _budget_due(self, event: BudgetDue, out: Out) -> None:
+        self.budget_armed = False
+        self._dispatch(out)
+
+
+    def _health_due(self, event: HealthDue, out: Out) -> None:
+        self.health_armed = False
+        pids = tuple(s.pid for s in self.slots.values() if s.local and s.jobs and s.pid is not None)
+        if pids:
+            out.append(Inspect(pids))  # answered by Looked
+        else:
+            self._arm_health(out)
+
+    def _looked(self, event: Looked, out: Out) -> None:
+        """End the busy local workers found stopped twice in a row."""
+        for slot in [s for s in self.slots.values() if s.local and s.jobs and s.pid is not None]:
+            stopped = event.states.get(slot.pid or 0) in STOPPED_STATES
+            slot.stopped_looks = slot.stopped_looks + 1 if stopped else 0
+            if slot.stopped_looks >= 2:
+                out.append(Log("warning", "worker_hung", {"worker": slot.index, "pid": slot.pid,
+                                                          "jobs": list(slot.jobs)}))
+                self._replace(slot.index, f"stage worker {slot.pid} was stopped (hung)", "worker_died", out,
+                              kill=True, rerun=self.name == RERUN_POOL)
+        self._arm_health(out)
+
+    def _exited(self, event: Exited, out: Out) -> None:
+        # For a worker on a member, the member's admin (its surrogate parent) reports it.
+        slot = next((s for s in self.slots.values() if s.address == event.address), None)
+        if slot is None:
+            return
+        out.append(Log("warning", "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,
+                                                    "jobs": list(slot.jobs)}))
+        where = "" if slot.local else f" on convention member {slot.member}"
+        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False)
+
+
+
+    def _canceled(self, event: Canceled, out: Out) -> None:
+        """A canceled task's work: queued requests are dropped, a running stage's worker is
+        ended and replaced (a blocking call cannot be interrupted otherwise), a held one
+        still runs (see below); nobody waits for those answers any more."""
+        self.queue = deque(w for w in self.queue if w.request.task_id != event.task_id)
+        for job_id, job in list(self.jobs.items()):
+            if job.request.task_id != event.task_id or job_id not in self.jobs:
+                continue
+            if self.slots[job.slot].jobs[0] != job_id:
+                # Held in the worker's mailbox, behind another task's stage: it runs and its
+                # answer is dropped.  Ending the worker when it gets there could lose the
+                # result it has just sent for that other task (a SIGKILL does not wait for
+                # the runtime's transmits), so it is left alone; never queued again.
+                job.canceled = True
+            else:
+                out.append(Log("info", "stage_canceled", {"task_id": event.task_id, "stage": job.request.stage,
+                                                          "worker": job.slot}))
+                self._replace(job.slot, "the task was canceled", "exception", out, kill=True)
+
+    # -- observation and shutdown ------------------------------------------------------------
+    def _stats(self, event: StatsAsked, out: Out) -> None:
+        slots = sorted(self.slots.values(), key=lambda s: s.index)
+        workers = [s.view([self.jobs[j].request.task_id for j in s.jobs if j in self.jobs]) for s in slots]
+        members = [m.view(sum(1 for s in slots if s.member == m.name))
+                   for m in sorted(self.members.values(), key=lambda m: (m.address is not None, m.name))]
+        out.append(SendStats(event.requester, event.ask_id, {
+            "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
+            "replaced": self.replaced, "workers": workers, "members": members}))
+
+    def _closing(self, event: Closing, out: Out) -> None:
+        # Every worker is told to exit (remote ones too: their member does not know they are
+        # orphans), so shutdown never waits on a forgotten child.
+        self.closing = True
+        if self.lead:
+            out.append(Watch(False))
+        for slot in self.slots.values():
+            # A busy one would read its exit request only when its blocking call returns (a 30 s
+            # tool step held stop for ~12 s): ended now, like a crash.  Its step's journal row says
+            # what is known (an effectful one: effects_unknown).
+            busy_child = slot.pid if slot.jobs and slot.local else None
+            out.append(EndWorker(slot.address, busy_child, shutdown=True))

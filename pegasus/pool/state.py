@@ -1,0 +1,225 @@
+"""A pool core's records (worker slots, convention members, jobs handed out, requests waiting) and the
+moves its inputs share: start a worker, hand out queued requests, keep the deadline timer, drop or
+replace a worker.  Pure, like the core (pegasus/pool/core.py) built on it."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.llm.budget import LlmBudget
+from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
+from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
+from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
+
+HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
+
+Out = list[PoolCommand]
+
+
+@dataclass
+class Slot:
+    """One worker.  ``address`` is None only between StartWorker and its Created."""
+
+    index: int
+    address: Any
+    member: str  # the convention member (admin) it runs on; the pool's own for local workers
+    local: bool  # created by the pool's process on its own admin (only these may be SIGKILLed)
+    serial: int
+    ready: bool = False
+    pid: int | None = None
+    host: str | None = None
+    jobs: deque[int] = field(default_factory=deque)  # handed to it, in order; the first one runs
+    since: float = 0.0  # (clock) when the running job started
+    stopped_looks: int = 0  # health looks in a row that found its process stopped
+
+    def view(self, tasks: list[str]) -> dict[str, Any]:
+        return {"index": self.index, "pid": self.pid, "host": self.host, "busy": bool(self.jobs),
+                "member": self.member, "ready": self.ready, "held": max(0, len(self.jobs) - 1), "tasks": tasks}
+
+
+@dataclass
+class Member:
+    name: str
+    address: Any  # the member admin's address; None for the pool's own admin
+    capabilities: dict[str, Any]
+    wanted: int
+    joined: float  # wall clock
+    failed_placements: int = 0
+
+    def view(self, workers: int) -> dict[str, Any]:
+        return {"name": self.name, "address": None if self.address is None else str(self.address),
+                "local": self.address is None, "wanted": self.wanted, "workers": workers,
+                "capabilities": {k: v for k, v in self.capabilities.items() if k.startswith("pegasus.")},
+                "failed_placements": self.failed_placements, "joined": self.joined}
+
+
+@dataclass
+class Job:
+    request: StageAsk
+    requester: Any
+    slot: int
+    requeues: int = 0
+    seq: int = 0  # its place in the queue it came from (kept when it goes back there)
+    canceled: bool = False  # its task was canceled while it waited in the worker's mailbox: never requeued
+
+
+@dataclass
+class Waiting:
+    seq: int
+    request: StageAsk
+    requester: Any
+    watched: bool = False  # a StarveDue is pending for it
+    requeues: int = 0  # times it came back rate-limited (llm pool)
+
+
+def member_name_of(capabilities: dict[str, Any]) -> str | None:
+    """The name a convention member advertises, if it is a Pegasus admin."""
+    name = capabilities.get(MEMBER_CAPABILITY)
+    return name if isinstance(name, str) else None
+
+
+class PoolState:
+    def __init__(self, clock: Callable[[], float], wall_clock: Callable[[], float]) -> None:
+        self.clock, self.wall_clock = clock, wall_clock
+        self.config: PoolSpec | None = None
+        self.name, self.me, self.lead, self.placement_timeout_s = "?", "", False, 0.0
+        self.slots: dict[int, Slot] = {}
+        self.idle: deque[int] = deque()
+        self.queue: deque[Waiting] = deque()
+        self.jobs: dict[int, Job] = {}
+        self.members: dict[str, Member] = {}
+        self.deadlines: list[tuple[float, int]] = []  # heap of (clock due, job)
+        self.armed: float | None = None  # when the pending DeadlineDue fires
+        self.budget: LlmBudget | None = None  # the llm pool's rate budget (a model provider)
+        self.budget_armed = False
+        self.health_armed = False
+        self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
+        self.closing = False  # told to exit: replace nothing any more
+        self.next_job = self.next_seq = self.next_serial = self.next_index = self.replaced = 0
+
+    def _new_index(self) -> int:
+        self.next_index += 1
+        return self.next_index - 1
+
+    def _spawn(self, index: int, member: str, out: Out) -> None:
+        assert self.config is not None
+        settings, requirements = self.config.settings, None
+        if member != self.me:
+            requirements = placement(member, self.name)
+            # A remote worker logs under its member's state directory, not the leader's path.
+            home = str(self.members[member].capabilities.get(HOME_CAPABILITY, ""))
+            settings = settings.model_copy(update={"state": settings.state.model_copy(update={"home": home})})
+        self.next_serial += 1
+        self.slots[index] = Slot(index, None, member, member == self.me, self.next_serial)
+        out.append(StartWorker(self.name, index, requirements, settings))
+
+    def _dispatch(self, out: Out) -> None:
+        while self.queue and (slot := self._next_slot()) is not None:
+            if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
+                wait = self.budget.admit(self.queue[0].request.context, self.next_job + 1)
+                if wait > 0:  # over the model's budget (or paused by a 429): the request stays first
+                    self.idle.appendleft(slot.index)
+                    if not self.budget_armed:
+                        self.budget_armed = True
+                        out.append(Arm(wait, BudgetDue()))
+                    return
+            waiting = self.queue.popleft()
+            self.next_job += 1
+            job = self.next_job
+            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq)
+            slot.jobs.append(job)
+            out.append(Dispatch(slot.address, job, waiting.request, waiting.requester))
+            if len(slot.jobs) == 1:
+                self._started(slot, out)
+
+    def _next_slot(self) -> Slot | None:
+        """The first idle worker; failing that (prefetch), the busy one with room whose stage started first."""
+        while self.idle:
+            slot = self.slots.get(self.idle.popleft())
+            if slot is not None and slot.ready and not slot.jobs:
+                return slot
+        if not self.prefetch:
+            return None
+        room = [s for s in self.slots.values() if s.ready and 0 < len(s.jobs) <= self.prefetch]
+        return min(room, key=lambda s: (len(s.jobs), s.since), default=None)
+
+    def _started(self, slot: Slot, out: Out) -> None:
+        """The slot's first job runs from now: its deadline starts."""
+        job_id = slot.jobs[0]
+        slot.since = self.clock()
+        heapq.heappush(self.deadlines, (slot.since + self._timeout(self.jobs[job_id].request), job_id))
+        self._arm(out)
+        if slot.local:
+            self._arm_health(out)
+
+    def _arm(self, out: Out) -> None:
+        """Keep one DeadlineDue pending, for the earliest deadline of a job still running."""
+        while self.deadlines and self.deadlines[0][1] not in self.jobs:
+            heapq.heappop(self.deadlines)  # answered in time: forget it
+        if self.deadlines and (self.armed is None or self.deadlines[0][0] < self.armed):
+            self.armed = self.deadlines[0][0]
+            out.append(Arm(max(0.0, self.armed - self.clock()), DeadlineDue()))
+
+    def _timeout(self, request: StageAsk) -> float:
+        assert self.config is not None
+        return request.timeout_s or self.config.timeout_s
+
+    def _watch_starved(self, out: Out) -> None:
+        """With no worker at all (none local, no member offering any), queued requests wait one timeout at most."""
+        if self.slots:
+            return
+        for waiting in self.queue:
+            if not waiting.watched:
+                waiting.watched = True
+                out.append(Arm(self._timeout(waiting.request), StarveDue(waiting.seq)))
+
+    def _arm_health(self, out: Out) -> None:
+        if not self.health_armed and not self.closing and any(s.local and s.jobs for s in self.slots.values()):
+            self.health_armed = True
+            out.append(Arm(HEALTH_PERIOD_S, HealthDue()))
+
+    def _drop(self, index: int, reason: str, kind: str, out: Out, *, rerun: bool = False) -> Slot | None:
+        """Remove a slot; answer its running job (if any) as failed, and queue again, first in
+        line, the jobs it held but never started (prefetch).  ``rerun``: its running job (an llm
+        stage, which has no side effect) goes back to the queue too.  Returns the slot."""
+        slot = self.slots.pop(index, None)
+        if slot is None:
+            return None
+        if index in self.idle:
+            self.idle.remove(index)
+        if not slot.jobs:
+            return slot
+        running, *held = slot.jobs
+        if rerun and self.budget is not None and running in self.jobs:
+            self.budget.release(running)  # admitted again when it runs again
+        for job_id in reversed([running, *held] if rerun else held):
+            if (job := self.jobs.pop(job_id, None)) is not None and not job.canceled:
+                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues))
+        if (job := self.jobs.pop(running, None)) is not None:
+            if self.budget is not None:
+                self.budget.release(running)
+            worker = {"pool": self.name, "index": index, "pid": slot.pid, "host": slot.host, "member": slot.member}
+            out.append(Fail(job.requester, job.request, reason, kind, worker))
+        return slot
+
+    def _replace(self, index: int, reason: str, kind: str, out: Out, *, kill: bool, rerun: bool = False) -> None:
+        """Answer the slot's job as failed (``rerun``: queue it again), end the worker, start a
+        fresh one on the same member."""
+        slot = self._drop(index, reason, kind, out, rerun=rerun)
+        if slot is None:
+            return
+        if kill or not slot.local:
+            # A remote worker stuck in a blocking call cannot be killed from here: it exits
+            # when the call returns and it reads the exit request.  A remote worker reported dead
+            # may be alive: when a member leaves, the leader's admin fails the creations it
+            # forwarded there, which reaches us as the exit of workers that still run.
+            out.append(EndWorker(slot.address, slot.pid if kill and slot.local else None))
+        self.replaced += 1
+        if slot.member in self.members and not self.closing:
+            self._spawn(index, slot.member, out)
+        self._watch_starved(out)
+        self._dispatch(out)
