@@ -58,6 +58,7 @@ from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
 from pegasus.pool.state import Job, Member, Out, PoolState, Waiting, member_name_of
 
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
+EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
 RERUN_POOL = "llm"  # its stages have no side effect: one whose worker hung may run again
 
 
@@ -66,7 +67,10 @@ class PoolCore(PoolState):
                  wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock, wall_clock)
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
-            Configured: self._configure, Requested: self._refuse, StatsAsked: self._stats}
+            Configured: self._configure, Requested: self._hold, Canceled: self._cancel_held, StatsAsked: self._stats}
+        # Requests that came before the pool's configuration: a restored task's first request can reach a
+        # pool before its PoolConfig does (two senders, no order between them).  Run once it is configured.
+        self._early: list[Requested] = []
 
     def step(self, event: PoolInput) -> Out:
         """Apply one input; the commands to carry out, in order.  Never raises."""
@@ -107,6 +111,9 @@ class PoolCore(PoolState):
             self._spawn(self._new_index(), self.me, out)
         if self.lead:
             out.append(Watch(True))
+        early, self._early = self._early, []
+        for request in early:
+            self._requested(request, out)
 
     def _created(self, event: Created, out: Out) -> None:
         slot = self.slots.get(event.index)
@@ -182,8 +189,15 @@ class PoolCore(PoolState):
         self._watch_starved(out)
 
     # -- requests ----------------------------------------------------------------------------
-    def _refuse(self, event: Requested, out: Out) -> None:
-        out.append(Fail(event.requester, event.request, "pool not configured", "exception"))
+    def _hold(self, event: Requested, out: Out) -> None:
+        if len(self._early) >= EARLY_LIMIT:
+            out.append(Fail(event.requester, event.request, f"pool not configured yet ({EARLY_LIMIT} requests wait "
+                                                             "for its configuration)", "queue_full"))
+            return
+        self._early.append(event)
+
+    def _cancel_held(self, event: Canceled, out: Out) -> None:
+        self._early = [held for held in self._early if held.request.task_id != event.task_id]
 
     def _requested(self, event: Requested, out: Out) -> None:
         assert self.config is not None

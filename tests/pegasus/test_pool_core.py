@@ -9,7 +9,9 @@ from pegasus.config import Settings
 from pegasus.llm.budget import MAX_REQUEUES
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, Log, SendStats, SetUp, StartWorker
 from pegasus.pool.core import PoolCore
-from pegasus.pool.inputs import BudgetDue, Canceled, DeadlineDue, Exited, Reported, Requested, StatsAsked
+from pegasus.pool.inputs import (
+    BudgetDue, Canceled, Configured, Created, DeadlineDue, Exited, Reported, Requested, StatsAsked,
+)
 from tests.support.pool_core import ME, Ask, Pool, Spec, dispatched, of
 
 
@@ -28,10 +30,21 @@ def test_a_configured_pool_sets_up_logging_and_starts_its_local_workers() -> Non
     assert [w["ready"] for w in figures["workers"]] == [True] * 3  # a local worker is usable once created
 
 
-def test_an_unconfigured_pool_answers_a_request_as_failed_and_stats_with_nothing() -> None:
+def test_a_request_before_the_configuration_runs_once_the_pool_is_configured() -> None:
+    """Regression: after a restart, a restored task's first request could reach a new pool before its
+    PoolConfig (two senders, no order between them) and was answered "pool not configured": the step
+    failed, and the reflection ran it again under a new key."""
     core = PoolCore()
-    [fail] = core.step(Requested(Ask("t1"), "r"))
-    assert isinstance(fail, Fail) and (fail.to, fail.error, fail.kind) == ("r", "pool not configured", "exception")
+    assert core.step(Requested(Ask("t1"), "r")) == [] and core.step(Requested(Ask("t2"), "r")) == []
+    core.step(Canceled("t2"))  # canceled while it waited: never runs
+    out = core.step(Configured(Spec(size=1), ME))
+    [start] = [c for c in out if isinstance(c, StartWorker)]
+    dispatched = [c for c in core.step(Created(start.index, "w1")) if isinstance(c, Dispatch)]
+    assert [d.request.task_id for d in dispatched] == ["t1"]
+
+
+def test_an_unconfigured_pool_answers_stats_with_nothing() -> None:
+    core = PoolCore()
     [answer] = core.step(StatsAsked(3, "asker"))
     assert answer == SendStats("asker", 3, {"name": "?", "size": 0, "busy": 0, "queued": 0, "replaced": 0,
                                             "workers": [], "members": []})
