@@ -234,7 +234,10 @@ def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(asys, t
     assert (stats.ask_id, stats.size, stats.busy, stats.queued) == (7, 1, 0, 0)
 
 
-def test_an_unconfigured_pool_answers_failed(asys) -> None:
+def test_a_request_to_a_pool_not_configured_yet_runs_once_it_is(asys, tmp_path: Path) -> None:
+    """A restored task's request may reach a new pool before its PoolConfig: it waits, then runs."""
     pool = asys.createActor(StagePool)
-    result = asys.ask(pool, _act_request(1), 5)
-    assert result.ok is False and "not configured" in result.error
+    assert asys.ask(pool, _act_request(1), 0.3) is None  # held, not refused
+    asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path)))
+    result = asys.listen(5)
+    assert isinstance(result, m.StageResult) and result.ok and result.token == 1
