@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -45,3 +46,48 @@ def test_the_client_example(tmp_path: Path, free_port: int) -> None:
     assert lines[-1] == "'to be or not to be': 6 words"
     assert any("classic reflecting -> completed" in line for line in lines)
     assert list(work.iterdir()) == []
+
+
+def _command_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Command line"):text.index("## Python")]
+    return section[section.index("```") + 3:section.index("```", section.index("```") + 3)]
+
+
+def test_the_readme_names_every_command_and_only_flags_they_take() -> None:
+    """The README's command list is the parser's: every command there, every flag it shows accepted."""
+    import argparse
+
+    from actors.cli.main import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    flags = {name: {flag for action in sub._actions for flag in action.option_strings} for name, sub in commands.items()}
+    block = _command_block()
+    shown: dict[str, set[str]] = {}
+    for segment in re.split(r"\||\n", block):
+        words = segment.split("#")[0].split()
+        if words[:1] == ["pegasus"]:
+            words = words[1:]
+        if words and words[0] in commands:
+            shown.setdefault(words[0], set()).update(w.strip("[]") for w in words if w.strip("[]").startswith("--"))
+    assert set(shown) == set(commands), set(commands) ^ set(shown)
+    wrong = {name: sorted(given - flags[name]) for name, given in shown.items() if given - flags[name]}
+    assert wrong == {}
+    assert "--version" in block and "--version" in {f for a in parser._actions for f in a.option_strings}
+
+
+@pytest.mark.integration
+def test_the_plugin_example_runs(tmp_path: Path, free_port: int) -> None:
+    """The README's plugin, saved as myplugin.py, answers through the real command line."""
+    block = next(b for b in python_blocks() if "def register(registry" in b)
+    (tmp_path / "myplugin.py").write_text(block, encoding="utf-8")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get(
+        "PYTHONPATH", "")])), "PEGASUS_HOME": str(tmp_path / "home"), "HOME": str(tmp_path),
+           "PEGASUS_TOOLS__PLUGINS": '["myplugin:register"]'}
+    out = subprocess.run(["pegasus", "run", 'call shout {"text": "hi"}', "--port", str(free_port)], cwd=work,
+                         env=env, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"result:\s+.*HI", out.stdout), out.stdout
