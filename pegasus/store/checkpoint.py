@@ -19,9 +19,10 @@ from pegasus.errors import CodecError
 from pegasus.store import delta as deltas
 from pegasus.task.fsm import TaskFSM
 from pegasus.task.models import TaskContext, TaskSnapshot
+from pegasus.task.names import CognitiveState
 
 FORMAT = 1
-FULL_STATES = frozenset({"suspended", "completed", "failed"})
+FULL_STATES = frozenset({CognitiveState.SUSPENDED, CognitiveState.COMPLETED, CognitiveState.FAILED})
 DELTA_EVENTS = frozenset({"PLAN_DONE", "REASON_DONE", "TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPLETED",
                           "ACT_DONE", "MESSAGE_RECEIVED", "TASK_RESUMED"})
 
