@@ -48,8 +48,10 @@ def encode_full(snapshot: TaskSnapshot) -> bytes:
 class Checkpointer:
     """Makes a task's checkpoints, remembering what the last one contained."""
 
-    def __init__(self, snapshot: TaskSnapshot) -> None:
-        self._base = snapshot.context.model_dump(mode="json")
+    def __init__(self, snapshot: TaskSnapshot, base: dict[str, Any] | None = None) -> None:
+        # The context as the last checkpoint left it (JSON; replaced, never changed in place):
+        # a task run's snapshot keeps it, and gives it back here when the run is restored.
+        self.base: dict[str, Any] = snapshot.context.model_dump(mode="json") if base is None else base
 
     def make(self, kind: str, task: TaskFSM | TaskSnapshot) -> bytes:
         """The checkpoint of a task (its FSM, read not copied, or a snapshot) as it is now."""
@@ -57,9 +59,9 @@ class Checkpointer:
         if kind == "full":
             data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
-            change = deltas.diff(self._base, current)
+            change = deltas.diff(self.base, current)
             data = codec.pack({"format": FORMAT, "delta": change, "metadata": task.metadata})
-        self._base = current
+        self.base = current
         return data
 
 
