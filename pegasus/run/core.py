@@ -48,7 +48,8 @@ from pegasus.task.names import CognitiveState, StageName
 from pegasus.tools.registry import Effect
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
-EXIT_REASONS = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception", "exception": "exception"}
+EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
+                       "exception": "exception"}
 STEP_ENDS = frozenset({EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_FAILED, EventType.STEP_COMPLETED})
 LOST = ("worker_died", "timeout")  # a tool step whose worker is gone: it may have run
 
@@ -160,14 +161,19 @@ class TaskRun:
         return out
 
     def _give_up(self, exc: Exception) -> None:
+        """Fail the task; failing that, stop with what there is; failing that too, abandon."""
         try:
             if not self.stopped and not self.fsm.is_terminal:
                 self._fail("exception", f"internal error: {type(exc).__name__}: {exc}")
-        except Exception:  # noqa: BLE001 - failing failed: report what there is
-            try:
-                self._stop()
-            except Exception as last:  # noqa: BLE001
-                self._out.append(Abandon(f"the run cannot go on: {type(last).__name__}: {last}"))
+                return
+        except Exception:  # noqa: BLE001 - failing failed: stop with what there is
+            pass
+        if any(isinstance(command, TaskStopped) for command in self._out):
+            return
+        try:
+            self._stop()
+        except Exception as last:  # noqa: BLE001
+            self._out.append(Abandon(f"the run cannot go on: {type(last).__name__}: {last}"))
 
     def _start(self, resume_event: str | None, resume_payload: dict[str, Any]) -> None:
         if resume_event is None:
@@ -185,7 +191,7 @@ class TaskRun:
         elif answer.stage == StageName.ACT:
             self._act_failed(answer, stage)
         else:
-            self._fail(EXIT_REASONS.get(answer.error_kind, "exception"),
+            self._fail(EXIT_REASON_BY_KIND.get(answer.error_kind, "exception"),
                        f"{answer.stage} stage failed: {answer.error}", stage)
 
     def _suspend(self, reason: str) -> None:

@@ -161,6 +161,18 @@ def test_an_internal_error_fails_the_task_instead_of_raising() -> None:
     assert "internal error: RuntimeError: registry gone" in stop.snapshot.context.error
 
 
+def test_when_even_stopping_fails_the_activation_is_abandoned() -> None:
+    run, _ = begin(TaskFSM.create("classic", "x", task_id="t1"))
+
+    def unreadable() -> Any:
+        raise MemoryError("no snapshot")
+
+    run.fsm.snapshot = unreadable  # type: ignore[method-assign]
+    commands = run.suspend("t1", "hold")  # its full checkpoint needs the snapshot
+    assert [log.event for log in of(Log, commands)].count("task_actor_error") == 1
+    assert isinstance(commands[-1], Abandon) and not of(TaskStopped, commands)
+
+
 # -- tool steps and the journal -------------------------------------------------------------------
 
 KEY = step_key("t1", "1.0", 0, 0)
