@@ -17,7 +17,7 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 from thespian.actors import ActorSystem, ActorSystemException
 
@@ -28,9 +28,10 @@ from actors.system import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.task.names import CognitiveMachineName, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
-TERMINAL_LIFECYCLE = frozenset({"done", "failed", "canceled"})
+TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
 QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the supervisor is the same one
 WATCH_S = 2.0  # a request: after this long without its reply, check the supervisor is the same one
 
@@ -145,7 +146,7 @@ class Client:
         self.close()
 
     # -- operations ----------------------------------------------------------------------------
-    def submit(self, text: str, *, machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
+    def submit(self, text: str, *, machine: CognitiveMachineName | None = None, priority: int = 5,
                metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False,
                key: str | None = None) -> dict[str, Any]:
         """Submit a task; answers its view, with ``existing`` True when ``key`` was used before.
@@ -158,7 +159,7 @@ class Client:
                                   source=source, follow=follow, key=key))
 
     def submit_many(self, tasks: Iterable[str | dict[str, Any]], *,
-                    machine: Literal["classic", "reason_act"] | None = None, priority: int = 5,
+                    machine: CognitiveMachineName | None = None, priority: int = 5,
                     source: str = "python") -> list[dict[str, Any]]:
         """Submit several tasks in one request (at most ``messages.MAX_BATCH``): all or none.
 
@@ -227,7 +228,7 @@ class Client:
             pause = min(pause * 2, 0.2)
 
     def follow(self, task_id: str, timeout: float = 60.0, *, subscribe: bool = True,
-               until: frozenset[str] = TERMINAL_LIFECYCLE | {"blocked"}) -> Iterator[m.TransitionNotice]:
+               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}) -> Iterator[m.TransitionNotice]:
         """Yield the task's transitions live until its lifecycle reaches ``until``.
 
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
@@ -247,7 +248,7 @@ class Client:
                     notice = mine.popleft()
                     yield notice
                     quiet_since = time.monotonic()
-                    if notice.machine == "lifecycle":
+                    if notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
                 if current in until:
                     return

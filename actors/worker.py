@@ -24,6 +24,7 @@ from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers, placement
 from pegasus.task.models import deep_copy
+from pegasus.task.names import StageName
 
 GATE_OUTPUT_CHARS = 4000
 
@@ -121,7 +122,7 @@ class StageWorker(ActorTypeDispatcher):
         self.send(sender, WorkDone(work.job, worker={"usage": worker["usage"]} if "usage" in worker else {}))
 
     def _run(self, request: StageRequest) -> StageResult:
-        if request.stage == "gate":
+        if request.stage == StageName.GATE:
             self.cpu_started = time.thread_time()
             return _run_gate(request)
         if self.processors is None:
@@ -165,17 +166,17 @@ def _run_gate(request: StageRequest) -> StageResult:
         done = subprocess.run(gate.command, capture_output=True, text=True, timeout=gate.timeout_s,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="timeout",
+        return StageResult(request.task_id, request.token, request.stage, ok=False, error_kind="timeout",
                            error=f"gate {gate.name!r} timed out after {gate.timeout_s:g}s")
     except OSError as exc:
-        return StageResult(request.task_id, request.token, "gate", ok=False, error_kind="exception",
+        return StageResult(request.task_id, request.token, request.stage, ok=False, error_kind="exception",
                            error=f"gate {gate.name!r} could not run: {exc}")
     payload = {"gate": gate.name, "returncode": done.returncode,
                "output": (done.stdout + done.stderr)[-GATE_OUTPUT_CHARS:]}
     if done.returncode != 0:
-        return StageResult(request.task_id, request.token, "gate", ok=False, payload=payload, error_kind="tool",
+        return StageResult(request.task_id, request.token, request.stage, ok=False, payload=payload, error_kind="tool",
                            error=f"gate {gate.name!r} failed with exit status {done.returncode}")
-    return StageResult(request.task_id, request.token, "gate", ok=True, payload=payload)
+    return StageResult(request.task_id, request.token, request.stage, ok=True, payload=payload)
 
 
 def _tool(request: StageRequest) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 from pegasus.cognitive.stages import Processors, offline_processors, run_stage
 from pegasus.task import Event, TaskFSM
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
+from pegasus.task.names import PoolName
 from pegasus.config import Settings
 from pegasus.tools.plugins import registry_for
 
@@ -67,13 +68,13 @@ class Agent:
             return
 
     async def _run(self, fsm: TaskFSM, work: RunStage) -> None:
-        async with self.llm if work.pool == "llm" else self.tool:
+        async with self.llm if work.pool == PoolName.LLM else self.tool:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
             began, cpu = time.perf_counter(), time.thread_time()
             outcome = run_stage(self.processors, work.stage, fsm.context, machine=fsm.machine.name,
                                 step_index=work.step_index)
-            if work.pool == "tool":
+            if work.pool == PoolName.TOOL:
                 self.tool_steps.append(time.perf_counter() - began)
                 self.tool_cpu.append(time.thread_time() - cpu)
         fsm.transition(Event(type=outcome.event_type, payload=outcome.payload))

@@ -56,7 +56,7 @@ def _install(trace_dir: Path) -> None:
 
     worker, task, pool = worker_mod.StageWorker, task_mod.TaskActor, pool_mod.StagePool
     on_work, run, on_result = worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult
-    dispatch, on_message, on_request = task._dispatch, task.receiveMessage, pool.receiveMsg_StageRequest
+    send_stage, on_message, on_request = task._send_stage, task.receiveMessage, pool.receiveMsg_StageRequest
 
     def worker_work(self: Any, work: Any, sender: Any) -> None:
         mark("W2", work.request.task_id, work.request.token)
@@ -72,9 +72,9 @@ def _install(trace_dir: Path) -> None:
         mark("T0", result.task_id, result.token)
         on_result(self, result, sender)
 
-    def task_dispatch(self: Any, work: Any, key: Any) -> None:
-        mark("T1", self.fsm.task_id, self.token)
-        dispatch(self, work, key)
+    def task_send_stage(self: Any, command: Any) -> None:
+        mark("T1", command.task_id, command.token)
+        send_stage(self, command)
 
     def task_message(self: Any, message: Any, sender: Any) -> None:
         on_message(self, message, sender)
@@ -87,7 +87,7 @@ def _install(trace_dir: Path) -> None:
         mark("P1", request.task_id, request.token)
 
     worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult = worker_work, worker_run, task_result
-    task._dispatch, task.receiveMessage, pool.receiveMsg_StageRequest = task_dispatch, task_message, pool_request
+    task._send_stage, task.receiveMessage, pool.receiveMsg_StageRequest = task_send_stage, task_message, pool_request
 
 
 def _segments(trace_dir: Path, since: float) -> dict[str, list[float]]:

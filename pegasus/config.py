@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pegasus.errors import ConfigError
+from pegasus.task.names import CognitiveMachineName, MachineName
 
 ENV_PREFIX = "PEGASUS_"
 DEFAULT_HOME = "~/.pegasus"
@@ -41,7 +42,7 @@ class _Section(BaseModel):
 class RuntimeSettings(_Section):
     max_active_tasks: int = Field(5, ge=1)
     approval_policy: Literal["auto", "manual"] = "auto"
-    default_machine: Literal["classic", "reason_act"] = "classic"
+    default_machine: CognitiveMachineName = MachineName.CLASSIC.value
     max_input_bytes: int = Field(65536, ge=1)
     max_message_bytes: int = Field(262144, ge=1024)
     max_pending_tasks: int = Field(100000, ge=1)

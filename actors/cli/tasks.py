@@ -24,6 +24,7 @@ from actors.client import Client
 from actors.system import SystemNotRunningError
 from pegasus.errors import PegasusError
 from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.task.names import LifecycleState
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,12 +55,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"task": final, "transitions": notices}, indent=2, default=str))
     else:
         print(views.task_text(final))
-        if final["lifecycle_state"] == "blocked" and started:
+        if final["lifecycle_state"] == LifecycleState.BLOCKED and started:
             print("  (the embedded system stops now; use `pegasus start` to keep tasks you can resume)")
     state = final["lifecycle_state"]
-    if state == "done":
+    if state == LifecycleState.DONE:
         return EXIT_OK
-    if state == "blocked":
+    if state == LifecycleState.BLOCKED:
         return EXIT_WAITING
     error(f"task {state}: {final.get('error') or state}", f"Task{state.capitalize()}", as_json=args.json,
           task_id=final["task_id"])

@@ -9,7 +9,7 @@ Transitions stream to subscribers as ``TransitionNotice`` (pegasus.admission).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -17,6 +17,7 @@ from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401
 from pegasus.config import Settings
 from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.task.machines import COGNITIVE_MACHINES, MACHINES
+from pegasus.task.names import CognitiveMachineName, MachineName
 
 
 class Request(BaseModel):
@@ -32,7 +33,7 @@ class Configure(Request):
 
 class Submit(Request):
     text: str
-    machine: Literal["classic", "reason_act"] | None = None
+    machine: CognitiveMachineName | None = None
     priority: int = Field(5, ge=0, le=1_000_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str = "cli"
@@ -51,7 +52,7 @@ class Get(Request):
     task_id: str
 
 # What ``ListTasks.state`` may name: a lifecycle state or a cognitive state of any machine.
-LIST_STATES = tuple(dict.fromkeys(state for name in ("lifecycle", *COGNITIVE_MACHINES)
+LIST_STATES = tuple(dict.fromkeys(state for name in (MachineName.LIFECYCLE, *COGNITIVE_MACHINES)
                                   for state in MACHINES[name].states))
 
 class ListTasks(Request):

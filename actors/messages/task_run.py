@@ -1,4 +1,8 @@
-"""The conversation of a task's run: the supervisor and the task actor that runs it."""
+"""The conversation of a task's run: the supervisor and the task actor that runs it.
+
+Its reports, TaskTransitioned and TaskStopped, are the task-run core's own
+(``pegasus.run``), sent as the core makes them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from typing import Any
 
 from actors.messages.base import _Brief
 from pegasus.config import Settings
-from pegasus.store.journal import StepEnd
+from pegasus.run.commands import TaskStopped as TaskStopped  # noqa: F401 - reports of the core, sent as they are
+from pegasus.run.commands import TaskTransitioned as TaskTransitioned  # noqa: F401
 
 
 @dataclass(frozen=True, repr=False)
@@ -30,21 +35,6 @@ class SuspendTask:
     reason: str
 
 @dataclass(frozen=True, repr=False)
-class TaskTransitioned(_Brief):
-    """Task actor -> supervisor: one cognitive transition (and the stage that caused it)."""
-
-    task_id: str
-    run: int
-    from_state: str
-    to_state: str
-    event: str
-    timestamp: str
-    stage: dict[str, Any] | None = None
-    checkpoint: tuple[str, bytes] | None = None
-    journal_finish: StepEnd | None = None
-    pid: int = 0
-
-@dataclass(frozen=True, repr=False)
 class TaskReports(_Brief):
     """Task actor -> supervisor: its reports since the last send, in order, in one message.
 
@@ -56,17 +46,3 @@ class TaskReports(_Brief):
     task_id: str
     run: int
     reports: tuple[Any, ...]
-
-@dataclass(frozen=True, repr=False)
-class TaskStopped(_Brief):
-    """Task actor -> supervisor: the cognitive machine is suspended, completed or failed.
-
-    The actor is free after sending this (the supervisor gives it another run or
-    retires it); ``snapshot`` is everything needed to bring the task back.
-    """
-
-    task_id: str
-    run: int
-    state: str
-    snapshot: Any
-    exit_reason: str | None = None

@@ -38,6 +38,7 @@ from pegasus.config import Settings
 from pegasus.llm import prompts, usage
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
 T = TypeVar("T")
@@ -274,7 +275,7 @@ class LLMPerceiver:
     caller: ModelCaller
 
     def run(self, context: TaskContext) -> dict[str, Any]:
-        reply = self.caller.ask("perceive", prompts.perceive_messages(context),
+        reply = self.caller.ask(StageName.PERCEIVE, prompts.perceive_messages(context),
                                 lambda r: validated(PerceptionReply, json_object(r.content)))
         return reply.model_dump(mode="json")
 
@@ -284,7 +285,7 @@ class LLMThinker:
     caller: ModelCaller
 
     def run(self, context: TaskContext) -> dict[str, Any]:
-        reply = self.caller.ask("think", prompts.think_messages(context, self.caller.specs()),
+        reply = self.caller.ask(StageName.THINK, prompts.think_messages(context, self.caller.specs()),
                                 lambda r: validated(ThinkReply, json_object(r.content)))
         return reply.model_dump(mode="json")
 
@@ -308,7 +309,7 @@ class LLMPlanner:
                 steps.append(_respond(len(steps), None))
             return Plan(goal=plan.goal or _goal(context), steps=steps, reasoning=plan.reasoning)
 
-        return self.caller.ask("plan", prompts.plan_messages(context, previous), parse, tools=specs)
+        return self.caller.ask(StageName.PLAN, prompts.plan_messages(context, previous), parse, tools=specs)
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ class LLMReflector:
     caller: ModelCaller
 
     def run(self, context: TaskContext) -> Reflection:
-        reply = self.caller.ask("reflect", prompts.reflect_messages(context, plan_results(context)),
+        reply = self.caller.ask(StageName.REFLECT, prompts.reflect_messages(context, plan_results(context)),
                                 lambda r: validated(ReflectReply, json_object(r.content)))
         return Reflection(**reply.model_dump())
 
@@ -353,7 +354,7 @@ class LLMReasoner:
                 steps.append(_respond(len(steps), answer.answer))
             return reasoning, Plan(goal=_goal(context), steps=steps, reasoning=answer.thought)
 
-        return self.caller.ask("reason", prompts.reason_messages(context, must_answer=must_answer), parse,
+        return self.caller.ask(StageName.REASON, prompts.reason_messages(context, must_answer=must_answer), parse,
                                tools=specs if specs.specs else None,
                                tool_choice="none" if must_answer and specs.specs else None)
 

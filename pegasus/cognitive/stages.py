@@ -1,9 +1,10 @@
 """The one entry point of the stage workers: ``run_stage`` turns a stage of a task
 into the event the task actor applies to its state machine.
 
-What it owns: which processor runs a stage, which pool a stage belongs to, and
-the shape of each event's payload (JSON-able, keys as the machines' reducers
-read them).  What it must not do: import Thespian or actors, or touch the FSM.
+What it owns: which processor runs a stage, and the shape of each event's
+payload (JSON-able, keys as the machines' reducers read them); which pool runs a
+stage is the machine tables' word.  What it must not do: import Thespian or
+actors, or touch the FSM.
 
 Decisions:
 
@@ -45,23 +46,24 @@ from pegasus.cognitive.offline import (
 from pegasus.config import Settings
 from pegasus.llm.usage import metering
 from pegasus.task.events import EventType
+from pegasus.task.machines import COGNITIVE_MACHINES, STAGE_POOLS
 from pegasus.task.models import ActionResult, PlanStep, TaskContext
+from pegasus.task.names import MachineName, PoolName, StageName
 from pegasus.tools.builtin import default_registry
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolRegistry
 
-LLM_STAGES = ("perceive", "think", "plan", "reflect", "reason")
-TOOL_STAGES = ("act",)
-MACHINES = ("classic", "reason_act")
+LLM_STAGES = tuple(stage for stage, pool in STAGE_POOLS.items() if pool == PoolName.LLM)
+TOOL_STAGES = tuple(stage for stage, pool in STAGE_POOLS.items() if pool == PoolName.TOOL)
+MACHINES = COGNITIVE_MACHINES
 
 
 def pool_for(stage: str) -> str:
-    """``"llm"`` or ``"tool"``: the pool whose workers run ``stage``."""
-    if stage in LLM_STAGES:
-        return "llm"
-    if stage in TOOL_STAGES:
-        return "tool"
-    raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(LLM_STAGES + TOOL_STAGES)}")
+    """The pool whose workers run ``stage`` (PoolName.LLM or PoolName.TOOL)."""
+    try:
+        return STAGE_POOLS[stage]
+    except KeyError:
+        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_POOLS)}") from None
 
 
 @dataclass(frozen=True)
@@ -171,22 +173,23 @@ def _reflect(processors: Processors, context: TaskContext) -> StageOutcome:
 
 
 _LLM_HANDLERS: dict[str, Callable[[Processors, TaskContext], StageOutcome]] = {
-    "perceive": _perceive, "think": _think, "plan": _plan, "reason": _reason, "reflect": _reflect,
+    StageName.PERCEIVE: _perceive, StageName.THINK: _think, StageName.PLAN: _plan, StageName.REASON: _reason,
+    StageName.REFLECT: _reflect,
 }
 
 
 def _step(context: TaskContext, step_index: int | None) -> PlanStep:
     if context.plan is None:
-        raise StageError("act", "the task has no plan")
+        raise StageError(StageName.ACT, "the task has no plan")
     if step_index is None:
         step = context.plan.current_step
         if step is None:
-            raise StageError("act", "every step of the plan is done")
+            raise StageError(StageName.ACT, "every step of the plan is done")
         return step
     for step in context.plan.steps:
         if step.index == step_index:
             return step
-    raise StageError("act", f"the plan has no step {step_index}")
+    raise StageError(StageName.ACT, f"the plan has no step {step_index}")
 
 
 def _act(processors: Processors, context: TaskContext, machine: str, step_index: int | None) -> StageOutcome:
@@ -202,7 +205,7 @@ def _act(processors: Processors, context: TaskContext, machine: str, step_index:
     payload: dict[str, Any] = {"result": _dump(result)}
     if step.action_type == "respond" and result.success:
         payload["final_result"] = jsonable(result.output)
-    if machine == "reason_act" and step.action_type in ("respond", "generate"):
+    if machine == MachineName.REASON_ACT and step.action_type in ("respond", "generate"):
         event = EventType.STEP_COMPLETED
     else:
         event = EventType.TOOL_CALL_COMPLETED if result.success else EventType.TOOL_CALL_FAILED
@@ -223,7 +226,7 @@ def run_stage(processors: Processors, stage: str, context: TaskContext, *, machi
     pool = pool_for(stage)
     if machine not in MACHINES:
         raise ValueError(f"unknown cognitive machine {machine!r}; machines are {', '.join(MACHINES)}")
-    if pool == "tool":
+    if pool == PoolName.TOOL:
         return _act(processors, context, machine, step_index)
     try:
         with metering() as meter:

@@ -18,6 +18,7 @@ from typing import Any
 from pegasus.config import Settings
 from pegasus.llm.ratelimit import RateLimiter, RateLimiters, estimate_tokens
 from pegasus.task.models import TaskContext
+from pegasus.task.names import PoolName
 
 MAX_REQUEUES = 3  # a stage rate-limited this often fails after all
 DEFAULT_PAUSE_S = 5.0  # a 429 without Retry-After
@@ -33,7 +34,7 @@ class LlmBudget:
                  clock: Callable[[], float] = time.monotonic) -> LlmBudget | None:
         """The budget of the ``llm`` pool of a system that talks to a model; None otherwise."""
         llm = settings.llm
-        if pool != "llm" or llm.provider == "offline":
+        if pool != PoolName.LLM or llm.provider == "offline":
             return None
         return cls(RateLimiters.from_settings(llm).for_model(llm.model), llm.max_output_tokens, clock)
 

@@ -56,10 +56,11 @@ from pegasus.pool.inputs import (
 )
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
 from pegasus.pool.state import Job, Member, Out, PoolState, Waiting, member_name_of
+from pegasus.task.names import PoolName
 
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
 EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
-RERUN_POOL = "llm"  # its stages have no side effect: one whose worker hung may run again
+RERUN_POOL = PoolName.LLM  # its stages have no side effect: one whose worker hung may run again
 
 
 class PoolCore(PoolState):

@@ -19,9 +19,10 @@ from pegasus.errors import CodecError
 from pegasus.store import delta as deltas
 from pegasus.task.fsm import TaskFSM
 from pegasus.task.models import TaskContext, TaskSnapshot
+from pegasus.task.names import CognitiveState
 
 FORMAT = 1
-FULL_STATES = frozenset({"suspended", "completed", "failed"})
+FULL_STATES = frozenset({CognitiveState.SUSPENDED, CognitiveState.COMPLETED, CognitiveState.FAILED})
 DELTA_EVENTS = frozenset({"PLAN_DONE", "REASON_DONE", "TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPLETED",
                           "ACT_DONE", "MESSAGE_RECEIVED", "TASK_RESUMED"})
 
@@ -47,8 +48,10 @@ def encode_full(snapshot: TaskSnapshot) -> bytes:
 class Checkpointer:
     """Makes a task's checkpoints, remembering what the last one contained."""
 
-    def __init__(self, snapshot: TaskSnapshot) -> None:
-        self._base = snapshot.context.model_dump(mode="json")
+    def __init__(self, snapshot: TaskSnapshot, base: dict[str, Any] | None = None) -> None:
+        # The context as the last checkpoint left it (JSON; replaced, never changed in place):
+        # a task run's snapshot keeps it, and gives it back here when the run is restored.
+        self.base: dict[str, Any] = snapshot.context.model_dump(mode="json") if base is None else base
 
     def make(self, kind: str, task: TaskFSM | TaskSnapshot) -> bytes:
         """The checkpoint of a task (its FSM, read not copied, or a snapshot) as it is now."""
@@ -56,9 +59,9 @@ class Checkpointer:
         if kind == "full":
             data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
-            change = deltas.diff(self._base, current)
+            change = deltas.diff(self.base, current)
             data = codec.pack({"format": FORMAT, "delta": change, "metadata": task.metadata})
-        self._base = current
+        self.base = current
         return data
 
 

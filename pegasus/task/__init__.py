@@ -1,4 +1,5 @@
-"""The pure task core: the three seed state machines, TaskFSM and the task models.
+"""The pure task core: the three seed state machines, TaskFSM, the task models, and one
+constant for each machine, state, stage and pool name (``pegasus.task.names``).
 
 Nothing here does I/O or imports Thespian (tests/pegasus/test_purity.py keeps it so).
 """
@@ -18,6 +19,7 @@ from pegasus.task.errors import (
 )
 from pegasus.task.events import Event, EventType
 from pegasus.task.fsm import TaskFSM
+from pegasus.task.names import CognitiveState, LifecycleState, MachineName, PoolName, StageName
 from pegasus.task.models import (
     ActionResult,
     Plan,
@@ -30,9 +32,9 @@ from pegasus.task.models import (
 )
 
 __all__ = [
-    "ActionResult", "Event", "EventType", "InvalidStateTransition", "InvalidTransitionError",
-    "Machine", "MachineDefinitionError", "Plan", "PlanStep", "PostTaskReflection", "Reflection",
-    "RetryNotAllowedError", "StateEntryGateError", "StateTransition", "TaskAlreadyInStateError",
-    "TaskContext", "TaskFSM", "TaskNotFoundError", "TaskSnapshot", "TaskStateError",
-    "UnknownMachineError", "build_machine", "machines",
+    "ActionResult", "CognitiveState", "Event", "EventType", "InvalidStateTransition", "InvalidTransitionError",
+    "LifecycleState", "Machine", "MachineDefinitionError", "MachineName", "Plan", "PlanStep", "PoolName",
+    "PostTaskReflection", "Reflection", "RetryNotAllowedError", "StageName", "StateEntryGateError",
+    "StateTransition", "TaskAlreadyInStateError", "TaskContext", "TaskFSM", "TaskNotFoundError", "TaskSnapshot",
+    "TaskStateError", "UnknownMachineError", "build_machine", "machines",
 ]

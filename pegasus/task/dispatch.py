@@ -1,22 +1,25 @@
-"""What a task actor does after a transition: seed 003's dispatch table, as data.
+"""What comes after a transition: seed 003's dispatch, read from the machine's table.
 
-``next_work(machine, state, context)`` says which stage to run next (and on
-which pool), or which event the task raises itself (an empty plan finishes
-ACTING at once), or nothing (suspended and terminal states wait).  The actor
-turns the answer into a message; it has no ``if state == ...`` ladder of its own.
+``next_work(machine, state, context)`` says which stage to run next and on
+which pool (the state's ``Runs``), or which event the task raises itself (a new
+task starts; ACTING with no step left ends), or nothing (suspended and terminal
+states wait).  The task-run core turns the answer into commands; nobody writes
+an ``if state == ...`` ladder.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pegasus.task import machines
+from pegasus.task.engine import Machine
 from pegasus.task.events import EventType
 from pegasus.task.models import TaskContext
 
 
 @dataclass(frozen=True)
 class RunStage:
-    """Ask the ``pool`` for ``stage`` (``step_index`` for act)."""
+    """Ask the ``pool`` for ``stage`` (``step_index``: the plan step, for a stage over steps)."""
 
     stage: str
     pool: str
@@ -37,29 +40,20 @@ class Wait:
     reason: str
 
 
-Work = RunStage | RaiseEvent | Wait
-
-# (machine, state) -> stage on the llm pool.  ACTING is handled below (tool pool).
-_LLM_STAGES = {
-    ("classic", "perceiving"): "perceive",
-    ("classic", "thinking"): "think",
-    ("classic", "planning"): "plan",
-    ("classic", "reflecting"): "reflect",
-    ("reason_act", "reasoning"): "reason",
-}
-# What ends ACTING when the plan has no step left to run.
-_EMPTY_PLAN_EVENT = {"classic": EventType.ACT_DONE, "reason_act": EventType.STEP_COMPLETED}
+Next = RunStage | RaiseEvent | Wait
 
 
-def next_work(machine: str, state: str, context: TaskContext) -> Work:
-    stage = _LLM_STAGES.get((machine, state))
-    if stage is not None:
-        return RunStage(stage, "llm")
-    if state == "acting":
+def next_work(machine: Machine | str, state: str, context: TaskContext) -> Next:
+    table = machine if isinstance(machine, Machine) else machines.get(machine)
+    runs = table.stages.get(state)
+    if runs is not None:
+        if runs.empty_plan is None:
+            return RunStage(runs.stage, runs.pool)
         step = context.plan.current_step if context.plan is not None else None
         if step is None:
-            return RaiseEvent(_EMPTY_PLAN_EVENT[machine])
-        return RunStage("act", "tool", step.index)
-    if state == "idle":
-        return RaiseEvent(EventType.TASK_CREATED)
-    return Wait(f"{state}: waiting" if state == "suspended" else f"{state}: ended")
+            return RaiseEvent(runs.empty_plan)
+        return RunStage(runs.stage, runs.pool, step.index)
+    event = table.raises.get(state)
+    if event is not None:
+        return RaiseEvent(event)
+    return Wait(f"{state}: waiting" if state == table.suspended else f"{state}: ended")

@@ -3,9 +3,12 @@
 A machine is data: its states, the terminal and active subsets, and rows of
 (source, event) -> target (static) or -> guard(...) -> target (dynamic), plus
 special rows (an event allowed from every active / every non-terminal state).
+A cognitive machine also declares what each state does when entered: the stage
+it runs and on which pool (``Runs``), or the event it raises on itself.
 ``build_machine`` validates the table once, when the machine is built (at
 import), and raises MachineDefinitionError for unknown or unreachable states, a
-non-terminal state without an exit, a duplicate row or a bad special.
+non-terminal state without an exit, a duplicate row, a bad special, or an
+active state of a cognitive machine without a stage.
 
 ``Machine.resolve`` is the whole step function: given a state, the context
 (already updated by the event's payload) and the event, it returns the target
@@ -68,6 +71,19 @@ Row = Static | Dynamic
 
 
 @dataclass(frozen=True)
+class Runs:
+    """What a state does when entered: run ``stage`` on ``pool``.
+
+    ``empty_plan`` set: the stage runs the plan's steps, one request per step,
+    and this event ends the state when no step is left.
+    """
+
+    stage: str
+    pool: str
+    empty_plan: EventType | None = None
+
+
+@dataclass(frozen=True)
 class Machine:
     """A validated state machine.  Build it with ``build_machine``."""
 
@@ -83,6 +99,8 @@ class Machine:
     suspended: str | None = None
     same_state_is_noop: bool = False
     description: str = ""
+    stages: Mapping[str, Runs] = field(default_factory=dict)
+    raises: Mapping[str, EventType] = field(default_factory=dict)
 
     # -- queries -----------------------------------------------------------------
     def row_for(self, state: str, event_type: EventType) -> Row | Special | None:
@@ -115,7 +133,7 @@ class Machine:
                 raise InvalidStateTransition(
                     self.name, state, event.type, f"guard chose {target!r}: {row.description}"
                 )
-            return target
+            return str(target)  # a plain string, as every state the machine holds
         return row.target
 
     def _special_sources(self, special: Special) -> frozenset[str]:
@@ -152,9 +170,23 @@ def build_machine(
     suspended: str | None = None,
     same_state_is_noop: bool = False,
     description: str = "",
+    stages: Mapping[str, Runs] | None = None,
+    raises: Mapping[str, EventType] | None = None,
 ) -> Machine:
-    """Validate a table and return the Machine; MachineDefinitionError if broken."""
-    state_list = list(states)
+    """Validate a table and return the Machine; MachineDefinitionError if broken.
+
+    Tables name states, stages and pools by constants (``pegasus.task.names``); the
+    machine holds them as plain strings, which snapshots, the store and messages carry.
+    """
+    name, initial, state_list = str(name), str(initial), [str(state) for state in states]
+    terminal, active = [str(state) for state in terminal], [str(state) for state in active]
+    suspended = None if suspended is None else str(suspended)
+    rows = [_plain(row) for row in rows]
+    specials = [Special(special.event, str(special.target), special.sources) for special in specials]
+    entry_gates = {str(state): gate for state, gate in (entry_gates or {}).items()}
+    stages = {str(state): Runs(str(runs.stage), str(runs.pool), runs.empty_plan)
+              for state, runs in (stages or {}).items()}
+    raises = {str(state): event for state, event in (raises or {}).items()}
 
     def fail(problem: str) -> MachineDefinitionError:
         return MachineDefinitionError(f"machine {name!r}: {problem}")
@@ -191,7 +223,7 @@ def build_machine(
             raise fail(f"duplicate special row for {special.event}")
         special_map[special.event] = special
 
-    for state, _gate in (entry_gates or {}).items():
+    for state, _gate in entry_gates.items():
         if state not in known:
             raise fail(f"entry gate for unknown state {state!r}")
 
@@ -204,13 +236,22 @@ def build_machine(
         rows=table,
         specials=special_map,
         reducers=dict(reducers or {}),
-        entry_gates=dict(entry_gates or {}),
+        entry_gates=entry_gates,
         suspended=suspended,
         same_state_is_noop=same_state_is_noop,
         description=description,
+        stages=stages,
+        raises=raises,
     )
     _check_graph(machine, fail)
+    _check_work(machine, fail)
     return machine
+
+
+def _plain(row: Row) -> Row:
+    if isinstance(row, Static):
+        return Static(str(row.source), row.event, str(row.target))
+    return Dynamic(str(row.source), row.event, row.guard, frozenset(str(t) for t in row.targets), row.description)
 
 
 def _check_graph(machine: Machine, fail: Callable[[str], MachineDefinitionError]) -> None:
@@ -228,3 +269,26 @@ def _check_graph(machine: Machine, fail: Callable[[str], MachineDefinitionError]
             frontier.append(nxt)
     if unreachable := set(machine.states) - seen:
         raise fail(f"unreachable state(s) {sorted(unreachable)} from {machine.initial!r}")
+
+
+def _check_work(machine: Machine, fail: Callable[[str], MachineDefinitionError]) -> None:
+    """A machine that says what its states do says it for each state but those where a task
+    waits (suspended, terminal): a stage for each active state, a stage or an event for the
+    others; an event it raises must be one the state accepts."""
+    if not machine.stages and not machine.raises:
+        return  # not run by a task actor (lifecycle)
+    waiting = machine.terminal | ({machine.suspended} if machine.suspended else set())
+    for state in (*machine.stages, *machine.raises):
+        if state not in machine.states or state in waiting:
+            raise fail(f"{state!r} cannot run a stage or raise an event (unknown, terminal or suspended)")
+        if state in machine.stages and state in machine.raises:
+            raise fail(f"state {state!r} both runs a stage and raises an event")
+    for state in machine.states:
+        if state in machine.active and state not in machine.stages:
+            raise fail(f"active state {state!r} has no stage")
+        if state not in waiting and state not in machine.stages and state not in machine.raises:
+            raise fail(f"state {state!r} neither runs a stage nor raises an event")
+    ends = [(s, runs.empty_plan) for s, runs in machine.stages.items() if runs.empty_plan is not None]
+    for state, event in (*ends, *machine.raises.items()):
+        if machine.row_for(state, event) is None:
+            raise fail(f"state {state!r} raises {event}, which it does not accept")

@@ -17,6 +17,7 @@ from pegasus.task.engine import Machine
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import EXTERNAL_INPUT, Event, EventType, new_id, utc_now
 from pegasus.task.models import StateTransition, TaskContext, TaskSnapshot, deep_copy
+from pegasus.task.names import MachineName
 
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
@@ -66,7 +67,7 @@ class TaskFSM:
     @classmethod
     def create(
         cls,
-        machine: str = "classic",
+        machine: str = MachineName.CLASSIC,
         input_text: str = "",
         *,
         source: str = "cli",
@@ -85,7 +86,7 @@ class TaskFSM:
     def from_event(
         cls,
         event: Event,
-        machine: str = "classic",
+        machine: str = MachineName.CLASSIC,
         *,
         priority: int | None = None,
         clock: Clock = utc_now,

@@ -2,18 +2,24 @@
 (seed 001) and ``lifecycle`` (seed 002).  ``get(name)`` returns one.
 
 Each table below is the seed's table row for row; the comments name the seed's
-wording where a rule is not a plain row.
+wording where a rule is not a plain row.  A cognitive machine also says what each
+of its states runs, on which pool (seed 003's dispatch), and what ends ACTING
+when the plan has no step left; ``STAGE_POOLS`` (which pool runs a stage) is
+derived from those declarations and checked here, at import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
-from pegasus.task.engine import Dynamic, EntryGate, Machine, Special, Static, build_machine
-from pegasus.task.errors import StateEntryGateError, UnknownMachineError
+from pegasus.task.engine import Dynamic, EntryGate, Machine, Runs, Special, Static, build_machine
+from pegasus.task.errors import MachineDefinitionError, StateEntryGateError, UnknownMachineError
 from pegasus.task.events import Event, EventType as E
 from pegasus.task.models import ActionResult, Plan, Reflection, TaskContext
+from pegasus.task.names import (
+    CognitiveMachineName, CognitiveState as S, LifecycleState as L, MachineName, PoolName, StageName,
+)
 
 # -- payload reducers shared by the cognitive machines ------------------------------
 # The event that reports a stage's result carries it in its payload; the machine
@@ -106,10 +112,10 @@ def _resume_target(ctx: TaskContext, event: Event) -> str:
 
 def _classic_after_step(ctx: TaskContext, event: Event) -> str:
     """Seed 000: plan has more steps -> acting; otherwise -> reflecting."""
-    return "acting" if ctx.plan is not None and ctx.plan.has_more_steps else "reflecting"
+    return S.ACTING if ctx.plan is not None and ctx.plan.has_more_steps else S.REFLECTING
 
 
-_VERDICT_TARGET = {"complete": "completed", "continue": "thinking", "replan": "planning"}
+_VERDICT_TARGET = {"complete": S.COMPLETED, "continue": S.THINKING, "replan": S.PLANNING}
 
 
 def _verdict_target(ctx: TaskContext, event: Event) -> str:
@@ -123,71 +129,85 @@ def _verdict_target(ctx: TaskContext, event: Event) -> str:
 def _reason_act_after_step(ctx: TaskContext, event: Event) -> str:
     """Seed 001: more steps -> acting; else any tool_call step -> reasoning, only respond -> completed."""
     if ctx.plan is not None and ctx.plan.has_more_steps:
-        return "acting"
-    return "reasoning" if ctx.plan is not None and ctx.plan.has_tool_calls else "completed"
+        return S.ACTING
+    return S.REASONING if ctx.plan is not None and ctx.plan.has_tool_calls else S.COMPLETED
 
 
-CLASSIC_ACTIVE = ("perceiving", "thinking", "planning", "acting", "reflecting")
+CLASSIC_ACTIVE = (S.PERCEIVING, S.THINKING, S.PLANNING, S.ACTING, S.REFLECTING)
 
 CLASSIC = build_machine(
-    "classic",
+    MachineName.CLASSIC,
     description="Perceive / Think / Plan / Act / Reflect (seed 000, with 003 and 004)",
-    states=("idle", *CLASSIC_ACTIVE, "suspended", "completed", "failed"),
-    initial="idle",
-    terminal=("completed", "failed"),
+    states=(S.IDLE, *CLASSIC_ACTIVE, S.SUSPENDED, S.COMPLETED, S.FAILED),
+    initial=S.IDLE,
+    terminal=(S.COMPLETED, S.FAILED),
     active=CLASSIC_ACTIVE,
-    suspended="suspended",
+    suspended=S.SUSPENDED,
     rows=(
-        Static("idle", E.TASK_CREATED, "perceiving"),
-        Static("perceiving", E.PERCEIVE_DONE, "thinking"),
-        Static("thinking", E.THINK_DONE, "planning"),
-        Static("thinking", E.NEED_MORE_INFO, "suspended"),
-        Static("planning", E.PLAN_DONE, "acting"),
-        Static("acting", E.ACT_DONE, "reflecting"),
-        Static("suspended", E.MESSAGE_RECEIVED, "thinking"),
-        Dynamic("acting", E.TOOL_CALL_COMPLETED, _classic_after_step,
-                frozenset({"acting", "reflecting"}), "more steps -> acting, else reflecting"),
-        Dynamic("acting", E.TOOL_CALL_FAILED, _classic_after_step,
-                frozenset({"acting", "reflecting"}), "more steps -> acting, else reflecting"),
-        Dynamic("reflecting", E.REFLECT_DONE, _verdict_target,
+        Static(S.IDLE, E.TASK_CREATED, S.PERCEIVING),
+        Static(S.PERCEIVING, E.PERCEIVE_DONE, S.THINKING),
+        Static(S.THINKING, E.THINK_DONE, S.PLANNING),
+        Static(S.THINKING, E.NEED_MORE_INFO, S.SUSPENDED),
+        Static(S.PLANNING, E.PLAN_DONE, S.ACTING),
+        Static(S.ACTING, E.ACT_DONE, S.REFLECTING),
+        Static(S.SUSPENDED, E.MESSAGE_RECEIVED, S.THINKING),
+        Dynamic(S.ACTING, E.TOOL_CALL_COMPLETED, _classic_after_step,
+                frozenset({S.ACTING, S.REFLECTING}), "more steps -> acting, else reflecting"),
+        Dynamic(S.ACTING, E.TOOL_CALL_FAILED, _classic_after_step,
+                frozenset({S.ACTING, S.REFLECTING}), "more steps -> acting, else reflecting"),
+        Dynamic(S.REFLECTING, E.REFLECT_DONE, _verdict_target,
                 frozenset(_VERDICT_TARGET.values()), "verdict must be complete, continue or replan"),
-        Dynamic("suspended", E.TASK_RESUMED, _resume_target,
+        Dynamic(S.SUSPENDED, E.TASK_RESUMED, _resume_target,
                 frozenset(CLASSIC_ACTIVE), "resume restores the pre-suspend state"),
     ),
     specials=(
-        Special(E.TASK_SUSPENDED, "suspended", "active"),
-        Special(E.TASK_FAILED, "failed", "non_terminal"),
+        Special(E.TASK_SUSPENDED, S.SUSPENDED, "active"),
+        Special(E.TASK_FAILED, S.FAILED, "non_terminal"),
     ),
     reducers=COGNITIVE_REDUCERS,
+    raises={S.IDLE: E.TASK_CREATED},  # seed 003: a new task starts at once
+    stages={
+        S.PERCEIVING: Runs(StageName.PERCEIVE, PoolName.LLM),
+        S.THINKING: Runs(StageName.THINK, PoolName.LLM),
+        S.PLANNING: Runs(StageName.PLAN, PoolName.LLM),
+        S.ACTING: Runs(StageName.ACT, PoolName.TOOL, empty_plan=E.ACT_DONE),  # seed 003: no step -> ACT_DONE
+        S.REFLECTING: Runs(StageName.REFLECT, PoolName.LLM),
+    },
 )
 
 REASON_ACT = build_machine(
-    "reason_act",
+    MachineName.REASON_ACT,
     description="Reason / Act with completion routing by plan step types (seed 001)",
-    states=("idle", "reasoning", "acting", "suspended", "completed", "failed"),
-    initial="idle",
-    terminal=("completed", "failed"),
-    active=("reasoning", "acting"),
-    suspended="suspended",
+    states=(S.IDLE, S.REASONING, S.ACTING, S.SUSPENDED, S.COMPLETED, S.FAILED),
+    initial=S.IDLE,
+    terminal=(S.COMPLETED, S.FAILED),
+    active=(S.REASONING, S.ACTING),
+    suspended=S.SUSPENDED,
     rows=(
-        Static("idle", E.TASK_CREATED, "reasoning"),
-        Static("reasoning", E.REASON_DONE, "acting"),
-        Static("reasoning", E.NEED_MORE_INFO, "suspended"),
-        Static("suspended", E.MESSAGE_RECEIVED, "reasoning"),
+        Static(S.IDLE, E.TASK_CREATED, S.REASONING),
+        Static(S.REASONING, E.REASON_DONE, S.ACTING),
+        Static(S.REASONING, E.NEED_MORE_INFO, S.SUSPENDED),
+        Static(S.SUSPENDED, E.MESSAGE_RECEIVED, S.REASONING),
         *(
-            Dynamic("acting", event, _reason_act_after_step,
-                    frozenset({"acting", "reasoning", "completed"}),
+            Dynamic(S.ACTING, event, _reason_act_after_step,
+                    frozenset({S.ACTING, S.REASONING, S.COMPLETED}),
                     "more steps -> acting; else tool_call steps -> reasoning, only respond -> completed")
             for event in (E.TOOL_CALL_COMPLETED, E.TOOL_CALL_FAILED, E.STEP_COMPLETED)
         ),
-        Dynamic("suspended", E.TASK_RESUMED, _resume_target,
-                frozenset({"reasoning", "acting"}), "resume restores the pre-suspend state"),
+        Dynamic(S.SUSPENDED, E.TASK_RESUMED, _resume_target,
+                frozenset({S.REASONING, S.ACTING}), "resume restores the pre-suspend state"),
     ),
     specials=(
-        Special(E.TASK_SUSPENDED, "suspended", "active"),
-        Special(E.TASK_FAILED, "failed", "non_terminal"),
+        Special(E.TASK_SUSPENDED, S.SUSPENDED, "active"),
+        Special(E.TASK_FAILED, S.FAILED, "non_terminal"),
     ),
     reducers=COGNITIVE_REDUCERS,
+    raises={S.IDLE: E.TASK_CREATED},
+    stages={
+        S.REASONING: Runs(StageName.REASON, PoolName.LLM),
+        # Seed 001: an empty plan routes like a finished one (STEP_COMPLETED's guard).
+        S.ACTING: Runs(StageName.ACT, PoolName.TOOL, empty_plan=E.STEP_COMPLETED),
+    },
 )
 
 # -- lifecycle (seed 002) ------------------------------------------------------------
@@ -204,7 +224,7 @@ def _gate_failed_state(from_state: str, event: Event, metadata: Mapping[str, Any
     reason = event.payload.get("exit_reason")
     if reason not in EXIT_REASONS:
         raise StateEntryGateError(
-            "lifecycle", from_state, event.type,
+            MachineName.LIFECYCLE, from_state, event.type,
             f"entering failed needs exit_reason in {sorted(EXIT_REASONS)}, got {reason!r}",
         )
     return {"exit_reason": reason}
@@ -227,47 +247,65 @@ def _gate_done_state(from_state: str, event: Event, metadata: Mapping[str, Any],
     return {"warnings": [*metadata.get("warnings", []), warning]}
 
 
-LIFECYCLE_TERMINAL = ("done", "failed", "canceled", "blocked")
+LIFECYCLE_TERMINAL = (L.DONE, L.FAILED, L.CANCELED, L.BLOCKED)
 
 LIFECYCLE = build_machine(
-    "lifecycle",
+    MachineName.LIFECYCLE,
     description="Governed lifecycle, transition points T1-T20 (seed 002)",
-    states=("draft", "approved", "queued", "running", "verifying", "verified", *LIFECYCLE_TERMINAL),
-    initial="draft",
+    states=(L.DRAFT, L.APPROVED, L.QUEUED, L.RUNNING, L.VERIFYING, L.VERIFIED, *LIFECYCLE_TERMINAL),
+    initial=L.DRAFT,
     terminal=LIFECYCLE_TERMINAL,
-    active=("queued", "running", "verifying"),
+    active=(L.QUEUED, L.RUNNING, L.VERIFYING),
     same_state_is_noop=True,
     rows=(
-        Static("draft", E.TASK_APPROVED, "approved"),          # T1
-        Static("draft", E.TASK_CANCELED, "canceled"),          # T2
-        Static("approved", E.TASK_QUEUED, "queued"),           # T3
-        Static("approved", E.TASK_CANCELED, "canceled"),       # T4
-        Static("queued", E.TASK_STARTED, "running"),           # T5
-        Static("queued", E.TASK_CANCELED, "canceled"),         # T6
-        Static("running", E.EXECUTION_COMPLETED, "verifying"),  # T7
-        Static("running", E.TASK_FAILED, "failed"),            # T8
-        Static("running", E.TASK_CANCELED, "canceled"),        # T9
-        Static("running", E.TASK_BLOCKED, "blocked"),          # T10
-        Static("verifying", E.TASK_VERIFIED, "verified"),      # T11
-        Static("verifying", E.TASK_FAILED, "failed"),          # T12
-        Static("verifying", E.TASK_CANCELED, "canceled"),      # T13
-        Static("verifying", E.GATE_FAILED, "queued"),          # T14
-        Static("verified", E.TASK_DONE, "done"),               # T15
-        Static("failed", E.TASK_RETRIED, "queued"),            # T16
-        Static("blocked", E.TASK_UNBLOCKED, "queued"),         # T17
-        Static("blocked", E.TASK_CANCELED, "canceled"),        # T18
-        Static("running", E.TASK_STARTED, "running"),          # T19 (no-op)
-        Static("queued", E.TASK_QUEUED, "queued"),             # T20 (no-op)
+        Static(L.DRAFT, E.TASK_APPROVED, L.APPROVED),            # T1
+        Static(L.DRAFT, E.TASK_CANCELED, L.CANCELED),            # T2
+        Static(L.APPROVED, E.TASK_QUEUED, L.QUEUED),             # T3
+        Static(L.APPROVED, E.TASK_CANCELED, L.CANCELED),         # T4
+        Static(L.QUEUED, E.TASK_STARTED, L.RUNNING),             # T5
+        Static(L.QUEUED, E.TASK_CANCELED, L.CANCELED),           # T6
+        Static(L.RUNNING, E.EXECUTION_COMPLETED, L.VERIFYING),   # T7
+        Static(L.RUNNING, E.TASK_FAILED, L.FAILED),              # T8
+        Static(L.RUNNING, E.TASK_CANCELED, L.CANCELED),          # T9
+        Static(L.RUNNING, E.TASK_BLOCKED, L.BLOCKED),            # T10
+        Static(L.VERIFYING, E.TASK_VERIFIED, L.VERIFIED),        # T11
+        Static(L.VERIFYING, E.TASK_FAILED, L.FAILED),            # T12
+        Static(L.VERIFYING, E.TASK_CANCELED, L.CANCELED),        # T13
+        Static(L.VERIFYING, E.GATE_FAILED, L.QUEUED),            # T14
+        Static(L.VERIFIED, E.TASK_DONE, L.DONE),                 # T15
+        Static(L.FAILED, E.TASK_RETRIED, L.QUEUED),              # T16
+        Static(L.BLOCKED, E.TASK_UNBLOCKED, L.QUEUED),           # T17
+        Static(L.BLOCKED, E.TASK_CANCELED, L.CANCELED),          # T18
+        Static(L.RUNNING, E.TASK_STARTED, L.RUNNING),            # T19 (no-op)
+        Static(L.QUEUED, E.TASK_QUEUED, L.QUEUED),               # T20 (no-op)
     ),
     entry_gates={
-        "failed": EntryGate(_gate_failed_state, "needs exit_reason from the seed's list"),
-        "canceled": EntryGate(_gate_canceled_state, "fills cleanup_summary when missing"),
-        "done": EntryGate(_gate_done_state, "audit count >= 2 (warning mode)"),
+        L.FAILED: EntryGate(_gate_failed_state, "needs exit_reason from the seed's list"),
+        L.CANCELED: EntryGate(_gate_canceled_state, "fills cleanup_summary when missing"),
+        L.DONE: EntryGate(_gate_done_state, "audit count >= 2 (warning mode)"),
     },
 )
 
 MACHINES: dict[str, Machine] = {m.name: m for m in (CLASSIC, REASON_ACT, LIFECYCLE)}
-COGNITIVE_MACHINES = ("classic", "reason_act")
+COGNITIVE_MACHINES = (MachineName.CLASSIC, MachineName.REASON_ACT)
+if set(get_args(CognitiveMachineName)) != set(COGNITIVE_MACHINES) or not all(
+        MACHINES[name].stages for name in COGNITIVE_MACHINES):
+    raise MachineDefinitionError(f"the cognitive machines are {COGNITIVE_MACHINES}, each with its stages; "
+                                 f"CognitiveMachineName says {get_args(CognitiveMachineName)}")
+
+
+def _stage_pools(machines: tuple[Machine, ...]) -> dict[str, str]:
+    """Which pool runs each stage, from the machines' declarations; a stage on two pools is an error."""
+    pools: dict[str, str] = {}
+    for machine in machines:
+        for state, runs in machine.stages.items():
+            if pools.setdefault(runs.stage, runs.pool) != runs.pool:
+                raise MachineDefinitionError(f"machine {machine.name!r}: stage {runs.stage!r} of state {state!r} "
+                                             f"runs on {runs.pool!r}, elsewhere on {pools[runs.stage]!r}")
+    return pools
+
+
+STAGE_POOLS = _stage_pools((CLASSIC, REASON_ACT))
 
 
 def get(name: str) -> Machine:

@@ -1,0 +1,13 @@
+"""The task-run core: one run of a task's cognitive machine, events in, commands out.
+
+``actors.task_actor`` carries it: it turns messages into calls of ``TaskRun``
+and the returned commands into sends.  No Thespian here, no I/O.
+"""
+
+from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
+from pegasus.run.core import EXIT_REASON_BY_KIND, RunSnapshot, TaskRun, step_key
+
+__all__ = [
+    "EXIT_REASON_BY_KIND", "Abandon", "Command", "Log", "RunSnapshot", "SendStage", "StageAnswer", "TaskRun",
+    "TaskStopped", "TaskTransitioned", "step_key",
+]

@@ -1,0 +1,110 @@
+"""What goes in and out of the task-run core: a stage's answer in, commands out.
+
+The commands are plain values; the task actor carries each out (a send, a line
+of log, a report in its next batch to the supervisor).  Nothing here knows an
+address: a stage request names its pool, a report goes to "the supervisor".
+The two reports are the task-run conversation's messages themselves
+(``actors.messages.task_run`` re-exports them), so they travel without a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pegasus.store.journal import StepEnd
+from pegasus.task.models import TaskContext, TaskSnapshot
+
+
+class StageAnswer(Protocol):
+    """A stage's outcome as the core reads it (``actors.messages.StageResult`` is one)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def event_type(self) -> str | None: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def error_kind(self) -> str: ...
+    @property
+    def worker(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SendStage:
+    """Ask ``pool`` to run ``stage`` of this run; its answer must carry ``token``.
+
+    ``journal``: an effectful tool step, which its worker has the supervisor journal
+    as started before it runs the tool.
+    """
+
+    pool: str
+    task_id: str
+    run: int
+    token: int
+    stage: str
+    machine: str
+    context: TaskContext
+    step_index: int | None = None
+    idempotency_key: str | None = None
+    journal: bool = False
+
+
+@dataclass(frozen=True)
+class TaskTransitioned:
+    """Report one transition to the supervisor: the stage that caused it, the checkpoint to
+    store and the journalled step it ends, all written together.  ``pid``: the process that
+    carried the run.  (A report travels as it is, in the carrier's TaskReports.)"""
+
+    task_id: str
+    run: int
+    from_state: str
+    to_state: str
+    event: str
+    timestamp: str
+    stage: dict[str, Any] | None = None
+    checkpoint: tuple[str, bytes] | None = None
+    journal_finish: StepEnd | None = None
+    pid: int = 0
+
+
+@dataclass(frozen=True)
+class TaskStopped:
+    """Report the end of the run (suspended, completed or failed) to the supervisor, with
+    everything needed to bring the task back.  The carrier is free after it."""
+
+    task_id: str
+    run: int
+    state: str
+    snapshot: TaskSnapshot
+    exit_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Log:
+    """A line for the task's log; ``error`` is the exception to render with it."""
+
+    level: Literal["info", "warning", "error"]
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """This activation cannot go on (its snapshot is unusable, or failing the task failed):
+    let the process go, so the supervisor restarts the run from its checkpoint as after a crash."""
+
+    reason: str
+
+
+Command = SendStage | TaskTransitioned | TaskStopped | Log | Abandon

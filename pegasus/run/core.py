@@ -1,0 +1,345 @@
+"""The task-run core: one run of a task's cognitive machine, one event at a time.
+
+``TaskRun.begin`` starts (or continues) a run from the task's snapshot; then
+``on_result`` takes a stage's answer and ``suspend`` a request to suspend.  Each
+returns the commands to carry out (``pegasus.run.commands``) and never raises:
+an error fails the task, and when even that fails the activation is abandoned
+(the supervisor restarts the run from its checkpoint).  ``snapshot()`` is the
+whole run as a value; ``TaskRun(snapshot)`` brings it back in any process.
+
+What it owns:
+
+- Tokens.  Every stage request carries the current token; an answer whose token
+  is not the current one (the task moved on, was suspended, or it is another
+  run's) is dropped, never applied.  Answering moves the token on.
+- The loop of seed 003: after each transition, the machine's table
+  (``pegasus.task.dispatch``) says which stage runs next on which pool, or which
+  event the task raises itself; a suspended or terminal task stops.  A task
+  past ``max_iterations`` think/act/reflect rounds fails.
+- Checkpoints (``pegasus.store.checkpoint``): each transition report carries the
+  checkpoint the seeds ask for.
+- The journal of tool steps.  A step whose tool is not ``pure`` carries an
+  idempotency key (task, attempt, iteration, step) and its end is reported with
+  the transition that applies it; an effectful one is journalled as started by
+  the worker about to run it.  On a restarted run a finished step is replayed
+  from the journal, never run again; a started-but-unfinished one runs again
+  only when its tool is idempotent, otherwise it is reported interrupted.
+- Exit reasons: why a stage failed becomes seed 002's ``exit_reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pegasus import codec
+from pegasus.cognitive.base import INTERRUPTED
+from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
+from pegasus.store.checkpoint import Checkpointer, kind_for
+from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
+from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
+from pegasus.task.errors import InvalidStateTransition
+from pegasus.task.events import Event, EventType, new_id, utc_now
+from pegasus.task.fsm import Clock, IdFactory, TaskFSM
+from pegasus.task.models import TaskSnapshot
+from pegasus.task.names import CognitiveState, StageName
+from pegasus.tools.registry import Effect
+
+# Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
+EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
+                       "exception": "exception"}
+STEP_ENDS = frozenset({EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_FAILED, EventType.STEP_COMPLETED})
+LOST = ("worker_died", "timeout")  # a tool step whose worker is gone: it may have run
+
+EffectOf = Callable[[str], Effect | None]
+"""A tool's effect class by name (None: unknown, which counts as effectful)."""
+
+
+def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> str:
+    """The idempotency key of one tool step (task, attempt, iteration, step).
+
+    ``generation`` names the attempt: it changes when the task is deliberately
+    run again (retry, a failed gate) and stays the same across restarts after a
+    crash, so a restarted run finds its own steps in the journal.
+    """
+    return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """A run between two events, as a value: the task and what the run keeps besides.
+
+    ``journal``: the task's journal rows when the run started (key -> row);
+    ``step_in_flight``: the key of the journalled step whose answer is awaited;
+    ``checkpoint_base``: the context as the last checkpoint left it (None: the task's).
+    """
+
+    task: TaskSnapshot
+    run: int
+    max_iterations: int
+    generation: str = "1"
+    journal: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    token: int = 0
+    step_in_flight: str | None = None
+    redispatched: frozenset[str] = frozenset()
+    checkpoint_base: dict[str, Any] | None = None
+    exit_reason: str | None = None
+    stopped: bool = False
+
+
+def _unknown(tool: str) -> Effect | None:
+    return None
+
+
+class TaskRun:
+    """One run of one task; see the module docstring.  Build it with ``begin``."""
+
+    def __init__(self, state: RunSnapshot, *, effect_of: EffectOf = _unknown, clock: Clock = utc_now,
+                 ids: IdFactory = new_id, pid: int = 0) -> None:
+        self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids)
+        self.clock, self.ids = clock, ids
+        self.run, self.generation, self.journal = state.run, state.generation, state.journal
+        self.max_iterations = state.max_iterations
+        self.token = state.token  # only grows: an answer to an earlier request stays stale
+        self.step_in_flight = state.step_in_flight
+        self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
+        self.exit_reason = state.exit_reason
+        self.stopped = state.stopped
+        self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
+        self.effect_of = effect_of
+        self.pid = pid  # the process carrying the run (named in its transition reports)
+        self._out: list[Command] = []
+
+    @classmethod
+    def begin(cls, state: RunSnapshot, *, resume_event: str | None = None,
+              resume_payload: dict[str, Any] | None = None, effect_of: EffectOf = _unknown,
+              clock: Clock = utc_now, ids: IdFactory = new_id, pid: int = 0) -> tuple[TaskRun | None, list[Command]]:
+        """Start the run: apply ``resume_event`` first, else run what the state asks for.
+
+        (None, [.., Abandon]) when the snapshot cannot be read.
+        """
+        try:
+            run = cls(state, effect_of=effect_of, clock=clock, ids=ids, pid=pid)
+        except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the process go
+            return None, [Log("error", "task_actor_error", {}, exc),
+                          Abandon(f"the run cannot start: {type(exc).__name__}: {exc}")]
+        return run, run._handle(run._start, resume_event, dict(resume_payload or {}))
+
+    def snapshot(self) -> RunSnapshot:
+        """The run as a value (what ``TaskRun(snapshot)`` restores)."""
+        return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
+                           self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
+                           self.exit_reason, self.stopped)
+
+    @property
+    def task_id(self) -> str:
+        return self.fsm.task_id
+
+    # -- events -------------------------------------------------------------------------------
+    def on_result(self, answer: StageAnswer) -> list[Command]:
+        """A stage's answer: applied when it answers the request in flight, else dropped."""
+        if self.stopped or answer.token != self.token or answer.task_id != self.task_id:
+            return [Log("info", "stale_result_dropped",
+                        {"stage": answer.stage, "token": answer.token, "current": self.token})]
+        return self._handle(self._answered, answer)
+
+    def suspend(self, task_id: str, reason: str) -> list[Command]:
+        """A request to suspend; one for a run that is over (it crossed the stop) is ignored."""
+        if self.stopped or task_id != self.task_id:
+            return []
+        return self._handle(self._suspend, reason)
+
+    def _handle(self, step: Callable[..., None], *args: Any) -> list[Command]:
+        try:
+            step(*args)
+        except Exception as exc:  # noqa: BLE001 - never raise: the task fails instead
+            self._out.append(Log("error", "task_actor_error", {}, exc))
+            self._give_up(exc)
+        out, self._out = self._out, []
+        return out
+
+    def _give_up(self, exc: Exception) -> None:
+        """Fail the task; failing that, stop with what there is; failing that too, abandon."""
+        try:
+            if not self.stopped and not self.fsm.is_terminal:
+                self._fail("exception", f"internal error: {type(exc).__name__}: {exc}")
+                return
+        except Exception:  # noqa: BLE001 - failing failed: stop with what there is
+            pass
+        if any(isinstance(command, TaskStopped) for command in self._out):
+            return
+        try:
+            self._stop()
+        except Exception as last:  # noqa: BLE001
+            self._out.append(Abandon(f"the run cannot go on: {type(last).__name__}: {last}"))
+
+    def _start(self, resume_event: str | None, resume_payload: dict[str, Any]) -> None:
+        if resume_event is None:
+            self._advance()
+        else:
+            self._apply(self._event(resume_event, resume_payload))
+
+    def _answered(self, answer: StageAnswer) -> None:
+        self.token += 1  # answered: anything else with this token is stale
+        stage = {"stage": answer.stage, **answer.worker, "ok": answer.ok, "error": answer.error}
+        if answer.ok and answer.event_type is not None:
+            if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
+                self.exit_reason = str(answer.payload.get("exit_reason") or "exception")
+            self._apply(self._event(answer.event_type, answer.payload), stage)
+        elif answer.stage == StageName.ACT:
+            self._act_failed(answer, stage)
+        else:
+            self._fail(EXIT_REASON_BY_KIND.get(answer.error_kind, "exception"),
+                       f"{answer.stage} stage failed: {answer.error}", stage)
+
+    def _suspend(self, reason: str) -> None:
+        if not self.fsm.can_transition(EventType.TASK_SUSPENDED):
+            self._log("info", "suspend_refused", state=self.fsm.state)
+            return
+        self._apply(self._event(EventType.TASK_SUSPENDED, {"reason": reason}))
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _apply(self, event: Event, stage: dict[str, Any] | None = None) -> None:
+        fsm = self.fsm
+        source = fsm.state
+        try:
+            target = fsm.transition(event)
+        except InvalidStateTransition as exc:
+            self._log("error", "transition_refused", state=source, trigger=str(event.type), error=str(exc))
+            if not fsm.is_terminal:
+                self._fail("exception", f"internal: {exc}", stage)
+            return
+        self._log("info", "transition", state=target, trigger=str(event.type), from_state=source)
+        kind = kind_for(target, str(event.type))
+        checkpoint = (kind, self.checkpointer.make(kind, fsm)) if kind else None
+        finish = None
+        if self.step_in_flight is not None and event.type in STEP_ENDS:
+            finish = self._step_end(self.step_in_flight, event)
+            self.step_in_flight = None
+        self._out.append(TaskTransitioned(fsm.task_id, self.run, source, target, str(event.type),
+                                          _iso(fsm.updated_at), stage, checkpoint, finish, self.pid))
+        self._advance()
+
+    def _advance(self) -> None:
+        fsm = self.fsm
+        work = next_work(fsm.machine, fsm.state, fsm.context)
+        if not isinstance(work, (RunStage, RaiseEvent)):  # suspended or terminal: the run is over
+            self._stop()
+        elif fsm.context.iteration > self.max_iterations:
+            self._fail("max_iterations", f"gave up after {self.max_iterations} think/act/reflect rounds")
+        elif isinstance(work, RaiseEvent):
+            self._apply(self._event(work.event_type))
+        else:
+            self.token += 1
+            self._run_stage(work)
+
+    def _run_stage(self, work: RunStage) -> None:
+        """A stage over a plan step goes through the journal: replayed when it ended before."""
+        if work.step_index is None:
+            self._send(work, None)
+            return
+        key = step_key(self.task_id, self.generation, self.fsm.context.iteration, work.step_index)
+        known = self.journal.get(key)
+        if known is not None:
+            self._replay(work, key, known)
+        elif self._effect(work.step_index) == "pure":
+            self._send(work, None)  # a pure step may run again: no journal row needed
+        else:
+            self._send(work, key)
+
+    def _send(self, work: RunStage, key: str | None) -> None:
+        fsm = self.fsm
+        self.step_in_flight = key
+        journal = key is not None and work.step_index is not None and self._effect(work.step_index) == "effectful"
+        self._out.append(SendStage(work.pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
+                                   fsm.context, work.step_index, key, journal))
+
+    def _act_failed(self, answer: StageAnswer, stage: dict[str, Any]) -> None:
+        """A tool step came back failed.  The journal decides whether an effectful one ran:
+        a refused start carries its row; a lost worker's step is sent once more, and its
+        new worker's start finds out (no row: it never started, and runs now)."""
+        fsm = self.fsm
+        error = answer.error or "tool step failed"
+        step = fsm.context.plan.current_step if fsm.context.plan else None
+        work = next_work(fsm.machine, fsm.state, fsm.context)
+        key = self.step_in_flight
+        if answer.error_kind == "not_started" and key and answer.payload.get("journal") and isinstance(work, RunStage):
+            self._replay(work, key, dict(answer.payload["journal"]))
+            return
+        if answer.error_kind in LOST and step and self._effect(step.index) == "effectful":
+            if key and key not in self.redispatched and isinstance(work, RunStage):
+                self.redispatched.add(key)
+                self._log("warning", "step_redispatched", key=key, error=error)
+                self._send(work, key)  # (the token moved on when this answer arrived)
+                return
+            error = f"{INTERRUPTED} ({error})"  # it may have had its effect: never run it again
+        # A failed tool step is the reflection's to judge (seed 000: TOOL_CALL_FAILED).
+        self._step_failed(error, stage)
+
+    def _replay(self, work: RunStage, key: str, row: dict[str, Any]) -> None:
+        """A step the journal already knows (a restarted run): never run a finished step again."""
+        if row.get("status") in ENDED and row.get("result"):
+            self._log("info", "journal_replayed", key=key)
+            self.step_in_flight = None
+            result = row["result"]
+            self._apply(self._event(result["event_type"], result["payload"]))
+        elif row.get("effect") in ("pure", "idempotent"):
+            self._log("info", "journal_rerun", key=key, effect=row.get("effect"))
+            self._send(work, key)
+        else:
+            self._log("warning", "journal_interrupted", key=key, effect=row.get("effect"))
+            self.step_in_flight = key
+            self._step_failed(INTERRUPTED, {"stage": StageName.ACT.value, "ok": False, "error": INTERRUPTED})
+
+    def _step_end(self, key: str, event: Event) -> StepEnd:
+        result = event.payload.get("result") or {}
+        index = int(result.get("step_index", 0))
+        status = INTERRUPTED_STATUS if str(result.get("error") or "").startswith(INTERRUPTED) else FINISHED
+        record = {"event_type": str(event.type), "payload": event.payload}
+        return StepEnd(key, status, codec.pack(record), index, self._tool(index),
+                       self._effect(index))
+
+    def _step_failed(self, error: str, stage: dict[str, Any] | None) -> None:
+        plan = self.fsm.context.plan
+        step = plan.current_step if plan else None
+        failure = {"step_index": step.index if step else 0, "success": False,
+                   "tool": step.action_params.get("tool") if step else None,
+                   "params": dict(step.action_params.get("args") or {}) if step else {}, "error": error}
+        self._apply(self._event(EventType.TOOL_CALL_FAILED, {"result": failure}), stage)
+
+    def _tool(self, step_index: int) -> str | None:
+        plan = self.fsm.context.plan
+        step = next((s for s in plan.steps if s.index == step_index), None) if plan else None
+        if step is None or step.action_type != "tool_call":
+            return None
+        return str(step.action_params.get("tool"))
+
+    def _effect(self, step_index: int) -> Effect:
+        """The step's effect class; an unknown tool counts as effectful (never repeated)."""
+        tool = self._tool(step_index)
+        if tool is None:
+            return "pure"
+        return self.effect_of(tool) or "effectful"
+
+    def _fail(self, exit_reason: str, error: str, stage: dict[str, Any] | None = None) -> None:
+        self.exit_reason = exit_reason
+        self._apply(self._event(EventType.TASK_FAILED, {"exit_reason": exit_reason, "error": error}), stage)
+
+    def _stop(self) -> None:
+        fsm = self.fsm
+        self.stopped = True
+        self.token += 1  # whatever is still in flight is stale now
+        exit_reason = (self.exit_reason or "exception") if fsm.state == CognitiveState.FAILED else None
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), exit_reason))
+
+    def _event(self, event_type: str, payload: dict[str, Any] | None = None) -> Event:
+        return Event(type=event_type, payload=payload or {}, id=self.ids(), timestamp=self.clock())
+
+    def _log(self, level: Literal["info", "warning", "error"], event: str, **fields: Any) -> None:
+        self._out.append(Log(level, event, fields))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat()
