@@ -38,7 +38,7 @@ from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreUnavailable
 from pegasus.store.health import StoreHealth
 from pegasus.submission import check_batch_size, check_task, numbered
-from pegasus.task import TaskNotFoundError
+from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
 class Supervisor(RunsAndStore, ActorTypeDispatcher):
@@ -93,8 +93,8 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         logs.configure_from(settings)
         self.log = logs.get("supervisor")
         pools = settings.pools
-        for name, size, timeout, prefetch in (("llm", pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
-                                              ("tool", pools.tool_workers, pools.tool_timeout_s, 0)):
+        for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
+                                              (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, 0)):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
             self.pools[name] = pool
@@ -293,7 +293,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         record = self.admission.records.get(task_id)
         view = record.view() if record is not None else self._stored_view(task_id)
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
-        view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != "running")
+        view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:
@@ -324,7 +324,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
             elif isinstance(effect, StartRun):
                 assert self.settings is not None  # effects come only from a configured admission
                 lease = self.task_actors.take(effect.task_id, effect.run)
-                self.send(lease.address, m.StartTask(effect.snapshot, effect.run, self.pools["llm"], self.pools["tool"],
+                self.send(lease.address, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM], self.pools[PoolName.TOOL],
                                              self.settings, effect.resume_event, effect.resume_payload,
                                              effect.generation, effect.journal))
             elif isinstance(effect, StopRun):
@@ -338,7 +338,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
                 if running is not None:
                     self.send(running.address, m.SuspendTask(effect.task_id, effect.reason))
             elif isinstance(effect, RunGate):
-                self.send(self.pools["tool"], m.StageRequest(effect.task_id, effect.token, "gate",
+                self.send(self.pools[PoolName.TOOL], m.StageRequest(effect.task_id, effect.token, StageName.GATE,
                                                              gate=effect.gate, timeout_s=effect.gate.timeout_s))
             elif isinstance(effect, WakeAfter):
                 self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
@@ -366,11 +366,11 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         if not waiting or self.admission is None:
             return
         record = self.admission.records.get(task_id)
-        if record is not None and record.state == "running":
+        if record is not None and record.state == LifecycleState.RUNNING:
             return  # still going: the suspension has not landed yet
         del self.pending_suspend[task_id]
         for client, request_id in waiting:
-            if record is not None and record.state == "blocked" and record.snapshot.state == "suspended":
+            if record is not None and record.state == LifecycleState.BLOCKED and record.snapshot.state == CognitiveState.SUSPENDED:
                 self.send(client, m.Reply(request_id, True, data=record.view()))
             else:
                 state = record.state if record is not None else self._view(task_id)["lifecycle_state"]

@@ -19,6 +19,7 @@ from actors.request_handler import request_handler
 from pegasus.admission import Admission, StopRun
 from pegasus.store import StoreError, StoreUnavailable
 from pegasus.store.health import PROBE_S
+from pegasus.task import LifecycleState, PoolName, StageName
 
 
 class RunsAndStore:
@@ -66,7 +67,7 @@ class RunsAndStore:
         if self.store is None or self.admission is None:
             return
         record = self.admission.records.get(step.task_id)
-        if record is None or record.run != step.run or record.state != "running":
+        if record is None or record.run != step.run or record.state != LifecycleState.RUNNING:
             self.send(sender, m.StepGo(step.key, step.job, False, reason="the task's run is over"))
             return
         try:
@@ -105,7 +106,7 @@ class RunsAndStore:
         self._answer_suspends(report.task_id)
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
-        if self.admission is None or result.stage != "gate":
+        if self.admission is None or result.stage != StageName.GATE:
             return
         detail = {**result.payload, "error": result.error, "worker": result.worker}
         self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))
@@ -145,11 +146,11 @@ class RunsAndStore:
         if not self.store_health.failed(error):
             return
         self.log.error("store_unavailable", error=str(error))
-        verifying = [r.task_id for r in self.admission.records.values() if r.state == "verifying"] \
+        verifying = [r.task_id for r in self.admission.records.values() if r.state == LifecycleState.VERIFYING] \
             if self.admission is not None else []
         self._carry_out([StopRun(task_id, 0) for task_id in list(self.task_actors.running)])
         for task_id in verifying:  # its gate's answer would belong to a record that is gone
-            self.send(self.pools["tool"], m.CancelTask(task_id))
+            self.send(self.pools[PoolName.TOOL], m.CancelTask(task_id))
         for task_id in list(self.pending_suspend):
             for client, request_id in self.pending_suspend.pop(task_id):
                 self.send(client, m.Reply(request_id, False, error=f"task {task_id} was not suspended: {error}",

@@ -22,7 +22,7 @@ from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Wor
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
-from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers, placement
+from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-LIFECYCLE = "lifecycle"
-
+from pegasus.task.names import MachineName
 
 def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
     """Token usage of a task: the sum over its stages' reported usage (LLM calls)."""
@@ -24,7 +23,7 @@ def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
 def stored_view(task_id: str, row: dict[str, Any], transitions: list[dict[str, Any]]) -> dict[str, Any]:
     """A task no longer in the supervisor's memory (done, canceled, from before a restart), as ``get`` answers."""
     stages = [{"run": t["run"], **t["detail"]} for t in transitions
-              if t["machine"] != LIFECYCLE and t["detail"].get("stage")]
+              if t["machine"] != MachineName.LIFECYCLE and t["detail"].get("stage")]
     return {"task_id": task_id, "machine": row["machine"], "priority": row["priority"],
             "lifecycle_state": row["lifecycle_state"], "state": row["cognitive_state"], "input": row["input"],
             "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
@@ -38,7 +37,7 @@ def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[di
     """Every lifecycle and cognitive transition of a task, and its audit log, as ``history`` answers."""
     lifecycle = [{"from_state": t["from_state"], "to_state": t["to_state"], "trigger_event_type": t["event"],
                   "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
-                 for t in transitions if t["machine"] == LIFECYCLE]
+                 for t in transitions if t["machine"] == MachineName.LIFECYCLE]
     cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
-                  "timestamp": t["timestamp"]} for t in transitions if t["machine"] != LIFECYCLE]
+                  "timestamp": t["timestamp"]} for t in transitions if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}

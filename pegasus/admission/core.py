@@ -35,9 +35,10 @@ from pegasus.task import (
     TaskSnapshot,
 )
 from pegasus.task.events import new_id
+from pegasus.task.names import CognitiveState, LifecycleState, MachineName
 
 MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the task fails
-EVICTED = frozenset({"done", "canceled"})  # lifecycle states whose records leave memory
+EVICTED = frozenset({LifecycleState.DONE, LifecycleState.CANCELED})  # lifecycle states whose records leave memory
 
 
 class Admission:
@@ -85,7 +86,7 @@ class Admission:
         waiting = len(self._queued) + len(self._delayed)
         if waiting + tasks > self.settings.runtime.max_pending_tasks:
             more = "" if tasks == 1 else f" ({tasks} submitted at once)"
-            raise InvalidStateTransition("lifecycle", "draft", EventType.TASK_QUEUED,
+            raise InvalidStateTransition(MachineName.LIFECYCLE, LifecycleState.DRAFT, EventType.TASK_QUEUED,
                                          f"{waiting} tasks already wait{more}; the limit is "
                                          f"{self.settings.runtime.max_pending_tasks}")
 
@@ -117,22 +118,22 @@ class Admission:
         self.check_room(1)
         task_id = self.id_factory()
         cognitive = new_fsm(machine, task_id, text, source, priority, metadata)
-        lifecycle = new_fsm("lifecycle", task_id, text, source, priority, metadata)
+        lifecycle = new_fsm(MachineName.LIFECYCLE, task_id, text, source, priority, metadata)
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
         self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
                                 "metadata": metadata}, encode_full(record.snapshot), claim)
         self.records[task_id] = record
-        effects: list[Effect] = [self._notify(record, "-", "draft", "TASK_CREATED")]
+        effects: list[Effect] = [self._notify(record, "-", LifecycleState.DRAFT, "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":
             effects += self._approve(record, "auto-approved")
         return record, effects
 
     def approve(self, task_id: str) -> list[Effect]:
         record = self.get(task_id)
-        if record.state != "draft":
-            raise TaskAlreadyInStateError(task_id, record.state) if record.state == "approved" else \
-                InvalidStateTransition("lifecycle", record.state, EventType.TASK_APPROVED, "only a draft is approved")
+        if record.state != LifecycleState.DRAFT:
+            raise TaskAlreadyInStateError(task_id, record.state) if record.state == LifecycleState.APPROVED else \
+                InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_APPROVED, "only a draft is approved")
         return self._approve(record, "approved by request", actor="user")
 
     def cancel(self, task_id: str, reason: str) -> list[Effect]:
@@ -141,7 +142,7 @@ class Admission:
         effects = self._lifecycle(record, EventType.TASK_CANCELED, reason=reason)
         self._queued.discard(task_id)
         self._delayed.pop(task_id, None)
-        if was in ("running", "verifying"):
+        if was in (LifecycleState.RUNNING, LifecycleState.VERIFYING):
             record.gate_token += 1  # a gate still running is stale now
             if task_id in self.running:
                 self.running.discard(task_id)
@@ -151,15 +152,15 @@ class Admission:
 
     def suspend(self, task_id: str, reason: str) -> list[Effect]:
         record = self.get(task_id)
-        if record.state != "running":
-            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_SUSPENDED,
+        if record.state != LifecycleState.RUNNING:
+            raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_SUSPENDED,
                                          "only a running task can be suspended")
         return [SuspendRun(task_id, record.run, reason)]
 
     def resume(self, task_id: str, message: str | None) -> list[Effect]:
         record = self.get(task_id)
-        if record.state != "blocked" or record.snapshot.state != "suspended":
-            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_RESUMED,
+        if record.state != LifecycleState.BLOCKED or record.snapshot.state != CognitiveState.SUSPENDED:
+            raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_RESUMED,
                                          "only a suspended task can be resumed")
         if message:
             record.pending_resume = (EventType.MESSAGE_RECEIVED.value, {"text": message})
@@ -171,8 +172,8 @@ class Admission:
 
     def retry(self, task_id: str) -> list[Effect]:
         record = self.get(task_id)
-        if record.state != "failed":
-            raise InvalidStateTransition("lifecycle", record.state, EventType.TASK_RETRIED, "only a failed task is retried")
+        if record.state != LifecycleState.FAILED:
+            raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_RETRIED, "only a failed task is retried")
         limit = self.settings.retry.max_attempts
         if record.attempts >= limit:
             raise RetryNotAllowedError(task_id, f"{record.attempts} of {limit} attempts used")
@@ -214,14 +215,14 @@ class Admission:
     def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
                    exit_reason: str | None) -> list[Effect]:
         record = self.records.get(task_id)
-        if record is None or run != record.run or record.state != "running":
+        if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []  # a run that was canceled or replaced: its end changes nothing
         record.snapshot = snapshot
         self.running.discard(task_id)
-        if state == "suspended":
+        if state == CognitiveState.SUSPENDED:
             effects = self._lifecycle(record, EventType.TASK_BLOCKED,
                                       reason=snapshot.context.suspend_reason or "suspended")
-        elif state == "completed":
+        elif state == CognitiveState.COMPLETED:
             effects = self._lifecycle(record, EventType.EXECUTION_COMPLETED, reason="execution completed")
             record.gate_index = 0
             effects += self._next_gate(record)
@@ -236,7 +237,7 @@ class Admission:
         the dead actor still had in flight stale.  After MAX_RESTARTS the task fails.
         """
         record = self.records.get(task_id)
-        if record is None or run != record.run or record.state != "running":
+        if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []
         record.restarts += 1
         if record.restarts > MAX_RESTARTS:
@@ -275,17 +276,17 @@ class Admission:
             except CorruptCheckpoint as exc:
                 effects += self._fail_unrecoverable(record, str(exc))
                 continue
-            if record.state == "approved":
+            if record.state == LifecycleState.APPROVED:
                 effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="restored")
                 self._enqueue(record)
-            elif record.state == "queued":
+            elif record.state == LifecycleState.QUEUED:
                 self._enqueue(record)
-            elif record.state == "running":
+            elif record.state == LifecycleState.RUNNING:
                 restarts.append(record)
-            elif record.state == "verifying":
+            elif record.state == LifecycleState.VERIFYING:
                 record.gate_index = 0
                 effects += self._next_gate(record)
-            elif record.state == "verified":
+            elif record.state == LifecycleState.VERIFIED:
                 effects += self._lifecycle(record, EventType.TASK_DONE, reason="restored")
         for record in restarts:
             record.run += 1
@@ -300,19 +301,19 @@ class Admission:
         ``failed`` is entered from running (T8) or verifying (T12), so a task
         restored in another state walks there first; every step is audited.
         """
-        path = {"draft": [EventType.TASK_APPROVED, EventType.TASK_QUEUED, EventType.TASK_STARTED],
-                "approved": [EventType.TASK_QUEUED, EventType.TASK_STARTED], "queued": [EventType.TASK_STARTED],
-                "blocked": [EventType.TASK_UNBLOCKED, EventType.TASK_STARTED]}.get(record.state, [])
+        walks: dict[str, list[EventType]] = {LifecycleState.DRAFT: [EventType.TASK_APPROVED, EventType.TASK_QUEUED, EventType.TASK_STARTED],
+                LifecycleState.APPROVED: [EventType.TASK_QUEUED, EventType.TASK_STARTED], LifecycleState.QUEUED: [EventType.TASK_STARTED],
+                LifecycleState.BLOCKED: [EventType.TASK_UNBLOCKED, EventType.TASK_STARTED]}
         effects: list[Effect] = []
-        for event_type in path:
+        for event_type in walks.get(record.state, []):
             effects += self._lifecycle(record, event_type, reason="restore: checkpoint unreadable")
-        if record.state in ("running", "verifying"):
+        if record.state in (LifecycleState.RUNNING, LifecycleState.VERIFYING):
             effects += self._fail(record, "fatal_error", error)
         return effects
 
     def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
         record = self.records.get(task_id)
-        if record is None or token != record.gate_token or record.state != "verifying":
+        if record is None or token != record.gate_token or record.state != LifecycleState.VERIFYING:
             return []
         record.gates.append({"run": record.run, "ok": ok, **detail})
         if ok:
@@ -397,7 +398,7 @@ class Admission:
             updates={"cognitive_state": record.snapshot.state, "attempts": record.attempts, "runs": record.run,
                      "gate_failures": record.gate_failures, "exit_reason": record.exit_reason,
                      "error": record.error, "pending_resume": record.pending_resume,
-                     "result": context.final_result if target == "done" else None})
+                     "result": context.final_result if target == LifecycleState.DONE else None})
         notice = self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))
         if target in EVICTED and self.store.durable:
             # Finished for good: the store answers for it from now on (memory stays flat
@@ -406,7 +407,7 @@ class Admission:
         return [notice]
 
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
-        return TransitionNotice(record.task_id, "lifecycle", source, target, event,
+        return TransitionNotice(record.task_id, MachineName.LIFECYCLE, source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
 
 

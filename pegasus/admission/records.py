@@ -8,6 +8,7 @@ from typing import Any
 from pegasus.cognitive.base import needs_more_info
 from pegasus.task import TaskContext, TaskFSM, TaskSnapshot
 from pegasus.task.models import StateTransition
+from pegasus.task.names import CognitiveState, MachineName
 from pegasus.views import usage_total
 
 
@@ -47,7 +48,7 @@ class TaskRecord:
             "result": context.final_result, "error": self.error or context.error,
             "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
             "iteration": context.iteration, "suspend_reason": context.suspend_reason,
-            "question": context.suspend_reason if self.snapshot.state == "suspended"
+            "question": context.suspend_reason if self.snapshot.state == CognitiveState.SUSPENDED
             and needs_more_info(context.reasoning) else None,
             "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
             "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
@@ -59,8 +60,8 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
     """A task's record as the store has it (its row and its transitions), its snapshot a placeholder until rebuilt."""
     history = [StateTransition(from_state=t["from_state"], to_state=t["to_state"], trigger_event_type=t["event"],
                                trigger_event_id="", timestamp=t["timestamp"])
-               for t in transitions if t["machine"] == "lifecycle"]
-    lifecycle = TaskFSM("lifecycle", task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
+               for t in transitions if t["machine"] == MachineName.LIFECYCLE]
+    lifecycle = TaskFSM(MachineName.LIFECYCLE, task_id=row["task_id"], context=TaskContext(input_text=row["input"]),
                         priority=row["priority"], metadata=dict(row["metadata"] or {}),
                         state=row["lifecycle_state"], history=history)
     placeholder = new_fsm(row["machine"], row["task_id"], row["input"], row["source"], row["priority"],
@@ -73,7 +74,7 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
         record.pending_resume = (event, dict(payload))
     record.cognitive_history = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"],
                                  "event": t["event"], "timestamp": t["timestamp"]}
-                                for t in transitions if t["machine"] != "lifecycle"]
+                                for t in transitions if t["machine"] != MachineName.LIFECYCLE]
     return record
 
 

@@ -31,13 +31,14 @@ from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.task.events import new_id
+from pegasus.task.names import LifecycleState
 
 __all__ = ["DB_FILE", "Checkpoint", "StaleStateError", "Store", "StoreError"]
 
 DB_FILE = "pegasus.db"
 MARKER = DB_FILE + ".created"  # written beside the store of a state directory when it is first opened
 
-TERMINAL = ("done", "failed", "canceled")
+TERMINAL = (LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED)
 
 
 def unpack(data: bytes | None) -> Any:

@@ -88,7 +88,8 @@ def test_an_error_with_json_is_json_on_stderr(capsys: pytest.CaptureFixture[str]
     error = json.loads(err)["error"]
     assert error["type"] == "ConfigError" and str(missing) in error["message"]
     assert main(["tools", "--config", str(missing)]) == 1
-    assert capsys.readouterr().err.startswith(f"pegasus: ") and str(missing) in err
+    plain = capsys.readouterr().err
+    assert plain.startswith("pegasus: ") and str(missing) in plain
 
 
 def test_tools_lists_builtins_with_their_arguments(capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path) -> None:

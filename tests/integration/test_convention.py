@@ -232,7 +232,8 @@ def test_the_commands_a_user_types(convention: Convention) -> None:
 
 def test_the_placement_check_names_one_member_and_needs_its_workers() -> None:
     """StageWorker.actorSystemCapabilityCheck: unplaced -> anywhere; placed -> only that member, if it offers the pool."""
-    from actors.worker import StageWorker, placement
+    from actors.worker import StageWorker
+    from pegasus.pool.placement import placement
 
     check = StageWorker.actorSystemCapabilityCheck
     a = {"pegasus.member": "10.0.0.2:19190", "pegasus.llm_workers": 4, "pegasus.tool_workers": 0}
