@@ -33,11 +33,12 @@ STRUCTURED_RUNGS = (JSON_SCHEMA, JSON_OBJECT, PROMPTED)
 
 # Words with which servers refuse a parameter (OpenAI "Unsupported parameter/value", Ollama "does not
 # support tools", llama.cpp "tools param requires --jinja flag", vLLM '"auto" tool choice requires
-# --enable-auto-tool-choice', pydantic "Extra inputs are not permitted").  A 400 that names a parameter
+# --enable-auto-tool-choice', LiteLLM "does not support parameters: ['tools']", pydantic "Extra inputs
+# are not permitted"; OpenAI's "Invalid schema for response_format" when the reply schema is not taken).  A 400 that names a parameter
 # without refusing it ("'max_tokens' is too large") is the request's fault, not the model's: no step.
 _REFUSED = re.compile(r"unsupported|not supported|does not support|doesn't support|not available|unknown|"
                       r"unrecognized|unrecognised|not allowed|not permitted|extra_forbidden|unexpected|"
-                      r"requires|must be one of|invalid (?:parameter|value|type)|not implemented", re.I)
+                      r"requires|must be one of|invalid (?:parameter|value|type|schema)|not implemented", re.I)
 _NAMES: dict[str, re.Pattern[str]] = {
     MAX_TOKENS: re.compile(r"\bmax_tokens\b"),
     MAX_COMPLETION_TOKENS: re.compile(r"\bmax_completion_tokens\b"),

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pegasus.llm import capabilities
+from pegasus.llm import capabilities, usage
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.client import ChatClient, Completion, LLMBadRequest
 
@@ -63,6 +63,7 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
                 raise LLMBadRequest(f"{exc} ({_held(client, shape, body.keys(), exc.detail)})", exc.detail,
                                     exc.status) from None
             _learn(client, shape, step.shape)
+            usage.step(step.change)  # shown in the stage's record (its usage), once per process and model
             shape = step.shape
     raise LLMBadRequest(f"{client.endpoint} refused {MAX_STEPS} request shapes; the last: {shape.describe()}",
                         "", 400)

@@ -78,6 +78,11 @@ def test_both_machines_complete_on_an_endpoint_that_refuses(pegasus, mode: str) 
                 assert any("tools" in r for r in accepted) is expected
             else:
                 assert (key in last) is expected, sorted(last)
+    steps = [change for task in (classic, react) for s in task["stages"] for change in (s.get("usage") or {}).get(
+        "ladder", [])]
+    assert len(steps) == refusals, steps  # each step is in the record of the stage that took it
+    if quirks.refuse_tools:
+        assert "tools refused: tool calls prompted as JSON" in steps
     if quirks.prose:
         assert react["result"] == "Sure! 17 * 23 = 391."
     if quirks.refuse_tools:  # prompted: the results came back as user messages, never as tool messages

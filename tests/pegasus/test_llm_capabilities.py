@@ -15,6 +15,7 @@ from pegasus.llm import capabilities as cap
 from pegasus.llm import ladder
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.client import ChatClient, LLMBadRequest
+from pegasus.llm.usage import metering
 from tests.support.fake_openai import FakeOpenAI, Quirks, completion, http_error
 
 SCHEMA = Schema("Reply", {"type": "object"}, strict=False)
@@ -64,6 +65,12 @@ SENT = {"model", "messages", "temperature", "max_tokens", "tools", "response_for
     ("tools param requires --jinja flag", "tools"),
     ("registry.ollama.ai/library/gemma:2b does not support tools", "tools"),
     ("Unrecognized request argument supplied: reasoning_effort", "reasoning_effort"),
+    ("litellm.UnsupportedParamsError: openai does not support parameters: ['tools'], for model=m. To drop "
+     "these, set `litellm.drop_params=True`", "tools"),
+    ("Invalid schema for response_format 'ThinkReply': In context=(), 'additionalProperties' is required to be "
+     "supplied and to be false.", "response_format"),
+    ('{"detail": [{"type": "extra_forbidden", "loc": ["body", "reasoning_effort"], "msg": "Extra inputs are not '
+     'permitted"}]}', "reasoning_effort"),
     # Named but not refused: the request's fault, no step.
     ("'max_tokens' or 'max_completion_tokens' is too large: 9000. This model's maximum context length is 4096",
      None),
@@ -132,7 +139,10 @@ def server() -> Iterator[FakeOpenAI]:
 def test_a_refusal_steps_down_at_once_and_the_model_is_remembered(server: FakeOpenAI) -> None:
     client = ChatClient(llm(base_url=server.url))
     server.script(completion("one"), completion("two"))
-    reply, shape = ladder.complete(client, lambda shape: MESSAGES, tools=TOOLS, schema=SCHEMA)
+    with metering() as meter:
+        reply, shape = ladder.complete(client, lambda shape: MESSAGES, tools=TOOLS, schema=SCHEMA)
+    assert meter.ladder == ["tools refused: tool calls prompted as JSON",
+                            "max_tokens refused: sending max_completion_tokens", "temperature refused: leaving it out"]
     assert reply.content == "one" and len(server.requests) == 4  # max_tokens, temperature, tools refused
     assert shape == Shape("json_schema", "prompted", "max_completion_tokens", False, False)
     assert server.requests[-1]["response_format"]["type"] == "json_schema"  # tools prompted: JSON held again
