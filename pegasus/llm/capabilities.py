@@ -162,26 +162,32 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
     """``schema`` (a pydantic model's JSON schema) made fit for ``json_schema``.
 
     Strict mode (OpenAI) needs every object closed (``additionalProperties: false``)
-    with every property required; an object with free-form keys (a tool's
-    arguments, the perception's entities) cannot be, so such a schema is sent
-    with ``strict: false`` (servers that build a grammar from it still enforce it).
+    with every property required and no defaults; an object with free-form keys (a
+    tool's arguments, the perception's entities) cannot be, so such a schema is
+    sent as pydantic wrote it, with ``strict: false`` (servers that build a grammar
+    from it still enforce it).
     """
-    free = [False]
+    free = False
 
     def close(node: Any) -> Any:
+        nonlocal free
         if isinstance(node, list):
             return [close(item) for item in node]
         if not isinstance(node, dict):
             return node
-        out = {key: close(value) for key, value in node.items() if key not in ("default", "title")}
+        out = {key: close(value) for key, value in node.items()
+               if key not in ("default", "title", "properties", "$defs")}
+        for key in ("properties", "$defs"):  # maps of names: a field called "title" stays
+            if isinstance(node.get(key), dict):
+                out[key] = {name: close(value) for name, value in node[key].items()}
         if out.get("type") == "object":
-            properties = out.get("properties")
-            if properties:
-                out["required"] = list(properties)
+            if out.get("properties"):
+                out["required"] = list(out["properties"])
                 out["additionalProperties"] = False
             else:
-                free[0] = True
+                free = True
         return out
 
     closed = close(dict(schema))
-    return Schema(name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64], schema=closed, strict=not free[0])
+    return Schema(name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64], schema=dict(schema) if free else closed,
+                  strict=not free)

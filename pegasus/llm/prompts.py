@@ -72,9 +72,9 @@ MUST_ANSWER = ("You have used the tool-call budget of this task: answer now from
                'as {"thought": "...", "answer": "..."}.')
 
 
-PROMPTED_TOOLS = """Function calls are not available here.  To call tools, reply with JSON steps instead:
-{"thought": "...", "steps": [{"action_type": "tool_call", "tool": "<tool name>", "args": {<its arguments>}}]}
-You will then see each tool's result.  The tools, with the JSON schema of their arguments:
+PROMPTED_TOOLS = """Function calls are not available here: to call a tool, write the call as a step in the
+"steps" of your JSON reply, {"action_type": "tool_call", "tool": "<tool name>", "args": {<its arguments>}}.
+The tools, with the JSON schema of their arguments:
 """
 
 

@@ -122,9 +122,14 @@ def test_reply_schemas_are_strict_where_they_can_be() -> None:
     assert think.strict and think.schema["additionalProperties"] is False
     assert sorted(think.schema["required"]) == sorted(think.schema["properties"])
     assert "default" not in str(think.schema)
-    # A tool's arguments are a free-form object: not strict-able, sent with strict false.
+    # A tool's arguments are a free-form object: not strict-able, sent as pydantic wrote it.
     for model in (PlanReply, ReasonReply):
-        assert not cap.reply_schema(model.__name__, model.model_json_schema()).strict
+        loose = cap.reply_schema(model.__name__, model.model_json_schema())
+        assert not loose.strict and loose.schema == model.model_json_schema()
+    named = cap.reply_schema("Doc", {"type": "object", "title": "Doc", "properties": {
+        "title": {"type": "string", "title": "Title", "default": ""}}})
+    assert named.schema == {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"],
+                            "additionalProperties": False}
 
 
 # -- the loop and its memory -------------------------------------------------------------------------

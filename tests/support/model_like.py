@@ -16,12 +16,12 @@ import json
 import re
 from typing import Any
 
+from pegasus.llm.prompts import TOOL_RESULT  # the prompted protocol's result message
 from tests.support.fake_openai import Quirks, Reply, completion, http_error, tool_call
 
 _EXPRESSION = re.compile(r"\d+(?:\.\d+)?\s*[-+*/]\s*\d+(?:\.\d+)?")
 _STAGES = {"perception stage": "perceive", "thinking stage": "think", "planning stage": "plan",
            "reflection stage": "reflect", "agent that reasons and acts": "reason"}
-TOOL_RESULT = "Tool result:"  # pegasus.llm.prompts.TOOL_RESULT: the prompted protocol's result message
 
 
 class ModelLike:
