@@ -153,9 +153,11 @@ class StageWorker(ActorTypeDispatcher):
                 extra["retry_after_s"] = exc.retry_after_s
             return StageResult(request.task_id, request.token, request.stage, ok=False,
                                error=str(exc), error_kind="exception", worker=extra)
+        reported: dict[str, Any] = {"usage": outcome.usage} if outcome.usage else {}
+        if outcome.context:
+            reported["context"] = outcome.context  # the context budget's fits: the task's history shows them
         return StageResult(request.task_id, request.token, request.stage, ok=True,
-                           event_type=str(outcome.event_type), payload=outcome.payload,
-                           worker={"usage": outcome.usage} if outcome.usage else {})
+                           event_type=str(outcome.event_type), payload=outcome.payload, worker=reported)
 
 
 def _run_gate(request: StageRequest) -> StageResult:

@@ -34,8 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
-from pegasus.config import Settings
-from pegasus.llm import prompts, usage
+from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
+from pegasus.llm import cost, prompts, usage
+from pegasus.llm.context import fit_call
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.task.names import StageName
@@ -182,8 +183,10 @@ def _as_text(reply: Completion) -> str:
 
 @dataclass(frozen=True)
 class ModelCaller:
-    client: ChatClient
+    client: ChatClient  # on its tier's settings (model, endpoint, window)
     tools: ToolRegistry
+    tier: str = DEFAULT_TIER
+    price: ModelPrice | None = None  # None: its calls have no cost
 
     def specs(self) -> prompts.ToolSpecs:
         return prompts.tool_specs(self.tools.describe())
@@ -193,6 +196,7 @@ class ModelCaller:
         """The parsed reply; an invalid one is retried once with its error, then StageError."""
         # Stages that may call tools get no JSON mode: with it, some servers suppress function calls.
         json_mode = None if tools is None else False
+        messages = fit_call(self.client.config, stage, messages, tools.specs if tools else (), self._text)
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 reply = self.client.complete(messages, tools=tools.specs if tools else None,
@@ -201,7 +205,7 @@ class ModelCaller:
                 raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
             except LLMError as exc:
                 raise _with_usage(StageError(stage, str(exc))) from None
-            usage.record(reply.usage, reply.model)
+            self._record(reply)
             try:
                 return parse(reply)
             except InvalidReply as exc:
@@ -212,6 +216,16 @@ class ModelCaller:
                 messages = [*messages, {"role": "assistant", "content": _as_text(reply)},
                             {"role": "user", "content": prompts.retry_message(str(exc))}]
         raise AssertionError("unreachable")
+
+    def _record(self, reply: Completion) -> None:
+        usage.record(reply.usage, reply.model, cost.call_cost(reply.usage, self.price),
+                     None if self.tier == DEFAULT_TIER else self.tier)
+
+    def _text(self, messages: list[dict[str, Any]]) -> str:
+        """A plain-text reply (the context budget's summary); LLMError on failure."""
+        reply = self.client.complete(messages, json_mode=False)
+        self._record(reply)
+        return reply.content or ""
 
     def tool_step(self, index: int, name: str, args: Any, description: str = "") -> PlanStep:
         """A tool_call step, its tool and arguments checked against the registry."""
@@ -373,13 +387,22 @@ class LLMStepRunner:
 
 
 def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
-    """The processors of ``[llm] provider = "openai"``: every stage asks the configured model."""
-    caller = ModelCaller(client or ChatClient(settings.llm), tools)
+    """The processors of ``[llm] provider = "openai"``: each stage asks the model of its tier
+    (``[llm.stages]``; ``client``, if given, serves the default tier)."""
+    callers: dict[str, ModelCaller] = {}
+
+    def caller(stage: str) -> ModelCaller:
+        tier = settings.llm.tier_of(stage)
+        if tier not in callers:
+            chat = client if client is not None and tier == DEFAULT_TIER else ChatClient(settings.llm.tier(tier))
+            callers[tier] = ModelCaller(chat, tools, tier, settings.llm.price(tier))
+        return callers[tier]
+
     return Processors(
-        perceiver=LLMPerceiver(caller),
-        thinker=LLMThinker(caller),
-        planner=LLMPlanner(caller),
+        perceiver=LLMPerceiver(caller(StageName.PERCEIVE)),
+        thinker=LLMThinker(caller(StageName.THINK)),
+        planner=LLMPlanner(caller(StageName.PLAN)),
         step_runner=LLMStepRunner(OfflineStepRunner(tools)),
-        reflector=LLMReflector(caller),
-        reasoner=LLMReasoner(caller, settings.llm.max_tool_calls),
+        reflector=LLMReflector(caller(StageName.REFLECT)),
+        reasoner=LLMReasoner(caller(StageName.REASON), settings.llm.max_tool_calls),
     )
