@@ -33,6 +33,8 @@ class LlmBudget:
         self.limiter, self.max_output_tokens, self.clock, self.llm = limiter, max_output_tokens, clock, llm
         self.limiters: dict[str, RateLimiter] = {DEFAULT_TIER: limiter}
         self._tiers: dict[Hashable, str] = {}  # admitted call -> its tier
+        # How many tiers stages can name: once that many refuse, no queued request can run.
+        self.tier_count = 1 + len(set(llm.stages.values()) - {DEFAULT_TIER}) if llm is not None else 1
 
     @classmethod
     def for_pool(cls, pool: str, settings: Settings,

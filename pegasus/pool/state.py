@@ -96,6 +96,7 @@ class PoolState:
         self.armed: float | None = None  # when the pending DeadlineDue fires
         self.budget: LlmBudget | None = None  # the llm pool's rate budget (a model provider)
         self.budget_armed = False
+        self.blocked: frozenset[str] = frozenset()  # the tiers the last admission pass found over budget
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.closing = False  # told to exit: replace nothing any more
@@ -145,6 +146,7 @@ class PoolState:
         Requests of one tier keep their order (a refused one stays first of its tier); one of a
         tier with room passes those of a tier over its budget.  One admission test per tier."""
         refused: dict[str, float] = {}
+        self.blocked = frozenset()
         for position, waiting in enumerate(self.queue):
             tier = budget.tier_of(waiting.request.stage)
             if tier in refused:
@@ -153,6 +155,9 @@ class PoolState:
             if wait <= 0:
                 return position
             refused[tier] = wait
+            if len(refused) == budget.tier_count:
+                break  # every tier is refused: the rest of the queue need not be read
+        self.blocked = frozenset(refused)
         return min(refused.values())
 
     def _next_slot(self) -> Slot | None:
