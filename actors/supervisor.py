@@ -33,9 +33,9 @@ from pegasus import logs
 from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.stats import members_view
+from pegasus.stats import members_view, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
-from pegasus.store import Store, StoreUnavailable
+from pegasus.store import Store, StoreError, StoreUnavailable
 from pegasus.store.health import StoreHealth
 from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
@@ -267,8 +267,15 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
                 "task_actors": self.task_actors.view(), "store": self._store_status(),
                 "rejected_frames": rejected_count(self.admission.settings.state_dir()),
-                "supervisor_pid": os.getpid(),
+                "supervisor_pid": os.getpid(), "usage": self._usage(),
                 "members": members_view(parts)}))
+
+    def _usage(self) -> dict[str, Any] | None:
+        """Every task's model usage and cost so far; None when the store cannot be read."""
+        try:
+            return usage_view(self.store.usage_totals()) if self.store is not None else None
+        except StoreError:
+            return None
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if self.admission is not None and isinstance(wakeup.payload, m.RetryDue):

@@ -154,9 +154,11 @@ class StageWorker(ActorTypeDispatcher):
             return StageResult(request.task_id, request.token, request.stage, ok=False,
                                # The message alone: the result names the stage, the task says it once.
                                error=exc.message, error_kind="exception", worker=extra)
+        reported: dict[str, Any] = {"usage": outcome.usage} if outcome.usage else {}
+        if outcome.context:
+            reported["context"] = outcome.context  # the context budget's fits: the task's history shows them
         return StageResult(request.task_id, request.token, request.stage, ok=True,
-                           event_type=str(outcome.event_type), payload=outcome.payload,
-                           worker={"usage": outcome.usage} if outcome.usage else {})
+                           event_type=str(outcome.event_type), payload=outcome.payload, worker=reported)
 
 
 def _run_gate(request: StageRequest) -> StageResult:

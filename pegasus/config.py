@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pegasus.errors import ConfigError
-from pegasus.task.names import CognitiveMachineName, MachineName
+from pegasus.task.names import CognitiveMachineName, MachineName, StageName
 
 ENV_PREFIX = "PEGASUS_"
 DEFAULT_HOME = "~/.pegasus"
@@ -127,6 +127,33 @@ class ToolSettings(_Section):
     max_output_chars: int = Field(16000, ge=1)  # longer tool results are cut, with a note
 
 
+# The stages that call a model, each of which may name a tier (``[llm.stages]``).
+LLM_STAGE_NAMES = (StageName.PERCEIVE.value, StageName.THINK.value, StageName.PLAN.value,
+                   StageName.REFLECT.value, StageName.REASON.value)
+DEFAULT_TIER = "default"  # the tier that is ``[llm]`` itself: every stage [llm.stages] does not name
+
+
+class ModelPrice(_Section):
+    """What a model costs, in USD per million tokens (``[llm.prices."<model>"]`` or a tier's ``price``)."""
+
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)  # cached prompt tokens; unset: charged as input
+    output: float = Field(ge=0)
+
+
+class LLMTier(_Section):
+    """A model some stages use (``[llm.tiers.<name>]``); an unset field is ``[llm]``'s."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    rpm: int | None = Field(None, ge=0)  # this tier's own rate budget (0 = unlimited)
+    tpm: int | None = Field(None, ge=0)
+    context_window: int | None = Field(None, ge=0)
+    max_output_tokens: int | None = Field(None, ge=0)
+    price: ModelPrice | None = None  # else [llm.prices] of its model
+
+
 class LLMSettings(_Section):
     provider: Literal["offline", "openai"] = "offline"  # "openai": any OpenAI-compatible endpoint
     base_url: str = ""  # empty: the SDK's default (api.openai.com or $OPENAI_BASE_URL)
@@ -147,6 +174,12 @@ class LLMSettings(_Section):
     max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
     rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
     tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited
+    # Tokens one call may hold (prompt + output); past it old tool results are cut and the
+    # conversation summarised (pegasus.llm.context).  0: no limit is applied.
+    context_window: int = Field(0, ge=0)
+    tiers: dict[str, LLMTier] = Field(default_factory=dict)  # name -> model (``[llm.tiers.fast]``)
+    stages: dict[str, str] = Field(default_factory=dict)  # stage -> tier name; unnamed stages: "default"
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # model -> price; none: no cost shown
 
     @model_validator(mode="before")
     @classmethod
@@ -160,7 +193,34 @@ class LLMSettings(_Section):
     def _model_named(self) -> LLMSettings:
         if self.provider == "openai" and not self.model.strip():
             raise ValueError("model must be set when provider is 'openai'")
+        if DEFAULT_TIER in self.tiers:
+            raise ValueError(f"tiers: {DEFAULT_TIER!r} is [llm] itself and cannot be redefined")
+        for stage, tier in self.stages.items():
+            if stage not in LLM_STAGE_NAMES:
+                raise ValueError(f"stages: {stage!r} is not a model stage; they are {', '.join(LLM_STAGE_NAMES)}")
+            if tier != DEFAULT_TIER and tier not in self.tiers:
+                known = ", ".join([DEFAULT_TIER, *sorted(self.tiers)])
+                raise ValueError(f"stages.{stage}: unknown tier {tier!r}; the tiers are {known}")
         return self
+
+    def tier_of(self, stage: str) -> str:
+        """The tier a stage runs on ("default": [llm] itself)."""
+        return self.stages.get(stage, DEFAULT_TIER)
+
+    def tier(self, name: str) -> LLMSettings:
+        """``[llm]`` as tier ``name`` sees it: its model, endpoint, key, budgets and window."""
+        if name == DEFAULT_TIER:
+            return self
+        tier = self.tiers[name]
+        update = {key: value for key, value in tier.model_dump(exclude={"price"}).items() if value is not None}
+        return self.model_copy(update=update)
+
+    def price(self, name: str) -> ModelPrice | None:
+        """What tier ``name``'s model costs: its own price, else [llm.prices] of its model, else None."""
+        tier = self.tiers.get(name)
+        if tier is not None and tier.price is not None:
+            return tier.price
+        return self.prices.get(self.tier(name).model)
 
 
 class McpServer(_Section):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pegasus.llm.cost import usage_sum
+
 
 def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every convention member the pools know, with its workers per pool (for the stats reply).
@@ -18,3 +20,17 @@ def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 "capabilities": member["capabilities"], "joined": member["joined"], "workers": {}})
             row["workers"][name] = member["workers"]
     return sorted(merged.values(), key=lambda row: (not row["local"], row["name"]))
+
+
+def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model usage of every task so far (``Store.usage_totals`` rows): the total, with its cost when
+    any model had a price, and each model and tier's share."""
+    models = []
+    for row in rows:
+        model = {key: value for key, value in row.items() if key not in ("cost_usd", "unpriced_calls")}
+        if row.get("cost_usd") is not None:
+            model["cost_usd"] = round(float(row["cost_usd"]), 8)
+            if row.get("unpriced_calls"):
+                model["unpriced_calls"] = row["unpriced_calls"]
+        models.append(model)
+    return {**usage_sum(models), "models": models}

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pegasus.llm.cost import usage_sum
 from pegasus.task.names import MachineName
 
-def usage_total(stages: list[dict[str, Any]]) -> dict[str, int]:
-    """Token usage of a task: the sum over its stages' reported usage (LLM calls)."""
-    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "calls": 0}
-    for stage in stages:
-        usage = stage.get("usage") or {}
-        for key in total:
-            value = usage.get(key, 0)
-            total[key] += int(value) if isinstance(value, (int, float)) else 0
-    return total
+
+def usage_total(stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Token usage of a task: the sum over its stages' reported usage (LLM calls), with its cost when
+    its models have prices (``pegasus.llm.cost.usage_sum``)."""
+    return usage_sum(stage.get("usage") for stage in stages)
 
 
 def stored_view(task_id: str, row: dict[str, Any], transitions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -39,5 +36,8 @@ def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[di
                   "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
                  for t in transitions if t["machine"] == MachineName.LIFECYCLE]
     cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
-                  "timestamp": t["timestamp"]} for t in transitions if t["machine"] != MachineName.LIFECYCLE]
+                  "timestamp": t["timestamp"],
+                  # what the context budget did to the stage's prompt (pegasus.llm.context), when it did
+                  **({"context": t["detail"]["context"]} if t["detail"].get("context") else {})}
+                 for t in transitions if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}

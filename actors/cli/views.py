@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from actors.convention import WORKER_CAPABILITIES
+from pegasus.llm.cost import cost_text
 
 # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI to some terminals) and the bidirectional
 # overrides that can make a line read otherwise than it is (CVE-2021-42574).
@@ -44,9 +45,49 @@ def task_text(task: dict[str, Any]) -> str:
         lines.append(field("result", task["result"]))
     if task.get("error"):
         lines.append(field("error", f"{task['error']} (exit_reason: {task.get('exit_reason')})"))
+    lines += usage_lines(task)
     for step in task.get("effects_unknown") or []:  # started, outcome unknown: never repeated
         lines.append(f"  effect unknown: {clean(step['tool'])} (step {step['step_index']}, key {clean(step['key'])})")
     return "\n".join(lines)
+
+
+def usage_text(usage: dict[str, Any]) -> str:
+    """``3 calls, 1,234 tokens (200 cached), $0.001234``; no cost shown when no model had a price."""
+    cached = f" ({usage['cached_tokens']:,} cached)" if usage.get("cached_tokens") else ""
+    priced = cost_text(usage)
+    return (f"{usage.get('calls', 0)} call{'' if usage.get('calls') == 1 else 's'}, "
+            f"{usage.get('total_tokens', 0):,} tokens{cached}" + (f", {priced}" if priced else ""))
+
+
+def usage_lines(task: dict[str, Any]) -> list[str]:
+    """A task's model usage: its total, each model stage (its tier, model and cost), the context budget's fits."""
+    usage = task.get("usage") or {}
+    if not usage.get("calls"):
+        return []
+    lines = [field("usage", usage_text(usage))]
+    for stage in task.get("stages") or []:
+        used = stage.get("usage")
+        if used:
+            where = "/".join(clean(part) for part in (used.get("tier"), used.get("model")) if part)
+            lines.append(f"{'':<{LABEL}}run {stage.get('run')} {clean(stage['stage']):<9} {where:<24} "
+                         f"{usage_text(used)}")
+        for fit in stage.get("context") or []:
+            lines.append(field("context", context_text(stage.get("run"), fit)))
+    return lines
+
+
+def context_text(run: Any, fit: dict[str, Any]) -> str:
+    """What the context budget did to one call's prompt (pegasus.llm.context)."""
+    done = [f"{fit['truncated_results']} older tool results cut"] if fit.get("truncated_results") else []
+    if fit.get("summarised_messages"):
+        by = "the model" if fit.get("summary_by") == "model" else "mechanically"
+        failed = f" (the model's summary failed: {clean(fit['summary_error'])})" if fit.get("summary_error") else ""
+        done.append(f"{fit['summarised_messages']} earlier messages summarised by {by}{failed}")
+    if fit.get("cut_messages"):
+        done.append(f"{fit['cut_messages']} long messages cut")
+    return (f"run {run} {clean(fit.get('stage'))}: ~{fit.get('estimated_tokens', 0):,} -> "
+            f"~{fit.get('fitted_tokens', 0):,} prompt tokens (window {fit.get('window', 0):,}): "
+            + (", ".join(done) or "nothing could be cut"))
 
 
 def notice_line(notice: Any) -> str:
@@ -76,7 +117,9 @@ def history_text(history: dict[str, Any]) -> str:
     lines = [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  lifecycle  {h['from_state']:>10} -> "
                                      f"{h['to_state']:<10} {h['trigger_event_type']}") for h in history["lifecycle"]]
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
-                                      f"{h['to_state']:<10} {h['event']}") for h in history["cognitive"]]
+                                      f"{h['to_state']:<10} {h['event']}"
+               + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or []))
+              for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
     return "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
@@ -101,6 +144,12 @@ def stats_text(stats: dict[str, Any]) -> str:
     lines = [f"tasks:   {counts_text(stats['tasks'])}",
              f"active:  {stats['active']} of {stats['max_active_tasks']}, {stats['queue_length']} queued",
              f"pools:   {pools or 'none'}"]
+    usage = stats.get("usage")
+    if usage and usage.get("calls"):
+        lines.append(f"models:  {usage_text(usage)}")
+        for model in usage.get("models") or []:
+            where = "/".join(clean(part) for part in (model.get("tier"), model.get("model")) if part)
+            lines.append(f"  {where:<30} {usage_text(model)}")
     if not stats["store"]["writable"]:
         lines.append(f"store:   takes no writes: {clean(stats['store']['error'])}")
     if stats.get("rejected_frames"):

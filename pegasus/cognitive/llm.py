@@ -35,9 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
-from pegasus.config import Settings
-from pegasus.llm import capabilities, ladder, prompts, usage
+from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
+from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
+from pegasus.llm.context import fit_call
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.task.names import StageName
@@ -190,8 +191,10 @@ def _as_text(reply: Completion) -> str:
 
 @dataclass(frozen=True)
 class ModelCaller:
-    client: ChatClient
+    client: ChatClient  # on its tier's settings (model, endpoint, window)
     tools: ToolRegistry
+    tier: str = DEFAULT_TIER
+    price: ModelPrice | None = None  # None: its calls have no cost
 
     def specs(self) -> prompts.ToolSpecs:
         return prompts.tool_specs(self.tools.describe())
@@ -211,7 +214,9 @@ class ModelCaller:
 
         def build(shape: Shape) -> list[dict[str, Any]]:
             prompted = tools if tools is not None and shape.tools == capabilities.PROMPTED else None
-            return [*(messages(prompted) if callable(messages) else messages), *fed_back]
+            native = tools.specs if tools is not None and prompted is None else ()
+            built = [*(messages(prompted) if callable(messages) else messages), *fed_back]
+            return fit_call(self.client.config, stage, built, native, self._text)
 
         for attempt in range(1, ATTEMPTS + 1):
             try:
@@ -221,7 +226,7 @@ class ModelCaller:
                 raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
             except LLMError as exc:
                 raise _with_usage(StageError(stage, str(exc))) from None
-            usage.record(completion.usage, completion.model)
+            self._record(completion)
             try:
                 return parse(completion)
             except InvalidReply as exc:
@@ -232,6 +237,16 @@ class ModelCaller:
                 fed_back += [{"role": "assistant", "content": _as_text(completion)},
                              {"role": "user", "content": prompts.retry_message(str(exc))}]
         raise AssertionError("unreachable")
+
+    def _record(self, reply: Completion) -> None:
+        usage.record(reply.usage, reply.model, cost.call_cost(reply.usage, self.price),
+                     None if self.tier == DEFAULT_TIER else self.tier)
+
+    def _text(self, messages: list[dict[str, Any]]) -> str:
+        """A plain-text reply (the context budget's summary); LLMError on failure."""
+        reply, _ = ladder.complete(self.client, lambda shape: messages)
+        self._record(reply)
+        return reply.content or ""
 
     def tool_step(self, index: int, name: str, args: Any, description: str = "") -> PlanStep:
         """A tool_call step, its tool and arguments checked against the registry."""
@@ -405,13 +420,22 @@ class LLMStepRunner:
 
 
 def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
-    """The processors of ``[llm] provider = "openai"``: every stage asks the configured model."""
-    caller = ModelCaller(client or ChatClient(settings.llm), tools)
+    """The processors of ``[llm] provider = "openai"``: each stage asks the model of its tier
+    (``[llm.stages]``; ``client``, if given, serves the default tier)."""
+    callers: dict[str, ModelCaller] = {}
+
+    def caller(stage: str) -> ModelCaller:
+        tier = settings.llm.tier_of(stage)
+        if tier not in callers:
+            chat = client if client is not None and tier == DEFAULT_TIER else ChatClient(settings.llm.tier(tier))
+            callers[tier] = ModelCaller(chat, tools, tier, settings.llm.price(tier))
+        return callers[tier]
+
     return Processors(
-        perceiver=LLMPerceiver(caller),
-        thinker=LLMThinker(caller),
-        planner=LLMPlanner(caller),
+        perceiver=LLMPerceiver(caller(StageName.PERCEIVE)),
+        thinker=LLMThinker(caller(StageName.THINK)),
+        planner=LLMPlanner(caller(StageName.PLAN)),
         step_runner=LLMStepRunner(OfflineStepRunner(tools)),
-        reflector=LLMReflector(caller),
-        reasoner=LLMReasoner(caller, settings.llm.max_tool_calls),
+        reflector=LLMReflector(caller(StageName.REFLECT)),
+        reasoner=LLMReasoner(caller(StageName.REASON), settings.llm.max_tool_calls),
     )

@@ -44,6 +44,7 @@ from pegasus.cognitive.offline import (
     OfflineThinker,
 )
 from pegasus.config import Settings
+from pegasus.llm.context import noting
 from pegasus.llm.usage import metering
 from pegasus.task.events import EventType
 from pegasus.task.machines import COGNITIVE_MACHINES, STAGE_POOLS
@@ -77,6 +78,7 @@ class StageOutcome:
     event_type: EventType
     payload: dict[str, Any]
     usage: dict[str, Any] | None = None
+    context: list[dict[str, Any]] | None = None  # the context budget's fits (pegasus.llm.context), if any
 
 
 def offline_processors(tools: ToolRegistry | None = None, *,
@@ -229,9 +231,9 @@ def run_stage(processors: Processors, stage: str, context: TaskContext, *, machi
     if pool == PoolName.TOOL:
         return _act(processors, context, machine, step_index)
     try:
-        with metering() as meter:
+        with metering() as meter, noting() as notes:
             outcome = _LLM_HANDLERS[stage](processors, context)
-        return replace(outcome, usage=meter.as_dict())
+        return replace(outcome, usage=meter.as_dict(), context=notes or None)
     except StageError:
         raise
     except Exception as exc:  # the processor's failure, reported with the stage it happened in

@@ -1,6 +1,7 @@
 """Talking to a model: an OpenAI-compatible chat client, the capability ladder (which request shape
-each endpoint and model take), the stage prompts, token usage,
-and the rate-budget admission component (pure: the llm pool feeds it a clock).
+each endpoint and model take), the stage prompts, token usage and its cost (``cost``), the context
+budget (``context``), and the rate-budget admission component, one budget per tier (pure: the llm
+pool feeds it a clock).
 
 Nothing here imports Thespian; ``openai`` is imported on the first call only.
 """

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from pegasus.config import Settings
+from pegasus.config import DEFAULT_TIER, LLMSettings, Settings
 from pegasus.llm.ratelimit import RateLimiter, RateLimiters, estimate_tokens
 from pegasus.task.models import TaskContext
 from pegasus.task.names import PoolName
@@ -25,9 +25,16 @@ DEFAULT_PAUSE_S = 5.0  # a 429 without Retry-After
 
 
 class LlmBudget:
+    """One RateLimiter per tier (``[llm.tiers]``; ``limiter`` is the default tier's, ``[llm]`` rpm/tpm):
+    each tier's model has its own budget, a 429 pauses only the tier that got it."""
+
     def __init__(self, limiter: RateLimiter, max_output_tokens: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.limiter, self.max_output_tokens, self.clock = limiter, max_output_tokens, clock
+                 clock: Callable[[], float] = time.monotonic, *, llm: LLMSettings | None = None) -> None:
+        self.limiter, self.max_output_tokens, self.clock, self.llm = limiter, max_output_tokens, clock, llm
+        self.limiters: dict[str, RateLimiter] = {DEFAULT_TIER: limiter}
+        self._tiers: dict[Hashable, str] = {}  # admitted call -> its tier
+        # How many tiers stages can name: once that many refuse, no queued request can run.
+        self.tier_count = 1 + len(set(llm.stages.values()) - {DEFAULT_TIER}) if llm is not None else 1
 
     @classmethod
     def for_pool(cls, pool: str, settings: Settings,
@@ -36,27 +43,46 @@ class LlmBudget:
         llm = settings.llm
         if pool != PoolName.LLM or llm.provider == "offline":
             return None
-        return cls(RateLimiters.from_settings(llm).for_model(llm.model), llm.max_output_tokens, clock)
+        return cls(RateLimiters.from_settings(llm).for_model(llm.model), llm.max_output_tokens, clock, llm=llm)
 
-    def admit(self, context: TaskContext | None, key: Hashable) -> float:
-        """0.0 when the call may start now (recorded under ``key``); else the seconds to wait."""
-        tokens = estimate_tokens(context, self.max_output_tokens) if context is not None else 0
-        return self.limiter.reserve(tokens, self.clock(), key=key)
+    def tier_of(self, stage: str) -> str:
+        return self.llm.tier_of(stage) if self.llm is not None and stage else DEFAULT_TIER
+
+    def _limiter(self, tier: str) -> RateLimiter:
+        if tier not in self.limiters:
+            assert self.llm is not None  # (only a budget with tiers names one)
+            config = self.llm.tier(tier)
+            self.limiters[tier] = RateLimiter(config.rpm, config.tpm)
+        return self.limiters[tier]
+
+    def admit(self, context: TaskContext | None, key: Hashable, stage: str = "") -> float:
+        """0.0 when the call may start now (recorded under ``key``, on ``stage``'s tier); else the seconds to wait."""
+        tier = self.tier_of(stage)
+        config = self.llm.tier(tier) if self.llm is not None else None
+        output = config.max_output_tokens if config is not None else self.max_output_tokens
+        tokens = estimate_tokens(context, output) if context is not None else 0
+        if config is not None and config.context_window:
+            tokens = min(tokens, config.context_window)  # the context budget keeps a call within its window
+        wait = self._limiter(tier).reserve(tokens, self.clock(), key=key)
+        if wait == 0.0:
+            self._tiers[key] = tier
+        return wait
 
     def settle(self, key: Hashable, worker: dict[str, Any], requeues: int) -> bool:
         """Account for a finished call; True when the request should be queued again (rate-limited)."""
+        limiter = self._limiter(self._tiers.pop(key, DEFAULT_TIER))
         usage = worker.get("usage") or {}
         total = usage.get("total_tokens")
         if isinstance(total, int):
-            self.limiter.reconcile(key, total)
+            limiter.reconcile(key, total)
         else:
-            self.limiter.release(key)
+            limiter.release(key)
         if "retry_after_s" not in worker:
             return False
         pause = worker.get("retry_after_s")
-        self.limiter.pause_until(self.clock() + (float(pause) if pause is not None else DEFAULT_PAUSE_S))
+        limiter.pause_until(self.clock() + (float(pause) if pause is not None else DEFAULT_PAUSE_S))
         return requeues < MAX_REQUEUES
 
     def release(self, key: Hashable) -> None:
         """A call that never reported (its worker died or overran): forget its estimate."""
-        self.limiter.release(key)
+        self._limiter(self._tiers.pop(key, DEFAULT_TIER)).release(key)

@@ -182,6 +182,13 @@ def _status_detail(exc: Any) -> str:
     return str(exc)[:500]
 
 
+def cached_usage(reported: Any) -> dict[str, int]:
+    """``{"cached_tokens": n}`` from ``usage.prompt_tokens_details.cached_tokens`` when the server sent it."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return {"cached_tokens": int(cached)} if isinstance(cached, int) else {}
+
+
 def _completion(reply: Any, model: str) -> Completion:
     if not getattr(reply, "choices", None):
         raise LLMError(f"the reply has no choices: {str(reply)[:300]}")
@@ -197,5 +204,6 @@ def _completion(reply: Any, model: str) -> Completion:
         completion = int(reply.usage.completion_tokens or 0)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion,
                  "total_tokens": int(reply.usage.total_tokens or prompt + completion)}
+        usage.update(cached_usage(reply.usage))
     return Completion(content=message.content, tool_calls=calls, usage=usage,
                       model=str(getattr(reply, "model", None) or model), finish_reason=choice.finish_reason)

@@ -96,6 +96,7 @@ class PoolState:
         self.armed: float | None = None  # when the pending DeadlineDue fires
         self.budget: LlmBudget | None = None  # the llm pool's rate budget (a model provider)
         self.budget_armed = False
+        self.blocked: frozenset[str] = frozenset()  # the tiers the last admission pass found over budget
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.closing = False  # told to exit: replace nothing any more
@@ -119,15 +120,18 @@ class PoolState:
 
     def _dispatch(self, out: Out) -> None:
         while self.queue and (slot := self._next_slot()) is not None:
+            position = 0
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
-                wait = self.budget.admit(self.queue[0].request.context, self.next_job + 1)
-                if wait > 0:  # over the model's budget (or paused by a 429): the request stays first
+                found = self._admitted(self.budget)
+                if isinstance(found, float):  # every tier waiting is over its budget (or paused by a 429)
                     self.idle.appendleft(slot.index)
                     if not self.budget_armed:
                         self.budget_armed = True
-                        out.append(Arm(wait, BudgetDue()))
+                        out.append(Arm(found, BudgetDue()))
                     return
-            waiting = self.queue.popleft()
+                position = found
+            waiting = self.queue[position]
+            del self.queue[position]
             self.next_job += 1
             job = self.next_job
             self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq)
@@ -135,6 +139,26 @@ class PoolState:
             out.append(Dispatch(slot.address, job, waiting.request, waiting.requester))
             if len(slot.jobs) == 1:
                 self._started(slot, out)
+
+    def _admitted(self, budget: LlmBudget) -> int | float:
+        """The queue position of the first request its tier's budget admits now, else the shortest wait.
+
+        Requests of one tier keep their order (a refused one stays first of its tier); one of a
+        tier with room passes those of a tier over its budget.  One admission test per tier."""
+        refused: dict[str, float] = {}
+        self.blocked = frozenset()
+        for position, waiting in enumerate(self.queue):
+            tier = budget.tier_of(waiting.request.stage)
+            if tier in refused:
+                continue
+            wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage)
+            if wait <= 0:
+                return position
+            refused[tier] = wait
+            if len(refused) == budget.tier_count:
+                break  # every tier is refused: the rest of the queue need not be read
+        self.blocked = frozenset(refused)
+        return min(refused.values())
 
     def _next_slot(self) -> Slot | None:
         """The first idle worker; failing that (prefetch), the busy one with room whose stage started first."""

@@ -59,6 +59,12 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE journal_v2 RENAME TO journal",
         "CREATE INDEX journal_by_task ON journal (task_id)",
     ],
+    [  # 4: the model usage and cost of every task so far, per model and tier (issue 17: ``pegasus stats``)
+        """CREATE TABLE usage_totals (
+            model TEXT NOT NULL, tier TEXT NOT NULL, calls INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
+            cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

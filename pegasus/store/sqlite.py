@@ -136,6 +136,8 @@ class Store(Database):
                 kind, data = checkpoint
                 db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                            (task_id, run, kind, to_state, data, stamp))
+            if detail and isinstance(detail.get("usage"), dict):
+                _add_usage(db, detail["usage"])
             if journal_finish is not None:
                 end = journal_finish
                 db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result,"
@@ -241,6 +243,11 @@ class Store(Database):
                            f" IN ({', '.join('?' * len(statuses))}) ORDER BY started_at, key", (task_id, *statuses))
         return [dict(zip(("key", "step_index", "tool", "run", "started_at"), row)) for row in rows]
 
+    def usage_totals(self) -> list[dict[str, Any]]:
+        """The model usage of every task so far, per model and tier (what ``pegasus stats`` sums)."""
+        rows = self._query(f"SELECT {', '.join(USAGE_COLUMNS)} FROM usage_totals ORDER BY model, tier", ())
+        return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
+
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])
 
@@ -257,6 +264,33 @@ class Store(Database):
 _PACKED = {"metadata", "result", "pending_resume"}
 _TASKS = ", ".join(TASK_COLUMNS)
 _JOURNAL = ", ".join(JOURNAL_COLUMNS)
+
+
+USAGE_COLUMNS = ("model", "tier", "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens",
+                 "cost_usd", "unpriced_calls")
+
+
+def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
+    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost."""
+    def number(key: str) -> int:
+        value = usage.get(key)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+    reported = usage.get("cost_usd")
+    cost = float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) else None
+    unpriced = number("calls") if cost is None else number("unpriced_calls")
+    db.execute("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_tokens, completion_tokens,"
+               " total_tokens, cost_usd, unpriced_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (model, tier)"
+               " DO UPDATE SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+               " cached_tokens = cached_tokens + excluded.cached_tokens,"
+               " completion_tokens = completion_tokens + excluded.completion_tokens,"
+               " total_tokens = total_tokens + excluded.total_tokens,"
+               " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
+               " ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
+               " unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+               (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
+                number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
+                cost, unpriced))
 
 
 def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:

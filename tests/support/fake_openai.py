@@ -34,8 +34,10 @@ def tool_call(name: str, args: dict[str, Any] | str, call_id: str | None = None)
 
 
 def completion(content: str | dict[str, Any] | None = None, tool_calls: list[dict[str, Any]] | None = None, *,
-               prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> Reply:
-    """A 200 reply: ``content`` (a dict is sent as its JSON text) and/or ``tool_calls``, with usage."""
+               prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0,
+               cached_tokens: int | None = None) -> Reply:
+    """A 200 reply: ``content`` (a dict is sent as its JSON text) and/or ``tool_calls``, with usage
+    (``cached_tokens``: ``usage.prompt_tokens_details.cached_tokens``, as OpenAI reports a prompt-cache hit)."""
     text = json.dumps(content) if isinstance(content, dict) else content
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if tool_calls:
@@ -44,6 +46,8 @@ def completion(content: str | dict[str, Any] | None = None, tool_calls: list[dic
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens}}
+    if cached_tokens is not None:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
     return {"status": 200, "headers": {}, "body": body, "delay_s": delay_s}
 
 
@@ -104,12 +108,31 @@ def _vllm_error(message: str) -> Reply:
             "body": {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
 
+def prompt_size(body: dict[str, Any]) -> int:
+    """The tokens the server counts in a request: the characters of its messages' text and tool calls / 4."""
+    chars = sum(len(str(m.get("content") or "")) + len(json.dumps(m["tool_calls"]) if m.get("tool_calls") else "")
+                for m in body.get("messages") or [])
+    return chars // 4
+
+
+def context_exceeded(window: int, asked: int) -> Reply:
+    """OpenAI's 400 for a prompt over the model's window (``context_length_exceeded``)."""
+    message = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+               f"{asked} tokens. Please reduce the length of the messages.")
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                      "code": "context_length_exceeded"}}
+    return {"status": 400, "headers": {}, "body": body, "delay_s": 0.0}
+
+
 class FakeOpenAI:
     """The server; ``replies`` are served in order, ``responder(body)`` (if given) after they run out.
-    ``quirks``: what it refuses (a refused request is recorded and answered 400; no reply is used)."""
+    ``quirks``: what it refuses (a refused request is recorded and answered 400; no reply is used).
+    ``context_window`` (tokens, ``prompt_size`` + max_tokens): a larger request is refused with a 400,
+    as real servers do, and takes no scripted reply."""
 
     def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None,
-                 quirks: Quirks | None = None):
+                 quirks: Quirks | None = None, context_window: int = 0):
+        self.context_window = context_window
         self.replies: deque[Reply] = deque(replies)
         self.responder = responder
         self.quirks = quirks or Quirks()
@@ -154,6 +177,9 @@ class FakeOpenAI:
             refused = refusal(body, self.quirks)
             if refused is not None:
                 return refused
+            asked = prompt_size(body) + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+            if self.context_window and asked > self.context_window:
+                return context_exceeded(self.context_window, asked)
             reply = self.replies.popleft() if self.replies else None
         if reply is None and self.responder is not None:
             reply = self.responder(body)

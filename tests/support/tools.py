@@ -35,9 +35,21 @@ def _append_key(args: AppendArgs, ctx: ToolContext) -> str:
     return f"appended {ctx.idempotency_key}"
 
 
+class BigTextArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+    chars: int = Field(1000, ge=0, le=1_000_000)
+
+
+def _big_text(args: BigTextArgs, ctx: ToolContext) -> str:
+    return f"{args.tag}: " + "x" * args.chars
+
+
 def register(registry: ToolRegistry) -> None:
     registry.register(Tool(name="append_key", description="append the idempotency key to a file (test tool)",
                            args_model=AppendArgs, effect="effectful", timeout_s=30.0, func=_append_key))
+    registry.register(Tool(name="big_text", description="a long text: the tag and chars x's (test tool)",
+                           args_model=BigTextArgs, effect="pure", timeout_s=30.0, func=_big_text))
 
 
 def keys_in(path: Path) -> list[str]:
