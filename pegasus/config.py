@@ -139,6 +139,9 @@ class LLMSettings(_Section):
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(1024, ge=0)  # sent as max_tokens; 0 sends no cap
     json_mode: bool = True  # ask for response_format {"type": "json_object"}
+    # Stream replies (with usage) and forward their text to followers; a server that refuses
+    # streaming (a 400 naming it) is asked without it from then on.
+    stream: bool = True
     max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
     rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
     tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited

@@ -1,0 +1,38 @@
+"""Who listens to this thread's model calls: the hook ``ChatClient`` asks before it calls.
+
+A module of its own so that the client needs nothing of ``pegasus.llm.stream`` (which
+builds on the client): the worker opens ``listening(sink)`` around a stage, and the
+client hands each call to the sink, which streams it (``DeltaSink.complete``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+
+class Listener(Protocol):
+    def complete(self, sdk: Any, request: dict[str, Any], model: str) -> Any:
+        """The call made streamed, its text handed on; the Completion it adds up to."""
+
+    def refused(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the endpoint refusing to stream (asked again without, from then on)."""
+
+
+_LISTENER: ContextVar[Listener | None] = ContextVar("pegasus_llm_listener", default=None)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[Listener]:
+    """Stream the model calls this thread makes inside the block to ``listener``."""
+    token = _LISTENER.set(listener)
+    try:
+        yield listener
+    finally:
+        _LISTENER.reset(token)
+
+
+def current() -> Listener | None:
+    return _LISTENER.get()
