@@ -35,6 +35,7 @@ from actors.messages import (
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import LLM_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.llm.listen import streams
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
@@ -61,7 +62,7 @@ class _Streamed:
 
     def on_text(self, text: str) -> None:
         """(The stream thread.)  Keep the text; wake the loop when it is due, else when it will be."""
-        if self.buffer.add(text):
+        if self.buffer.add(text, self.sink.calls if self.sink is not None else 1):
             self.signal()
         elif self.timer is None or not self.timer.is_alive():
             self.timer = threading.Timer(self.buffer.due_in() or 0.0, self.signal)
@@ -123,7 +124,7 @@ class StageWorker(ActorTypeDispatcher):
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
-        self.streams = init.settings.llm.provider == "openai" and init.settings.llm.stream
+        self.streams = streams(init.settings)
         if self.streams and self.wake_r < 0:
             self.wake_r, self.wake_w = os.pipe()
             os.set_blocking(self.wake_r, False)
@@ -207,10 +208,11 @@ class StageWorker(ActorTypeDispatcher):
             self.receiveMsg_Work(*self.held.popleft())
 
     def _send_text(self, streamed: _Streamed) -> None:
-        piece = streamed.buffer.take()
         request, to = streamed.work.request, streamed.work.reply_to
-        if piece is not None and to is not None and not streamed.stopped:
-            self.send(to, TextDelta(request.task_id, request.token, request.stage, piece[0], piece[1], request.run))
+        while (piece := streamed.buffer.take()) is not None:
+            if to is not None and not streamed.stopped:
+                seq, call, text = piece
+                self.send(to, TextDelta(request.task_id, request.token, request.stage, seq, text, request.run, call))
 
     def receiveMsg_StopStage(self, stop: StopStage, sender: Any) -> None:
         streamed = self.streamed

@@ -56,7 +56,7 @@ def _measure(stream: bool, tasks: int) -> dict[str, Any]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    tasks = 3 if quick else 10
+    tasks = 2 if quick else 10
     on, off = _measure(True, tasks), _measure(False, tasks)
     ms = lambda values: round(percentile(values, 50) * 1000.0, 1)  # noqa: E731
     figures = {"tasks": tasks, "reply_chars": len(ANSWER) + 40, "server_chunks_per_answer": on["chunks"],

@@ -22,7 +22,8 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r"
 @dataclass(frozen=True)
 class TextDelta:
     """Streamed text of one llm stage of a task's run: piece ``seq`` (from 1) of the stage's
-    request ``token``.  Not stored, not replayed (see the module docstring)."""
+    request ``token``, written by its model call ``call`` (from 1: a reply that was fed back is
+    asked again).  Not stored, not replayed (see the module docstring)."""
 
     task_id: str
     token: int
@@ -30,6 +31,7 @@ class TextDelta:
     seq: int
     text: str
     run: int = 0
+    call: int = 1
 
     def __repr__(self) -> str:  # Thespian formats every message it sends: keep it short
         return f"TextDelta(task_id={self.task_id!r}, stage={self.stage!r}, seq={self.seq}, chars={len(self.text)})"

@@ -64,14 +64,14 @@ class AnswerPrinter:
 
     def __init__(self, out: Any = None) -> None:
         self.out = out
-        self.stage: tuple[str, int] | None = None
+        self.reply: tuple[str, int, int] | None = None
         self.extractor = AnswerExtractor()
         self.open = False  # a line of answer is being written
 
     def write(self, delta: Any) -> None:
-        if (delta.stage, delta.token) != self.stage:  # another stage's reply: another answer
+        if (delta.stage, delta.token, delta.call) != self.reply:  # another reply: another answer
             self.end()
-            self.stage, self.extractor = (delta.stage, delta.token), AnswerExtractor()
+            self.reply, self.extractor = (delta.stage, delta.token, delta.call), AnswerExtractor()
         text = self.extractor.feed(delta.text)
         if text:
             if not self.open:

@@ -12,6 +12,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from pegasus.config import Settings
+
+
+def streams(settings: Settings) -> bool:
+    """Whether llm stages stream: ``[llm] stream`` with a model provider, on a base whose actors can
+    watch a pipe beside their mailbox (multiprocTCPBase; simpleSystemBase runs every actor in one thread)."""
+    llm = settings.llm
+    return llm.stream and llm.provider == "openai" and settings.system.base == "multiprocTCPBase"
+
 
 class Listener(Protocol):
     def complete(self, sdk: Any, request: dict[str, Any], model: str) -> Any:

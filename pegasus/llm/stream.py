@@ -100,6 +100,7 @@ class DeltaSink:
     def __init__(self, on_text: Callable[[str], None]) -> None:
         self.on_text = on_text
         self.closed = threading.Event()
+        self.calls = 0  # streamed calls begun (the current one's number)
         self._response: Any = None
         self._lock = threading.Lock()
 
@@ -159,6 +160,7 @@ def complete_streaming(sdk: Any, request: dict[str, Any], sink: DeltaSink, model
     """
     if sink.closed.is_set():
         raise StreamCanceled("the stage was stopped before the model was asked")
+    sink.calls += 1
     response = sdk.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
     sink.attach(response)
     accumulator = StreamAccumulator(model)
@@ -195,25 +197,32 @@ class TextBuffer:
     Why these figures: a model writes ~20-100 tokens a second, one chunk each; a
     Thespian message costs both ends about half a millisecond of CPU (see
     docs/performance.md), and 50 ms is under what a reader notices as lag.  The
-    first piece of a stage goes at once (time to first text is what a follower
-    waits for).  Thread-safe: the stream thread adds, the worker's thread takes.
+    first piece of each model call goes at once (time to first text is what a
+    follower waits for), and the text of two calls (a reply fed back and asked
+    again) never shares a message.  Thread-safe: the stream thread adds, the
+    worker's thread takes.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._lock = threading.Lock()
-        self._pending: list[str] = []
+        self._pending: list[tuple[int, list[str]]] = []  # (call, pieces), oldest first
         self._chars = 0
         self._last: float | None = None  # when text was last taken
+        self._call = 0  # the call whose text was taken last
         self.seq = 0  # pieces taken so far
 
-    def add(self, text: str) -> bool:
-        """Keep ``text``; True when it is time to send (the first piece, or enough waited or gathered)."""
+    def add(self, text: str, call: int = 1) -> bool:
+        """Keep ``text`` of model call ``call``; True when it is time to send (a call's first piece, or
+        enough waited or gathered)."""
         with self._lock:
-            self._pending.append(text)
+            first = call != (self._pending[-1][0] if self._pending else self._call)
+            if not self._pending or self._pending[-1][0] != call:
+                self._pending.append((call, []))
+            self._pending[-1][1].append(text)
             self._chars += len(text)
-            due = self._last is None or self._chars >= FLUSH_CHARS or self.clock() - self._last >= FLUSH_S
-            return due
+            return (first or self._last is None or self._chars >= FLUSH_CHARS
+                    or self.clock() - self._last >= FLUSH_S)
 
     def due_in(self) -> float | None:
         """Seconds until what is pending should go (None: nothing pending)."""
@@ -222,12 +231,14 @@ class TextBuffer:
                 return None
             return 0.0 if self._last is None else max(0.0, FLUSH_S - (self.clock() - self._last))
 
-    def take(self) -> tuple[int, str] | None:
-        """What gathered, numbered from 1 (None: nothing)."""
+    def take(self) -> tuple[int, int, str] | None:
+        """The oldest call's gathered text: (piece number from 1, call, text); None when nothing waits."""
         with self._lock:
             if not self._pending:
                 return None
-            text, self._pending, self._chars = "".join(self._pending), [], 0
+            self._call, pieces = self._pending.pop(0)
+            text = "".join(pieces)
+            self._chars -= len(text)
             self._last = self.clock()
             self.seq += 1
-            return self.seq, text
+            return self.seq, self._call, text

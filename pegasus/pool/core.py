@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
+from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
@@ -99,9 +100,8 @@ class PoolCore(PoolState):
         self.members[self.me] = Member(self.me, None, {}, local, self.wall_clock())
         self.budget = LlmBudget.for_pool(config.name, config.settings, self.clock)
         self.prefetch = config.prefetch if self.budget is None else 0
-        llm = config.settings.llm
         # Streamed llm stages run beside the worker's loop: it can stop one (closing the stream) and stay.
-        self.stoppable = config.name == PoolName.LLM and llm.provider == "openai" and llm.stream
+        self.stoppable = config.name == PoolName.LLM and streams(config.settings)
         self._handlers = {
             Requested: self._requested, Finished: self._finished, Created: self._created, Reported: self._reported,
             Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,

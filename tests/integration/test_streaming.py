@@ -134,3 +134,37 @@ def test_a_server_that_refuses_streaming_is_asked_without_it(pegasus) -> None:
             assert (task["lifecycle_state"], task["result"]) == ("done", expected), task.get("error")
         assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
         assert server.stream_ends == []
+
+
+def test_a_reply_fed_back_and_asked_again_streams_as_a_second_call(pegasus, server: FakeOpenAI) -> None:
+    """Prose where JSON was expected, then the JSON: the follower gets call 1's text and then call 2's,
+    never in one message."""
+    client = pegasus(llm=llm(server))
+    server.script(completion("Sure! It is 42."), completion({"answer": "42"}))
+    task = client.submit("what is it?", machine="reason_act", follow=True)
+    deltas = [n for n in client.follow(task["task_id"], timeout=60, subscribe=False) if isinstance(n, m.TextDelta)]
+    by_call = {call: "".join(d.text for d in deltas if d.call == call) for call in (1, 2)}
+    assert by_call == {1: "Sure! It is 42.", 2: '{"answer": "42"}'}
+    assert [d.call for d in deltas] == sorted(d.call for d in deltas)
+    assert client.get(task["task_id"])["result"] == "42"
+
+
+def test_pegasus_run_prints_the_answer_as_it_is_written(tmp_path, server: FakeOpenAI) -> None:
+    """The real console script, an embedded system, a streamed reason reply: the answer's text is
+    printed on its own line, before the transition its stage ends with."""
+    from tests.integration.test_cli import _make, _stop_and_check, transitions
+
+    cli = _make(tmp_path, "stream", PEGASUS_LLM__PROVIDER="openai", PEGASUS_LLM__BASE_URL=server.url,
+                PEGASUS_LLM__MODEL="test-model", PEGASUS_LLM__API_KEY_ENV="", PEGASUS_LLM__MAX_RETRIES="0")
+    server.script(completion({"thought": "simple", "answer": ANSWER}, chunk_chars=5, chunk_delay_s=0.005))
+    try:
+        result = cli("run", "what is the answer?", "--machine", "reason_act")
+    finally:
+        _stop_and_check(cli)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert f"  [reason] {ANSWER}" in lines, result.stdout
+    answer = lines.index(f"  [reason] {ANSWER}")
+    reasoned = next(n for n, line in enumerate(lines) if " REASON_DONE " in line)
+    assert answer < reasoned
+    assert ("reason_act", "reasoning", "acting", "REASON_DONE") in transitions(result.stdout)

@@ -94,10 +94,21 @@ def test_text_is_batched_by_time_and_size_the_first_piece_at_once() -> None:
     now = [0.0]
     buffer = TextBuffer(clock=lambda: now[0])
     assert buffer.add("a") is True  # the first piece: at once
-    assert buffer.take() == (1, "a")
+    assert buffer.take() == (1, 1, "a")
     assert buffer.add("b") is False and buffer.add("c") is False
     assert buffer.due_in() == pytest.approx(FLUSH_S)
     now[0] += FLUSH_S
-    assert buffer.add("d") is True and buffer.take() == (2, "bcd")
+    assert buffer.add("d") is True and buffer.take() == (2, 1, "bcd")
     assert buffer.add("x" * FLUSH_CHARS) is True  # enough gathered, however soon
-    assert buffer.take() == (3, "x" * FLUSH_CHARS) and buffer.take() is None and buffer.due_in() is None
+    assert buffer.take() == (3, 1, "x" * FLUSH_CHARS) and buffer.take() is None and buffer.due_in() is None
+
+
+def test_the_text_of_two_model_calls_never_shares_a_message() -> None:
+    """A reply fed back and asked again: the second call's first piece is due at once, and each
+    call's text is taken apart, in order."""
+    buffer = TextBuffer(clock=lambda: 0.0)
+    buffer.add("first")
+    buffer.take()
+    assert buffer.add(" reply") is False
+    assert buffer.add("second", call=2) is True
+    assert [buffer.take(), buffer.take(), buffer.take()] == [(2, 1, " reply"), (3, 2, "second"), None]
