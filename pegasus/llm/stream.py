@@ -195,8 +195,9 @@ class TextBuffer:
     ``FLUSH_CHARS``, not one per token.
 
     Why these figures: a model writes ~20-100 tokens a second, one chunk each; a
-    Thespian message costs both ends about half a millisecond of CPU (see
-    docs/performance.md), and 50 ms is under what a reader notices as lag.  The
+    Thespian message costs both ends about half a millisecond of CPU (measured:
+    actors/messages/task_run.py, TaskReports), and 50 ms is under what a reader
+    notices as lag.  The
     first piece of each model call goes at once (time to first text is what a
     follower waits for), and the text of two calls (a reply fed back and asked
     again) never shares a message.  Thread-safe: the stream thread adds, the
