@@ -76,7 +76,7 @@ class Client:
         self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}"
-        self._notices: dict[str, deque[m.TransitionNotice]] = {}  # by task: each follow reads its own
+        self._notices: dict[str, deque[m.TransitionNotice | m.TextDelta]] = {}  # by task: each follow reads its own
         self._following: Counter[str] = Counter()  # tasks followed now, and by how many follows
         self._replies: dict[str, m.Reply] = {}  # answers that came while another was awaited
 
@@ -228,8 +228,11 @@ class Client:
             pause = min(pause * 2, 0.2)
 
     def follow(self, task_id: str, timeout: float = 60.0, *, subscribe: bool = True,
-               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}) -> Iterator[m.TransitionNotice]:
-        """Yield the task's transitions live until its lifecycle reaches ``until``.
+               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}
+               ) -> Iterator[m.TransitionNotice | m.TextDelta]:
+        """Yield the task's transitions live until its lifecycle reaches ``until``, and between them the
+        text its model stages write as they write it (``TextDelta``, with ``[llm] stream``; never stored,
+        so only the text written after the subscription comes).
 
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
         in between is not repeated: ``history`` has it) and goes on.
@@ -248,7 +251,7 @@ class Client:
                     notice = mine.popleft()
                     yield notice
                     quiet_since = time.monotonic()
-                    if notice.machine == MachineName.LIFECYCLE:
+                    if isinstance(notice, m.TransitionNotice) and notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
                 if current in until:
                     return
@@ -256,7 +259,7 @@ class Client:
                 if remaining <= 0:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
                 message = self.asys.listen(min(remaining, 1.0))
-                if isinstance(message, m.TransitionNotice):
+                if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                     self._keep(message)
                 elif time.monotonic() - quiet_since >= QUIET_CHECK_S:
                     # Quiet: is the supervisor that streams to us still the one running?
@@ -277,7 +280,7 @@ class Client:
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
 
-    def _keep(self, notice: m.TransitionNotice) -> None:
+    def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
         """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""
         self._notices.setdefault(notice.task_id, deque()).append(notice)
 
@@ -341,7 +344,7 @@ class Client:
                     next_check = now + WATCH_S
                     self._check_supervisor()
                 message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
-                if isinstance(message, m.TransitionNotice):
+                if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                     self._keep(message)
                     continue
                 if not isinstance(message, m.Reply):

@@ -23,8 +23,8 @@ from thespian.actors import (
 
 from actors import procs, titles
 from actors.messages import (
-    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, Work, WorkDone, WorkerInit,
-    WorkerReady,
+    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
+    WorkerInit, WorkerReady,
 )
 from actors.system import member_name
 from actors.worker import StageWorker
@@ -45,7 +45,7 @@ class StagePool(ActorTypeDispatcher):
         self._do: dict[type, Callable[[Any], None]] = {
             c.Dispatch: self._dispatch, c.Forward: self._forward, c.Fail: self._fail, c.StartWorker: self._start,
             c.EndWorker: self._end, c.Arm: self._arm, c.Inspect: self._inspect, c.Watch: self._watch,
-            c.SendStats: self._send_stats, c.Log: self._log, c.SetUp: self._set_up,
+            c.SendStats: self._send_stats, c.Log: self._log, c.SetUp: self._set_up, c.Stop: self._stop,
         }
 
     def _step(self, event: i.PoolInput) -> None:
@@ -98,6 +98,9 @@ class StagePool(ActorTypeDispatcher):
         self.send(command.to, StageResult(task_id=request.task_id, token=request.token, stage=request.stage, ok=False,
                                           error=command.error, error_kind=command.kind,  # type: ignore[arg-type]
                                           worker=command.worker or {}))
+
+    def _stop(self, command: c.Stop) -> None:
+        self.send(command.worker, StopStage(command.job))
 
     def _start(self, command: c.StartWorker) -> None:
         address = self.createActor(StageWorker, targetActorRequirements=command.requirements)

@@ -363,7 +363,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         finally:
             gc.unfreeze()
 
-    def _notify(self, notice: TransitionNotice) -> None:
+    def _notify(self, notice: TransitionNotice | m.TextDelta) -> None:
         for address, task_id in self.subscribers:
             if task_id is None or task_id == notice.task_id:
                 self.send(address, notice)

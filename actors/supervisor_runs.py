@@ -41,6 +41,7 @@ class RunsAndStore:
     _carry_out: Callable[[list[Any]], None]
     _restore: Callable[[], None]
     _answer_suspends: Callable[[str], None]
+    _notify: Callable[[Any], None]
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
@@ -56,6 +57,12 @@ class RunsAndStore:
                     self._on_transitioned(report)
                 elif isinstance(report, m.TaskStopped):
                     self._on_stopped(report)
+
+    def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
+        """Streamed text of a task's stage, from its task actor: to the task's subscribers, never stored."""
+        lease = self.task_actors.running.get(delta.task_id)
+        if lease is not None and lease.address == sender and lease.run == delta.run:
+            self._notify(delta)
 
     def receiveMsg_StepStarting(self, step: m.StepStarting, sender: Any) -> None:
         """A worker is about to run an effectful step: commit its ``started`` row, then answer go.

@@ -102,6 +102,11 @@ class TaskActor(ActorTypeDispatcher):
         else:
             self._carry_out(self.task.on_result(result))
 
+    def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
+        if self.task is not None:
+            for forward in self.task.on_delta(delta):
+                self.send(self.supervisor, forward)
+
     def receiveMsg_SuspendTask(self, request: m.SuspendTask, sender: Any) -> None:
         if self.task is not None:  # else a run that is over (the request crossed its TaskStopped)
             self._carry_out(self.task.suspend(request.task_id, request.reason))

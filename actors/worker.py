@@ -4,6 +4,15 @@ Workers are plain synchronous actors: while a stage runs, the worker's mailbox
 waits, which is exactly what makes the pool size the concurrency limit.  A
 worker never raises into Thespian: every outcome, including an exception in a
 processor, becomes a StageResult.
+
+Streamed llm stages (``[llm] stream``, provider openai) are the exception: the
+stage runs in a thread of its own while the worker's loop stays free, so the
+text the model writes goes to the task actor as it comes (TextDelta, batched by
+``TextBuffer``) and a StopStage from the pool (the task was canceled, the stage
+overran) closes the stream at once and leaves the worker free.  The thread never
+touches Thespian: it wakes the loop through a pipe the loop watches (Thespian's
+``ThespianWatch``), and the loop sends.  Requests held meanwhile (prefetch) wait
+in order: still one stage at a time.
 """
 
 from __future__ import annotations
@@ -11,22 +20,60 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 import time
-from dataclasses import replace
+from collections import deque
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from thespian.actors import ActorTypeDispatcher
+from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ThespianWatch, WatchMessage
 
 from actors import procs, titles
-from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady
+from actors.messages import (
+    StageRequest, StageResult, StepGo, StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerReady,
+)
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
-from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
+from pegasus.cognitive.stages import LLM_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.llm.listen import streams
+from pegasus.llm.stream import DeltaSink, TextBuffer, listening
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
 
 GATE_OUTPUT_CHARS = 4000
+
+
+@dataclass
+class _Streamed:
+    """One llm stage running in its own thread (see the module docstring)."""
+
+    work: Work
+    pool: Any
+    started: float
+    wake: int  # the write end of the worker's pipe
+    buffer: TextBuffer = field(default_factory=TextBuffer)
+    sink: DeltaSink | None = None
+    result: StageResult | None = None
+    cpu_s: float = 0.0
+    stopped: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    timer: threading.Timer | None = None
+
+    def on_text(self, text: str) -> None:
+        """(The stream thread.)  Keep the text; wake the loop when it is due, else when it will be."""
+        if self.buffer.add(text, self.sink.calls if self.sink is not None else 1):
+            self.signal()
+        elif self.timer is None or not self.timer.is_alive():
+            self.timer = threading.Timer(self.buffer.due_in() or 0.0, self.signal)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def signal(self) -> None:
+        try:
+            os.write(self.wake, b"w")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (the loop will read it) or closed (the worker is exiting)
 
 
 class StageWorker(ActorTypeDispatcher):
@@ -61,6 +108,15 @@ class StageWorker(ActorTypeDispatcher):
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
         self.starting: dict[int, tuple[Work, Any, float]] = {}  # effectful steps waiting for their StepGo
         self.log = logs.get("worker")
+        self.streams = False  # llm stages stream ([llm] stream with provider openai)
+        self.streamed: _Streamed | None = None  # the streamed stage running now
+        self.held: deque[tuple[Work, Any]] = deque()  # requests that came while it runs (prefetch)
+        self.wake_r, self.wake_w = -1, -1
+
+    def receiveMessage(self, message: Any, sender: Any) -> Any:
+        super().receiveMessage(message, sender)
+        # While a streamed stage runs, Thespian's loop also watches the pipe its thread wakes it by.
+        return ThespianWatch([self.wake_r]) if self.streamed is not None else None
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
         logs.configure_from(init.settings)
@@ -68,11 +124,22 @@ class StageWorker(ActorTypeDispatcher):
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
+        self.streams = streams(init.settings)
+        if self.streams and self.wake_r < 0:
+            self.wake_r, self.wake_w = os.pipe()
+            os.set_blocking(self.wake_r, False)
+            os.set_blocking(self.wake_w, False)
         self.log = logs.get("worker", pool=init.pool, index=init.index)
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
         request = work.request
+        if self.streams and request.stage in LLM_STAGES:
+            if self.streamed is not None:
+                self.held.append((work, sender))
+            else:
+                self._stream(work, sender)
+            return
         if request.journal_to is None or request.idempotency_key is None:
             self._serve(work, sender, time.time())
             return
@@ -98,6 +165,72 @@ class StageWorker(ActorTypeDispatcher):
                               payload={"journal": answer.existing} if answer.existing else {})
         self._answer(work, pool, refused, started)
 
+    # -- streamed llm stages -------------------------------------------------------------------
+    def _stream(self, work: Work, sender: Any) -> None:
+        streamed = self.streamed = _Streamed(work, sender, time.time(), self.wake_w)
+        streamed.sink = DeltaSink(streamed.on_text)
+        threading.Thread(target=self._stream_thread, args=(streamed,), daemon=True,
+                         name=f"stage-{work.job}").start()
+
+    def _stream_thread(self, streamed: _Streamed) -> None:
+        """(Its own thread.)  Run the stage with its text going to the buffer; never raises."""
+        assert streamed.sink is not None
+        cpu = time.thread_time()
+        try:
+            with listening(streamed.sink):
+                streamed.result = self._run(streamed.work.request)
+        except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
+            request = streamed.work.request
+            streamed.result = StageResult(request.task_id, request.token, request.stage, ok=False,
+                                          error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+        streamed.cpu_s = time.thread_time() - cpu
+        streamed.done.set()
+        streamed.signal()
+
+    def receiveMsg_WatchMessage(self, message: WatchMessage, sender: Any) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+        streamed = self.streamed
+        if streamed is None:
+            return
+        self._send_text(streamed)
+        if not streamed.done.is_set():
+            return
+        self.streamed = None
+        if streamed.stopped or streamed.result is None:
+            self.send(streamed.pool, WorkDone(streamed.work.job))  # nobody waits for its answer
+        else:
+            self._answer(streamed.work, streamed.pool, streamed.result, streamed.started, cpu_s=streamed.cpu_s)
+        if self.held:
+            self.receiveMsg_Work(*self.held.popleft())
+
+    def _send_text(self, streamed: _Streamed) -> None:
+        request, to = streamed.work.request, streamed.work.reply_to
+        while (piece := streamed.buffer.take()) is not None:
+            if to is not None and not streamed.stopped:
+                seq, call, text = piece
+                self.send(to, TextDelta(request.task_id, request.token, request.stage, seq, text, request.run, call))
+
+    def receiveMsg_StopStage(self, stop: StopStage, sender: Any) -> None:
+        streamed = self.streamed
+        if streamed is not None and streamed.work.job == stop.job:
+            self.log.info("stage_stopped", task_id=streamed.work.request.task_id, stage=streamed.work.request.stage)
+            streamed.stopped = True
+            if streamed.sink is not None:
+                streamed.sink.close()  # the thread's read ends; it reports done through the pipe
+            return
+        for held in list(self.held):
+            if held[0].job == stop.job:
+                self.held.remove(held)
+                self.send(sender, WorkDone(stop.job))
+
+    def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
+        if self.streamed is not None and self.streamed.sink is not None:
+            self.streamed.sink.close()  # close the connection: the process is going
+
     def _serve(self, work: Work, sender: Any, started: float) -> None:
         self.cpu_started = None
         try:
@@ -107,9 +240,11 @@ class StageWorker(ActorTypeDispatcher):
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
         self._answer(work, sender, result, started)
 
-    def _answer(self, work: Work, sender: Any, result: StageResult, started: float) -> None:
+    def _answer(self, work: Work, sender: Any, result: StageResult, started: float,
+                cpu_s: float | None = None) -> None:
         finished = time.time()
-        cpu_s = time.thread_time() - self.cpu_started if self.cpu_started is not None else 0.0
+        if cpu_s is None:
+            cpu_s = time.thread_time() - self.cpu_started if self.cpu_started is not None else 0.0
         self.cpu_started = None
         worker = {**result.worker, **self.identity, "started": started, "finished": finished,
                   "cpu_ms": round(cpu_s * 1000.0, 3)}
@@ -132,7 +267,8 @@ class StageWorker(ActorTypeDispatcher):
         # The CPU clock starts after the simulated latency: reading it is a system call,
         # where the process may be preempted, and one before the sleep delayed the
         # whole stage (measured: +0.5 ms of every 50 ms stage with a pool of one).
-        self.cpu_started = time.thread_time()
+        if self.streamed is None:
+            self.cpu_started = time.thread_time()
         context = request.context
         if request.idempotency_key and context.plan is not None and request.step_index is not None:
             # The step runner hands the key to the tool (ToolContext.idempotency_key).

@@ -16,9 +16,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import checkpoint, compare, hop, machine, pool, recovery, scale
+from benchmarks import checkpoint, compare, hop, machine, pool, recovery, scale, streaming
 
-SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare)}
+SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming)}
 
 
 def _format(value: Any) -> str:

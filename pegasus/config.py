@@ -171,6 +171,9 @@ class LLMSettings(_Section):
     tool_calls: Literal["auto", "native", "prompted"] = "auto"
     token_limit_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
     reasoning_effort: Literal["", "none", "minimal", "low", "medium", "high"] = ""  # "": not sent
+    # Stream replies (with usage) and forward their text to followers; a server that refuses
+    # streaming (a 400 naming it) is asked without it from then on.
+    stream: bool = True
     max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
     rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
     tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited

@@ -42,12 +42,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"task {task['task_id']} submitted ({task['machine']}"
                   f"{', embedded system' if started else ''})", flush=True)
         notices = []
+        answer = views.AnswerPrinter()
         try:
             for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
+                if isinstance(notice, m.TextDelta):  # the answer as it is written (not in --json: not stored)
+                    if not args.json:
+                        answer.write(notice)
+                    continue
                 notices.append(notice.__dict__)
                 if not args.json:
+                    answer.end()
                     print(views.notice_line(notice), flush=True)
         except TimeoutError as exc:  # a one-line reason, not a traceback
+            answer.end()
             after = "the embedded system stops now" if started else f"it goes on: pegasus status {task['task_id']}"
             raise PegasusError(f"{exc}; {after}") from None
         final = client.get(task["task_id"])

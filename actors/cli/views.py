@@ -12,6 +12,7 @@ from typing import Any
 
 from actors.convention import WORKER_CAPABILITIES
 from pegasus.llm.cost import cost_text
+from pegasus.streaming import AnswerExtractor
 
 # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI to some terminals) and the bidirectional
 # overrides that can make a line read otherwise than it is (CVE-2021-42574).
@@ -96,6 +97,37 @@ def notice_line(notice: Any) -> str:
     extra = f"  [{clean(stage)}]" if stage else ""
     return (f"{notice.timestamp[11:23]}  {notice.machine:<10} {notice.from_state:>10} -> {notice.to_state:<10} "
             f"{notice.event}{extra}")
+
+
+class AnswerPrinter:
+    """``run``'s live answer: the answer inside each stage's streamed reply, printed as it comes
+    (``pegasus.streaming.AnswerExtractor``), escaped like any text of a task, newlines kept."""
+
+    def __init__(self, out: Any = None) -> None:
+        self.out = out
+        self.reply: tuple[str, int, int] | None = None
+        self.extractor = AnswerExtractor()
+        self.open = False  # a line of answer is being written
+
+    def write(self, delta: Any) -> None:
+        if (delta.stage, delta.token, delta.call) != self.reply:  # another reply: another answer
+            self.end()
+            self.reply, self.extractor = (delta.stage, delta.token, delta.call), AnswerExtractor()
+        text = self.extractor.feed(delta.text)
+        if text:
+            if not self.open:
+                self._print(f"  [{clean(delta.stage)}] ")
+                self.open = True
+            self._print(clean(text, lines=True))
+
+    def end(self) -> None:
+        """Close the answer's line before anything else is printed."""
+        if self.open:
+            self._print("\n")
+            self.open = False
+
+    def _print(self, text: str) -> None:
+        print(text, end="", flush=True, file=self.out)
 
 
 def list_text(page: dict[str, Any]) -> str:

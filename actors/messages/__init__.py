@@ -13,11 +13,12 @@ them (``from actors import messages as m; m.Submit``).
 
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
-    Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TransitionNotice, Unsubscribe, revalidate,
+    Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
+    revalidate,
 )
 from actors.messages.stage_work import (
-    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone,
-    WorkerInit, WorkerReady,
+    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work,
+    WorkDone, WorkerInit, WorkerReady,
 )
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe
 from actors.messages.task_run import StartTask, SuspendTask, TaskReports, TaskStopped, TaskTransitioned
@@ -28,5 +29,5 @@ __all__ = [
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskReports", "TaskStopped", "TaskTransitioned",
-    "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
+    "StopStage", "TextDelta", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
 ]

@@ -3,7 +3,8 @@
 Requests are pydantic models: the supervisor validates each again on arrival
 (``revalidate``), so a request built with wrong field types (by a buggy client,
 bypassing the constructor) gets a clear error reply instead of corrupting a task.
-Transitions stream to subscribers as ``TransitionNotice`` (pegasus.admission).
+Transitions stream to subscribers as ``TransitionNotice`` (pegasus.admission), and a model's
+reply as it is written as ``TextDelta`` (pegasus.streaming).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - what subscribers receive
+from pegasus.streaming import TextDelta as TextDelta  # noqa: F401 - and, between transitions, streamed text
 from pegasus.config import Settings
 from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.task.machines import COGNITIVE_MACHINES, MACHINES
@@ -91,7 +93,7 @@ class Retry(Request):
     task_id: str
 
 class Subscribe(Request):
-    """Stream TransitionNotice messages for one task (or all when task_id is None)."""
+    """Stream TransitionNotice (and TextDelta) messages for one task (or all when task_id is None)."""
 
     task_id: str | None = None
 

@@ -172,6 +172,13 @@ class PoolStats:
     members: list[dict[str, Any]] = field(default_factory=list)
 
 @dataclass(frozen=True)
+class StopStage:
+    """Pool -> worker: stop job ``job`` (a streamed llm stage closes its stream), answer nobody but
+    the pool (WorkDone), and stay for the next.  A job the worker no longer runs is ignored."""
+
+    job: int
+
+@dataclass(frozen=True)
 class CancelTask:
     """Supervisor -> pools: the task is canceled; drop its queued requests, end its running stage."""
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pegasus.config import LLMSettings
 from pegasus.errors import PegasusError
-from pegasus.llm import capabilities
+from pegasus.llm import capabilities, listen
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
 
@@ -112,6 +112,7 @@ class ChatClient:
         self.config = config
         self._environ = os.environ if environ is None else environ
         self._sdk: Any = None
+        self.refuses_stream = False  # the endpoint answered a streamed request 400 (llm.stream)
 
     @property
     def endpoint(self) -> str:
@@ -148,6 +149,9 @@ class ChatClient:
 
         client = self._client()
         try:
+            streamed = self._streamed(client, request)
+            if streamed is not None:
+                return streamed
             reply = client.chat.completions.create(**request)
         except openai.BadRequestError as exc:
             raise LLMBadRequest(f"{self.endpoint} answered 400: {_status_detail(exc)}", _status_detail(exc),
@@ -170,6 +174,20 @@ class ChatClient:
         except openai.OpenAIError as exc:
             raise LLMError(f"the call to {self.endpoint} failed: {type(exc).__name__}: {exc}") from None
         return _completion(reply, self.config.model)
+
+    def _streamed(self, client: Any, request: Mapping[str, Any]) -> Completion | None:
+        """The reply streamed to this thread's listener (pegasus.llm.stream), or None: nobody listens,
+        streaming is off, or this endpoint refused it (a 400 naming it: remembered, asked again without)."""
+        sink = listen.current()
+        if sink is None or not self.config.stream or self.refuses_stream:
+            return None
+        try:
+            return sink.complete(client, request, self.config.model)
+        except Exception as exc:
+            if not sink.refused(exc):
+                raise
+            self.refuses_stream = True
+            return None
 
 
 def _status_detail(exc: Any) -> str:

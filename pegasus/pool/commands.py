@@ -47,6 +47,14 @@ class Fail:
 
 
 @dataclass(frozen=True, slots=True)
+class Stop:
+    """Ask ``worker`` to stop ``job`` (a streamed llm stage closes its stream) and report it done."""
+
+    worker: Any
+    job: int
+
+
+@dataclass(frozen=True, slots=True)
 class StartWorker:
     """Create a worker (placed by ``requirements``; None: on the pool's own admin), send it its
     settings, then tell the core where it is (``Created``) before anything else."""
@@ -106,4 +114,5 @@ class Log:
     fields: dict[str, Any]
 
 
-PoolCommand = SetUp | Dispatch | Forward | Fail | StartWorker | EndWorker | Arm | Inspect | Watch | SendStats | Log
+PoolCommand = (SetUp | Dispatch | Forward | Fail | Stop | StartWorker | EndWorker | Arm | Inspect | Watch | SendStats
+               | Log)

@@ -49,7 +49,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
-from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Watch
+from pegasus.llm.listen import streams
+from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
     MemberChanged, PlacementDue, PoolInput, Reported, Requested, StarveDue, StatsAsked,
@@ -61,6 +62,7 @@ from pegasus.task.names import PoolName
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
 EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
 RERUN_POOL = PoolName.LLM  # its stages have no side effect: one whose worker hung may run again
+STOP_GRACE_S = 5.0  # a worker told to stop a streamed stage has this long before it is ended
 
 
 class PoolCore(PoolState):
@@ -98,6 +100,8 @@ class PoolCore(PoolState):
         self.members[self.me] = Member(self.me, None, {}, local, self.wall_clock())
         self.budget = LlmBudget.for_pool(config.name, config.settings, self.clock)
         self.prefetch = config.prefetch if self.budget is None else 0
+        # Streamed llm stages run beside the worker's loop: it can stop one (closing the stream) and stay.
+        self.stoppable = config.name == PoolName.LLM and streams(config.settings)
         self._handlers = {
             Requested: self._requested, Finished: self._finished, Created: self._created, Reported: self._reported,
             Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,
@@ -224,7 +228,11 @@ class PoolCore(PoolState):
             # Answered already (deadline, member lost).  A late result the worker sent straight
             # to the requester carries that request's token, which the requester has moved past.
             return
-        if self.budget is not None and self._rate_limited(event, job, out):
+        if job.canceled:  # nobody waits for its answer (its task was canceled, or it overran and was stopped)
+            if self.budget is not None:  # its calls count all the same
+                self.budget.settle(event.job, (event.result.worker if event.result is not None else event.worker)
+                                   or {}, job.requeues)
+        elif self.budget is not None and self._rate_limited(event, job, out):
             self.next_seq += 1  # admission pauses; the request waits first in line
             self.queue.appendleft(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1))
         elif event.result is not None:  # (None: the worker answered the requester itself)
@@ -257,7 +265,9 @@ class PoolCore(PoolState):
         now = self.clock()
         while self.deadlines and self.deadlines[0][0] <= now:
             _, job_id = heapq.heappop(self.deadlines)
-            if (job := self.jobs.get(job_id)) is not None:
+            if (job := self.jobs.get(job_id)) is not None and self.stoppable and not job.canceled:
+                self._stop(job_id, job, out, overran=True)
+            elif job is not None:
                 timeout = self._timeout(job.request)
                 out.append(Log("warning", "stage_deadline", {"task_id": job.request.task_id,
                                                              "stage": job.request.stage, "timeout_s": timeout}))
@@ -329,10 +339,29 @@ class PoolCore(PoolState):
                 # result it has just sent for that other task (a SIGKILL does not wait for
                 # the runtime's transmits), so it is left alone; never queued again.
                 job.canceled = True
+            elif self.stoppable:
+                self._stop(job_id, job, out, overran=False)
             else:
                 out.append(Log("info", "stage_canceled", {"task_id": event.task_id, "stage": job.request.stage,
                                                           "worker": job.slot}))
                 self._replace(job.slot, "the task was canceled", "exception", out, kill=True)
+
+    def _stop(self, job_id: int, job: Job, out: Out, *, overran: bool) -> None:
+        """Have the worker stop a streamed stage and stay: it closes the stream and reports the job
+        done (its answer dropped).  One that overran is answered ``timeout`` now; either way a worker
+        that has not stopped within ``STOP_GRACE_S`` is ended like a hung one."""
+        job.canceled = True
+        slot = self.slots[job.slot]
+        timeout = self._timeout(job.request)
+        out.append(Log("info" if not overran else "warning", "stage_stopping",
+                       {"task_id": job.request.task_id, "stage": job.request.stage, "worker": job.slot,
+                        "why": f"overran its {timeout:g}s deadline" if overran else "canceled"}))
+        out.append(Stop(slot.address, job_id))
+        if overran:
+            out.append(Fail(job.requester, job.request, f"{job.request.stage} overran its {timeout:g}s deadline",
+                            "timeout", {"pool": self.name, "index": slot.index, "pid": slot.pid}))
+        heapq.heappush(self.deadlines, (self.clock() + STOP_GRACE_S, job_id))
+        self._arm(out)
 
     # -- observation and shutdown ------------------------------------------------------------
     def _stats(self, event: StatsAsked, out: Out) -> None:

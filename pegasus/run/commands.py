@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pegasus.store.journal import StepEnd
+from pegasus.streaming import TextDelta
 from pegasus.task.models import TaskContext, TaskSnapshot
 
 
@@ -107,4 +108,5 @@ class Abandon:
     reason: str
 
 
-Command = SendStage | TaskTransitioned | TaskStopped | Log | Abandon
+Command = SendStage | TaskTransitioned | TaskStopped | Log | Abandon | TextDelta
+"""(A TextDelta is passed on to the supervisor at once, as it is: see ``TaskRun.on_delta``.)"""

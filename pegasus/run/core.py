@@ -30,7 +30,7 @@ What it owns:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -38,6 +38,7 @@ from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
 from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
 from pegasus.store.checkpoint import Checkpointer, kind_for
+from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
@@ -144,6 +145,13 @@ class TaskRun:
             return [Log("info", "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
+
+    def on_delta(self, delta: TextDelta) -> list[Command]:
+        """Streamed text of the stage in flight: passed on to the supervisor (with the run), else dropped.
+        Never stored: the stage's result carries the whole reply."""
+        if self.stopped or delta.token != self.token or delta.task_id != self.task_id:
+            return []
+        return [replace(delta, run=self.run)]
 
     def suspend(self, task_id: str, reason: str) -> list[Command]:
         """A request to suspend; one for a run that is over (it crossed the stop) is ignored."""

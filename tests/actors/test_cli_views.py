@@ -69,3 +69,20 @@ def test_capabilities_read_as_the_join_flags_take_them() -> None:
     """Issue 16: join printed ``offering {'pegasus.llm_workers': 4, ...}``."""
     assert (views.capabilities_text({"pegasus.tool_workers": 0, "pegasus.llm_workers": 4, "zone": "r1"})
             == "pegasus.llm_workers=4, pegasus.tool_workers=0, zone=r1")
+
+
+def test_run_prints_the_answer_of_each_streamed_reply_as_it_comes() -> None:
+    """The answer inside the reason stage's JSON, piece by piece on one line, escaped; a new stage's
+    reply starts a new line; the end closes it before the next transition line."""
+    import io
+
+    from pegasus.streaming import TextDelta
+
+    out = io.StringIO()
+    printer = views.AnswerPrinter(out)
+    for seq, text in enumerate(['{"thought": "t", "answer": "Hel', 'lo\\u001b[2J', ' world"}'], 1):
+        printer.write(TextDelta("t1", 3, "reason", seq, text))
+    assert out.getvalue() == "  [reason] Hello\\x1b[2J world"
+    printer.write(TextDelta("t1", 5, "reason", 1, "Plain prose."))
+    printer.end()
+    assert out.getvalue().endswith(" world\n  [reason] Plain prose.\n")

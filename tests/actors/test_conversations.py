@@ -55,6 +55,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
             requests.Backup(path="/tmp/b.db"), requests.Locate(request_id="l"),
             requests.Reply("r", True, data={"task_id": "t1"}), requests.Reply("r", False, error="no", error_type="X"),
             TransitionNotice("t1", "lifecycle", "draft", "approved", "TASK_APPROVED", "now", {"reason": "auto"}),
+            requests.TextDelta("t1", 4, "reason", 1, '{"answer": "4', 2),
         ],
         task_run: [
             task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, settings, "MESSAGE_RECEIVED", {"text": "x"}, "1.0",
@@ -70,6 +71,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
             stage_work.WorkerReady(0, 1234, "host"), stage_work.Work(5, request, ADDRESS),
             stage_work.WorkDone(5, result, {"usage": {"calls": 1}}), stage_work.PoolStatsRequest(9),
             stage_work.PoolStats(9, "llm", 3, 1, 0, 0, [{"index": 0}], [{"name": "m"}]), stage_work.CancelTask("t1"),
+            stage_work.StopStage(5),
         ],
         supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe()],
     }

@@ -232,3 +232,41 @@ def test_the_same_inputs_give_the_same_commands() -> None:
 
     assert run() == run()
     assert all(isinstance(d, Dispatch) for d in of(Dispatch, run()))
+
+
+def streaming_pool() -> Pool:
+    """One llm worker of a streaming model provider, running task a's stage (job 1)."""
+    settings = Settings().with_overrides({"llm": {"provider": "openai", "model": "m"}})
+    pool = Pool(Spec(size=1, settings=settings))
+    pool.step(Reported(0, 4242, "host", "w1"))
+    assert dispatched(pool.ask("a", timeout_s=5.0)) == [("a", "w1", 1)]
+    return pool
+
+
+def test_a_canceled_streamed_stage_is_stopped_not_killed_and_its_worker_stays() -> None:
+    """[llm] stream: the worker is told to stop (it closes the stream), nobody is answered, and the
+    worker takes the next request once it reports the job done; it is ended only if it never does."""
+    from pegasus.pool.commands import Stop
+
+    pool = streaming_pool()
+    out = pool.step(Canceled("a"))
+    assert of(Stop, out) == [Stop("w1", 1)] and of(EndWorker, out) == [] and of(Fail, out) == []
+    pool.ask("b")
+    assert dispatched(pool.finish(1)) == [("b", "w1", 2)] and stats(pool)["replaced"] == 0
+
+    stuck = streaming_pool()
+    stuck.step(Canceled("a"))
+    stuck.clock.now += 6.0  # past its deadline, still not stopped: ended like a hung worker
+    assert of(EndWorker, stuck.step(DeadlineDue())) == [EndWorker("w1", kill_pid=4242)]
+
+
+def test_a_streamed_stage_past_its_deadline_is_answered_timeout_and_stopped() -> None:
+    from pegasus.pool.commands import Stop
+
+    pool = streaming_pool()
+    pool.clock.now += 5.0
+    out = pool.step(DeadlineDue())
+
+    assert of(Stop, out) == [Stop("w1", 1)] and of(EndWorker, out) == []
+    assert [(f.to, f.kind) for f in of(Fail, out)] == [("requester-a", "timeout")]
+    assert of(Forward, pool.finish(1)) == []  # its late answer goes nowhere

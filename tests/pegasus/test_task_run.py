@@ -100,6 +100,19 @@ def test_only_the_answer_to_the_request_in_flight_is_applied() -> None:
     assert of(Log, run.on_result(current))[0].event == "stale_result_dropped"  # a duplicate is stale too
 
 
+def test_streamed_text_of_the_stage_in_flight_goes_on_with_the_run_and_stale_text_does_not() -> None:
+    from pegasus.streaming import TextDelta
+
+    run, commands = begin(TaskFSM.create("classic", "x", task_id="t1"))
+    [send] = of(SendStage, commands)
+    delta = TextDelta("t1", send.token, StageName.PERCEIVE, 1, '{"task_type"')
+    assert run.on_delta(delta) == [TextDelta("t1", send.token, StageName.PERCEIVE, 1, '{"task_type"', run=1)]
+    for stale in (TextDelta("t1", send.token - 1, "perceive", 1, "x"), TextDelta("t9", send.token, "perceive", 1, "x")):
+        assert run.on_delta(stale) == []
+    run.on_result(answer(send, "PERCEIVE_DONE", {"perception": {}}))
+    assert run.on_delta(delta) == []  # its stage has answered
+
+
 def test_suspending_stops_the_run_and_makes_what_is_in_flight_stale() -> None:
     run, commands = begin(TaskFSM.create("classic", "x", task_id="t1"))
     [send] = of(SendStage, commands)

@@ -1,0 +1,114 @@
+"""Streamed chat completions (pegasus.llm.stream) against the local OpenAI-compatible server:
+the chunks add up to the same Completion, text is handed on, a refusing server is asked again
+without streaming, a closed sink ends the stream, and text is batched."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from openai.types.chat import ChatCompletionChunk
+
+from pegasus.config import LLMSettings
+from pegasus.llm.client import ChatClient, LLMError
+from pegasus.llm.stream import FLUSH_CHARS, FLUSH_S, DeltaSink, StreamAccumulator, StreamCanceled, TextBuffer, listening
+from tests.support.fake_openai import FakeOpenAI, completion, stream_chunks, tool_call
+
+
+def settings(server: FakeOpenAI, **extra: object) -> LLMSettings:
+    return LLMSettings(provider="openai", base_url=server.url, model="m", api_key_env="", max_retries=0, **extra)
+
+
+def test_the_accumulator_assembles_content_tool_calls_finish_reason_and_usage() -> None:
+    """OpenAI's chunks of a reply with content and two tool calls give what the whole reply says."""
+    body = completion("thinking...", [tool_call("calc", {"expression": "6 * 7"}, "call_a"),
+                                      tool_call("echo", {"text": "hi"}, "call_b")],
+                      prompt_tokens=5, completion_tokens=9)["body"]
+    body.update(id="c1", model="served-model")
+    accumulator = StreamAccumulator("m")
+    texts = [accumulator.add(ChatCompletionChunk.model_validate(chunk))
+             for chunk in stream_chunks(body, chunk_chars=3)]
+    reply = accumulator.completion()
+    assert "".join(texts) == reply.content == "thinking..."
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("call_a", "calc", '{"expression": "6 * 7"}'), ("call_b", "echo", '{"text": "hi"}')]
+    assert reply.usage == {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}
+    assert (reply.finish_reason, reply.model) == ("tool_calls", "served-model")
+
+
+def test_an_empty_stream_is_an_error() -> None:
+    with pytest.raises(LLMError, match="before its first chunk"):
+        StreamAccumulator("m").completion()
+
+
+def test_a_listened_call_streams_and_hands_its_text_on() -> None:
+    got: list[str] = []
+    with FakeOpenAI([completion({"answer": "hello"}), completion("plain")]) as server:
+        client = ChatClient(settings(server))
+        with listening(DeltaSink(got.append)):
+            reply = client.complete([{"role": "user", "content": "hi"}])
+        assert reply.content == '{"answer": "hello"}' and "".join(got) == reply.content
+        assert reply.usage["total_tokens"] == 18
+        assert client.complete([{"role": "user", "content": "hi"}]).content == "plain"  # nobody listens
+        assert [r.get("stream") for r in server.requests] == [True, None]
+        assert server.stream_ends == ["done"]
+
+
+def test_stream_false_never_streams() -> None:
+    with FakeOpenAI([completion("x")]) as server, listening(DeltaSink(lambda text: None)):
+        assert ChatClient(settings(server, stream=False)).complete([{"role": "user", "content": "hi"}]).content == "x"
+        assert "stream" not in server.requests[0]
+
+
+def test_a_server_refusing_to_stream_is_asked_without_it_from_then_on() -> None:
+    with FakeOpenAI([completion("one"), completion("two")], refuse_stream=True) as server:
+        client = ChatClient(settings(server))
+        with listening(DeltaSink(lambda text: None)):
+            assert [client.complete([{"role": "user", "content": "q"}]).content for _ in range(2)] == ["one", "two"]
+        assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
+
+
+def test_closing_the_sink_from_another_thread_ends_a_held_stream() -> None:
+    """The server holds its stream after the first piece; the sink is closed meanwhile: the call
+    raises StreamCanceled (no half reply), and the server sees the client hang up."""
+    hold = threading.Event()
+    first = threading.Event()
+    sink = DeltaSink(lambda text: first.set())
+    with FakeOpenAI([completion({"answer": "never finished"}, hold=hold)]) as server:
+        client = ChatClient(settings(server))
+        threading.Thread(target=lambda: first.wait(10) and sink.close(), daemon=True).start()
+        try:
+            with listening(sink), pytest.raises(StreamCanceled):
+                client.complete([{"role": "user", "content": "q"}])
+            deadline = threading.Event()
+            for _ in range(250):
+                if server.stream_ends:
+                    break
+                deadline.wait(0.02)
+            assert server.stream_ends == ["client closed"]
+        finally:
+            hold.set()
+
+
+def test_text_is_batched_by_time_and_size_the_first_piece_at_once() -> None:
+    now = [0.0]
+    buffer = TextBuffer(clock=lambda: now[0])
+    assert buffer.add("a") is True  # the first piece: at once
+    assert buffer.take() == (1, 1, "a")
+    assert buffer.add("b") is False and buffer.add("c") is False
+    assert buffer.due_in() == pytest.approx(FLUSH_S)
+    now[0] += FLUSH_S
+    assert buffer.add("d") is True and buffer.take() == (2, 1, "bcd")
+    assert buffer.add("x" * FLUSH_CHARS) is True  # enough gathered, however soon
+    assert buffer.take() == (3, 1, "x" * FLUSH_CHARS) and buffer.take() is None and buffer.due_in() is None
+
+
+def test_the_text_of_two_model_calls_never_shares_a_message() -> None:
+    """A reply fed back and asked again: the second call's first piece is due at once, and each
+    call's text is taken apart, in order."""
+    buffer = TextBuffer(clock=lambda: 0.0)
+    buffer.add("first")
+    buffer.take()
+    assert buffer.add(" reply") is False
+    assert buffer.add("second", call=2) is True
+    assert [buffer.take(), buffer.take(), buffer.take()] == [(2, 1, " reply"), (3, 2, "second"), None]
