@@ -18,13 +18,19 @@ from typing import Any
 from thespian.actors import ActorTypeDispatcher
 
 from actors import procs, titles
-from actors.messages import StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone, WorkerInit, WorkerReady
+from actors.mcp_host import MCP_HOST, McpHostActor
+from actors.messages import (
+    McpAnswer, McpCall, McpListing, McpSubscribe, StageRequest, StageResult, StepGo, StepStarting, Work, WorkDone,
+    WorkerInit, WorkerReady,
+)
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
+from pegasus.tools.mcp_provider import RemoteSource
+from pegasus.tools.plugins import mcp_specs, registry_for
 
 GATE_OUTPUT_CHARS = 4000
 
@@ -60,11 +66,23 @@ class StageWorker(ActorTypeDispatcher):
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
         self.starting: dict[int, tuple[Work, Any, float]] = {}  # effectful steps waiting for their StepGo
+        # Machine-scope MCP servers: their listings and answers come from the admin's MCP host.
+        self.remote = RemoteSource()
+        self.machine_servers: frozenset[str] = frozenset()
+        self.mcp_host: Any = None
+        self.asking: dict[int, tuple[Work, Any, float, tuple[str, str, dict[str, Any]]]] = {}
+        self.calls = 0
         self.log = logs.get("worker")
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
         logs.configure_from(init.settings)
-        self.processors = processors_for(init.settings)  # offline or llm, by [llm] provider
+        self.machine_servers = frozenset(s.name for s in mcp_specs(init.settings) if s.scope == "machine")
+        tools = registry_for(init.settings, self.remote)
+        tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
+        self.processors = processors_for(init.settings, tools)  # offline or llm, by [llm] provider
+        if self.machine_servers:
+            self.mcp_host = self.createActor(McpHostActor, globalName=MCP_HOST)
+            self.send(self.mcp_host, McpSubscribe(init.settings))
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
@@ -98,7 +116,26 @@ class StageWorker(ActorTypeDispatcher):
                               payload={"journal": answer.existing} if answer.existing else {})
         self._answer(work, pool, refused, started)
 
-    def _serve(self, work: Work, sender: Any, started: float) -> None:
+    def receiveMsg_McpListing(self, listing: McpListing, sender: Any) -> None:
+        self.remote.views = dict(listing.views)
+
+    def receiveMsg_McpAnswer(self, answer: McpAnswer, sender: Any) -> None:
+        asked = self.asking.pop(answer.call, None)
+        if asked is None:
+            return
+        work, pool, started, (server, tool, arguments) = asked
+        self.remote.prepare(server, tool, arguments, answer.ok, answer.output)
+        self._serve(work, pool, started, asked=True)
+
+    def _serve(self, work: Work, sender: Any, started: float, *, asked: bool = False) -> None:
+        call = None if asked else self._machine_call(work.request)
+        if call is not None:
+            # The machine's MCP host makes the call; the stage runs on its answer (receiveMsg_McpAnswer),
+            # and the mailbox stays free meanwhile.
+            self.calls += 1
+            self.asking[self.calls] = (work, sender, started, call)
+            self.send(self.mcp_host, McpCall(self.calls, *call))
+            return
         self.cpu_started = None
         try:
             result = self._run(work.request)
@@ -156,6 +193,21 @@ class StageWorker(ActorTypeDispatcher):
         return StageResult(request.task_id, request.token, request.stage, ok=True,
                            event_type=str(outcome.event_type), payload=outcome.payload,
                            worker={"usage": outcome.usage} if outcome.usage else {})
+
+
+    def _machine_call(self, request: StageRequest) -> tuple[str, str, dict[str, Any]] | None:
+        """(server, tool, arguments) when the request is an act step calling a machine-scope MCP tool."""
+        if request.stage != StageName.ACT or not self.machine_servers or request.context is None:
+            return None
+        plan = request.context.plan
+        step = next((s for s in plan.steps if s.index == request.step_index), None) if plan else None
+        if step is None or step.action_type != "tool_call":
+            return None
+        server, dot, tool = str(step.action_params.get("tool")).partition(".")
+        arguments = step.action_params.get("args", {})
+        if not dot or server not in self.machine_servers or not isinstance(arguments, dict):
+            return None
+        return server, tool, dict(arguments)
 
 
 def _run_gate(request: StageRequest) -> StageResult:
