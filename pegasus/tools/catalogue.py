@@ -21,9 +21,9 @@ WORKSPACE_TOOLS = frozenset({"write_file", "shell"})
 def catalogue(settings: Settings) -> dict[str, Any]:
     """``{"tools": [{name, description, schema, effect, timeout_s, source}], "unavailable": {server: why}}``;
     ``source`` is ``builtin``, ``plugin`` or ``mcp:<server>``."""
-    registry = registry_for(settings)
+    registry = registry_for(settings, retry=False)
     try:
-        unavailable = registry.load_providers(settings.mcp.start_timeout_s)
+        unavailable = registry.load_providers(settings.mcp.start_timeout_s + 1.0)
         described = registry.describe()
     finally:
         mcp.close_all()  # the servers were started for their listings only: none is left behind

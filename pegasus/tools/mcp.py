@@ -171,11 +171,7 @@ class _Session:
     async def start(self) -> tuple[dict[str, Any], ...]:
         ready: asyncio.Future[tuple[dict[str, Any], ...]] = asyncio.get_running_loop().create_future()
         self.task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.spec.name}")
-        try:
-            return await asyncio.wait_for(asyncio.shield(ready), self.spec.start_timeout_s)
-        except BaseException:
-            await self.close(at_once=True)
-            raise
+        return await asyncio.wait_for(asyncio.shield(ready), self.spec.start_timeout_s)  # the caller closes
 
     async def _serve(self, ready: asyncio.Future[tuple[dict[str, Any], ...]]) -> None:
         from mcp import ClientSession  # noqa: PLC0415 - only MCP users load the SDK
@@ -305,13 +301,16 @@ class McpHost:
     ``on_publish`` is called (on the loop thread) after each change of a server's listing.
     """
 
-    def __init__(self, specs: list[McpServerSpec], on_publish: Callable[[], None] | None = None) -> None:
+    def __init__(self, specs: list[McpServerSpec], on_publish: Callable[[], None] | None = None, *,
+                 retry: bool = True) -> None:
         self.specs = {spec.name: spec for spec in specs}
+        self.retry = retry  # False: a failed server stays failed (``pegasus tools`` starts each server once)
         self.policy = p.McpPolicy({spec.name: spec.rule() for spec in specs})
         self.on_publish = on_publish
         self._views = self.policy.listing()  # replaced whole on each Publish: readers need no lock
         self._changed = threading.Condition()
         self._sessions: dict[str, _Session] = {}
+        self._ending: set[asyncio.Future[Any]] = set()  # sessions being closed: close() waits for them too
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
         self._begun = False
@@ -372,13 +371,14 @@ class McpHost:
             elif isinstance(command, p.Refuse):
                 self._refuse(command)
             elif isinstance(command, p.Arm):
-                asyncio.get_running_loop().call_later(command.delay_s, self._step, p.RetryDue(command.server))
+                if self.retry and not self._closed:
+                    asyncio.get_running_loop().call_later(command.delay_s, self._step, p.RetryDue(command.server))
             elif isinstance(command, p.Publish):
                 self._publish()
             elif isinstance(command, p.Stop):
                 session = self._sessions.pop(command.server, None)
                 if session is not None:
-                    asyncio.ensure_future(session.close())
+                    asyncio.ensure_future(self._closing(session.close()))
 
     def _publish(self) -> None:
         with self._changed:
@@ -412,7 +412,8 @@ class McpHost:
             message = f"MCP server {server!r} ({spec.where()}) could not start: {reason}"
             if tail:
                 message += f"; its stderr ends: {tail}"
-            self._step(p.StartFailed(server, message))
+            self._step(p.StartFailed(server, message))  # first: calls waiting for it fail now
+            await self._closing(session.close(at_once=True))  # then its process goes (the SDK takes seconds)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -450,9 +451,17 @@ class McpHost:
                           + (f"; its stderr ends: {tail}" if tail else "") + "; it is started again"))
         self._step(p.CallEnded(call_id, call.server, went_away))
 
+    async def _closing(self, closing: Coroutine[Any, Any, None]) -> None:
+        future = asyncio.ensure_future(closing)
+        self._ending.add(future)
+        try:
+            await asyncio.shield(future)
+        finally:
+            self._ending.discard(future)
+
     async def _close_all(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        await asyncio.gather(*(session.close() for session in sessions), *self._ending, return_exceptions=True)
 
 
 def _check(listed: tuple[dict[str, Any], ...], name: str, tool: str, arguments: dict[str, Any]) -> None:
@@ -474,12 +483,12 @@ _HOSTS: dict[tuple[McpServerSpec, ...], McpHost] = {}
 _HOSTS_LOCK = threading.Lock()
 
 
-def host_for(specs: list[McpServerSpec]) -> McpHost:
+def host_for(specs: list[McpServerSpec], *, retry: bool = True) -> McpHost:
     """The process's one host for these servers (registries built from the same settings share it)."""
     key = tuple(specs)
     with _HOSTS_LOCK:
         if key not in _HOSTS:
-            _HOSTS[key] = McpHost(specs)
+            _HOSTS[key] = McpHost(specs, retry=retry)
         return _HOSTS[key]
 
 

@@ -59,11 +59,12 @@ def mcp_specs(settings: Settings) -> list[McpServerSpec]:
     return McpServerSpec.from_settings(settings.mcp, _log_dir(settings)) if settings.mcp.servers else []
 
 
-def registry_for(settings: Settings, remote: RemoteSource | None = None) -> ToolRegistry:
+def registry_for(settings: Settings, remote: RemoteSource | None = None, *, retry: bool = True) -> ToolRegistry:
     """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers.
 
     ``remote``: where the ``scope = "machine"`` servers are (the machine's MCP host actor, in a
     worker or task actor); without it every server runs in this process, on first need.
+    ``retry=False``: a server that failed is not started again (``pegasus tools``).
     """
     tools = settings.tools
     registry = ToolRegistry(workspace_tools(tools), max_output_chars=tools.max_output_chars)
@@ -71,7 +72,7 @@ def registry_for(settings: Settings, remote: RemoteSource | None = None) -> Tool
         _load_plugin(entry, registry)
     specs = mcp_specs(settings)
     local = [spec for spec in specs if remote is None or spec.scope == "worker"]
-    host = host_for(local) if local else None
+    host = host_for(local, retry=retry) if local else None
     for spec in specs:
         source = LocalSource(host) if host is not None and spec in local else remote
         assert source is not None
