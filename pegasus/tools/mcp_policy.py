@@ -11,10 +11,12 @@ the servers, runs the calls and arms the timers it is told to.
 Which calls wait and which fail fast:
 
 - a server that is ``ready`` runs the call, or queues it while ``max_calls`` are in flight;
-- a server that is ``idle`` or ``starting`` queues it: the start ends either way within the
-  start timeout, and the queue is then run or failed;
-- a server that is ``failed`` fails the call at once with the server's own error (its
-  stderr's tail); its retry runs in the background on the schedule, never on a call.
+- a server that is ``idle`` or ``starting`` for the first time (or again after it went away)
+  queues it: the start ends either way within the start timeout, and the queue is then run
+  or failed;
+- a server that is ``failed``, or being retried after a failed start, fails the call at once
+  with the server's own error (its stderr's tail); its retry runs in the background on the
+  schedule, never on a call.
 
 A server that went away during a call is started again at once (its first failure costs no
 wait), then on the back-off schedule if its starts keep failing.  Listings never wait: the
@@ -218,7 +220,8 @@ class McpPolicy:
         return [Start(server), Publish(server)]
 
     def _asked(self, event: CallAsked, state: ServerState) -> list[PolicyCommand]:
-        if state.phase == "failed":
+        if state.phase == "failed" or (state.phase == "starting" and state.failures):
+            # A retry in the background: the last failure answers now, the call never waits for it.
             return [Refuse(event.call, event.server, state.error)]
         state.waiting.append(event.call)
         if state.phase == "idle":

@@ -39,6 +39,7 @@ def test_a_failed_server_fails_calls_at_once_and_is_retried_with_backoff() -> No
     assert out == [p.Refuse(1, "git", "could not start: boom"), p.Publish("git"), p.Arm("git", 1.0)]
     assert core.step(p.CallAsked(2, "git")) == [p.Refuse(2, "git", "could not start: boom")]  # fast, no start
     assert core.step(p.RetryDue("git")) == [p.Start("git"), p.Publish("git")]
+    assert core.step(p.CallAsked(3, "git")) == [p.Refuse(3, "git", "could not start: boom")]  # not waiting for it
     assert core.step(p.StartFailed("git", "again"))[-1] == p.Arm("git", 2.0)
     core.step(p.RetryDue("git"))
     assert core.step(p.StartFailed("git", "again"))[-1] == p.Arm("git", 4.0)
