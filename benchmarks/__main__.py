@@ -16,9 +16,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import checkpoint, compare, hop, machine, pool, recovery, scale
+from benchmarks import checkpoint, compare, hop, machine, mcp, pool, recovery, scale
 
-SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare)}
+SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, mcp)}
 
 
 def _format(value: Any) -> str:
