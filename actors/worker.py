@@ -189,7 +189,8 @@ class StageWorker(ActorTypeDispatcher):
             if isinstance(exc, RateLimited):
                 extra["retry_after_s"] = exc.retry_after_s
             return StageResult(request.task_id, request.token, request.stage, ok=False,
-                               error=str(exc), error_kind="exception", worker=extra)
+                               # The message alone: the result names the stage, the task says it once.
+                               error=exc.message, error_kind="exception", worker=extra)
         return StageResult(request.task_id, request.token, request.stage, ok=True,
                            event_type=str(outcome.event_type), payload=outcome.payload,
                            worker={"usage": outcome.usage} if outcome.usage else {})

@@ -137,11 +137,24 @@ class LLMSettings(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0)
     temperature: float = Field(0.0, ge=0, le=2)
-    max_output_tokens: int = Field(1024, ge=0)  # sent as max_tokens; 0 sends no cap
-    json_mode: bool = True  # ask for response_format {"type": "json_object"}
+    max_output_tokens: int = Field(1024, ge=0)  # sent as token_limit_param; 0 sends no cap
+    # The capability ladder (pegasus.llm.capabilities): "auto" starts at the top and steps down when the
+    # endpoint's 400 refuses the parameter; any other value is used as is.
+    structured_output: Literal["auto", "json_schema", "json_object", "prompted"] = "auto"
+    tool_calls: Literal["auto", "native", "prompted"] = "auto"
+    token_limit_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    reasoning_effort: Literal["", "none", "minimal", "low", "medium", "high"] = ""  # "": not sent
     max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
     rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
     tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_mode_replaced(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "json_mode" in data:
+            raise ValueError('json_mode was replaced by structured_output: json_mode = true is structured_output = '
+                             '"auto" (or "json_object"), json_mode = false is structured_output = "prompted"')
+        return data
 
     @model_validator(mode="after")
     def _model_named(self) -> LLMSettings:

@@ -24,6 +24,7 @@ Where the answer comes from (the brief left it to us):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -35,13 +36,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.config import Settings
-from pegasus.llm import prompts, usage
+from pegasus.llm import capabilities, ladder, prompts, usage
+from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
 T = TypeVar("T")
+Messages = list[dict[str, Any]] | Callable[[prompts.ToolSpecs | None], list[dict[str, Any]]]
 ATTEMPTS = 2  # the first reply, and one more after its error was fed back
 
 
@@ -171,6 +174,11 @@ def validated(model: type[M], data: Any) -> M:
         raise InvalidReply(f"the JSON does not fit the expected shape: {problems}") from None
 
 
+@functools.cache
+def _schema(model: type[BaseModel]) -> Schema:
+    return capabilities.reply_schema(model.__name__, model.model_json_schema())
+
+
 def _as_text(reply: Completion) -> str:
     """The reply as the model is shown it again after an error (tool calls written out)."""
     calls = [{"tool": call.name, "arguments": call.arguments} for call in reply.tool_calls]
@@ -188,29 +196,41 @@ class ModelCaller:
     def specs(self) -> prompts.ToolSpecs:
         return prompts.tool_specs(self.tools.describe())
 
-    def ask(self, stage: str, messages: list[dict[str, Any]], parse: Callable[[Completion], T], *,
-            tools: prompts.ToolSpecs | None = None, tool_choice: str | None = None) -> T:
-        """The parsed reply; an invalid one is retried once with its error, then StageError."""
-        # Stages that may call tools get no JSON mode: with it, some servers suppress function calls.
-        json_mode = None if tools is None else False
+    def ask(self, stage: str, messages: Messages, parse: Callable[[Completion], T], *,
+            reply: type[BaseModel] | None = None, tools: prompts.ToolSpecs | None = None,
+            tool_choice: str | None = None) -> T:
+        """The parsed reply; an invalid one is retried once with its error, then StageError.
+
+        ``reply``: the model the reply must fit (its schema is the ``json_schema``
+        rung); ``messages``: a list, or a function of the tool specs when the tools
+        are prompted (None when they are native).  A parameter the endpoint refuses
+        is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
+        """
+        schema = _schema(reply) if reply is not None else None
+        fed_back: list[dict[str, Any]] = []
+
+        def build(shape: Shape) -> list[dict[str, Any]]:
+            prompted = tools if tools is not None and shape.tools == capabilities.PROMPTED else None
+            return [*(messages(prompted) if callable(messages) else messages), *fed_back]
+
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                reply = self.client.complete(messages, tools=tools.specs if tools else None,
-                                             tool_choice=tool_choice, json_mode=json_mode)
+                completion, _ = ladder.complete(self.client, build, tools=tools.specs if tools else None,
+                                                tool_choice=tool_choice, schema=schema)
             except LLMRateLimited as exc:
                 raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
             except LLMError as exc:
                 raise _with_usage(StageError(stage, str(exc))) from None
-            usage.record(reply.usage, reply.model)
+            usage.record(completion.usage, completion.model)
             try:
-                return parse(reply)
+                return parse(completion)
             except InvalidReply as exc:
                 if attempt == ATTEMPTS:
                     raise _with_usage(StageError(
                         stage, f"the model's reply was invalid {ATTEMPTS} times (the error was fed back): {exc}"
                     )) from None
-                messages = [*messages, {"role": "assistant", "content": _as_text(reply)},
-                            {"role": "user", "content": prompts.retry_message(str(exc))}]
+                fed_back += [{"role": "assistant", "content": _as_text(completion)},
+                             {"role": "user", "content": prompts.retry_message(str(exc))}]
         raise AssertionError("unreachable")
 
     def tool_step(self, index: int, name: str, args: Any, description: str = "") -> PlanStep:
@@ -251,7 +271,7 @@ def _native_steps(caller: ModelCaller, specs: prompts.ToolSpecs, reply: Completi
     return steps
 
 
-def _json_steps(caller: ModelCaller, replies: list[StepReply]) -> list[PlanStep]:
+def _json_steps(caller: ModelCaller, specs: prompts.ToolSpecs, replies: list[StepReply]) -> list[PlanStep]:
     steps: list[PlanStep] = []
     for n, step in enumerate(replies):
         if step.action_type == "respond":
@@ -259,7 +279,7 @@ def _json_steps(caller: ModelCaller, replies: list[StepReply]) -> list[PlanStep]
                 raise InvalidReply("a respond step must be the last step of the plan")
             steps.append(_respond(len(steps), step.text))
         else:
-            steps.append(caller.tool_step(len(steps), str(step.tool), step.args, step.description))
+            steps.append(caller.tool_step(len(steps), specs.tool_name(str(step.tool)), step.args, step.description))
     return steps
 
 
@@ -276,7 +296,7 @@ class LLMPerceiver:
 
     def run(self, context: TaskContext) -> dict[str, Any]:
         reply = self.caller.ask(StageName.PERCEIVE, prompts.perceive_messages(context),
-                                lambda r: validated(PerceptionReply, json_object(r.content)))
+                                lambda r: validated(PerceptionReply, json_object(r.content)), reply=PerceptionReply)
         return reply.model_dump(mode="json")
 
 
@@ -286,7 +306,7 @@ class LLMThinker:
 
     def run(self, context: TaskContext) -> dict[str, Any]:
         reply = self.caller.ask(StageName.THINK, prompts.think_messages(context, self.caller.specs()),
-                                lambda r: validated(ThinkReply, json_object(r.content)))
+                                lambda r: validated(ThinkReply, json_object(r.content)), reply=ThinkReply)
         return reply.model_dump(mode="json")
 
 
@@ -304,12 +324,14 @@ class LLMPlanner:
                 return Plan(goal=_goal(context), steps=[*steps, _respond(len(steps), None)],
                             reasoning=(reply.content or "").strip() or f"{len(steps)} tool call(s), then respond")
             plan = validated(PlanReply, json_object(reply.content))
-            steps = _json_steps(self.caller, plan.steps)
+            steps = _json_steps(self.caller, specs, plan.steps)
             if steps[-1].action_type != "respond":
                 steps.append(_respond(len(steps), None))
             return Plan(goal=plan.goal or _goal(context), steps=steps, reasoning=plan.reasoning)
 
-        return self.caller.ask(StageName.PLAN, prompts.plan_messages(context, previous), parse, tools=specs)
+        return self.caller.ask(StageName.PLAN,
+                               lambda prompted: prompts.plan_messages(context, previous, prompted=prompted),
+                               parse, reply=PlanReply, tools=specs)
 
 
 @dataclass(frozen=True)
@@ -318,7 +340,7 @@ class LLMReflector:
 
     def run(self, context: TaskContext) -> Reflection:
         reply = self.caller.ask(StageName.REFLECT, prompts.reflect_messages(context, plan_results(context)),
-                                lambda r: validated(ReflectReply, json_object(r.content)))
+                                lambda r: validated(ReflectReply, json_object(r.content)), reply=ReflectReply)
         return Reflection(**reply.model_dump())
 
 
@@ -343,19 +365,29 @@ class LLMReasoner:
                 return ({"thought": thought, NEED_MORE_INFO: False,
                          "approach": f"call {', '.join(str(s.action_params['tool']) for s in steps)}"},
                         Plan(goal=_goal(context), steps=steps, reasoning=thought or "call tools, then reason again"))
-            answer = validated(ReasonReply, json_object(reply.content))
+            try:
+                data = json_object(reply.content)
+            except InvalidReply:
+                if calls_so_far and (reply.content or "").strip():  # a final answer in prose is an answer
+                    text = (reply.content or "").strip()
+                    return ({"thought": "", NEED_MORE_INFO: False, "answer": text},
+                            Plan(goal=_goal(context), steps=[_respond(0, text)], reasoning="answered in prose"))
+                raise
+            answer = validated(ReasonReply, data)
             reasoning = answer.model_dump(mode="json", exclude={"steps"})
             if answer.need_more_info:
                 return {**reasoning, NEED_MORE_INFO: True, QUESTION: answer.question}, None
-            steps = _json_steps(self.caller, answer.steps)
+            steps = _json_steps(self.caller, specs, answer.steps)
             if must_answer and any(step.action_type == "tool_call" for step in steps):
                 raise InvalidReply("the tool-call budget of this task is used: answer without calling tools")
             if answer.answer and not any(step.action_type == "respond" for step in steps):
                 steps.append(_respond(len(steps), answer.answer))
             return reasoning, Plan(goal=_goal(context), steps=steps, reasoning=answer.thought)
 
-        return self.caller.ask(StageName.REASON, prompts.reason_messages(context, must_answer=must_answer), parse,
-                               tools=specs if specs.specs else None,
+        return self.caller.ask(StageName.REASON,
+                               lambda prompted: prompts.reason_messages(context, must_answer=must_answer,
+                                                                        prompted=prompted),
+                               parse, reply=ReasonReply, tools=specs if specs.specs else None,
                                tool_choice="none" if must_answer and specs.specs else None)
 
 

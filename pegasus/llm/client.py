@@ -23,6 +23,7 @@ from typing import Any
 
 from pegasus.config import LLMSettings
 from pegasus.errors import PegasusError
+from pegasus.llm import capabilities
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
 
@@ -37,6 +38,18 @@ class LLMConfigError(LLMError):
 
 class LLMTimeout(LLMError):
     """The endpoint did not answer within ``timeout_s`` (after the SDK's retries)."""
+
+
+class LLMBadRequest(LLMError):
+    """The endpoint refused the request (400/422); ``detail`` is its own message, for the ladder to read."""
+
+    def __init__(self, message: str, detail: str = "", status: int = 400) -> None:
+        super().__init__(message)
+        self.detail = detail
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.detail, self.status))
 
 
 class LLMRateLimited(LLMError):
@@ -123,23 +136,22 @@ class ChatClient:
         return self._sdk
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] | None = None,
-                 tool_choice: str | None = None, json_mode: bool | None = None) -> Completion:
-        """One non-streaming chat completion; LLMError (LLMTimeout, LLMRateLimited) on failure."""
+                 tool_choice: str | None = None) -> Completion:
+        """One call in the settings' first shape (pegasus.llm.ladder steps down when it is refused)."""
+        shape = capabilities.initial(self.config)
+        return self.send(capabilities.request(self.config, shape, messages, tools=tools, tool_choice=tool_choice))
+
+    def send(self, request: Mapping[str, Any]) -> Completion:
+        """One non-streaming chat completion of ``request`` (a request body); LLMError (LLMTimeout,
+        LLMRateLimited, LLMBadRequest) on failure."""
         import openai  # noqa: PLC0415
 
-        request: dict[str, Any] = {"model": self.config.model, "messages": list(messages),
-                                   "temperature": self.config.temperature}
-        if self.config.max_output_tokens:
-            request["max_tokens"] = self.config.max_output_tokens
-        if tools:
-            request["tools"] = list(tools)
-            if tool_choice:
-                request["tool_choice"] = tool_choice
-        if self.config.json_mode if json_mode is None else json_mode:
-            request["response_format"] = {"type": "json_object"}
         client = self._client()
         try:
             reply = client.chat.completions.create(**request)
+        except openai.BadRequestError as exc:
+            raise LLMBadRequest(f"{self.endpoint} answered 400: {_status_detail(exc)}", _status_detail(exc),
+                                400) from None
         except openai.RateLimitError as exc:
             wait = retry_after_seconds(dict(exc.response.headers))
             after = f"; retry after {wait:g}s" if wait is not None else ""
@@ -150,6 +162,9 @@ class ChatClient:
                              f"(llm.timeout_s; {self.config.max_retries} retries)") from None
         except openai.APIConnectionError as exc:
             raise LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}") from None
+        except openai.UnprocessableEntityError as exc:  # 422: some servers' word for an unknown parameter
+            raise LLMBadRequest(f"{self.endpoint} answered 422: {_status_detail(exc)}", _status_detail(exc),
+                                422) from None
         except openai.APIStatusError as exc:
             raise LLMError(f"{self.endpoint} answered {exc.status_code}: {_status_detail(exc)}") from None
         except openai.OpenAIError as exc:

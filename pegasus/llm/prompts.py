@@ -67,8 +67,22 @@ If function calls are not available, plan tool calls as JSON:
 {{"thought": "...", "steps": [{{"action_type": "tool_call", "tool": "<name>", "args": {{}}}}]}}
 Replies that are not function calls: {ANSWER_JSON_ONLY[0].lower() + ANSWER_JSON_ONLY[1:]}"""
 
+TOOL_RESULT = "Tool result:"
 MUST_ANSWER = ("You have used the tool-call budget of this task: answer now from the results above, "
                'as {"thought": "...", "answer": "..."}.')
+
+
+PROMPTED_TOOLS = """Function calls are not available here: to call a tool, write the call as a step in the
+"steps" of your JSON reply, {"action_type": "tool_call", "tool": "<tool name>", "args": {<its arguments>}}.
+The tools, with the JSON schema of their arguments:
+"""
+
+
+def prompted_tools(tools: ToolSpecs) -> str:
+    """The prompted tool protocol: the tools and their argument schemas, for a model without ``tools``."""
+    listed = [f"- {tools.tool_name(spec['function']['name'])}: {spec['function']['description']}\n"
+              f"  arguments: {_json(spec['function']['parameters'])}" for spec in tools.specs]
+    return PROMPTED_TOOLS + ("\n".join(listed) or "(none)")
 
 
 def retry_message(error: str) -> str:
@@ -158,8 +172,14 @@ def think_messages(context: TaskContext, tools: ToolSpecs) -> list[dict[str, Any
     return [_system(THINK.replace("{tools}", tools.lines())), _user(text)]
 
 
-def plan_messages(context: TaskContext, previous: list[ActionResult]) -> list[dict[str, Any]]:
-    """The request and reasoning; on a replan, the previous plan's results and its reflection."""
+def _with_tools(prompt: str, prompted: ToolSpecs | None) -> dict[str, Any]:
+    return _system(prompt if prompted is None else f"{prompt}\n\n{prompted_tools(prompted)}")
+
+
+def plan_messages(context: TaskContext, previous: list[ActionResult], *,
+                  prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+    """The request and reasoning; on a replan, the previous plan's results and its reflection.
+    ``prompted``: the tools are listed in the prompt (the endpoint takes no ``tools``)."""
     text = request_text(context)
     if context.reasoning is not None:
         text += f"\n\nReasoning: {_json(context.reasoning)}"
@@ -168,7 +188,7 @@ def plan_messages(context: TaskContext, previous: list[ActionResult]) -> list[di
         text += (f"\n\nThe previous plan's results: {_json(done)}"
                  f"\nIts reflection: {_json(context.reflections[-1].model_dump(mode='json'))}"
                  "\nMake a new plan.")
-    return [_system(PLAN), _user(text)]
+    return [_with_tools(PLAN, prompted), _user(text)]
 
 
 def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[dict[str, Any]]:
@@ -178,11 +198,19 @@ def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[
     return [_system(REFLECT), _user(text)]
 
 
-def reason_messages(context: TaskContext, *, must_answer: bool = False) -> list[dict[str, Any]]:
-    """The request, then every tool call so far as the protocol's assistant/tool message pairs."""
-    messages = [_system(REASON), _user(request_text(context))]
+def reason_messages(context: TaskContext, *, must_answer: bool = False,
+                    prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+    """The request, then every tool call so far as the protocol's assistant/tool message pairs;
+    ``prompted``: as the JSON steps the model wrote and user messages with their results (an
+    endpoint without ``tools`` may not take ``tool`` messages either)."""
+    messages = [_with_tools(REASON, None if must_answer else prompted), _user(request_text(context))]
     for n, result in enumerate(context.actions_done):
         if result.action_type != "tool_call" or not result.tool:
+            continue
+        if prompted is not None:
+            step = {"action_type": "tool_call", "tool": result.tool, "args": result.params}
+            messages.append({"role": "assistant", "content": _json({"steps": [step]})})
+            messages.append(_user(f"{TOOL_RESULT} {_json(result_view(result))}"))
             continue
         call_id = f"call_{n}"
         messages.append({"role": "assistant", "content": None, "tool_calls": [

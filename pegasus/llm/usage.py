@@ -24,6 +24,7 @@ class UsageMeter:
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_FIELDS, 0))
     calls: int = 0
     model: str = ""
+    ladder: list[str] = field(default_factory=list)  # what the endpoint refused and what was sent instead
 
     def add(self, usage: Mapping[str, Any], model: str) -> None:
         self.calls += 1
@@ -34,10 +35,12 @@ class UsageMeter:
         self.model = model or self.model
 
     def as_dict(self) -> dict[str, Any] | None:
-        """``{prompt_tokens, completion_tokens, total_tokens, calls, model}``, or None when nothing was called."""
+        """``{prompt_tokens, completion_tokens, total_tokens, calls, model}`` (and ``ladder``, the steps
+        taken, when the endpoint refused a parameter), or None when nothing was called."""
         if not self.calls:
             return None
-        return {**self.totals, "calls": self.calls, "model": self.model}
+        steps = {"ladder": list(self.ladder)} if self.ladder else {}
+        return {**self.totals, "calls": self.calls, "model": self.model, **steps}
 
 
 _CURRENT: ContextVar[UsageMeter | None] = ContextVar("pegasus_usage_meter", default=None)
@@ -59,6 +62,13 @@ def record(usage: Mapping[str, Any], model: str) -> None:
     meter = _CURRENT.get()
     if meter is not None:
         meter.add(usage, model)
+
+
+def step(change: str) -> None:
+    """Note a step down the capability ladder (pegasus.llm.ladder) in the open meter, if any."""
+    meter = _CURRENT.get()
+    if meter is not None:
+        meter.ladder.append(change)
 
 
 def current() -> dict[str, Any] | None:

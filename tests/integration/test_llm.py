@@ -85,7 +85,8 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
     server.script(completion("nope"), completion('{"thought": "no answer"}'))
     broken = run("what is the answer?")
     assert (broken["lifecycle_state"], broken["exit_reason"]) == ("failed", "exception")
-    assert "reason stage failed" in broken["error"] and "invalid 2 times" in broken["error"]
+    assert broken["error"].startswith("reason stage failed: the model's reply was invalid 2 times")
+    assert broken["error"].count("reason") == 1, broken["error"]  # the stage is named once
 
     # Rate-limited past the pool's patience (MAX_REQUEUES): the task fails with the 429 named.
     server.script(*[http_error(429, "slow down", {"Retry-After": "0.2"})] * 4)

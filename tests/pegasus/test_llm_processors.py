@@ -21,7 +21,7 @@ from pegasus.cognitive.stages import StageError, processors_for, run_stage
 from pegasus.llm.prompts import api_name, tool_specs
 from pegasus.task.events import EventType
 from pegasus.task.models import ActionResult, Plan, PlanStep, TaskContext
-from tests.support.fake_openai import FakeOpenAI, completion, http_error, tool_call
+from tests.support.fake_openai import FakeOpenAI, Quirks, completion, http_error, tool_call
 
 
 @pytest.fixture
@@ -53,7 +53,8 @@ def test_perceive_validates_json_into_a_perception_dict(server: FakeOpenAI) -> N
     assert outcome.event_type == EventType.PERCEIVE_DONE
     assert outcome.payload["perception"]["intents"] == ["compute 6*7"]
     body = server.requests[0]
-    assert body["model"] == "test-model" and body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "test-model" and body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["name"] == "PerceptionReply"
     assert "what is 6*7?" in _user_text(body)
 
 
@@ -232,3 +233,58 @@ def test_tool_names_become_valid_function_names() -> None:
     assert api_name("demo.reverse") == "demo__reverse" == specs.specs[0]["function"]["name"]
     assert specs.tool_name("demo__reverse") == "demo.reverse"
     assert json.dumps(specs.specs)  # plain JSON
+
+
+# -- issue 17: what small and reasoning models do ---------------------------------------------------------
+
+SEEN = [ActionResult(step_index=0, tool="arithmetic", params={"expression": "17*23"}, success=True, output=391)]
+
+
+def test_a_final_answer_in_prose_after_tool_results_is_the_answer(server: FakeOpenAI) -> None:
+    server.script(completion("Sure! 17 * 23 = 391."))
+    outcome = stage(server, "reason", TaskContext(input_text="17*23?", actions_done=list(SEEN)), machine="reason_act")
+    assert outcome.event_type == EventType.REASON_DONE and len(server.requests) == 1
+    steps = outcome.payload["plan"]["steps"]
+    assert [s["action_type"] for s in steps] == ["respond"]
+    assert steps[0]["action_params"]["text"] == "Sure! 17 * 23 = 391."
+
+
+def test_prose_before_any_tool_result_is_still_fed_back(server: FakeOpenAI) -> None:
+    server.script(completion("Sure! 17 * 23 = 391."), completion("Still prose."))
+    with pytest.raises(StageError, match="not valid JSON"):
+        stage(server, "reason", TaskContext(input_text="17*23?"), machine="reason_act")
+
+
+def test_tool_calls_with_finish_reason_stop_are_tool_calls() -> None:
+    with FakeOpenAI(quirks=Quirks(tool_calls_stop=True)) as fake:
+        fake.script(completion(tool_calls=[tool_call("arithmetic", {"expression": "6*7"})]))
+        outcome = stage(fake, "reason", TaskContext(input_text="6*7?"), machine="reason_act")
+    assert outcome.payload["plan"]["steps"][0]["action_params"]["tool"] == "arithmetic"
+
+
+def test_prompted_tools_list_the_tools_and_map_json_steps_like_native_calls() -> None:
+    """tools refused: the plan prompt lists each tool with its argument schema; the JSON step is
+    validated against the registry as a native call is (a bad argument is fed back)."""
+    with FakeOpenAI(quirks=Quirks(refuse_tools="llamacpp")) as fake:
+        bad = {"steps": [{"action_type": "tool_call", "tool": "arithmetic", "args": {"expr": "1"}}]}
+        good = {"goal": "g",
+                "steps": [{"action_type": "tool_call", "tool": "arithmetic", "args": {"expression": "6*7"}}]}
+        fake.script(completion(bad), completion(good))
+        outcome = stage(fake, "plan", TaskContext(input_text="6*7?"))
+    assert [s["action_type"] for s in outcome.payload["plan"]["steps"]] == ["tool_call", "respond"]
+    refused, first, second = fake.requests
+    assert "tools" in refused and "tools" not in first and first["response_format"]["type"] == "json_schema"
+    system = first["messages"][0]["content"]
+    assert "Function calls are not available" in system and '"expression"' in system
+    assert "bad argument" in second["messages"][-1]["content"]
+
+
+def test_prompted_tool_results_come_back_as_user_messages() -> None:
+    with FakeOpenAI() as fake:
+        fake.script(completion({"answer": "391"}))
+        stage(fake, "reason", TaskContext(input_text="17*23?", actions_done=list(SEEN)), machine="reason_act",
+              tool_calls="prompted")
+    messages = fake.requests[0]["messages"]
+    assert not any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
+    assert json.loads(messages[-2]["content"])["steps"][0]["tool"] == "arithmetic"
+    assert messages[-1]["content"].startswith("Tool result:") and '"output": 391' in messages[-1]["content"]

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,12 +53,66 @@ def http_error(status: int, message: str = "error", headers: dict[str, str] | No
     return {"status": status, "headers": dict(headers or {}), "body": body, "delay_s": 0.0}
 
 
-class FakeOpenAI:
-    """The server; ``replies`` are served in order, ``responder(body)`` (if given) after they run out."""
+@dataclass(frozen=True)
+class Quirks:
+    """What a real server refuses or does differently; each refusal is worded as that server words it.
 
-    def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None):
+    refuse_tools: "vllm" (started without --enable-auto-tool-choice), "llamacpp" (without --jinja),
+    "ollama" (a model without tool support), "openai" (a model without function calling).
+    refuse_response_format: "json_schema" (only that type, as older OpenAI models) or "all".
+    reasoning: refuses max_tokens and any temperature but 1, as OpenAI's reasoning models do.
+    tool_calls_stop: tool calls arrive with finish_reason "stop" (as Ollama sent them).
+    prose: the model-like responder (tests/support/model_like.py) wraps JSON in prose where no
+    response_format holds it, and gives reason_act's final answer in prose.
+    """
+
+    refuse_tools: str = ""
+    refuse_response_format: str = ""
+    reasoning: bool = False
+    tool_calls_stop: bool = False
+    prose: bool = False
+
+
+def refusal(body: dict[str, Any], quirks: Quirks) -> Reply | None:
+    """The 400 a server with ``quirks`` answers ``body`` with, or None when it takes it."""
+    tools = bool(body.get("tools"))
+    if quirks.refuse_tools == "vllm" and tools and body.get("tool_choice") in (None, "auto"):
+        return _vllm_error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    if quirks.refuse_tools == "llamacpp" and tools:
+        return http_error(400, "tools param requires --jinja flag")
+    if quirks.refuse_tools == "ollama" and tools:
+        return http_error(400, f"registry.ollama.ai/library/{body.get('model')}:latest does not support tools")
+    if quirks.refuse_tools == "openai" and tools:
+        return http_error(400, "Unsupported parameter: 'tools' is not supported with this model.")
+    kind = (body.get("response_format") or {}).get("type")
+    if kind in ("json_schema", "json_object") and (quirks.refuse_response_format == "all" or
+                                                   kind == quirks.refuse_response_format):
+        return http_error(400, f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
+                               "this model.")
+    if quirks.reasoning and "max_tokens" in body:
+        return http_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                               "'max_completion_tokens' instead.")
+    if quirks.reasoning and body.get("temperature", 1) != 1:
+        return http_error(400, f"Unsupported value: 'temperature' does not support {float(body['temperature'])} "
+                               "with this model. Only the default (1) value is supported.")
+    return None
+
+
+def _vllm_error(message: str) -> Reply:
+    """vLLM's error body: not wrapped in "error"."""
+    return {"status": 400, "headers": {}, "delay_s": 0.0,
+            "body": {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+class FakeOpenAI:
+    """The server; ``replies`` are served in order, ``responder(body)`` (if given) after they run out.
+    ``quirks``: what it refuses (a refused request is recorded and answered 400; no reply is used)."""
+
+    def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None,
+                 quirks: Quirks | None = None):
         self.replies: deque[Reply] = deque(replies)
         self.responder = responder
+        self.quirks = quirks or Quirks()
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, in order
         self.paths: list[str] = []
@@ -96,11 +151,23 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
-            if self.replies:
-                return self.replies.popleft()
-        if self.responder is not None:
-            return self.responder(body)
-        return http_error(500, f"fake server: no scripted reply left for request {len(self.requests)}")
+            refused = refusal(body, self.quirks)
+            if refused is not None:
+                return refused
+            reply = self.replies.popleft() if self.replies else None
+        if reply is None and self.responder is not None:
+            reply = self.responder(body)
+        if reply is None:
+            return http_error(500, f"fake server: no scripted reply left for request {len(self.requests)}")
+        if self.quirks.tool_calls_stop and reply["status"] == 200:
+            for choice in reply["body"].get("choices", []):
+                choice["finish_reason"] = "stop"
+        return reply
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The requests answered 400 for a quirk."""
+        return [body for body in list(self.requests) if refusal(body, self.quirks) is not None]
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

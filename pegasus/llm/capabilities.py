@@ -1,0 +1,193 @@
+"""The capability ladder: which request shape an endpoint and model take (pure: data in, data out).
+
+What it owns: the first shape a model is asked with (from ``[llm]`` settings),
+the request body a shape gives, and the next shape after a 400 that names one of
+the parameters sent.  What it must not do: call the model or remember anything
+(pegasus.llm.ladder keeps what each model took, for the life of the process).
+
+The rungs, highest first (``auto`` starts at the top and steps down only when a
+400 names the parameter and says it is refused; a fixed setting never steps):
+
+- structured output: ``json_schema`` (the stage's reply model, strict when the
+  schema allows it) -> ``json_object`` -> ``prompted`` (instructions alone; the
+  reply is validated and corrected once, as on every rung);
+- tool calls: ``native`` (``tools``) -> ``prompted`` (the tools are listed in the
+  prompt, the model answers with JSON steps naming a tool and its arguments);
+- token limit: ``max_tokens`` -> ``max_completion_tokens`` (OpenAI's reasoning
+  models) -> none;
+- ``temperature`` and ``reasoning_effort``: sent, then left out once refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pegasus.config import LLMSettings
+
+JSON_SCHEMA, JSON_OBJECT, PROMPTED, NATIVE, AUTO = "json_schema", "json_object", "prompted", "native", "auto"
+MAX_TOKENS, MAX_COMPLETION_TOKENS = "max_tokens", "max_completion_tokens"
+STRUCTURED_RUNGS = (JSON_SCHEMA, JSON_OBJECT, PROMPTED)
+
+# Words with which servers refuse a parameter (OpenAI "Unsupported parameter/value", Ollama "does not
+# support tools", llama.cpp "tools param requires --jinja flag", vLLM '"auto" tool choice requires
+# --enable-auto-tool-choice', LiteLLM "does not support parameters: ['tools']", pydantic "Extra inputs
+# are not permitted"; OpenAI's "Invalid schema for response_format" when the reply schema is not taken).  A 400 that names a parameter
+# without refusing it ("'max_tokens' is too large") is the request's fault, not the model's: no step.
+_REFUSED = re.compile(r"unsupported|not supported|does not support|doesn't support|not available|unknown|"
+                      r"unrecognized|unrecognised|not allowed|not permitted|extra_forbidden|unexpected|"
+                      r"requires|must be one of|invalid (?:parameter|value|type|schema)|not implemented", re.I)
+_NAMES: dict[str, re.Pattern[str]] = {
+    MAX_TOKENS: re.compile(r"\bmax_tokens\b"),
+    MAX_COMPLETION_TOKENS: re.compile(r"\bmax_completion_tokens\b"),
+    "temperature": re.compile(r"\btemperature\b"),
+    "reasoning_effort": re.compile(r"\breasoning_effort\b"),
+    "response_format": re.compile(r"response_format|json_schema|json_object|response format|structured output",
+                                  re.I),
+    "tools": re.compile(r"\btools?\b|tool[_ ]choice|function[_ ]call|--jinja|auto-tool-choice", re.I),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one request to a model carries."""
+
+    structured: str = JSON_SCHEMA  # json_schema | json_object | prompted
+    tools: str = NATIVE  # native | prompted
+    token_param: str = MAX_TOKENS  # max_tokens | max_completion_tokens | "" (no cap)
+    temperature: bool = True
+    reasoning_effort: bool = False
+
+    def describe(self) -> str:
+        temperature = "sent" if self.temperature else "omitted"
+        return (f"structured_output={self.structured}, tool_calls={self.tools}, "
+                f"token_limit_param={self.token_param or 'none'}, temperature {temperature}")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The JSON schema a stage's reply must fit, as ``response_format`` carries it."""
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """The shape after a refusal, and what changed (for the record and the log)."""
+
+    shape: Shape
+    change: str
+
+
+def initial(settings: LLMSettings) -> Shape:
+    """The first shape a model is asked with: the settings' choice, or the top rung for ``auto``."""
+    token = settings.token_limit_param if settings.token_limit_param != AUTO else MAX_TOKENS
+    return Shape(structured=settings.structured_output if settings.structured_output != AUTO else JSON_SCHEMA,
+                 tools=settings.tool_calls if settings.tool_calls != AUTO else NATIVE,
+                 token_param=token if settings.max_output_tokens else "",
+                 temperature=True, reasoning_effort=bool(settings.reasoning_effort))
+
+
+def request(settings: LLMSettings, shape: Shape, messages: Sequence[Mapping[str, Any]], *,
+            tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None,
+            schema: Schema | None = None) -> dict[str, Any]:
+    """The request body: ``tools`` only on the native rung; ``schema`` (a JSON reply) only without them
+    (with function calling on, some servers suppress the calls under a response format)."""
+    body: dict[str, Any] = {"model": settings.model, "messages": list(messages)}
+    if shape.temperature:
+        body["temperature"] = settings.temperature
+    if shape.token_param and settings.max_output_tokens:
+        body[shape.token_param] = settings.max_output_tokens
+    if shape.reasoning_effort and settings.reasoning_effort:
+        body["reasoning_effort"] = settings.reasoning_effort
+    native = bool(tools) and shape.tools == NATIVE
+    if native:
+        body["tools"] = list(tools or ())
+        if tool_choice:
+            body["tool_choice"] = tool_choice
+    elif schema is not None and shape.structured == JSON_SCHEMA:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": schema.name, "schema": schema.schema, "strict": schema.strict}}
+    elif schema is not None and shape.structured == JSON_OBJECT:
+        body["response_format"] = {"type": "json_object"}
+    return body
+
+
+def named(text: str, sent: Collection[str]) -> str | None:
+    """The parameter a 400's text refuses, among those the request carried (None: not a refusal)."""
+    if not _REFUSED.search(text):
+        return None
+    for parameter, pattern in _NAMES.items():
+        carried = parameter in sent or (parameter == "tools" and "tool_choice" in sent)
+        if carried and pattern.search(text):
+            return parameter
+    return None
+
+
+def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: str) -> Step | None:
+    """The next shape after a 400 whose message is ``text``; None when there is none to take (the
+    message refuses nothing the request carried, the setting is fixed, or the ladder is at its foot)."""
+    parameter = named(text, sent)
+    if parameter in (MAX_TOKENS, MAX_COMPLETION_TOKENS):
+        if settings.token_limit_param != AUTO:
+            return None
+        other = MAX_COMPLETION_TOKENS if parameter == MAX_TOKENS else ""
+        return Step(replace(shape, token_param=other), f"{parameter} refused: "
+                    + (f"sending {other}" if other else "sending no token limit"))
+    if parameter == "temperature":
+        return Step(replace(shape, temperature=False), "temperature refused: leaving it out")
+    if parameter == "reasoning_effort":
+        return Step(replace(shape, reasoning_effort=False), "reasoning_effort refused: leaving it out")
+    if parameter == "response_format":
+        if settings.structured_output != AUTO or shape.structured == PROMPTED:
+            return None
+        # "json_schema" named while on json_schema: the schema kind is refused, json_object may pass.
+        lower = STRUCTURED_RUNGS[STRUCTURED_RUNGS.index(shape.structured) + 1]
+        return Step(replace(shape, structured=lower), f"response_format {shape.structured} refused: using {lower}")
+    if parameter == "tools":
+        if settings.tool_calls != AUTO or shape.tools == PROMPTED:
+            return None
+        return Step(replace(shape, tools=PROMPTED), "tools refused: tool calls prompted as JSON")
+    return None
+
+
+# -- the stage's reply model as a response_format schema -------------------------------------------
+
+
+def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
+    """``schema`` (a pydantic model's JSON schema) made fit for ``json_schema``.
+
+    Strict mode (OpenAI) needs every object closed (``additionalProperties: false``)
+    with every property required and no defaults; an object with free-form keys (a
+    tool's arguments, the perception's entities) cannot be, so such a schema is
+    sent as pydantic wrote it, with ``strict: false`` (servers that build a grammar
+    from it still enforce it).
+    """
+    free = False
+
+    def close(node: Any) -> Any:
+        nonlocal free
+        if isinstance(node, list):
+            return [close(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: close(value) for key, value in node.items()
+               if key not in ("default", "title", "properties", "$defs")}
+        for key in ("properties", "$defs"):  # maps of names: a field called "title" stays
+            if isinstance(node.get(key), dict):
+                out[key] = {name: close(value) for name, value in node[key].items()}
+        if out.get("type") == "object":
+            if out.get("properties"):
+                out["required"] = list(out["properties"])
+                out["additionalProperties"] = False
+            else:
+                free = True
+        return out
+
+    closed = close(dict(schema))
+    return Schema(name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64], schema=dict(schema) if free else closed,
+                  strict=not free)
