@@ -150,3 +150,18 @@ def test_pegasus_tools_starts_each_server_once_and_leaves_no_process(tmp_path: P
     started = [int(pid) for pid in pids.read_text().split()]
     assert len(started) == 1  # started once: no second start for the listing
     assert not Path(f"/proc/{started[0]}").exists()  # not left running (its parent was the CLI)
+
+
+def test_a_convention_member_runs_its_own_copy_for_its_workers(convention) -> None:
+    """Per machine means per admin: a member's workers call the member's copy, not the leader's."""
+    client = convention.leader(convention={"local_workers": False},
+                               mcp={"servers": [{"name": "time", "command": "mcp-server-time"}]})
+    member = convention.join("a", llm_workers=1, tool_workers=1)
+    done = client.wait(client.submit('call time.get_current_time {"timezone": "UTC"}')["task_id"], timeout=60)
+    assert done["lifecycle_state"] == "done", done.get("result")
+    act = next(s for s in done["stages"] if s["stage"] == "act")
+    assert act["member"] == member.member_name and act["ok"]
+    on_member = [pid for pid in system_pids(member) if "mcp-server-time" in _cmdline(pid)]
+    assert len(on_member) == 1
+    # The leader's own copy serves its task actors' effect classes; the member's did the call.
+    assert set(on_member).isdisjoint(copies(client, "mcp-server-time"))
