@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from typing import Any
 
 from benchmarks.common import check, pegasus_system, state_dir, summary_ms
@@ -47,6 +48,11 @@ def _task(system: Any, server: FakeOpenAI) -> tuple[float, float]:
     return reason["finished"] - reason["started"], act["finished"] - act["started"]
 
 
+def _called(server: FakeOpenAI) -> bool:
+    """Whether the last task's model saw a tool result (its tool was listed and called)."""
+    return bool(server.requests) and any(m.get("role") == "tool" for m in server.requests[-1]["messages"])
+
+
 def run(quick: bool) -> dict[str, Any]:
     if not shutil.which("mcp-server-time"):
         raise RuntimeError("mcp-server-time is not installed (pip install -e .[test])")
@@ -57,7 +63,13 @@ def run(quick: bool) -> dict[str, Any]:
             pegasus_system(plain_state, _overrides(plain_llm, False)) as plain, \
             pegasus_system(hung_state, _overrides(hung_llm, True)) as hung:
         for system, server in ((plain, plain_llm), (hung, hung_llm)):
-            _task(system, server)  # warm-up: the servers listed, first connections
+            # Warm-up until the model was shown the time server's tools and one was called (listings
+            # never wait for a start: the first tasks of a system may not see them yet).
+            deadline = time.monotonic() + 60
+            while not _called(server):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the time server's tools were never listed")
+                _task(system, server)
         for _ in range(tasks):
             for name, system, server in (("hung", hung, hung_llm), ("plain", plain, plain_llm)):
                 reason_s, act_s = _task(system, server)

@@ -418,6 +418,8 @@ class McpHost:
                 raise
             return
         self._sessions[server] = session
+        import jsonschema  # type: ignore[import-untyped]  # noqa: F401, PLC0415 - now, not on the first call (~80 ms)
+
         self._step(p.Started(server, tools))
 
     async def _run(self, call_id: int) -> None:
