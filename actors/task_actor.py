@@ -30,14 +30,18 @@ from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
 from actors import messages as m
 from actors import procs
+from actors.mcp_host import MCP_HOST, McpHostActor
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.run import Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned
 from pegasus.task.names import PoolName
+from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
 
 _EFFECT_REGISTRIES: dict[str, ToolRegistry] = {}
+# Machine-scope MCP servers' listings (their tools' effect classes), pushed by the admin's MCP host.
+_MCP_LISTINGS = RemoteSource()
 
 
 def effect_registry(settings: Settings) -> ToolRegistry:
@@ -49,7 +53,7 @@ def effect_registry(settings: Settings) -> ToolRegistry:
     """
     key = settings.tools.model_dump_json() + settings.mcp.model_dump_json()
     if key not in _EFFECT_REGISTRIES:
-        _EFFECT_REGISTRIES[key] = registry_for(settings)
+        _EFFECT_REGISTRIES[key] = registry_for(settings, _MCP_LISTINGS)
     return _EFFECT_REGISTRIES[key]
 
 
@@ -87,6 +91,9 @@ class TaskActor(ActorTypeDispatcher):
                 self.registry = effect_registry(start.settings)
             except ToolError as exc:
                 self.log.error("tool_registry_unavailable", error=str(exc))
+            if any(server.scope == "machine" for server in start.settings.mcp.servers):
+                # Annotation-derived effect classes: until the first listing arrives, the config's.
+                self.send(self.createActor(McpHostActor, globalName=MCP_HOST), m.McpSubscribe(start.settings))
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
                             start.journal, self.token)
         effect_of = self.registry.effect_of if self.registry is not None else (lambda tool: None)
@@ -95,6 +102,9 @@ class TaskActor(ActorTypeDispatcher):
         if self.task is not None:
             self.log = logs.get("task", task_id=self.task.task_id, machine=self.task.fsm.machine.name, run=start.run)
         self._carry_out(commands)
+
+    def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
+        _MCP_LISTINGS.views = dict(listing.views)
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         if self.task is None:

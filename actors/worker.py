@@ -24,13 +24,16 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ThespianWatch, WatchMessage
+from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ThespianWatch, WakeupMessage, WatchMessage
 
 from actors import procs, titles
+from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
-    StageRequest, StageResult, StepGo, StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerReady,
+    McpAnswer, McpCall, McpListing, McpSubscribe, StageRequest, StageResult, StepGo, StepStarting, StopStage,
+    TextDelta, Work, WorkDone, WorkerInit, WorkerReady,
 )
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
@@ -40,8 +43,12 @@ from pegasus.llm.stream import DeltaSink, TextBuffer, listening
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
+from pegasus.tools.mcp_provider import RemoteSource
+from pegasus.tools.plugins import mcp_specs, registry_for
 
 GATE_OUTPUT_CHARS = 4000
+LISTING_WAIT = "mcp-listing"  # the wakeup that ends the wait for the machine's first MCP listing
+FIRST_START = frozenset({"idle", "starting"})  # phases of a server that has not yet started or failed
 
 
 @dataclass
@@ -107,11 +114,18 @@ class StageWorker(ActorTypeDispatcher):
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
         self.starting: dict[int, tuple[Work, Any, float]] = {}  # effectful steps waiting for their StepGo
+        # Machine-scope MCP servers: their listings and answers come from the admin's MCP host.
+        self.remote = RemoteSource()
+        self.machine_servers: frozenset[str] = frozenset()
+        self.mcp_host: Any = None
+        self.asking: dict[int, tuple[Work, Any, float, tuple[str, str, dict[str, Any]]]] = {}
+        self.calls = 0
         self.log = logs.get("worker")
         self.streams = False  # llm stages stream ([llm] stream with provider openai)
         self.streamed: _Streamed | None = None  # the streamed stage running now
         self.held: deque[tuple[Work, Any]] = deque()  # requests that came while it runs (prefetch)
         self.wake_r, self.wake_w = -1, -1
+        self.before_listing: deque[tuple[Work, Any]] | None = None  # work held until the first MCP listing
 
     def receiveMessage(self, message: Any, sender: Any) -> Any:
         super().receiveMessage(message, sender)
@@ -120,7 +134,13 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_WorkerInit(self, init: WorkerInit, sender: Any) -> None:
         logs.configure_from(init.settings)
-        self.processors = processors_for(init.settings)  # offline or llm, by [llm] provider
+        self.machine_servers = frozenset(s.name for s in mcp_specs(init.settings) if s.scope == "machine")
+        tools = registry_for(init.settings, self.remote)
+        tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
+        self.processors = processors_for(init.settings, tools)  # offline or llm, by [llm] provider
+        if self.machine_servers:
+            self.mcp_host = self.createActor(McpHostActor, globalName=MCP_HOST)
+            self.send(self.mcp_host, McpSubscribe(init.settings))
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
@@ -130,9 +150,26 @@ class StageWorker(ActorTypeDispatcher):
             os.set_blocking(self.wake_r, False)
             os.set_blocking(self.wake_w, False)
         self.log = logs.get("worker", pool=init.pool, index=init.index)
+        if self.machine_servers:
+            # Serve once the machine's servers have first started or failed (or after start_timeout_s):
+            # the first stages of a new system list their tools too, and a hung server delays only these.
+            self.before_listing = deque()
+            self.wakeupAfter(timedelta(seconds=init.settings.mcp.start_timeout_s), payload=LISTING_WAIT)
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
+    def _listed(self) -> None:
+        waiting, self.before_listing = self.before_listing, None
+        for work, sender in waiting or ():
+            self.receiveMsg_Work(work, sender)
+
+    def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
+        if wakeup.payload == LISTING_WAIT:
+            self._listed()
+
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
+        if self.before_listing is not None:
+            self.before_listing.append((work, sender))
+            return
         request = work.request
         if self.streams and request.stage in LLM_STAGES:
             if self.streamed is not None:
@@ -231,7 +268,29 @@ class StageWorker(ActorTypeDispatcher):
         if self.streamed is not None and self.streamed.sink is not None:
             self.streamed.sink.close()  # close the connection: the process is going
 
-    def _serve(self, work: Work, sender: Any, started: float) -> None:
+    # -- machine-scope MCP calls ---------------------------------------------------------------
+    def receiveMsg_McpListing(self, listing: McpListing, sender: Any) -> None:
+        self.remote.views = dict(listing.views)
+        if not any(view.phase in FIRST_START and not view.error for view in listing.views.values()):
+            self._listed()
+
+    def receiveMsg_McpAnswer(self, answer: McpAnswer, sender: Any) -> None:
+        asked = self.asking.pop(answer.call, None)
+        if asked is None:
+            return
+        work, pool, started, (server, tool, arguments) = asked
+        self.remote.prepare(server, tool, arguments, answer.ok, answer.output)
+        self._serve(work, pool, started, asked=True)
+
+    def _serve(self, work: Work, sender: Any, started: float, *, asked: bool = False) -> None:
+        call = None if asked else self._machine_call(work.request)
+        if call is not None:
+            # The machine's MCP host makes the call; the stage runs on its answer (receiveMsg_McpAnswer),
+            # and the mailbox stays free meanwhile.
+            self.calls += 1
+            self.asking[self.calls] = (work, sender, started, call)
+            self.send(self.mcp_host, McpCall(self.calls, *call))
+            return
         self.cpu_started = None
         try:
             result = self._run(work.request)
@@ -295,6 +354,21 @@ class StageWorker(ActorTypeDispatcher):
             reported["context"] = outcome.context  # the context budget's fits: the task's history shows them
         return StageResult(request.task_id, request.token, request.stage, ok=True,
                            event_type=str(outcome.event_type), payload=outcome.payload, worker=reported)
+
+
+    def _machine_call(self, request: StageRequest) -> tuple[str, str, dict[str, Any]] | None:
+        """(server, tool, arguments) when the request is an act step calling a machine-scope MCP tool."""
+        if request.stage != StageName.ACT or not self.machine_servers or request.context is None:
+            return None
+        plan = request.context.plan
+        step = next((s for s in plan.steps if s.index == request.step_index), None) if plan else None
+        if step is None or step.action_type != "tool_call":
+            return None
+        server, dot, tool = str(step.action_params.get("tool")).partition(".")
+        arguments = step.action_params.get("args", {})
+        if not dot or server not in self.machine_servers or not isinstance(arguments, dict):
+            return None
+        return server, tool, dict(arguments)
 
 
 def _run_gate(request: StageRequest) -> StageResult:

@@ -228,16 +228,35 @@ class LLMSettings(_Section):
 
 class McpServer(_Section):
     name: str = Field(pattern=r"^[A-Za-z][\w\-]*$")  # its tools are "<name>.<tool>"
-    command: str = Field(min_length=1)
+    command: str = ""  # started over stdio ...
+    url: str = ""  # ... or reached over Streamable HTTP ("http://127.0.0.1:8000/mcp"): exactly one of the two
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # The effect class of a tool whose server's annotations say nothing (docs/tools.md, precedence).
     effect: Literal["pure", "idempotent", "effectful"] = "effectful"
+    # Per tool, over its annotations and ``effect``: [mcp.servers.tools] git_log = "pure".
+    tools: dict[str, Literal["pure", "idempotent", "effectful"]] = Field(default_factory=dict)
     timeout_s: float = Field(60.0, gt=0)
+    # "machine": one copy per Thespian admin, shared by its workers; "worker": one per worker process.
+    scope: Literal["machine", "worker"] = "machine"
+    max_calls: int = Field(4, ge=1, le=1024)  # calls in flight at once on one copy; more wait
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if bool(self.command.strip()) == bool(self.url.strip()):
+            raise ValueError(f"server {self.name!r}: set exactly one of command (stdio) and url (Streamable HTTP)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"server {self.name!r}: url must start with http:// or https://, got {self.url!r}")
+        return self
 
 
 class McpSettings(_Section):
     servers: list[McpServer] = Field(default_factory=list)
     start_timeout_s: float = Field(30.0, gt=0)
+    # A server that failed is started again in the background after retry_backoff_s, doubling
+    # after each failed start up to retry_backoff_max_s; calls to it fail at once meanwhile.
+    retry_backoff_s: float = Field(1.0, gt=0)
+    retry_backoff_max_s: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")
     def _unique_names(self) -> McpSettings:

@@ -3,7 +3,8 @@
 - ``requests``: clients (and the guardian) and the supervisor: every request and its Reply;
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
-- ``supervision``: the guardian's and the supervisor's timers.
+- ``supervision``: the guardian's and the supervisor's timers;
+- ``mcp``: workers and task actors with their machine's MCP host.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -11,6 +12,7 @@ so each lives in exactly one module.  Importing this package gives every one of
 them (``from actors import messages as m; m.Submit``).
 """
 
+from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
@@ -25,7 +27,7 @@ from actors.messages.task_run import StartTask, SuspendTask, TaskReports, TaskSt
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "ListTasks", "Locate", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "ListTasks", "Locate", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskReports", "TaskStopped", "TaskTransitioned",

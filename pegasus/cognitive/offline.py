@@ -138,14 +138,20 @@ def _subject(tool: str | None, params: dict[str, Any]) -> str:
     if "text" in params and params["text"] is not None:
         text = str(params["text"])
         return repr(text if len(text) <= 40 else text[:37] + "...")
-    return str(params.get("expression") or params.get("seconds") or tool)
+    return str(params.get("expression") or params.get("seconds") or "")
+
+
+def _about(tool: str | None, params: dict[str, Any]) -> str:
+    """The tool and what it was called on, naming the tool once (``time.get_current_time``, not twice)."""
+    subject = _subject(tool, params)
+    return f"{tool} {subject}" if subject else str(tool)
 
 
 def _describe(result: ActionResult) -> str:
     """One answer line for a successful tool call."""
     tool, params, out = result.tool, result.params, result.output
     if isinstance(out, str) and tool not in ("read_file", "echo", "arithmetic"):
-        return f"{tool} {_subject(tool, params)}: {out}"  # output cut by the registry: shown as text
+        return f"{_about(tool, params)}: {out}"  # output cut by the registry: shown as text
     if tool == "arithmetic":
         return f"{params.get('expression')} = {_number(out)}"
     if tool == "count" and isinstance(out, dict):
@@ -164,6 +170,15 @@ def _describe(result: ActionResult) -> str:
     if tool == "sleep":
         return f"Slept {_number(params.get('seconds'))} s."
     return f"{tool}: {json.dumps(out, default=str)}"
+
+
+def _unprefixed(error: str | None, tool: str | None) -> str:
+    """A tool error without the tool's name in front (the line names it already)."""
+    text = error or ""
+    for prefix in (f"{tool}: ", f"{tool} failed: "):
+        if tool and text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 _VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic": "compute",
@@ -188,9 +203,11 @@ def compose_answer(context: TaskContext) -> str:
             lines.append(_describe(result) + (f" (succeeded on attempt {tries})" if tries > 1 else ""))
         else:
             failures += 1
-            verb = _VERBS.get(str(result.tool), f"run {result.tool} on")
+            subject = _subject(result.tool, result.params)
+            what = (f"{_VERBS[str(result.tool)]} {subject}" if str(result.tool) in _VERBS
+                    else f"run {result.tool} on {subject}" if subject else f"run {result.tool}")
             after = f" (tried {tries} times)" if tries > 1 else ""
-            lines.append(f"Could not {verb} {_subject(result.tool, result.params)}{after}: {result.error}")
+            lines.append(f"Could not {what}{after}: {_unprefixed(result.error, result.tool)}")
     if failures:
         lines.append(f"{failures} of {len(latest)} request(s) failed.")
     return "\n".join(lines)
@@ -240,7 +257,7 @@ class OfflineReflector:
         failed = [r for r in results if not r.success]
         if not failed:
             return Reflection(verdict="complete", assessment=f"all {len(results)} step(s) succeeded")
-        problems = [f"{r.tool or r.action_type} {_subject(r.tool, r.params)}: {r.error}" for r in failed]
+        problems = [f"{_about(r.tool or r.action_type, r.params)}: {_unprefixed(r.error, r.tool)}" for r in failed]
         retryable = [r for r in failed if not (r.error or "").startswith(INTERRUPTED)]
         if retryable and not any(reflection.verdict == "replan" for reflection in context.reflections):
             return Reflection(verdict="replan", assessment=f"{len(failed)} step(s) failed: " + "; ".join(problems),

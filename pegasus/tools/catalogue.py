@@ -2,7 +2,8 @@
 
 Built-ins, write_file and shell, plugins' tools and the tools of each MCP server, with
 where each comes from; an MCP server that cannot be started is named with its reason.
-Describing starts each MCP server once (to list its tools); nothing else is run.
+Describing starts each MCP server once, all at the same time (to list its tools), waits at most
+``mcp.start_timeout_s`` for them, and ends them all before it returns; nothing else is run.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.config import Settings
+from pegasus.tools import mcp
 from pegasus.tools.builtin import BUILTIN_TOOLS
 from pegasus.tools.plugins import registry_for
 
@@ -19,12 +21,16 @@ WORKSPACE_TOOLS = frozenset({"write_file", "shell"})
 def catalogue(settings: Settings) -> dict[str, Any]:
     """``{"tools": [{name, description, schema, effect, timeout_s, source}], "unavailable": {server: why}}``;
     ``source`` is ``builtin``, ``plugin`` or ``mcp:<server>``."""
-    registry = registry_for(settings)
-    unavailable = registry.load_providers()
+    registry = registry_for(settings, retry=False)
+    try:
+        unavailable = registry.load_providers(settings.mcp.start_timeout_s + 1.0)
+        described = registry.describe()
+    finally:
+        mcp.close_all()  # the servers were started for their listings only: none is left behind
     builtin = {tool.name for tool in BUILTIN_TOOLS} | WORKSPACE_TOOLS
     providers = {provider.name for provider in registry.providers()}
     rows = []
-    for entry in registry.describe():
+    for entry in described:
         prefix = entry["name"].partition(".")[0]
         source = ("builtin" if entry["name"] in builtin
                   else f"mcp:{prefix}" if "." in entry["name"] and prefix in providers else "plugin")

@@ -18,7 +18,8 @@ from pathlib import Path
 from pegasus.config import Settings
 from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
-from pegasus.tools.mcp import McpProvider, McpServerSpec
+from pegasus.tools.mcp import McpServerSpec, host_for
+from pegasus.tools.mcp_provider import LocalSource, McpProvider, RemoteSource
 from pegasus.tools.registry import ToolError, ToolRegistry
 
 
@@ -54,13 +55,26 @@ def preflight(settings: Settings) -> None:
     registry_for(settings)
 
 
-def registry_for(settings: Settings) -> ToolRegistry:
-    """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers."""
+def mcp_specs(settings: Settings) -> list[McpServerSpec]:
+    return McpServerSpec.from_settings(settings.mcp, _log_dir(settings)) if settings.mcp.servers else []
+
+
+def registry_for(settings: Settings, remote: RemoteSource | None = None, *, retry: bool = True) -> ToolRegistry:
+    """The tools ``settings`` configure: built-ins, write_file, shell, plugins and MCP servers.
+
+    ``remote``: where the ``scope = "machine"`` servers are (the machine's MCP host actor, in a
+    worker or task actor); without it every server runs in this process, on first need.
+    ``retry=False``: a server that failed is not started again (``pegasus tools``).
+    """
     tools = settings.tools
     registry = ToolRegistry(workspace_tools(tools), max_output_chars=tools.max_output_chars)
     for entry in tools.plugins:
         _load_plugin(entry, registry)
-    if settings.mcp.servers:
-        for spec in McpServerSpec.from_settings(settings.mcp, _log_dir(settings)):
-            registry.add_provider(McpProvider(spec))
+    specs = mcp_specs(settings)
+    local = [spec for spec in specs if remote is None or spec.scope == "worker"]
+    host = host_for(local, retry=retry) if local else None
+    for spec in specs:
+        source = LocalSource(host) if host is not None and spec in local else remote
+        assert source is not None
+        registry.add_provider(McpProvider(spec, source))
     return registry

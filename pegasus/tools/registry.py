@@ -124,10 +124,11 @@ class Tool:
 
 
 class ToolProvider(Protocol):
-    """Tools that come from elsewhere (an MCP server), named ``<name>.<tool>`` and listed on first need.
+    """Tools that come from elsewhere (an MCP server), named ``<name>.<tool>``, from a cached listing.
 
-    ``tools()`` may take time (it may start a server) and raises ToolError when
-    the source is unavailable; ``effect`` is known without listing, from config.
+    ``tools()`` never waits: it raises ToolError (the source's own reason) while the
+    listing is not there; ``passthrough`` is a tool the source checks and answers itself
+    (a server still starting queues the call); ``effect_of`` answers without a listing.
     """
 
     @property
@@ -136,7 +137,15 @@ class ToolProvider(Protocol):
     @property
     def effect(self) -> Effect: ...
 
-    def tools(self) -> list[Tool]: ...
+    def tools(self) -> dict[str, Tool]: ...
+
+    def known(self) -> list[str]: ...
+
+    def effect_of(self, name: str) -> Effect: ...
+
+    def passthrough(self, name: str) -> Tool: ...
+
+    def settle(self, timeout: float) -> None: ...
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
@@ -152,7 +161,6 @@ class ToolRegistry:
         self.max_output_chars = max_output_chars
         self._tools: dict[str, Tool] = {}
         self._providers: dict[str, ToolProvider] = {}
-        self._loaded: set[str] = set()
         for tool in tools:
             self.register(tool)
 
@@ -182,57 +190,75 @@ class ToolRegistry:
         prefix, dot, _ = name.partition(".")
         return self._providers.get(prefix) if dot else None
 
-    def _load(self, provider: ToolProvider) -> None:
-        """Register the provider's tools (ToolError when it is unavailable: a later need tries again)."""
-        for tool in provider.tools():
-            if not tool.name.startswith(f"{provider.name}."):
-                raise ToolRegistrationError(tool.name, f"provider {provider.name!r} listed a tool named {tool.name!r}")
-            self._tools[tool.name] = tool
-        self._loaded.add(provider.name)
+    def _listed(self) -> dict[str, Tool]:
+        """The tools of every provider whose listing is there (never waits for one)."""
+        found: dict[str, Tool] = {}
+        for provider in self.providers():
+            try:
+                found.update(provider.tools())
+            except ToolError:
+                continue
+        return found
 
-    def load_providers(self) -> dict[str, str]:
-        """List every provider's tools now; returns {provider: why it is unavailable} for those that failed."""
+    def load_providers(self, timeout: float = 0.0) -> dict[str, str]:
+        """Wait up to ``timeout`` for the providers to list their tools; {provider: why not} for the others."""
         failed = {}
         for provider in self.providers():
-            if provider.name not in self._loaded:
-                try:
-                    self._load(provider)
-                except ToolError as exc:
-                    failed[provider.name] = exc.message
+            provider.settle(timeout)
+        for provider in self.providers():
+            try:
+                provider.tools()
+            except ToolError as exc:
+                failed[provider.name] = exc.message
         return failed
 
     def get(self, name: str) -> Tool:
-        """The tool called ``name``; a provider's tool is listed first if need be (ToolError when it cannot be)."""
+        """The tool called ``name``.  A provider's tool comes from its listing; while the listing is not
+        there, a passthrough its source checks and answers (a failed server's call fails at once)."""
         if name in self._tools:
             return self._tools[name]
         provider = self._provider_of(name)
-        if provider is not None and provider.name not in self._loaded:
+        if provider is not None:
             try:
-                self._load(provider)
+                listed = provider.tools()
+            except ToolError:
+                return provider.passthrough(name)
+            if name in listed:
+                return listed[name]
+        raise ToolNotFoundError(name, self.configured())
+
+    def configured(self) -> list[str]:
+        """Every tool there is, with the tools of providers not listed now marked as such."""
+        names = list(self._tools)
+        for provider in self.providers():
+            try:
+                names += list(provider.tools())
             except ToolError as exc:
-                raise ToolExecutionError(name, f"{name} is unavailable: {exc.message}") from None
-            if name in self._tools:
-                return self._tools[name]
-        raise ToolNotFoundError(name, self._tools)
+                why = ("failed" if "could not start" in exc.message or "went away" in exc.message
+                       else exc.message.removeprefix(f"MCP server {provider.name!r} is "))
+                names += [f"{n} (server {why})" for n in provider.known()] or [f"{provider.name}.* (server {why})"]
+        return names
 
     def effect_of(self, name: str) -> Effect | None:
-        """The effect class of ``name`` without listing any provider (None for an unknown tool)."""
+        """The effect class of ``name`` without waiting for any provider (None for an unknown tool)."""
         if name in self._tools:
             return self._tools[name].effect
         provider = self._provider_of(name)
-        return provider.effect if provider is not None else None
+        return provider.effect_of(name) if provider is not None else None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or (isinstance(name, str) and name in self._listed())
 
     def names(self) -> list[str]:
-        """The tools registered so far (a provider's appear once it was listed: ``load_providers``)."""
-        return sorted(self._tools)
+        """The tools there are now (a provider's once it has listed them)."""
+        return sorted([*self._tools, *self._listed()])
 
     def describe(self) -> list[dict[str, Any]]:
-        """Every tool as {name, description, schema, effect, timeout_s}, by name (providers listed first)."""
-        self.load_providers()
-        return [self._tools[name].describe() for name in self.names()]
+        """Every tool there is now as {name, description, schema, effect, timeout_s}, by name.
+
+        Never waits: a provider still starting, or failed, shows no tools."""
+        tools = {**self._tools, **self._listed()}
+        return [tools[name].describe() for name in sorted(tools)]
 
     def validate(self, name: str, args: Any) -> BaseModel:
         """The arguments as the tool's model; ToolArgumentError names each bad field."""
@@ -254,8 +280,8 @@ class ToolRegistry:
         Raises ToolNotFoundError, ToolArgumentError, or ToolExecutionError for
         anything the tool itself raises.
         """
+        tool = self.get(name)
         model = self.validate(name, args)
-        tool = self._tools[name]
         try:
             output = tool.func(model, ctx or ToolContext())
         except ToolError:

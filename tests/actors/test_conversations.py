@@ -18,12 +18,13 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import requests, stage_work, supervision, task_run
+from actors.messages import mcp, requests, stage_work, supervision, task_run
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
 from pegasus.task import TaskFSM
 from pegasus.task.models import Plan, PlanStep
+from pegasus.tools.mcp_policy import ServerView
 
 ADDRESS = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
 
@@ -74,6 +75,9 @@ def _samples() -> dict[ModuleType, list[Any]]:
             stage_work.StopStage(5),
         ],
         supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe()],
+        mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
+              mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
+              mcp.McpAnswer(2, False, None)],
     }
 
 
@@ -83,7 +87,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp]
 
 
 def _same(one: Any, other: Any) -> bool:

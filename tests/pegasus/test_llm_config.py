@@ -30,7 +30,11 @@ def test_llm_settings_follow_the_environment_rule() -> None:
     ("[llm]\nprovider = 'anthropic'", "llm.provider"),
     ("[llm]\ntpm = -1", "llm.tpm"),
     ("[tools]\nshell_timeout_s = 0", "tools.shell_timeout_s"),
-    ("[[mcp.servers]]\nname = 'x'", "mcp.servers.0.command"),
+    ("[[mcp.servers]]\nname = 'x'", "mcp.servers.0: Value error, server 'x': set exactly one of command"),
+    ("[[mcp.servers]]\nname = 'x'\ncommand = 'y'\nurl = 'http://h/mcp'", "mcp.servers.0: Value error"),
+    ("[[mcp.servers]]\nname = 'x'\nurl = 'ftp://h'", "url must start with http"),
+    ("[[mcp.servers]]\nname = 'x'\ncommand = 'y'\nscope = 'host'", "mcp.servers.0.scope"),
+    ("[[mcp.servers]]\nname = 'x'\ncommand = 'y'\ntools = { a = 'safe' }", "mcp.servers.0.tools.a"),
     ("[[mcp.servers]]\nname = 'a.b'\ncommand = 'x'", "mcp.servers.0.name"),
     ("[[mcp.servers]]\nname = 'a'\ncommand = 'x'\neffect = 'harmless'", "mcp.servers.0.effect"),
 ])

@@ -2,13 +2,16 @@
 
 Tools: ``reverse`` (text reversed), ``add`` (two integers), ``fail`` (an error
 result), ``crash`` (the process exits at once, mid-call: a server that dies),
-``big`` (n characters: the registry's output cap).  ``python -m tests.support.mcp_server``
-or ``python tests/support/mcp_server.py``.
+``big`` (n characters: the registry's output cap).  ``python tests/support/mcp_server.py`` serves
+over stdio; ``... --http PORT`` over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
+``PEGASUS_TEST_MCP_START_DELAY_S`` in its environment: it sleeps that long first (a slow start).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 try:  # mcp 2: FastMCP is MCPServer
     from mcp.server.mcpserver import MCPServer as Server
@@ -49,4 +52,8 @@ def big(n: int) -> str:
 
 
 if __name__ == "__main__":
-    app.run("stdio")
+    time.sleep(float(os.environ.get("PEGASUS_TEST_MCP_START_DELAY_S") or 0))
+    if sys.argv[1:2] == ["--http"]:
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run("stdio")

@@ -1,0 +1,43 @@
+"""Workers and task actors with their machine's MCP host (actors/mcp_host.py): listings pushed,
+tool calls asked and answered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pegasus.config import Settings
+from pegasus.tools.mcp_policy import ServerView
+
+
+@dataclass(frozen=True)
+class McpSubscribe:
+    """A worker or task actor -> the host: send me every listing (the first one configures the host)."""
+
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class McpListing:
+    """The host -> subscribers: every machine-scope server's phase, tools and error, after each change."""
+
+    views: dict[str, ServerView] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class McpCall:
+    """A worker -> the host: call ``<server>.<tool>`` with ``arguments`` (checked by the host)."""
+
+    call: int
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class McpAnswer:
+    """The host -> the worker: the call's output (``ok``) or its ToolError."""
+
+    call: int
+    ok: bool
+    output: Any = None
