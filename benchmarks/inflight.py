@@ -51,6 +51,7 @@ from benchmarks.common import (
     TERMINAL,
     MemorySampler,
     System,
+    _machine_ticks,
     check,
     iso_seconds,
     pegasus_system,
@@ -58,6 +59,7 @@ from benchmarks.common import (
     state_dir,
     wait_workers,
 )
+from benchmarks.machine import load_average
 from pegasus.task.names import MachineName, PoolName
 
 NAME = "inflight"
@@ -228,7 +230,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None) -
         sampler.sample(pss=True)  # the idle system, before the thread starts
         result["idle_pss_mib"], result["idle_processes"] = sampler.series[-1][1], sampler.series[-1][2]
         with sampler:
-            cpu_start = system_cpu_ticks(system.pids())
+            cpu_start, machine_start, load_start = system_cpu_ticks(system.pids()), _machine_ticks(), load_average()
             start = time.time()
             ids: list[str] = []
             for first in range(0, tasks, BATCH):
@@ -237,6 +239,10 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None) -
             result["submit_s"] = round(time.time() - start, 3)
             counts, stopped = _wait(system, tasks, timeout, sampler)
             cpu_ticks = system_cpu_ticks(system.pids()) - cpu_start
+            machine_end = _machine_ticks()
+        # The host is shared: how busy it was, everything on it counted, says what the figures are worth.
+        busy = 1.0 - (machine_end[1] - machine_start[1]) / max(1, machine_end[0] - machine_start[0])
+        result.update(machine_busy=round(busy, 3), load_average=[load_start, load_average()])
         result.update(counts=counts, stopped=stopped, sampler_cpu_s=round(sampler.cpu_s, 3),
                       pss_samples=len(sampler.series),
                       peak_pss_mib=round(sampler.peak_kib / 1024, 1), processes_at_peak_pss=sampler.processes_at_peak,
@@ -300,6 +306,9 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
                       f"<= idle + task-actor ceiling ({ceiling if ceiling is not None else 'none configured'})",
                       ceiling is not None and result["peak_processes"] <= result["idle_processes"] + ceiling))
     rows.append(check(f"N={n}: CPU per task (all the system's processes)", result["cpu_ms_per_task"], "ms"))
+    loads = " -> ".join(f"{pair[0]:g}" for pair in result["load_average"])
+    rows.append(check(f"N={n}: host busy over the run, every process on it (load {loads})",
+                      100 * result["machine_busy"], "%"))
     return rows
 
 

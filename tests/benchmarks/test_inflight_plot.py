@@ -19,7 +19,8 @@ def _run(tasks: int, pss: float, tasks_per_s: float | None, stopped: str = "") -
     run: dict[str, Any] = {"tasks": tasks, "peak_pss_mib": pss, "stopped": stopped, "done": 0 if stopped else tasks,
                            "idle_pss_mib": 100.0, "idle_processes": 206, "processes_at_peak_pss": 206 + tasks,
                            "peak_processes": 206 + tasks, "peak_task_actors": tasks, "task_actor_ceiling": None,
-                           "system_start_s": 10.0, "submit_s": 1.0, "cpu_ms_per_task": 30.0}
+                           "system_start_s": 10.0, "submit_s": 1.0, "cpu_ms_per_task": 30.0,
+                           "machine_busy": 0.9, "load_average": [[2.0, 1.0, 1.0], [4.0, 2.0, 1.0]]}
     if tasks_per_s is not None:
         run.update(tasks_per_s=tasks_per_s, bound_tasks_per_s=12.5, completion_s=tasks / tasks_per_s,
                    bound_s=tasks / 12.5, ratio=tasks_per_s / 12.5)
