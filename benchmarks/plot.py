@@ -42,18 +42,27 @@ def load(argument: str) -> tuple[str, dict[str, Any]]:
 
 
 def series(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """label -> its runs (N, peak PSS, throughput and bound when completed, whether stopped), by N."""
-    out: dict[str, dict[int, dict[str, Any]]] = {}
+    """label -> its runs (N, peak PSS, throughput and bound when completed, whether stopped), by N.
+
+    Several runs of one N under one label (repeated on a noisy host): the median by throughput is drawn.
+    """
+    out: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for label, report in reports:
         for run in report["scenarios"][NAME].get("figures", {}).get("runs", []):
             if "peak_pss_mib" not in run:
                 continue  # a size that raised before it measured anything
             completed = not run.get("stopped") and "tasks_per_s" in run
-            out.setdefault(label, {})[int(run["tasks"])] = {
+            out.setdefault(label, {}).setdefault(int(run["tasks"]), []).append({
                 "tasks": int(run["tasks"]), "pss_mib": float(run["peak_pss_mib"]), "completed": completed,
                 "tasks_per_s": float(run["tasks_per_s"]) if completed else None,
-                "bound_tasks_per_s": float(run["bound_tasks_per_s"]) if completed else None}
-    return {label: [runs[n] for n in sorted(runs)] for label, runs in out.items()}
+                "bound_tasks_per_s": float(run["bound_tasks_per_s"]) if completed else None})
+    return {label: [_median(runs[n]) for n in sorted(runs)] for label, runs in out.items()}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The middle run by throughput (a stopped run counts as none), the lower of two middles."""
+    ordered = sorted(runs, key=lambda run: run["tasks_per_s"] or 0.0)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def nice_ceiling(value: float) -> tuple[float, float]:

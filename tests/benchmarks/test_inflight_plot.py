@@ -88,6 +88,14 @@ def test_plot_draws_pss_and_throughput_against_tasks_in_flight(tmp_path: Path) -
     assert all(n in text for n in ("150", "1,000", "5,000")) and "≤ 2,560" in text
 
 
+def test_repeated_runs_of_one_size_draw_their_median() -> None:
+    """A noisy host: three runs of N=1000 under one label draw the middle one by throughput."""
+    runs = [_run(1000, pss, tps) for pss, tps in ((11000.0, 5.1), (11800.0, 8.6), (11200.0, 8.0))]
+    report = {"scenarios": {"inflight": {"figures": {"runs": runs}}}}
+    (point,) = plot.series([("main", report)])["main"]
+    assert point["tasks_per_s"] == 8.0 and point["pss_mib"] == 11200.0
+
+
 def test_plot_refuses_a_report_without_the_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"machine": {}, "scenarios": {"hop": {}}}))
