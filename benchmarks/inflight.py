@@ -209,8 +209,12 @@ def _stages_per_task(system: System, ids: list[str]) -> tuple[dict[str, float], 
     return {pool: count / len(sample) for pool, count in by_pool.items()}, first
 
 
-def measure(tasks: int, shape: dict[str, float], timeout: float | None = None) -> dict[str, Any]:
-    """One size: start a system, submit ``tasks`` at once, wait, measure; the system always shut down."""
+def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
+            guard_kib: int | None = None) -> dict[str, Any]:
+    """One size: start a system, submit ``tasks`` at once, wait, measure; the system always shut down.
+
+    ``timeout`` (s) and ``guard_kib`` (the PSS that stops the run) default to the module's rules.
+    """
     latency_s = shape["latency_ms"] / 1000.0
     workers = {PoolName.LLM.value: int(shape["llm_workers"]), PoolName.TOOL.value: int(shape["tool_workers"])}
     guess = max(tasks * GUESS_LLM_STAGES * latency_s / workers["llm"], 6 * latency_s)
@@ -218,7 +222,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None) -
     overrides = {"pools": {"llm_workers": workers["llm"], "tool_workers": workers["tool"]},
                  "runtime": {"max_active_tasks": tasks, "default_machine": MachineName.CLASSIC.value},
                  "cognition": {"latency_ms": shape["latency_ms"]}}
-    limit_kib = int(GUARD_SHARE * _available_kib())
+    limit_kib = guard_kib or int(GUARD_SHARE * _available_kib())
     result: dict[str, Any] = {"tasks": tasks, "latency_ms": shape["latency_ms"], "workers": workers,
                               "timeout_s": round(timeout, 1), "guard_mib": round(limit_kib / 1024)}
     began = time.monotonic()
