@@ -24,9 +24,10 @@ until all are done.  Per N:
 Full sizes 150, 1,000 and 5,000 (L = 2 s).  On this 2-core VM the bound is
 ~12 s, ~80 s and ~400 s (4 llm stages per task on 100 workers), and a run takes
 that plus its start and stop; on one process per task actor (issue 18's
-"before"), 1,000 took minutes to start its processes and 5,000 cannot fit in
+"before"), 1,000 took 2-3 minutes and ~11.5 GiB, and 5,000 cannot fit in
 memory: a guard stops a run whose PSS passes 60% of the memory available when
-it began (or whose host falls under 1 GiB available) and reports it, as does
+it began, or whose host has less than a quarter of that left (checked every
+second, between the PSS readings), and reports it, as does
 the timeout per N (120 s + 3 x the bound guessed before the run; env
 ``PEGASUS_BENCH_INFLIGHT_TIMEOUT`` in seconds).  Pick the sizes with
 ``PEGASUS_BENCH_INFLIGHT=150,1000 python -m benchmarks --only inflight --json x.json``;
@@ -137,9 +138,9 @@ class Sampler(MemorySampler):
     reading smaps_rollup walks page tables: with 1,200 processes either costs ~1 s of CPU, which on 2
     cores would slow the run it measures.  So the system's roots are found once by the lock, its pids
     each time as their descendants (parent links, /proc/<pid>/stat), and PSS waits ``1 / PSS_SHARE`` x
-    what its last reading cost.  It trips ``guard`` (saying why) when the PSS passes ``limit_kib`` or
-    the host's available memory falls under ``GUARD_FLOOR_KIB``: the run is then stopped rather than the
-    shared machine exhausted.
+    what its last reading cost.  It trips ``guard`` (saying why) when the PSS passes ``limit_kib`` or,
+    checked every time, the host's available memory falls under what it was less 1.25 x ``limit_kib``
+    (at least ``GUARD_FLOOR_KIB``): the run is then stopped rather than the shared machine exhausted.
     """
 
     def __init__(self, system: System, limit_kib: int, interval: float = SAMPLE_S) -> None:
@@ -151,6 +152,7 @@ class Sampler(MemorySampler):
         self.why = ""
         self.began = time.monotonic()
         self.next_pss = 0.0
+        self.floor_kib = max(GUARD_FLOOR_KIB, int(_available_kib() - 1.25 * limit_kib))
         all_pids = system_pids(system.spec)
         stats = procs.all_stats()
         self.roots = [pid for pid in all_pids if pid in stats and stats[pid].ppid not in all_pids]
@@ -165,8 +167,8 @@ class Sampler(MemorySampler):
         actors = sum(1 for pid in pids if _title(pid).startswith(TASK_ACTOR_TITLE))
         self.peak_processes = max(self.peak_processes, len(pids))
         self.peak_task_actors = max(self.peak_task_actors, actors)
-        if (available := _available_kib()) < GUARD_FLOOR_KIB and not self.guard.is_set():
-            self.why = f"memory guard: host has {available / 1024:.0f} MiB available"
+        if (available := _available_kib()) < self.floor_kib and not self.guard.is_set():
+            self.why = f"memory guard: host has {available / 1024:.0f} MiB available (< {self.floor_kib / 1024:.0f})"
             self.guard.set()
         if not (time.monotonic() >= self.next_pss if pss is None else pss):
             return self.peak_kib
@@ -217,9 +219,10 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
     """
     latency_s = shape["latency_ms"] / 1000.0
     workers = {PoolName.LLM.value: int(shape["llm_workers"]), PoolName.TOOL.value: int(shape["tool_workers"])}
-    guess = max(tasks * GUESS_LLM_STAGES * latency_s / workers["llm"], 6 * latency_s)
+    llm, tool = PoolName.LLM.value, PoolName.TOOL.value
+    guess = max(tasks * GUESS_LLM_STAGES * latency_s / workers[llm], 6 * latency_s)
     timeout = timeout or float(os.environ.get(TIMEOUT_ENV) or 120.0 + 3 * guess)
-    overrides = {"pools": {"llm_workers": workers["llm"], "tool_workers": workers["tool"]},
+    overrides = {"pools": {"llm_workers": workers[llm], "tool_workers": workers[tool]},
                  "runtime": {"max_active_tasks": tasks, "default_machine": MachineName.CLASSIC.value},
                  "cognition": {"latency_ms": shape["latency_ms"]}}
     limit_kib = guard_kib or int(GUARD_SHARE * _available_kib())
@@ -227,7 +230,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
                               "timeout_s": round(timeout, 1), "guard_mib": round(limit_kib / 1024)}
     began = time.monotonic()
     with state_dir("pegasus-inflight-") as state, pegasus_system(state, overrides, timeout=120.0) as system:
-        wait_workers(system.client, timeout=120.0 + workers["llm"] + workers["tool"])
+        wait_workers(system.client, timeout=120.0 + workers[llm] + workers[tool])
         result["system_start_s"] = round(time.monotonic() - began, 3)
         ceiling = task_actor_ceiling(system.client.settings)
         sampler = Sampler(system, limit_kib)
@@ -238,6 +241,8 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
             start = time.time()
             ids: list[str] = []
             for first in range(0, tasks, BATCH):
+                if sampler.guard.is_set():
+                    break  # stop admitting: each task in flight may cost a process
                 batch = [f"what is {i} + 1?" for i in range(first, min(first + BATCH, tasks))]
                 ids += [row["task_id"] for row in system.client.submit_many(batch)]
             result["submit_s"] = round(time.time() - start, 3)
@@ -342,6 +347,6 @@ def run(quick: bool) -> dict[str, Any]:
         "submitted at once. bound = max over pools of N x stages of that pool per task x L / its workers (or one "
         "task's chain of stages x L); ratio = bound / completion. PSS: sum of Pss over the system's processes, "
         f"sampled at most {PSS_SHARE:.0%} of a core's time. CPU per task: utime+stime of the system's processes "
-        "(and reaped children) / N. Targets (issue 18): N=1000 ratio >= 0.9 and PSS <= 2.5 GiB; N=5000 completes with PSS <= 3 GiB; "
-        "processes <= idle system + task-actor ceiling.")
+        "(and reaped children) / N. Targets (issue 18): N=1000 ratio >= 0.9 and PSS <= 2.5 GiB; N=5000 "
+        "completes with PSS <= 3 GiB; processes <= idle system + task-actor ceiling.")
     return {"figures": figures, "checks": checks, "notes": [note]}
