@@ -36,6 +36,11 @@ def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subproce
         assert all(row["value"] is not None for row in result["checks"]), name
         assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
     assert report["scenarios"]["recovery"]["figures"]["repeated_effects"] == 0
+    # Tasks in flight: every one done, memory sampled while they ran, the bound and the CPU measured.
+    for run in report["scenarios"]["inflight"]["figures"]["runs"]:
+        assert run["done"] == run["tasks"] and not run["stopped"], run.get("stopped")
+        assert run["peak_pss_mib"] >= run["idle_pss_mib"] > 0 and run["peak_processes"] >= run["idle_processes"]
+        assert run["bound_s"] > 0 and run["ratio"] > 0 and run["cpu_ms_per_task"] > 0
     for cpu in report["scenarios"]["baseline"]["figures"]["cpu"]:
         # Both sides timed their tool steps' CPU, and the machine's scaling was probed around the workload.
         assert cpu["pegasus"]["tool_cpu_ms_per_task"] > 0 and cpu["baseline"]["tool_cpu_ms_per_task"] > 0

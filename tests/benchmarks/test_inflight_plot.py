@@ -1,0 +1,104 @@
+"""The inflight scenario's pure parts -- its bound, its sizes, its target rows -- and its SVG plot writer."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import inflight, plot
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _run(tasks: int, pss: float, tasks_per_s: float | None, stopped: str = "") -> dict[str, Any]:
+    run: dict[str, Any] = {"tasks": tasks, "peak_pss_mib": pss, "stopped": stopped, "done": 0 if stopped else tasks,
+                           "idle_pss_mib": 100.0, "idle_processes": 206, "processes_at_peak_pss": 206 + tasks,
+                           "peak_processes": 206 + tasks, "peak_task_actors": tasks, "task_actor_ceiling": None,
+                           "system_start_s": 10.0, "submit_s": 1.0, "cpu_ms_per_task": 30.0,
+                           "machine_busy": 0.9, "load_average": [[2.0, 1.0, 1.0], [4.0, 2.0, 1.0]]}
+    if tasks_per_s is not None:
+        run.update(tasks_per_s=tasks_per_s, bound_tasks_per_s=12.5, completion_s=tasks / tasks_per_s,
+                   bound_s=tasks / 12.5, ratio=tasks_per_s / 12.5)
+    return run
+
+
+def _report(path: Path, commit: str, runs: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"mode": "full", "machine": {"git_commit": commit, "git_dirty": False},
+                                "scenarios": {"inflight": {"figures": {"runs": runs}, "checks": []}}}))
+    return path
+
+
+def test_bound_is_the_slowest_pool_or_one_tasks_chain() -> None:
+    """4 llm stages on 100 workers set 1,000 tasks' bound; a few tasks are bound by their own chain of stages."""
+    many = inflight.bound_s(1000, {"llm": 4.0, "tool": 2.0}, {"llm": 100, "tool": 100}, 2.0)
+    assert many["pools_s"] == {"llm": 80.0, "tool": 40.0} and many["bound_s"] == 80.0 and many["set_by"] == "llm"
+    few = inflight.bound_s(10, {"llm": 4.0, "tool": 2.0}, {"llm": 100, "tool": 100}, 2.0)
+    assert few["chain_s"] == 12.0 and few["bound_s"] == 12.0 and few["set_by"] == "chain"
+
+
+def test_sizes_come_from_the_environment_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(inflight.SIZES_ENV, raising=False)
+    assert inflight.sizes_from_env(quick=False) == (150, 1000, 5000)
+    assert inflight.sizes_from_env(quick=True) == (inflight.QUICK_SIZE,)
+    monkeypatch.setenv(inflight.SIZES_ENV, "150, 1000")
+    assert inflight.sizes_from_env(quick=False) == (150, 1000)
+    for bad in ("many", "0", ","):
+        monkeypatch.setenv(inflight.SIZES_ENV, bad)
+        with pytest.raises(ValueError, match=inflight.SIZES_ENV):
+            inflight.sizes_from_env(quick=False)
+
+
+def test_targets_are_reported_met_or_not_and_a_stopped_run_says_why() -> None:
+    rows = {row["metric"].split(" (")[0]: row for row in inflight.checks_for(_run(1000, 7000.0, 9.0))}
+    assert rows["N=1000: ratio bound / completion"]["met"] is False  # 9 / 12.5 = 0.72 < 0.9
+    assert rows["N=1000: peak total PSS"]["met"] is False and rows["N=1000: peak total PSS"]["target"] == "<= 2560"
+    assert rows["N=1000: peak processes"]["met"] is False  # no task-actor ceiling: one process per task
+    stopped = inflight.checks_for(_run(5000, 14000.0, None, stopped="memory guard: system PSS 14000 MiB > 13000 MiB"))
+    assert stopped[0]["met"] is False and "STOPPED (memory guard" in stopped[1]["metric"]
+    pss = next(row for row in stopped if row["metric"].startswith("N=5000: peak total PSS"))
+    assert pss["met"] is False  # under the target or not, a run that did not complete does not meet it
+    assert all(row["value"] is not None for row in stopped)
+    assert math.isnan(next(row for row in stopped if "completion" in row["metric"])["value"])
+
+
+def test_plot_draws_pss_and_throughput_against_tasks_in_flight(tmp_path: Path) -> None:
+    """Two reports (sizes run separately share a label and join up): one line each, a stopped run hollow."""
+    before_a = _report(tmp_path / "a.json", "aaaaaaaa11", [_run(150, 3180.0, 7.9)])
+    before_b = _report(tmp_path / "b.json", "aaaaaaaa11", [_run(1000, 11000.0, 8.5), _run(5000, 14000.0, None, "guard")])
+    after = _report(tmp_path / "c.json", "bbbbbbbb22", [_run(150, 600.0, 12.0), _run(1000, 900.0, 12.3)])
+    out = tmp_path / "inflight.svg"
+    assert plot.main([str(before_a), str(before_b), f"{after}=virtual task actors", str(out)]) == 0
+    root = ET.fromstring(out.read_text(encoding="utf-8"))
+    assert root.tag == f"{SVG}svg"
+    lines = root.findall(f"{SVG}polyline")
+    # PSS: before (3 points), after (2); throughput: measured and bound for before (2 done) and after (2).
+    assert sorted(len(line.get("points", "").split()) for line in lines) == [2, 2, 2, 2, 2, 3]
+    circles = root.findall(f"{SVG}circle")
+    assert len(circles) == 3 + 2 + 2 + 2  # PSS, then measured throughput; the bound's points are squares
+    assert len([r for r in root.findall(f"{SVG}rect") if r.get("width") == "6"]) == 2 + 2
+    hollow = [c for c in circles if c.get("fill") == "white"]
+    assert any("N=5,000" in (c.findtext(f"{SVG}title") or "") for c in hollow)  # the stopped run
+    text = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    assert "commit aaaaaaaa" in text and "virtual task actors" in text
+    assert all(n in text for n in ("150", "1,000", "5,000")) and "≤ 2,560" in text
+
+
+def test_repeated_runs_of_one_size_draw_their_median() -> None:
+    """A noisy host: three runs of N=1000 under one label draw the middle one by throughput."""
+    runs = [_run(1000, pss, tps) for pss, tps in ((11000.0, 5.1), (11800.0, 8.6), (11200.0, 8.0))]
+    report = {"scenarios": {"inflight": {"figures": {"runs": runs}}}}
+    (point,) = plot.series([("main", report)])["main"]
+    assert point["tasks_per_s"] == 8.0 and point["pss_mib"] == 11200.0
+
+
+def test_plot_refuses_a_report_without_the_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"machine": {}, "scenarios": {"hop": {}}}))
+    assert plot.main([str(other), str(tmp_path / "out.svg")]) == 2
+    assert "no 'inflight' scenario" in capsys.readouterr().err
+    assert not (tmp_path / "out.svg").exists()
