@@ -45,7 +45,10 @@ MAX_POOL_WORKERS = 512
 
 
 class RuntimeSettings(_Section):
-    max_active_tasks: int = Field(5, ge=1)
+    # Tasks admitted and running at once.  A running task waiting on a stage is a passivated run
+    # (~10 KB in a task actor, not a process): 1,000 in flight measured 1.6 GB for the whole
+    # system with 100 + 100 workers, of which the task actors 49 MiB (docs/architecture.md).
+    max_active_tasks: int = Field(1000, ge=1)
     approval_policy: Literal["auto", "manual"] = "auto"
     default_machine: CognitiveMachineName = MachineName.CLASSIC.value
     max_input_bytes: int = Field(65536, ge=1)
