@@ -58,7 +58,8 @@ class RuntimeSettings(_Section):
     # Runs one task actor process serves before it is retired, once the last of them stopped
     # (1: a new process per run).  A task actor holds many runs at once (pegasus/run/hosts.py).
     task_actor_runs: int = Field(1000, ge=1)
-    # Task actor processes: kept when idle (the floor), at most (the ceiling; more come only under load).
+    # Task actor processes: the floor (the first runs start them, each a new one; kept when idle) and the
+    # ceiling (past the floor, more start only while every one is busy).
     task_actors_min: int = Field(1, ge=1)
     task_actors_max: int = Field(8, ge=1, le=MAX_POOL_WORKERS)
     # A task actor above the floor that held no run this long is retired.

@@ -13,6 +13,8 @@ tell one to exit, arm a timer).  No Thespian, no I/O; the clock is a parameter.
 - A new run goes to the cool host (utilisation under ``GROW_AT``) with the fewest
   runs; when every host is hot, or none takes runs, a new host starts, up to the
   ceiling; at the ceiling the least busy host takes it.
+- Up to ``minimum`` hosts, each new run starts one: runs submitted at once are
+  placed before any load is measured, and spread over the floor.
 - A host is retired once it has served ``runs_per_host`` runs and its last one
   stopped (a bound on what a long-lived process may accumulate), or when it held
   no run for ``idle_s`` while more than ``minimum`` hosts live.
@@ -167,6 +169,8 @@ class TaskHosts:
 
     def _choose(self) -> Host | None:
         """The host for a new run; None: start one."""
+        if len(self.hosts) < min(self.minimum, self.maximum):
+            return None  # up to the floor, each new run starts a host: a burst spreads before any load is known
         open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host]
         cool = [h for h in open_hosts if self.load(h) < GROW_AT]
         if cool:

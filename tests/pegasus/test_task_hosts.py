@@ -123,3 +123,10 @@ def test_a_dead_host_gives_back_its_runs_and_is_forgotten() -> None:
     assert policy.host_of("a") is None and policy.host_of("c") == (second, 1)
     policy.report(first, 5.0)  # a late report of the dead host: ignored
     assert policy.place("a", 2)[0] == second
+
+
+def test_runs_spread_over_the_floor_before_any_load_is_known() -> None:
+    """A burst is placed before any host reports: with a floor of 3 it lands on three processes."""
+    policy, _ = hosts(minimum=3, maximum=8)
+    keys = [policy.place(f"t{n}", 1)[0] for n in range(9)]
+    assert sorted(keys) == [1, 1, 1, 2, 2, 2, 3, 3, 3] and policy.view()["hosts"] == 3
