@@ -45,9 +45,10 @@ MAX_POOL_WORKERS = 512
 
 
 class RuntimeSettings(_Section):
-    # Tasks admitted and running at once.  A running task waiting on a stage is a passivated run
-    # (~10 KB in a task actor, not a process): 1,000 in flight measured 1.6 GB for the whole
-    # system with 100 + 100 workers, of which the task actors 49 MiB (docs/architecture.md).
+    # Tasks admitted and running at once.  A running task waiting on a stage is a passivated run,
+    # not a process: 5,000 in flight (100 + 100 workers) measured 357 MiB over the idle system's
+    # 1.18 GB (~73 KB a task, all processes; docs/architecture.md).  Above ~1,000 the priority
+    # queue matters less (admitted tasks wait FIFO in the pools), so the default stops there.
     max_active_tasks: int = Field(1000, ge=1)
     approval_policy: Literal["auto", "manual"] = "auto"
     default_machine: CognitiveMachineName = MachineName.CLASSIC.value
