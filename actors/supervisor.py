@@ -3,10 +3,11 @@
 It answers every client request, keeps the tasks' lifecycle through
 ``pegasus.admission.Admission`` (pure), and turns Admission's effects into
 messages: give a run a task actor, stop one, run a verification gate on the
-tool pool, stream transitions to subscribers.  A task actor whose run is over
-(its TaskStopped) is free: the next run gets it instead of a new process; the
-supervisor keeps at most ``max_active_tasks`` free ones and retires one after
-``[runtime] task_actor_runs`` runs (``actors.task_actors``).  A malformed, unknown or
+tool pool, stream transitions to subscribers.  A task actor holds many runs,
+passivated between their messages; which one a new run goes to, how many there
+are (between ``[runtime] task_actors_min`` and ``task_actors_max``, grown under
+load) and when one retires is ``pegasus.run.hosts``'s (``actors.task_actors``
+carries it).  A malformed, unknown or
 oversized request gets an error Reply; nothing a client sends can raise into
 Thespian (which would re-deliver it and answer with PoisonMessage).
 """
@@ -69,7 +70,9 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         self.store_health = StoreHealth()
         self.settings: Settings | None = None
         self.pools: dict[str, Any] = {}
-        self.task_actors = TaskActors(lambda: self._fork(TaskActor))  # limits set by Configure
+        self.task_actors = TaskActors(lambda: self._fork(TaskActor), self.send,  # limits set by Configure
+                                      lambda seconds: self.wakeupAfter(timedelta(seconds=seconds),
+                                                                       payload=m.TaskActorsDue()))
         self.subscribers: list[tuple[Any, str | None]] = []
         self.pending_suspend: dict[str, list[tuple[Any, str]]] = {}
         self.pending_stats: dict[int, tuple[Any, str, dict[str, Any]]] = {}
@@ -98,8 +101,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
             pool = self.createActor(StagePool)
             self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
             self.pools[name] = pool
-        self.task_actors.runs_per_actor = settings.runtime.task_actor_runs
-        self.task_actors.max_free = settings.runtime.max_active_tasks
+        self.task_actors.configure(settings.runtime)
         self.store = store
         try:
             self._restore()
@@ -282,6 +284,8 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
             self._carry_out(self.admission.wake(wakeup.payload.task_id))
         elif isinstance(wakeup.payload, m.StoreProbe):
             self._probe_store()
+        elif isinstance(wakeup.payload, m.TaskActorsDue):
+            self.task_actors.tick()
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True
@@ -330,20 +334,21 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
                 self._notify(effect)
             elif isinstance(effect, StartRun):
                 assert self.settings is not None  # effects come only from a configured admission
-                lease = self.task_actors.take(effect.task_id, effect.run)
-                self.send(lease.address, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM], self.pools[PoolName.TOOL],
-                                             self.settings, effect.resume_event, effect.resume_payload,
-                                             effect.generation, effect.journal))
+                host = self.task_actors.take(effect.task_id, effect.run)
+                self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
+                                            self.pools[PoolName.TOOL], self.settings, effect.resume_event,
+                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id))
             elif isinstance(effect, StopRun):
-                stopped = self.task_actors.release(effect.task_id)
-                if stopped is not None:  # its run may be mid-stage: the process goes with it
-                    self.send(stopped.address, ActorExitRequest())
+                run = self.task_actors.policy.host_of(effect.task_id)
+                host = self.task_actors.release(effect.task_id)
+                if host is not None and run is not None:  # its run may be mid-stage: what comes back is dropped
+                    self.send(host, m.DropTask(effect.task_id, run[1]))
                 for pool in self.pools.values():  # free the workers still busy with its stages
                     self.send(pool, m.CancelTask(effect.task_id))
             elif isinstance(effect, SuspendRun):
-                running = self.task_actors.running.get(effect.task_id)
-                if running is not None:
-                    self.send(running.address, m.SuspendTask(effect.task_id, effect.reason))
+                host = self.task_actors.address_of(effect.task_id)
+                if host is not None:
+                    self.send(host, m.SuspendTask(effect.task_id, effect.reason))
             elif isinstance(effect, RunGate):
                 self.send(self.pools[PoolName.TOOL], m.StageRequest(effect.task_id, effect.token, StageName.GATE,
                                                              gate=effect.gate, timeout_s=effect.gate.timeout_s))

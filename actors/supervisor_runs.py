@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ChildActorExited
+from thespian.actors import ChildActorExited
 
 from actors import messages as m
 from actors.request_handler import request_handler
@@ -48,9 +48,9 @@ class RunsAndStore:
         """A task actor's reports, in order; their store writes share one commit."""
         if self.store is None or self.admission is None:
             return
-        lease = self.task_actors.running.get(batch.task_id)
-        if lease is None or lease.address != sender:
+        if self.task_actors.address_of(batch.task_id) != sender:
             return  # not the actor of the task's run (one stopped when the store failed, say)
+        self.task_actors.report(sender, batch.cpu_s)
         with self.store.group():
             for report in batch.reports:
                 if isinstance(report, m.TaskTransitioned):
@@ -60,8 +60,7 @@ class RunsAndStore:
 
     def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
         """Streamed text of a task's stage, from its task actor: to the task's subscribers, never stored."""
-        lease = self.task_actors.running.get(delta.task_id)
-        if lease is not None and lease.address == sender and lease.run == delta.run:
+        if self.task_actors.address_of(delta.task_id, delta.run) == sender:
             self._notify(delta)
 
     def receiveMsg_StepStarting(self, step: m.StepStarting, sender: Any) -> None:
@@ -105,9 +104,7 @@ class RunsAndStore:
 
     def _on_stopped(self, report: m.TaskStopped) -> None:
         assert self.admission is not None
-        lease = self.task_actors.release(report.task_id, report.run)
-        if lease is not None and not self.task_actors.give_back(lease):  # free before the next run starts
-            self.send(lease.address, ActorExitRequest())
+        self.task_actors.release(report.task_id, report.run)  # before the next run is placed
         self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
                                                   report.exit_reason))
         self._answer_suspends(report.task_id)
@@ -118,17 +115,25 @@ class RunsAndStore:
         detail = {**result.payload, "error": result.error, "worker": result.worker}
         self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))
 
+    def receiveMsg_TaskAbandoned(self, abandoned: m.TaskAbandoned, sender: Any) -> None:
+        """A task actor let a run go (see the message): restarted from its checkpoint, as after a crash."""
+        if self.admission is None or self.task_actors.address_of(abandoned.task_id, abandoned.run) != sender:
+            return
+        self.task_actors.release(abandoned.task_id, abandoned.run)
+        self.log.warning("task_run_abandoned", task_id=abandoned.task_id, run=abandoned.run, reason=abandoned.reason)
+        self._carry_out(self.admission.on_run_lost(abandoned.task_id, abandoned.run,
+                                                   f"the task actor let the run go: {abandoned.reason}"))
+        self._answer_suspends(abandoned.task_id)
+
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         if self.admission is None:
             return
-        task_id, lease = self.task_actors.exited(exited.childAddress)
-        if lease is None:
-            return  # not a task actor of ours any more (a pool, or one retired or canceled)
-        if task_id is None:
-            self.log.warning("free_task_actor_lost", runs=lease.runs)
-        else:
-            self.log.warning("task_actor_lost", task_id=task_id, run=lease.run)
-            self._carry_out(self.admission.on_run_lost(task_id, lease.run, "the task actor exited unexpectedly"))
+        lost = self.task_actors.exited(exited.childAddress)
+        if lost is None:
+            return  # not a task actor of ours any more (a pool, or one retired)
+        for task_id, run in lost:  # each restarted from its checkpoint, placed anew
+            self.log.warning("task_actor_lost", task_id=task_id, run=run)
+            self._carry_out(self.admission.on_run_lost(task_id, run, "the task actor exited unexpectedly"))
             self._answer_suspends(task_id)
 
     # -- the store: backups, and a store that takes no writes ------------------------------------
@@ -155,7 +160,7 @@ class RunsAndStore:
         self.log.error("store_unavailable", error=str(error))
         verifying = [r.task_id for r in self.admission.records.values() if r.state == LifecycleState.VERIFYING] \
             if self.admission is not None else []
-        self._carry_out([StopRun(task_id, 0) for task_id in list(self.task_actors.running)])
+        self._carry_out([StopRun(task_id, 0) for task_id in self.task_actors.running()])
         for task_id in verifying:  # its gate's answer would belong to a record that is gone
             self.send(self.pools[PoolName.TOOL], m.CancelTask(task_id))
         for task_id in list(self.pending_suspend):

@@ -1,16 +1,23 @@
-"""The task actor: the carrier of one task's run (``pegasus.run.TaskRun``) at a time.
+"""The task actor: a host of many tasks' runs (``pegasus.run.TaskRun``), each passivated between messages.
 
-Its mailbox serialises the task's transitions.  Each message becomes one call of
-the core, and the core's commands become sends: a stage request goes to its pool
-at once; the reports (transitions, the stop) go to the supervisor as one
-TaskReports when the handler ends.  When the run stops (suspended, completed,
-failed) the actor is free: the supervisor gives it the next run (any task's) or
-retires it (passivation: a suspended task costs rows in the store, not a
-process).  Reusing the process saves a fork, Thespian's start-up and exit
-messages and new TCP connections to the supervisor, the pools and the workers:
-measured ~23 ms of CPU per task of the 62 a task cost.  The actor carries nothing
-from one run to the next but its request token, which only grows, so a late
-answer to an earlier run's request is stale here too.
+A virtual actor in the manner of Orleans: a task is always addressable (its
+stage requests name this actor as the one to answer), but between two messages
+its run is held as its ``RunSnapshot`` (a few KB), not as a process.  A message
+for a task activates its run -- restored from the snapshot, ~20 us -- hands it
+to the core, carries out the commands, and passivates it again.  The process's
+one mailbox serialises every transition of every task it holds, so a task has
+exactly one activation at a time.  How many task actors there are, and which
+one a new run goes to, is ``pegasus.run.hosts``'s (the supervisor's) decision;
+a run stays on its task actor until it stops.
+
+A stage request goes to its pool at once; the reports (transitions, the stop) go
+to the supervisor as one TaskReports when the handler ends, with this process's
+CPU time (its load).  A run that stops (suspended, completed, failed) is
+forgotten here; so is one the supervisor drops (canceled).  A run that cannot go
+on (unreadable snapshot, a command that raised) is forgotten and reported
+abandoned: the supervisor restarts it from its checkpoint, as when a task actor
+dies.  Tokens: a new run starts past the highest token this process has issued,
+so an answer to an earlier run's request is stale here too.
 
 Reports are never held back for a later handler: with a slow stage, ``get``
 would show a state one stage old.  (Holding them back at most 20 ms with a
@@ -24,6 +31,8 @@ does not wait for them (measured: ~1 ms of each hop on this machine for the repo
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
@@ -33,7 +42,9 @@ from actors import procs
 from actors.mcp_host import MCP_HOST, McpHostActor
 from pegasus import logs
 from pegasus.config import Settings
-from pegasus.run import Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned
+from pegasus.run import (
+    Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, current, delta_of,
+)
 from pegasus.task.names import PoolName
 from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
@@ -58,33 +69,31 @@ def effect_registry(settings: Settings) -> ToolRegistry:
 
 
 class TaskActor(ActorTypeDispatcher):
-    """Carries one task's run at a time; see the module docstring."""
+    """Holds many tasks' runs, passivated; activates one per message.  See the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         procs.die_with_parent()
         self.supervisor: Any = None
         self.registry: ToolRegistry | None = None
-        self.token = 0  # never reset: a request of an earlier run stays stale
-        self.task: TaskRun | None = None
+        self.token = 0  # the highest token issued here: a run starts past it, so an earlier run's answers stay stale
+        self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
         self.pools: dict[str, Any] = {}
         self.log = logs.get("task")
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
-        # The boundary: the core never raises; should carrying out its commands raise, the process
-        # lets the run go (as when it cannot take one): the supervisor restarts it from its checkpoint.
+        # The boundary: a run's own failure is handled in _activate; nothing else raises into Thespian.
         try:
             super().receiveMessage(message, sender)
         except Exception:  # noqa: BLE001
             self.log.exception("task_actor_error")
-            self.send(self.myAddress, ActorExitRequest())
 
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
-        if self.task is not None:
-            return
-        logs.configure_from(start.settings)
+        if self.supervisor is None:  # once per process: its runs all come from one system's settings
+            logs.configure_from(start.settings)
+            self.log = logs.get("task")
         self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool}
-        if self.registry is None:  # once per process: its runs all come from one system's settings
+        if self.registry is None:
             try:
                 # Effect classes only: effect_of answers from the configuration and never
                 # starts an MCP server in this process.
@@ -94,54 +103,95 @@ class TaskActor(ActorTypeDispatcher):
             if any(server.scope == "machine" for server in start.settings.mcp.servers):
                 # Annotation-derived effect classes: until the first listing arrives, the config's.
                 self.send(self.createActor(McpHostActor, globalName=MCP_HOST), m.McpSubscribe(start.settings))
+        task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
+        self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
                             start.journal, self.token)
-        effect_of = self.registry.effect_of if self.registry is not None else (lambda tool: None)
-        self.task, commands = TaskRun.begin(state, resume_event=start.resume_event,
-                                            resume_payload=start.resume_payload, effect_of=effect_of, pid=os.getpid())
-        if self.task is not None:
-            self.log = logs.get("task", task_id=self.task.task_id, machine=self.task.fsm.machine.name, run=start.run)
-        self._carry_out(commands)
+        self._activate(task_id, start.run, lambda: TaskRun.begin(
+            state, resume_event=start.resume_event, resume_payload=start.resume_payload, effect_of=self._effect_of(),
+            pid=os.getpid()))
 
     def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
         _MCP_LISTINGS.views = dict(listing.views)
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
-        if self.task is None:
-            self.log.info("stale_result_dropped", stage=result.stage, token=result.token, current=self.token)
-        else:
-            self._carry_out(self.task.on_result(result))
+        held = self.runs.get(result.task_id)
+        if held is None or not current(held, result.task_id, result.token):
+            self.log.info("stale_result_dropped", task_id=result.task_id, stage=result.stage, token=result.token,
+                          current=held.token if held is not None else None)
+            return
+        self._activate(result.task_id, held.run, lambda: self._restored(held, lambda run: run.on_result(result)))
 
     def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
-        if self.task is not None:
-            for forward in self.task.on_delta(delta):
+        held = self.runs.get(delta.task_id)
+        if held is not None:  # passed on without activating the run
+            for forward in delta_of(held, delta):
                 self.send(self.supervisor, forward)
 
     def receiveMsg_SuspendTask(self, request: m.SuspendTask, sender: Any) -> None:
-        if self.task is not None:  # else a run that is over (the request crossed its TaskStopped)
-            self._carry_out(self.task.suspend(request.task_id, request.reason))
+        held = self.runs.get(request.task_id)
+        if held is not None:  # else a run that is over (the request crossed its TaskStopped)
+            self._activate(request.task_id, held.run,
+                           lambda: self._restored(held, lambda run: run.suspend(request.task_id, request.reason)))
+
+    def receiveMsg_DropTask(self, drop: m.DropTask, sender: Any) -> None:
+        held = self.runs.get(drop.task_id)
+        if held is not None and held.run == drop.run:
+            del self.runs[drop.task_id]
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
-        self.task = None
+        self.runs.clear()
 
-    # -- carrying out ------------------------------------------------------------------------
-    def _carry_out(self, commands: list[Command]) -> None:
+    # -- activation ----------------------------------------------------------------------------
+    def _effect_of(self) -> Callable[[str], Any]:
+        return self.registry.effect_of if self.registry is not None else (lambda tool: None)
+
+    def _restored(self, held: RunSnapshot, event: Callable[[TaskRun], list[Command]]) -> tuple[TaskRun, list[Command]]:
+        run = TaskRun(held, effect_of=self._effect_of(), pid=os.getpid())
+        return run, event(run)
+
+    def _activate(self, task_id: str, run_number: int,
+                  step: Callable[[], tuple[TaskRun | None, list[Command]]]) -> None:
+        """One activation: the run restored (or begun), one event applied, its commands carried out,
+        the run passivated again -- or forgotten when it stopped or cannot go on."""
+        try:
+            run, commands = step()
+            if run is not None:
+                self.token = max(self.token, run.token)
+            abandon = self._carry_out(run, commands)
+        except Exception as exc:  # noqa: BLE001 - this run cannot go on; the others here can
+            self.log.exception("task_actor_error", task_id=task_id)
+            run, abandon = None, f"{type(exc).__name__}: {exc}"
+        if abandon is not None or run is None or run.stopped:
+            self.runs.pop(task_id, None)
+            if abandon is not None and self.supervisor is not None:
+                self.send(self.supervisor, m.TaskAbandoned(task_id, run_number, abandon))
+        else:
+            self.runs[task_id] = run.snapshot()
+
+    def _carry_out(self, run: TaskRun | None, commands: list[Command]) -> str | None:
+        """Send the stage requests, then the reports; answer why the run is abandoned, if it is."""
         for command in commands:  # stage requests first: the next stage waits for no log line
             if isinstance(command, SendStage):
                 self._send_stage(command)
         reports: list[TaskTransitioned | TaskStopped] = []
+        abandon = None
+        log = None
         for command in commands:
             if isinstance(command, (TaskTransitioned, TaskStopped)):
                 reports.append(command)
             elif isinstance(command, Log):
+                if log is None:
+                    log = self.log if run is None else logs.get("task", task_id=run.task_id,
+                                                                machine=run.fsm.machine.name, run=run.run)
                 fields = command.fields if command.error is None else {**command.fields, "exc_info": command.error}
-                getattr(self.log, command.level)(command.event, **fields)
+                getattr(log, command.level)(command.event, **fields)
             elif isinstance(command, Abandon):
-                self.send(self.myAddress, ActorExitRequest())
+                abandon = command.reason
         if reports:
-            self.send(self.supervisor, m.TaskReports(reports[0].task_id, reports[0].run, tuple(reports)))
-        if self.task is not None and self.task.stopped:  # free for the next run
-            self.token, self.task, self.log = self.task.token, None, logs.get("task")
+            self.send(self.supervisor, m.TaskReports(reports[0].task_id, reports[0].run, tuple(reports),
+                                                     time.process_time()))
+        return abandon
 
     def _send_stage(self, command: SendStage) -> None:
         """An effectful step goes with the supervisor's address: its worker journals it as

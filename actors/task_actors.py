@@ -1,78 +1,91 @@
-"""The supervisor's task actors: the one of each running task, and the free ones.
+"""The supervisor's task actors: the hosts of its runs, placed and sized by ``pegasus.run.hosts``.
 
-A task actor whose run stops is free: the next run (of any task) gets it instead
-of a new process.  ``TaskActors`` keeps that account; the supervisor sends the
-messages (StartTask, ActorExitRequest) and creates the actors.
+``TaskActors`` carries the policy's commands that concern the actors themselves
+(create one, tell one to exit) and maps its host keys to addresses; the
+supervisor sends the runs' messages and arms the timer the policy asks for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from thespian.actors import ActorExitRequest
 
-@dataclass
-class Lease:
-    """A task actor and the run it serves (``run`` 0: free); ``runs``: runs it has served."""
-
-    address: Any
-    run: int = 0
-    runs: int = 0
+from pegasus.config import RuntimeSettings
+from pegasus.run.hosts import HostCommand, RetireHost, StartHost, TaskHosts, WakeIn
 
 
 class TaskActors:
-    """The supervisor's task actors: the one of each running task, and the free ones.
+    """The supervisor's task actors; see the module docstring.
 
-    ``take`` gives a run a free actor (or creates one); ``give_back`` frees the actor
-    of a run that stopped, or retires it (answers False) when it has served
-    ``runs_per_actor`` runs or ``max_free`` actors are free already.
+    ``create`` makes a task actor and answers its address, ``send`` sends a message,
+    ``wake`` arms the supervisor's timer for ``tick`` (seconds).
     """
 
-    def __init__(self, create: Callable[[], Any], runs_per_actor: int = 1, max_free: int = 0) -> None:
-        self.create, self.runs_per_actor, self.max_free = create, runs_per_actor, max_free
-        self.running: dict[str, Lease] = {}
-        self.free: list[Lease] = []
-        self.created = 0
+    def __init__(self, create: Callable[[], Any], send: Callable[[Any, Any], None],
+                 wake: Callable[[float], None]) -> None:
+        self.create, self.send, self.wake = create, send, wake
+        self.policy = TaskHosts()
+        self.address: dict[int, Any] = {}
 
-    def take(self, task_id: str, run: int) -> Lease:
-        if self.free:
-            lease = self.free.pop()
-        else:
-            lease = Lease(self.create())
-            self.created += 1
-        lease.run, lease.runs = run, lease.runs + 1
-        self.running[task_id] = lease
-        return lease
+    def configure(self, runtime: RuntimeSettings) -> None:
+        self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
+                                runtime.task_actors_idle_s)
 
-    def release(self, task_id: str, run: int | None = None) -> Lease | None:
-        """The lease of a task's run (any run when ``run`` is None), no longer running."""
-        lease = self.running.get(task_id)
-        if lease is None or (run is not None and lease.run != run):
+    def take(self, task_id: str, run: int) -> Any:
+        """The address of the task actor the new run goes to (created now when the policy says so)."""
+        key, commands = self.policy.place(task_id, run)
+        self._carry_out(commands)
+        return self.address[key]
+
+    def address_of(self, task_id: str, run: int | None = None) -> Any:
+        """The task actor of the task's running run (of ``run`` when given), or None."""
+        held = self.policy.host_of(task_id)
+        if held is None or (run is not None and held[1] != run):
             return None
-        return self.running.pop(task_id)
+        return self.address.get(held[0])
 
-    def give_back(self, lease: Lease) -> bool:
-        if lease.runs >= self.runs_per_actor or len(self.free) >= self.max_free:
-            return False
-        lease.run = 0
-        self.free.append(lease)
-        return True
+    def release(self, task_id: str, run: int | None = None) -> Any:
+        """The run stopped: the address of its task actor (None when it held no such run)."""
+        key, commands = self.policy.release(task_id, run)
+        address = self.address.get(key) if key is not None else None
+        self._carry_out(commands)
+        return address
 
-    def exited(self, address: Any) -> tuple[str | None, Lease | None]:
-        """Forget an actor that exited: (its running task or None if it was free, its lease);
-        (None, None) for an actor not accounted here (one retired or canceled)."""
-        for task_id, lease in self.running.items():
-            if lease.address == address:
-                return task_id, self.running.pop(task_id)
-        for lease in self.free:
-            if lease.address == address:
-                self.free.remove(lease)
-                return None, lease
-        return None, None
+    def report(self, address: Any, cpu_s: float) -> None:
+        key = self._key(address)
+        if key is not None:
+            self.policy.report(key, cpu_s)
+
+    def exited(self, address: Any) -> list[tuple[str, int]] | None:
+        """A task actor exited: the runs it held (None: not one of ours any more, e.g. one retired)."""
+        key = self._key(address)
+        if key is None:
+            return None
+        del self.address[key]
+        return self.policy.lost(key)
+
+    def tick(self) -> None:
+        self._carry_out(self.policy.tick())
+
+    def running(self) -> list[str]:
+        return list(self.policy.placed)
 
     def addresses(self) -> list[Any]:
-        return [lease.address for lease in (*self.running.values(), *self.free)]
+        return list(self.address.values())
 
     def view(self) -> dict[str, int]:
-        return {"running": len(self.running), "free": len(self.free), "created": self.created}
+        return self.policy.view()
+
+    def _key(self, address: Any) -> int | None:
+        return next((key for key, known in self.address.items() if known == address), None)
+
+    def _carry_out(self, commands: list[HostCommand]) -> None:
+        for command in commands:
+            if isinstance(command, StartHost):
+                self.address[command.key] = self.create()
+            elif isinstance(command, RetireHost):
+                self.send(self.address.pop(command.key), ActorExitRequest())
+            elif isinstance(command, WakeIn):
+                self.wake(command.seconds)

@@ -39,21 +39,39 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# One process per worker: past this a typo (100000) would fork the host to a standstill.
+# 512 leaves room for 100 llm + 100 tool workers on one host with margin.
+MAX_POOL_WORKERS = 512
+
+
 class RuntimeSettings(_Section):
-    max_active_tasks: int = Field(5, ge=1)
+    # Tasks admitted and running at once.  A running task waiting on a stage is a passivated run,
+    # not a process: 5,000 in flight (100 + 100 workers) measured 357 MiB over the idle system's
+    # 1.18 GB (~73 KB a task, all processes; docs/architecture.md).  Above ~1,000 the priority
+    # queue matters less (admitted tasks wait FIFO in the pools), so the default stops there.
+    max_active_tasks: int = Field(1000, ge=1)
     approval_policy: Literal["auto", "manual"] = "auto"
     default_machine: CognitiveMachineName = MachineName.CLASSIC.value
     max_input_bytes: int = Field(65536, ge=1)
     max_message_bytes: int = Field(262144, ge=1024)
     max_pending_tasks: int = Field(100000, ge=1)
     max_iterations: int = Field(5, ge=1)
-    # Runs one task actor process serves, one at a time, before it is retired (1: a new process per run).
-    task_actor_runs: int = Field(100, ge=1)
+    # Runs one task actor process serves before it is retired, once the last of them stopped
+    # (1: a new process per run).  A task actor holds many runs at once (pegasus/run/hosts.py).
+    task_actor_runs: int = Field(1000, ge=1)
+    # Task actor processes: the floor (the first runs start them, each a new one; kept when idle) and the
+    # ceiling (past the floor, more start only while every one is busy).
+    task_actors_min: int = Field(1, ge=1)
+    task_actors_max: int = Field(8, ge=1, le=MAX_POOL_WORKERS)
+    # A task actor above the floor that held no run this long is retired.
+    task_actors_idle_s: float = Field(30.0, gt=0)
 
-
-# One process per worker: past this a typo (100000) would fork the host to a standstill.
-# 512 leaves room for 100 llm + 100 tool workers on one host with margin.
-MAX_POOL_WORKERS = 512
+    @model_validator(mode="after")
+    def _task_actors(self) -> RuntimeSettings:
+        if self.task_actors_min > self.task_actors_max:
+            raise ValueError(f"task_actors_min ({self.task_actors_min}) is over task_actors_max "
+                             f"({self.task_actors_max})")
+        return self
 
 
 class PoolSettings(_Section):

@@ -20,3 +20,7 @@ class RetryDue:
 @dataclass(frozen=True)
 class StoreProbe:
     """Wakeup payload of the supervisor: try a write to learn whether the store takes writes again."""
+
+@dataclass(frozen=True)
+class TaskActorsDue:
+    """Wakeup payload of the supervisor: a task actor may have been idle long enough to retire."""

@@ -28,10 +28,29 @@ class StartTask(_Brief):
     resume_payload: dict[str, Any] = field(default_factory=dict)
     generation: str = "1"
     journal: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_id: str = ""  # the snapshot's (named apart: a run whose snapshot cannot be read is reported by it)
 
 @dataclass(frozen=True)
 class SuspendTask:
     task_id: str
+    reason: str
+
+@dataclass(frozen=True)
+class DropTask:
+    """Supervisor -> task actor: forget the task's run ``run`` (canceled, or the store failed);
+    whatever it still has in flight is dropped when it comes back."""
+
+    task_id: str
+    run: int
+
+@dataclass(frozen=True)
+class TaskAbandoned:
+    """Task actor -> supervisor: the run cannot go on here (its snapshot is unusable, or carrying
+    it out raised); the task actor has forgotten it, and the supervisor restarts it from its
+    checkpoint as after a crash."""
+
+    task_id: str
+    run: int
     reason: str
 
 @dataclass(frozen=True, repr=False)
@@ -46,3 +65,4 @@ class TaskReports(_Brief):
     task_id: str
     run: int
     reports: tuple[Any, ...]
+    cpu_s: float = 0.0  # the task actor's process CPU so far: its load, for placing runs (pegasus/run/hosts.py)

@@ -90,6 +90,17 @@ class RunSnapshot:
     stopped: bool = False
 
 
+def current(state: RunSnapshot, task_id: str, token: int) -> bool:
+    """Whether an answer (or streamed text) with ``token`` is for the run passivated as ``state``:
+    a carrier drops any other without activating the run (``TaskRun.on_result`` would drop it too)."""
+    return not state.stopped and token == state.token and task_id == state.task.task_id
+
+
+def delta_of(state: RunSnapshot, delta: TextDelta) -> list[Command]:
+    """``TaskRun.on_delta`` of the run passivated as ``state``, without activating it."""
+    return [replace(delta, run=state.run)] if current(state, delta.task_id, delta.token) else []
+
+
 def _unknown(tool: str) -> Effect | None:
     return None
 

@@ -61,8 +61,9 @@ def _samples() -> dict[ModuleType, list[Any]]:
         task_run: [
             task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, settings, "MESSAGE_RECEIVED", {"text": "x"}, "1.0",
                                {"k": {"status": "finished"}}),
-            task_run.SuspendTask("t1", "wait"), moved,
-            task_run.TaskReports("t1", 1, (moved,)), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
+            task_run.SuspendTask("t1", "wait"), moved, task_run.DropTask("t1", 1),
+            task_run.TaskAbandoned("t1", 1, "unreadable"),
+            task_run.TaskReports("t1", 1, (moved,), 0.25), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
         ],
         stage_work: [
             request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
@@ -74,7 +75,8 @@ def _samples() -> dict[ModuleType, list[Any]]:
             stage_work.PoolStats(9, "llm", 3, 1, 0, 0, [{"index": 0}], [{"name": "m"}]), stage_work.CancelTask("t1"),
             stage_work.StopStage(5),
         ],
-        supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe()],
+        supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe(),
+                      supervision.TaskActorsDue()],
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],

@@ -172,16 +172,39 @@ def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_l
     assert (moved.task_id, moved.from_state, moved.to_state) == ("t9", "perceiving", "thinking")
 
 
-def test_a_task_actor_that_cannot_take_a_run_exits(asys, tmp_path: Path) -> None:
-    # The supervisor then sees it exit and restarts the run from its checkpoint in a new
-    # process (on_run_lost), instead of the run waiting for ever on a broken actor.
+def test_a_run_that_cannot_start_is_reported_abandoned_and_the_task_actor_serves_on(asys, tmp_path: Path) -> None:
+    # The supervisor restarts the abandoned run from its checkpoint (on_run_lost); the other
+    # runs the task actor holds go on (before, the whole process exited, and every run with it).
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     settings = settings_for(tmp_path)
-    asys.tell(actor, m.StartTask(None, 1, pool, pool, settings))  # no snapshot: the restore raises
+    abandoned = asys.ask(actor, m.StartTask(None, 1, pool, pool, settings, task_id="t4"), 5)  # the restore raises
+    assert isinstance(abandoned, m.TaskAbandoned) and (abandoned.task_id, abandoned.run) == ("t4", 1)
+    assert "cannot start" in abandoned.reason
     good = TaskFSM.create("classic", "echo hi", task_id="t3").snapshot()
-    assert asys.ask(actor, m.StartTask(good, 1, pool, pool, settings), 0.5) is None  # it is gone
-    assert asys.ask(asys.createActor(TaskActor), m.StartTask(good, 1, pool, pool, settings), 5) is not None
+    assert isinstance(asys.ask(actor, m.StartTask(good, 1, pool, pool, settings), 5), m.TaskReports)
+
+
+def test_a_task_actor_holds_many_runs_and_applies_each_answer_to_its_own(asys, tmp_path: Path) -> None:
+    """Virtual task actors: several runs passivated in one process, each activated by its own answers;
+    a dropped (canceled) run's answer is stale."""
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    settings = settings_for(tmp_path)
+    for task_id in ("a", "b", "c"):
+        asys.ask(actor, m.StartTask(TaskFSM.create("classic", "echo hi", task_id=task_id).snapshot(), 1, pool, pool,
+                                    settings), 5)
+    requests = {r.task_id: r.token for r in asys.ask(pool, "requests", 5)}
+    assert sorted(requests) == ["a", "b", "c"] and len(set(requests.values())) == 3  # tokens never shared
+    asys.tell(actor, m.DropTask("b", 1))
+    asys.tell(actor, m.StageResult("b", requests["b"], "perceive", True, "PERCEIVE_DONE", {"perception": {}}))
+    assert asys.listen(0.2) is None  # b's run is forgotten: its answer changes nothing
+    for task_id in ("c", "a"):
+        answer = m.StageResult(task_id, requests[task_id], "perceive", True, "PERCEIVE_DONE", {"perception": {}})
+        [moved] = asys.ask(actor, answer, 5).reports
+        assert (moved.task_id, moved.from_state, moved.to_state) == (task_id, "perceiving", "thinking")
+    later = {r.task_id: (r.stage, r.token) for r in asys.ask(pool, "requests", 5)[3:]}
+    assert set(later) == {"a", "c"} and {stage for stage, _ in later.values()} == {"think"}
 
 
 def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path) -> None:

@@ -1,0 +1,192 @@
+"""Where task runs live: one supervisor's task actors (hosts of many runs), as a pure policy.
+
+A task actor holds many runs, each passivated as its ``RunSnapshot`` between two
+messages and activated for one message at a time (``actors/task_actor.py``).
+This core decides which host a new run goes to, when to start another host and
+when to retire one; the supervisor carries out its commands (create an actor,
+tell one to exit, arm a timer).  No Thespian, no I/O; the clock is a parameter.
+
+- Load is measured, not guessed: a host's reports carry its process CPU time, and
+  its utilisation is the CPU it used per second of wall time between samples
+  (smoothed).  A run that waits on a stage costs its host nothing, so the number
+  of hosts follows the rate of transitions, not the tasks in flight.
+- A new run goes to the cool host (utilisation under ``GROW_AT``) with the fewest
+  runs; when every host is hot, or none takes runs, a new host starts, up to the
+  ceiling; at the ceiling the least busy host takes it.
+- Up to ``minimum`` hosts, each new run starts one: runs submitted at once are
+  placed before any load is measured, and spread over the floor.
+- A host is retired once it has served ``runs_per_host`` runs and its last one
+  stopped (a bound on what a long-lived process may accumulate), or when it held
+  no run for ``idle_s`` while more than ``minimum`` hosts live.
+- A run is never moved: it stays on its host until it stops, or its host dies and
+  the supervisor restarts it from the store, placed anew.  (Moving a passivated run
+  would need a directory on every hop, or a hand-over racing the stage's answer;
+  placing each run on the least busy host balances the load as runs come and go.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+GROW_AT = 0.5  # a host busy more than half the time takes no new run while another can start
+SAMPLE_S = 0.2  # shortest interval a utilisation sample covers (shorter ones are noise)
+SMOOTH_S = 1.0  # utilisation is smoothed over about this long
+STALE_S = 2.0  # a host that reported nothing for this long is idle, whatever its last sample said
+
+
+@dataclass(frozen=True)
+class StartHost:
+    """Create a task actor for host ``key`` (before the run placed on it is sent)."""
+
+    key: int
+
+
+@dataclass(frozen=True)
+class RetireHost:
+    """Tell host ``key``'s task actor to exit: it holds no run."""
+
+    key: int
+
+
+@dataclass(frozen=True)
+class WakeIn:
+    """Call ``tick`` after ``seconds`` (an idle host may be retired then)."""
+
+    seconds: float
+
+
+HostCommand = StartHost | RetireHost | WakeIn
+
+
+@dataclass
+class Host:
+    """One task actor: the runs it holds (task -> run), the runs it served, its utilisation."""
+
+    key: int
+    runs: dict[str, int] = field(default_factory=dict)
+    served: int = 0
+    util: float = 0.0
+    sample: tuple[float, float] | None = None  # (its CPU seconds, our clock) at the last sample
+    idle_since: float | None = None
+
+
+class TaskHosts:
+    """The hosts of one supervisor's runs; see the module docstring."""
+
+    def __init__(self, minimum: int = 1, maximum: int = 8, runs_per_host: int = 1000, idle_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.minimum, self.maximum = minimum, max(1, maximum)
+        self.runs_per_host, self.idle_s, self.clock = runs_per_host, idle_s, clock
+        self.hosts: dict[int, Host] = {}
+        self.placed: dict[str, int] = {}  # task -> the host of its run
+        self.created = 0
+        self._tick_armed = False
+
+    # -- runs -------------------------------------------------------------------------------------
+    def place(self, task_id: str, run: int) -> tuple[int, list[HostCommand]]:
+        """The host for a new run of ``task_id`` (a run it had elsewhere is released first)."""
+        commands = self.release(task_id)[1]
+        host = self._choose()
+        if host is None:
+            self.created += 1
+            host = self.hosts[self.created] = Host(self.created)
+            commands.append(StartHost(host.key))
+        host.runs[task_id] = run
+        host.served += 1
+        host.idle_since = None
+        self.placed[task_id] = host.key
+        return host.key, commands
+
+    def host_of(self, task_id: str) -> tuple[int, int] | None:
+        """(host, run) of the task's running run, or None."""
+        key = self.placed.get(task_id)
+        return None if key is None else (key, self.hosts[key].runs[task_id])
+
+    def release(self, task_id: str, run: int | None = None) -> tuple[int | None, list[HostCommand]]:
+        """The run stopped (or is stopped): (its host or None when it held none of this run, commands)."""
+        key = self.placed.get(task_id)
+        if key is None:
+            return None, []
+        host = self.hosts[key]
+        if run is not None and host.runs[task_id] != run:
+            return None, []
+        del self.placed[task_id], host.runs[task_id]
+        if host.runs:
+            return key, []
+        if host.served >= self.runs_per_host:  # served its runs: retired now, it holds none
+            del self.hosts[key]
+            return key, [RetireHost(key)]
+        host.idle_since = self.clock()
+        return key, self._arm()
+
+    def lost(self, key: int) -> list[tuple[str, int]] | None:
+        """Host ``key`` died: forget it; the runs it held (None: not a host of ours any more)."""
+        host = self.hosts.pop(key, None)
+        if host is None:
+            return None
+        for task_id in host.runs:
+            del self.placed[task_id]
+        return list(host.runs.items())
+
+    # -- load and size ------------------------------------------------------------------------------
+    def report(self, key: int, cpu_s: float) -> None:
+        """Host ``key`` has used ``cpu_s`` seconds of CPU so far (its reports carry it)."""
+        host = self.hosts.get(key)
+        if host is None:
+            return
+        now = self.clock()
+        if host.sample is None:
+            host.sample = (cpu_s, now)
+            return
+        cpu0, at = host.sample
+        if now - at < SAMPLE_S:
+            return
+        rate = max(0.0, cpu_s - cpu0) / (now - at)
+        host.util += min(1.0, (now - at) / SMOOTH_S) * (rate - host.util)  # a sample of SMOOTH_S or more: as it is
+        host.sample = (cpu_s, now)
+
+    def tick(self) -> list[HostCommand]:
+        """Retire the hosts idle for ``idle_s`` beyond the floor; arm the next tick while one is idle."""
+        self._tick_armed = False
+        now = self.clock()
+        commands: list[HostCommand] = []
+        idle = sorted((h for h in self.hosts.values() if h.idle_since is not None), key=lambda h: h.idle_since or 0)
+        for host in idle:
+            if len(self.hosts) <= self.minimum:
+                break
+            if now - (host.idle_since or now) >= self.idle_s:
+                del self.hosts[host.key]
+                commands.append(RetireHost(host.key))
+        return commands + self._arm()
+
+    def load(self, host: Host) -> float:
+        """Its utilisation, 0 when it has said nothing lately."""
+        if host.sample is None or self.clock() - host.sample[1] > STALE_S:
+            return 0.0
+        return host.util
+
+    def _choose(self) -> Host | None:
+        """The host for a new run; None: start one."""
+        if len(self.hosts) < min(self.minimum, self.maximum):
+            return None  # up to the floor, each new run starts a host: a burst spreads before any load is known
+        open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host]
+        cool = [h for h in open_hosts if self.load(h) < GROW_AT]
+        if cool:
+            return min(cool, key=lambda h: (len(h.runs), self.load(h), h.key))
+        if len(self.hosts) < self.maximum or not self.hosts:
+            return None
+        return min(open_hosts or self.hosts.values(), key=lambda h: (self.load(h), len(h.runs), h.key))
+
+    def _arm(self) -> list[HostCommand]:
+        idle = any(h.idle_since is not None for h in self.hosts.values())
+        if self._tick_armed or not idle or len(self.hosts) <= self.minimum:
+            return []
+        self._tick_armed = True
+        return [WakeIn(self.idle_s)]
+
+    def view(self) -> dict[str, int]:
+        """For stats: runs held, hosts holding none, hosts created so far, hosts live."""
+        return {"running": len(self.placed), "free": sum(1 for h in self.hosts.values() if not h.runs),
+                "created": self.created, "hosts": len(self.hosts)}

@@ -1,0 +1,132 @@
+"""The task actors' placement and sizing policy (pegasus.run.hosts), on a fixed clock."""
+
+from __future__ import annotations
+
+from pegasus.run.hosts import GROW_AT, SAMPLE_S, STALE_S, RetireHost, StartHost, TaskHosts, WakeIn
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def hosts(**kwargs) -> tuple[TaskHosts, Clock]:
+    clock = Clock()
+    return TaskHosts(clock=clock, **kwargs), clock
+
+
+_cpu: dict[tuple[int, int], float] = {}
+
+
+def busy(policy: TaskHosts, clock: Clock, key: int, util: float) -> None:
+    """Host ``key`` reports its CPU time having used ``util`` of the last second."""
+    slot = (id(policy), key)
+    if slot not in _cpu:
+        _cpu[slot] = 0.0
+        policy.report(key, 0.0)
+    clock.now += 1.0
+    _cpu[slot] += util
+    policy.report(key, _cpu[slot])
+    clock.now += SAMPLE_S / 2  # fresh: not stale
+
+
+def test_the_first_run_starts_a_host_and_idle_hosts_take_many_runs() -> None:
+    """Tasks waiting on stages cost a host nothing: 500 runs share the one host while it stays cool."""
+    policy, _ = hosts(maximum=4)
+    key, commands = policy.place("t0", 1)
+    assert commands == [StartHost(key)]
+    for n in range(1, 500):
+        assert policy.place(f"t{n}", 1) == (key, [])
+    assert policy.view() == {"running": 500, "free": 0, "created": 1, "hosts": 1}
+
+
+def test_a_host_grows_only_when_every_host_is_hot_and_never_past_the_ceiling() -> None:
+    policy, clock = hosts(maximum=2)
+    first, _ = policy.place("a", 1)
+    busy(policy, clock, first, GROW_AT + 0.2)
+    second, commands = policy.place("b", 1)
+    assert second != first and commands == [StartHost(second)]
+    busy(policy, clock, second, 0.1)
+    assert policy.place("c", 1)[0] == second  # the cool one, though both hold a run
+    busy(policy, clock, second, 0.9)
+    busy(policy, clock, first, 0.7)
+    third = policy.place("d", 1)
+    assert third == (first, [])  # at the ceiling: the least busy, no new process
+    assert policy.view()["hosts"] == 2
+
+
+def test_a_new_run_goes_to_the_cool_host_with_the_fewest_runs() -> None:
+    policy, clock = hosts(maximum=3)
+    first, _ = policy.place("a", 1)
+    busy(policy, clock, first, 0.9)
+    second, _ = policy.place("b", 1)
+    policy.place("c", 1)  # second: the only cool one
+    busy(policy, clock, first, 0.1)  # both cool now; first holds fewer runs
+    assert policy.place("d", 1)[0] == first
+
+
+def test_a_host_that_said_nothing_lately_counts_as_idle() -> None:
+    policy, clock = hosts(maximum=2)
+    first, _ = policy.place("a", 1)
+    busy(policy, clock, first, 0.95)
+    clock.now += STALE_S + 1
+    assert policy.place("b", 1) == (first, [])
+
+
+def test_an_idle_host_above_the_floor_is_retired_after_idle_s_and_the_floor_stays() -> None:
+    policy, clock = hosts(minimum=1, maximum=3, idle_s=30.0)
+    first, _ = policy.place("a", 1)
+    busy(policy, clock, first, 0.9)
+    second, _ = policy.place("b", 1)
+    assert policy.release("a", 1) == (first, [WakeIn(30.0)])
+    assert policy.release("b", 1) == (second, [])  # the timer is armed already
+    clock.now += 10
+    assert policy.tick() == [WakeIn(30.0)]  # not idle long enough: looked at again later
+    clock.now += 25
+    assert policy.tick() == [RetireHost(first)]  # the longest idle goes; the floor (one) stays
+    assert policy.view() == {"running": 0, "free": 1, "created": 2, "hosts": 1}
+    clock.now += 100
+    assert policy.tick() == []
+
+
+def test_a_host_retires_once_it_has_served_its_runs_and_holds_none() -> None:
+    policy, _ = hosts(runs_per_host=2)
+    first, _ = policy.place("a", 1)
+    assert policy.place("b", 1) == (first, [])
+    second, commands = policy.place("c", 1)  # first has served its two: a fresh host takes the next
+    assert second != first and commands == [StartHost(second)]
+    assert policy.release("a", 1) == (first, [])  # b still runs there
+    assert policy.release("b", 1) == (first, [RetireHost(first)])
+
+
+def test_release_of_another_run_changes_nothing_and_a_new_run_replaces_the_old() -> None:
+    policy, _ = hosts()
+    key, _ = policy.place("a", 1)
+    assert policy.release("a", 2) == (None, [])
+    assert policy.host_of("a") == (key, 1)
+    policy.place("a", 2)  # a restart: the earlier run is released first
+    assert policy.host_of("a") == (key, 2) and policy.view()["running"] == 1
+    assert policy.release("missing") == (None, [])
+
+
+def test_a_dead_host_gives_back_its_runs_and_is_forgotten() -> None:
+    policy, clock = hosts(maximum=2)
+    first, _ = policy.place("a", 1)
+    policy.place("b", 3)
+    busy(policy, clock, first, 0.9)
+    second, _ = policy.place("c", 1)
+    assert sorted(policy.lost(first) or []) == [("a", 1), ("b", 3)]
+    assert policy.lost(first) is None  # told twice (or a retired one): nothing
+    assert policy.host_of("a") is None and policy.host_of("c") == (second, 1)
+    policy.report(first, 5.0)  # a late report of the dead host: ignored
+    assert policy.place("a", 2)[0] == second
+
+
+def test_runs_spread_over_the_floor_before_any_load_is_known() -> None:
+    """A burst is placed before any host reports: with a floor of 3 it lands on three processes."""
+    policy, _ = hosts(minimum=3, maximum=8)
+    keys = [policy.place(f"t{n}", 1)[0] for n in range(9)]
+    assert sorted(keys) == [1, 1, 1, 2, 2, 2, 3, 3, 3] and policy.view()["hosts"] == 3
