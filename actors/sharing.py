@@ -9,7 +9,7 @@ the garbage collector writes to every object it tracks.  Hence:
 * ``before_forking`` (in the pool, before it creates its workers): load what this
   pool's workers will use -- the tool plugins, and for an llm pool on a model
   endpoint the SDK, its HTTP stack, its lazy caches and the process's one TLS
-  context (``pegasus.llm.shared``) -- then collect and freeze;
+  context (``pegasus.llm.shared``) -- then freeze it;
 * ``after_fork`` (first thing in a worker): freeze what it inherited, so its own
   collections never walk (and copy) it.  Frozen objects are never collected:
   a forked child keeps what its parent held anyway, on the stack it inherited.
@@ -46,8 +46,7 @@ def before_forking(settings: Settings, pool: str) -> None:
             _load_model_sdk(settings)
     except Exception as exc:  # noqa: BLE001 - an optimisation: the worker reports the real error itself
         logs.get("pool", pool=pool).info("preload_skipped", error=f"{type(exc).__name__}: {exc}")
-    gc.collect()
-    gc.freeze()
+    gc.freeze()  # not collected first: the holes a collection leaves are what the workers' allocations fill
 
 
 def _load_model_sdk(settings: Settings) -> None:
