@@ -21,7 +21,7 @@ from thespian.actors import (
     ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage,
 )
 
-from actors import procs, titles
+from actors import procs, sharing, titles
 from actors.messages import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
     WorkerInit, WorkerReady,
@@ -39,6 +39,7 @@ class StagePool(ActorTypeDispatcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        sharing.after_fork()
         procs.die_with_parent()
         self.core = PoolCore()
         self.log = logs.get("pool")
@@ -136,6 +137,7 @@ class StagePool(ActorTypeDispatcher):
     def _set_up(self, command: c.SetUp) -> None:
         logs.configure_from(command.settings)
         self.log = logs.get("pool", pool=command.pool)
+        sharing.before_forking(command.settings, command.pool)  # its workers are forked next
 
 
 def _kill(pid: int) -> bool:

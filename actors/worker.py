@@ -29,7 +29,7 @@ from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ThespianWatch, WakeupMessage, WatchMessage
 
-from actors import procs, titles
+from actors import procs, sharing, titles
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpListing, McpSubscribe, StageRequest, StageResult, StepGo, StepStarting, StopStage,
@@ -105,6 +105,7 @@ class StageWorker(ActorTypeDispatcher):
         # Thespian passes its admin's ``capabilities`` because a positional parameter has
         # that name (withPossibleInitArgs reads getfullargspec().args: not keyword-only ones).
         super().__init__()
+        sharing.after_fork()
         procs.die_with_parent()
         self.identity: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
         # Which admin runs this worker: the convention member's name and its admin port.

@@ -23,7 +23,7 @@ from typing import Any
 
 from pegasus.config import LLMSettings
 from pegasus.errors import PegasusError
-from pegasus.llm import capabilities, listen
+from pegasus.llm import capabilities, listen, shared
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
 
@@ -133,7 +133,8 @@ class ChatClient:
             import openai  # noqa: PLC0415 - only the llm provider needs the SDK
 
             self._sdk = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url or None,
-                                      timeout=self.config.timeout_s, max_retries=self.config.max_retries)
+                                      timeout=self.config.timeout_s, max_retries=self.config.max_retries,
+                                      http_client=shared.http_client())  # one TLS context per process
         return self._sdk
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] | None = None,

@@ -11,7 +11,8 @@ from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PlacementDue,
 
 @dataclass(frozen=True, slots=True)
 class SetUp:
-    """Configure logging from ``settings``; log under pool ``pool`` from now on."""
+    """Configure logging from ``settings``; log under pool ``pool`` from now on; load what the workers
+    forked next will need (actors/sharing.py)."""
 
     settings: Settings
     pool: str

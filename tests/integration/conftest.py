@@ -82,16 +82,19 @@ def tcp_system(free_port: int, state_dir: Path) -> Iterator[tuple[SystemSpec, ob
 def pegasus(free_port: int, state_dir: Path) -> Iterator[Callable[..., Client]]:
     """Start a real Pegasus system (multiprocTCPBase) with settings overrides; returns its client.
 
-    ``start(runtime={"max_active_tasks": 2}, pools={...})``.  Every system started
-    is shut down afterwards and every process it had must be gone.
+    ``start(runtime={"max_active_tasks": 2}, pools={...})``; ``start(daemon=True, ...)`` starts it in
+    the background (``pegasus start``): its processes then descend from a fresh launcher, not from this
+    test process and what it imported.  Every system started is shut down afterwards and every
+    process it had must be gone.
     """
     started: list[tuple[Client, dict[int, int]]] = []
 
-    def start(**overrides: Any) -> Client:
+    def start(*, daemon: bool = False, **overrides: Any) -> Client:
         base = {"system": {"admin_port": free_port}, "state": {"home": str(state_dir)}}
         for section, values in overrides.items():
             base.setdefault(section, {}).update(values)
-        client = Client.start(Settings().with_overrides(base))
+        settings = Settings().with_overrides(base)
+        client = Client.start_daemon(settings)[0] if daemon else Client.start(settings)
         started.append((client, procs.identities(system_pids(client.spec))))
         return client
 
