@@ -105,8 +105,8 @@ def _title(pid: int) -> str:
 
 def test_200_tasks_in_flight_run_on_at_most_the_ceiling_of_task_actors(pegasus) -> None:
     """Issue 18: before, every running task held a process of its own (200 task actors here)."""
-    client = pegasus(runtime={"max_active_tasks": 200, "task_actors_max": 3}, cognition={"latency_ms": 500},
-                     pools={"llm_workers": 20, "tool_workers": 20})
+    client = pegasus(runtime={"max_active_tasks": 200, "task_actors_max": 3}, cognition={"latency_ms": 200},
+                     pools={"llm_workers": 40, "tool_workers": 20})
     tasks = [t["task_id"] for t in client.submit_many([f"what is {n} + 1?" for n in range(200)])]
     peak = in_flight = 0
     while True:
