@@ -24,6 +24,7 @@ from actors import procs
 from actors.procs import free_port
 from actors.client import Client
 from actors.system import SystemSpec, shutdown, system_pids
+from benchmarks.memory import role_of, title_of
 from pegasus.config import Settings
 
 TERMINAL = frozenset({"done", "failed", "canceled"})
@@ -182,31 +183,24 @@ def _machine_ticks() -> tuple[int, int]:
 class CpuAccount:
     """CPU time by process role over a run, from /proc (clock ticks).
 
-    The roles come from the process tree when the account opens: the admin's
-    children are the logger and the supervisor (the one with children), the
-    supervisor's children then are the two pools (llm created first), theirs
-    the workers, the others task actors.  Task actors come and go (each serves
-    up to ``task_actor_runs`` runs): their CPU is what the live ones used plus
-    the growth of the supervisor's ``cutime + cstime`` (the exited ones, reaped
-    by it).  The client is this process (``os.times``).
+    The roles come from the processes' titles when the account opens (``pegasus:
+    supervisor [...]``, ``pegasus: llm worker 3 [...]``: actors/titles.py); the
+    guardian, the MCP host, the admin and the logger count as "admin+logger".
+    Task actors come and go (each serves up to ``task_actor_runs`` runs): their
+    CPU is what the live ones used plus the growth of the supervisor's ``cutime +
+    cstime`` (the exited ones, reaped by it).  The client is this process
+    (``os.times``).
     """
 
     def __init__(self, system: System) -> None:
         wait_workers(system.client)
-        pids = system.pids()
-        stats = {pid: st for pid in pids if (st := procs.read_stat(pid)) is not None}
-        roots = [pid for pid, st in stats.items() if st.ppid not in stats]
-        children: dict[int, list[int]] = {}
-        for pid, st in stats.items():
-            children.setdefault(st.ppid, []).append(pid)
-        kids = [pid for root in roots for pid in children.get(root, [])]
-        supervisor = max(kids, key=lambda pid: len(children.get(pid, [])))
-        pools = sorted(pid for pid in children.get(supervisor, []) if children.get(pid))
-        self.roles: dict[int, str] = {pid: "admin+logger" for pid in roots + kids}
-        self.roles[supervisor] = "supervisor"
-        for pid, name in zip(pools, ("llm pool", "tool pool")):
-            self.roles[pid] = name
-            self.roles.update({worker: "workers" for worker in children.get(pid, [])})
+        stats = {pid: st for pid in system.pids() if (st := procs.read_stat(pid)) is not None}
+        by_title = {"supervisor": "supervisor", "llm pool": "llm pool", "tool pool": "tool pool",
+                    "llm worker": "workers", "tool worker": "workers"}
+        titles = {pid: role_of(title_of(pid)) for pid in stats}
+        supervisor = next(pid for pid, role in titles.items() if role == "supervisor")
+        self.roles: dict[int, str] = {pid: by_title.get(role, "admin+logger") for pid, role in titles.items()
+                                      if role != "task actor"}
         self.supervisor = supervisor
         self.start = {pid: stats[pid] for pid in self.roles}
         self.task_actors_start = self._task_actors_cpu()

@@ -27,6 +27,7 @@ import itertools
 import json
 import select
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -165,6 +166,14 @@ def context_exceeded(window: int, asked: int) -> Reply:
     return {"status": 400, "headers": {}, "body": body, "delay_s": 0.0}
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a worker ending, a stream closed) is normal here, not a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class FakeOpenAI:
     """The server; ``replies`` are served in order, ``responder(body)`` (if given) after they run out.
     ``quirks``: what it refuses (a refused request is recorded and answered 400; no reply is used).
@@ -184,7 +193,7 @@ class FakeOpenAI:
         self.refuse_stream = refuse_stream
         self.stream_ends: list[str] = []  # "done" or "client closed", one per streamed reply
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-openai", daemon=True)
