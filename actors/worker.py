@@ -48,7 +48,6 @@ from pegasus.tools.plugins import mcp_specs, registry_for
 
 GATE_OUTPUT_CHARS = 4000
 LISTING_WAIT = "mcp-listing"  # the wakeup that ends the wait for the machine's first MCP listing
-FIRST_START = frozenset({"idle", "starting"})  # phases of a server that has not yet started or failed
 
 
 @dataclass
@@ -272,7 +271,7 @@ class StageWorker(ActorTypeDispatcher):
     # -- machine-scope MCP calls ---------------------------------------------------------------
     def receiveMsg_McpListing(self, listing: McpListing, sender: Any) -> None:
         self.remote.views = dict(listing.views)
-        if not any(view.phase in FIRST_START and not view.error for view in listing.views.values()):
+        if not any(view.first_start for view in listing.views.values()):
             self._listed()
 
     def receiveMsg_McpAnswer(self, answer: McpAnswer, sender: Any) -> None:

@@ -201,11 +201,17 @@ def _status_detail(exc: Any) -> str:
     return str(exc)[:500]
 
 
-def cached_usage(reported: Any) -> dict[str, int]:
-    """``{"cached_tokens": n}`` from ``usage.prompt_tokens_details.cached_tokens`` when the server sent it."""
+def usage_of(reported: Any) -> dict[str, int]:
+    """A reply's (or a stream's final chunk's) usage: prompt, completion and total tokens, and
+    ``cached_tokens`` from ``prompt_tokens_details`` when the server sent it."""
+    prompt, completion = int(reported.prompt_tokens or 0), int(reported.completion_tokens or 0)
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+             "total_tokens": int(reported.total_tokens or prompt + completion)}
     details = getattr(reported, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) if details is not None else None
-    return {"cached_tokens": int(cached)} if isinstance(cached, int) else {}
+    if isinstance(cached, int):
+        usage["cached_tokens"] = cached
+    return usage
 
 
 def _completion(reply: Any, model: str) -> Completion:
@@ -217,12 +223,6 @@ def _completion(reply: Any, model: str) -> Completion:
                            arguments=str(call.function.arguments or "{}"))
                   for n, call in enumerate(getattr(message, "tool_calls", None) or [])
                   if getattr(call, "function", None) is not None)
-    usage: dict[str, int] = {}
-    if reply.usage is not None:
-        prompt = int(reply.usage.prompt_tokens or 0)
-        completion = int(reply.usage.completion_tokens or 0)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": int(reply.usage.total_tokens or prompt + completion)}
-        usage.update(cached_usage(reply.usage))
+    usage = usage_of(reply.usage) if reply.usage is not None else {}
     return Completion(content=message.content, tool_calls=calls, usage=usage,
                       model=str(getattr(reply, "model", None) or model), finish_reason=choice.finish_reason)

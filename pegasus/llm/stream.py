@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pegasus.llm.client import Completion, LLMError, ToolCall, cached_usage
+from pegasus.llm.client import Completion, LLMError, ToolCall, usage_of
 from pegasus.llm.listen import listening as listening  # noqa: F401 - where a sink is opened
 
 FLUSH_S = 0.05  # a piece of text waits at most this long for more (see TextBuffer)
@@ -55,9 +55,7 @@ class StreamAccumulator:
         self.model = str(getattr(chunk, "model", None) or self.model)
         usage = getattr(chunk, "usage", None)
         if usage is not None:  # the final chunk (include_usage); some servers send it on every chunk
-            prompt, completion = int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
-            self.usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                          "total_tokens": int(usage.total_tokens or prompt + completion), **cached_usage(usage)}
+            self.usage = usage_of(usage)
         text = ""
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "index", 0) != 0:

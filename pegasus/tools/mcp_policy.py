@@ -168,6 +168,11 @@ class ServerView:
     tools: tuple[dict[str, Any], ...]
     error: str
 
+    @property
+    def first_start(self) -> bool:
+        """Not yet started nor failed even once (a retry after a failure carries its error)."""
+        return self.phase in ("idle", "starting") and not self.error
+
 
 class McpPolicy:
     """Every configured server's state; ``step`` takes one input and returns the commands."""

@@ -205,3 +205,16 @@ def convention(tmp_path: Path) -> Iterator[Convention]:
         yield conv
     finally:
         conv.close()
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Any]:
+    """The CLI (tests/integration/test_cli.py's ``Pegasus``) on a fresh port and home, no system started
+    (``run`` may embed one)."""
+    from tests.integration.test_cli import _make, _stop_and_check  # noqa: PLC0415 - the CLI harness lives there
+
+    pegasus = _make(tmp_path, "cli")
+    try:
+        yield pegasus
+    finally:
+        _stop_and_check(pegasus)

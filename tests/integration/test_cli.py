@@ -194,16 +194,6 @@ def _stop_and_check(pegasus: Pegasus) -> None:
     assert not is_running(pegasus.spec)
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Pegasus]:
-    """The CLI on a fresh port and home, no system started (``run`` may embed one)."""
-    pegasus = _make(tmp_path, "cli")
-    try:
-        yield pegasus
-    finally:
-        _stop_and_check(pegasus)
-
-
 def _start_background(pegasus: Pegasus) -> dict[str, Any]:
     """``pegasus start --json`` with stdout/stderr on pipes: must return promptly."""
     began = time.monotonic()

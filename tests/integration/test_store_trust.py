@@ -9,7 +9,6 @@ import os
 import shutil
 import sqlite3
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,22 +16,13 @@ import pytest
 from actors.client import RequestError
 from actors.system import SystemStartError
 from pegasus.store import Store
-from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure
+from tests.integration.test_cli import Pegasus, _start_background, assert_failure
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 TERMINAL = {"done", "failed", "canceled"}
 
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Pegasus]:
-    """The CLI on a fresh port and home, no system started."""
-    pegasus = _make(tmp_path, "cli")
-    try:
-        yield pegasus
-    finally:
-        _stop_and_check(pegasus)
 
 
 # -- a deleted or replaced database ---------------------------------------------------------------
