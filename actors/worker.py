@@ -123,9 +123,10 @@ class StageWorker(ActorTypeDispatcher):
         self.log = logs.get("worker")
         self.streams = False  # llm stages stream ([llm] stream with provider openai)
         self.streamed: _Streamed | None = None  # the streamed stage running now
-        self.held: deque[tuple[Work, Any]] = deque()  # requests that came while it runs (prefetch)
+        # Requests that came while a streamed stage runs (prefetch) or before the first MCP listing.
+        self.held: deque[tuple[Work, Any]] = deque()
         self.wake_r, self.wake_w = -1, -1
-        self.before_listing: deque[tuple[Work, Any]] | None = None  # work held until the first MCP listing
+        self.awaiting_listing = False  # machine-scope MCP servers not yet started or failed once
 
     def receiveMessage(self, message: Any, sender: Any) -> Any:
         super().receiveMessage(message, sender)
@@ -153,29 +154,30 @@ class StageWorker(ActorTypeDispatcher):
         if self.machine_servers:
             # Serve once the machine's servers have first started or failed (or after start_timeout_s):
             # the first stages of a new system list their tools too, and a hung server delays only these.
-            self.before_listing = deque()
+            self.awaiting_listing = True
             self.wakeupAfter(timedelta(seconds=init.settings.mcp.start_timeout_s), payload=LISTING_WAIT)
         self.send(sender, WorkerReady(init.index, os.getpid(), self.identity["host"]))
 
     def _listed(self) -> None:
-        waiting, self.before_listing = self.before_listing, None
-        for work, sender in waiting or ():
-            self.receiveMsg_Work(work, sender)
+        self.awaiting_listing = False
+        self._serve_held()
+
+    def _serve_held(self) -> None:
+        while self.held and not self.awaiting_listing and self.streamed is None:
+            self.receiveMsg_Work(*self.held.popleft())
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if wakeup.payload == LISTING_WAIT:
             self._listed()
 
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
-        if self.before_listing is not None:
-            self.before_listing.append((work, sender))
-            return
         request = work.request
-        if self.streams and request.stage in LLM_STAGES:
-            if self.streamed is not None:
-                self.held.append((work, sender))
-            else:
-                self._stream(work, sender)
+        streamed = self.streams and request.stage in LLM_STAGES
+        if self.awaiting_listing or (streamed and self.streamed is not None):
+            self.held.append((work, sender))
+            return
+        if streamed:
+            self._stream(work, sender)
             return
         if request.journal_to is None or request.idempotency_key is None:
             self._serve(work, sender, time.time())
@@ -241,8 +243,7 @@ class StageWorker(ActorTypeDispatcher):
             self.send(streamed.pool, WorkDone(streamed.work.job))  # nobody waits for its answer
         else:
             self._answer(streamed.work, streamed.pool, streamed.result, streamed.started, cpu_s=streamed.cpu_s)
-        if self.held:
-            self.receiveMsg_Work(*self.held.popleft())
+        self._serve_held()
 
     def _send_text(self, streamed: _Streamed) -> None:
         request, to = streamed.work.request, streamed.work.reply_to
