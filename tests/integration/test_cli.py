@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -518,8 +519,10 @@ def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> 
 
 def test_ctrl_c_on_run_stops_the_embedded_system_at_once(cli: Pegasus) -> None:
     """Regression (issue 15): Ctrl-C with a worker busy in a tool step took 12.3 s."""
+    # (A pytest-xdist worker ignores SIGINT, and an ignored signal is inherited: give the child the default.)
     running = subprocess.Popen(cli.argv(["run", "sleep 30"]), cwd=cli.cwd, env=cli.env(), text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert running.stdout is not None
         for line in running.stdout:  # the transitions, live: wait for the tool step
