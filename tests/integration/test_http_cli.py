@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -70,3 +71,13 @@ def test_the_gateway_serves_https_with_the_configured_certificate(pegasus: Any, 
     assert response.status_code == 200 and response.json()["ok"] is True
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)  # no plain HTTP beside it
+
+
+def test_start_refuses_an_http_port_another_program_listens_on(cli: Any) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        result = cli("start", "--http", str(taken))
+    assert result.returncode == 1 and "used by another program" in result.stderr
+    assert not system_pids(cli.spec)

@@ -59,6 +59,14 @@ def test_authenticate_says_401_for_no_bad_or_unknown_token_and_403_for_a_low_sco
     assert caught.value.status == 403
 
 
+class Refused(Exception):
+    """An error that carries its own status and code, as the webhooks' WebhookRefused does."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status, self.code, self.message = status, code, message
+        super().__init__(message)
+
+
 @pytest.mark.parametrize("error,status,code", [
     (Upstream("TaskNotFoundError", "unknown task"), 404, "not_found"),
     (Upstream("InvalidStateTransition", "no"), 409, "invalid_transition"),
@@ -66,7 +74,10 @@ def test_authenticate_says_401_for_no_bad_or_unknown_token_and_403_for_a_low_sco
     (Upstream("QueueFull", "full"), 429, "queue_full"),
     (Upstream("BadRequest", "text: bad"), 400, "bad_request"),
     (Upstream("DiskFull", "disk"), 503, "unavailable"),
-    (Upstream("SomethingNew", "?"), 500, "internal"),
+    (Upstream("ScheduleNotFound", "?"), 404, "not_found"),
+    (Upstream("SomeRefusal", "?"), 400, "bad_request"),
+    (Upstream("InternalError", "?"), 500, "internal"),
+    (Refused(401, "bad_signature", "the signature does not match"), 401, "bad_signature"),
     (NotReady("restarting"), 503, "unavailable"),
     (TimeoutError("slow"), 503, "unavailable"),
     (RuntimeError("bug"), 500, "internal"),
