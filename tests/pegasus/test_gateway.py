@@ -222,3 +222,26 @@ def test_a_stream_that_ends_is_closed_and_counted_out() -> None:
     assert [line for line in text.splitlines() if line.startswith(("id:", "event:"))] == [
         "id: 3", "event: transition", "id: 4", "event: transition", "event: end"]
     assert closed.is_set() and app.state.gateway.streams == 0
+
+
+def test_a_stream_whose_reader_left_before_its_first_event_is_closed_once() -> None:
+    """The response closed before it ever iterated (the reader gone at once): the stream's client is given back
+    and its slot freed, once however often it is closed."""
+    from pegasus.gateway.streams import EventStream
+
+    closed, freed = [], []
+
+    class Never:
+        history: dict[str, Any] = {"lifecycle": [], "cognitive": []}
+        duplicates = 0
+
+        def notices(self, stop: threading.Event) -> Iterator[Any]:
+            raise AssertionError("never followed")
+
+        def close(self) -> None:
+            closed.append(1)
+
+    response = EventStream(Never(), "t", 0, 15.0, lambda: freed.append(1))
+    response.close()
+    response.close()
+    assert closed == [1] and freed == [1] and response.stop.is_set()
