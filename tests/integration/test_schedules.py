@@ -104,3 +104,19 @@ def test_after_a_whole_system_kill_missed_slots_in_the_window_fire_once_and_olde
             if slot > down and datetime.fromisoformat(t["created_at"]).timestamp() - slot > 1.5]
     assert late, [(t["metadata"]["scheduled_time"], t["created_at"]) for t in tasks]
     print(f"\n{len(slots)} slots fired, {view['skipped']} skipped while down, {len(late)} caught up late")
+
+
+def test_overlap_skip_starts_no_slot_while_the_last_task_runs(pegasus) -> None:
+    """Every second, each task sleeping 2.5 s: the slots that come meanwhile are skipped and counted, and no two
+    of the schedule's tasks ever run at once."""
+    client = pegasus()
+    client.schedule_add("slow", text="sleep 2.5", every="1s", overlap="skip")
+    wait_for(lambda: schedule(client, "slow")["skipped"] >= 2 and schedule(client, "slow")["fired"] >= 2,
+             timeout=30, what="skipped slots and a second task")
+    client.schedule_pause("slow")
+    tasks = [client.wait(t["task_id"], timeout=30) for t in fired(client, "slow")]
+    assert all(t["lifecycle_state"] == "done" for t in tasks)
+    for earlier, later in zip(tasks, tasks[1:]):  # each started after the one before had finished
+        assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
+    slots = slots_of(tasks)
+    assert all(b - a >= 2.0 for a, b in zip(slots, slots[1:]))  # the slots in between were skipped

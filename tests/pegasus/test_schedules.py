@@ -8,6 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from pegasus.admission import Admission
+from pegasus.config import Settings
+from pegasus.idempotency import SCHEDULE
 from pegasus.schedules import (
     BUFFER_POLL_S, MAX_CATCHUP_FIRES, Overlap, ScheduleError, ScheduleState, make_spec, parse_duration, resume,
     slot_key, step, trigger,
@@ -172,3 +175,16 @@ def test_schedules_round_trip_through_the_store(tmp_path: Path) -> None:
     [(schedule_id, read, state, _)] = triggers.schedules(store)
     assert (schedule_id, read, state) == ("id1", spec, ScheduleState(7.0, True, 6.0, 3, 4, "t1"))
     assert triggers.remove_schedule(store, "nightly") and not triggers.remove_schedule(store, "nightly")
+
+
+def test_a_slot_fired_again_answers_its_first_task_and_scopes_keep_keys_apart(tmp_path: Path) -> None:
+    """A slot's key (scope schedule) made a task; firing the slot again (a cursor lost in a crash) makes none,
+    and the same key in the submit scope is another request's."""
+    admission = Admission(Settings(), store=Store(tmp_path / "p.db"))
+    key = slot_key("id1", 60.0)
+    meta = {"schedule": "s", "scheduled_time": "1970-01-01T00:01:00+00:00"}
+    first, effects = admission.submit("t", "classic", 5, meta, "SCHEDULE_FIRED", key, scope=SCHEDULE)
+    again, none = admission.submit("t", "classic", 5, meta, "SCHEDULE_FIRED", key, scope=SCHEDULE)
+    assert effects and none == [] and again.task_id == first.task_id
+    other, _ = admission.submit("t", "classic", 5, meta, "cli", key)
+    assert other.task_id != first.task_id and len(admission.records) == 2
