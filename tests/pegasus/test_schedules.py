@@ -7,6 +7,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pegasus.admission import Admission
 from pegasus.config import Settings
@@ -188,3 +190,29 @@ def test_a_slot_fired_again_answers_its_first_task_and_scopes_keep_keys_apart(tm
     assert effects and none == [] and again.task_id == first.task_id
     other, _ = admission.submit("t", "classic", 5, meta, "cli", key)
     assert other.task_id != first.task_id and len(admission.records) == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(every=st.sampled_from(["1s", "2s", "7.5s", "cron"]), catchup=st.integers(0, 60),
+       gaps=st.lists(st.floats(0.0, 120.0), min_size=1, max_size=25),
+       start=st.floats(at(NEW_YORK, 2026, 3, 8, 1, 30), at(NEW_YORK, 2026, 3, 8, 2, 30)))
+def test_every_slot_is_fired_once_or_skipped_once_whatever_the_wakeups(every: str, catchup: int, gaps: list[float],
+                                                                      start: float) -> None:
+    """allow_all: over any sequence of wakeups (late, early, repeated), each slot that passed is fired exactly once
+    or counted as skipped exactly once, and a fired slot was inside the catch-up window when it fired."""
+    spec = make_spec("s", "t", overlap="allow_all", catchup=catchup, tz="America/New_York",
+                     **({"cron": "* * * * *"} if every == "cron" else {"every": every}))
+    state, now, fired_slots = ScheduleState(cursor=start), start, []
+    for gap in gaps:
+        now += gap
+        result = step(spec, state, now, running=False)
+        assert all(now - catchup <= fire.slot <= now for fire in result.fires)
+        fired_slots += [fire.slot for fire in result.fires]
+        state = result.state
+    passed = []
+    for slot in spec.slots(start):
+        if slot > now:
+            break
+        passed.append(slot)
+    assert fired_slots == sorted(set(fired_slots)) and set(fired_slots) <= set(passed)
+    assert state.fired == len(fired_slots) and state.fired + state.skipped == len(passed)
