@@ -59,9 +59,10 @@ class Overlap(StrEnum):
 
 
 def check_name(name: str, what: str = "schedule") -> str:
+    """A schedule's or a webhook's name (it appears in paths and URLs); ValueError naming what is allowed."""
     if not NAME.match(name):
-        raise ScheduleError(f"{what} name {name!r}: letters, digits, '_', '.', '-', at most 64, not starting with "
-                            "a punctuation mark")
+        raise ValueError(f"{what} name {name!r}: letters, digits, '_', '.', '-', at most 64, not starting with "
+                         "a punctuation mark")
     return name
 
 
@@ -119,7 +120,10 @@ def make_spec(name: str, text: str, *, cron: str | None = None, every: str | flo
               machine: str | None = None, priority: int = 5, overlap: str = Overlap.SKIP,
               catchup: str | float | None = None) -> ScheduleSpec:
     """A checked ScheduleSpec; ScheduleError naming what is wrong."""
-    check_name(name)
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise ScheduleError(str(exc)) from None
     if not text.strip():
         raise ScheduleError("a schedule needs the text of the task it fires")
     if (cron is None) == (every is None):
@@ -136,7 +140,7 @@ def make_spec(name: str, text: str, *, cron: str | None = None, every: str | flo
         every_s = float(every_s)
     if cron is not None:
         try:
-            CronSim(cron, datetime.now(zone))
+            CronSim(cron, datetime(2000, 1, 1, tzinfo=zone))  # parsed and checked; the date does not matter
         except CronSimError as exc:
             raise ScheduleError(f"cron expression {cron!r}: {exc}") from None
     try:
