@@ -120,3 +120,23 @@ def test_overlap_skip_starts_no_slot_while_the_last_task_runs(pegasus) -> None:
         assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
     slots = slots_of(tasks)
     assert all(b - a >= 2.0 for a, b in zip(slots, slots[1:]))  # the slots in between were skipped
+
+
+def test_cancel_other_cancels_the_running_task_and_buffer_one_starts_one_after_it(pegasus) -> None:
+    """Every second, tasks sleeping 2.5 s: cancel_other cancels each running task when the next slot fires;
+    buffer_one starts a waiting slot only once the running task is done, and skips the others."""
+    client = pegasus()
+    client.schedule_add("latest", text="sleep 2.5", every="1s", overlap="cancel_other")
+    client.schedule_add("queued", text="sleep 2.5", every="1s", overlap="buffer_one")
+    wait_for(lambda: len([t for t in fired(client, "latest") if t["lifecycle_state"] == "canceled"]) >= 2
+             and schedule(client, "queued")["fired"] >= 2, timeout=30, what="canceled and buffered tasks")
+    for name in ("latest", "queued"):
+        client.schedule_pause(name)
+    latest = fired(client, "latest")
+    assert [t["lifecycle_state"] for t in latest[:-1]] == ["canceled"] * (len(latest) - 1)
+    queued = [client.wait(t["task_id"], timeout=30) for t in fired(client, "queued")]
+    assert all(t["lifecycle_state"] == "done" for t in queued) and schedule(client, "queued")["skipped"] >= 1
+    for earlier, later in zip(queued, queued[1:]):  # the buffered one started after the running one ended
+        assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
+    slots = slots_of(queued)  # the one buffered is the first slot that came while the first task ran
+    assert slots[1] - slots[0] == 1.0
