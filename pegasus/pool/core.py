@@ -62,6 +62,7 @@ from pegasus.task.names import PoolName
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
 EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
 RERUN_POOL = PoolName.LLM  # its stages have no side effect: one whose worker hung may run again
+MEMBER_RERUNS = 2  # an llm stage whose member's worker died runs again at most this often
 STOP_GRACE_S = 5.0  # a worker told to stop a streamed stage has this long before it is ended
 
 
@@ -174,7 +175,12 @@ class PoolCore(PoolState):
         lost = [slot for slot in self.slots.values() if slot.member == name]
         out.append(Log("warning", "member_left", {"member": name, "workers": len(lost), "why": why}))
         for slot in lost:
-            self._drop(slot.index, f"convention member {name} {why}", "worker_died", out)
+            # Its llm stages run again elsewhere (no side effect, and the member's loss is no fault of
+            # theirs); a tool step fails as a crashed worker's and the task's journal decides.  A late
+            # answer from the lost worker (a partition that heals) carries the same token: whichever comes
+            # second is dropped by the task.
+            self._drop(slot.index, f"convention member {name} {why}", "worker_died", out,
+                       rerun=self.name == RERUN_POOL)
             # A member declared dead may only have been slow: its old workers must not
             # linger there unseen.  (A dead one refuses the connection; nothing waits.)
             out.append(EndWorker(slot.address))
@@ -321,7 +327,12 @@ class PoolCore(PoolState):
         out.append(Log("warning", "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,
                                                     "jobs": list(slot.jobs)}))
         where = "" if slot.local else f" on convention member {slot.member}"
-        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False)
+        # A worker on a member is reported dead when its member is lost (often before the membership
+        # update says so): its llm stage runs again, a bounded number of times (a request that kills
+        # every worker it meets must end).  A local worker's death fails its stage: the task decides.
+        rerun = (not slot.local and self.name == RERUN_POOL and bool(slot.jobs)
+                 and (job := self.jobs.get(slot.jobs[0])) is not None and job.reruns < MEMBER_RERUNS)
+        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False, rerun=rerun)
 
 
 
