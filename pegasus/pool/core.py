@@ -53,10 +53,11 @@ from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
-    MemberChanged, PlacementDue, PoolInput, Reported, Requested, StarveDue, StatsAsked,
+    MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, StarveDue, StatsAsked,
 )
+from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
-from pegasus.pool.state import Job, Member, Out, PoolState, Waiting, member_name_of
+from pegasus.pool.state import Job, Member, Out, Waiting, member_name_of
 from pegasus.task.names import PoolName
 
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
@@ -66,7 +67,7 @@ MEMBER_RERUNS = 2  # an llm stage whose member's worker died runs again at most 
 STOP_GRACE_S = 5.0  # a worker told to stop a streamed stage has this long before it is ended
 
 
-class PoolCore(PoolState):
+class PoolCore(Pinging):
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock, wall_clock)
@@ -108,7 +109,7 @@ class PoolCore(PoolState):
             Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,
             StatsAsked: self._stats, Closing: self._closing, Looked: self._looked, DeadlineDue: self._deadline_due,
             StarveDue: self._starve_due, BudgetDue: self._budget_due, HealthDue: self._health_due,
-            PlacementDue: self._placement_due,
+            PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong,
         }
         out.append(SetUp(config.settings, config.name))
         out.append(Log("info", "pool_started", {"size": local, "queue_limit": config.queue_limit,
@@ -117,6 +118,7 @@ class PoolCore(PoolState):
             self._spawn(self._new_index(), self.me, out)
         if self.lead:
             out.append(Watch(True))
+            self._arm_ping(out)
         early, self._early = self._early, []
         for request in early:
             self._requested(request, out)
@@ -139,6 +141,7 @@ class PoolCore(PoolState):
         if slot is None or slot.address != event.address:
             return
         slot.pid, slot.host = event.pid, event.host
+        self._heard_from(slot)
         if not slot.ready:
             slot.ready = True
             self.idle.append(slot.index)
@@ -244,6 +247,7 @@ class PoolCore(PoolState):
         elif event.result is not None:  # (None: the worker answered the requester itself)
             out.append(Forward(job.requester, event.result))
         slot = self.slots.get(job.slot)
+        self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
             slot.jobs.remove(event.job)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pegasus.llm.budget import LlmBudget
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
+from pegasus.pool.contact import Contact
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 
@@ -49,12 +50,14 @@ class Member:
     wanted: int
     joined: float  # wall clock
     failed_placements: int = 0
+    contact: Contact = field(default_factory=Contact)
 
     def view(self, workers: int) -> dict[str, Any]:
         return {"name": self.name, "address": None if self.address is None else str(self.address),
                 "local": self.address is None, "wanted": self.wanted, "workers": workers,
                 "capabilities": {k: v for k, v in self.capabilities.items() if k.startswith("pegasus.")},
-                "failed_placements": self.failed_placements, "joined": self.joined}
+                "failed_placements": self.failed_placements, "joined": self.joined,
+                "contact": None if self.address is None else self.contact.view()}
 
 
 @dataclass
