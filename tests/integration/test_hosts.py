@@ -18,9 +18,10 @@ import pytest
 
 from actors import procs
 from tests.support import netns
+from tests.support.hosts import Driver, Machines, listening_on
 from tests.support.waiting import wait_for
 
-from .hosts import Driver, Machines, listening_on
+from .conftest import FAST_CONVENTION
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
     if UNAVAILABLE:
         pytest.skip(f"no network namespaces here: {UNAVAILABLE}")
     hosts = netns.Hosts(["leader", "a", "b"])
-    machines = Machines(tmp_path, hosts)
+    machines = Machines(tmp_path, hosts, FAST_CONVENTION)
     try:
         yield machines
     finally:

@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Sequence
 
 SUBNET_BASE = "10.231"
+PORT = 19190  # every host has its own stack: one admin port for all, as on real machines
 _serial = itertools.count()
 
 
@@ -68,6 +69,9 @@ class Hosts:
     def address(self, host: str) -> str:
         return f"{self.subnet}.{self.names.index(host) + 1}"
 
+    def port(self, host: str) -> int:
+        return PORT
+
     def exec_argv(self, host: str) -> list[str]:
         """Prefix a command with this to run it inside the host's namespace."""
         return ["ip", "netns", "exec", self.namespace(host)]
@@ -109,3 +113,31 @@ class Hosts:
         done = subprocess.run(["ip", *args], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+
+class Loopback:
+    """The same hosts on one network stack: 127.0.0.1, a free port each (a comparison, not a partition)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        from actors import procs
+
+        self.names = list(names)
+        self.ports = {host: procs.free_port() for host in self.names}
+
+    def address(self, host: str) -> str:
+        return "127.0.0.1"
+
+    def port(self, host: str) -> int:
+        return self.ports[host]
+
+    def exec_argv(self, host: str) -> list[str]:
+        return []
+
+    def cut(self, host: str) -> None:
+        raise NotImplementedError("one network stack cannot be partitioned")
+
+    def heal(self, host: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

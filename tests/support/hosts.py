@@ -1,4 +1,4 @@
-"""A convention across network namespaces: a leader and members on hosts of their own (tests/support/netns.py).
+"""A convention across hosts: a leader and members, each in a network namespace of its own (tests/support/netns.py).
 
 ``Machines`` runs each admin as a user would, through the real command line
 inside the host's namespace (``ip netns exec NS python -m actors.cli start
@@ -6,7 +6,9 @@ inside the host's namespace (``ip netns exec NS python -m actors.cli start
 address with ``allow_non_loopback``; the test talks to the leader through a
 ``Driver`` (a Client in the leader's namespace, over pipes).  Every process
 any of them had is remembered by (pid, start time) and, at ``close``, stopped
-and then killed by pid; the namespaces are deleted last.
+and then killed by pid; the namespaces are deleted last.  On ``Loopback``
+the same convention runs on one network stack (127.0.0.1, a port each): the
+benchmark's comparison (benchmarks/hosts.py).
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ from actors.spec import SystemSpec
 from actors.system import system_pids
 from pegasus import config
 from pegasus.config import Settings
-from tests.support.netns import Hosts
+from tests.support.netns import Hosts, Loopback
 
-from .conftest import FAST_CONVENTION, PROJECT_ROOT
-
-PORT = 19190  # every host has its own stack: one port for all, as on real machines
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def toml(sections: dict[str, dict[str, Any]]) -> str:
@@ -75,8 +75,9 @@ class Driver:
 class Machines:
     """A leader and members, one per namespace of ``hosts`` (the first host leads)."""
 
-    def __init__(self, root: Path, hosts: Hosts) -> None:
+    def __init__(self, root: Path, hosts: Hosts | Loopback, convention: dict[str, Any] | None = None) -> None:
         self.root, self.hosts = root, hosts
+        self.convention = dict(convention or {})  # [convention] settings of every host (failure detection)
         self.leader_host = hosts.names[0]
         self.seen: dict[int, int] = {}
         self.drivers: list[Driver] = []
@@ -84,7 +85,7 @@ class Machines:
 
     @property
     def leader_address(self) -> str:
-        return f"{self.hosts.address(self.leader_host)}:{PORT}"
+        return f"{self.hosts.address(self.leader_host)}:{self.hosts.port(self.leader_host)}"
 
     @property
     def key_file(self) -> Path:
@@ -101,8 +102,9 @@ class Machines:
         home = self.root / host
         home.mkdir(mode=0o700, exist_ok=True)
         base: dict[str, dict[str, Any]] = {
-            "system": {"admin_port": PORT, "bind": self.hosts.address(host), "allow_non_loopback": True},
-            "convention": dict(FAST_CONVENTION), "state": {"home": str(home)}}
+            "system": {"admin_port": self.hosts.port(host), "bind": self.hosts.address(host),
+                       "allow_non_loopback": self.hosts.address(host) != "127.0.0.1"},
+            "convention": dict(self.convention), "state": {"home": str(home)}}
         for name, values in sections.items():
             base.setdefault(name, {}).update(values)
         (home / "pegasus.toml").write_text(toml(base))
@@ -129,7 +131,7 @@ class Machines:
         spec = conv.member_spec(settings, self.leader_address, {})
         self._track(host, spec)
         assert joined.returncode == 0, joined.stderr
-        assert json.loads(joined.stdout)["member"] == spec.member_name == f"{self.hosts.address(host)}:{PORT}"
+        assert json.loads(joined.stdout)["member"] == spec.member_name == f"{self.hosts.address(host)}:{self.hosts.port(host)}"
         return spec
 
     def driver(self) -> Driver:
