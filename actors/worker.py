@@ -38,9 +38,9 @@ from actors.messages import (
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import LLM_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.config import ConventionSettings
 from pegasus.llm.listen import streams
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
-from pegasus.config import ConventionSettings
 from pegasus.pool.contact import PoolWatch, orphan_after_s
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy

@@ -20,9 +20,12 @@ rate-limited model call: the pool decides whether it waits and runs again.
 Placement.  ``[pools]`` workers run on the pool's own admin (unless a leader
 has ``local_workers`` false).  A leader also hears of members: one that
 advertises ``pegasus.<pool>_workers = N`` gets N workers placed on it by name
-(``placement``); one that leaves takes its workers along (their jobs fail as
-in a crash); a worker that never reports within ``placement_timeout_s`` is
-dropped.
+(``placement``); one that leaves (stopped, dead, or cut off) takes its workers
+along: their llm stages go back to the queue (no side effect, and no fault of
+theirs), their tool steps fail as in a crash; a worker that never reports
+within ``placement_timeout_s`` is dropped.  The leader pings its idle workers
+on members (``pings.py``): round trips and last contact for stats, and a sign
+of life for workers that would otherwise outlive a crashed leader.
 
 Prefetch (``prefetch`` > 0, the llm pool only; never under a rate budget, as a
 429 must pause every request not yet started).  While every worker is busy and
