@@ -24,7 +24,7 @@ from actors import convention as conv
 from actors.system import system_pids
 from pegasus import config, files
 from tests.support import netns
-from tests.support.hosts import Machines
+from tests.support.hosts import Machines, time_bound
 from tests.support.waiting import wait_for
 
 from .conftest import PROJECT_ROOT
@@ -54,7 +54,8 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
     hosts = netns.Hosts(["leader", "b"])
     machines = Machines(tmp_path, hosts)
     try:
-        yield machines
+        with time_bound():
+            yield machines
     finally:
         machines.close()
 

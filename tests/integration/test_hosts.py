@@ -18,7 +18,7 @@ import pytest
 
 from actors import procs
 from tests.support import netns
-from tests.support.hosts import Driver, Machines, listening_on
+from tests.support.hosts import Driver, Machines, listening_on, time_bound
 from tests.support.waiting import wait_for
 
 from .conftest import FAST_CONVENTION
@@ -35,7 +35,8 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
     hosts = netns.Hosts(["leader", "a", "b"])
     machines = Machines(tmp_path, hosts, FAST_CONVENTION)
     try:
-        yield machines
+        with time_bound():
+            yield machines
     finally:
         machines.close()
 

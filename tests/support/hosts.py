@@ -18,6 +18,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +175,24 @@ class Machines:
             assert not survivors, f"processes {survivors} survived"
         finally:
             self.hosts.close()
+
+
+TEST_BOUND_S = 300  # a namespace test (~6-30 s alone, ~60 s on 2 cores at load 17) past this is stuck
+
+
+@contextmanager
+def time_bound(seconds: int = TEST_BOUND_S) -> Iterator[None]:
+    """Raise TimeoutError in the test after ``seconds`` (SIGALRM), so a stuck one still reaches its finalizers."""
+    def expired(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"a namespace test ran past its {seconds} s bound")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def listening_on(pid: int) -> set[str]:
