@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import contact, mcp, requests, stage_work, supervision, task_run
+from actors.messages import contact, mcp, requests, stage_work, supervision, task_run, triggers
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
@@ -81,6 +81,13 @@ def _samples() -> dict[ModuleType, list[Any]]:
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
         contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
+        triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
+                                        overlap="buffer_one", catchup="1h"),
+                   triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
+                   triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
+                   triggers.WebhookList(), triggers.WebhookRemove(name="gh"),
+                   triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"}, body=b'{"a": 1}'),
+                   triggers.ScheduleDue(1700000000.0)],
     }
 
 
@@ -90,7 +97,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, contact]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact]
 
 
 def _same(one: Any, other: Any) -> bool:
