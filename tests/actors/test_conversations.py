@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import gateway, mcp, requests, stage_work, supervision, task_run, triggers
+from actors.messages import contact, gateway, mcp, requests, stage_work, supervision, task_run, triggers
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
@@ -80,6 +80,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
+        contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
         triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
                                         overlap="buffer_one", catchup="1h"),
                    triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
@@ -98,7 +99,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, gateway]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway]
 
 
 def _same(one: Any, other: Any) -> bool:
