@@ -201,6 +201,10 @@ class Client:
     def retry(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.Retry(task_id=task_id))
 
+    def tree(self, task_id: str) -> dict[str, Any]:
+        """The task and its sub-tasks, nested (``children``), each with its lifecycle and machine states."""
+        return self._ask(m.Tree(task_id=task_id))
+
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
 

@@ -26,6 +26,7 @@ from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_runs import RunsAndStore
+from actors.supervisor_tree import TreeRequests
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
@@ -42,7 +43,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, TreeRequests, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -305,6 +306,7 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         view = record.view() if record is not None else self._stored_view(task_id)
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
         view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
+        view.update(self._tree_view(task_id))  # parent, depth, children, waiting_for
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:

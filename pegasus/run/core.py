@@ -36,7 +36,9 @@ from typing import Any, Literal
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
-from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
+from pegasus.run.commands import (
+    Abandon, ChildStep, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+)
 from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
@@ -261,12 +263,37 @@ class TaskRun:
             return
         key = step_key(self.task_id, self.generation, self.fsm.context.iteration, work.step_index)
         known = self.journal.get(key)
-        if known is not None:
+        if self._step_type(work.step_index) == "sub_task" and not _ended(known):
+            self._await_children()  # never sent to a worker: a worker waiting on a child would hold its slot
+        elif known is not None:
             self._replay(work, key, known)
         elif self._effect(work.step_index) == "pure":
             self._send(work, None)  # a pure step may run again: no journal row needed
         else:
             self._send(work, key)
+
+    def _await_children(self) -> None:
+        """Stop the run to wait for the children of the consecutive sub_task steps from the current one
+        (fan-out); the supervisor writes each child's end as its step's journal row and starts the run
+        again once all have ended (fan-in), which replays them as the steps' results."""
+        fsm = self.fsm
+        plan, iteration = fsm.context.plan, fsm.context.iteration
+        assert plan is not None and plan.current_step is not None
+        children = []
+        for step in plan.steps[plan.steps.index(plan.current_step):]:
+            if step.completed or step.action_type != "sub_task":
+                break
+            children.append(ChildStep(step_key(self.task_id, self.generation, iteration, step.index), step.index,
+                                      dict(step.action_params)))
+        self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
+        self.stopped = True
+        self.token += 1  # nothing is in flight, but nothing may answer this run any more
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), None, tuple(children)))
+
+    def _step_type(self, step_index: int) -> str | None:
+        plan = self.fsm.context.plan
+        step = next((s for s in plan.steps if s.index == step_index), None) if plan else None
+        return None if step is None else step.action_type
 
     def _send(self, work: RunStage, key: str | None) -> None:
         fsm = self.fsm
@@ -358,6 +385,10 @@ class TaskRun:
 
     def _log(self, level: Literal["info", "warning", "error"], event: str, **fields: Any) -> None:
         self._out.append(Log(level, event, fields))
+
+
+def _ended(row: Mapping[str, Any] | None) -> bool:
+    return row is not None and row.get("status") in ENDED and bool(row.get("result"))
 
 
 def _iso(moment: datetime) -> str:

@@ -65,6 +65,12 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # the task tree (issue 20): each sub-task's parent, its depth, and the parent's plan step it answers
+        """CREATE TABLE subtasks (
+            child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, depth INTEGER NOT NULL,
+            step_key TEXT NOT NULL UNIQUE, step_index INTEGER NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX subtasks_by_parent ON subtasks (parent_id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
