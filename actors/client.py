@@ -258,7 +258,12 @@ class Client:
                     if isinstance(notice, m.TransitionNotice) and notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
                 if current in until:
-                    return
+                    if current != LifecycleState.BLOCKED or LifecycleState.BLOCKED not in until:
+                        return
+                    task = self.get(task_id)  # blocked: suspended (the end here), or waiting for its sub-tasks
+                    current = task["lifecycle_state"]
+                    if current == LifecycleState.BLOCKED and not task.get("waiting_for"):
+                        return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")

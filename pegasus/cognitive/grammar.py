@@ -171,11 +171,32 @@ SUB_TASK = "sub_task"  # the tool name of a sub_task intent (its step is a sub_t
 
 
 def parallel_parts(text: str) -> list[str]:
-    """``in parallel: A; B; C`` -> ["A", "B", "C"]: each part a task of its own (a sub-task); [] otherwise."""
+    """``in parallel: A; B; C`` -> ["A", "B", "C"]: each part a task of its own (a sub-task); [] otherwise.
+
+    A part in parentheses is taken whole, so a part may itself be ``(in parallel: D; E)`` (a tree).
+    """
     match = _PARALLEL.fullmatch(text)
     if match is None:
         return []
-    return [part.strip() for part in match["parts"].split(";") if part.strip()]
+    parts, depth, start, body = [], 0, 0, match["parts"]
+    for index, char in enumerate(body + ";"):
+        depth += (char == "(") - (char == ")")
+        if char == ";" and depth <= 0:
+            parts.append(_unwrapped(body[start:index].strip()))
+            start, depth = index + 1, 0
+    return [part for part in parts if part]
+
+
+def _unwrapped(part: str) -> str:
+    """``(X)`` -> ``X`` when the parentheses enclose the whole part."""
+    if not (part.startswith("(") and part.endswith(")")):
+        return part
+    depth = 0
+    for index, char in enumerate(part):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and index < len(part) - 1:
+            return part  # "(2+3)*(4)": the first pair closes before the end
+    return part[1:-1].strip()
 
 
 def perceive_text(text: str, source: str = "input") -> dict[str, Any]:

@@ -33,6 +33,7 @@ from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
 
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
+MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
 EXAMPLES = ("what is 2 + 3 * 4?", "count the lines in README.md", "list ./src", "read setup.cfg",
             "echo hello", "sleep 0.5")
 
@@ -73,7 +74,8 @@ class OfflinePerceiver:
         for source, text in texts:
             found = perceive_text(text, source)
             for intent in found["intents"]:
-                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < MAX_INTENTS:
+                limit = MAX_PARALLEL if intent["tool"] == SUB_TASK else MAX_INTENTS
+                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < limit:
                     seen.add(call_key(intent["tool"], intent["args"]))
                     intents.append(intent)
             for kind, values in found["entities"].items():

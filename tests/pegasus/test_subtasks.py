@@ -224,3 +224,30 @@ def test_in_parallel_plans_one_sub_task_step_per_part_then_respond() -> None:
     plan = OfflinePlanner().run(TaskContext(input_text="In parallel: echo a; echo b"))
     assert [(s.action_type, s.action_params) for s in plan.steps] == [
         ("sub_task", {"text": "echo a"}), ("sub_task", {"text": "echo b"}), ("respond", {})]
+
+
+def test_a_part_in_parentheses_is_taken_whole_so_a_part_may_be_a_tree() -> None:
+    assert parallel_parts("in parallel: (in parallel: echo a; echo b); (2+3)*(4); (what is 1+1)") == [
+        "in parallel: echo a; echo b", "(2+3)*(4)", "what is 1+1"]
+
+
+def test_the_model_planner_takes_sub_task_steps_with_the_limits_in_its_prompts() -> None:
+    from pydantic import ValidationError
+
+    from pegasus.cognitive.llm import PlanReply, StepReply
+    from pegasus.llm import prompts
+    from pegasus.task import ActionResult
+
+    reply = PlanReply.model_validate({"steps": [{"action_type": "sub_task", "text": "sum the logs", "machine": "reason_act"},
+                                                {"action_type": "respond"}]})
+    assert (reply.steps[0].action_type, reply.steps[0].machine) == ("sub_task", "reason_act")
+    with pytest.raises(ValidationError, match="needs the text of its task"):
+        StepReply(action_type="sub_task")
+    rule = prompts.sub_task_rule(3, 16)
+    assert "at most 16 sub-tasks per task, nested at most 3 deep" in rule and prompts.sub_task_rule(0, 16) == ""
+    context = TaskContext(input_text="x", actions_done=[ActionResult(
+        step_index=0, action_type="sub_task", tool="sub_task", params={"text": "a"}, success=True, output="A")])
+    assert rule in prompts.plan_messages(context, [], sub_tasks=rule)[0]["content"]
+    messages = prompts.reason_messages(context, sub_tasks=rule)
+    assert rule in messages[0]["content"] and messages[-1]["content"].startswith("Sub-task result:")
+    assert '"output": "A"' in messages[-1]["content"]
