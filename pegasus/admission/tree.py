@@ -27,7 +27,7 @@ from pegasus import codec
 from pegasus.errors import PegasusError
 from pegasus.idempotency import Claim, submit_claim
 from pegasus.run.commands import ChildStep
-from pegasus.run.core import step_key
+from pegasus.run.core import sub_task_key
 from pegasus.store.journal import ENDED
 from pegasus.store.tree import Link
 from pegasus.submission import check_task
@@ -71,8 +71,7 @@ def waiting_steps(record: TaskRecord) -> list[tuple[str, int]]:
     for step in plan.steps[plan.steps.index(plan.current_step):]:
         if step.completed or step.action_type != "sub_task":
             break
-        steps.append((step_key(record.task_id, generation_of(record), snapshot.context.iteration, step.index),
-                      step.index))
+        steps.append((sub_task_key(record.task_id, generation_of(record), snapshot.context, step.index), step.index))
     return steps
 
 

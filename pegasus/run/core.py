@@ -46,7 +46,7 @@ from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import Event, EventType, new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory, TaskFSM
-from pegasus.task.models import TaskSnapshot
+from pegasus.task.models import TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState, StageName
 from pegasus.tools.registry import Effect
 
@@ -68,6 +68,15 @@ def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> 
     crash, so a restarted run finds its own steps in the journal.
     """
     return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
+
+
+def sub_task_key(task_id: str, generation: str, context: TaskContext, step_index: int) -> str:
+    """The key of a sub_task step: its child is made once per key.  reason_act's iteration stays 0
+    across its rounds, so the key also names the plan, by the number of results before it
+    (``r``): a later round's step 0 is another step, with another child."""
+    plan = context.plan
+    done = sum(step.completed for step in plan.steps) if plan is not None else 0
+    return f"{task_id}/a{generation}/i{context.iteration}/r{len(context.actions_done) - done}/s{step_index}"
 
 
 @dataclass(frozen=True)
@@ -262,6 +271,8 @@ class TaskRun:
             self._send(work, None)
             return
         key = step_key(self.task_id, self.generation, self.fsm.context.iteration, work.step_index)
+        if self._step_type(work.step_index) == "sub_task":
+            key = sub_task_key(self.task_id, self.generation, self.fsm.context, work.step_index)
         known = self.journal.get(key)
         if self._step_type(work.step_index) == "sub_task" and not _ended(known):
             self._await_children()  # never sent to a worker: a worker waiting on a child would hold its slot
@@ -277,14 +288,14 @@ class TaskRun:
         (fan-out); the supervisor writes each child's end as its step's journal row and starts the run
         again once all have ended (fan-in), which replays them as the steps' results."""
         fsm = self.fsm
-        plan, iteration = fsm.context.plan, fsm.context.iteration
+        plan = fsm.context.plan
         assert plan is not None and plan.current_step is not None
         children = []
         for step in plan.steps[plan.steps.index(plan.current_step):]:
             if step.completed or step.action_type != "sub_task":
                 break
-            children.append(ChildStep(step_key(self.task_id, self.generation, iteration, step.index), step.index,
-                                      dict(step.action_params)))
+            children.append(ChildStep(sub_task_key(self.task_id, self.generation, fsm.context, step.index),
+                                      step.index, dict(step.action_params)))
         self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
         self.stopped = True
         self.token += 1  # nothing is in flight, but nothing may answer this run any more

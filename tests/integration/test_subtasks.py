@@ -67,6 +67,29 @@ def test_cancel_of_a_waiting_parent_cancels_its_children_and_suspend_is_refused(
     assert client.stats()["active"] == 0  # nothing of the tree holds a slot
 
 
+def test_a_reason_act_parent_reasons_over_its_childrens_answers(pegasus) -> None:
+    """Seed 001's routing: a finished plan with sub_task steps goes back to REASONING (their results
+    are to reason over), whose respond-only plan then completes the task."""
+    client = pegasus()
+    final = client.wait(client.submit("in parallel: what is 2+2; echo hi", machine="reason_act")["task_id"],
+                        timeout=30)
+    assert (final["lifecycle_state"], final["result"]) == ("done", "what is 2+2: 2+2 = 4\necho hi: hi")
+    assert [s["stage"] for s in final["stages"]] == ["reason", "act", "reason", "act"]
+    assert {(c["machine"], c["lifecycle_state"]) for c in children_of(client, final["task_id"])} == {
+        ("reason_act", "done")}
+
+
+def test_a_child_past_max_depth_is_refused_and_the_error_names_the_limit(pegasus) -> None:
+    client = pegasus(subtasks={"max_depth": 1})
+    parent = client.submit("in parallel: (in parallel: echo too deep); echo fine")["task_id"]
+    final = client.wait(parent, timeout=30)
+    assert final["lifecycle_state"] == "failed" and "echo fine: fine" in final["result"]
+    [nested, fine] = children_of(client, parent)[:2]
+    assert (nested["depth"], nested["lifecycle_state"], nested["children"]) == (1, "failed", [])
+    assert "sub_task refused: the child would be at depth 2; [subtasks] max_depth is 1" in nested["error"]
+    assert fine["lifecycle_state"] == "done"
+
+
 def test_a_suspended_child_keeps_its_parent_waiting_until_it_is_resumed(pegasus) -> None:
     client = pegasus()
     parent = client.submit("in parallel: sleep 1.5 and then echo late; echo soon")["task_id"]

@@ -13,7 +13,7 @@ from pegasus.admission import Admission, StartRun, StopRun, TransitionNotice
 from pegasus.cognitive.grammar import parallel_parts
 from pegasus.cognitive.offline import OfflinePlanner, compose_answer
 from pegasus.config import Settings
-from pegasus.run import RunSnapshot, SendStage, TaskRun, TaskStopped, step_key
+from pegasus.run import RunSnapshot, SendStage, TaskRun, TaskStopped
 from pegasus.store import Store
 from pegasus.task import InvalidStateTransition, Plan, PlanStep, TaskContext, TaskFSM
 from pegasus.task.names import CognitiveState as S, LifecycleState as L, StageName
@@ -83,7 +83,28 @@ def test_a_run_stops_at_consecutive_sub_task_steps_and_sends_none_to_a_worker() 
     [stop] = [c for c in commands if isinstance(c, TaskStopped)]
     assert stop.state == S.ACTING and run.stopped
     assert [(c.key, c.step_index, c.params) for c in stop.children] == [
-        (step_key("p", "1.0", 0, 0), 0, {"text": "a"}), (step_key("p", "1.0", 0, 1), 1, {"text": "b"})]
+        ("p/a1.0/i0/r0/s0", 0, {"text": "a"}), ("p/a1.0/i0/r0/s1", 1, {"text": "b"})]
+
+
+def test_a_later_reason_act_round_makes_a_new_child_for_its_step_0_not_the_first_rounds_answer() -> None:
+    fsm = TaskFSM.create("reason_act", "x", task_id="p")
+    fsm.transition("TASK_CREATED")
+    fsm.transition("REASON_DONE", plan=sub_plan("a", respond=False).model_dump(mode="json"))
+    [stop] = [c for c in run_of(StartRun("p", 1, fsm.snapshot(), "1.0"))[1] if isinstance(c, TaskStopped)]
+    [first] = stop.children
+    end = {"event_type": "TOOL_CALL_COMPLETED", "payload": {"result": {
+        "step_index": 0, "action_type": "sub_task", "tool": "sub_task", "params": {"text": "a"}, "success": True,
+        "output": "A"}}}
+    run, commands = run_of(StartRun("p", 2, stop.snapshot, "1.0", journal={first.key: {"status": "finished",
+                                                                                         "result": end}}))
+    [send] = [c for c in commands if isinstance(c, SendStage)]  # replayed, then back to reasoning
+    assert send.stage == StageName.REASON and run.fsm.context.actions_done[0].output == "A"
+    answer = type("Answer", (), {"task_id": "p", "token": send.token, "stage": "reason", "ok": True,
+                                 "event_type": "REASON_DONE", "error": None, "error_kind": "", "worker": {},
+                                 "payload": {"plan": sub_plan("b", respond=False).model_dump(mode="json")}})()
+    [again] = [c for c in run.on_result(answer) if isinstance(c, TaskStopped)]
+    [second] = again.children
+    assert (first.key, second.key) == ("p/a1.0/i0/r0/s0", "p/a1.0/i0/r1/s0") and second.params == {"text": "b"}
 
 
 # -- fan-out, fan-in, a parent that holds nothing --------------------------------------------------------
