@@ -89,6 +89,7 @@ class _Admission(Protocol):
     def cancel(self, task_id: str, reason: str) -> list[Effect]: ...
     def _lifecycle(self, record: TaskRecord, event_type: EventType, *, actor: str | None = None,
                    **payload: Any) -> list[Effect]: ...
+    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Effect]: ...
     def _enqueue(self, record: TaskRecord) -> None: ...
     def _fill(self) -> list[Effect]: ...
 
@@ -138,8 +139,10 @@ class Tree:
         if started >= limits.max_children:
             raise SubTaskRefused(f"task {parent.task_id} has started {started} children in this attempt; "
                                  f"[subtasks] max_children is {limits.max_children}")
-        _, effects = admission.submit(text, machine, priority, metadata, SUB_TASK, claim=claim,
-                                      link=Link("", parent.task_id, depth, child.key, child.step_index))
+        record, effects = admission.submit(text, machine, priority, metadata, SUB_TASK, claim=claim,
+                                           link=Link("", parent.task_id, depth, child.key, child.step_index))
+        if record.state == LifecycleState.DRAFT:  # manual approval: the parent's covers its own work
+            effects += admission._approve(record, f"approved with its parent {parent.task_id}")
         return effects, 1
 
     def _checked(self, parent: TaskRecord, child: ChildStep) -> tuple[str, str, int, dict[str, Any]]:

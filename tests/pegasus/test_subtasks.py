@@ -157,6 +157,25 @@ def test_a_child_is_made_once_per_step_key_even_when_the_parent_asks_again(tmp_p
     assert not [s for s in starts(effects) if s.task_id not in made]
 
 
+def test_a_restart_finds_a_childs_end_the_parents_journal_lost_and_queues_the_parent(tmp_path: Path) -> None:
+    from pegasus.store.checkpoint import encode_full
+
+    store = Store(tmp_path / "p.db")
+    admission = make(store)
+    _, effects = admission.submit("parent", "classic", 5, {}, "cli")
+    [parent] = starts(effects)
+    [child] = starts(plans(admission, parent, sub_plan("a")))
+    waiting = admission.records[parent.task_id].snapshot
+    store.add_checkpoint(parent.task_id, parent.run, "full", waiting.state, encode_full(waiting))
+    # The child ended, and the crash came before its end reached the parent's journal.
+    store.update_task(child.task_id, lifecycle_state=L.DONE, result="A")
+    assert store.journal(parent.task_id) == {}
+    fresh = make(store)
+    [again] = [s for s in starts(fresh.restore()) if s.task_id == parent.task_id]
+    run, _ = run_of(again)
+    assert [(r.success, r.output) for r in run.fsm.context.actions_done] == [(True, "A")]
+
+
 def test_a_failed_child_is_a_failed_step_for_the_reflection(tmp_path: Path) -> None:
     admission = make(Store(tmp_path / "p.db"))
     _, effects = admission.submit("parent", "classic", 5, {}, "cli")
@@ -170,6 +189,16 @@ def test_a_failed_child_is_a_failed_step_for_the_reflection(tmp_path: Path) -> N
     [result] = run.fsm.context.actions_done
     assert not result.success and "failed: no such file" in (result.error or "")
     assert run.fsm.history[-1].trigger_event_type == "TOOL_CALL_FAILED"
+
+
+def test_under_manual_approval_children_are_approved_with_their_parent(tmp_path: Path) -> None:
+    admission = make(Store(tmp_path / "p.db"), runtime={"approval_policy": "manual"})
+    record, _ = admission.submit("parent", "classic", 5, {}, "cli")
+    [parent] = starts(admission.approve(record.task_id))
+    effects = plans(admission, parent, sub_plan("a", "b"))
+    children = [link.child_id for link in admission.store.children_of(parent.task_id)]
+    assert [s.task_id for s in starts(effects)] == children
+    assert all(lifecycle(effects, child)[:3] == [L.DRAFT, L.APPROVED, L.QUEUED] for child in children)
 
 
 # -- limits --------------------------------------------------------------------------------------------------
