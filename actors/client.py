@@ -28,7 +28,7 @@ from actors.system import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.task.names import CognitiveMachineName, LifecycleState, MachineName
+from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
@@ -262,7 +262,7 @@ class Client:
                         return
                     task = self.get(task_id)  # blocked: suspended (the end here), or waiting for its sub-tasks
                     current = task["lifecycle_state"]
-                    if current == LifecycleState.BLOCKED and not task.get("waiting_for"):
+                    if current == LifecycleState.BLOCKED and (not task.get("waiting_for") or self._asks(task_id)):
                         return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -288,6 +288,16 @@ class Client:
                 self._ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
+
+    def _asks(self, task_id: str) -> bool:
+        """Whether a sub-task under the task waits for a person (suspended): its parent waits on it."""
+        nodes = [self.tree(task_id)]
+        while nodes:
+            node = nodes.pop()
+            if node["lifecycle_state"] == LifecycleState.BLOCKED and node["state"] == CognitiveState.SUSPENDED:
+                return True
+            nodes += node.get("children") or []
+        return False
 
     def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
         """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""

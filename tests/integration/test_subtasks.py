@@ -104,6 +104,17 @@ def test_a_suspended_child_keeps_its_parent_waiting_until_it_is_resumed(pegasus)
     assert "late" in final["result"] and "echo soon: soon" in final["result"]
 
 
+def test_following_a_parent_ends_when_a_child_asks_for_information(pegasus) -> None:
+    """pegasus run follows a waiting parent, but not past a child that waits for a person."""
+    client = pegasus()
+    parent = client.submit("in parallel: help me; echo hi")["task_id"]
+    list(client.follow(parent, timeout=30))  # returns: a timeout here would be the bug
+    task = client.get(parent)
+    assert task["lifecycle_state"] == "blocked" and len(task["waiting_for"]) == 1
+    [asking] = [c for c in client.tree(parent)["children"] if c["state"] == "suspended"]
+    assert asking["input"] == "help me" and client.get(asking["task_id"])["question"]
+
+
 def test_retry_of_a_failed_parent_starts_new_children(pegasus, tmp_path: Path) -> None:
     """A failed child is a failed step: the reflection replans once (a second child), then the parent
     fails.  Retried, the parent's attempt 2 has new step keys, hence new children."""
