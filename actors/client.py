@@ -31,7 +31,7 @@ from actors.system import (
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.gateway.auth import new_token, token_hash
-from pegasus.task.names import CognitiveMachineName, LifecycleState, MachineName
+from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
@@ -207,6 +207,10 @@ class Client(TriggersClient):
     def retry(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.Retry(task_id=task_id))
 
+    def tree(self, task_id: str) -> dict[str, Any]:
+        """The task and its sub-tasks, nested (``children``), each with its lifecycle and machine states."""
+        return self._ask(m.Tree(task_id=task_id))
+
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
 
@@ -286,8 +290,15 @@ class Client(TriggersClient):
                     quiet_since = time.monotonic()
                     if isinstance(notice, m.TransitionNotice) and notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
-                if current in until or (stop is not None and stop()):
+                if stop is not None and stop():
                     return
+                if current in until:
+                    if current != LifecycleState.BLOCKED or LifecycleState.BLOCKED not in until:
+                        return
+                    task = self.get(task_id)  # blocked: suspended (the end here), or waiting for its sub-tasks
+                    current = task["lifecycle_state"]
+                    if current == LifecycleState.BLOCKED and (not task.get("waiting_for") or self._asks(task_id)):
+                        return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
@@ -312,6 +323,16 @@ class Client(TriggersClient):
                 self._ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
+
+    def _asks(self, task_id: str) -> bool:
+        """Whether a sub-task under the task waits for a person (suspended): its parent waits on it."""
+        nodes = [self.tree(task_id)]
+        while nodes:
+            node = nodes.pop()
+            if node["lifecycle_state"] == LifecycleState.BLOCKED and node["state"] == CognitiveState.SUSPENDED:
+                return True
+            nodes += node.get("children") or []
+        return False
 
     def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
         """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""

@@ -28,6 +28,7 @@ from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
+from actors.supervisor_tree import TreeRequests
 from actors.supervisor_webhooks import Webhooks
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
@@ -45,7 +46,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, Schedules, Webhooks, TokenRequests, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, Schedules, Webhooks, TokenRequests, TreeRequests, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -311,6 +312,7 @@ class Supervisor(RunsAndStore, Schedules, Webhooks, TokenRequests, ActorTypeDisp
         view = record.view() if record is not None else self._stored_view(task_id)
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
         view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
+        view.update(self._tree_view(task_id))  # parent, depth, children, waiting_for
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:

@@ -106,7 +106,7 @@ class RunsAndStore:
         assert self.admission is not None
         self.task_actors.release(report.task_id, report.run)  # before the next run is placed
         self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
-                                                  report.exit_reason))
+                                                  report.exit_reason, report.children))
         self._answer_suspends(report.task_id)
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:

@@ -16,10 +16,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import checkpoint, compare, hop, hosts, http, inflight, machine, mcp, pool, recovery, scale, streaming
+from benchmarks import (
+    checkpoint, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, scale, streaming,
+)
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight, http)}
+                                                inflight, http, fanout)}
 # Run only when named (--only): hosts needs root to make network namespaces.
 OPT_IN = {hosts.NAME: hosts}
 

@@ -132,6 +132,13 @@ class ConventionSettings(_Section):
     placement_timeout_s: float = Field(20.0, gt=0)  # a worker placed on a member must report by then
 
 
+class SubtaskSettings(_Section):
+    """sub_task plan steps: the task tree (docs/subtasks.md)."""
+
+    max_depth: int = Field(3, ge=0)  # a submitted task is depth 0, its children 1, ...: deeper is refused
+    max_children: int = Field(16, ge=0)  # children one task may start per attempt
+
+
 class ToolSettings(_Section):
     # "module:function" entries; each function gets the ToolRegistry and may register tools.
     plugins: list[str] = Field(default_factory=list)
@@ -339,6 +346,7 @@ class Settings(_Section):
     system: SystemSettings = Field(default_factory=SystemSettings)
     convention: ConventionSettings = Field(default_factory=ConventionSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    subtasks: SubtaskSettings = Field(default_factory=SubtaskSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -18,6 +18,7 @@ import shtab
 import pegasus
 from actors import messages as m
 from actors.cli import local, schedules, system, tasks, tokens, webhooks
+from actors.cli.tree import tree
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("task_id", metavar="TASK_ID")
         if name == "resume":
             p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
+    p = command("tree", tree, "show a task and its sub-tasks, each with its states")
+    p.add_argument("task_id", metavar="TASK_ID")
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")

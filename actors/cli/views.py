@@ -41,6 +41,12 @@ def task_text(task: dict[str, Any]) -> str:
     lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']})",
              f"  lifecycle: {task['lifecycle_state']}    cognitive: {task['state']}",
              field("input", task["input"])]
+    if task.get("parent_id"):
+        lines.append(field("parent", f"{task['parent_id']} (depth {task.get('depth')})"))
+    if task.get("children"):
+        waiting = len(task.get("waiting_for") or [])
+        lines.append(field("children", f"{len(task['children'])}" + (f", waiting for {waiting}" if waiting else "")
+                           + f" (pegasus tree {task['task_id']})"))
     if task.get("question"):
         lines.append(field("question", task["question"]))
     if task.get("result") is not None:

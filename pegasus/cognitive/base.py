@@ -60,7 +60,7 @@ def failed_steps(context: TaskContext) -> tuple[str, str] | None:
     if interrupted:
         return "unknown", (f"{len(interrupted)} effectful tool step(s) were interrupted and their effect is "
                            "unknown: " + "; ".join(_step_name(r) for r in interrupted))
-    failed = [r for r in plan_results(context) if r.action_type == "tool_call" and not r.success]
+    failed = [r for r in plan_results(context) if r.action_type in ("tool_call", "sub_task") and not r.success]
     if failed:
         return "retry_exhausted", (f"{len(failed)} tool step(s) failed: "
                                    + "; ".join(f"{_step_name(r)}: {r.error}" for r in failed))

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from pegasus.cognitive.base import INTERRUPTED, NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
-from pegasus.cognitive.grammar import perceive_text
+from pegasus.cognitive.grammar import SUB_TASK, perceive_text
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
 from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
 
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
+MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
 EXAMPLES = ("what is 2 + 3 * 4?", "count the lines in README.md", "list ./src", "read setup.cfg",
             "echo hello", "sleep 0.5")
 
@@ -49,6 +50,16 @@ def call_key(tool: Any, args: Any) -> str:
     return json.dumps([tool, args], sort_keys=True, default=str)
 
 
+def call_of(result: ActionResult) -> tuple[str | None, dict[str, Any]]:
+    """The call a result answers: a sub-task's is its text (its params also name the child made)."""
+    if result.action_type == "sub_task":
+        return SUB_TASK, {"text": result.params.get("text")}
+    return result.tool, dict(result.params)
+
+
+REQUESTS = ("tool_call", "sub_task")  # results that answer a request of the plan
+
+
 # -- the processors ---------------------------------------------------------------------
 
 
@@ -63,7 +74,8 @@ class OfflinePerceiver:
         for source, text in texts:
             found = perceive_text(text, source)
             for intent in found["intents"]:
-                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < MAX_INTENTS:
+                limit = MAX_PARALLEL if intent["tool"] == SUB_TASK else MAX_INTENTS
+                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < limit:
                     seen.add(call_key(intent["tool"], intent["args"]))
                     intents.append(intent)
             for kind, values in found["entities"].items():
@@ -95,6 +107,9 @@ class OfflineThinker:
 
 
 def _tool_step(index: int, intent: dict[str, Any]) -> PlanStep:
+    if intent["tool"] == SUB_TASK:  # a task of its own, run by the supervisor as a child
+        return PlanStep(index=index, description=f"sub-task: {intent['args']['text']}", action_type="sub_task",
+                        action_params={"text": str(intent["args"]["text"])})
     args = ", ".join(f"{key}={value!r}" for key, value in intent["args"].items())
     return PlanStep(index=index, description=f"{intent['tool']}({args})", action_type="tool_call",
                     action_params={"tool": intent["tool"], "args": dict(intent["args"])})
@@ -116,7 +131,7 @@ class OfflinePlanner:
     def run(self, context: TaskContext) -> Plan:
         if context.reflections and context.reflections[-1].verdict == "replan":
             # An interrupted call may have had its effect already: it is reported, never retried.
-            failed = [{"tool": r.tool, "args": dict(r.params)} for r in plan_results(context)
+            failed = [{"tool": call_of(r)[0], "args": call_of(r)[1]} for r in plan_results(context)
                       if not r.success and r.tool and not (r.error or "").startswith(INTERRUPTED)]
             if failed:
                 return _plan(context, failed, f"retry {len(failed)} failed call(s) once: a failure can be transient")
@@ -150,6 +165,9 @@ def _about(tool: str | None, params: dict[str, Any]) -> str:
 def _describe(result: ActionResult) -> str:
     """One answer line for a successful tool call."""
     tool, params, out = result.tool, result.params, result.output
+    if result.action_type == "sub_task":
+        said = str(out)
+        return f"{params.get('text')}:{chr(10) if chr(10) in said else ' '}{said}"
     if isinstance(out, str) and tool not in ("read_file", "echo", "arithmetic"):
         return f"{_about(tool, params)}: {out}"  # output cut by the registry: shown as text
     if tool == "arithmetic":
@@ -190,8 +208,8 @@ def compose_answer(context: TaskContext) -> str:
     latest: dict[str, ActionResult] = {}
     attempts: dict[str, int] = {}
     for result in context.actions_done:
-        if result.action_type == "tool_call":
-            key = call_key(result.tool, result.params)
+        if result.action_type in REQUESTS:
+            key = call_key(*call_of(result))
             latest.pop(key, None)  # re-insert: the answer lists calls in the order of their last result
             latest[key], attempts[key] = result, attempts.get(key, 0) + 1
     if not latest:
@@ -285,8 +303,8 @@ class OfflineReasoner:
         tries: dict[str, list[bool]] = {}
         settled: set[str] = set()  # interrupted calls: their effect may have happened, never retried
         for result in context.actions_done:
-            if result.action_type == "tool_call":
-                key = call_key(result.tool, result.params)
+            if result.action_type in REQUESTS:
+                key = call_key(*call_of(result))
                 tries.setdefault(key, []).append(result.success)
                 if (result.error or "").startswith(INTERRUPTED):
                     settled.add(key)

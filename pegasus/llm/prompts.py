@@ -67,6 +67,20 @@ If function calls are not available, plan tool calls as JSON:
 {{"thought": "...", "steps": [{{"action_type": "tool_call", "tool": "<name>", "args": {{}}}}]}}
 Replies that are not function calls: {ANSWER_JSON_ONLY[0].lower() + ANSWER_JSON_ONLY[1:]}"""
 
+SUB_TASKS = """A step may instead start a sub-task, a task of its own that another agent runs and whose
+answer comes back as the step's result: {{"action_type": "sub_task", "text": "<the task, self-contained>"}}.
+Sub-task steps in a row run in parallel.  Use them for independent parts of a large request, not for
+one tool call.  Limits: at most {max_children} sub-tasks per task, nested at most {max_depth} deep
+(a submitted task is depth 0); a sub-task past a limit is refused and its step fails."""
+SUB_TASK_RESULT = "Sub-task result:"
+
+
+def sub_task_rule(max_depth: int, max_children: int) -> str:
+    """What the planning prompts say of sub_task steps, with the configured limits ("" when none may start)."""
+    return "" if max_depth == 0 or max_children == 0 else SUB_TASKS.format(max_depth=max_depth,
+                                                                          max_children=max_children)
+
+
 TOOL_RESULT = "Tool result:"
 MUST_ANSWER = ("You have used the tool-call budget of this task: answer now from the results above, "
                'as {"thought": "...", "answer": "..."}.')
@@ -172,14 +186,16 @@ def think_messages(context: TaskContext, tools: ToolSpecs) -> list[dict[str, Any
     return [_system(THINK.replace("{tools}", tools.lines())), _user(text)]
 
 
-def _with_tools(prompt: str, prompted: ToolSpecs | None) -> dict[str, Any]:
+def _with_tools(prompt: str, prompted: ToolSpecs | None, sub_tasks: str = "") -> dict[str, Any]:
+    prompt = f"{prompt}\n\n{sub_tasks}" if sub_tasks else prompt
     return _system(prompt if prompted is None else f"{prompt}\n\n{prompted_tools(prompted)}")
 
 
 def plan_messages(context: TaskContext, previous: list[ActionResult], *,
-                  prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+                  prompted: ToolSpecs | None = None, sub_tasks: str = "") -> list[dict[str, Any]]:
     """The request and reasoning; on a replan, the previous plan's results and its reflection.
-    ``prompted``: the tools are listed in the prompt (the endpoint takes no ``tools``)."""
+    ``prompted``: the tools are listed in the prompt (the endpoint takes no ``tools``);
+    ``sub_tasks``: what it says of sub_task steps (``sub_task_rule``)."""
     text = request_text(context)
     if context.reasoning is not None:
         text += f"\n\nReasoning: {_json(context.reasoning)}"
@@ -188,7 +204,7 @@ def plan_messages(context: TaskContext, previous: list[ActionResult], *,
         text += (f"\n\nThe previous plan's results: {_json(done)}"
                  f"\nIts reflection: {_json(context.reflections[-1].model_dump(mode='json'))}"
                  "\nMake a new plan.")
-    return [_with_tools(PLAN, prompted), _user(text)]
+    return [_with_tools(PLAN, prompted, sub_tasks), _user(text)]
 
 
 def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[dict[str, Any]]:
@@ -199,12 +215,16 @@ def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[
 
 
 def reason_messages(context: TaskContext, *, must_answer: bool = False,
-                    prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+                    prompted: ToolSpecs | None = None, sub_tasks: str = "") -> list[dict[str, Any]]:
     """The request, then every tool call so far as the protocol's assistant/tool message pairs;
     ``prompted``: as the JSON steps the model wrote and user messages with their results (an
     endpoint without ``tools`` may not take ``tool`` messages either)."""
-    messages = [_with_tools(REASON, None if must_answer else prompted), _user(request_text(context))]
+    messages = [_with_tools(REASON, None if must_answer else prompted, "" if must_answer else sub_tasks),
+                _user(request_text(context))]
     for n, result in enumerate(context.actions_done):
+        if result.action_type == "sub_task":  # a child's answer: as the user message it came as
+            messages.append(_user(f"{SUB_TASK_RESULT} {_json(result_view(result))}"))
+            continue
         if result.action_type != "tool_call" or not result.tool:
             continue
         if prompted is not None:

@@ -79,15 +79,30 @@ class TaskTransitioned:
 
 
 @dataclass(frozen=True)
+class ChildStep:
+    """A sub_task step of the plan, for the supervisor to make a child of: ``key`` is the step's
+    idempotency key (the child is created once per key), ``params`` its action_params as planned."""
+
+    key: str
+    step_index: int
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class TaskStopped:
     """Report the end of the run (suspended, completed or failed) to the supervisor, with
-    everything needed to bring the task back.  The carrier is free after it."""
+    everything needed to bring the task back.  The carrier is free after it.
+
+    ``children``: the run stopped to wait for these sub-tasks (the task stays acting); the
+    supervisor starts them and runs the task again once every one has ended.
+    """
 
     task_id: str
     run: int
     state: str
     snapshot: TaskSnapshot
     exit_reason: str | None = None
+    children: tuple[ChildStep, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,9 @@ from typing import Any, Literal
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
-from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
+from pegasus.run.commands import (
+    Abandon, ChildStep, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+)
 from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
@@ -44,7 +46,7 @@ from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import Event, EventType, new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory, TaskFSM
-from pegasus.task.models import TaskSnapshot
+from pegasus.task.models import TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState, StageName
 from pegasus.tools.registry import Effect
 
@@ -66,6 +68,15 @@ def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> 
     crash, so a restarted run finds its own steps in the journal.
     """
     return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
+
+
+def sub_task_key(task_id: str, generation: str, context: TaskContext, step_index: int) -> str:
+    """The key of a sub_task step: its child is made once per key.  reason_act's iteration stays 0
+    across its rounds, so the key also names the plan, by the number of results before it
+    (``r``): a later round's step 0 is another step, with another child."""
+    plan = context.plan
+    done = sum(step.completed for step in plan.steps) if plan is not None else 0
+    return f"{task_id}/a{generation}/i{context.iteration}/r{len(context.actions_done) - done}/s{step_index}"
 
 
 @dataclass(frozen=True)
@@ -260,13 +271,40 @@ class TaskRun:
             self._send(work, None)
             return
         key = step_key(self.task_id, self.generation, self.fsm.context.iteration, work.step_index)
+        if self._step_type(work.step_index) == "sub_task":
+            key = sub_task_key(self.task_id, self.generation, self.fsm.context, work.step_index)
         known = self.journal.get(key)
-        if known is not None:
+        if self._step_type(work.step_index) == "sub_task" and not _ended(known):
+            self._await_children()  # never sent to a worker: a worker waiting on a child would hold its slot
+        elif known is not None:
             self._replay(work, key, known)
         elif self._effect(work.step_index) == "pure":
             self._send(work, None)  # a pure step may run again: no journal row needed
         else:
             self._send(work, key)
+
+    def _await_children(self) -> None:
+        """Stop the run to wait for the children of the consecutive sub_task steps from the current one
+        (fan-out); the supervisor writes each child's end as its step's journal row and starts the run
+        again once all have ended (fan-in), which replays them as the steps' results."""
+        fsm = self.fsm
+        plan = fsm.context.plan
+        assert plan is not None and plan.current_step is not None
+        children = []
+        for step in plan.steps[plan.steps.index(plan.current_step):]:
+            if step.completed or step.action_type != "sub_task":
+                break
+            children.append(ChildStep(sub_task_key(self.task_id, self.generation, fsm.context, step.index),
+                                      step.index, dict(step.action_params)))
+        self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
+        self.stopped = True
+        self.token += 1  # nothing is in flight, but nothing may answer this run any more
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), None, tuple(children)))
+
+    def _step_type(self, step_index: int) -> str | None:
+        plan = self.fsm.context.plan
+        step = next((s for s in plan.steps if s.index == step_index), None) if plan else None
+        return None if step is None else step.action_type
 
     def _send(self, work: RunStage, key: str | None) -> None:
         fsm = self.fsm
@@ -358,6 +396,10 @@ class TaskRun:
 
     def _log(self, level: Literal["info", "warning", "error"], event: str, **fields: Any) -> None:
         self._out.append(Log(level, event, fields))
+
+
+def _ended(row: Mapping[str, Any] | None) -> bool:
+    return row is not None and row.get("status") in ENDED and bool(row.get("result"))
 
 
 def _iso(moment: datetime) -> str:

@@ -80,6 +80,12 @@ MIGRATIONS: list[list[str]] = [
             name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,
             created_at TEXT NOT NULL, revoked_at TEXT)""",
     ],
+    [  # the task tree (issue 20): each sub-task's parent, its depth, and the parent's plan step it answers
+        """CREATE TABLE subtasks (
+            child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, depth INTEGER NOT NULL,
+            step_key TEXT NOT NULL UNIQUE, step_index INTEGER NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX subtasks_by_parent ON subtasks (parent_id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -30,6 +30,7 @@ from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
+from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
 from pegasus.task.names import LifecycleState
 
@@ -54,7 +55,7 @@ class Checkpoint:
     data: bytes
 
 
-class Store(Database):
+class Store(TreeTables, Database):
     """The tables of the database (tasks, transitions, audit, checkpoints, journal, keys); one per process: the
     supervisor's."""
 
@@ -97,6 +98,8 @@ class Store(Database):
             self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"]})
             db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
                        (row["task_id"], row["cognitive_state"], checkpoint, stamp))
+            if row.get("link") is not None:  # a sub-task: created with its link, or not at all
+                insert_link(db, row["link"])
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,

@@ -48,7 +48,9 @@ class Plan(_Model):
 
     @property
     def has_tool_calls(self) -> bool:
-        return any(step.action_type == "tool_call" for step in self.steps)
+        """Whether a step brings back a result to reason over: a tool call, or a sub-task's answer
+        (seed 001 routes a finished plan with one back to REASONING)."""
+        return any(step.action_type in ("tool_call", "sub_task") for step in self.steps)
 
     def mark_done(self, index: int) -> None:
         for step in self.steps:

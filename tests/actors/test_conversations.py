@@ -18,9 +18,10 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import contact, gateway, mcp, requests, stage_work, supervision, task_run, triggers
+from actors.messages import contact, gateway, mcp, requests, stage_work, supervision, task_run, tree, triggers
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
+from pegasus.run import ChildStep
 from pegasus.store.journal import StepEnd
 from pegasus.task import TaskFSM
 from pegasus.task.models import Plan, PlanStep
@@ -64,7 +65,10 @@ def _samples() -> dict[ModuleType, list[Any]]:
             task_run.SuspendTask("t1", "wait"), moved, task_run.DropTask("t1", 1),
             task_run.TaskAbandoned("t1", 1, "unreadable"),
             task_run.TaskReports("t1", 1, (moved,), 0.25), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
+            task_run.TaskStopped("t1", 1, "acting", fsm.snapshot(), None,
+                                 (ChildStep("t1/a1.0/i0/s0", 0, {"text": "echo hi", "priority": 3}),)),
         ],
+        tree: [tree.Tree(task_id="t1")],
         stage_work: [
             request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
             stage_work.StepStarting("t1/a1.0/i0/s0", "t1", 1, 0, "echo", 3),
@@ -99,7 +103,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree]
 
 
 def _same(one: Any, other: Any) -> bool:
