@@ -65,6 +65,24 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # memory (issue 19): versioned facts, episodes, the archive of done tasks, one FTS5 index over them
+        # content NULL: a forgotten path's tombstone (keeps its versions from being reused); current: the latest.
+        """CREATE TABLE memory_facts (
+            path TEXT NOT NULL, version INTEGER NOT NULL, content TEXT, bytes INTEGER NOT NULL,
+            current INTEGER NOT NULL, task_id TEXT, created_at TEXT NOT NULL, fts_rowid INTEGER, vector BLOB,
+            PRIMARY KEY (path, version))""",
+        "CREATE INDEX memory_facts_current ON memory_facts (current, path)",
+        "CREATE TABLE memory_append_keys (key TEXT PRIMARY KEY, path TEXT NOT NULL, version INTEGER NOT NULL)",
+        """CREATE TABLE memory_episodes (
+            episode_id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT UNIQUE, title TEXT NOT NULL,
+            summary TEXT NOT NULL, details TEXT NOT NULL, lesson TEXT NOT NULL, created_at TEXT NOT NULL,
+            fts_rowid INTEGER, vector BLOB)""",
+        """CREATE TABLE memory_archive (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL UNIQUE, input TEXT NOT NULL,
+            result BLOB, context BLOB NOT NULL, created_at TEXT NOT NULL, fts_rowid INTEGER)""",
+        """CREATE VIRTUAL TABLE memory_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
