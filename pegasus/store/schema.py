@@ -80,8 +80,14 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE memory_archive (
             seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL UNIQUE, input TEXT NOT NULL,
             result BLOB, context BLOB NOT NULL, created_at TEXT NOT NULL, fts_rowid INTEGER)""",
+        # Full text (FTS5, BM25): facts and episodes in one index, archived tasks in their own; each with its
+        # terms' document counts (fts5vocab), read to leave out words too common to rank by.
         """CREATE VIRTUAL TABLE memory_fts USING fts5(
             title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab(memory_fts, 'row')",
+        """CREATE VIRTUAL TABLE memory_archive_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
