@@ -138,7 +138,10 @@ FLAGS = {  # the command line's contract, as the README lists it
     "start": [*SYSTEM, "--leader"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
     "tools": ["-h", "--json", "--config"], "completion": ["-h"],
+    "memory": ["-h"], "identity": ["-h", "--json", "--config"],
 }
+MEMORY_FLAGS = {"list": [*SYSTEM, "--prefix"], "search": [*SYSTEM, "-k", "--archive"], "show": SYSTEM, "write": SYSTEM,
+                "forget": SYSTEM, "export": SYSTEM, "import": SYSTEM}
 
 
 def test_every_command_and_its_flags() -> None:
@@ -147,3 +150,6 @@ def test_every_command_and_its_flags() -> None:
     found = {name: [flag for action in sub._actions for flag in action.option_strings if flag != "--help"]
              for name, sub in commands.items()}
     assert found == FLAGS
+    memory = next(a for a in commands["memory"]._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {name: [flag for action in sub._actions for flag in action.option_strings if flag != "--help"]
+            for name, sub in memory.items()} == MEMORY_FLAGS
