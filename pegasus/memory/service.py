@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pegasus.memory.embeddings import pack
+from pegasus.memory.errors import MemoryStoreError
 from pegasus.memory.markdown import Dump
 from pegasus.memory.store import MemoryStore
 from pegasus.memory.transfer import import_dump
@@ -66,4 +67,8 @@ def export_page(store: MemoryStore, after_episode: int = 0, limit: int = EXPORT_
 
 
 def import_page(store: MemoryStore, facts: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, int]:
-    return import_dump(store, Dump([Fact(**f) for f in facts], [Episode(**e) for e in episodes]))
+    try:
+        dump = Dump([Fact(**f) for f in facts], [Episode(**e) for e in episodes])
+    except TypeError as exc:  # a page not made by markdown.read_dir: say so, never an internal error
+        raise MemoryStoreError(f"malformed import page: {exc}") from None
+    return import_dump(store, dump)
