@@ -6,11 +6,12 @@ supervisor's ``group``), so a refused write leaves nothing behind.  It never
 calls a model: a row's embedding vector, when there is one, is computed by the
 process that asked for the write and handed in (``pegasus.memory.embeddings``).
 
-One FTS5 table indexes what search can return: the current version of each
-fact (title = its path, body = its content), each episode (title; summary,
-details and lesson) and each archived task (its input; its result).  A row
-keeps the rowid of its index entry, so a new version or a forget removes its
-entry by rowid.
+One FTS5 index holds what search recalls: the current version of each fact
+(title = its path, body = its content) and each episode (title; summary,
+details and lesson); archived tasks (input; result) have their own, so the
+recalled search never ranks them.  A row keeps the rowid of its index entry,
+so a new version or a forget removes its entry by rowid.  Ranking is
+``pegasus.memory.ranking``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pegasus import codec
 from pegasus.config import MemorySettings
 from pegasus.memory import embeddings
 from pegasus.memory.errors import MemoryCapExceeded, MemoryNotFound, MemoryStoreError
-from pegasus.memory.query import informative, match_expression, words
+from pegasus.memory.query import words
+from pegasus.memory.ranking import best_rows
 from pegasus.memory.values import (RECALLED, ArchivedTask, Episode, Fact, Kind, MemoryItem, check_path, normalise,
                                    one_line, parse_id)
 from pegasus.store.database import Database
@@ -33,7 +35,6 @@ from pegasus.task.fsm import Clock
 
 FACT_COLUMNS = "path, version, content, created_at, task_id"
 EPISODE_COLUMNS = "episode_id, task_id, title, summary, details, lesson, created_at"
-TITLE_WEIGHT, BODY_WEIGHT = 2.0, 1.0  # a word in a fact's path or an episode's title counts double
 MAX_K = 100
 
 
@@ -247,40 +248,22 @@ class MemoryStore:
         if not k or not wanted or not terms:
             return []
         limit = k if query_vector is None else k * 4
+        path = str(self.database.path)
         ranked: list[tuple[str, str, float]] = []
         recalled = [kind for kind in RECALLED if kind in wanted]
         if recalled:
             rows = self._count("SELECT COUNT(*) FROM memory_episodes") + self._count(
                 "SELECT COUNT(*) FROM memory_facts WHERE current = 1 AND content IS NOT NULL")
-            ranked += self._ranked("memory_fts", "memory_fts_terms", terms, rows, limit,
-                                   recalled[0] if len(recalled) == 1 else None)
+            ranked += best_rows(self.database.db, path, "memory_fts", "memory_fts_terms", terms, rows, limit,
+                                recalled[0] if len(recalled) == 1 else None)
         if "archive" in wanted:
-            ranked += self._ranked("memory_archive_fts", "memory_archive_terms", terms,
-                                   self._count("SELECT COUNT(*) FROM memory_archive"), limit, None)
+            ranked += best_rows(self.database.db, path, "memory_archive_fts", "memory_archive_terms", terms,
+                                self._count("SELECT COUNT(*) FROM memory_archive"), limit, None)
             ranked.sort(key=lambda row: -row[2])
         if query_vector is not None:
             ranked = embeddings.fuse(ranked, self._nearest(tuple(wanted), query_vector))
         items = [self._item(kind, ref, score) for kind, ref, score in ranked[:k]]
         return [item for item in items if item is not None]
-
-    def _ranked(self, table: str, terms_table: str, terms: list[str], rows: int, limit: int,
-                kind: str | None) -> list[tuple[str, str, float]]:
-        """(kind, ref, score) of the best ``limit`` rows of one index (higher score: more relevant)."""
-        db = self.database.db
-        documents = _document_counts(db, str(self.database.path), terms_table, terms, rows)
-        expression = match_expression(informative(terms, documents, rows))
-        if expression is None:
-            return []
-        # Only the rowid and the score while ranking: reading another column would read every matching row.
-        where, params = ("AND kind = ?", (kind,)) if kind else ("", ())
-        best = db.execute(f"SELECT rowid, bm25({table}, {TITLE_WEIGHT}, {BODY_WEIGHT}, 0, 0) AS score FROM {table} "
-                          f"WHERE {table} MATCH ? {where} ORDER BY score, rowid DESC LIMIT ?",
-                          (expression, *params, limit)).fetchall()
-        found = []
-        for rowid, score in best:
-            row = db.execute(f"SELECT kind, ref FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
-            found.append((row[0], row[1], -score))
-        return found
 
     def _count(self, sql: str) -> int:
         return int(self.database.db.execute(sql).fetchone()[0])
@@ -383,34 +366,6 @@ class MemoryStore:
             rows += [("episode", str(i), v) for i, v in self.database.db.execute(
                 "SELECT episode_id, vector FROM memory_episodes WHERE vector IS NOT NULL")]
         return embeddings.nearest(rows, query)
-
-
-# Rows holding a common term, by (database, index, term): reading a term's count reads its whole posting list,
-# which for a word in thousands of rows is most of a search (measured: 10,000 episodes, p50 5.6 of 7.9 ms).  Kept
-# only for terms in CACHED_FROM rows or more (a rare or new term is always read: never missed), and used while the
-# index has within 5% of the rows it had then (the counts only decide which words are too common to rank by).
-_COMMON: dict[tuple[str, str, str], tuple[int, int]] = {}
-CACHED_FROM, CACHE_MAX = 64, 100_000
-
-
-def _document_counts(db: sqlite3.Connection, path: str, table: str, terms: list[str], rows: int) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    unknown = []
-    for term in terms:
-        known = _COMMON.get((path, table, term))
-        if known is not None and abs(known[1] - rows) * 20 <= rows:
-            counts[term] = known[0]
-        else:
-            unknown.append(term)
-    if unknown:
-        marks = ", ".join("?" for _ in unknown)
-        for term, documents in db.execute(f"SELECT term, doc FROM {table} WHERE term IN ({marks})", unknown):
-            counts[term] = documents
-            if documents >= CACHED_FROM:
-                if len(_COMMON) >= CACHE_MAX:
-                    _COMMON.clear()
-                _COMMON[(path, table, term)] = (documents, rows)
-    return counts
 
 
 def _fts(kind: str) -> str:
