@@ -33,6 +33,9 @@ def list_memory(store: MemoryStore, prefix: str = "", episodes: int = 20) -> dic
 
 def search(store: MemoryStore, text: str, k: int, kinds: list[str] | None = None,
            query_vector: list[float] | None = None) -> dict[str, Any]:
+    unknown = sorted(set(kinds or ()) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown memory kind(s) {', '.join(unknown)}; the kinds are {', '.join(KINDS)}")
     chosen: tuple[Kind, ...] = tuple(k_ for k_ in KINDS if k_ in kinds) if kinds else ("fact", "episode")
     items = store.search(text, k, kinds=chosen, query_vector=query_vector)
     return {"query": text, "items": [item.as_dict() for item in items]}
