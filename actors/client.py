@@ -23,6 +23,7 @@ from typing import Any, Literal
 from thespian.actors import ActorSystem, ActorSystemException
 
 from actors import messages as m
+from actors.client_memory import MemoryClient
 from actors.client_triggers import TriggersClient
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
@@ -65,7 +66,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client(TriggersClient):
+class Client(MemoryClient, TriggersClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -357,6 +358,9 @@ class Client(TriggersClient):
             pass  # the admin is not back yet
 
     # -- plumbing ------------------------------------------------------------------------------------
+    def _memory_ask(self, request: m.Request) -> Any:
+        return self._ask(request)
+
     def _ask(self, request: m.Request) -> Any:
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
-    checkpoint, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, scale, streaming,
+    checkpoint, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, retrieval, scale, streaming,
 )
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight, http, fanout)}
+                                                inflight, http, fanout, retrieval)}
 # Run only when named (--only): hosts needs root to make network namespaces.
 OPT_IN = {hosts.NAME: hosts}
 

@@ -337,6 +337,28 @@ class LoggingSettings(_Section):
         return value.lower() if isinstance(value, str) else value
 
 
+class MemorySettings(_Section):
+    """Long-term memory (pegasus.memory, docs/agent-memory.md)."""
+
+    facts_max_bytes: int = Field(65536, ge=1)  # UTF-8 bytes of every fact's current version together; past it: refused
+    fact_versions_max: int = Field(20, ge=1)  # versions kept per fact path (older ones pruned)
+    episodes_max: int = Field(10000, ge=1)  # episodes kept; past it the oldest is dropped
+    archive_max: int = Field(10000, ge=1)  # archived task contexts kept; past it the oldest is dropped
+    recall_k: int = Field(5, ge=0, le=100)  # memories given to a think / reason stage
+    reflector: bool = True  # the post-task reflector writes facts and an episode after each done task
+    embeddings_model: str = ""  # an /embeddings model; empty: full-text search (FTS5) only
+    embeddings_base_url: str = ""  # empty: [llm] base_url
+    embeddings_api_key_env: str = ""  # empty: [llm] api_key_env
+
+
+class AgentSettings(_Section):
+    """Who the agent is (pegasus.memory.identity); ``<state dir>/identity.md`` wins when present."""
+
+    name: str = "Pegasus"
+    role: str = ""
+    instructions: str = ""
+
+
 class Settings(_Section):
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     pools: PoolSettings = Field(default_factory=PoolSettings)
@@ -352,6 +374,8 @@ class Settings(_Section):
     http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
 
     @model_validator(mode="after")
     def _frames_hold_a_request(self) -> Settings:

@@ -6,7 +6,9 @@
 - ``supervision``: the guardian's and the supervisor's timers;
 - ``mcp``: workers and task actors with their machine's MCP host;
 - ``triggers``: schedules and webhooks (clients and the supervisor, and its schedule timer);
-- ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper.
+- ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper;
+- ``tree``: clients asking for a task's tree of sub-tasks;
+- ``memory``: clients and the supervisor's long-term memory.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -16,6 +18,7 @@ them (``from actors import messages as m; m.Submit``).
 
 from actors.messages.contact import WorkerPing, WorkerPong
 from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
+from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
@@ -37,7 +40,8 @@ from actors.messages.task_run import (
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "DropTask", "ListTasks", "Locate", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "DropTask", "ListTasks", "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch",
+    "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",

@@ -46,8 +46,9 @@ from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import Event, EventType, new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory, TaskFSM
+from pegasus.memory.tools import is_memory_tool
 from pegasus.task.models import TaskContext, TaskSnapshot
-from pegasus.task.names import CognitiveState, StageName
+from pegasus.task.names import CognitiveState, PoolName, StageName
 from pegasus.tools.registry import Effect
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
@@ -310,7 +311,10 @@ class TaskRun:
         fsm = self.fsm
         self.step_in_flight = key
         journal = key is not None and work.step_index is not None and self._effect(work.step_index) == "effectful"
-        self._out.append(SendStage(work.pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
+        # A memory tool runs where the store is (the supervisor): no tool worker opens the database.
+        pool = PoolName.MEMORY if work.step_index is not None and is_memory_tool(self._tool(work.step_index)) \
+            else work.pool
+        self._out.append(SendStage(pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
                                    fsm.context, work.step_index, key, journal))
 
     def _act_failed(self, answer: StageAnswer, stage: dict[str, Any]) -> None:

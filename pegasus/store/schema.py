@@ -86,6 +86,30 @@ MIGRATIONS: list[list[str]] = [
             step_key TEXT NOT NULL UNIQUE, step_index INTEGER NOT NULL, created_at TEXT NOT NULL)""",
         "CREATE INDEX subtasks_by_parent ON subtasks (parent_id)",
     ],
+    [  # memory (issue 19): versioned facts, episodes, the archive of done tasks, one FTS5 index over them
+        # content NULL: a forgotten path's tombstone (keeps its versions from being reused); current: the latest.
+        """CREATE TABLE memory_facts (
+            path TEXT NOT NULL, version INTEGER NOT NULL, content TEXT, bytes INTEGER NOT NULL,
+            current INTEGER NOT NULL, task_id TEXT, created_at TEXT NOT NULL, fts_rowid INTEGER, vector BLOB,
+            PRIMARY KEY (path, version))""",
+        "CREATE INDEX memory_facts_current ON memory_facts (current, path)",
+        "CREATE TABLE memory_append_keys (key TEXT PRIMARY KEY, path TEXT NOT NULL, version INTEGER NOT NULL)",
+        """CREATE TABLE memory_episodes (
+            episode_id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT UNIQUE, title TEXT NOT NULL,
+            summary TEXT NOT NULL, details TEXT NOT NULL, lesson TEXT NOT NULL, created_at TEXT NOT NULL,
+            fts_rowid INTEGER, vector BLOB)""",
+        """CREATE TABLE memory_archive (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL UNIQUE, input TEXT NOT NULL,
+            result BLOB, context BLOB NOT NULL, created_at TEXT NOT NULL, fts_rowid INTEGER)""",
+        # Full text (FTS5, BM25): facts and episodes in one index, archived tasks in their own; each with its
+        # terms' document counts (fts5vocab), read to leave out words too common to rank by.
+        """CREATE VIRTUAL TABLE memory_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab(memory_fts, 'row')",
+        """CREATE VIRTUAL TABLE memory_archive_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -76,3 +76,4 @@ class StageName(_Name):
 class PoolName(_Name):
     LLM = "llm"  # model calls: the llm stages
     TOOL = "tool"  # tool steps and verification gates
+    MEMORY = "memory"  # steps calling a memory.* tool: run by the supervisor, where the store is

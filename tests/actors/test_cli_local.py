@@ -139,12 +139,15 @@ FLAGS = {  # the command line's contract, as the README lists it
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
     "tools": ["-h", "--json", "--config"], "completion": ["-h"], "schedule": ["-h"], "webhook": ["-h"],
     "token": ["-h"],
+    "memory": ["-h"], "identity": ["-h", "--json", "--config"],
 }
-ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION
+ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION, pegasus memory ACTION
     "schedule": {"add": [*SYSTEM, "--cron", "--every", "--text", "--tz", "--machine", "--priority", "--overlap",
                          "--catchup"],
                  "list": SYSTEM, "pause": SYSTEM, "resume": SYSTEM, "trigger": SYSTEM, "remove": SYSTEM},
     "webhook": {"add": [*SYSTEM, "--text", "--secret-file"], "list": SYSTEM, "remove": SYSTEM},
+    "memory": {"list": [*SYSTEM, "--prefix"], "search": [*SYSTEM, "-k", "--archive"], "show": SYSTEM,
+               "write": SYSTEM, "forget": SYSTEM, "export": SYSTEM, "import": SYSTEM},
 }
 
 
@@ -157,7 +160,7 @@ def test_every_command_and_its_flags() -> None:
 
 
 def test_schedule_and_webhook_actions_and_their_flags() -> None:
-    """Each action of ``schedule`` and ``webhook`` takes --json, --config and --port, and its own flags."""
+    """Each action of ``schedule``, ``webhook`` and ``memory`` takes --json, --config and --port, and its own flags."""
     def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 

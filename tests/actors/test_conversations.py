@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import contact, gateway, mcp, requests, stage_work, supervision, task_run, tree, triggers
+from actors.messages import contact, gateway, mcp, memory, requests, stage_work, supervision, task_run, tree, triggers
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.run import ChildStep
@@ -94,6 +94,11 @@ def _samples() -> dict[ModuleType, list[Any]]:
                    triggers.ScheduleDue(1700000000.0)],
         gateway: [gateway.TokenCreate(name="ci", scope="submit", token_hash="ab" * 32), gateway.TokenList(),
                   gateway.TokenRevoke(name="ci"), gateway.StartGateway("/tmp/state"), gateway.GatewayCheck(start=True)],
+        memory: [memory.MemoryList(prefix="ops/"), memory.MemorySearch(text="deploy key", k=3, query_vector=[0.5, 1.0]),
+                 memory.MemoryShow(item_id="fact:ops/key@2"), memory.MemoryWrite(path="ops/key", content="vault"),
+                 memory.MemoryForget(item_id="episode:3"), memory.MemoryExport(after_episode=500),
+                 memory.MemoryImport(facts=[{"path": "a", "version": 1, "content": "x", "created_at": "now",
+                                             "task_id": None}], episodes=[])],
     }
 
 
@@ -103,7 +108,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory]
 
 
 def _same(one: Any, other: Any) -> bool:
