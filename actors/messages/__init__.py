@@ -22,13 +22,14 @@ from actors.messages.stage_work import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work,
     WorkDone, WorkerInit, WorkerReady,
 )
+from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
+    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
     "DropTask", "ListTasks", "Locate", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
