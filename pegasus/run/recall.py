@@ -19,12 +19,6 @@ RECALL_STAGES = frozenset({StageName.THINK, StageName.REASON})
 QUERY_CHARS = 2000  # the input, the user's messages and the perception's text, cut here
 
 
-def recall_k_of(settings: Any) -> int:
-    """``[memory] recall_k`` of the settings (0: recall is off)."""
-    memory = getattr(settings, "memory", None)
-    return int(getattr(memory, "recall_k", 0) or 0)
-
-
 def needs_recall(stage: str, context: TaskContext, k: int) -> bool:
     """Whether ``stage`` must wait for a recall: a think / reason stage whose iteration has none yet."""
     if k <= 0 or stage not in RECALL_STAGES:

@@ -47,7 +47,9 @@ def finished(store: Store, task_id: str, status: str, *, reflection: dict[str, A
     """Mark the reflection over -- ``write`` (the memory writes: their ids) in the same transaction --
     with REFLECTION_COMPLETE / REFLECTION_FAILED in the task's audit log.  A ``write`` that raises
     leaves nothing written (the caller records the failure instead)."""
-    with store.transaction() as db:
+    # One savepoint in a group: the memory store's own transactions nest inside it, and a write that raises
+    # undoes them all with the marker (a bare transaction cannot hold another).
+    with store.group(), store.transaction() as db:
         written = write() if write is not None else []
         db.execute("INSERT INTO post_reflections (task_id, status, attempts, reflection, error, updated_at)"
                    " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,"
