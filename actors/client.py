@@ -22,6 +22,7 @@ from typing import Any
 from thespian.actors import ActorSystem, ActorSystemException
 
 from actors import messages as m
+from actors.client_memory import MemoryClient
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
@@ -61,7 +62,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client:
+class Client(MemoryClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -303,6 +304,9 @@ class Client:
             pass  # the admin is not back yet
 
     # -- plumbing ------------------------------------------------------------------------------------
+    def _memory_ask(self, request: m.Request) -> Any:
+        return self._ask(request)
+
     def _ask(self, request: m.Request) -> Any:
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})

@@ -37,6 +37,7 @@ class RecallAndReflect:
     pools: dict[str, Any]
     log: Any
     send: Callable[[Any, Any], None]
+    _memory: Callable[[], MemoryStore]  # the memory over the store (actors.supervisor_memory)
 
     # -- recall ----------------------------------------------------------------------------------
     def receiveMsg_AskRecall(self, ask: m.AskRecall, sender: Any) -> None:
@@ -52,13 +53,6 @@ class RecallAndReflect:
             error = f"{type(exc).__name__}: {exc}"
             self.log.warning("recall_failed", task_id=ask.task_id, error=error)
         self.send(sender, m.Recalled(ask.task_id, ask.token, identity, items, error))
-
-    def _memory(self) -> MemoryStore:
-        """The memory store over the supervisor's Store (made again when the Store is another)."""
-        held = getattr(self, "_memory_over", None)
-        if held is None or held[0] is not self.store:
-            held = self._memory_over = (self.store, MemoryStore(self.store, self.settings.memory))
-        return held[1]
 
     # -- the post-task reflector -----------------------------------------------------------------
     @property

@@ -93,7 +93,9 @@ class TaskActor(ActorTypeDispatcher):
         if self.supervisor is None:  # once per process: its runs all come from one system's settings
             logs.configure_from(start.settings)
             self.log = logs.get("task")
-        self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool}
+        # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
+        self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool,
+                                               PoolName.MEMORY: sender}
         if self.registry is None:
             try:
                 # Effect classes only: effect_of answers from the configuration and never

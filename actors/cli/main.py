@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, system, tasks
+from actors.cli import local, memory, system, tasks
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -121,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="where to write the copy (mode 0600)"
                    ).complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
+
+    memory.add_commands(sub, on_system, configured)
 
     p = command("machines", local.machines, "show a state machine's states and transitions", common)
     p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")

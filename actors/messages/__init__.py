@@ -4,7 +4,8 @@
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
-- ``mcp``: workers and task actors with their machine's MCP host.
+- ``mcp``: workers and task actors with their machine's MCP host;
+- ``memory``: clients and the supervisor's long-term memory.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -13,6 +14,7 @@ them (``from actors import messages as m; m.Submit``).
 """
 
 from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
+from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
@@ -29,8 +31,9 @@ from actors.messages.task_run import (
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "DropTask", "ListTasks", "Locate", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "Get", "History", "DropTask", "ListTasks", "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
+    "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned",
