@@ -50,9 +50,10 @@ def test_a_remembered_fact_answers_the_next_task_which_lists_the_memory_it_was_g
     cognitive = client.history(second["task_id"])["cognitive"]
     assert any("fact:deploy-key@1" in row.get("memories", []) for row in cognitive)
 
+    episode = reflection(client, second["task_id"])["reflection"]["episode"]
     again = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
-    reflection(client, second["task_id"])
-    assert "(Done before: episode:" in again["result"] or again["result"].startswith("From memory")
+    assert again["result"].startswith("From memory (deploy-key)")  # a repeated request names the earlier episode
+    assert f"(Done before: episode:2, 'where is the deploy key?': {episode['summary'][:30]}" in again["result"]
 
 
 @pytest.fixture
@@ -141,3 +142,25 @@ def test_with_the_reflector_off_nothing_is_reflected(pegasus) -> None:
     client = pegasus(memory={"reflector": False})
     task_id = client.wait(client.submit("echo hi")["task_id"], timeout=30)["task_id"]
     assert reflection(client, task_id, "skipped")["error"] == "[memory] reflector is off"
+
+
+def test_a_task_whose_stages_run_on_a_convention_member_gets_its_memories(convention) -> None:
+    """The leader has no workers: the member's run every stage.  The memories come from the leader's
+    supervisor (where the store is); the member never opens a database."""
+    client = convention.leader(convention={"local_workers": False})
+    member = convention.join("m", llm_workers=1, tool_workers=1)
+
+    def ready() -> bool:
+        pools = client.stats()["pools"]
+        return all(sum(w["ready"] for w in pools[name]["workers"]) == 1 for name in ("llm", "tool"))
+
+    wait_for(ready, timeout=30, what="the member's workers")
+    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=30)
+    assert first["lifecycle_state"] == "done", first
+    reflection(client, first["task_id"])
+    task = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    assert task["result"].startswith("From memory (deploy-key): The deploy key is in the vault."), task
+    [reason] = [s for s in task["stages"] if s["stage"] == "reason"]
+    assert (reason["member"], reason["admin_port"]) == (member.member_name, member.admin_port)
+    assert "fact:deploy-key@1" in reason["memories"]
+    assert not list((convention.root / "m").rglob("pegasus.db"))  # the member holds no store

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pegasus.config import MemorySettings
+from pegasus.memory import MemoryCapExceeded, MemoryStore
 from pegasus.store import Store
 from pegasus.store import reflections as r
 from pegasus.store.checkpoint import encode_full
@@ -76,3 +78,21 @@ def test_tasks_done_before_the_upgrade_are_not_reflected(tmp_path: Path) -> None
     store = Store(tmp_path / "p.db")  # migrated: t1 is marked skipped, never reflected
     row = r.reflection_of(store, "t1")
     assert r.pending(store) == [] and row is not None and row["status"] == "skipped"
+
+
+def test_the_memory_stores_own_writes_nest_in_the_marker_and_a_refused_one_undoes_them_all(tmp_path: Path) -> None:
+    """Regression: the memory store's transactions inside the marker's failed ('cannot start a transaction
+    within a transaction'), so no reflection ever committed on a real system."""
+    store = Store(tmp_path / "p.db")
+    memory = MemoryStore(store, MemorySettings(facts_max_bytes=60))
+    done_task(store, "t1")
+    written = r.finished(store, "t1", r.COMPLETE, reflection={}, write=lambda: [
+        memory.write_fact("deploy-key", "The deploy key is in the vault.", task_id="t1").id,
+        memory.add_episode("t1", "remember it", "kept").id])
+    assert written == ["fact:deploy-key@1", "episode:1"] and r.pending(store) == []
+    done_task(store, "t2", 2)
+    with pytest.raises(MemoryCapExceeded, match=r"\[memory\] facts_max_bytes"):
+        r.finished(store, "t2", r.COMPLETE, reflection={}, write=lambda: [
+            memory.add_episode("t2", "second", "kept").id,
+            memory.write_fact("vault", "The vault is in the basement of the old building.", task_id="t2").id])
+    assert [e.task_id for e in memory.episodes()] == ["t1"] and r.pending(store) == [("t2", 0)]  # nothing of t2
