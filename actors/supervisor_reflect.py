@@ -27,6 +27,7 @@ from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskS
 from pegasus.task.models import PostTaskReflection
 
 RECALL_KEYS = ("id", "kind", "title", "text", "score")
+RECALL_TEXT_CHARS = 2000  # of one recalled memory in a task's context (checkpointed with it): k of them at most
 
 
 class RecallAndReflect:
@@ -48,7 +49,8 @@ class RecallAndReflect:
         try:
             identity = load_identity(self.settings).text
             found = self._memory().search(ask.query, ask.k, kinds=("fact", "episode"))
-            items = tuple({key: getattr(item, key) for key in RECALL_KEYS} for item in found)
+            items = tuple({**{key: getattr(item, key) for key in RECALL_KEYS}, "text": item.text[:RECALL_TEXT_CHARS]}
+                          for item in found)
         except Exception as exc:  # noqa: BLE001 - recorded in the task's context, logged here
             error = f"{type(exc).__name__}: {exc}"
             self.log.warning("recall_failed", task_id=ask.task_id, error=error)
@@ -59,7 +61,7 @@ class RecallAndReflect:
     def _post(self) -> PostReflections:
         post = getattr(self, "_post_reflections", None)
         if post is None:
-            post = self._post_reflections = PostReflections()
+            post = self._post_reflections = PostReflections(limit=max(1, self.settings.pools.llm_workers))
         return post
 
     def _after_notice(self, notice: TransitionNotice) -> None:
@@ -83,26 +85,28 @@ class RecallAndReflect:
         if not self.settings.memory.reflector:
             reflections.finished(self.store, task_id, reflections.SKIPPED, error="[memory] reflector is off")
             return
-        self._hand_out(task_id, snapshot)
+        self._hand_out(self._post.want(task_id), snapshot)
 
     def _reflections_restored(self) -> None:
         """After a (re)start: the done tasks whose reflection never committed go again."""
         if self.store is None or self.settings is None or not self.settings.memory.reflector:
             return
         for task_id, _ in reflections.pending(self.store):
-            if task_id not in self._post.in_flight:
-                self._hand_out(task_id)
+            self._hand_out(self._post.want(task_id))
 
-    def _hand_out(self, task_id: str, snapshot: TaskSnapshot | None = None) -> None:
-        decision = self._post.handed_out(task_id, reflections.started(self.store, task_id))
-        if isinstance(decision, GiveUp):
-            self._reflection_failed(task_id, decision.error)
-            return
-        assert isinstance(decision, Dispatch)
-        if snapshot is None:
-            snapshot = rebuild(task_id, self.store.checkpoints(task_id))
-        self.send(self.pools[PoolName.LLM], m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
-                                                          snapshot.machine, snapshot.context))
+    def _hand_out(self, task_ids: list[str], known: TaskSnapshot | None = None) -> None:
+        """Hand these reflections to the llm pool (each counted first); one given up lets the next go."""
+        for task_id in task_ids:
+            decision = self._post.handed_out(task_id, reflections.started(self.store, task_id))
+            if isinstance(decision, GiveUp):
+                self._reflection_failed(task_id, decision.error)
+                self._hand_out(self._post.release())
+                continue
+            assert isinstance(decision, Dispatch)
+            snapshot = known if known is not None and known.task_id == task_id else \
+                rebuild(task_id, self.store.checkpoints(task_id))
+            self.send(self.pools[PoolName.LLM], m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
+                                                              snapshot.machine, snapshot.context))
 
     def _on_post_reflection(self, result: m.StageResult) -> None:
         decision = self._post.answered(result.task_id, result.token, result.ok, result.payload, result.error,
@@ -110,11 +114,12 @@ class RecallAndReflect:
         if decision is None:
             return  # a late answer of an earlier hand-out
         if isinstance(decision, Again):
-            self._hand_out(decision.task_id)
+            self._post.waiting.appendleft(decision.task_id)  # first in line: it was out already
         elif isinstance(decision, GiveUp):
             self._reflection_failed(decision.task_id, decision.error)
         elif isinstance(decision, Keep):
             self._keep(decision.task_id, decision.reflection)
+        self._hand_out(self._post.release())
 
     def _keep(self, task_id: str, reflection: PostTaskReflection) -> None:
         """The reflection, its facts and its episode, and the done-marker: one transaction."""

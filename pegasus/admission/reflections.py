@@ -14,12 +14,17 @@ this decides against the store (``pegasus.store.reflections``) and the llm pool.
   A failed answer (the model erred, the reply did not fit
   the schema, a memory cap refused it) is recorded failed at once: the task stays
   done, ``pegasus history`` shows why, and nothing runs it again.
+- At most ``limit`` reflections are out at a time (the llm pool's size); the
+  others wait here, in order.  Each queued request counts against the pool's
+  ``queue_limit``, so a burst of done tasks must not fill it and get a running
+  task's stage refused.
 - An answer is taken only with its hand-out's token: a late one (the task's
   reflection was handed out again meanwhile) is dropped.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,11 +69,27 @@ class Keep:
 
 @dataclass
 class PostReflections:
-    """The reflections in flight: task -> the token of its latest hand-out."""
+    """The reflections out (task -> the token of its latest hand-out; 0: about to go) and those waiting."""
 
-    enabled: bool = True
+    limit: int = 1
     in_flight: dict[str, int] = field(default_factory=dict)
+    waiting: deque[str] = field(default_factory=deque)
     next_token: int = 0
+
+    def want(self, task_id: str) -> list[str]:
+        """A done task's reflection is due: queued; the tasks whose reflection may go out now."""
+        if task_id not in self.in_flight and task_id not in self.waiting:
+            self.waiting.append(task_id)
+        return self.release()
+
+    def release(self) -> list[str]:
+        """The waiting tasks that fit under ``limit`` now (each to be counted, then ``handed_out``)."""
+        going = []
+        while self.waiting and len(self.in_flight) < self.limit:
+            task_id = self.waiting.popleft()
+            self.in_flight[task_id] = 0
+            going.append(task_id)
+        return going
 
     def handed_out(self, task_id: str, attempts: int) -> Dispatch | GiveUp:
         """The hand-out numbered ``attempts`` (counted in the store already)."""

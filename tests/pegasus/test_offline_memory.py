@@ -78,6 +78,17 @@ def test_the_offline_post_reflector_keeps_an_episode_and_the_remembered_facts() 
     assert outcome == run_stage(offline_processors(), "post_reflect", context, machine="classic")  # deterministic
 
 
+def test_at_most_limit_reflections_are_out_and_the_others_wait_in_order() -> None:
+    """Each one out counts against the llm pool's queue_limit: a burst of done tasks must not fill it."""
+    post = PostReflections(limit=2)
+    assert post.want("t1") + post.want("t2") + post.want("t3") + post.want("t1") == ["t1", "t2"]
+    one, two = post.handed_out("t1", 1), post.handed_out("t2", 1)
+    assert isinstance(one, Dispatch) and isinstance(two, Dispatch) and list(post.waiting) == ["t3"]
+    assert post.release() == []  # both still out
+    assert isinstance(post.answered("t1", one.token, True, {"post_reflection": {}}, None), Keep)
+    assert post.release() == ["t3"]
+
+
 def test_reflections_are_handed_out_at_most_max_attempts_times_and_late_answers_are_dropped() -> None:
     post = PostReflections()
     first = post.handed_out("t1", 1)
