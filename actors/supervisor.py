@@ -345,7 +345,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, ActorTypeDispat
                 host = self.task_actors.take(effect.task_id, effect.run)
                 self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
                                             self.pools[PoolName.TOOL], self.settings, effect.resume_event,
-                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id))
+                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id,
+                                            "" if self.settings.memory.recall_k else self._identity()))
             elif isinstance(effect, StopRun):
                 run = self.task_actors.policy.host_of(effect.task_id)
                 host = self.task_actors.release(effect.task_id)

@@ -56,6 +56,14 @@ class RecallAndReflect:
             self.log.warning("recall_failed", task_id=ask.task_id, error=error)
         self.send(sender, m.Recalled(ask.task_id, ask.token, identity, items, error))
 
+    def _identity(self) -> str:
+        """The identity text ('' when it cannot be read: a run never fails for it)."""
+        try:
+            return load_identity(self.settings).text
+        except Exception as exc:  # noqa: BLE001 - an unreadable identity.md: logged, the task runs without
+            self.log.warning("identity_unreadable", error=f"{type(exc).__name__}: {exc}")
+            return ""
+
     # -- the post-task reflector -----------------------------------------------------------------
     @property
     def _post(self) -> PostReflections:

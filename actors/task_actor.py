@@ -109,7 +109,7 @@ class TaskActor(ActorTypeDispatcher):
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
         self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
-                            start.journal, self.token, recall_k=start.settings.memory.recall_k)
+                            start.journal, self.token, recall_k=start.settings.memory.recall_k, identity=start.identity)
         self._activate(task_id, start.run, lambda: TaskRun.begin(
             state, resume_event=start.resume_event, resume_payload=start.resume_payload, effect_of=self._effect_of(),
             pid=os.getpid()))

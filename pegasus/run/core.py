@@ -93,6 +93,7 @@ class RunSnapshot:
     exit_reason: str | None = None
     stopped: bool = False
     recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
+    identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
 
 
 def current(state: RunSnapshot, task_id: str, token: int) -> bool:
@@ -124,7 +125,7 @@ class TaskRun:
         self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
         self.exit_reason = state.exit_reason
         self.stopped = state.stopped
-        self.recall_k = state.recall_k
+        self.recall_k, self.identity = state.recall_k, state.identity
         self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         self.effect_of = effect_of
         self.pid = pid  # the process carrying the run (named in its transition reports)
@@ -149,7 +150,7 @@ class TaskRun:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
         return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
-                           self.exit_reason, self.stopped, self.recall_k)
+                           self.exit_reason, self.stopped, self.recall_k, self.identity)
 
     @property
     def task_id(self) -> str:
@@ -276,10 +277,13 @@ class TaskRun:
             self._apply(self._event(work.event_type))
         else:
             self.token += 1
-            if needs_recall(work.stage, fsm.context, self.recall_k):
+            if not needs_recall(work.stage, fsm.context, max(self.recall_k, 1)):
+                self._run_stage(work)
+            elif self.recall_k:  # the supervisor answers with the identity and the memories
                 self._out.append(AskRecall(fsm.task_id, self.run, self.token, recall_query(fsm.context),
                                            self.recall_k))
-            else:
+            else:  # recall off: the identity the run was started with, no memories
+                fsm.context.recall = recalled(fsm.context.iteration, self.identity, [])
                 self._run_stage(work)
 
     def _run_stage(self, work: RunStage) -> None:

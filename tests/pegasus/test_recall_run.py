@@ -18,9 +18,9 @@ FACT = {"id": "fact:deploy-key@1", "kind": "fact", "title": "deploy-key", "text"
         "score": 1.5}
 
 
-def begin(task: TaskFSM, recall_k: int = 5) -> tuple[TaskRun, list[Command]]:
-    run, commands = TaskRun.begin(RunSnapshot(task.snapshot(), 1, 5, recall_k=recall_k), clock=FixedClock(),
-                                  ids=Ids())
+def begin(task: TaskFSM, recall_k: int = 5, identity: str = "") -> tuple[TaskRun, list[Command]]:
+    run, commands = TaskRun.begin(RunSnapshot(task.snapshot(), 1, 5, recall_k=recall_k, identity=identity),
+                                  clock=FixedClock(), ids=Ids())
     assert run is not None
     return run, commands
 
@@ -85,9 +85,11 @@ def test_a_failed_recall_lets_the_stage_run_without_memories() -> None:
     assert send.context.recall.error == "StoreError: locked" and send.context.recall.memories == []
 
 
-def test_with_recall_off_the_stage_goes_at_once() -> None:
-    _, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"), recall_k=0)
-    assert of(AskRecall, commands) == [] and of(SendStage, commands)[0].stage == StageName.REASON
+def test_with_recall_off_the_stage_goes_at_once_with_the_identity_it_was_started_with() -> None:
+    _, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"), recall_k=0, identity="You are Atlas.")
+    [send] = of(SendStage, commands)
+    assert of(AskRecall, commands) == [] and send.stage == StageName.REASON
+    assert (send.context.recall.identity, send.context.recall.memories) == ("You are Atlas.", [])
 
 
 def test_the_recall_survives_passivation_and_a_checkpoint_of_an_older_version_loads() -> None:
