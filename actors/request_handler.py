@@ -73,6 +73,7 @@ def request_handler(method: Callable[[Any, Any, Any], Any]) -> Handler:
 
 DEFERRED = object()
 WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry,  # refused while the store fails
-          m.MemoryWrite, m.MemoryForget, m.MemoryImport)
+          m.MemoryWrite, m.MemoryForget, m.MemoryImport,
+          m.ScheduleAdd, m.ScheduleControl, m.WebhookAdd, m.WebhookRemove, m.DeliverWebhook)
 
 

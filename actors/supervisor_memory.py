@@ -20,7 +20,8 @@ from actors.request_handler import request_handler
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.memory import MemoryStore, service
 from pegasus.memory.tools import register
-from pegasus.task.models import deep_copy
+from pegasus.store.checkpoint import rebuild
+from pegasus.task.models import TaskSnapshot, deep_copy
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolRegistry
 
@@ -38,6 +39,17 @@ class MemoryRequests:
         if self.store is None or self.settings is None:
             raise RuntimeError("the supervisor has no store yet")
         return MemoryStore(self.store, self.settings.memory)
+
+    def _archive_task(self, task_id: str, snapshot: TaskSnapshot | None = None) -> None:
+        """Archive a done task's full context (idempotent): ``snapshot`` when the caller has it (a TaskStopped
+        report's), else rebuilt from the store's checkpoints.  Not called here: part B calls it where a task
+        becomes done (with the post-task reflection), one line."""
+        row = self.store.task_row(task_id)
+        if row is None:
+            return
+        if snapshot is None:
+            snapshot = rebuild(task_id, self.store.checkpoints(task_id))
+        self._memory().archive(task_id, str(row["input"]), row.get("result"), snapshot.context.model_dump(mode="json"))
 
     # -- a task's memory step ----------------------------------------------------------------
     def receiveMsg_StageRequest(self, request: m.StageRequest, sender: Any) -> None:

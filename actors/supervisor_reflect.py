@@ -39,6 +39,7 @@ class RecallAndReflect:
     log: Any
     send: Callable[[Any, Any], None]
     _memory: Callable[[], MemoryStore]  # the memory over the store (actors.supervisor_memory)
+    _archive_task: Callable[..., None]  # (task_id, snapshot): the done task's context archived (same module)
 
     # -- recall ----------------------------------------------------------------------------------
     def receiveMsg_AskRecall(self, ask: m.AskRecall, sender: Any) -> None:
@@ -84,10 +85,8 @@ class RecallAndReflect:
 
     def _task_done(self, task_id: str) -> None:
         snapshot = rebuild(task_id, self.store.checkpoints(task_id))
-        context = snapshot.context
         try:
-            self._memory().archive(task_id, context.input_text, context.final_result,
-                                   context.model_dump(mode="json"))
+            self._archive_task(task_id, snapshot)
         except MemoryStoreError as exc:  # the archive is a copy: the task is done all the same
             self.log.warning("archive_failed", task_id=task_id, error=str(exc))
         if not self.settings.memory.reflector:

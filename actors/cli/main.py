@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, memory, system, tasks
+from actors.cli import local, memory, schedules, system, tasks, webhooks
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                    ).complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
 
+    schedules.register(sub, on_system)
+    webhooks.register(sub, on_system)
     memory.add_commands(sub, on_system, configured)
 
     p = command("machines", local.machines, "show a state machine's states and transitions", common)

@@ -5,6 +5,7 @@
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
 - ``mcp``: workers and task actors with their machine's MCP host;
+- ``triggers``: schedules and webhooks (clients and the supervisor, and its schedule timer);
 - ``memory``: clients and the supervisor's long-term memory.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
@@ -26,6 +27,9 @@ from actors.messages.stage_work import (
 )
 from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
+from actors.messages.triggers import (
+    DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
+)
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
@@ -38,4 +42,6 @@ __all__ = [
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned",
     "StopStage", "TextDelta", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
+    "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
+    "WebhookRemove",
 ]

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pegasus.memory.embeddings import pack
+from pegasus.memory.errors import MemoryStoreError
 from pegasus.memory.markdown import Dump
 from pegasus.memory.store import MemoryStore
 from pegasus.memory.transfer import import_dump
@@ -32,6 +33,9 @@ def list_memory(store: MemoryStore, prefix: str = "", episodes: int = 20) -> dic
 
 def search(store: MemoryStore, text: str, k: int, kinds: list[str] | None = None,
            query_vector: list[float] | None = None) -> dict[str, Any]:
+    unknown = sorted(set(kinds or ()) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown memory kind(s) {', '.join(unknown)}; the kinds are {', '.join(KINDS)}")
     chosen: tuple[Kind, ...] = tuple(k_ for k_ in KINDS if k_ in kinds) if kinds else ("fact", "episode")
     items = store.search(text, k, kinds=chosen, query_vector=query_vector)
     return {"query": text, "items": [item.as_dict() for item in items]}
@@ -66,4 +70,8 @@ def export_page(store: MemoryStore, after_episode: int = 0, limit: int = EXPORT_
 
 
 def import_page(store: MemoryStore, facts: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, int]:
-    return import_dump(store, Dump([Fact(**f) for f in facts], [Episode(**e) for e in episodes]))
+    try:
+        dump = Dump([Fact(**f) for f in facts], [Episode(**e) for e in episodes])
+    except TypeError as exc:  # a page not made by markdown.read_dir: say so, never an internal error
+        raise MemoryStoreError(f"malformed import page: {exc}") from None
+    return import_dump(store, dump)

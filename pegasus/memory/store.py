@@ -6,11 +6,12 @@ supervisor's ``group``), so a refused write leaves nothing behind.  It never
 calls a model: a row's embedding vector, when there is one, is computed by the
 process that asked for the write and handed in (``pegasus.memory.embeddings``).
 
-One FTS5 table indexes what search can return: the current version of each
-fact (title = its path, body = its content), each episode (title; summary,
-details and lesson) and each archived task (its input; its result).  A row
-keeps the rowid of its index entry, so a new version or a forget removes its
-entry by rowid.
+One FTS5 index holds what search recalls: the current version of each fact
+(title = its path, body = its content) and each episode (title; summary,
+details and lesson); archived tasks (input; result) have their own, so the
+recalled search never ranks them.  A row keeps the rowid of its index entry,
+so a new version or a forget removes its entry by rowid.  Ranking is
+``pegasus.memory.ranking``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pegasus import codec
 from pegasus.config import MemorySettings
 from pegasus.memory import embeddings
 from pegasus.memory.errors import MemoryCapExceeded, MemoryNotFound, MemoryStoreError
-from pegasus.memory.query import match_expression
+from pegasus.memory.query import words
+from pegasus.memory.ranking import best_rows
 from pegasus.memory.values import (RECALLED, ArchivedTask, Episode, Fact, Kind, MemoryItem, check_path, normalise,
                                    one_line, parse_id)
 from pegasus.store.database import Database
@@ -33,7 +35,6 @@ from pegasus.task.fsm import Clock
 
 FACT_COLUMNS = "path, version, content, created_at, task_id"
 EPISODE_COLUMNS = "episode_id, task_id, title, summary, details, lesson, created_at"
-TITLE_WEIGHT, BODY_WEIGHT = 2.0, 1.0  # a word in a fact's path or an episode's title counts double
 MAX_K = 100
 
 
@@ -140,13 +141,13 @@ class MemoryStore:
                 if row is not None:
                     return Episode(*row)
             when = created_at or self._now()
-            fts = self._index(db, "episode", "", title, _episode_body(summary, details, lesson))
             cursor = db.execute("INSERT INTO memory_episodes (episode_id, task_id, title, summary, details, lesson, "
-                                "created_at, fts_rowid, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                (episode_id, task_id, title, summary, details, lesson, when, fts, vector))
+                                "created_at, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                (episode_id, task_id, title, summary, details, lesson, when, vector))
             new_id = int(cursor.lastrowid or 0)
-            db.execute("UPDATE memory_fts SET ref = ? WHERE rowid = ?", (str(new_id), fts))
-            self._drop_oldest(db, "memory_episodes", "episode_id", self.settings.episodes_max)
+            fts = self._index(db, "episode", str(new_id), title, _episode_body(summary, details, lesson))
+            db.execute("UPDATE memory_episodes SET fts_rowid = ? WHERE episode_id = ?", (fts, new_id))
+            self._drop_oldest(db, "episode", new_id, self.settings.episodes_max)
             return Episode(new_id, task_id, title, summary, details, lesson, when)
 
     def update_episode(self, episode: Episode) -> Episode:
@@ -187,10 +188,10 @@ class MemoryStore:
                 return known
             when = self._now()
             fts = self._index(db, "archive", task_id, input, _text_of(result))
-            db.execute("INSERT INTO memory_archive (task_id, input, result, context, created_at, fts_rowid) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (task_id, input, codec.pack(result), codec.pack(context), when,
-                                                      fts))
-            self._drop_oldest(db, "memory_archive", "seq", self.settings.archive_max)
+            cursor = db.execute("INSERT INTO memory_archive (task_id, input, result, context, created_at, fts_rowid) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", (task_id, input, codec.pack(result), codec.pack(context),
+                                                               when, fts))
+            self._drop_oldest(db, "archive", int(cursor.lastrowid or 0), self.settings.archive_max)
             return ArchivedTask(task_id, input, result, context, when)
 
     def archived(self, task_id: str) -> ArchivedTask | None:
@@ -224,7 +225,7 @@ class MemoryStore:
             row = db.execute(f"SELECT fts_rowid FROM {table} WHERE {column} = ?", (key,)).fetchone()
             if row is None:
                 raise MemoryNotFound(item_id)
-            db.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+            db.execute(f"DELETE FROM {_fts(kind)} WHERE rowid = ?", (row[0],))
             db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
             return [ref]
 
@@ -242,20 +243,30 @@ class MemoryStore:
         similarity when ``query_vector`` is given and rows have vectors.  Any text is accepted (never an FTS5
         syntax error); text with no searchable word finds nothing."""
         k = max(0, min(int(k), MAX_K))
-        kinds = tuple(kinds)
-        expression = match_expression(text)
-        if not k or not kinds or expression is None:
+        wanted = set(kinds)
+        terms = words(text)
+        if not k or not wanted or not terms:
             return []
-        marks = ", ".join("?" for _ in kinds)
-        rows = self.database.db.execute(
-            f"SELECT kind, ref, bm25(memory_fts, {TITLE_WEIGHT}, {BODY_WEIGHT}, 0, 0) AS score FROM memory_fts "
-            f"WHERE memory_fts MATCH ? AND kind IN ({marks}) ORDER BY score, rowid DESC LIMIT ?",
-            (expression, *kinds, k if query_vector is None else k * 4)).fetchall()
-        ranked: list[tuple[str, str, float]] = [(kind, ref, -score) for kind, ref, score in rows]
+        limit = k if query_vector is None else k * 4
+        path = str(self.database.path)
+        ranked: list[tuple[str, str, float]] = []
+        recalled = [kind for kind in RECALLED if kind in wanted]
+        if recalled:
+            rows = self._count("SELECT COUNT(*) FROM memory_episodes") + self._count(
+                "SELECT COUNT(*) FROM memory_facts WHERE current = 1 AND content IS NOT NULL")
+            ranked += best_rows(self.database.db, path, "memory_fts", "memory_fts_terms", terms, rows, limit,
+                                recalled[0] if len(recalled) == 1 else None)
+        if "archive" in wanted:
+            ranked += best_rows(self.database.db, path, "memory_archive_fts", "memory_archive_terms", terms,
+                                self._count("SELECT COUNT(*) FROM memory_archive"), limit, None)
+            ranked.sort(key=lambda row: -row[2])
         if query_vector is not None:
-            ranked = embeddings.fuse(ranked, self._nearest(kinds, query_vector))
+            ranked = embeddings.fuse(ranked, self._nearest(tuple(wanted), query_vector))
         items = [self._item(kind, ref, score) for kind, ref, score in ranked[:k]]
         return [item for item in items if item is not None]
+
+    def _count(self, sql: str) -> int:
+        return int(self.database.db.execute(sql).fetchone()[0])
 
     # -- internals -----------------------------------------------------------------------------
     def _now(self) -> str:
@@ -280,7 +291,7 @@ class MemoryStore:
                             codec.unpack(row[3]), row[4])
 
     def _index(self, db: sqlite3.Connection, kind: str, ref: str, title: str, body: str) -> int:
-        cursor = db.execute("INSERT INTO memory_fts (title, body, kind, ref) VALUES (?, ?, ?, ?)",
+        cursor = db.execute(f"INSERT INTO {_fts(kind)} (title, body, kind, ref) VALUES (?, ?, ?, ?)",
                             (title.replace("/", " / "), body, kind, ref))
         return int(cursor.lastrowid or 0)
 
@@ -298,11 +309,18 @@ class MemoryStore:
                    "(SELECT MAX(version) FROM memory_facts WHERE path = ?) - ?",
                    (path, path, self.settings.fact_versions_max))
 
-    def _drop_oldest(self, db: sqlite3.Connection, table: str, column: str, keep: int) -> None:
-        stale = db.execute(f"SELECT {column}, fts_rowid FROM {table} ORDER BY {column} DESC LIMIT -1 OFFSET ?",
-                           (keep,)).fetchall()
+    def _drop_oldest(self, db: sqlite3.Connection, kind: str, newest: int, keep: int) -> None:
+        """Past ``keep`` rows, the oldest go.  Ids only grow, so there can be more than ``keep`` rows only once the
+        newest id is past it: below that, no count is made (a count reads the whole table)."""
+        if newest <= keep:
+            return
+        table, column = ("memory_archive", "seq") if kind == "archive" else ("memory_episodes", "episode_id")
+        excess = int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) - keep
+        if excess <= 0:
+            return
+        stale = db.execute(f"SELECT {column}, fts_rowid FROM {table} ORDER BY {column} LIMIT ?", (excess,)).fetchall()
         for key, fts in stale:
-            db.execute("DELETE FROM memory_fts WHERE rowid = ?", (fts,))
+            db.execute(f"DELETE FROM {_fts(kind)} WHERE rowid = ?", (fts,))
             db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
 
     def _forget_fact(self, db: sqlite3.Connection, path: str) -> list[str]:
@@ -348,6 +366,11 @@ class MemoryStore:
             rows += [("episode", str(i), v) for i, v in self.database.db.execute(
                 "SELECT episode_id, vector FROM memory_episodes WHERE vector IS NOT NULL")]
         return embeddings.nearest(rows, query)
+
+
+def _fts(kind: str) -> str:
+    """The full-text index of a kind: the archive has its own (the default search never ranks it)."""
+    return "memory_archive_fts" if kind == "archive" else "memory_fts"
 
 
 def _episode_body(summary: str, details: str, lesson: str) -> str:

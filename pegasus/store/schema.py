@@ -65,6 +65,16 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # schedules and webhooks (issue 21: pegasus.schedules, pegasus.webhooks; pegasus/store/triggers.py)
+        """CREATE TABLE schedules (
+            name TEXT PRIMARY KEY, id TEXT NOT NULL, spec TEXT NOT NULL, paused INTEGER NOT NULL,
+            cursor REAL NOT NULL, buffered REAL, fired INTEGER NOT NULL, skipped INTEGER NOT NULL,
+            last_task TEXT, created_at TEXT NOT NULL)""",
+        # The secret stays here, in the store's 0600 file: an HMAC is checked with the secret itself.
+        """CREATE TABLE webhooks (
+            name TEXT PRIMARY KEY, template TEXT NOT NULL, secret BLOB NOT NULL, secret_file TEXT,
+            created_at TEXT NOT NULL)""",
+    ],
     [  # memory (issue 19): versioned facts, episodes, the archive of done tasks, one FTS5 index over them
         # content NULL: a forgotten path's tombstone (keeps its versions from being reused); current: the latest.
         """CREATE TABLE memory_facts (
@@ -80,8 +90,14 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE memory_archive (
             seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL UNIQUE, input TEXT NOT NULL,
             result BLOB, context BLOB NOT NULL, created_at TEXT NOT NULL, fts_rowid INTEGER)""",
+        # Full text (FTS5, BM25): facts and episodes in one index, archived tasks in their own; each with its
+        # terms' document counts (fts5vocab), read to leave out words too common to rank by.
         """CREATE VIRTUAL TABLE memory_fts USING fts5(
             title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab(memory_fts, 'row')",
+        """CREATE VIRTUAL TABLE memory_archive_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
     ],
     [  # the post-task reflector's durable marker, one row per done task (issue 19: pegasus/store/reflections.py)
         """CREATE TABLE post_reflections (

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import mcp, memory, recall, requests, stage_work, supervision, task_run
+from actors.messages import mcp, memory, recall, requests, stage_work, supervision, task_run, triggers
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
@@ -80,6 +80,13 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
+        triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
+                                        overlap="buffer_one", catchup="1h"),
+                   triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
+                   triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
+                   triggers.WebhookList(), triggers.WebhookRemove(name="gh"),
+                   triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"}, body=b'{"a": 1}'),
+                   triggers.ScheduleDue(1700000000.0)],
         memory: [memory.MemoryList(prefix="ops/"), memory.MemorySearch(text="deploy key", k=3, query_vector=[0.5, 1.0]),
                  memory.MemoryShow(item_id="fact:ops/key@2"), memory.MemoryWrite(path="ops/key", content="vault"),
                  memory.MemoryForget(item_id="episode:3"), memory.MemoryExport(after_episode=500),
@@ -98,7 +105,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, memory, recall]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, memory, recall]
 
 
 def _same(one: Any, other: Any) -> bool:

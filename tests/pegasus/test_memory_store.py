@@ -155,3 +155,17 @@ def test_good_paths() -> None:
 def test_empty_content_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MemoryStoreError, match="empty"):
         memory(tmp_path).write_fact("a", "  \n ")
+
+
+def test_words_in_most_rows_are_left_out_without_losing_the_relevant_row(tmp_path: Path) -> None:
+    """A word in more than half the rows has BM25 weight ~0: left out, the ranking is the same."""
+    store = memory(tmp_path)
+    with store.database.group():
+        for n in range(30):
+            store.add_episode(f"t{n}", f"Weekly report {n}", "Sent the weekly report to the team.")
+        vault = store.add_episode("v", "Report on the vault", "The weekly report names the vault's new code.")
+    assert store.search("weekly report vault", k=3)[0].id == vault.id
+    assert len(store.search("weekly report", k=3)) == 3  # only common words: the rarest still finds
+    assert store.search("zebra") == []
+    store.write_fact("animals/zebra", "A zebra lives in the zoo.")  # a word new to the index is found at once
+    assert [item.id for item in store.search("zebra")] == ["fact:animals/zebra@1"]
