@@ -26,6 +26,7 @@ from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_memory import MemoryRequests
+from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
@@ -42,12 +43,13 @@ from pegasus.errors import PegasusError
 from pegasus.stats import members_view, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreUnavailable
+from pegasus.store import reflections
 from pegasus.store.health import StoreHealth
 from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, MemoryRequests, Schedules, Webhooks, TokenRequests, TreeRequests,
+class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
                  ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
@@ -130,6 +132,7 @@ class Supervisor(RunsAndStore, MemoryRequests, Schedules, Webhooks, TokenRequest
         self.admission = admission
         self.store_health.recovered()
         self._carry_out(effects)
+        self._reflections_restored()
 
     # -- client requests -------------------------------------------------------------------------
     @request_handler
@@ -201,7 +204,9 @@ class Supervisor(RunsAndStore, MemoryRequests, Schedules, Webhooks, TokenRequest
         assert self.store is not None
         if self.store.task_row(request.task_id) is None:
             raise TaskNotFoundError(request.task_id)
-        return history_view(request.task_id, self.store.transitions(request.task_id), self.store.audit(request.task_id))
+        return {**history_view(request.task_id, self.store.transitions(request.task_id),
+                               self.store.audit(request.task_id)),
+                "post_reflection": reflections.reflection_of(self.store, request.task_id)}
 
     @request_handler
     def receiveMsg_Suspend(self, request: m.Suspend, sender: Any) -> Any:
@@ -323,7 +328,8 @@ class Supervisor(RunsAndStore, MemoryRequests, Schedules, Webhooks, TokenRequest
         row = self.store.task_row(task_id)
         if row is None:
             raise TaskNotFoundError(task_id)
-        return stored_view(task_id, row, self.store.transitions(task_id))
+        return {**stored_view(task_id, row, self.store.transitions(task_id)),
+                "post_reflection": reflections.reflection_of(self.store, task_id)}
 
     def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
         """An authentic request this process cannot unpickle (a class it lacks, a value nested too deep)."""
@@ -342,12 +348,14 @@ class Supervisor(RunsAndStore, MemoryRequests, Schedules, Webhooks, TokenRequest
         for effect in effects:
             if isinstance(effect, TransitionNotice):
                 self._notify(effect)
+                self._after_notice(effect)
             elif isinstance(effect, StartRun):
                 assert self.settings is not None  # effects come only from a configured admission
                 host = self.task_actors.take(effect.task_id, effect.run)
                 self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
                                             self.pools[PoolName.TOOL], self.settings, effect.resume_event,
-                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id))
+                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id,
+                                            "" if self.settings.memory.recall_k else self._identity()))
             elif isinstance(effect, StopRun):
                 run = self.task_actors.policy.host_of(effect.task_id)
                 host = self.task_actors.release(effect.task_id)

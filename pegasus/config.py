@@ -154,7 +154,7 @@ class ToolSettings(_Section):
 
 # The stages that call a model, each of which may name a tier (``[llm.stages]``).
 LLM_STAGE_NAMES = (StageName.PERCEIVE.value, StageName.THINK.value, StageName.PLAN.value,
-                   StageName.REFLECT.value, StageName.REASON.value)
+                   StageName.REFLECT.value, StageName.REASON.value, StageName.POST_REFLECT.value)
 DEFAULT_TIER = "default"  # the tier that is ``[llm]`` itself: every stage [llm.stages] does not name
 
 

@@ -40,6 +40,8 @@ def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[di
     cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
                   "timestamp": t["timestamp"], "seq": seq, "machine": t["machine"],
                   # what the context budget did to the stage's prompt (pegasus.llm.context), when it did
-                  **({"context": t["detail"]["context"]} if t["detail"].get("context") else {})}
+                  **({"context": t["detail"]["context"]} if t["detail"].get("context") else {}),
+                  # the memories a think / reason stage was given (issue 19): why it answered as it did
+                  **({"memories": t["detail"]["memories"]} if t["detail"].get("memories") else {})}
                  for seq, t in enumerate(transitions, 1) if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}

@@ -157,11 +157,17 @@ def history_text(history: dict[str, Any]) -> str:
                                      f"{h['to_state']:<10} {h['trigger_event_type']}") for h in history["lifecycle"]]
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
                                       f"{h['to_state']:<10} {h['event']}"
-               + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or []))
+               + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or [])
+               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else ""))
               for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
-    return "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
+    text = "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
+    reflection = history.get("post_reflection")
+    if reflection:  # the post-task reflector's row (issue 19): after done, apart from the transitions
+        detail = reflection["error"] or (reflection.get("reflection") or {}).get("assessment") or ""
+        text += f"\n{'':<14}post-task reflection: {reflection['status']}" + (f" ({detail})" if detail else "")
+    return text
 
 
 def _when(timestamp: str) -> datetime:

@@ -29,6 +29,7 @@ from actors.messages.stage_work import (
     WorkDone, WorkerInit, WorkerReady,
 )
 from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
+from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
 from actors.messages.triggers import (
     DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
@@ -39,9 +40,9 @@ from actors.messages.task_run import (
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "DropTask", "ListTasks", "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch",
-    "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "Get", "History", "DropTask", "ListTasks", "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
+    "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",

@@ -21,10 +21,13 @@ Two results need more than the seed's return types, and are expressed as data:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pegasus.errors import PegasusError
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+
+if TYPE_CHECKING:
+    from pegasus.cognitive.post_reflect import PostReflector
 
 # The error of a tool step that may or may not have had its effect (its worker or
 # its task actor died mid-step) and whose tool is not idempotent: never retried.
@@ -147,3 +150,4 @@ class Processors:
     step_runner: StepRunner
     reflector: Reflector
     reasoner: Reasoner
+    post_reflector: PostReflector | None = None  # after done (issue 19); None: the offline one

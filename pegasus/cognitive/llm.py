@@ -40,7 +40,7 @@ from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.context import fit_call
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
-from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+from pegasus.task.models import ActionResult, Episode, Fact, Plan, PlanStep, PostTaskReflection, Reflection, TaskContext
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
@@ -124,6 +124,13 @@ class ReflectReply(BaseModel):
     assessment: str = ""
     lessons: list[str] = Field(default_factory=list)
     next_focus: str | None = None
+
+
+class PostReflectReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    facts: list[Fact] = Field(default_factory=list)
+    episode: Episode | None = None
+    assessment: str = ""
 
 
 class ReasonReply(_Reply):
@@ -417,6 +424,18 @@ class LLMReasoner:
 
 
 @dataclass(frozen=True)
+class LLMPostReflector:
+    """After done: the model says what to keep (facts, the episode), in PostTaskReflection's shape."""
+
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> PostTaskReflection:
+        reply = self.caller.ask(StageName.POST_REFLECT, prompts.post_reflect_messages(context),
+                                lambda r: validated(PostReflectReply, json_object(r.content)), reply=PostReflectReply)
+        return PostTaskReflection(**reply.model_dump())
+
+
+@dataclass(frozen=True)
 class LLMStepRunner:
     """Tool steps through the registry (the offline runner); a respond step with the model's text answers it."""
 
@@ -449,4 +468,5 @@ def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClien
         step_runner=LLMStepRunner(OfflineStepRunner(tools)),
         reflector=LLMReflector(caller(StageName.REFLECT)),
         reasoner=LLMReasoner(caller(StageName.REASON), settings.llm.max_tool_calls, rule),
+        post_reflector=LLMPostReflector(caller(StageName.POST_REFLECT)),
     )

@@ -27,10 +27,12 @@ from typing import Any
 
 from pegasus.cognitive.base import INTERRUPTED, NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
 from pegasus.cognitive.grammar import SUB_TASK, perceive_text
+from pegasus.cognitive.remember import MEMORY_WRITE, answering_fact, earlier_episode, remembered
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
 from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
 
+FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
 MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
@@ -73,6 +75,8 @@ class OfflinePerceiver:
         seen: set[str] = set()
         for source, text in texts:
             found = perceive_text(text, source)
+            found["intents"] += [{"intent": "remember", "tool": MEMORY_WRITE, "args": fact.model_dump(),
+                                  "text": fact.content, "source": source} for fact in remembered(text)]
             for intent in found["intents"]:
                 limit = MAX_PARALLEL if intent["tool"] == SUB_TASK else MAX_INTENTS
                 if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < limit:
@@ -95,6 +99,9 @@ class OfflineThinker:
         if perception is None or context.messages:  # messages came after the perception
             perception = self.perceiver.run(context)
         intents = list(perception.get("intents") or [])
+        if not intents and (fact := answering_fact(context.input_text, context.recall)) is not None:
+            return {NEED_MORE_INFO: False, "intents": [], "approach": f"answer from memory ({fact.title})",
+                    FROM_MEMORY: fact.model_dump(include={"id", "title", "text"})}
         if not intents:
             said = " / ".join(text.strip() for _, text in _texts(context))
             start = f"I could not find anything I can do in {said!r}." if said else "The request is empty."
@@ -187,6 +194,8 @@ def _describe(result: ActionResult) -> str:
         return str(out)
     if tool == "sleep":
         return f"Slept {_number(params.get('seconds'))} s."
+    if tool == MEMORY_WRITE:
+        return f"Remembered ({params.get('path')}): {params.get('content')}"
     return f"{tool}: {json.dumps(out, default=str)}"
 
 
@@ -204,7 +213,24 @@ _VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic
 
 
 def compose_answer(context: TaskContext) -> str:
-    """The final answer from every tool result so far: the latest result of each call, failures explained."""
+    """The final answer: from memory when a recalled fact answers the request, from every tool
+    result so far (the latest of each call, failures explained), naming the episode of the same
+    request done before when one was recalled."""
+    lines = []
+    fact = (context.reasoning or {}).get(FROM_MEMORY)
+    if isinstance(fact, dict):
+        lines.append(f"From memory ({fact.get('title')}): {fact.get('text')}")
+    results = _results_answer(context)
+    if results or not lines:
+        lines.append(results or "There was nothing to do.")
+    episode = earlier_episode(context.input_text, context.recall)
+    if episode is not None:
+        lines.append(f"(Done before: {episode.id}, {episode.title!r}: {episode.text.splitlines()[0]})")
+    return "\n".join(lines)
+
+
+def _results_answer(context: TaskContext) -> str:
+    """The answer lines of the tool results ('' when there is none)."""
     latest: dict[str, ActionResult] = {}
     attempts: dict[str, int] = {}
     for result in context.actions_done:
@@ -213,7 +239,7 @@ def compose_answer(context: TaskContext) -> str:
             latest.pop(key, None)  # re-insert: the answer lists calls in the order of their last result
             latest[key], attempts[key] = result, attempts.get(key, 0) + 1
     if not latest:
-        return "There was nothing to do."
+        return ""
     lines, failures = [], 0
     for key, result in latest.items():
         tries = attempts[key]

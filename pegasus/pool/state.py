@@ -15,8 +15,12 @@ from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, S
 from pegasus.pool.contact import Contact
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
+from pegasus.task.names import StageName
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
+# The lowest priority: handed out only when no other request waits, and only to an idle worker (never
+# prefetched behind a busy one), so it never delays a task's stage (the post-task reflector, issue 19).
+LOW_PRIORITY = frozenset({StageName.POST_REFLECT})
 
 Out = list[PoolCommand]
 
@@ -125,7 +129,9 @@ class PoolState:
 
     def _dispatch(self, out: Out) -> None:
         while self.queue and (slot := self._next_slot()) is not None:
-            position = 0
+            position = self._first(idle=not slot.jobs)
+            if position is None:  # only low-priority requests wait, and this worker is busy
+                return
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
                 found = self._admitted(self.budget)
                 if isinstance(found, float):  # every tier waiting is over its budget (or paused by a 429)
@@ -146,6 +152,22 @@ class PoolState:
             if len(slot.jobs) == 1:
                 self._started(slot, out)
 
+    def _first(self, *, idle: bool) -> int | None:
+        """The queue position of the first request to hand out: the first not of LOW_PRIORITY, else
+        (to an idle worker) the first of it.  Reads past position 0 only while low ones wait first."""
+        low = None
+        for position, waiting in enumerate(self.queue):
+            if waiting.request.stage not in LOW_PRIORITY:
+                return position
+            if low is None:
+                low = position
+        return low if idle else None
+
+    def _ordered(self) -> list[int]:
+        """Queue positions in the order requests are handed out: the others first, then LOW_PRIORITY."""
+        stages = [waiting.request.stage in LOW_PRIORITY for waiting in self.queue]
+        return [p for p, low in enumerate(stages) if not low] + [p for p, low in enumerate(stages) if low]
+
     def _admitted(self, budget: LlmBudget) -> int | float:
         """The queue position of the first request its tier's budget admits now, else the shortest wait.
 
@@ -153,7 +175,8 @@ class PoolState:
         tier with room passes those of a tier over its budget.  One admission test per tier."""
         refused: dict[str, float] = {}
         self.blocked = frozenset()
-        for position, waiting in enumerate(self.queue):
+        for position in self._ordered():
+            waiting = self.queue[position]
             tier = budget.tier_of(waiting.request.stage)
             if tier in refused:
                 continue

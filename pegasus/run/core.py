@@ -37,8 +37,9 @@ from typing import Any, Literal
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
 from pegasus.run.commands import (
-    Abandon, ChildStep, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+    Abandon, AskRecall, ChildStep, Command, Log, RecallAnswer, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
 )
+from pegasus.run.recall import RECALL_STAGES, needs_recall, recall_query, recalled
 from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
@@ -100,6 +101,8 @@ class RunSnapshot:
     checkpoint_base: dict[str, Any] | None = None
     exit_reason: str | None = None
     stopped: bool = False
+    recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
+    identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
 
 
 def current(state: RunSnapshot, task_id: str, token: int) -> bool:
@@ -131,6 +134,7 @@ class TaskRun:
         self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
         self.exit_reason = state.exit_reason
         self.stopped = state.stopped
+        self.recall_k, self.identity = state.recall_k, state.identity
         self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         self.effect_of = effect_of
         self.pid = pid  # the process carrying the run (named in its transition reports)
@@ -155,7 +159,7 @@ class TaskRun:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
         return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
-                           self.exit_reason, self.stopped)
+                           self.exit_reason, self.stopped, self.recall_k, self.identity)
 
     @property
     def task_id(self) -> str:
@@ -168,6 +172,21 @@ class TaskRun:
             return [Log("info", "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
+
+    def on_recalled(self, answer: RecallAnswer) -> list[Command]:
+        """The supervisor's memories for the stage waiting on them: recorded in the context, then the
+        stage is sent.  A stale answer (the task moved on, was suspended) is dropped like a stage's."""
+        if self.stopped or answer.token != self.token or answer.task_id != self.task_id:
+            return [Log("info", "stale_recall_dropped", {"token": answer.token, "current": self.token})]
+        return self._handle(self._recalled, answer)
+
+    def _recalled(self, answer: RecallAnswer) -> None:
+        self.token += 1
+        recall = recalled(self.fsm.context.iteration, answer.identity, list(answer.items), answer.error)
+        if answer.error:
+            self._log("warning", "recall_failed", error=answer.error)
+        self.fsm.context.recall = recall  # checkpointed with the stage's transition (else recalled again)
+        self._advance()
 
     def on_delta(self, delta: TextDelta) -> list[Command]:
         """Streamed text of the stage in flight: passed on to the supervisor (with the run), else dropped.
@@ -215,6 +234,9 @@ class TaskRun:
     def _answered(self, answer: StageAnswer) -> None:
         self.token += 1  # answered: anything else with this token is stale
         stage = {"stage": answer.stage, **answer.worker, "ok": answer.ok, "error": answer.error}
+        recall = self.fsm.context.recall
+        if answer.stage in RECALL_STAGES and recall is not None:
+            stage["memories"] = recall.ids  # what the stage was given: the history says why it answered so
         if answer.ok and answer.event_type is not None:
             if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
                 self.exit_reason = str(answer.payload.get("exit_reason") or "exception")
@@ -264,7 +286,14 @@ class TaskRun:
             self._apply(self._event(work.event_type))
         else:
             self.token += 1
-            self._run_stage(work)
+            if not needs_recall(work.stage, fsm.context, max(self.recall_k, 1)):
+                self._run_stage(work)
+            elif self.recall_k:  # the supervisor answers with the identity and the memories
+                self._out.append(AskRecall(fsm.task_id, self.run, self.token, recall_query(fsm.context),
+                                           self.recall_k))
+            else:  # recall off: the identity the run was started with, no memories
+                fsm.context.recall = recalled(fsm.context.iteration, self.identity, [])
+                self._run_stage(work)
 
     def _run_stage(self, work: RunStage) -> None:
         """A stage over a plan step goes through the journal: replayed when it ended before."""

@@ -110,6 +110,15 @@ MIGRATIONS: list[list[str]] = [
             title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
         "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
     ],
+    [  # the post-task reflector's durable marker, one row per done task (issue 19: pegasus/store/reflections.py)
+        """CREATE TABLE post_reflections (
+            task_id TEXT PRIMARY KEY,
+            status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'skipped')),
+            attempts INTEGER NOT NULL DEFAULT 0, reflection BLOB, error TEXT, updated_at TEXT NOT NULL)""",
+        # Tasks done before the reflector existed are not reflected after an upgrade.
+        "INSERT INTO post_reflections (task_id, status, updated_at)"
+        " SELECT task_id, 'skipped', updated_at FROM tasks WHERE lifecycle_state = 'done'",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -18,7 +18,9 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import contact, gateway, mcp, memory, requests, stage_work, supervision, task_run, tree, triggers
+from actors.messages import (
+    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_run, tree, triggers,
+)
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.run import ChildStep
@@ -99,6 +101,10 @@ def _samples() -> dict[ModuleType, list[Any]]:
                  memory.MemoryForget(item_id="episode:3"), memory.MemoryExport(after_episode=500),
                  memory.MemoryImport(facts=[{"path": "a", "version": 1, "content": "x", "created_at": "now",
                                              "task_id": None}], episodes=[])],
+        recall: [recall.AskRecall("t1", 2, 7, "where is the deploy key?", 5),
+                 recall.Recalled("t1", 7, "You are Pegasus.", ({"id": "fact:deploy-key@1", "kind": "fact",
+                                                                "title": "deploy-key", "text": "vault", "score": 1.0},)),
+                 recall.Recalled("t1", 8, "", (), error="StoreError: locked")],
     }
 
 
@@ -108,7 +114,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory, recall]
 
 
 def _same(one: Any, other: Any) -> bool:
