@@ -25,6 +25,7 @@ from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispa
 from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
+from actors.supervisor_inspect import Inspection
 from actors.supervisor_runs import RunsAndStore
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
@@ -42,7 +43,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, Inspection, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
