@@ -493,7 +493,7 @@ async function poolsPage() {
     const pools = Object.entries(stats.pools || {}).map(([name, pool]) => h("div", { class: "card pool", "data-pool": name },
       h("h2", {}, `${name} pool`),
       h("p", {}, `${pool.busy} busy of ${pool.size}, ${pool.queued} queued, ${pool.replaced || 0} replaced`,
-        pool.rate ? ` \u2014 rate budget left: ${JSON.stringify(pool.rate)}` : ""),
+        pool.budget || pool.rate ? ` \u2014 rate budget left: ${JSON.stringify(pool.budget || pool.rate)}` : ""),
       h("table", {}, h("thead", {}, h("tr", {}, ["worker", "pid", "host", "member", "", "held", "task"].map((c) => h("th", {}, c)))),
         h("tbody", {}, (pool.workers || []).map((w) => h("tr", {}, h("td", {}, w.index), h("td", {}, w.pid), h("td", {}, w.host),
           h("td", {}, w.member), h("td", {}, badge(w.busy ? "running" : (w.ready === false ? "starting" : "idle"))),
