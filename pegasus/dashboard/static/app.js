@@ -464,26 +464,39 @@ function plan(context) {
       h("pre", {}, clip(r.error || (typeof r.output === "string" ? r.output : JSON.stringify(r.output)), 2000))))));
 }
 
-// Issue 19's memories and reflection, issue 20's children: shown when the task has them.
+// Issue 19's memories and post-task reflection, issue 20's sub-tasks: shown when the task has them.
 function memories(task, context) {
-  const given = task.memories || context.memories || task.memories_given || context.memories_given || [];
-  const reflection = task.post_reflection || context.post_reflection;
+  const recall = context.recall || {};
+  const given = recall.memories || task.memories || [];
+  const post = task.post_reflection || null;  // {status, attempts, reflection: {facts, episode, assessment}, error}
+  const after = post ? (post.reflection || post) : context.post_reflection;
   const verdicts = context.reflections || [];
-  if (!given.length && !reflection && !verdicts.length) return null;
+  if (!given.length && !after && !verdicts.length && !post) return null;
+  const text = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 2));
   return h("div", { id: "memories" }, h("h2", {}, "Memories and reflections"), h("div", { class: "card" },
     verdicts.map((r, i) => h("p", { class: "reflection" }, h("strong", {}, `reflection ${i + 1}: ${r.verdict}`), " ", r.assessment || "")),
-    given.length ? h("ul", {}, given.map((m) => h("li", {}, typeof m === "string" ? m : (m.title || m.path || m.summary || JSON.stringify(m))))) : null,
-    reflection ? h("div", {}, h("strong", {}, "Reflection after the task"), h("pre", {}, typeof reflection === "string" ? reflection : JSON.stringify(reflection, null, 2))) : null));
+    given.length ? h("div", {}, h("strong", {}, "memories given"), h("ul", { id: "memories-given" }, given.map((m) =>
+      h("li", {}, typeof m === "string" ? m : [h("span", { class: "badge" }, m.kind || "memory"), " ", m.title || m.id || "",
+        m.text ? h("div", { class: "muted" }, clip(m.text, 300)) : null])))) : null,
+    post ? h("p", {}, h("strong", {}, "post-task reflection: "), post.status || "", post.error ? ` (${post.error})` : "") : null,
+    after && typeof after === "object" ? h("div", { id: "post-reflection" },
+      after.assessment ? h("p", {}, after.assessment) : null,
+      (after.facts || []).length ? h("ul", {}, after.facts.map((f) => h("li", {}, h("span", { class: "mono" }, f.path), " ", clip(f.content, 200)))) : null,
+      after.episode ? h("p", {}, h("strong", {}, "episode "), after.episode.title || "", " ", after.episode.summary || "") : null)
+      : (after ? h("pre", {}, text(after)) : null)));
 }
 
 function children(task) {
   const kids = task.children || [];
   const parent = task.parent_id || (task.metadata && task.metadata.parent_id);
+  const waiting = new Set(task.waiting_for || []);
   if (!kids.length && !parent) return null;
   return h("div", { id: "children" }, h("h2", {}, "Sub-tasks"), h("div", { class: "card" },
     parent ? h("p", {}, "parent ", h("a", { href: `#/task/${parent}` }, short(parent))) : null,
     h("ul", {}, kids.map((k) => { const kid = typeof k === "string" ? { task_id: k } : k;
-      return h("li", {}, h("a", { href: `#/task/${kid.task_id}` }, short(kid.task_id)), " ", badge(kid.lifecycle_state), " ", clip(kid.input, 60)); }))));
+      return h("li", {}, h("a", { href: `#/task/${kid.task_id}` }, short(kid.task_id)), " ",
+        kid.lifecycle_state ? badge(kid.lifecycle_state) : null, waiting.has(kid.task_id) ? h("span", { class: "muted" }, " awaited") : null,
+        " ", clip(kid.input || "", 60)); }))));
 }
 
 // -- pools and members -----------------------------------------------------------------------------------
