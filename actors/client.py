@@ -12,12 +12,13 @@ requests by request id; transition notices that arrive meanwhile are kept for
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from thespian.actors import ActorSystem, ActorSystemException
 
@@ -28,6 +29,7 @@ from actors.system import (
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.gateway.auth import new_token, token_hash
 from pegasus.task.names import CognitiveMachineName, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
@@ -179,9 +181,11 @@ class Client:
         cognitive state (``messages.LIST_STATES``; another is refused)."""
         return self.list_page(state, limit, offset)["tasks"]
 
-    def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> dict[str, Any]:
-        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit."""
-        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset))
+    def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0,
+                  before: int | None = None) -> dict[str, Any]:
+        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit;
+        ``before``: only tasks older than the one whose ``seq`` it is (a cursor that new tasks do not shift)."""
+        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
 
     def history(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.History(task_id=task_id))
@@ -208,6 +212,27 @@ class Client:
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
 
+    def queued(self, task_id: str) -> int:
+        """How many transitions of the task came and wait for a ``follow`` to read them."""
+        return sum(isinstance(notice, m.TransitionNotice) for notice in self._notices.get(task_id, ()))
+
+    def subscribe(self, task_id: str | None) -> dict[str, Any]:
+        """Have the task's transitions (every task's: None) sent here; read them with ``follow(subscribe=False)``."""
+        return self._ask(m.Subscribe(task_id=task_id))
+
+    # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
+    def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
+        """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
+        token = new_token()
+        record = self._ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
+        return {**record, "token": token}
+
+    def token_list(self) -> builtins.list[dict[str, Any]]:
+        return self._ask(m.TokenList())
+
+    def token_revoke(self, name: str) -> dict[str, Any]:
+        return self._ask(m.TokenRevoke(name=name))
+
     def backup(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
         """Copy the system's database to ``path`` (SQLite's online backup API: consistent while
         tasks run; mode 0600); an existing file is replaced only with ``overwrite``.
@@ -232,11 +257,12 @@ class Client:
             pause = min(pause * 2, 0.2)
 
     def follow(self, task_id: str, timeout: float = 60.0, *, subscribe: bool = True,
-               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}
-               ) -> Iterator[m.TransitionNotice | m.TextDelta]:
+               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED},
+               stop: Callable[[], bool] | None = None) -> Iterator[m.TransitionNotice | m.TextDelta]:
         """Yield the task's transitions live until its lifecycle reaches ``until``, and between them the
         text its model stages write as they write it (``TextDelta``, with ``[llm] stream``; never stored,
-        so only the text written after the subscription comes).
+        so only the text written after the subscription comes).  ``stop``: asked at least once a second,
+        ends the follow when true (its reader went away).
 
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
         in between is not repeated: ``history`` has it) and goes on.
@@ -257,7 +283,7 @@ class Client:
                     quiet_since = time.monotonic()
                     if isinstance(notice, m.TransitionNotice) and notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
-                if current in until:
+                if current in until or (stop is not None and stop()):
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -27,6 +27,7 @@ from actors import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_inspect import Inspection
 from actors.supervisor_runs import RunsAndStore
+from actors.supervisor_tokens import TokenRequests
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
@@ -43,7 +44,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, Inspection, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, TokenRequests, Inspection, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -187,7 +188,7 @@ class Supervisor(RunsAndStore, Inspection, ActorTypeDispatcher):
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset),
+        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset, request.before),
                 "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
 
     @request_handler

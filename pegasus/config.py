@@ -284,6 +284,35 @@ class McpSettings(_Section):
         return self
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class HttpSettings(_Section):
+    """The HTTP gateway (docs/http.md): a process of the system serving the JSON API."""
+
+    enabled: bool = False  # also: pegasus start --http PORT
+    bind: str = "127.0.0.1"
+    port: int = Field(8470, ge=1, le=65535)
+    # A bind other than loopback needs TLS (both paths) or this explicit allow.
+    allow_non_loopback: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    # A request body longer than this is refused (413) before it is read.
+    max_body_bytes: int = Field(1048576, ge=1024)
+    clients: int = Field(8, ge=1, le=256)  # connections to the supervisor for requests (one per call at a time)
+    max_streams: int = Field(256, ge=1)  # event streams open at once (each holds its own connection)
+    keepalive_s: float = Field(15.0, gt=0)  # an event stream's comment line when nothing happened for this long
+
+    @model_validator(mode="after")
+    def _safe_bind(self) -> HttpSettings:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        if self.bind not in LOOPBACK_HOSTS and not self.tls_cert and not self.allow_non_loopback:
+            raise ValueError(f"bind {self.bind!r} is not loopback: configure TLS (tls_cert, tls_key) or set "
+                             "allow_non_loopback = true")
+        return self
+
+
 class StateSettings(_Section):
     home: str = ""  # empty: $PEGASUS_HOME, else ~/.pegasus
 
@@ -312,6 +341,7 @@ class Settings(_Section):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 

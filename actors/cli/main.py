@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, system, tasks
+from actors.cli import local, system, tasks, tokens
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("start", system.start, "start a system in the background")
     p.add_argument("--leader", action="store_true",
                    help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
+    p.add_argument("--http", type=_count(1), metavar="PORT",
+                   help="also serve the HTTP API on this port ([http] enabled; docs/http.md)")
     command("stop", system.stop, "stop the background system")
     p = command("join", system.join, "add this machine to a convention: a background member admin")
     p.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
@@ -122,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                    ).complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
 
+    tokens.add_commands(sub, on_system)
     p = command("machines", local.machines, "show a state machine's states and transitions", common)
     p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")

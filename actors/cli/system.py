@@ -16,6 +16,8 @@ from pegasus.store.sqlite import DB_FILE
 
 def start(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    if getattr(args, "http", None) is not None:
+        settings = settings.with_overrides({"http": {"enabled": True, "port": args.http}})
     if args.leader or settings.convention.lead:
         client, pid = convention.start_leader(settings)
         client.close()
@@ -28,8 +30,11 @@ def start(args: argparse.Namespace) -> int:
     spec = spec_for(resolved(settings))
     client, pid = Client.start_daemon(settings)
     client.close()
-    emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
-         f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}")
+    http = settings.http
+    where = f"; HTTP API on {'https' if http.tls_cert else 'http'}://{http.bind}:{http.port}" if http.enabled else ""
+    emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir),
+                **({"http": f"{http.bind}:{http.port}"} if http.enabled else {})},
+         f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}{where}")
     return EXIT_OK
 
 

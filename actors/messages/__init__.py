@@ -4,7 +4,8 @@
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
-- ``mcp``: workers and task actors with their machine's MCP host.
+- ``mcp``: workers and task actors with their machine's MCP host;
+- ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -23,6 +24,7 @@ from actors.messages.stage_work import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work,
     WorkDone, WorkerInit, WorkerReady,
 )
+from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
@@ -34,5 +36,5 @@ __all__ = [
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned",
-    "StopStage", "TextDelta", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
+    "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
 ]

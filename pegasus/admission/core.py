@@ -34,6 +34,7 @@ from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
     TaskSnapshot,
 )
+from pegasus.task.errors import QueueFull
 from pegasus.task.events import new_id
 from pegasus.task.names import CognitiveState, LifecycleState, MachineName
 
@@ -86,7 +87,7 @@ class Admission:
         waiting = len(self._queued) + len(self._delayed)
         if waiting + tasks > self.settings.runtime.max_pending_tasks:
             more = "" if tasks == 1 else f" ({tasks} submitted at once)"
-            raise InvalidStateTransition(MachineName.LIFECYCLE, LifecycleState.DRAFT, EventType.TASK_QUEUED,
+            raise QueueFull(MachineName.LIFECYCLE, LifecycleState.DRAFT, EventType.TASK_QUEUED,
                                          f"{waiting} tasks already wait{more}; the limit is "
                                          f"{self.settings.runtime.max_pending_tasks}")
 
@@ -210,7 +211,7 @@ class Admission:
             record.stages.append({"run": run, **stage})
         record.snapshot = record.snapshot.model_copy(update={"state": to_state})
         return [TransitionNotice(task_id, record.machine, from_state, to_state, event, timestamp,
-                       {"stage": stage["stage"]} if stage else {})]
+                                 _stage_detail(stage) if stage else {})]
 
     def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
                    exit_reason: str | None) -> list[Effect]:
@@ -409,6 +410,16 @@ class Admission:
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
         return TransitionNotice(record.task_id, MachineName.LIFECYCLE, source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
+
+
+def _stage_detail(stage: dict[str, Any]) -> dict[str, Any]:
+    """What a subscriber learns of a finished stage: its name and, when its worker timed it, its seconds
+    (the HTTP gateway's stage latency histogram)."""
+    detail: dict[str, Any] = {"stage": stage["stage"]}
+    started, finished = stage.get("started"), stage.get("finished")
+    if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+        detail["seconds"] = round(max(0.0, finished - started), 6)
+    return detail
 
 
 _ACTORS = {

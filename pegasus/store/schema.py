@@ -65,6 +65,11 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # the HTTP gateway's bearer tokens (issue 21: pegasus.store.tokens), only their SHA-256 kept
+        """CREATE TABLE api_tokens (
+            name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,
+            created_at TEXT NOT NULL, revoked_at TEXT)""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

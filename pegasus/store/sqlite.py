@@ -184,13 +184,20 @@ class Store(Database):
                            " ORDER BY seq", TERMINAL)
         return [_task_row(r) for r in rows]
 
-    def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state."""
-        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at"
-        where, params = _state_filter(state)
+    def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
+                   before: int | None = None) -> list[dict[str, Any]]:
+        """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
+        (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
+        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq"
+        where, state_params = _state_filter(state)
+        params: tuple[Any, ...] = state_params
+        if before is not None:
+            where = f" WHERE ({where[len(' WHERE '):]}) AND seq < ?" if where else " WHERE seq < ?"
+            params = (*params, before)
         rows = self._query(f"SELECT {columns} FROM tasks{where} ORDER BY seq DESC LIMIT ? OFFSET ?",
                            (*params, limit, offset))
-        names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at")
+        names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at",
+                 "seq")
         return [dict(zip(names, row)) for row in rows]
 
     def count_tasks(self, state: str | None = None) -> int:

@@ -135,9 +135,9 @@ FLAGS = {  # the command line's contract, as the README lists it
     "submit": [*SYSTEM, "--machine", "--priority", "--file", "--key"],
     "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM,
     "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset"],
-    "start": [*SYSTEM, "--leader"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
+    "start": [*SYSTEM, "--leader", "--http"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
-    "tools": ["-h", "--json", "--config"], "completion": ["-h"],
+    "tools": ["-h", "--json", "--config"], "completion": ["-h"], "token": ["-h"],
 }
 
 
