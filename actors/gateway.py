@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,7 @@ class ClientBackend:
         self.streams = ClientPool(settings, None)  # the app caps open streams ([http] max_streams)
         self.log = logs.get("gateway")
         self._watcher: threading.Thread | None = None
+        self._observers: list[tuple[Callable[[dict[str, Any]], None], bool]] = []
 
     def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         with self.requests.client() as client:
@@ -183,22 +185,28 @@ class ClientBackend:
     def open_stream(self, task_id: str) -> ClientStream:
         return ClientStream(self.streams, task_id)
 
-    def watch(self, observe: Callable[[dict[str, Any]], None]) -> None:
-        """Every task's transitions, for the metrics (stage latencies): one thread, one connection."""
+    def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None:
+        """Every task's transitions from now on, for the metrics (stage latencies: each one's ``detail``) and the
+        dashboard's events (``whole``): one thread, one connection; the first call returns once it is subscribed."""
+        self._observers.append((observe, whole))
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, args=(observe,), name="metrics-watch", daemon=True)
+            subscribed = threading.Event()
+            self._watcher = threading.Thread(target=self._watch, args=(subscribed,), name="watch", daemon=True)
             self._watcher.start()
+            subscribed.wait(WATCH_QUIET_S)
 
-    def _watch(self, observe: Callable[[dict[str, Any]], None]) -> None:
+    def _watch(self, subscribed: threading.Event) -> None:
         while True:
             try:
                 client = Client.connect(self.settings)
                 client.subscribe(None)
+                subscribed.set()
                 generation, quiet_since = client.generation, time.monotonic()
                 while True:
                     message = client.asys.listen(1.0)
                     if isinstance(message, m.TransitionNotice):
-                        observe(message.detail)
+                        for observe, whole in list(self._observers):
+                            observe(asdict(message) if whole else message.detail)
                         quiet_since = time.monotonic()
                     elif time.monotonic() - quiet_since >= WATCH_QUIET_S:
                         quiet_since = time.monotonic()
