@@ -30,6 +30,7 @@ from actors.guardian import read_settings
 from actors.spec import SystemNotRunningError, SystemStartError
 from pegasus import logs
 from pegasus.config import Settings
+from pegasus.dashboard.api import dashboard_routes
 from pegasus.errors import PegasusError
 from pegasus.gateway import NotReady, Upstream, build_app
 from pegasus.store.sqlite import DB_FILE
@@ -226,7 +227,7 @@ def serve(settings: Settings, state_dir: Path) -> None:
     http = settings.http
     backend = ClientBackend(settings)
     tokens = TokenReader(state_dir / DB_FILE)
-    app = build_app(backend, tokens.lookup, http)
+    app = build_app(backend, tokens.lookup, http, parts=(dashboard_routes,))  # the web dashboard at /
     config = uvicorn.Config(app, host=http.bind, port=http.port, ssl_certfile=http.tls_cert or None,
                             ssl_keyfile=http.tls_key or None, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=1, server_header=False)

@@ -10,7 +10,9 @@ const TERMINAL = new Set(["done", "failed", "canceled"]);
 const WRITE_SCOPES = new Set(["submit", "admin"]);
 const ADMIN_SCOPES = new Set(["admin"]);
 
-const state = { scope: null, name: null, machines: null, diagrams: {}, streams: [], timers: [] };
+const state = { scope: null, name: null, machines: null, diagrams: {}, streams: [], timers: [], view: 0 };
+// Each page drawn is a view; an answer that arrives after the person moved on must not draw the old one over it.
+const showing = (view) => view === state.view;
 
 // -- small helpers --------------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -111,6 +113,11 @@ function stream(path, onEvent, onStatus) {
               else if (field === "event") message.event = text;
             }
             if (message.id) lastId = message.id;
+            if (message.event === "end") {  // the task is over: its stream has nothing more to say
+              control.abort();
+              onStatus && onStatus(null);
+              return;
+            }
             if (!message.data.length) continue;
             let data = message.data.join("\n");
             try { data = JSON.parse(data); } catch (e) { /* not JSON: pass the text */ }
@@ -330,6 +337,7 @@ function submitForm(done) {
 
 // -- a task ------------------------------------------------------------------------------------------------
 async function taskPage(id) {
+  const view = state.view;
   main().replaceChildren(h("p", { class: "muted" }, "loading\u2026"));
   const ms = await machines().catch(() => ({}));
   const draw = async () => {
@@ -349,7 +357,7 @@ async function taskPage(id) {
         h("div", {}, h("h2", {}, "Transitions"), h("div", { class: "card" }, timeline(history))),
         h("div", {}, plan(context), memories(task, context), children(task))),
     ];
-    main().replaceChildren(...content.filter(Boolean));
+    if (showing(view)) main().replaceChildren(...content.filter(Boolean));
   };
   await draw();
   stream(`/v1/tasks/${encodeURIComponent(id)}/events`, throttle(() => draw().catch(() => {}), 300), live);
@@ -501,6 +509,7 @@ function children(task) {
 
 // -- pools and members -----------------------------------------------------------------------------------
 async function poolsPage() {
+  const view = state.view;
   const draw = async () => {
     const stats = await get("/v1/stats");
     const pools = Object.entries(stats.pools || {}).map(([name, pool]) => h("div", { class: "card pool", "data-pool": name },
@@ -515,6 +524,7 @@ async function poolsPage() {
       h("td", {}, Object.entries(m.workers || {}).map(([p, n]) => `${p} ${n}`).join(", ")),
       h("td", { class: "mono" }, JSON.stringify(m.capabilities || {}))));
     const usage = stats.usage || {}, actors = stats.task_actors || {};
+    if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Pools and members"),
       h("div", { class: "card", id: "system" }, h("p", {}, `queue ${stats.queue_length}, running ${stats.active} of ` +
         `${stats.max_active_tasks}; task actors: ${actors.hosts ?? "?"} (${actors.running ?? 0} runs); model usage ` +
@@ -529,6 +539,7 @@ async function poolsPage() {
 
 // -- schedules and webhooks --------------------------------------------------------------------------------
 async function schedulesPage() {
+  const view = state.view;
   const draw = async () => {
     const part = async (path, build) => {
       try { return build(await get(path)); }
@@ -547,6 +558,7 @@ async function schedulesPage() {
       h("thead", {}, h("tr", {}, ["name", "text", "signed"].map((c) => h("th", {}, c)))),
       h("tbody", {}, list(data, "webhooks").map((w) => h("tr", {}, h("td", {}, w.name), h("td", {}, clip(w.text || w.template, 80)),
         h("td", {}, w.secret || w.signed ? "yes" : "no"))))));
+    if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Schedules and webhooks"), h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
       h("div", { class: "card" }, h("h2", {}, "Webhooks"), webhooks));
   };
@@ -554,7 +566,9 @@ async function schedulesPage() {
 }
 
 // -- the router ----------------------------------------------------------------------------------------------
-function live(up) { document.getElementById("live").textContent = up ? "\u25cf live" : "\u25cb reconnecting"; }
+function live(up) {
+  document.getElementById("live").textContent = up === null ? "" : (up ? "\u25cf live" : "\u25cb reconnecting");
+}
 
 function stop() {
   for (const control of state.streams.splice(0)) control.abort();
@@ -564,6 +578,7 @@ function stop() {
 
 async function render(message) {
   stop();
+  const view = ++state.view;
   const [path, query] = (location.hash.slice(1) || "/tasks").split("?");
   const parts = path.split("/").filter(Boolean);
   const loggedIn = Boolean(token());
@@ -579,7 +594,7 @@ async function render(message) {
     else if (parts[0] === "schedules") await schedulesPage();
     else await tasksPage(new URLSearchParams(query || ""));
   } catch (e) {
-    if (e.status === 401) return;
+    if (e.status === 401 || !showing(view)) return;
     main().replaceChildren(h("div", { class: "card error" }, e.status === 404 ? "Not found." : `Error: ${e.message}`));
   }
 }
