@@ -216,6 +216,11 @@ class Client:
         """How many transitions of the task came and wait for a ``follow`` to read them."""
         return sum(isinstance(notice, m.TransitionNotice) for notice in self._notices.get(task_id, ()))
 
+    def discard(self, task_id: str) -> None:
+        """Forget the notices of a task no follow will read (late ones after its unsubscribe)."""
+        if not self._following[task_id]:
+            self._notices.pop(task_id, None)
+
     def subscribe(self, task_id: str | None) -> dict[str, Any]:
         """Have the task's transitions (every task's: None) sent here; read them with ``follow(subscribe=False)``."""
         return self._ask(m.Subscribe(task_id=task_id))

@@ -150,7 +150,7 @@ class ClientStream:
         if self._closed:
             return
         self._closed = True
-        self.client._notices.pop(self.task_id, None)  # late notices of this task are not the next stream's
+        self.client.discard(self.task_id)  # late notices of this task are not the next stream's
         if exc is None:
             self._lease.__exit__(None, None, None)
         else:

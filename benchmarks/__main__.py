@@ -16,10 +16,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import checkpoint, compare, hop, inflight, machine, mcp, pool, recovery, scale, streaming
+from benchmarks import checkpoint, compare, hop, http, inflight, machine, mcp, pool, recovery, scale, streaming
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight)}
+                                                inflight, http)}
 
 
 def _format(value: Any) -> str:

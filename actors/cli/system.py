@@ -9,7 +9,8 @@ from actors import convention
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client import Client, resolved, spec_for
-from actors.system import SystemNotRunningError, check_owner, stop_daemon
+from actors.ownership import address_in_use
+from actors.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
 from pegasus.store.backup import backup_file
 from pegasus.store.sqlite import DB_FILE
 
@@ -28,9 +29,12 @@ def start(args: argparse.Namespace) -> int:
              f"join it from another machine: pegasus join {spec.member_name} --port PORT")
         return EXIT_OK
     spec = spec_for(resolved(settings))
+    http = settings.http
+    if http.enabled and address_in_use(http.bind, http.port):
+        raise SystemStartError(f"the HTTP port {http.bind}:{http.port} is used by another program: choose another "
+                               "(--http PORT or [http] port)", spec.admin_port)
     client, pid = Client.start_daemon(settings)
     client.close()
-    http = settings.http
     where = f"; HTTP API on {'https' if http.tls_cert else 'http'}://{http.bind}:{http.port}" if http.enabled else ""
     emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir),
                 **({"http": f"{http.bind}:{http.port}"} if http.enabled else {})},

@@ -8,18 +8,16 @@ join it under the same authentication.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from pegasus.config import HttpSettings
@@ -29,21 +27,12 @@ from pegasus.gateway.errors import ApiError, api_error
 from pegasus.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, ScheduleBody, SubmitBody, parse
 from pegasus.gateway.openapi import document
+from pegasus.gateway.streams import EventStream, Stream
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
 
 MAX_PAGE = 1000
 TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
-
-
-class Stream(Protocol):
-    """One task's open event stream: subscribed, then its history read."""
-
-    history: dict[str, Any]
-    duplicates: int  # transitions received live before the history was read
-
-    def notices(self, stop: threading.Event) -> Iterator[Any]: ...
-    def close(self) -> None: ...
 
 
 class Backend(Protocol):
@@ -187,7 +176,7 @@ def _action(operation: str, model: type | None, field: str | None) -> Handler:
 
 async def task_events(gw: Gateway, request: Request) -> Response:
     """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
-    ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events``)."""
+    ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
     task_id = request.path_params["task_id"]
     after = events.last_event_id(request.headers.get("last-event-id") or request.query_params.get("last_event_id"))
     if gw.streams >= gw.settings.max_streams:
@@ -199,54 +188,10 @@ async def task_events(gw: Gateway, request: Request) -> Response:
     except BaseException:
         gw.streams -= 1
         raise
-    return StreamingResponse(_event_frames(gw, stream, task_id, after), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-
-async def _event_frames(gw: Gateway, stream: Stream, task_id: str, after: int) -> Any:
-    numbering = events.Numbering(stream.history, task_id, stream.duplicates)
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    stop = threading.Event()
-    done = object()
-
-    def pump() -> None:  # in its own thread: the stream's client blocks while it waits
-        try:
-            for notice in stream.notices(stop):
-                loop.call_soon_threadsafe(queue.put_nowait, notice)
-        except BaseException as exc:  # noqa: BLE001 - told to the reader, which ends the stream
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
-        finally:
-            stream.close()
-            loop.call_soon_threadsafe(queue.put_nowait, done)
-
-    thread = threading.Thread(target=pump, name=f"events-{task_id}", daemon=True)
-    try:
-        for event_id, data in numbering.replay(after):
-            yield events.frame(data, event=events.TRANSITION, event_id=event_id)
-        thread.start()
-        while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), gw.settings.keepalive_s)
-            except asyncio.TimeoutError:
-                yield events.comment("keep-alive")
-                continue
-            if item is done:
-                yield events.frame({"task_id": task_id}, event=events.END)
-                return
-            if isinstance(item, BaseException):
-                yield events.frame(api_error(item).body(), event="error")
-                return
-            data = events.as_data(item)
-            live_id = numbering.live("to_state" in data)
-            if live_id == 0:
-                continue
-            yield events.frame(data, event=events.TRANSITION if live_id else events.DELTA, event_id=live_id)
-    finally:
-        stop.set()
+    def freed() -> None:
         gw.streams -= 1
-        if not thread.is_alive() and thread.ident is None:
-            stream.close()
+    return EventStream(stream, task_id, after, gw.settings.keepalive_s, freed)
 
 
 # -- the system ---------------------------------------------------------------------------------------

@@ -60,13 +60,29 @@ _UPSTREAM: dict[str, tuple[int, str]] = {
 }
 
 
+def _upstream(error_type: str) -> tuple[int, str]:
+    """A refusal's status: named above, else by its kind's name (``...NotFound``: 404); any other refusal
+    of a request is the request's fault (400), an internal error or a store's the system's."""
+    if error_type in _UPSTREAM:
+        return _UPSTREAM[error_type]
+    if error_type.endswith(("NotFound", "NotFoundError")):
+        return 404, "not_found"
+    if error_type == "InternalError":
+        return 500, "internal"
+    if error_type.startswith("Store"):
+        return 503, "unavailable"
+    return 400, "bad_request"
+
+
 def api_error(exc: BaseException) -> ApiError:
     """The API's answer to an error raised while serving a request."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, Upstream):
-        status, code = _UPSTREAM.get(exc.error_type, (500, "internal"))
-        return ApiError(status, code, exc.message)
+        return ApiError(*_upstream(exc.error_type), exc.message)
+    status, code = getattr(exc, "status", None), getattr(exc, "code", None)
+    if isinstance(status, int) and 400 <= status < 600 and isinstance(code, str):  # an error that says its own
+        return ApiError(status, code, str(getattr(exc, "message", None) or exc))  # (WebhookRefused)
     if isinstance(exc, ValidationError):  # a request the client's own model refused (a query parameter)
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "request"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -70,3 +71,47 @@ def test_the_gateway_serves_https_with_the_configured_certificate(pegasus: Any, 
     assert response.status_code == 200 and response.json()["ok"] is True
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)  # no plain HTTP beside it
+
+
+def test_start_refuses_an_http_port_another_program_listens_on(cli: Any) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        result = cli("start", "--http", str(taken))
+    assert result.returncode == 1 and "used by another program" in result.stderr
+    assert not system_pids(cli.spec)
+
+
+def test_a_model_reply_streams_as_delta_events_between_the_transitions(pegasus: Any) -> None:
+    """With [llm] stream, the text a model stage writes reaches the SSE reader as ``delta`` events (no id), in
+    order, adding up to the reply; the transitions keep their ids."""
+    from tests.integration.test_http_gateway import _events
+    from tests.support.fake_openai import FakeOpenAI, completion
+
+    reply = {"thought": "easy", "answer": "Forty-two, streamed over HTTP."}
+    port = procs.free_port()
+    with FakeOpenAI() as server:
+        client = pegasus(llm={"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "",
+                              "max_retries": 0}, runtime={"approval_policy": "manual"},
+                         http={"enabled": True, "port": port})
+        server.script(completion(reply, chunk_chars=6, chunk_delay_s=0.005))
+        base = f"http://127.0.0.1:{port}"
+        _wait_up(base)
+        headers = {"Authorization": f"Bearer {client.token_create('sse', 'admin')['token']}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+            task_id = http.post("/v1/tasks", json={"text": "what is the answer?", "machine": "reason_act"}).json()["task_id"]
+            seen = []
+            with http.stream("GET", f"/v1/tasks/{task_id}/events") as response:
+                for event in _events(response):
+                    seen.append(event)
+                    if event["data"].get("to_state") == "draft":
+                        http.post(f"/v1/tasks/{task_id}/approve")
+                    if event["event"] == "end":
+                        break
+    deltas = [e for e in seen if e["event"] == "delta"]
+    assert deltas and all(e["id"] is None for e in deltas)
+    assert "".join(e["data"]["text"] for e in deltas) == json.dumps(reply)
+    ids = [e["id"] for e in seen if e["event"] == "transition"]
+    assert ids == list(range(1, len(ids) + 1))
+    assert client.get(task_id)["result"] == reply["answer"]

@@ -373,3 +373,21 @@ def test_non_loopback_bind_is_refused_without_tls(tmp_path: Path) -> None:
     assert Settings().with_overrides({"http": {"bind": "0.0.0.0", "allow_non_loopback": True}}).http.bind == "0.0.0.0"
     with pytest.raises(ConfigError, match="tls_key"):
         Settings().with_overrides({"http": {"tls_cert": str(tmp_path / "cert.pem")}})
+
+
+def test_a_replaced_supervisor_is_found_again_and_meanwhile_the_answer_is_a_503(api: Api) -> None:
+    """The supervisor SIGKILLed: the guardian starts another; the gateway's connections find it (answers until
+    then are 503 unavailable, never another error). Last in the module: it restarts the supervisor."""
+    old = api.get("/v1/stats").json()["supervisor_pid"]
+    procs.kill_all({old: procs.read_stat(old).starttime}, grace=0)  # type: ignore[union-attr]
+    deadline, statuses = time.monotonic() + 30, set()
+    while True:
+        response = api.get("/v1/stats")
+        statuses.add(response.status_code)
+        if response.status_code == 200 and response.json()["supervisor_pid"] != old:
+            break
+        if response.status_code != 200:
+            _error(response, 503, "unavailable")
+        assert time.monotonic() < deadline, statuses
+        time.sleep(0.1)
+    assert api.submit()["lifecycle_state"] == "draft"

@@ -59,6 +59,14 @@ def test_authenticate_says_401_for_no_bad_or_unknown_token_and_403_for_a_low_sco
     assert caught.value.status == 403
 
 
+class Refused(Exception):
+    """An error that carries its own status and code, as the webhooks' WebhookRefused does."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status, self.code, self.message = status, code, message
+        super().__init__(message)
+
+
 @pytest.mark.parametrize("error,status,code", [
     (Upstream("TaskNotFoundError", "unknown task"), 404, "not_found"),
     (Upstream("InvalidStateTransition", "no"), 409, "invalid_transition"),
@@ -66,7 +74,10 @@ def test_authenticate_says_401_for_no_bad_or_unknown_token_and_403_for_a_low_sco
     (Upstream("QueueFull", "full"), 429, "queue_full"),
     (Upstream("BadRequest", "text: bad"), 400, "bad_request"),
     (Upstream("DiskFull", "disk"), 503, "unavailable"),
-    (Upstream("SomethingNew", "?"), 500, "internal"),
+    (Upstream("ScheduleNotFound", "?"), 404, "not_found"),
+    (Upstream("SomeRefusal", "?"), 400, "bad_request"),
+    (Upstream("InternalError", "?"), 500, "internal"),
+    (Refused(401, "bad_signature", "the signature does not match"), 401, "bad_signature"),
     (NotReady("restarting"), 503, "unavailable"),
     (TimeoutError("slow"), 503, "unavailable"),
     (RuntimeError("bug"), 500, "internal"),
@@ -211,3 +222,26 @@ def test_a_stream_that_ends_is_closed_and_counted_out() -> None:
     assert [line for line in text.splitlines() if line.startswith(("id:", "event:"))] == [
         "id: 3", "event: transition", "id: 4", "event: transition", "event: end"]
     assert closed.is_set() and app.state.gateway.streams == 0
+
+
+def test_a_stream_whose_reader_left_before_its_first_event_is_closed_once() -> None:
+    """The response closed before it ever iterated (the reader gone at once): the stream's client is given back
+    and its slot freed, once however often it is closed."""
+    from pegasus.gateway.streams import EventStream
+
+    closed, freed = [], []
+
+    class Never:
+        history: dict[str, Any] = {"lifecycle": [], "cognitive": []}
+        duplicates = 0
+
+        def notices(self, stop: threading.Event) -> Iterator[Any]:
+            raise AssertionError("never followed")
+
+        def close(self) -> None:
+            closed.append(1)
+
+    response = EventStream(Never(), "t", 0, 15.0, lambda: freed.append(1))
+    response.close()
+    response.close()
+    assert closed == [1] and freed == [1] and response.stop.is_set()
