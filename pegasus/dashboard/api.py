@@ -4,6 +4,7 @@
   it; the gateway still checks every action's scope itself);
 - ``GET /v1/tasks/{id}/context``: what the task knows as of its last checkpoint: its plan, its steps' results,
   its reflections (``Client.context``);
+- ``GET /v1/webhooks``: the webhooks (``Client.webhooks``: never their secrets);
 - ``GET /v1/events``: every task's transitions live, as Server-Sent Events (the tasks table). Not
   resumable: the page reads the list again when it reconnects (a task's own stream,
   ``/v1/tasks/{id}/events``, is the one resumable with ``Last-Event-ID``).
@@ -11,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -67,15 +68,21 @@ def api_routes(gw: Gateway) -> list[Route]:
         return StreamingResponse(_frames(gw, feed), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def context(request: Request) -> Response:
+    return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/context", _reading(gw, "context", "task_id"), methods=["GET"]),
+            Route("/v1/webhooks", _reading(gw, "webhooks"), methods=["GET"])]
+
+
+def _reading(gw: Gateway, operation: str, param: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """A read-scope route answering the client's ``operation`` (of the path's ``param``, when given) as JSON."""
+    async def handler(request: Request) -> Response:
         try:
             gw.authorize(request, Scope.READ)
-            return JSONResponse(await gw.call("context", request.path_params["task_id"]))
-        except Exception as exc:  # noqa: BLE001
+            args = [request.path_params[param]] if param else []
+            return JSONResponse(await gw.call(operation, *args))
+        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
             return _error_response(exc)
-
-    return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
-            Route("/v1/tasks/{task_id}/context", context, methods=["GET"])]
+    return handler
 
 
 async def _frames(gw: Gateway, feed: Feed) -> AsyncIterator[bytes]:

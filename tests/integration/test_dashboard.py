@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from actors import procs
@@ -161,6 +162,30 @@ def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_
     stats = dashboard.cli.json("stats")
     for name, pool in stats["pools"].items():
         assert page.locator(f'.pool[data-pool="{name}"] tbody tr').count() == len(pool["workers"])
+
+
+def test_the_routes_the_dashboard_adds_are_under_the_gateways_tokens(dashboard: Dashboard) -> None:
+    """/v1/token names the token's scope; /v1/events streams every task's transitions; a task's context and
+    the diagrams need a token like every /v1 route; the page itself does not (its login form)."""
+    read = {"Authorization": f"Bearer {dashboard.token('read')}"}
+    for path in ("/v1/token", "/v1/events", "/v1/tasks/x/context", "/v1/webhooks", "/dashboard/machines/classic.svg"):
+        refused = httpx.get(dashboard.url + path, timeout=10)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized", path
+    assert httpx.get(dashboard.url + "/", timeout=10).status_code == 200
+    assert httpx.get(dashboard.url + "/v1/token", headers=read, timeout=10).json() == {"name": "dash-read",
+                                                                                       "scope": "read"}
+    missing = httpx.get(dashboard.url + "/v1/tasks/no-such-task/context", headers=read, timeout=10)
+    assert missing.status_code == 404 and "no-such-task" in missing.json()["error"]["message"]
+    assert httpx.get(dashboard.url + "/dashboard/machines/classic.svg", headers=read, timeout=10).status_code == 200
+    with httpx.stream("GET", dashboard.url + "/v1/events", headers=read, timeout=30) as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        lines = events.iter_lines()
+        assert next(lines).startswith(":")  # the stream is open (and subscribed) before anything is submitted
+        task_id = dashboard.submit("echo streamed")
+        for line in lines:
+            if line.startswith("data:") and task_id in line:
+                assert '"to_state":"draft"' in line and '"machine":"lifecycle"' in line
+                break
 
 
 def test_pegasus_dashboard_says_how_to_start_the_gateway_when_none_answers(tmp_path: Path) -> None:

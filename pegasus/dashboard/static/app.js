@@ -543,26 +543,35 @@ async function schedulesPage() {
   const draw = async () => {
     const part = async (path, build) => {
       try { return build(await get(path)); }
-      catch (e) { return h("p", { class: "muted" }, e.status === 404 ? "not offered by this gateway" : e.message); }
+      catch (e) { return h("p", { class: "muted" }, [404, 501].includes(e.status) ? "not offered by this system" : e.message); }
     };
     const list = (data, key) => (Array.isArray(data) ? data : data[key] || []);
+    const control = (sc, verb, label) => h("button", { class: "plain", "data-action": verb, onclick: async () => {
+      try { await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`); } catch (e) { alert(e.message); }
+      draw().catch(() => {});
+    } }, label);
+    const when = (sc) => sc.cron ? `${sc.cron} (${sc.tz || "UTC"})` : (sc.every_s ? `every ${sc.every_s} s` : "");
     const schedules = await part("/v1/schedules", (data) => h("table", { id: "schedules" },
-      h("thead", {}, h("tr", {}, ["name", "when", "text", "next fire", "state", ""].map((c) => h("th", {}, c)))),
-      h("tbody", {}, list(data, "schedules").map((sc) => h("tr", {}, h("td", {}, sc.name), h("td", { class: "mono" }, sc.cron || sc.every || sc.spec || ""),
-        h("td", {}, clip(sc.text, 60)), h("td", {}, sc.next_fire || sc.next || "-"), h("td", {}, badge(sc.paused ? "paused" : "active")),
-        h("td", {}, canAdmin() || canWrite() ? h("button", { class: "plain", onclick: async () => {
-          await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${sc.paused ? "resume" : "pause"}`, {}).catch((e) => alert(e.message));
-          draw();
-        } }, sc.paused ? "Resume" : "Pause") : null))))));
+      h("thead", {}, h("tr", {}, ["name", "when", "text", "next", "fired", "skipped", "last task", "overlap", "", ""]
+        .map((c) => h("th", {}, c)))),
+      h("tbody", {}, list(data, "schedules").map((sc) => h("tr", { "data-schedule": sc.name },
+        h("td", {}, sc.name), h("td", { class: "mono" }, when(sc)), h("td", {}, clip(sc.text, 60)),
+        h("td", {}, sc.next_time || "-"), h("td", {}, sc.fired ?? 0), h("td", {}, sc.skipped ?? 0),
+        h("td", {}, sc.last_task ? h("a", { href: `#/task/${sc.last_task}`, class: "mono" }, short(sc.last_task)) : "-"),
+        h("td", {}, sc.overlap || ""), h("td", {}, badge(sc.paused ? "paused" : "active")),
+        h("td", {}, canAdmin() ? [control(sc, sc.paused ? "resume" : "pause", sc.paused ? "Resume" : "Pause"), " ",
+          control(sc, "trigger", "Fire now")] : null))))));
     const webhooks = await part("/v1/webhooks", (data) => h("table", { id: "webhooks" },
-      h("thead", {}, h("tr", {}, ["name", "text", "signed"].map((c) => h("th", {}, c)))),
-      h("tbody", {}, list(data, "webhooks").map((w) => h("tr", {}, h("td", {}, w.name), h("td", {}, clip(w.text || w.template, 80)),
-        h("td", {}, w.secret || w.signed ? "yes" : "no"))))));
+      h("thead", {}, h("tr", {}, ["name", "address", "text", "signed"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, list(data, "webhooks").map((w) => h("tr", {}, h("td", {}, w.name),
+        h("td", { class: "mono" }, `POST /v1/webhooks/${w.name}`), h("td", {}, clip(w.text, 80)),
+        h("td", {}, w.secret_file ? "yes" : "no"))))));
     if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Schedules and webhooks"), h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
       h("div", { class: "card" }, h("h2", {}, "Webhooks"), webhooks));
   };
   await draw();
+  state.timers.push(setInterval(() => draw().catch(() => {}), 5000));
 }
 
 // -- the router ----------------------------------------------------------------------------------------------
