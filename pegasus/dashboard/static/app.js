@@ -287,7 +287,7 @@ async function tasksPage(params) {
   function choose(name) { view.state = name; stateSelect.value = name; restart(); }
   function restart() { view.page = 0; view.cursors = [null]; load(); refreshCounts(); }
   const counting = throttle(() => refreshCounts().catch(() => {}), 1000);
-  const fetchNew = new Set();
+  const reading = throttle(() => load().catch(() => {}), 100);
 
   // Listen first, then read: a task submitted meanwhile is in the page or comes as an event.
   let down = false;
@@ -300,12 +300,8 @@ async function tasksPage(params) {
       else task.state = data.to_state;
       task.updated_at = data.timestamp;
       draw();
-    } else if (view.page === 0 && !fetchNew.has(data.task_id)) {
-      fetchNew.add(data.task_id);  // a task submitted since the page was read: put it on top
-      get(`/v1/tasks/${encodeURIComponent(data.task_id)}`).then((t) => {
-        view.rows = new Map([[t.task_id, t], ...view.rows]);
-        draw();
-      }).catch(() => {}).finally(() => fetchNew.delete(data.task_id));
+    } else if (view.page === 0 && data.machine === "lifecycle" && data.from_state === "-") {
+      reading();  // a task submitted since the page was read: the newest page again (a burst: a few reads)
     }
     counting();
   }, (up) => {
