@@ -146,6 +146,31 @@ def test_approve_with_the_button_and_see_the_task_run(dashboard: Dashboard, page
     page.screenshot(path=str(tmp_path / "dashboard-approved.png"), full_page=True)
 
 
+def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Dashboard, page: Any) -> None:
+    """A task waiting for information is resumed with the message typed on its page and finishes with it; a
+    running task is suspended, then canceled, with the buttons."""
+    asking, sleeping = dashboard.submit("help me"), dashboard.submit("sleep 5")
+    dashboard.cli.json("approve", asking)
+    assert dashboard.cli.wait_for(asking, {"blocked", "done", "failed"})["lifecycle_state"] == "blocked"
+    login(page, dashboard, "admin")
+    page.click(f'tr[data-task="{asking}"] a')
+    page.wait_for_selector('dd[data-field="question"]')
+    page.fill("#resume-message", "what is 6*7?")
+    page.click("#resume")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=done')
+    assert "42" in str(dashboard.status(asking)["result"])
+
+    dashboard.cli.json("approve", sleeping)
+    page.goto(f"{dashboard.url}/#/task/{sleeping}")
+    page.click("#suspend")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=blocked')
+    assert lit_state(page, "cognitive") == "suspended"
+    page.click("#cancel")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=canceled')
+    assert dashboard.status(sleeping)["lifecycle_state"] == "canceled"
+    assert page.locator("#actions button").count() == 0  # nothing more to do to a canceled task
+
+
 def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """With a read token the page offers no action and no submit form; the data is all there."""
     task_id = dashboard.submit("echo waiting")

@@ -386,7 +386,7 @@ function actions(task, redraw) {
   const buttons = [];
   if (lifecycle === "draft") buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
   if (lifecycle === "running") buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
-  if (lifecycle === "blocked" || task.state === "suspended") {
+  if (lifecycle === "blocked") {  // suspended, or waiting for the information it asked for
     buttons.push(message, h("button", { class: "action", id: "resume",
       onclick: () => act("resume", message.value ? { message: message.value } : {})() }, "Resume"));
   }
