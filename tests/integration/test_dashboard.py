@@ -171,6 +171,31 @@ def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Da
     assert page.locator("#actions button").count() == 0  # nothing more to do to a canceled task
 
 
+def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
+    """Thirty new drafts fill more than a page: older ones are on the next; the state filter asks the gateway
+    for that state only, the text filter narrows the page shown."""
+    lines = tmp_path / "tasks.txt"
+    lines.write_text("".join(f"echo paged {n:02d}\n" for n in range(30)))
+    submitted = dashboard.cli.json("submit", "--file", str(lines))
+    newest_first = [row["task_id"] for row in reversed(submitted)]
+    login(page, dashboard, "read")
+    rows = page.locator("#task-rows tr.task-row")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]')
+    assert rows.count() == 25
+    page.click("#next")
+    page.wait_for_selector(f'tr[data-task="{newest_first[25]}"]')
+    assert page.locator(f'tr[data-task="{newest_first[0]}"]').count() == 0
+    page.click("#prev")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]')
+    page.fill("#text-filter", "paged 07")
+    page.wait_for_function("document.querySelectorAll('#task-rows tr.task-row').length === 1")
+    assert page.get_attribute("#task-rows tr.task-row", "data-task") == newest_first[29 - 7]
+    page.fill("#text-filter", "")
+    page.select_option("#state-filter", "done")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]', state="detached")
+    assert all(text == "done" for text in page.locator("#task-rows td.lifecycle").all_inner_texts())
+
+
 def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """With a read token the page offers no action and no submit form; the data is all there."""
     task_id = dashboard.submit("echo waiting")
