@@ -23,6 +23,7 @@ from typing import Any, Literal
 from thespian.actors import ActorSystem, ActorSystemException
 
 from actors import messages as m
+from actors.client_triggers import TriggersClient
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
@@ -45,8 +46,9 @@ class SupervisorReplaced(SystemNotRunningError):
 class RequestError(PegasusError):
     """The supervisor refused a request; ``error_type`` names the kind of error."""
 
-    def __init__(self, message: str, error_type: str | None) -> None:
+    def __init__(self, message: str, error_type: str | None, data: Any = None) -> None:
         self.error_type = error_type or "Error"
+        self.data = data  # what the refusal says beyond its text (a webhook's status and code)
         super().__init__(message)
 
 
@@ -63,7 +65,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client:
+class Client(TriggersClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -394,7 +396,7 @@ class Client:
                     raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
                 if message.error_type == "StartFailed":
                     raise SystemStartError(message.error or "the system did not start", self.spec.admin_port)
-                raise RequestError(message.error or "request failed", message.error_type)
+                raise RequestError(message.error or "request failed", message.error_type, message.data)
             return message.data
 
     def _check_supervisor(self) -> None:

@@ -62,18 +62,17 @@ class ClientPool:
     @contextmanager
     def client(self) -> Iterator[Client]:
         client = self._borrow()
-        broken = True
+        broken = False
         try:
             yield client
-            broken = False
-        except (Upstream, RequestError, TimeoutError):
-            broken = False  # a refusal: the connection is fine
+        except NotReady:
+            broken = True  # the system did not answer on it: a fresh connection next time
             raise
         finally:
             if broken:
                 self._discard(client)
             else:
-                self._idle.put(client)
+                self._idle.put(client)  # an answer, or a refusal (Upstream, WebhookRefused): the connection is fine
 
     def _borrow(self) -> Client:
         try:

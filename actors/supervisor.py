@@ -28,6 +28,8 @@ from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_inspect import Inspection
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_tokens import TokenRequests
+from actors.supervisor_schedules import Schedules
+from actors.supervisor_webhooks import Webhooks
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
@@ -44,7 +46,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, TokenRequests, Inspection, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, Schedules, Webhooks, TokenRequests, Inspection, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -109,6 +111,7 @@ class Supervisor(RunsAndStore, TokenRequests, Inspection, ActorTypeDispatcher):
             self._restore()
         except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
             self._store_failed(exc)
+        self._tick_schedules()  # slots missed while the system was down: fired or skipped now
         assert self.admission is not None
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
@@ -288,6 +291,8 @@ class Supervisor(RunsAndStore, TokenRequests, Inspection, ActorTypeDispatcher):
             self._probe_store()
         elif isinstance(wakeup.payload, m.TaskActorsDue):
             self.task_actors.tick()
+        elif isinstance(wakeup.payload, m.ScheduleDue):
+            self._schedule_due(wakeup.payload)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import dashboard, local, system, tasks, tokens
+from actors.cli import dashboard, local, schedules, system, tasks, tokens, webhooks
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.add_commands(sub, on_system)
     dashboard.add_command(sub, on_system)
+    schedules.register(sub, on_system)
+    webhooks.register(sub, on_system)
+
     p = command("machines", local.machines, "show a state machine's states and transitions", common)
     p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")

@@ -5,6 +5,7 @@
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
 - ``mcp``: workers and task actors with their machine's MCP host;
+- ``triggers``: schedules and webhooks (clients and the supervisor, and its schedule timer);
 - ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
@@ -13,6 +14,7 @@ so each lives in exactly one module.  Importing this package gives every one of
 them (``from actors import messages as m; m.Submit``).
 """
 
+from actors.messages.contact import WorkerPing, WorkerPong
 from actors.messages.task_context import TaskContextRequest
 from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
 from actors.messages.requests import (
@@ -26,6 +28,9 @@ from actors.messages.stage_work import (
 )
 from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
+from actors.messages.triggers import (
+    DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
+)
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
@@ -36,5 +41,7 @@ __all__ = [
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned",
-    "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
+    "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
+    "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
+    "WebhookRemove",
 ]

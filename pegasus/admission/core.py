@@ -28,7 +28,7 @@ from pegasus.admission.effects import (
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord, new_fsm, record_from_row
 from pegasus.config import Settings
-from pegasus.idempotency import Claim, submit_claim
+from pegasus.idempotency import SUBMIT, Claim, submit_claim
 from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
@@ -92,9 +92,9 @@ class Admission:
                                          f"{self.settings.runtime.max_pending_tasks}")
 
     def claim(self, key: str | None, text: str, machine: str, priority: int,
-              metadata: dict[str, Any]) -> Claim | None:
-        """The idempotency claim of a submit with ``key`` (None without one)."""
-        return None if key is None else submit_claim(key, text, machine, priority, metadata)
+              metadata: dict[str, Any], scope: str = SUBMIT) -> Claim | None:
+        """The idempotency claim of a submit with ``key`` in ``scope`` (None without one)."""
+        return None if key is None else submit_claim(key, text, machine, priority, metadata, scope)
 
     def task_for(self, claim: Claim | None) -> str | None:
         """The task an earlier request with this claim's key created (None: a new key);
@@ -109,10 +109,10 @@ class Admission:
         return str(known["task_id"])
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
-               source: str, key: str | None = None) -> tuple[TaskRecord, list[Effect]]:
-        """A new task, or with a ``key`` already used, the task that key created and no
+               source: str, key: str | None = None, scope: str = SUBMIT) -> tuple[TaskRecord, list[Effect]]:
+        """A new task, or with a ``key`` already used (in ``scope``), the task that key created and no
         effects (a retried request changes nothing)."""
-        claim = self.claim(key, text, machine, priority, metadata)
+        claim = self.claim(key, text, machine, priority, metadata, scope)
         known = self.task_for(claim)
         if known is not None:
             return self.get(known), []

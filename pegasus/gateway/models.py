@@ -40,12 +40,12 @@ class ScheduleBody(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     text: str = Field(min_length=1)
     cron: str | None = None
-    every: str | None = None
+    every: str | float | None = None  # a duration ("90s", "1h30m") or seconds
     tz: str | None = None
     machine: CognitiveMachineName | None = None
     priority: int | None = Field(None, ge=0, le=1_000_000)
     overlap: str | None = None
-    catchup: str | None = None
+    catchup: str | float | None = None
 
 
 def parse(model: type[Body] | type[ScheduleBody], raw: bytes) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pegasus.llm.budget import LlmBudget
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
+from pegasus.pool.contact import Contact
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 
@@ -49,12 +50,14 @@ class Member:
     wanted: int
     joined: float  # wall clock
     failed_placements: int = 0
+    contact: Contact = field(default_factory=Contact)
 
     def view(self, workers: int) -> dict[str, Any]:
         return {"name": self.name, "address": None if self.address is None else str(self.address),
                 "local": self.address is None, "wanted": self.wanted, "workers": workers,
                 "capabilities": {k: v for k, v in self.capabilities.items() if k.startswith("pegasus.")},
-                "failed_placements": self.failed_placements, "joined": self.joined}
+                "failed_placements": self.failed_placements, "joined": self.joined,
+                "contact": None if self.address is None else self.contact.view()}
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Job:
     requeues: int = 0
     seq: int = 0  # its place in the queue it came from (kept when it goes back there)
     canceled: bool = False  # its task was canceled while it waited in the worker's mailbox: never requeued
+    reruns: int = 0  # times it ran again because its worker was lost with its member
 
 
 @dataclass
@@ -74,6 +78,7 @@ class Waiting:
     requester: Any
     watched: bool = False  # a StarveDue is pending for it
     requeues: int = 0  # times it came back rate-limited (llm pool)
+    reruns: int = 0  # see Job.reruns
 
 
 def member_name_of(capabilities: dict[str, Any]) -> str | None:
@@ -134,7 +139,8 @@ class PoolState:
             del self.queue[position]
             self.next_job += 1
             job = self.next_job
-            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq)
+            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
+                                 reruns=waiting.reruns)
             slot.jobs.append(job)
             out.append(Dispatch(slot.address, job, waiting.request, waiting.requester))
             if len(slot.jobs) == 1:
@@ -222,7 +228,8 @@ class PoolState:
             self.budget.release(running)  # admitted again when it runs again
         for job_id in reversed([running, *held] if rerun else held):
             if (job := self.jobs.pop(job_id, None)) is not None and not job.canceled:
-                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues))
+                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues,
+                                              reruns=job.reruns + (job_id == running)))
         if (job := self.jobs.pop(running, None)) is not None:
             if self.budget is not None:
                 self.budget.release(running)

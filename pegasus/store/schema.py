@@ -65,6 +65,16 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # schedules and webhooks (issue 21: pegasus.schedules, pegasus.webhooks; pegasus/store/triggers.py)
+        """CREATE TABLE schedules (
+            name TEXT PRIMARY KEY, id TEXT NOT NULL, spec TEXT NOT NULL, paused INTEGER NOT NULL,
+            cursor REAL NOT NULL, buffered REAL, fired INTEGER NOT NULL, skipped INTEGER NOT NULL,
+            last_task TEXT, created_at TEXT NOT NULL)""",
+        # The secret stays here, in the store's 0600 file: an HMAC is checked with the secret itself.
+        """CREATE TABLE webhooks (
+            name TEXT PRIMARY KEY, template TEXT NOT NULL, secret BLOB NOT NULL, secret_file TEXT,
+            created_at TEXT NOT NULL)""",
+    ],
     [  # the HTTP gateway's bearer tokens (issue 21: pegasus.store.tokens), only their SHA-256 kept
         """CREATE TABLE api_tokens (
             name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,

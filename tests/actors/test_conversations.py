@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import gateway, mcp, requests, stage_work, supervision, task_run
+from actors.messages import contact, gateway, mcp, requests, stage_work, supervision, task_run, triggers
 from actors.messages import task_context
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
@@ -81,6 +81,14 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
+        contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
+        triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
+                                        overlap="buffer_one", catchup="1h"),
+                   triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
+                   triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
+                   triggers.WebhookList(), triggers.WebhookRemove(name="gh"),
+                   triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"}, body=b'{"a": 1}'),
+                   triggers.ScheduleDue(1700000000.0)],
         gateway: [gateway.TokenCreate(name="ci", scope="submit", token_hash="ab" * 32), gateway.TokenList(),
                   gateway.TokenRevoke(name="ci"), gateway.StartGateway("/tmp/state"), gateway.GatewayCheck(start=True)],
         task_context: [task_context.TaskContextRequest(task_id="t1")],
@@ -93,7 +101,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, gateway, task_context]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, task_context]
 
 
 def _same(one: Any, other: Any) -> bool:

@@ -355,14 +355,49 @@ def test_the_gateway_is_a_process_of_the_system_and_comes_back_when_killed(api: 
 
 
 @pytest.mark.skipif(not hasattr(Client, "deliver_webhook"), reason="needs i21-schedules (Client.deliver_webhook)")
-def test_an_unknown_webhook_is_a_404(api: Api) -> None:
-    _error(api.http.post("/v1/webhooks/none-such", content=b"{}"), 404, "not_found")
+def test_a_signed_webhook_makes_one_task_without_a_token_and_refusals_keep_their_status(api: Api, tmp_path: Path) -> None:
+    """POST /v1/webhooks/NAME (no bearer token: the signature is the authentication): 201 and a task, the
+    redelivery 200 and the same task; a bad signature 401, a missing template field 400, an unknown webhook 404."""
+    from pegasus.webhooks import sign
+
+    secret_file = tmp_path / "gh.secret"
+    secret_file.write_bytes(b"http secret\n")
+    secret_file.chmod(0o600)
+    api.client.webhook_add("gh-http", 'Review "{pull_request.title}"', secret_file)
+    body = json.dumps({"pull_request": {"title": "Fix the parser"}}).encode()
+    headers = {"X-Hub-Signature-256": sign(b"http secret", body), "X-GitHub-Delivery": "d-1",
+               "Content-Type": "application/json"}
+    first = api.http.post("/v1/webhooks/gh-http", content=body, headers=headers)
+    assert first.status_code == 201, first.text
+    task = api.client.get(first.json()["task_id"])
+    assert (task["input"], task["source"]) == ('Review "Fix the parser"', "WEBHOOK_TRIGGERED")
+    again = api.http.post("/v1/webhooks/gh-http", content=body, headers=headers)
+    assert again.status_code == 200 and again.json()["task_id"] == task["task_id"]
+    _error(api.http.post("/v1/webhooks/gh-http", content=body, headers={**headers, "X-GitHub-Delivery": "d-2",
+                                                                         "X-Hub-Signature-256": sign(b"guess", body)}),
+           401, "bad_signature")
+    other = json.dumps({"issue": {}}).encode()
+    _error(api.http.post("/v1/webhooks/gh-http", content=other, headers={"X-Hub-Signature-256": sign(b"http secret", other)}),
+           400, "missing_field")
+    _error(api.http.post("/v1/webhooks/none-such", content=body, headers=headers), 404, "unknown_webhook")
+    api.post(f"/v1/tasks/{task['task_id']}/cancel")
 
 
 @pytest.mark.skipif(not hasattr(Client, "schedules"), reason="needs i21-schedules (Client.schedules)")
-def test_schedules_list_and_unknown(api: Api) -> None:
-    assert api.get("/v1/schedules").status_code == 200
-    assert api.post("/v1/schedules/none-such/pause").status_code == 404
+def test_schedules_over_http(api: Api) -> None:
+    """Add (admin), list (read), pause, resume, trigger, remove; an unknown one is a 404, a bad one a 400."""
+    _error(api.post("/v1/schedules", "submit", json={"name": "h", "text": "x", "every": "1h"}), 403, "forbidden")
+    added = api.post("/v1/schedules", json={"name": "hourly", "text": "what is 2 + 3 * 4?", "every": 3600})
+    assert added.status_code == 201, added.text
+    assert "hourly" in [row["name"] for row in api.get("/v1/schedules").json()]
+    assert api.post("/v1/schedules/hourly/pause").json()["paused"] is True
+    assert api.post("/v1/schedules/hourly/resume").json()["paused"] is False
+    fired = api.post("/v1/schedules/hourly/trigger")
+    assert fired.status_code == 200 and fired.json()["task"]["task_id"], fired.text
+    assert api.http.delete("/v1/schedules/hourly", headers=api.auth("admin")).status_code == 200
+    _error(api.post("/v1/schedules/hourly/pause"), 404, "not_found")
+    _error(api.post("/v1/schedules", json={"name": "bad", "text": "x", "cron": "not a cron"}), 400, "bad_request")
+    api.post(f"/v1/tasks/{fired.json()['task']['task_id']}/cancel")
 
 
 def test_non_loopback_bind_is_refused_without_tls(tmp_path: Path) -> None:
