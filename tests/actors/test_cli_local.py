@@ -139,6 +139,7 @@ FLAGS = {  # the command line's contract, as the README lists it
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
     "tools": ["-h", "--json", "--config"], "completion": ["-h"], "schedule": ["-h"], "webhook": ["-h"],
     "token": ["-h"],
+    "dashboard": [*SYSTEM, "--no-open"],
 }
 ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION
     "schedule": {"add": [*SYSTEM, "--cron", "--every", "--text", "--tz", "--machine", "--priority", "--overlap",
