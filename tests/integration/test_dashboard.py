@@ -196,6 +196,22 @@ def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tm
     assert all(text == "done" for text in page.locator("#task-rows td.lifecycle").all_inner_texts())
 
 
+def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dashboard, page: Any) -> None:
+    """A schedule shows its next fire time and is paused with its button (as ``pegasus schedule list`` then
+    says); the webhooks are listed, never their secrets."""
+    dashboard.cli.json("schedule", "add", "hourly", "--every", "1h", "--text", "tidy up")
+    dashboard.cli.json("webhook", "add", "gh", "--text", "Review {pull_request.title}")
+    login(page, dashboard, "admin")
+    page.click('#nav a[data-page="schedules"]')
+    row = 'tr[data-schedule="hourly"]'
+    page.wait_for_selector(f"{row} >> text=active")
+    assert page.inner_text(f"{row} td:nth-child(4)").startswith("20")  # its next fire time
+    page.click(f'{row} button[data-action="pause"]')
+    page.wait_for_selector(f"{row} >> text=paused")
+    assert [s["paused"] for s in dashboard.cli.json("schedule", "list") if s["name"] == "hourly"] == [True]
+    page.wait_for_selector('#webhooks >> text="POST /v1/webhooks/gh"')
+
+
 def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """With a read token the page offers no action and no submit form; the data is all there."""
     task_id = dashboard.submit("echo waiting")
