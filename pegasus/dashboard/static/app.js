@@ -270,7 +270,7 @@ async function tasksPage(params) {
     const stats = await get("/v1/stats");
     const total = Object.values(stats.tasks || {}).reduce((a, b) => a + b, 0);
     counts.replaceChildren(
-      h("button", { class: view.state ? "" : "selected", "data-state": "", onclick: () => choose("") }, `all active ${total}`),
+      h("button", { class: view.state ? "" : "selected", "data-state": "", onclick: () => choose("") }, `all ${total}`),
       ...Object.entries(stats.tasks || {}).map(([name, n]) =>
         h("button", { class: view.state === name ? "selected" : "", "data-state": name, onclick: () => choose(name) },
           badge(name), ` ${n}`)));
