@@ -19,9 +19,10 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
+from starlette import types as asgi
 
 from pegasus.dashboard import routes as pages
-from pegasus.dashboard.feed import Feed
+from pegasus.dashboard.feed import Feed, Reader
 from pegasus.gateway import events
 from pegasus.gateway.app import Gateway, _error_response
 from pegasus.gateway.auth import Scope
@@ -65,8 +66,7 @@ def api_routes(gw: Gateway) -> list[Route]:
         except Exception as exc:  # noqa: BLE001
             return _error_response(exc)
         gw.streams += 1
-        return StreamingResponse(_frames(gw, feed), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return _FeedResponse(gw, feed.open())
 
     return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
             Route("/v1/tasks/{task_id}/context", _reading(gw, "context", "task_id"), methods=["GET"]),
@@ -85,19 +85,34 @@ def _reading(gw: Gateway, operation: str, param: str | None = None) -> Callable[
     return handler
 
 
-async def _frames(gw: Gateway, feed: Feed) -> AsyncIterator[bytes]:
-    try:
-        yield events.comment("every task's transitions")  # the headers go out now: the page shows it is live
-        async for event in feed.events(gw.settings.keepalive_s):
-            if event is None:
-                yield events.comment("keep-alive")
-            elif event.get("lagged"):
-                yield events.frame({"lagged": True}, event="lagged")
-                return
-            elif "to_state" in event:  # transitions only: streamed model text stays on the task's own stream
-                yield events.frame(_plain(event), event=events.TRANSITION)
-    finally:
-        gw.streams -= 1
+class _FeedResponse(StreamingResponse):
+    """The stream of every task's transitions; its slot among the gateway's open streams is freed however it
+    ends, a reader gone before the first event too (its generator then never runs, so it cannot free it); its
+    reader was registered before it started, so every event published once it is open reaches it."""
+
+    def __init__(self, gw: Gateway, reader: Reader) -> None:
+        self.gateway, self.reader = gw, reader
+        super().__init__(_frames(reader, gw.settings.keepalive_s), media_type="text/event-stream",
+                         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.reader.close()
+            self.gateway.streams -= 1
+
+
+async def _frames(reader: Reader, keepalive_s: float) -> AsyncIterator[bytes]:
+    yield events.comment("every task's transitions")  # the headers go out now: the page shows it is live
+    async for event in reader.events(keepalive_s):
+        if event is None:
+            yield events.comment("keep-alive")
+        elif event.get("lagged"):
+            yield events.frame({"lagged": True}, event="lagged")
+            return
+        elif "to_state" in event:  # transitions only: streamed model text stays on the task's own stream
+            yield events.frame(_plain(event), event=events.TRANSITION)
 
 
 def _plain(event: dict[str, Any]) -> dict[str, Any]:

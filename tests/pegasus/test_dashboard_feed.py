@@ -1,5 +1,5 @@
-"""The events feed (pegasus.dashboard.feed): one publisher thread, every reader gets each event in order, a reader
-too far behind is cut off with ``lagged`` instead of growing without bound."""
+"""The events feed (pegasus.dashboard.feed): one publisher thread, every reader gets each event in order from the
+moment it is opened, a reader too far behind is cut off with ``lagged`` instead of growing without bound."""
 
 from __future__ import annotations
 
@@ -7,54 +7,44 @@ import asyncio
 import threading
 from typing import Any
 
-from pegasus.dashboard.feed import Feed
+from pegasus.dashboard.feed import Feed, Reader
 
 
-async def _read(feed: Feed, count: int, started: asyncio.Event) -> list[Any]:
+async def _read(reader: Reader, count: int) -> list[Any]:
     got: list[Any] = []
-    reader = feed.events(keepalive_s=5.0)
-    started.set()
-    async for event in reader:
+    async for event in reader.events(keepalive_s=5.0):
         got.append(event)
-        if len(got) == count or (isinstance(event, dict) and event.get("lagged")):
+        if len(got) == count:
             break
-    await reader.aclose()
+    reader.close()
     return got
 
 
-def test_every_reader_gets_every_event_published_from_another_thread() -> None:
+def test_every_reader_gets_every_event_published_from_another_thread_once_opened() -> None:
     async def scenario() -> tuple[list[Any], list[Any], int]:
         feed = Feed()
-        started = [asyncio.Event(), asyncio.Event()]
-        readers = [asyncio.create_task(_read(feed, 3, ready)) for ready in started]
-        for ready in started:
-            await ready.wait()
-        while feed.readers < 2:
-            await asyncio.sleep(0.001)
+        feed.publish({"n": -1})  # before any reader: nobody gets it
+        one, two = feed.open(), feed.open()  # registered now, before anything reads
         publisher = threading.Thread(target=lambda: [feed.publish({"n": n}) for n in range(3)])
         publisher.start()
         publisher.join()
-        one, two = await asyncio.gather(*readers)
-        return one, two, feed.readers
+        got = await asyncio.gather(_read(one, 3), _read(two, 3))
+        return got[0], got[1], feed.readers
 
     one, two, left = asyncio.run(scenario())
     assert one == two == [{"n": 0}, {"n": 1}, {"n": 2}]
-    assert left == 0  # a reader that stops is forgotten
+    assert left == 0  # a closed reader is forgotten
 
 
 def test_a_reader_that_falls_behind_is_told_and_dropped() -> None:
     async def scenario() -> tuple[list[Any], int]:
         feed = Feed(max_behind=2)
-        events = feed.events(keepalive_s=5.0)
-        first = asyncio.ensure_future(events.__anext__())
-        while feed.readers < 1:
-            await asyncio.sleep(0.001)
-        for n in range(5):  # published while the reader reads nothing more
+        reader = feed.open()
+        for n in range(5):  # published while the reader reads nothing
             feed.publish({"n": n})
         await asyncio.sleep(0.01)
-        got = [await first]
-        got += [event async for event in events]
+        got = [event async for event in reader.events(keepalive_s=5.0)]
         return got, feed.readers
 
     got, left = asyncio.run(scenario())
-    assert got[-1] == {"lagged": True} and len(got) <= 4 and left == 0
+    assert got == [{"n": 0}, {"n": 1}, {"lagged": True}] and left == 0
