@@ -20,31 +20,37 @@ pytestmark = pytest.mark.integration
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str, tmp_path: Path,
+                                                                      subprocess_env: dict[str, str]) -> None:
+    """One scenario a test (``--only NAME``), so the suite's processes share them out."""
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)], cwd=PROJECT_ROOT,
-                          env=subprocess_env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", name, "--json", str(out)],
+                          cwd=PROJECT_ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(out.read_text())
     assert report["mode"] == "quick"
     assert {"cores", "memory_gib", "cpu_model", "python", "thespian", "date", "git_commit"} <= set(report["machine"])
-    assert set(report["scenarios"]) == set(SCENARIOS)
-    for name, result in report["scenarios"].items():
-        assert "error" not in result, f"{name}: {result.get('error')}"
-        assert result["figures"] and result["checks"], name
-        assert all(row["value"] is not None for row in result["checks"]), name
-        assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
-    assert report["scenarios"]["recovery"]["figures"]["repeated_effects"] == 0
-    # Tasks in flight: every one done, memory sampled while they ran, the bound and the CPU measured.
-    for run in report["scenarios"]["inflight"]["figures"]["runs"]:
-        assert run["done"] == run["tasks"] and not run["stopped"], run.get("stopped")
-        assert run["peak_pss_mib"] >= run["idle_pss_mib"] > 0 and run["peak_processes"] >= run["idle_processes"]
-        assert run["bound_s"] > 0 and run["ratio"] > 0 and run["cpu_ms_per_task"] > 0
-    for cpu in report["scenarios"]["baseline"]["figures"]["cpu"]:
-        # Both sides timed their tool steps' CPU, and the machine's scaling was probed around the workload.
-        assert cpu["pegasus"]["tool_cpu_ms_per_task"] > 0 and cpu["baseline"]["tool_cpu_ms_per_task"] > 0
-        assert len(cpu["parallel_scaling"]) == 2
-        # Measured, not bounded: a one-process reading slowed by leftovers of earlier tests made it 3.2x on 2 cores.
-        assert all(x > 0 for x in cpu["parallel_scaling"])
-    assert "scenario" in done.stdout and "hop" in done.stdout and "machine speed just before" in done.stdout
+    assert set(report["scenarios"]) == {name}
+    result = report["scenarios"][name]
+    assert "error" not in result, f"{name}: {result.get('error')}"
+    assert result["figures"] and result["checks"], name
+    assert all(row["value"] is not None for row in result["checks"]), name
+    assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
+    assert "scenario" in done.stdout and name in done.stdout and "machine speed just before" in done.stdout
+    figures = result["figures"]
+    if name == "recovery":
+        assert figures["repeated_effects"] == 0
+    if name == "inflight":  # every task done, memory sampled while they ran, the bound and the CPU measured
+        for run in figures["runs"]:
+            assert run["done"] == run["tasks"] and not run["stopped"], run.get("stopped")
+            assert run["peak_pss_mib"] >= run["idle_pss_mib"] > 0 and run["peak_processes"] >= run["idle_processes"]
+            assert run["bound_s"] > 0 and run["ratio"] > 0 and run["cpu_ms_per_task"] > 0
+    if name == "baseline":
+        for cpu in figures["cpu"]:
+            # Both sides timed their tool steps' CPU, and the machine's scaling was probed around the workload.
+            assert cpu["pegasus"]["tool_cpu_ms_per_task"] > 0 and cpu["baseline"]["tool_cpu_ms_per_task"] > 0
+            assert len(cpu["parallel_scaling"]) == 2
+            # Measured, not bounded: a one-process reading slowed by leftovers of earlier tests made it 3.2x on 2 cores.
+            assert all(x > 0 for x in cpu["parallel_scaling"])
