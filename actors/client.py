@@ -192,6 +192,13 @@ class Client:
     def resume(self, task_id: str, message: str | None = None) -> dict[str, Any]:
         return self._ask(m.Resume(task_id=task_id, message=message))
 
+    def message(self, task_id: str, text: str) -> dict[str, Any]:
+        """Add ``text`` to the task's conversation (stored before the answer).  A running task takes it at
+        its next transition (suspends, then re-thinks with it), a suspended one is resumed with it, one not
+        started yet starts with it; a finished one refuses it.  Answers the task's view and ``message``
+        (its number and how it reaches the task)."""
+        return self._ask(m.SendMessage(task_id=task_id, text=text))
+
     def cancel(self, task_id: str, reason: str = "canceled by request") -> dict[str, Any]:
         return self._ask(m.Cancel(task_id=task_id, reason=reason))
 

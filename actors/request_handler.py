@@ -72,6 +72,6 @@ def request_handler(method: Callable[[Any, Any, Any], Any]) -> Handler:
 
 
 DEFERRED = object()
-WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry)  # refused while the store fails
+WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry, m.SendMessage)  # refused while the store fails
 
 

@@ -25,13 +25,14 @@ from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispa
 from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
+from actors.supervisor_messages import TaskMessages
 from actors.supervisor_runs import RunsAndStore
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs
-from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
+from pegasus.admission import Admission, Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.stats import members_view, usage_view
@@ -42,7 +43,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -313,7 +314,8 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
         row = self.store.task_row(task_id)
         if row is None:
             raise TaskNotFoundError(task_id)
-        return stored_view(task_id, row, self.store.transitions(task_id))
+        return {**stored_view(task_id, row, self.store.transitions(task_id)),
+                "messages": self.store.conversation(task_id)}
 
     def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
         """An authentic request this process cannot unpickle (a class it lacks, a value nested too deep)."""
@@ -337,7 +339,8 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
                 host = self.task_actors.take(effect.task_id, effect.run)
                 self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
                                             self.pools[PoolName.TOOL], self.settings, effect.resume_event,
-                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id))
+                                            effect.resume_payload, effect.generation, effect.journal, effect.task_id,
+                                            effect.inbox))
             elif isinstance(effect, StopRun):
                 run = self.task_actors.policy.host_of(effect.task_id)
                 host = self.task_actors.release(effect.task_id)
@@ -349,6 +352,10 @@ class Supervisor(RunsAndStore, ActorTypeDispatcher):
                 host = self.task_actors.address_of(effect.task_id)
                 if host is not None:
                     self.send(host, m.SuspendTask(effect.task_id, effect.reason))
+            elif isinstance(effect, MessageRun):
+                host = self.task_actors.address_of(effect.task_id)
+                if host is not None:  # else being placed: its StartRun carries them
+                    self.send(host, m.MessageTask(effect.task_id, effect.run, effect.inbox))
             elif isinstance(effect, RunGate):
                 self.send(self.pools[PoolName.TOOL], m.StageRequest(effect.task_id, effect.token, StageName.GATE,
                                                              gate=effect.gate, timeout_s=effect.gate.timeout_s))

@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, system, tasks
+from actors.cli import local, system, talk, tasks
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("task_id", metavar="TASK_ID")
         if name == "resume":
             p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
+    talk.add_commands(command)
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")

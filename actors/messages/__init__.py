@@ -23,13 +23,14 @@ from actors.messages.stage_work import (
     WorkDone, WorkerInit, WorkerReady,
 )
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
+from actors.messages.task_messages import MessageTask, SendMessage
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "DropTask", "ListTasks", "Locate", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned",

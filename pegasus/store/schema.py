@@ -65,6 +65,11 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # messages sent to a task (issue 20: ``pegasus message``), numbered per task, kept for good
+        """CREATE TABLE task_messages (
+            task_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, seq))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

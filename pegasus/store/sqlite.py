@@ -29,6 +29,7 @@ from pegasus.idempotency import Claim
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
+from pegasus.store.messages import TaskMessages
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.task.events import new_id
 from pegasus.task.names import LifecycleState
@@ -54,7 +55,7 @@ class Checkpoint:
     data: bytes
 
 
-class Store(Database):
+class Store(TaskMessages, Database):
     """The tables of the database (tasks, transitions, audit, checkpoints, journal, keys); one per process: the
     supervisor's."""
 

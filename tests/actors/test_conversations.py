@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import mcp, requests, stage_work, supervision, task_run
+from actors.messages import mcp, requests, stage_work, supervision, task_messages, task_run
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
 from pegasus.store.journal import StepEnd
@@ -80,6 +80,8 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
+        task_messages: [task_messages.SendMessage(task_id="t1", text="only papers from 2024"),
+                        task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
     }
 
 
@@ -89,7 +91,7 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, task_messages]
 
 
 def _same(one: Any, other: Any) -> bool:
