@@ -287,6 +287,25 @@ class Client:
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
 
+    def subscribe(self) -> None:
+        """Subscribe to every task's transitions: ``notices`` hands them over (``pegasus watch``)."""
+        self._ask(m.Subscribe(task_id=None))
+
+    def notices(self, seconds: float) -> tuple[m.TransitionNotice | m.TextDelta, ...]:
+        """The notices of ``subscribe`` that came (waiting up to ``seconds`` for one when none is here),
+        less those of the tasks a ``follow`` reads."""
+        if not any(queue for task_id, queue in self._notices.items() if task_id not in self._following):
+            message = self.asys.listen(max(seconds, 0.0))
+            if isinstance(message, (m.TransitionNotice, m.TextDelta)):
+                self._keep(message)
+            elif isinstance(message, m.Reply):
+                self._replies[message.request_id] = message  # a late answer: kept for its request
+        out = tuple(notice for task_id, queue in self._notices.items() if task_id not in self._following
+                    for notice in queue)
+        for task_id in [task_id for task_id in self._notices if task_id not in self._following]:
+            del self._notices[task_id]
+        return out
+
     def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
         """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""
         self._notices.setdefault(notice.task_id, deque()).append(notice)

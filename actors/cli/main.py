@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, system, talk, tasks
+from actors.cli import local, progress, system, talk, tasks, watch
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "resume":
             p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
     talk.add_commands(command)
+    watch.add_command(command)
+    progress.add_command(command)
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")

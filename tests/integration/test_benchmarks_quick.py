@@ -1,4 +1,4 @@
-"""The benchmark entry point runs end to end in quick mode and writes every scenario's figures.
+"""The benchmark entry point runs end to end in quick mode and writes every scenario's figures and charts.
 
 Figures are printed, never asserted as time limits: this proves the harness
 works (real systems started, shut down, JSON written), not how fast it is.
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import SCENARIOS
+from benchmarks.charts import CHARTS
 
 pytestmark = pytest.mark.integration
 
@@ -21,9 +22,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
-    out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)], cwd=PROJECT_ROOT,
-                          env=subprocess_env, capture_output=True, text=True, timeout=300)
+    out, plots = tmp_path / "bench.json", tmp_path / "plots"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out), "--plots", str(plots)],
+                          cwd=PROJECT_ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(out.read_text())
@@ -48,3 +49,8 @@ def test_quick_run_exits_zero_and_writes_every_scenario(tmp_path: Path, subproce
         # Measured, not bounded: a one-process reading slowed by leftovers of earlier tests made it 3.2x on 2 cores.
         assert all(x > 0 for x in cpu["parallel_scaling"])
     assert "scenario" in done.stdout and "hop" in done.stdout and "machine speed just before" in done.stdout
+    # The charts of the run (benchmarks/charts.py): every one written, a PNG, not empty.
+    assert sorted(p.name for p in plots.iterdir()) == sorted(CHARTS)
+    for chart in plots.iterdir():
+        assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000, chart
+    assert report["scenarios"]["hop"]["figures"]["classic"]["hops_ms"]  # the distribution is kept
