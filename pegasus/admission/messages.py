@@ -66,7 +66,7 @@ class Messages:
         return {"number": entry[0], "delivery": delivery}, effects
 
     def _deliver(self, record: TaskRecord, entry: tuple[int, str], suspended: bool) -> tuple[str, list[Effect]]:
-        task_id, state, text = record.task_id, record.state, entry[1]
+        task_id, state = record.task_id, record.state
         if state == LifecycleState.RUNNING:
             record.inbox.append(entry)
             return "at its next transition", [MessageRun(task_id, record.run, tuple(record.inbox))]
@@ -78,12 +78,17 @@ class Messages:
             record.pending_resume = (EventType.MESSAGE_RECEIVED.value, resume_payload([*before, entry]))
             self.store.update_task(task_id, pending_resume=record.pending_resume)
             return "when it resumes", []
-        context = record.snapshot.context.model_copy(deep=True)
-        context.messages.append({"role": "user", "content": text})
-        context.messages_taken = entry[0]
-        record.snapshot = record.snapshot.model_copy(update={"context": context})
-        self.store.add_checkpoint(task_id, record.run, "full", record.snapshot.state, encode_full(record.snapshot))
+        self._fold(record, [entry])
         return "when it starts", []
+
+    def _fold(self, record: TaskRecord, entries: list[tuple[int, str]]) -> None:
+        """Put messages straight into the task's context (a task no run holds), checkpointed."""
+        context = record.snapshot.context.model_copy(deep=True)
+        context.messages += [{"role": "user", "content": text} for _, text in entries]
+        context.messages_taken = max(number for number, _ in entries)
+        record.snapshot = record.snapshot.model_copy(update={"context": context})
+        self.store.add_checkpoint(record.task_id, record.run, "full", record.snapshot.state,
+                                  encode_full(record.snapshot))
 
     def _resume_with(self, record: TaskRecord, entries: list[tuple[int, str]]) -> list[Effect]:
         """Resume a suspended (blocked) task with messages: it re-thinks with them once it has a slot."""
@@ -99,12 +104,17 @@ class Messages:
         return record.inbox
 
     def _after_stop(self, record: TaskRecord, state: str) -> list[Effect]:
-        """A run stopped: a suspended task with messages it did not take is resumed with them;
-        a finished one never takes them (the store keeps them)."""
+        """A run stopped with messages it did not take.  Suspended for more information: resumed with
+        them.  Suspended by request: it stays so (the request is answered), the messages in its
+        context for when it is resumed.  Finished: too late for them (the store keeps them)."""
         unread = self._unread(record)
         record.inbox = []
-        if unread and state == CognitiveState.SUSPENDED and record.state == LifecycleState.BLOCKED:
+        if not unread or state != CognitiveState.SUSPENDED or record.state != LifecycleState.BLOCKED:
+            return []
+        history = record.cognitive_history
+        if not history or history[-1]["event"] != EventType.TASK_SUSPENDED:  # it asked for information
             return self._resume_with(record, unread)
+        self._fold(record, unread)
         return []
 
     def _restore_inbox(self, record: TaskRecord) -> None:

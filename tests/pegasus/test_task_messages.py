@@ -174,3 +174,21 @@ def test_a_finished_task_refuses_a_message(end: str) -> None:
     finish(admission, "t1", end, "exception" if end == "failed" else None)
     with pytest.raises(InvalidStateTransition, match="has finished its work"):
         admission.message("t1", "too late")
+
+
+def test_a_task_suspended_by_request_with_messages_waiting_stays_suspended_with_them_in_its_context() -> None:
+    """Regression: resuming it at once would override the request, and leave the suspend unanswered."""
+    admission = make()
+    admission.submit("a", "classic", 5, {}, "t")
+    admission.message("t1", "later")
+    admission.suspend("t1", "hold")
+    record = admission.get("t1")
+    fsm = TaskFSM.restore(record.snapshot)
+    fsm.transition("TASK_CREATED")
+    fsm.transition("TASK_SUSPENDED", reason="hold")
+    admission.on_transition("t1", record.run, "perceiving", "suspended", "TASK_SUSPENDED", "now", None)
+    effects = admission.on_stopped("t1", record.run, fsm.state, fsm.snapshot(), None)
+    record = admission.get("t1")
+    assert record.state == "blocked" and starts(effects) == []
+    assert record.snapshot.context.messages == [{"role": "user", "content": "later"}]
+    assert taken_through(record) == 1 and record.inbox == []
