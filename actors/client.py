@@ -291,6 +291,13 @@ class Client:
         """Subscribe to every task's transitions: ``notices`` hands them over (``pegasus watch``)."""
         self._ask(m.Subscribe(task_id=None))
 
+    def unsubscribe(self) -> None:
+        """End ``subscribe``'s subscription (a follow's go on)."""
+        try:
+            self._ask(m.Unsubscribe(task_id=None))
+        except (PegasusError, ActorSystemException):
+            pass  # the system went away: nothing to unsubscribe from
+
     def notices(self, seconds: float) -> tuple[m.TransitionNotice | m.TextDelta, ...]:
         """The notices of ``subscribe`` that came (waiting up to ``seconds`` for one when none is here),
         less those of the tasks a ``follow`` reads."""

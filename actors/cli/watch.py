@@ -59,6 +59,7 @@ def watch(args: argparse.Namespace) -> int:
                     _wait(client, recent, max(args.interval, 0.05))
         except KeyboardInterrupt:
             pass  # the way out: Live has restored the terminal
+        client.unsubscribe()
     return EXIT_OK
 
 
@@ -81,7 +82,7 @@ def render(page: dict[str, Any], stats: dict[str, Any], recent: list[m.Transitio
         "   (Ctrl-C to quit)")
     tasks = Table(title=f"tasks (newest {len(page['tasks'])} of {page['total']})", expand=True, title_justify="left")
     for column in ("task", "machine", "lifecycle", "state", "priority", "updated", "input"):
-        tasks.add_column(column, no_wrap=column != "input", overflow="ellipsis")
+        tasks.add_column(column, no_wrap=column != "input", overflow="ellipsis", ratio=4 if column == "input" else 1)
     for task in page["tasks"]:
         state = task["lifecycle_state"]
         tasks.add_row(task["task_id"][:12], task["machine"], Text(state, style=STATE_STYLES.get(state, "")),
