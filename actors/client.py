@@ -12,23 +12,27 @@ requests by request id; transition notices that arrive meanwhile are kept for
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from thespian.actors import ActorSystem, ActorSystemException
 
 from actors import messages as m
+from actors.client_memory import MemoryClient
+from actors.client_triggers import TriggersClient
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
 )
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.task.names import CognitiveMachineName, LifecycleState, MachineName
+from pegasus.gateway.auth import new_token, token_hash
+from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
@@ -43,8 +47,9 @@ class SupervisorReplaced(SystemNotRunningError):
 class RequestError(PegasusError):
     """The supervisor refused a request; ``error_type`` names the kind of error."""
 
-    def __init__(self, message: str, error_type: str | None) -> None:
+    def __init__(self, message: str, error_type: str | None, data: Any = None) -> None:
         self.error_type = error_type or "Error"
+        self.data = data  # what the refusal says beyond its text (a webhook's status and code)
         super().__init__(message)
 
 
@@ -61,7 +66,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client:
+class Client(MemoryClient, TriggersClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -179,9 +184,11 @@ class Client:
         cognitive state (``messages.LIST_STATES``; another is refused)."""
         return self.list_page(state, limit, offset)["tasks"]
 
-    def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> dict[str, Any]:
-        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit."""
-        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset))
+    def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0,
+                  before: int | None = None) -> dict[str, Any]:
+        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit;
+        ``before``: only tasks older than the one whose ``seq`` it is (a cursor that new tasks do not shift)."""
+        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
 
     def history(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.History(task_id=task_id))
@@ -208,8 +215,38 @@ class Client:
     def retry(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.Retry(task_id=task_id))
 
+    def tree(self, task_id: str) -> dict[str, Any]:
+        """The task and its sub-tasks, nested (``children``), each with its lifecycle and machine states."""
+        return self._ask(m.Tree(task_id=task_id))
+
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
+
+    def queued(self, task_id: str) -> int:
+        """How many transitions of the task came and wait for a ``follow`` to read them."""
+        return sum(isinstance(notice, m.TransitionNotice) for notice in self._notices.get(task_id, ()))
+
+    def discard(self, task_id: str) -> None:
+        """Forget the notices of a task no follow will read (late ones after its unsubscribe)."""
+        if not self._following[task_id]:
+            self._notices.pop(task_id, None)
+
+    def subscribe(self, task_id: str | None) -> dict[str, Any]:
+        """Have the task's transitions (every task's: None) sent here; read them with ``follow(subscribe=False)``."""
+        return self._ask(m.Subscribe(task_id=task_id))
+
+    # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
+    def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
+        """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
+        token = new_token()
+        record = self._ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
+        return {**record, "token": token}
+
+    def token_list(self) -> builtins.list[dict[str, Any]]:
+        return self._ask(m.TokenList())
+
+    def token_revoke(self, name: str) -> dict[str, Any]:
+        return self._ask(m.TokenRevoke(name=name))
 
     def backup(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
         """Copy the system's database to ``path`` (SQLite's online backup API: consistent while
@@ -235,11 +272,12 @@ class Client:
             pause = min(pause * 2, 0.2)
 
     def follow(self, task_id: str, timeout: float = 60.0, *, subscribe: bool = True,
-               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}
-               ) -> Iterator[m.TransitionNotice | m.TextDelta]:
+               until: frozenset[str] = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED},
+               stop: Callable[[], bool] | None = None) -> Iterator[m.TransitionNotice | m.TextDelta]:
         """Yield the task's transitions live until its lifecycle reaches ``until``, and between them the
         text its model stages write as they write it (``TextDelta``, with ``[llm] stream``; never stored,
-        so only the text written after the subscription comes).
+        so only the text written after the subscription comes).  ``stop``: asked at least once a second,
+        ends the follow when true (its reader went away).
 
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
         in between is not repeated: ``history`` has it) and goes on.
@@ -260,8 +298,15 @@ class Client:
                     quiet_since = time.monotonic()
                     if isinstance(notice, m.TransitionNotice) and notice.machine == MachineName.LIFECYCLE:
                         current = notice.to_state
-                if current in until:
+                if stop is not None and stop():
                     return
+                if current in until:
+                    if current != LifecycleState.BLOCKED or LifecycleState.BLOCKED not in until:
+                        return
+                    task = self.get(task_id)  # blocked: suspended (the end here), or waiting for its sub-tasks
+                    current = task["lifecycle_state"]
+                    if current == LifecycleState.BLOCKED and (not task.get("waiting_for") or self._asks(task_id)):
+                        return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
@@ -287,19 +332,15 @@ class Client:
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
 
-    def subscribe(self) -> None:
-        """Subscribe to every task's transitions: ``notices`` hands them over (``pegasus watch``)."""
-        self._ask(m.Subscribe(task_id=None))
-
     def unsubscribe(self) -> None:
-        """End ``subscribe``'s subscription (a follow's go on)."""
+        """End ``subscribe(None)``'s subscription to every task (a follow's go on)."""
         try:
             self._ask(m.Unsubscribe(task_id=None))
         except (PegasusError, ActorSystemException):
             pass  # the system went away: nothing to unsubscribe from
 
     def notices(self, seconds: float) -> tuple[m.TransitionNotice | m.TextDelta, ...]:
-        """The notices of ``subscribe`` that came (waiting up to ``seconds`` for one when none is here),
+        """The notices of ``subscribe(None)`` that came (waiting up to ``seconds`` for one when none is here),
         less those of the tasks a ``follow`` reads."""
         if not any(queue for task_id, queue in self._notices.items() if task_id not in self._following):
             message = self.asys.listen(max(seconds, 0.0))
@@ -312,6 +353,15 @@ class Client:
         for task_id in [task_id for task_id in self._notices if task_id not in self._following]:
             del self._notices[task_id]
         return out
+    def _asks(self, task_id: str) -> bool:
+        """Whether a sub-task under the task waits for a person (suspended): its parent waits on it."""
+        nodes = [self.tree(task_id)]
+        while nodes:
+            node = nodes.pop()
+            if node["lifecycle_state"] == LifecycleState.BLOCKED and node["state"] == CognitiveState.SUSPENDED:
+                return True
+            nodes += node.get("children") or []
+        return False
 
     def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
         """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""
@@ -336,6 +386,9 @@ class Client:
             pass  # the admin is not back yet
 
     # -- plumbing ------------------------------------------------------------------------------------
+    def _memory_ask(self, request: m.Request) -> Any:
+        return self._ask(request)
+
     def _ask(self, request: m.Request) -> Any:
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})
@@ -392,7 +445,7 @@ class Client:
                     raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
                 if message.error_type == "StartFailed":
                     raise SystemStartError(message.error or "the system did not start", self.spec.admin_port)
-                raise RequestError(message.error or "request failed", message.error_type)
+                raise RequestError(message.error or "request failed", message.error_type, message.data)
             return message.data
 
     def _check_supervisor(self) -> None:

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ChildActorExited, WakeupMessage
+from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors import messages as m
+from actors.boundary import Boundary
 from actors import procs
+from actors.gateway_keeper import GatewayKeeper
 from actors.supervisor import Supervisor
 from actors.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs
@@ -53,8 +55,10 @@ def read_settings(state_dir: Path) -> Settings:
         raise GuardianError(f"the settings at {path} cannot be used: {exc}") from None
 
 
-class Guardian(ActorTypeDispatcher):
+class Guardian(Boundary):
     """See the module docstring."""
+
+    error_event = "guardian_error"
 
     def __init__(self, capabilities: dict[str, Any] | None = None) -> None:
         # Thespian passes its admin's capabilities to a parameter of this name (see StageWorker).
@@ -70,13 +74,9 @@ class Guardian(ActorTypeDispatcher):
         # Names this guardian among all: a system started again has a new one, counting from 1 again.
         self.incarnation = uuid.uuid4().hex
         self.exiting = False
+        self.gateway: Any = None  # the HTTP gateway's keeper ([http] enabled)
+        self.http_enabled = False
         self.log = logs.get("guardian")
-
-    def receiveMessage(self, message: Any, sender: Any) -> None:
-        try:
-            super().receiveMessage(message, sender)
-        except Exception:  # noqa: BLE001 - the boundary: the guardian must outlive every error
-            self.log.exception("guardian_error", message=type(message).__name__)
 
     def receiveMsg_Locate(self, request: m.Locate, sender: Any) -> None:
         if self.supervisor is not None and self.configuring is None:
@@ -101,6 +101,7 @@ class Guardian(ActorTypeDispatcher):
             return
         logs.configure_from(settings)
         self.log = logs.get("guardian")
+        self.http_enabled = settings.http.enabled
         self.generation += 1
         self.supervisor = self.createActor(Supervisor)
         self.configuring = f"guardian-{self.generation}"
@@ -114,6 +115,7 @@ class Guardian(ActorTypeDispatcher):
             self.error = None
             self.restarts.started(time.monotonic())
             self.log.info("supervisor_up", generation=self.generation, restored=(reply.data or {}).get("restored"))
+            self._start_gateway()
             self._answer_waiting()
         else:
             self.send(self.supervisor, ActorExitRequest())
@@ -138,7 +140,19 @@ class Guardian(ActorTypeDispatcher):
                 self.send(client, m.Reply(request_id, False, error=f"the supervisor is not running: {self.error}",
                                           error_type="SystemNotRunning"))
 
+    def _start_gateway(self) -> None:
+        """The HTTP gateway's keeper, once the first supervisor is up (again if the keeper died)."""
+        if self.http_enabled and self.gateway is None and not self.exiting:
+            self.gateway = self.createActor(GatewayKeeper)
+            self.send(self.gateway, m.StartGateway(str(self.home.resolve())))
+
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        if exited.childAddress == self.gateway and self.gateway is not None:
+            self.gateway = None
+            if not self.exiting:
+                self.log.warning("gateway_keeper_died")
+                self._start_gateway()
+            return
         if exited.childAddress != self.supervisor:
             return
         self.supervisor, self.configuring = None, None
@@ -164,3 +178,5 @@ class Guardian(ActorTypeDispatcher):
         self.exiting = True
         if self.supervisor is not None:
             self.send(self.supervisor, ActorExitRequest())
+        if self.gateway is not None:
+            self.send(self.gateway, ActorExitRequest())

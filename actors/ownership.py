@@ -199,13 +199,18 @@ def is_running(spec: SystemSpec) -> bool:
 
 def port_in_use(spec: SystemSpec) -> bool:
     """Whether something listens on spec's admin port (probed by binding: nothing reaches it)."""
+    return address_in_use(spec.bind or "0.0.0.0", spec.admin_port)
+
+
+def address_in_use(host: str, port: int) -> bool:
+    """Whether something listens on host:port (probed by binding: nothing reaches it)."""
     import socket
 
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         # SO_REUSEADDR: a port in TIME_WAIT after a shutdown is free, only a listener makes the bind fail.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((spec.bind or "0.0.0.0", spec.admin_port))
+        probe.bind((host, port))
     except OSError:
         return True
     finally:

@@ -24,7 +24,7 @@ from thespian.actors import (
 from actors import procs, sharing, titles
 from actors.messages import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
-    WorkerInit, WorkerReady,
+    WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.system import member_name
 from actors.worker import StageWorker
@@ -47,6 +47,7 @@ class StagePool(ActorTypeDispatcher):
             c.Dispatch: self._dispatch, c.Forward: self._forward, c.Fail: self._fail, c.StartWorker: self._start,
             c.EndWorker: self._end, c.Arm: self._arm, c.Inspect: self._inspect, c.Watch: self._watch,
             c.SendStats: self._send_stats, c.Log: self._log, c.SetUp: self._set_up, c.Stop: self._stop,
+            c.Ping: self._ping,
         }
 
     def _step(self, event: i.PoolInput) -> None:
@@ -67,6 +68,9 @@ class StagePool(ActorTypeDispatcher):
 
     def receiveMsg_WorkerReady(self, ready: WorkerReady, sender: Any) -> None:
         self._step(i.Reported(ready.index, ready.pid, ready.host, sender))
+
+    def receiveMsg_WorkerPong(self, pong: WorkerPong, sender: Any) -> None:
+        self._step(i.Pong(sender, pong.sent_at))
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         # For a worker on a member, the member's admin (its surrogate parent) forwards this.
@@ -99,6 +103,9 @@ class StagePool(ActorTypeDispatcher):
         self.send(command.to, StageResult(task_id=request.task_id, token=request.token, stage=request.stage, ok=False,
                                           error=command.error, error_kind=command.kind,  # type: ignore[arg-type]
                                           worker=command.worker or {}))
+
+    def _ping(self, command: c.Ping) -> None:
+        self.send(command.worker, WorkerPing(command.sent_at))
 
     def _stop(self, command: c.Stop) -> None:
         self.send(command.worker, StopStage(command.job))

@@ -51,6 +51,17 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def exec_dies_with_parent() -> None:
+    """A ``preexec_fn``: the program about to be exec'd is SIGKILLed when the process that starts it ends
+    (the death signal survives exec).  Only a prctl: nothing that could deadlock in a forked child."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+# Loaded here, in the parent: a forked child about to exec should only call into it.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
 @dataclass(frozen=True)
 class ProcStat:
     """The fields of /proc/<pid>/stat that Pegasus needs."""

@@ -72,6 +72,9 @@ def request_handler(method: Callable[[Any, Any, Any], Any]) -> Handler:
 
 
 DEFERRED = object()
-WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry, m.SendMessage)  # refused while the store fails
+WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry,  # refused while the store fails
+          m.MemoryWrite, m.MemoryForget, m.MemoryImport,
+          m.ScheduleAdd, m.ScheduleControl, m.WebhookAdd, m.WebhookRemove, m.DeliverWebhook,
+          m.TokenCreate, m.TokenRevoke, m.SendMessage)
 
 

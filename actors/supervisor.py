@@ -26,7 +26,13 @@ from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_messages import TaskMessages
+from actors.supervisor_memory import MemoryRequests
+from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_runs import RunsAndStore
+from actors.supervisor_tokens import TokenRequests
+from actors.supervisor_schedules import Schedules
+from actors.supervisor_tree import TreeRequests
+from actors.supervisor_webhooks import Webhooks
 from actors.frames import UnreadableMessage, rejected_count
 from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
@@ -38,12 +44,14 @@ from pegasus.errors import PegasusError
 from pegasus.stats import members_view, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreUnavailable
+from pegasus.store import reflections
 from pegasus.store.health import StoreHealth
 from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
+class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
+                 TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -108,6 +116,7 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
             self._restore()
         except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
             self._store_failed(exc)
+        self._tick_schedules()  # slots missed while the system was down: fired or skipped now
         assert self.admission is not None
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
@@ -124,6 +133,7 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
         self.admission = admission
         self.store_health.recovered()
         self._carry_out(effects)
+        self._reflections_restored()
 
     # -- client requests -------------------------------------------------------------------------
     @request_handler
@@ -187,7 +197,7 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset),
+        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset, request.before),
                 "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
 
     @request_handler
@@ -195,7 +205,9 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
         assert self.store is not None
         if self.store.task_row(request.task_id) is None:
             raise TaskNotFoundError(request.task_id)
-        return history_view(request.task_id, self.store.transitions(request.task_id), self.store.audit(request.task_id))
+        return {**history_view(request.task_id, self.store.transitions(request.task_id),
+                               self.store.audit(request.task_id)),
+                "post_reflection": reflections.reflection_of(self.store, request.task_id)}
 
     @request_handler
     def receiveMsg_Suspend(self, request: m.Suspend, sender: Any) -> Any:
@@ -287,6 +299,8 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
             self._probe_store()
         elif isinstance(wakeup.payload, m.TaskActorsDue):
             self.task_actors.tick()
+        elif isinstance(wakeup.payload, m.ScheduleDue):
+            self._schedule_due(wakeup.payload)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True
@@ -306,6 +320,7 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
         view = record.view() if record is not None else self._stored_view(task_id)
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
         view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
+        view.update(self._tree_view(task_id))  # parent, depth, children, waiting_for
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:
@@ -315,7 +330,8 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
         if row is None:
             raise TaskNotFoundError(task_id)
         return {**stored_view(task_id, row, self.store.transitions(task_id)),
-                "messages": self.store.conversation(task_id)}
+                "messages": self.store.conversation(task_id),
+                "post_reflection": reflections.reflection_of(self.store, task_id)}
 
     def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
         """An authentic request this process cannot unpickle (a class it lacks, a value nested too deep)."""
@@ -334,13 +350,15 @@ class Supervisor(RunsAndStore, TaskMessages, ActorTypeDispatcher):
         for effect in effects:
             if isinstance(effect, TransitionNotice):
                 self._notify(effect)
+                self._after_notice(effect)
             elif isinstance(effect, StartRun):
                 assert self.settings is not None  # effects come only from a configured admission
                 host = self.task_actors.take(effect.task_id, effect.run)
                 self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
                                             self.pools[PoolName.TOOL], self.settings, effect.resume_event,
                                             effect.resume_payload, effect.generation, effect.journal, effect.task_id,
-                                            effect.inbox))
+                                            inbox=effect.inbox,
+                                            identity="" if self.settings.memory.recall_k else self._identity()))
             elif isinstance(effect, StopRun):
                 run = self.task_actors.policy.host_of(effect.task_id)
                 host = self.task_actors.release(effect.task_id)

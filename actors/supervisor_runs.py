@@ -42,6 +42,7 @@ class RunsAndStore:
     _restore: Callable[[], None]
     _answer_suspends: Callable[[str], None]
     _notify: Callable[[Any], None]
+    _on_post_reflection: Callable[[Any], None]
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
@@ -106,11 +107,16 @@ class RunsAndStore:
         assert self.admission is not None
         self.task_actors.release(report.task_id, report.run)  # before the next run is placed
         self._carry_out(self.admission.on_stopped(report.task_id, report.run, report.state, report.snapshot,
-                                                  report.exit_reason))
+                                                  report.exit_reason, report.children))
         self._answer_suspends(report.task_id)
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
-        if self.admission is None or result.stage != StageName.GATE:
+        if self.admission is None:
+            return
+        if result.stage == StageName.POST_REFLECT:
+            self._on_post_reflection(result)
+            return
+        if result.stage != StageName.GATE:
             return
         detail = {**result.payload, "error": result.error, "worker": result.worker}
         self._carry_out(self.admission.on_gate(result.task_id, result.token, result.ok, detail))

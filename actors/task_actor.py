@@ -43,7 +43,8 @@ from actors.mcp_host import MCP_HOST, McpHostActor
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.run import (
-    Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, current, delta_of,
+    Abandon, AskRecall, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, current,
+    delta_of,
 )
 from pegasus.task.names import PoolName
 from pegasus.tools.mcp_provider import RemoteSource
@@ -92,7 +93,9 @@ class TaskActor(ActorTypeDispatcher):
         if self.supervisor is None:  # once per process: its runs all come from one system's settings
             logs.configure_from(start.settings)
             self.log = logs.get("task")
-        self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool}
+        # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
+        self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool,
+                                               PoolName.MEMORY: sender}
         if self.registry is None:
             try:
                 # Effect classes only: effect_of answers from the configuration and never
@@ -106,7 +109,8 @@ class TaskActor(ActorTypeDispatcher):
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
         self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
-                            start.journal, self.token, inbox=start.inbox)
+                            start.journal, self.token, inbox=start.inbox, recall_k=start.settings.memory.recall_k,
+                            identity=start.identity)
         self._activate(task_id, start.run, lambda: TaskRun.begin(
             state, resume_event=start.resume_event, resume_payload=start.resume_payload, effect_of=self._effect_of(),
             pid=os.getpid()))
@@ -121,6 +125,14 @@ class TaskActor(ActorTypeDispatcher):
                           current=held.token if held is not None else None)
             return
         self._activate(result.task_id, held.run, lambda: self._restored(held, lambda run: run.on_result(result)))
+
+    def receiveMsg_Recalled(self, answer: m.Recalled, sender: Any) -> None:
+        """The supervisor's memories for a stage waiting on them (stale ones dropped, like a stage's answer)."""
+        held = self.runs.get(answer.task_id)
+        if held is None or not current(held, answer.task_id, answer.token):
+            self.log.info("stale_recall_dropped", task_id=answer.task_id, token=answer.token)
+            return
+        self._activate(answer.task_id, held.run, lambda: self._restored(held, lambda run: run.on_recalled(answer)))
 
     def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
         held = self.runs.get(delta.task_id)
@@ -180,6 +192,8 @@ class TaskActor(ActorTypeDispatcher):
         for command in commands:  # stage requests first: the next stage waits for no log line
             if isinstance(command, SendStage):
                 self._send_stage(command)
+            elif isinstance(command, AskRecall):  # the store is the supervisor's: it answers Recalled
+                self.send(self.supervisor, command)
         reports: list[TaskTransitioned | TaskStopped] = []
         abandon = None
         log = None

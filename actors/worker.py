@@ -33,13 +33,15 @@ from actors import procs, sharing, titles
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpListing, McpSubscribe, StageRequest, StageResult, StepGo, StepStarting, StopStage,
-    TextDelta, Work, WorkDone, WorkerInit, WorkerReady,
+    TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
 from pegasus.cognitive.stages import LLM_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.config import ConventionSettings
 from pegasus.llm.listen import streams
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
+from pegasus.pool.contact import PoolWatch, orphan_after_s
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
@@ -48,6 +50,7 @@ from pegasus.tools.plugins import mcp_specs, registry_for
 
 GATE_OUTPUT_CHARS = 4000
 LISTING_WAIT = "mcp-listing"  # the wakeup that ends the wait for the machine's first MCP listing
+ORPHAN_CHECK = "orphan-check"  # the wakeup of a member's worker: is its pool still there?
 
 
 @dataclass
@@ -127,6 +130,7 @@ class StageWorker(ActorTypeDispatcher):
         self.held: deque[tuple[Work, Any]] = deque()
         self.wake_r, self.wake_w = -1, -1
         self.awaiting_listing = False  # machine-scope MCP servers not yet started or failed once
+        self.pool_watch = PoolWatch(orphan_after_s(ConventionSettings()))  # a member's worker whose pool is gone exits
 
     def receiveMessage(self, message: Any, sender: Any) -> Any:
         super().receiveMessage(message, sender)
@@ -145,6 +149,7 @@ class StageWorker(ActorTypeDispatcher):
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
+        self.pool_watch.orphan_after_s = orphan_after_s(init.settings.convention)
         self.streams = streams(init.settings)
         if self.streams and self.wake_r < 0:
             self.wake_r, self.wake_w = os.pipe()
@@ -169,8 +174,23 @@ class StageWorker(ActorTypeDispatcher):
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if wakeup.payload == LISTING_WAIT:
             self._listed()
+        elif wakeup.payload == ORPHAN_CHECK:
+            idle = self.streamed is None and not (self.held or self.starting or self.asking)
+            if self.pool_watch.orphaned(time.monotonic(), idle):
+                # Its leader died or was cut off (and declared this member gone): a new leader places
+                # its own workers, so this one only takes room.
+                self.log.warning("worker_orphaned", unheard_s=self.pool_watch.orphan_after_s)
+                self.send(self.myAddress, ActorExitRequest())
+            else:
+                self.wakeupAfter(timedelta(seconds=self.pool_watch.check_period_s), payload=ORPHAN_CHECK)
+
+    def receiveMsg_WorkerPing(self, ping: WorkerPing, sender: Any) -> None:
+        self.send(sender, WorkerPong(ping.sent_at))
+        if self.pool_watch.pinged(time.monotonic()):
+            self.wakeupAfter(timedelta(seconds=self.pool_watch.check_period_s), payload=ORPHAN_CHECK)
 
     def receiveMsg_Work(self, work: Work, sender: Any) -> None:
+        self.pool_watch.touch(time.monotonic())
         request = work.request
         streamed = self.streams and request.stage in LLM_STAGES
         if self.awaiting_listing or (streamed and self.streamed is not None):
@@ -309,6 +329,7 @@ class StageWorker(ActorTypeDispatcher):
         worker = {**result.worker, **self.identity, "started": started, "finished": finished,
                   "cpu_ms": round(cpu_s * 1000.0, 3)}
         result = _with_worker(result, worker)
+        self.pool_watch.touch(time.monotonic())
         if work.reply_to is None or "retry_after_s" in worker:
             # Rate-limited by the endpoint: the pool decides whether it runs again.
             self.send(sender, WorkDone(work.job, result))

@@ -18,10 +18,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import checkpoint, compare, hop, inflight, machine, mcp, pool, recovery, scale, streaming
+from benchmarks import (
+    checkpoint, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, retrieval, scale, streaming,
+)
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight)}
+                                                inflight, http, fanout, retrieval)}
+# Run only when named (--only): hosts needs root to make network namespaces.
+OPT_IN = {hosts.NAME: hosts}
 
 
 def _format(value: Any) -> str:
@@ -56,8 +60,9 @@ def table(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every scenario small enough for CI (< 1 minute)")
-    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), metavar="NAME",
-                        help=f"run only this scenario (repeatable): {', '.join(SCENARIOS)}")
+    parser.add_argument("--only", action="append", choices=sorted({**SCENARIOS, **OPT_IN}), metavar="NAME",
+                        help=f"run only this scenario (repeatable): {', '.join(SCENARIOS)}; "
+                             f"only when named: {', '.join(OPT_IN)}")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures and the machine here")
     parser.add_argument("--plots", type=Path, metavar="DIR", help="write PNG charts of the run in DIR")
     parser.add_argument("--from", dest="source", type=Path, metavar="RUN.json",
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         speed = machine.speed()
         start = time.perf_counter()
         try:
-            result = SCENARIOS[name].run(args.quick)
+            result = {**SCENARIOS, **OPT_IN}[name].run(args.quick)
         except Exception:  # noqa: BLE001 - report it, run the other scenarios
             failed = True
             result = {"error": traceback.format_exc()}

@@ -26,6 +26,12 @@ def measure(n: int, latency_ms: float, tasks: int) -> dict[str, Any]:
         ids = [task["task_id"] for task in client.submit_many([f"what is {i} + 1?" for i in range(tasks)])]
         counts = wait_counts(client, tasks, timeout=60 + tasks * 4 * latency_ms / 1000 / n * 3)
         llm = [s for task_id in ids for s in client.get(task_id)["stages"] if s.get("pool") == "llm"]
+    return {"n": n, "latency_ms": latency_ms, "tasks": tasks, **efficiency(llm, n, latency_ms),
+            "done": counts.get("done", 0)}
+
+
+def efficiency(llm: list[dict[str, Any]], n: int, latency_ms: float) -> dict[str, Any]:
+    """Throughput of ``llm`` stage records over their 10th-90th percentile window of starts, against N / L."""
     starts = sorted(s["started"] for s in llm)
     lo, hi = percentile(starts, 10), percentile(starts, 90)
     window = [s for s in llm if lo <= s["started"] < hi]
@@ -33,8 +39,7 @@ def measure(n: int, latency_ms: float, tasks: int) -> dict[str, Any]:
     bound = n / (latency_ms / 1000.0)
     busy = sum(s["finished"] - s["started"] for s in window) / len(window) if window else float("nan")
     gaps = _worker_gaps(llm, lo, hi)
-    return {"n": n, "latency_ms": latency_ms, "tasks": tasks, "llm_stages": len(llm), "done": counts.get("done", 0),
-            "window_s": round(hi - lo, 3), "window_stages": len(window),
+    return {"llm_stages": len(llm), "window_s": round(hi - lo, 3), "window_stages": len(window),
             "throughput_per_s": round(throughput, 3), "bound_per_s": round(bound, 3),
             "efficiency": round(throughput / bound, 4), "mean_stage_service_ms": round(busy * 1000, 3),
             "mean_worker_gap_ms": round(gaps * 1000, 3)}

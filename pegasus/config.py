@@ -132,6 +132,13 @@ class ConventionSettings(_Section):
     placement_timeout_s: float = Field(20.0, gt=0)  # a worker placed on a member must report by then
 
 
+class SubtaskSettings(_Section):
+    """sub_task plan steps: the task tree (docs/subtasks.md)."""
+
+    max_depth: int = Field(3, ge=0)  # a submitted task is depth 0, its children 1, ...: deeper is refused
+    max_children: int = Field(16, ge=0)  # children one task may start per attempt
+
+
 class ToolSettings(_Section):
     # "module:function" entries; each function gets the ToolRegistry and may register tools.
     plugins: list[str] = Field(default_factory=list)
@@ -147,7 +154,7 @@ class ToolSettings(_Section):
 
 # The stages that call a model, each of which may name a tier (``[llm.stages]``).
 LLM_STAGE_NAMES = (StageName.PERCEIVE.value, StageName.THINK.value, StageName.PLAN.value,
-                   StageName.REFLECT.value, StageName.REASON.value)
+                   StageName.REFLECT.value, StageName.REASON.value, StageName.POST_REFLECT.value)
 DEFAULT_TIER = "default"  # the tier that is ``[llm]`` itself: every stage [llm.stages] does not name
 
 
@@ -284,6 +291,35 @@ class McpSettings(_Section):
         return self
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class HttpSettings(_Section):
+    """The HTTP gateway (docs/http.md): a process of the system serving the JSON API."""
+
+    enabled: bool = False  # also: pegasus start --http PORT
+    bind: str = "127.0.0.1"
+    port: int = Field(8470, ge=1, le=65535)
+    # A bind other than loopback needs TLS (both paths) or this explicit allow.
+    allow_non_loopback: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    # A request body longer than this is refused (413) before it is read.
+    max_body_bytes: int = Field(1048576, ge=1024)
+    clients: int = Field(8, ge=1, le=256)  # connections to the supervisor for requests (one per call at a time)
+    max_streams: int = Field(256, ge=1)  # event streams open at once (each holds its own connection)
+    keepalive_s: float = Field(15.0, gt=0)  # an event stream's comment line when nothing happened for this long
+
+    @model_validator(mode="after")
+    def _safe_bind(self) -> HttpSettings:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        if self.bind not in LOOPBACK_HOSTS and not self.tls_cert and not self.allow_non_loopback:
+            raise ValueError(f"bind {self.bind!r} is not loopback: configure TLS (tls_cert, tls_key) or set "
+                             "allow_non_loopback = true")
+        return self
+
+
 class StateSettings(_Section):
     home: str = ""  # empty: $PEGASUS_HOME, else ~/.pegasus
 
@@ -301,6 +337,28 @@ class LoggingSettings(_Section):
         return value.lower() if isinstance(value, str) else value
 
 
+class MemorySettings(_Section):
+    """Long-term memory (pegasus.memory, docs/agent-memory.md)."""
+
+    facts_max_bytes: int = Field(65536, ge=1)  # UTF-8 bytes of every fact's current version together; past it: refused
+    fact_versions_max: int = Field(20, ge=1)  # versions kept per fact path (older ones pruned)
+    episodes_max: int = Field(10000, ge=1)  # episodes kept; past it the oldest is dropped
+    archive_max: int = Field(10000, ge=1)  # archived task contexts kept; past it the oldest is dropped
+    recall_k: int = Field(5, ge=0, le=100)  # memories given to a think / reason stage
+    reflector: bool = True  # the post-task reflector writes facts and an episode after each done task
+    embeddings_model: str = ""  # an /embeddings model; empty: full-text search (FTS5) only
+    embeddings_base_url: str = ""  # empty: [llm] base_url
+    embeddings_api_key_env: str = ""  # empty: [llm] api_key_env
+
+
+class AgentSettings(_Section):
+    """Who the agent is (pegasus.memory.identity); ``<state dir>/identity.md`` wins when present."""
+
+    name: str = "Pegasus"
+    role: str = ""
+    instructions: str = ""
+
+
 class Settings(_Section):
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     pools: PoolSettings = Field(default_factory=PoolSettings)
@@ -310,10 +368,14 @@ class Settings(_Section):
     system: SystemSettings = Field(default_factory=SystemSettings)
     convention: ConventionSettings = Field(default_factory=ConventionSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    subtasks: SubtaskSettings = Field(default_factory=SubtaskSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
 
     @model_validator(mode="after")
     def _frames_hold_a_request(self) -> Settings:

@@ -14,3 +14,14 @@ class ConfigError(PegasusError):
 
 class CodecError(PegasusError):
     """Bytes that are not a Pegasus record, or of an unknown version or type."""
+
+
+class WebhookRefused(PegasusError):
+    """A webhook delivery refused: the HTTP ``status`` to answer, a stable ``code`` and what was wrong."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status, self.code = status, code
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields
+        return (type(self), (self.status, self.code, str(self)))

@@ -19,6 +19,8 @@ from typing import Any
 from pegasus.errors import PegasusError
 
 SUBMIT = "submit"
+SCHEDULE = "schedule"  # a schedule's slot (pegasus.schedules.slot_key)
+WEBHOOK = "webhook"  # a webhook's delivery id (pegasus.webhooks)
 MAX_KEY_LENGTH = 200
 
 
@@ -44,11 +46,12 @@ class Claim:
                                    self.key, task_id)
 
 
-def submit_claim(key: str, text: str, machine: str, priority: int, metadata: dict[str, Any]) -> Claim:
+def submit_claim(key: str, text: str, machine: str, priority: int, metadata: dict[str, Any],
+                 scope: str = SUBMIT) -> Claim:
     """The claim of a submission: what makes a task (its source and the client's options do not)."""
     content = json.dumps({"text": text, "machine": machine, "priority": priority, "metadata": metadata},
                          sort_keys=True, separators=(",", ":"), default=str)
-    return Claim(SUBMIT, key, hashlib.sha256(content.encode("utf-8")).hexdigest())
+    return Claim(scope, key, hashlib.sha256(content.encode("utf-8")).hexdigest())
 
 
 def check_batch(claims: Iterable[Claim | None]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.llm.cost import usage_sum
+from pegasus.pool import contact
 
 
 def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -19,6 +20,10 @@ def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 "name": member["name"], "address": member["address"], "local": member["local"],
                 "capabilities": member["capabilities"], "joined": member["joined"], "workers": {}})
             row["workers"][name] = member["workers"]
+            if member.get("contact") is not None:
+                row.setdefault("contacts", []).append(member["contact"])
+    for row in merged.values():  # each pool pings the member's workers: one view of how well it is heard
+        row["contact"] = None if row["local"] else contact.merged(row.pop("contacts", []))
     return sorted(merged.values(), key=lambda row: (not row["local"], row["name"]))
 
 

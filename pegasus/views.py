@@ -32,12 +32,16 @@ def stored_view(task_id: str, row: dict[str, Any], transitions: list[dict[str, A
 
 def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[dict[str, Any]]) -> dict[str, Any]:
     """Every lifecycle and cognitive transition of a task, and its audit log, as ``history`` answers."""
+    # seq: the transition's place among all the task's transitions, from 1, as stored (and as streamed live:
+    # the HTTP gateway's event ids, resumable with Last-Event-ID)
     lifecycle = [{"from_state": t["from_state"], "to_state": t["to_state"], "trigger_event_type": t["event"],
-                  "timestamp": t["timestamp"], "reason": t["detail"].get("reason", "")}
-                 for t in transitions if t["machine"] == MachineName.LIFECYCLE]
+                  "timestamp": t["timestamp"], "reason": t["detail"].get("reason", ""), "seq": seq}
+                 for seq, t in enumerate(transitions, 1) if t["machine"] == MachineName.LIFECYCLE]
     cognitive = [{"run": t["run"], "from_state": t["from_state"], "to_state": t["to_state"], "event": t["event"],
-                  "timestamp": t["timestamp"],
+                  "timestamp": t["timestamp"], "seq": seq, "machine": t["machine"],
                   # what the context budget did to the stage's prompt (pegasus.llm.context), when it did
-                  **({"context": t["detail"]["context"]} if t["detail"].get("context") else {})}
-                 for t in transitions if t["machine"] != MachineName.LIFECYCLE]
+                  **({"context": t["detail"]["context"]} if t["detail"].get("context") else {}),
+                  # the memories a think / reason stage was given (issue 19): why it answered as it did
+                  **({"memories": t["detail"]["memories"]} if t["detail"].get("memories") else {})}
+                 for seq, t in enumerate(transitions, 1) if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}

@@ -7,6 +7,7 @@
     tasks.py   run, submit, status, list, history, suspend, resume, cancel, approve, retry
     system.py  start, stop, join, stats, backup
     local.py   machines, tools (no system needed)
+    memory.py  memory list|search|show|write|forget|export|import, identity
 """
 
 from actors.cli.main import main

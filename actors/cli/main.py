@@ -17,7 +17,8 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, progress, system, talk, tasks, watch
+from actors.cli import local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
+from actors.cli.tree import tree
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
 )
@@ -100,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_commands(command)
     watch.add_command(command)
     progress.add_command(command)
+    p = command("tree", tree, "show a task and its sub-tasks, each with its states")
+    p.add_argument("task_id", metavar="TASK_ID")
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")
@@ -109,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("start", system.start, "start a system in the background")
     p.add_argument("--leader", action="store_true",
                    help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
+    p.add_argument("--http", type=_count(1), metavar="PORT",
+                   help="also serve the HTTP API on this port ([http] enabled; docs/http.md)")
     command("stop", system.stop, "stop the background system")
     p = command("join", system.join, "add this machine to a convention: a background member admin")
     p.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
@@ -124,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="where to write the copy (mode 0600)"
                    ).complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
+
+    tokens.add_commands(sub, on_system)
+    schedules.register(sub, on_system)
+    webhooks.register(sub, on_system)
+    memory.add_commands(sub, on_system, configured)
 
     p = command("machines", local.machines, "show a state machine's states and transitions", common)
     p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")

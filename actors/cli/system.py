@@ -9,13 +9,16 @@ from actors import convention
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client import Client, resolved, spec_for
-from actors.system import SystemNotRunningError, check_owner, stop_daemon
+from actors.ownership import address_in_use
+from actors.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
 from pegasus.store.backup import backup_file
 from pegasus.store.sqlite import DB_FILE
 
 
 def start(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    if getattr(args, "http", None) is not None:
+        settings = settings.with_overrides({"http": {"enabled": True, "port": args.http}})
     if args.leader or settings.convention.lead:
         client, pid = convention.start_leader(settings)
         client.close()
@@ -26,10 +29,16 @@ def start(args: argparse.Namespace) -> int:
              f"join it from another machine: pegasus join {spec.member_name} --port PORT")
         return EXIT_OK
     spec = spec_for(resolved(settings))
+    http = settings.http
+    if http.enabled and address_in_use(http.bind, http.port):
+        raise SystemStartError(f"the HTTP port {http.bind}:{http.port} is used by another program: choose another "
+                               "(--http PORT or [http] port)", spec.admin_port)
     client, pid = Client.start_daemon(settings)
     client.close()
-    emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir)},
-         f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}")
+    where = f"; HTTP API on {'https' if http.tls_cert else 'http'}://{http.bind}:{http.port}" if http.enabled else ""
+    emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir),
+                **({"http": f"{http.bind}:{http.port}"} if http.enabled else {})},
+         f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}{where}")
     return EXIT_OK
 
 

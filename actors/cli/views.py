@@ -7,6 +7,7 @@ move the cursor, recolour or retitle the terminal of the person reading it.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +41,12 @@ def task_text(task: dict[str, Any]) -> str:
     lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']})",
              f"  lifecycle: {task['lifecycle_state']}    cognitive: {task['state']}",
              field("input", task["input"])]
+    if task.get("parent_id"):
+        lines.append(field("parent", f"{task['parent_id']} (depth {task.get('depth')})"))
+    if task.get("children"):
+        waiting = len(task.get("waiting_for") or [])
+        lines.append(field("children", f"{len(task['children'])}" + (f", waiting for {waiting}" if waiting else "")
+                           + f" (pegasus tree {task['task_id']})"))
     if task.get("question"):
         lines.append(field("question", task["question"]))
     for message in task.get("messages") or []:  # the conversation: what the user added (pegasus message)
@@ -155,11 +162,17 @@ def history_text(history: dict[str, Any]) -> str:
                                      f"{h['to_state']:<10} {h['trigger_event_type']}") for h in history["lifecycle"]]
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
                                       f"{h['to_state']:<10} {h['event']}"
-               + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or []))
+               + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or [])
+               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else ""))
               for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
-    return "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
+    text = "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
+    reflection = history.get("post_reflection")
+    if reflection:  # the post-task reflector's row (issue 19): after done, apart from the transitions
+        detail = reflection["error"] or (reflection.get("reflection") or {}).get("assessment") or ""
+        text += f"\n{'':<14}post-task reflection: {reflection['status']}" + (f" ({detail})" if detail else "")
+    return text
 
 
 def _when(timestamp: str) -> datetime:
@@ -213,8 +226,21 @@ def members_text(stats: dict[str, Any]) -> str:
         counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
         extra = capabilities_text(row["capabilities"], (*WORKER_CAPABILITIES, "pegasus.member", "pegasus.home"))
         lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
-                     + (f"  ({extra})" if extra else ""))
+                     + (f"  ({extra})" if extra else "") + contact_text(row.get("contact"), stats.get("now")))
     return "\n".join(lines)
+
+
+def contact_text(contact: dict[str, Any] | None, now: float | None) -> str:
+    """``  rtt 0.41 ms (avg 0.52), last contact 0.8 s ago`` for a member (nothing for the local admin)."""
+    if not contact:
+        return ""
+    rtt = ("rtt -" if contact.get("rtt_ms") is None
+           else f"rtt {contact['rtt_ms']:.2f} ms (avg {contact['rtt_avg_ms']:.2f}, max {contact['rtt_max_ms']:.2f})")
+    last = contact.get("last_contact")
+    if last is None:
+        return f"\n{'':<32}{rtt}, never heard from"
+    when = f"{max(0.0, (now or time.time()) - last):.1f} s ago"
+    return f"\n{'':<32}{rtt}, last contact {when}"
 
 
 def tools_text(catalogue: dict[str, Any], arguments: Any) -> str:

@@ -2,7 +2,7 @@
 
 It reads the supervisor through the Client as any command does: a page of tasks
 (``list``) and the pools (``stats``) every ``--interval`` seconds, and sooner when a
-transition arrives (``Client.subscribe``/``notices``).  Ctrl-C ends it with exit
+transition arrives (``Client.subscribe(None)``/``notices``).  Ctrl-C ends it with exit
 status 0 and the terminal as it was (Rich's ``Live`` leaves the alternate screen and
 shows the cursor again).  Not on a terminal (a pipe, ``--json``), it prints one
 view and exits.
@@ -50,7 +50,7 @@ def watch(args: argparse.Namespace) -> int:
             else:
                 console.print(render(view["tasks"], view["stats"], []))
             return EXIT_OK
-        client.subscribe()
+        client.subscribe(None)
         recent: deque[m.TransitionNotice] = deque(maxlen=RECENT)
         try:
             with Live(console=console, screen=True, auto_refresh=False, transient=True) as live:

@@ -4,7 +4,11 @@
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
-- ``mcp``: workers and task actors with their machine's MCP host.
+- ``mcp``: workers and task actors with their machine's MCP host;
+- ``triggers``: schedules and webhooks (clients and the supervisor, and its schedule timer);
+- ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper;
+- ``tree``: clients asking for a task's tree of sub-tasks;
+- ``memory``: clients and the supervisor's long-term memory.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -12,7 +16,9 @@ so each lives in exactly one module.  Importing this package gives every one of
 them (``from actors import messages as m; m.Submit``).
 """
 
+from actors.messages.contact import WorkerPing, WorkerPong
 from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
+from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
@@ -22,17 +28,26 @@ from actors.messages.stage_work import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work,
     WorkDone, WorkerInit, WorkerReady,
 )
+from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
+from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
 from actors.messages.task_messages import MessageTask, SendMessage
+from actors.messages.triggers import (
+    DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
+)
+from actors.messages.tree import Tree
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "Backup", "Cancel", "CancelTask", "Configure", "Get", "History",
-    "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
+    "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
-    "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned",
-    "StopStage", "TextDelta", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerReady", "revalidate",
+    "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
+    "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
+    "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
+    "WebhookRemove",
 ]

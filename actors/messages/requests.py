@@ -63,6 +63,7 @@ class ListTasks(Request):
     state: str | None = None
     limit: int = Field(1000, ge=1)
     offset: int = Field(0, ge=0)
+    before: int | None = Field(None, ge=1)  # only tasks older than the one of this seq (a cursor)
 
     @field_validator("state")
     @classmethod

@@ -20,6 +20,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pegasus.admission.effects import (
@@ -28,16 +29,21 @@ from pegasus.admission.effects import (
 from pegasus.admission.messages import Messages
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord, new_fsm, record_from_row
+from pegasus.admission.tree import Tree
 from pegasus.config import Settings
-from pegasus.idempotency import Claim, submit_claim
+from pegasus.idempotency import SUBMIT, Claim, submit_claim
+from pegasus.run.commands import ChildStep
 from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
+from pegasus.store.tree import Link
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
     TaskSnapshot,
 )
+from pegasus.task.errors import QueueFull
 from pegasus.task.events import new_id
 from pegasus.task.names import CognitiveState, LifecycleState, MachineName
 
+_ENDS = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})  # a sub-task's ends
 MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the task fails
 EVICTED = frozenset({LifecycleState.DONE, LifecycleState.CANCELED})  # lifecycle states whose records leave memory
 
@@ -57,6 +63,7 @@ class Admission(Messages):
         self._queued: set[str] = set()
         self._delayed: dict[str, float] = {}
         self._seq = itertools.count(self.store.seq_high_water() + 1)
+        self.tree = Tree(self)  # sub-tasks (pegasus.admission.tree)
 
     # -- queries -------------------------------------------------------------------------------
     def get(self, task_id: str) -> TaskRecord:
@@ -87,14 +94,14 @@ class Admission(Messages):
         waiting = len(self._queued) + len(self._delayed)
         if waiting + tasks > self.settings.runtime.max_pending_tasks:
             more = "" if tasks == 1 else f" ({tasks} submitted at once)"
-            raise InvalidStateTransition(MachineName.LIFECYCLE, LifecycleState.DRAFT, EventType.TASK_QUEUED,
+            raise QueueFull(MachineName.LIFECYCLE, LifecycleState.DRAFT, EventType.TASK_QUEUED,
                                          f"{waiting} tasks already wait{more}; the limit is "
                                          f"{self.settings.runtime.max_pending_tasks}")
 
     def claim(self, key: str | None, text: str, machine: str, priority: int,
-              metadata: dict[str, Any]) -> Claim | None:
-        """The idempotency claim of a submit with ``key`` (None without one)."""
-        return None if key is None else submit_claim(key, text, machine, priority, metadata)
+              metadata: dict[str, Any], scope: str = SUBMIT) -> Claim | None:
+        """The idempotency claim of a submit with ``key`` in ``scope`` (None without one)."""
+        return None if key is None else submit_claim(key, text, machine, priority, metadata, scope)
 
     def task_for(self, claim: Claim | None) -> str | None:
         """The task an earlier request with this claim's key created (None: a new key);
@@ -109,10 +116,12 @@ class Admission(Messages):
         return str(known["task_id"])
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
-               source: str, key: str | None = None) -> tuple[TaskRecord, list[Effect]]:
-        """A new task, or with a ``key`` already used, the task that key created and no
-        effects (a retried request changes nothing)."""
-        claim = self.claim(key, text, machine, priority, metadata)
+               source: str, key: str | None = None, scope: str = SUBMIT, *, claim: Claim | None = None,
+               link: Link | None = None) -> tuple[TaskRecord, list[Effect]]:
+        """A new task, or with a ``key`` already used (in ``scope``), the task that key created and no
+        effects (a retried request changes nothing).  ``claim`` and ``link``: a sub-task's
+        (its parent's step key, and its place in the tree; the link's child_id is filled in)."""
+        claim = claim if claim is not None else self.claim(key, text, machine, priority, metadata, scope)
         known = self.task_for(claim)
         if known is not None:
             return self.get(known), []
@@ -123,7 +132,9 @@ class Admission(Messages):
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
         self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
-                                "metadata": metadata}, encode_full(record.snapshot), claim)
+                                "metadata": metadata,
+                                "link": None if link is None else replace(link, child_id=task_id)},
+                               encode_full(record.snapshot), claim)
         self.records[task_id] = record
         effects: list[Effect] = [self._notify(record, "-", LifecycleState.DRAFT, "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":
@@ -149,13 +160,13 @@ class Admission(Messages):
                 self.running.discard(task_id)
                 effects.append(StopRun(task_id, record.run))
             effects += self._fill()
-        return effects
+        return effects + self.tree.cancel_descendants(task_id, reason)
 
     def suspend(self, task_id: str, reason: str) -> list[Effect]:
         record = self.get(task_id)
         if record.state != LifecycleState.RUNNING:
             raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_SUSPENDED,
-                                         "only a running task can be suspended")
+                                         self.tree.refuse_suspend(record) or "only a running task can be suspended")
         return [SuspendRun(task_id, record.run, reason)]
 
     def resume(self, task_id: str, message: str | None) -> list[Effect]:
@@ -211,16 +222,18 @@ class Admission(Messages):
             record.stages.append({"run": run, **stage})
         record.snapshot = record.snapshot.model_copy(update={"state": to_state})
         return [TransitionNotice(task_id, record.machine, from_state, to_state, event, timestamp,
-                       {"stage": stage["stage"]} if stage else {})]
+                                 _stage_detail(stage) if stage else {})]
 
     def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
-                   exit_reason: str | None) -> list[Effect]:
+                   exit_reason: str | None, children: tuple[ChildStep, ...] = ()) -> list[Effect]:
         record = self.records.get(task_id)
         if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []  # a run that was canceled or replaced: its end changes nothing
         record.snapshot = snapshot
         self.running.discard(task_id)
-        if state == CognitiveState.SUSPENDED:
+        if children:  # it waits for sub-tasks, holding nothing (pegasus.admission.tree)
+            effects = self.tree.wait(record, children)
+        elif state == CognitiveState.SUSPENDED:
             effects = self._lifecycle(record, EventType.TASK_BLOCKED,
                                       reason=snapshot.context.suspend_reason or "suspended")
         elif state == CognitiveState.COMPLETED:
@@ -297,7 +310,7 @@ class Admission(Messages):
             pending = record.pending_resume if record.snapshot.state == CognitiveState.SUSPENDED else None
             effects.append(self._start(record, *(pending or (None, None))))
             record.pending_resume = None
-        return effects + self._fill()
+        return effects + self.tree.restore() + self._fill()
 
     def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Effect]:
         """Fail a task whose checkpoints cannot be read, by legal lifecycle moves only.
@@ -404,15 +417,26 @@ class Admission(Messages):
                      "error": record.error, "pending_resume": record.pending_resume,
                      "result": context.final_result if target == LifecycleState.DONE else None})
         notice = self._notify(record, source, target, event_type.value, str(payload.get("reason", "")))
+        ended = self.tree.ended(record, target, str(payload.get("reason", ""))) if target in _ENDS else []
         if target in EVICTED and self.store.durable:
             # Finished for good: the store answers for it from now on (memory stays flat
             # however many tasks a system runs).  Failed ones stay: they may be retried.
             self.records.pop(record.task_id, None)
-        return [notice]
+        return [notice, *ended]
 
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:
         return TransitionNotice(record.task_id, MachineName.LIFECYCLE, source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
+
+
+def _stage_detail(stage: dict[str, Any]) -> dict[str, Any]:
+    """What a subscriber learns of a finished stage: its name and, when its worker timed it, its seconds
+    (the HTTP gateway's stage latency histogram)."""
+    detail: dict[str, Any] = {"stage": stage["stage"]}
+    started, finished = stage.get("started"), stage.get("finished")
+    if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+        detail["seconds"] = round(max(0.0, finished - started), 6)
+    return detail
 
 
 _ACTORS = {

@@ -8,6 +8,7 @@
   re-think with it); a run that stops suspended first is resumed with it, one
   that completes or fails first never sees it (too late: the store keeps it);
 - blocked (suspended): it resumes the task, as ``resume --message`` does;
+- blocked waiting for its sub-tasks: it joins the parent's context (checkpointed), seen when it goes on;
 - anything else (verifying, done, failed, canceled) refuses it.
 
 Every message is written to the store, numbered per task, before anything else
@@ -56,7 +57,7 @@ class Messages:
         record = self.get(task_id)
         state = record.state
         suspended = state == LifecycleState.BLOCKED and record.snapshot.state == CognitiveState.SUSPENDED
-        if state not in NOT_STARTED and state != LifecycleState.RUNNING and not suspended:
+        if state not in NOT_STARTED and state not in (LifecycleState.RUNNING, LifecycleState.BLOCKED):
             raise InvalidStateTransition(
                 MachineName.LIFECYCLE, state, EventType.MESSAGE_RECEIVED,
                 f"task {task_id} has finished its work ({state}); a message reaches a task that is "
@@ -72,6 +73,9 @@ class Messages:
             return "at its next transition", [MessageRun(task_id, record.run, tuple(record.inbox))]
         if suspended:
             return "resumed with it", self._resume_with(record, [entry])
+        if state == LifecycleState.BLOCKED:  # a parent waiting for its sub-tasks (pegasus.admission.tree)
+            self._fold(record, [entry])
+            return "when its sub-tasks have ended", []
         if record.pending_resume is not None:  # queued by a resume: it re-thinks with every message
             _, payload = record.pending_resume
             before = [(0, str(t)) for t in payload.get("messages") or [payload.get("text")] if t]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pegasus import codec
 from pegasus.idempotency import Claim
+from pegasus.store.journal import FINISHED
+from pegasus.store.tree import Link
 
 
 class StorePort(Protocol):
@@ -28,19 +31,28 @@ class StorePort(Protocol):
     def update_task(self, task_id: str, **updates: Any) -> None: ...
     def add_message(self, task_id: str, text: str) -> int: ...
     def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]: ...
+    # The task tree (pegasus.store.tree)
+    def link_of(self, child_id: str) -> Link | None: ...
+    def children_of(self, parent_id: str) -> list[Link]: ...
+    def finish_step(self, task_id: str, run: int, key: str, step_index: int, result: bytes) -> bool: ...
 
 
 class NullStore:
-    """Remembers nothing: Admission without durability (unit tests)."""
+    """Remembers nothing but the task tree: Admission without durability (unit tests)."""
 
     durable = False
     messages_sent = 0
+
+    def __init__(self) -> None:
+        self._links: dict[str, Link] = {}
+        self._steps: dict[str, dict[str, dict[str, Any]]] = {}  # sub_task step ends, per parent
 
     def counts(self) -> dict[str, int]:
         return {}
 
     def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
-        pass
+        if row.get("link") is not None:
+            self._links[row["task_id"]] = row["link"]
 
     def claimed(self, scope: str, key: str) -> dict[str, Any] | None:
         return None  # no store, no keys: every submit is new
@@ -64,7 +76,21 @@ class NullStore:
         return []
 
     def journal(self, task_id: str) -> dict[str, dict[str, Any]]:
-        return {}
+        return dict(self._steps.get(task_id, {}))
+
+    def link_of(self, child_id: str) -> Link | None:
+        return self._links.get(child_id)
+
+    def children_of(self, parent_id: str) -> list[Link]:
+        return [link for link in self._links.values() if link.parent_id == parent_id]
+
+    def finish_step(self, task_id: str, run: int, key: str, step_index: int, result: bytes) -> bool:
+        steps = self._steps.setdefault(task_id, {})
+        if key in steps:
+            return False
+        steps[key] = {"key": key, "task_id": task_id, "run": run, "step_index": step_index, "tool": "sub_task",
+                      "effect": "effectful", "status": FINISHED, "result": codec.unpack(result)}
+        return True
 
     def seq_high_water(self) -> int:
         return 0

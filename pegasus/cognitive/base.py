@@ -21,10 +21,13 @@ Two results need more than the seed's return types, and are expressed as data:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pegasus.errors import PegasusError
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+
+if TYPE_CHECKING:
+    from pegasus.cognitive.post_reflect import PostReflector
 
 # The error of a tool step that may or may not have had its effect (its worker or
 # its task actor died mid-step) and whose tool is not idempotent: never retried.
@@ -60,7 +63,7 @@ def failed_steps(context: TaskContext) -> tuple[str, str] | None:
     if interrupted:
         return "unknown", (f"{len(interrupted)} effectful tool step(s) were interrupted and their effect is "
                            "unknown: " + "; ".join(_step_name(r) for r in interrupted))
-    failed = [r for r in plan_results(context) if r.action_type == "tool_call" and not r.success]
+    failed = [r for r in plan_results(context) if r.action_type in ("tool_call", "sub_task") and not r.success]
     if failed:
         return "retry_exhausted", (f"{len(failed)} tool step(s) failed: "
                                    + "; ".join(f"{_step_name(r)}: {r.error}" for r in failed))
@@ -147,3 +150,4 @@ class Processors:
     step_runner: StepRunner
     reflector: Reflector
     reasoner: Reasoner
+    post_reflector: PostReflector | None = None  # after done (issue 19); None: the offline one

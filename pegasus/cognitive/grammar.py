@@ -2,7 +2,7 @@
 
 ``perceive_text(text)`` finds, in text order, tool requests (arithmetic, list a
 directory, read a file, count lines/words/characters, echo, sleep, and
-``call TOOL {json args}`` for any registered tool) and entities (numbers,
+``call TOOL {json args}`` for any registered tool; ``in parallel: A; B`` asks for a sub-task per part) and entities (numbers,
 expressions, paths, quoted text).  Pure; every pattern runs in linear time.
 """
 
@@ -166,8 +166,45 @@ def _expressions(masked: str) -> list[tuple[int, int, str]]:
     return found
 
 
+_PARALLEL = re.compile(r"\s*in\s+parallel\s*:\s*(?P<parts>.+)", re.I | re.S)
+SUB_TASK = "sub_task"  # the tool name of a sub_task intent (its step is a sub_task step, not a tool call)
+
+
+def parallel_parts(text: str) -> list[str]:
+    """``in parallel: A; B; C`` -> ["A", "B", "C"]: each part a task of its own (a sub-task); [] otherwise.
+
+    A part in parentheses is taken whole, so a part may itself be ``(in parallel: D; E)`` (a tree).
+    """
+    match = _PARALLEL.fullmatch(text)
+    if match is None:
+        return []
+    parts, depth, start, body = [], 0, 0, match["parts"]
+    for index, char in enumerate(body + ";"):
+        depth += (char == "(") - (char == ")")
+        if char == ";" and depth <= 0:
+            parts.append(_unwrapped(body[start:index].strip()))
+            start, depth = index + 1, 0
+    return [part for part in parts if part]
+
+
+def _unwrapped(part: str) -> str:
+    """``(X)`` -> ``X`` when the parentheses enclose the whole part."""
+    if not (part.startswith("(") and part.endswith(")")):
+        return part
+    depth = 0
+    for index, char in enumerate(part):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and index < len(part) - 1:
+            return part  # "(2+3)*(4)": the first pair closes before the end
+    return part[1:-1].strip()
+
+
 def perceive_text(text: str, source: str = "input") -> dict[str, Any]:
-    """Intents and entities of one text, in the order they appear."""
+    """Intents and entities of one text, in the order they appear (``in parallel: ...``: one sub_task each)."""
+    if parts := parallel_parts(text):
+        return {"intents": [{"intent": SUB_TASK, "tool": SUB_TASK, "args": {"text": part}, "text": part,
+                             "source": source} for part in parts],
+                "entities": {"numbers": [], "expressions": [], "paths": [], "quoted": []}}
     text = text.replace("⟦", "[").replace("⟧", "]")  # the placeholder brackets are ours alone
     masked, quotes = _mask_quotes(text)
     calls = _calls(text)  # positions in masked are those in text: placeholders keep lengths

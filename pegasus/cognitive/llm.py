@@ -40,7 +40,7 @@ from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.context import fit_call
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
-from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
+from pegasus.task.models import ActionResult, Episode, Fact, Plan, PlanStep, PostTaskReflection, Reflection, TaskContext
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
@@ -96,16 +96,19 @@ class ThinkReply(_Reply):
 
 class StepReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    action_type: Literal["tool_call", "respond"] = "tool_call"
+    action_type: Literal["tool_call", "respond", "sub_task"] = "tool_call"
     tool: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
     text: str | None = None
+    machine: Literal["classic", "reason_act"] | None = None  # a sub_task's (else its parent's)
 
     @model_validator(mode="after")
     def _named(self) -> StepReply:
         if self.action_type == "tool_call" and not self.tool:
             raise ValueError("a tool_call step needs a tool name")
+        if self.action_type == "sub_task" and not (self.text or "").strip():
+            raise ValueError("a sub_task step needs the text of its task")
         return self
 
 
@@ -121,6 +124,13 @@ class ReflectReply(BaseModel):
     assessment: str = ""
     lessons: list[str] = Field(default_factory=list)
     next_focus: str | None = None
+
+
+class PostReflectReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    facts: list[Fact] = Field(default_factory=list)
+    episode: Episode | None = None
+    assessment: str = ""
 
 
 class ReasonReply(_Reply):
@@ -293,6 +303,10 @@ def _json_steps(caller: ModelCaller, specs: prompts.ToolSpecs, replies: list[Ste
             if n != len(replies) - 1:
                 raise InvalidReply("a respond step must be the last step of the plan")
             steps.append(_respond(len(steps), step.text))
+        elif step.action_type == "sub_task":  # a child task, started by the supervisor (docs/subtasks.md)
+            params = {"text": str(step.text), **({"machine": step.machine} if step.machine else {})}
+            steps.append(PlanStep(index=len(steps), description=step.description or f"sub-task: {step.text}",
+                                  action_type="sub_task", action_params=params))
         else:
             steps.append(caller.tool_step(len(steps), specs.tool_name(str(step.tool)), step.args, step.description))
     return steps
@@ -328,6 +342,7 @@ class LLMThinker:
 @dataclass(frozen=True)
 class LLMPlanner:
     caller: ModelCaller
+    sub_tasks: str = ""  # what the prompt says of sub_task steps (prompts.sub_task_rule)
 
     def run(self, context: TaskContext) -> Plan:
         specs = self.caller.specs()
@@ -345,7 +360,8 @@ class LLMPlanner:
             return Plan(goal=plan.goal or _goal(context), steps=steps, reasoning=plan.reasoning)
 
         return self.caller.ask(StageName.PLAN,
-                               lambda prompted: prompts.plan_messages(context, previous, prompted=prompted),
+                               lambda prompted: prompts.plan_messages(context, previous, prompted=prompted,
+                                                                      sub_tasks=self.sub_tasks),
                                parse, reply=PlanReply, tools=specs)
 
 
@@ -365,6 +381,7 @@ class LLMReasoner:
 
     caller: ModelCaller
     max_tool_calls: int = 20
+    sub_tasks: str = ""  # what the prompt says of sub_task steps (prompts.sub_task_rule)
 
     def run(self, context: TaskContext) -> tuple[dict[str, Any], Plan | None]:
         specs = self.caller.specs()
@@ -401,9 +418,21 @@ class LLMReasoner:
 
         return self.caller.ask(StageName.REASON,
                                lambda prompted: prompts.reason_messages(context, must_answer=must_answer,
-                                                                        prompted=prompted),
+                                                                        prompted=prompted, sub_tasks=self.sub_tasks),
                                parse, reply=ReasonReply, tools=specs if specs.specs else None,
                                tool_choice="none" if must_answer and specs.specs else None)
+
+
+@dataclass(frozen=True)
+class LLMPostReflector:
+    """After done: the model says what to keep (facts, the episode), in PostTaskReflection's shape."""
+
+    caller: ModelCaller
+
+    def run(self, context: TaskContext) -> PostTaskReflection:
+        reply = self.caller.ask(StageName.POST_REFLECT, prompts.post_reflect_messages(context),
+                                lambda r: validated(PostReflectReply, json_object(r.content)), reply=PostReflectReply)
+        return PostTaskReflection(**reply.model_dump())
 
 
 @dataclass(frozen=True)
@@ -431,11 +460,13 @@ def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClien
             callers[tier] = ModelCaller(chat, tools, tier, settings.llm.price(tier))
         return callers[tier]
 
+    rule = prompts.sub_task_rule(settings.subtasks.max_depth, settings.subtasks.max_children)
     return Processors(
         perceiver=LLMPerceiver(caller(StageName.PERCEIVE)),
         thinker=LLMThinker(caller(StageName.THINK)),
-        planner=LLMPlanner(caller(StageName.PLAN)),
+        planner=LLMPlanner(caller(StageName.PLAN), rule),
         step_runner=LLMStepRunner(OfflineStepRunner(tools)),
         reflector=LLMReflector(caller(StageName.REFLECT)),
-        reasoner=LLMReasoner(caller(StageName.REASON), settings.llm.max_tool_calls),
+        reasoner=LLMReasoner(caller(StageName.REASON), settings.llm.max_tool_calls, rule),
+        post_reflector=LLMPostReflector(caller(StageName.POST_REFLECT)),
     )

@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from pegasus.cognitive.base import INTERRUPTED, NEED_MORE_INFO, QUESTION, jsonable, needs_more_info, plan_results
-from pegasus.cognitive.grammar import perceive_text
+from pegasus.cognitive.grammar import SUB_TASK, perceive_text
+from pegasus.cognitive.remember import MEMORY_WRITE, answering_fact, earlier_episode, remembered
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
 from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
 
+FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
+MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
 EXAMPLES = ("what is 2 + 3 * 4?", "count the lines in README.md", "list ./src", "read setup.cfg",
             "echo hello", "sleep 0.5")
 
@@ -49,6 +52,16 @@ def call_key(tool: Any, args: Any) -> str:
     return json.dumps([tool, args], sort_keys=True, default=str)
 
 
+def call_of(result: ActionResult) -> tuple[str | None, dict[str, Any]]:
+    """The call a result answers: a sub-task's is its text (its params also name the child made)."""
+    if result.action_type == "sub_task":
+        return SUB_TASK, {"text": result.params.get("text")}
+    return result.tool, dict(result.params)
+
+
+REQUESTS = ("tool_call", "sub_task")  # results that answer a request of the plan
+
+
 # -- the processors ---------------------------------------------------------------------
 
 
@@ -62,8 +75,11 @@ class OfflinePerceiver:
         seen: set[str] = set()
         for source, text in texts:
             found = perceive_text(text, source)
+            found["intents"] += [{"intent": "remember", "tool": MEMORY_WRITE, "args": fact.model_dump(),
+                                  "text": fact.content, "source": source} for fact in remembered(text)]
             for intent in found["intents"]:
-                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < MAX_INTENTS:
+                limit = MAX_PARALLEL if intent["tool"] == SUB_TASK else MAX_INTENTS
+                if call_key(intent["tool"], intent["args"]) not in seen and len(intents) < limit:
                     seen.add(call_key(intent["tool"], intent["args"]))
                     intents.append(intent)
             for kind, values in found["entities"].items():
@@ -83,6 +99,9 @@ class OfflineThinker:
         if perception is None or context.messages:  # messages came after the perception
             perception = self.perceiver.run(context)
         intents = list(perception.get("intents") or [])
+        if not intents and (fact := answering_fact(context.input_text, context.recall)) is not None:
+            return {NEED_MORE_INFO: False, "intents": [], "approach": f"answer from memory ({fact.title})",
+                    FROM_MEMORY: fact.model_dump(include={"id", "title", "text"})}
         if not intents:
             said = " / ".join(text.strip() for _, text in _texts(context))
             start = f"I could not find anything I can do in {said!r}." if said else "The request is empty."
@@ -95,6 +114,9 @@ class OfflineThinker:
 
 
 def _tool_step(index: int, intent: dict[str, Any]) -> PlanStep:
+    if intent["tool"] == SUB_TASK:  # a task of its own, run by the supervisor as a child
+        return PlanStep(index=index, description=f"sub-task: {intent['args']['text']}", action_type="sub_task",
+                        action_params={"text": str(intent["args"]["text"])})
     args = ", ".join(f"{key}={value!r}" for key, value in intent["args"].items())
     return PlanStep(index=index, description=f"{intent['tool']}({args})", action_type="tool_call",
                     action_params={"tool": intent["tool"], "args": dict(intent["args"])})
@@ -116,7 +138,7 @@ class OfflinePlanner:
     def run(self, context: TaskContext) -> Plan:
         if context.reflections and context.reflections[-1].verdict == "replan":
             # An interrupted call may have had its effect already: it is reported, never retried.
-            failed = [{"tool": r.tool, "args": dict(r.params)} for r in plan_results(context)
+            failed = [{"tool": call_of(r)[0], "args": call_of(r)[1]} for r in plan_results(context)
                       if not r.success and r.tool and not (r.error or "").startswith(INTERRUPTED)]
             if failed:
                 return _plan(context, failed, f"retry {len(failed)} failed call(s) once: a failure can be transient")
@@ -150,6 +172,9 @@ def _about(tool: str | None, params: dict[str, Any]) -> str:
 def _describe(result: ActionResult) -> str:
     """One answer line for a successful tool call."""
     tool, params, out = result.tool, result.params, result.output
+    if result.action_type == "sub_task":
+        said = str(out)
+        return f"{params.get('text')}:{chr(10) if chr(10) in said else ' '}{said}"
     if isinstance(out, str) and tool not in ("read_file", "echo", "arithmetic"):
         return f"{_about(tool, params)}: {out}"  # output cut by the registry: shown as text
     if tool == "arithmetic":
@@ -169,6 +194,8 @@ def _describe(result: ActionResult) -> str:
         return str(out)
     if tool == "sleep":
         return f"Slept {_number(params.get('seconds'))} s."
+    if tool == MEMORY_WRITE:
+        return f"Remembered ({params.get('path')}): {params.get('content')}"
     return f"{tool}: {json.dumps(out, default=str)}"
 
 
@@ -186,16 +213,33 @@ _VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic
 
 
 def compose_answer(context: TaskContext) -> str:
-    """The final answer from every tool result so far: the latest result of each call, failures explained."""
+    """The final answer: from memory when a recalled fact answers the request, from every tool
+    result so far (the latest of each call, failures explained), naming the episode of the same
+    request done before when one was recalled."""
+    lines = []
+    fact = (context.reasoning or {}).get(FROM_MEMORY)
+    if isinstance(fact, dict):
+        lines.append(f"From memory ({fact.get('title')}): {fact.get('text')}")
+    results = _results_answer(context)
+    if results or not lines:
+        lines.append(results or "There was nothing to do.")
+    episode = earlier_episode(context.input_text, context.recall)
+    if episode is not None:
+        lines.append(f"(Done before: {episode.id}, {episode.title!r}: {episode.text.splitlines()[0]})")
+    return "\n".join(lines)
+
+
+def _results_answer(context: TaskContext) -> str:
+    """The answer lines of the tool results ('' when there is none)."""
     latest: dict[str, ActionResult] = {}
     attempts: dict[str, int] = {}
     for result in context.actions_done:
-        if result.action_type == "tool_call":
-            key = call_key(result.tool, result.params)
+        if result.action_type in REQUESTS:
+            key = call_key(*call_of(result))
             latest.pop(key, None)  # re-insert: the answer lists calls in the order of their last result
             latest[key], attempts[key] = result, attempts.get(key, 0) + 1
     if not latest:
-        return "There was nothing to do."
+        return ""
     lines, failures = [], 0
     for key, result in latest.items():
         tries = attempts[key]
@@ -285,8 +329,8 @@ class OfflineReasoner:
         tries: dict[str, list[bool]] = {}
         settled: set[str] = set()  # interrupted calls: their effect may have happened, never retried
         for result in context.actions_done:
-            if result.action_type == "tool_call":
-                key = call_key(result.tool, result.params)
+            if result.action_type in REQUESTS:
+                key = call_key(*call_of(result))
                 tries.setdefault(key, []).append(result.success)
                 if (result.error or "").startswith(INTERRUPTED):
                     settled.add(key)

@@ -43,6 +43,7 @@ from pegasus.cognitive.offline import (
     OfflineStepRunner,
     OfflineThinker,
 )
+from pegasus.cognitive.post_reflect import OfflinePostReflector
 from pegasus.config import Settings
 from pegasus.llm.context import noting
 from pegasus.llm.usage import metering
@@ -59,10 +60,14 @@ TOOL_STAGES = tuple(stage for stage, pool in STAGE_POOLS.items() if pool == Pool
 MACHINES = COGNITIVE_MACHINES
 
 
+# Stages no machine state runs: the supervisor's (after done).
+SUPERVISOR_STAGES: dict[str, str] = {StageName.POST_REFLECT: PoolName.LLM}
+
+
 def pool_for(stage: str) -> str:
     """The pool whose workers run ``stage`` (PoolName.LLM or PoolName.TOOL)."""
     try:
-        return STAGE_POOLS[stage]
+        return STAGE_POOLS[stage] if stage in STAGE_POOLS else SUPERVISOR_STAGES[stage]
     except KeyError:
         raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_POOLS)}") from None
 
@@ -93,6 +98,7 @@ def offline_processors(tools: ToolRegistry | None = None, *,
         step_runner=OfflineStepRunner(tools if tools is not None else default_registry(), timer),
         reflector=OfflineReflector(),
         reasoner=OfflineReasoner(thinker),
+        post_reflector=OfflinePostReflector(),
     )
 
 
@@ -174,9 +180,16 @@ def _reflect(processors: Processors, context: TaskContext) -> StageOutcome:
     return StageOutcome(EventType.REFLECT_DONE, payload)
 
 
+def _post_reflect(processors: Processors, context: TaskContext) -> StageOutcome:
+    """After done: what the task leaves in memory.  The event is REFLECTION_COMPLETE; no machine applies
+    it (the supervisor writes the reflection and the memories, and records it in the task's history)."""
+    reflector = processors.post_reflector or OfflinePostReflector()
+    return StageOutcome(EventType.REFLECTION_COMPLETE, {"post_reflection": _dump(reflector.run(context))})
+
+
 _LLM_HANDLERS: dict[str, Callable[[Processors, TaskContext], StageOutcome]] = {
     StageName.PERCEIVE: _perceive, StageName.THINK: _think, StageName.PLAN: _plan, StageName.REASON: _reason,
-    StageName.REFLECT: _reflect,
+    StageName.REFLECT: _reflect, StageName.POST_REFLECT: _post_reflect,
 }
 
 

@@ -67,7 +67,34 @@ If function calls are not available, plan tool calls as JSON:
 {{"thought": "...", "steps": [{{"action_type": "tool_call", "tool": "<name>", "args": {{}}}}]}}
 Replies that are not function calls: {ANSWER_JSON_ONLY[0].lower() + ANSWER_JSON_ONLY[1:]}"""
 
+SUB_TASKS = """A step may instead start a sub-task, a task of its own that another agent runs and whose
+answer comes back as the step's result: {{"action_type": "sub_task", "text": "<the task, self-contained>"}}.
+Sub-task steps in a row run in parallel.  Use them for independent parts of a large request, not for
+one tool call.  Limits: at most {max_children} sub-tasks per task, nested at most {max_depth} deep
+(a submitted task is depth 0); a sub-task past a limit is refused and its step fails."""
+SUB_TASK_RESULT = "Sub-task result:"
+
+
+def sub_task_rule(max_depth: int, max_children: int) -> str:
+    """What the planning prompts say of sub_task steps, with the configured limits ("" when none may start)."""
+    return "" if max_depth == 0 or max_children == 0 else SUB_TASKS.format(max_depth=max_depth,
+                                                                          max_children=max_children)
+
+
+POST_REFLECT = f"""You are the post-task reflector of an agent runtime.
+A task is finished.  Decide what the agent should keep in long-term memory:
+{{"facts": [{{"path": "<short-kebab-case-name>", "content": "<a durable fact, one or two sentences>"}}],
+ "episode": {{"title": "<the request, short>", "summary": "<what was done and the outcome>",
+             "details": "<what matters to do it again>", "lesson": "<what to do differently, or empty>"}},
+ "assessment": "<how well the task went>"}}
+Keep only facts worth knowing in later tasks (what the user asked to remember, names, places,
+settings); none is fine.  Paths use lowercase letters, digits, "-", "_", "." and "/".
+{ANSWER_JSON_ONLY}"""
+
 TOOL_RESULT = "Tool result:"
+IDENTITY_CHARS = 2000  # of the identity, in a system prompt (the context budget never cuts that one)
+MEMORY_CHARS = 500  # of one recalled memory
+MEMORY_HEADER = "From memory (facts and earlier tasks that may be relevant; cite the id when you use one):"
 MUST_ANSWER = ("You have used the tool-call budget of this task: answer now from the results above, "
                'as {"thought": "...", "answer": "..."}.')
 
@@ -161,6 +188,29 @@ def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
+def with_identity(prompt: str, context: TaskContext) -> str:
+    """The stage's system prompt and, after it, who the agent is (``[agent]`` or identity.md)."""
+    identity = context.recall.identity.strip() if context.recall is not None else ""
+    return f"{prompt}\n\nWho you are:\n{identity[:IDENTITY_CHARS]}" if identity else prompt
+
+
+def memory_text(context: TaskContext) -> str:
+    """The memories recalled for this stage, one line each (id, title, text cut), or ''.  In the user's
+    message, where the context budget may cut it: recalled text never crowds out the request."""
+    memories = context.recall.memories if context.recall is not None else []
+    if not memories:
+        return ""
+    lines = [f"- [{m.id}] {m.title}: {' '.join(m.text.split())[:MEMORY_CHARS]}" for m in memories]
+    return "\n\n" + MEMORY_HEADER + "\n" + "\n".join(lines)
+
+
+def post_reflect_messages(context: TaskContext) -> list[dict[str, Any]]:
+    """The finished task: its request, its steps' results and its answer."""
+    results = [result_view(r) for r in context.actions_done]
+    text = (f"{request_text(context)}\n\nSteps: {_json(results)}\n\nFinal answer: {_json(context.final_result)}")
+    return [_system(with_identity(POST_REFLECT, context)), _user(text)]
+
+
 def perceive_messages(context: TaskContext) -> list[dict[str, Any]]:
     return [_system(PERCEIVE), _user(request_text(context))]
 
@@ -169,17 +219,19 @@ def think_messages(context: TaskContext, tools: ToolSpecs) -> list[dict[str, Any
     text = request_text(context)
     if context.perception is not None:
         text += f"\n\nPerception: {_json(context.perception)}"
-    return [_system(THINK.replace("{tools}", tools.lines())), _user(text)]
+    return [_system(with_identity(THINK.replace("{tools}", tools.lines()), context)), _user(text + memory_text(context))]
 
 
-def _with_tools(prompt: str, prompted: ToolSpecs | None) -> dict[str, Any]:
+def _with_tools(prompt: str, prompted: ToolSpecs | None, sub_tasks: str = "") -> dict[str, Any]:
+    prompt = f"{prompt}\n\n{sub_tasks}" if sub_tasks else prompt
     return _system(prompt if prompted is None else f"{prompt}\n\n{prompted_tools(prompted)}")
 
 
 def plan_messages(context: TaskContext, previous: list[ActionResult], *,
-                  prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+                  prompted: ToolSpecs | None = None, sub_tasks: str = "") -> list[dict[str, Any]]:
     """The request and reasoning; on a replan, the previous plan's results and its reflection.
-    ``prompted``: the tools are listed in the prompt (the endpoint takes no ``tools``)."""
+    ``prompted``: the tools are listed in the prompt (the endpoint takes no ``tools``);
+    ``sub_tasks``: what it says of sub_task steps (``sub_task_rule``)."""
     text = request_text(context)
     if context.reasoning is not None:
         text += f"\n\nReasoning: {_json(context.reasoning)}"
@@ -188,7 +240,7 @@ def plan_messages(context: TaskContext, previous: list[ActionResult], *,
         text += (f"\n\nThe previous plan's results: {_json(done)}"
                  f"\nIts reflection: {_json(context.reflections[-1].model_dump(mode='json'))}"
                  "\nMake a new plan.")
-    return [_with_tools(PLAN, prompted), _user(text)]
+    return [_with_tools(PLAN, prompted, sub_tasks), _user(text)]
 
 
 def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[dict[str, Any]]:
@@ -199,12 +251,17 @@ def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[
 
 
 def reason_messages(context: TaskContext, *, must_answer: bool = False,
-                    prompted: ToolSpecs | None = None) -> list[dict[str, Any]]:
+                    prompted: ToolSpecs | None = None, sub_tasks: str = "") -> list[dict[str, Any]]:
     """The request, then every tool call so far as the protocol's assistant/tool message pairs;
     ``prompted``: as the JSON steps the model wrote and user messages with their results (an
     endpoint without ``tools`` may not take ``tool`` messages either)."""
-    messages = [_with_tools(REASON, None if must_answer else prompted), _user(request_text(context))]
+    messages = [_with_tools(with_identity(REASON, context), None if must_answer else prompted,
+                            "" if must_answer else sub_tasks),
+                _user(request_text(context) + memory_text(context))]
     for n, result in enumerate(context.actions_done):
+        if result.action_type == "sub_task":  # a child's answer: as the user message it came as
+            messages.append(_user(f"{SUB_TASK_RESULT} {_json(result_view(result))}"))
+            continue
         if result.action_type != "tool_call" or not result.tool:
             continue
         if prompted is not None:

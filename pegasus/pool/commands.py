@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pegasus.config import Settings
-from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PlacementDue, StageAsk, StarveDue
+from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, StageAsk, StarveDue
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +78,19 @@ class EndWorker:
 
 
 @dataclass(frozen=True, slots=True)
+class Ping:
+    """Ask the worker at ``worker`` (on a member) to answer at once with ``sent_at``."""
+
+    worker: Any
+    sent_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Arm:
     """Hand ``timer`` back to the core (``step(timer)``) in ``delay_s`` seconds."""
 
     delay_s: float
-    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue
+    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,4 +124,4 @@ class Log:
 
 
 PoolCommand = (SetUp | Dispatch | Forward | Fail | Stop | StartWorker | EndWorker | Arm | Inspect | Watch | SendStats
-               | Log)
+               | Log | Ping)

@@ -20,9 +20,12 @@ rate-limited model call: the pool decides whether it waits and runs again.
 Placement.  ``[pools]`` workers run on the pool's own admin (unless a leader
 has ``local_workers`` false).  A leader also hears of members: one that
 advertises ``pegasus.<pool>_workers = N`` gets N workers placed on it by name
-(``placement``); one that leaves takes its workers along (their jobs fail as
-in a crash); a worker that never reports within ``placement_timeout_s`` is
-dropped.
+(``placement``); one that leaves (stopped, dead, or cut off) takes its workers
+along: their llm stages go back to the queue (no side effect, and no fault of
+theirs), their tool steps fail as in a crash; a worker that never reports
+within ``placement_timeout_s`` is dropped.  The leader pings its idle workers
+on members (``pings.py``): round trips and last contact for stats, and a sign
+of life for workers that would otherwise outlive a crashed leader.
 
 Prefetch (``prefetch`` > 0, the llm pool only; never under a rate budget, as a
 429 must pause every request not yet started).  While every worker is busy and
@@ -53,19 +56,21 @@ from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
-    MemberChanged, PlacementDue, PoolInput, Reported, Requested, StarveDue, StatsAsked,
+    MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, StarveDue, StatsAsked,
 )
+from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
-from pegasus.pool.state import Job, Member, Out, PoolState, Waiting, member_name_of
+from pegasus.pool.state import Job, Member, Out, Waiting, member_name_of
 from pegasus.task.names import PoolName
 
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
 EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
 RERUN_POOL = PoolName.LLM  # its stages have no side effect: one whose worker hung may run again
+MEMBER_RERUNS = 2  # an llm stage whose member's worker died runs again at most this often
 STOP_GRACE_S = 5.0  # a worker told to stop a streamed stage has this long before it is ended
 
 
-class PoolCore(PoolState):
+class PoolCore(Pinging):
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock, wall_clock)
@@ -107,7 +112,7 @@ class PoolCore(PoolState):
             Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,
             StatsAsked: self._stats, Closing: self._closing, Looked: self._looked, DeadlineDue: self._deadline_due,
             StarveDue: self._starve_due, BudgetDue: self._budget_due, HealthDue: self._health_due,
-            PlacementDue: self._placement_due,
+            PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong,
         }
         out.append(SetUp(config.settings, config.name))
         out.append(Log("info", "pool_started", {"size": local, "queue_limit": config.queue_limit,
@@ -116,6 +121,7 @@ class PoolCore(PoolState):
             self._spawn(self._new_index(), self.me, out)
         if self.lead:
             out.append(Watch(True))
+            self._arm_ping(out)
         early, self._early = self._early, []
         for request in early:
             self._requested(request, out)
@@ -138,6 +144,7 @@ class PoolCore(PoolState):
         if slot is None or slot.address != event.address:
             return
         slot.pid, slot.host = event.pid, event.host
+        self._heard_from(slot)
         if not slot.ready:
             slot.ready = True
             self.idle.append(slot.index)
@@ -174,7 +181,12 @@ class PoolCore(PoolState):
         lost = [slot for slot in self.slots.values() if slot.member == name]
         out.append(Log("warning", "member_left", {"member": name, "workers": len(lost), "why": why}))
         for slot in lost:
-            self._drop(slot.index, f"convention member {name} {why}", "worker_died", out)
+            # Its llm stages run again elsewhere (no side effect, and the member's loss is no fault of
+            # theirs); a tool step fails as a crashed worker's and the task's journal decides.  A late
+            # answer from the lost worker (a partition that heals) carries the same token: whichever comes
+            # second is dropped by the task.
+            self._drop(slot.index, f"convention member {name} {why}", "worker_died", out,
+                       rerun=self.name == RERUN_POOL)
             # A member declared dead may only have been slow: its old workers must not
             # linger there unseen.  (A dead one refuses the connection; nothing waits.)
             out.append(EndWorker(slot.address))
@@ -238,6 +250,7 @@ class PoolCore(PoolState):
         elif event.result is not None:  # (None: the worker answered the requester itself)
             out.append(Forward(job.requester, event.result))
         slot = self.slots.get(job.slot)
+        self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
             slot.jobs.remove(event.job)
@@ -321,7 +334,12 @@ class PoolCore(PoolState):
         out.append(Log("warning", "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,
                                                     "jobs": list(slot.jobs)}))
         where = "" if slot.local else f" on convention member {slot.member}"
-        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False)
+        # A worker on a member is reported dead when its member is lost (often before the membership
+        # update says so): its llm stage runs again, a bounded number of times (a request that kills
+        # every worker it meets must end).  A local worker's death fails its stage: the task decides.
+        rerun = (not slot.local and self.name == RERUN_POOL and bool(slot.jobs)
+                 and (job := self.jobs.get(slot.jobs[0])) is not None and job.reruns < MEMBER_RERUNS)
+        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False, rerun=rerun)
 
 
 

@@ -167,5 +167,19 @@ class PlacementDue:
     serial: int
 
 
+@dataclass(frozen=True, slots=True)
+class PingDue:
+    """Time to ping the idle workers on members (pegasus/pool/contact.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    """The worker at ``address`` answered the ping sent at ``sent_at`` (the pool's clock)."""
+
+    address: Any
+    sent_at: float
+
+
 PoolInput = (Configured | Requested | Finished | Created | Reported | Exited | MemberChanged | Canceled
-             | StatsAsked | Closing | Looked | DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue)
+             | StatsAsked | Closing | Looked | DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue
+             | PingDue | Pong)

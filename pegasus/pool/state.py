@@ -12,10 +12,15 @@ from typing import Any
 
 from pegasus.llm.budget import LlmBudget
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
+from pegasus.pool.contact import Contact
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
+from pegasus.task.names import StageName
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
+# The lowest priority: handed out only when no other request waits, and only to an idle worker (never
+# prefetched behind a busy one), so it never delays a task's stage (the post-task reflector, issue 19).
+LOW_PRIORITY = frozenset({StageName.POST_REFLECT})
 
 Out = list[PoolCommand]
 
@@ -49,12 +54,14 @@ class Member:
     wanted: int
     joined: float  # wall clock
     failed_placements: int = 0
+    contact: Contact = field(default_factory=Contact)
 
     def view(self, workers: int) -> dict[str, Any]:
         return {"name": self.name, "address": None if self.address is None else str(self.address),
                 "local": self.address is None, "wanted": self.wanted, "workers": workers,
                 "capabilities": {k: v for k, v in self.capabilities.items() if k.startswith("pegasus.")},
-                "failed_placements": self.failed_placements, "joined": self.joined}
+                "failed_placements": self.failed_placements, "joined": self.joined,
+                "contact": None if self.address is None else self.contact.view()}
 
 
 @dataclass
@@ -65,6 +72,7 @@ class Job:
     requeues: int = 0
     seq: int = 0  # its place in the queue it came from (kept when it goes back there)
     canceled: bool = False  # its task was canceled while it waited in the worker's mailbox: never requeued
+    reruns: int = 0  # times it ran again because its worker was lost with its member
 
 
 @dataclass
@@ -74,6 +82,7 @@ class Waiting:
     requester: Any
     watched: bool = False  # a StarveDue is pending for it
     requeues: int = 0  # times it came back rate-limited (llm pool)
+    reruns: int = 0  # see Job.reruns
 
 
 def member_name_of(capabilities: dict[str, Any]) -> str | None:
@@ -120,7 +129,9 @@ class PoolState:
 
     def _dispatch(self, out: Out) -> None:
         while self.queue and (slot := self._next_slot()) is not None:
-            position = 0
+            position = self._first(idle=not slot.jobs)
+            if position is None:  # only low-priority requests wait, and this worker is busy
+                return
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
                 found = self._admitted(self.budget)
                 if isinstance(found, float):  # every tier waiting is over its budget (or paused by a 429)
@@ -134,11 +145,28 @@ class PoolState:
             del self.queue[position]
             self.next_job += 1
             job = self.next_job
-            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq)
+            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
+                                 reruns=waiting.reruns)
             slot.jobs.append(job)
             out.append(Dispatch(slot.address, job, waiting.request, waiting.requester))
             if len(slot.jobs) == 1:
                 self._started(slot, out)
+
+    def _first(self, *, idle: bool) -> int | None:
+        """The queue position of the first request to hand out: the first not of LOW_PRIORITY, else
+        (to an idle worker) the first of it.  Reads past position 0 only while low ones wait first."""
+        low = None
+        for position, waiting in enumerate(self.queue):
+            if waiting.request.stage not in LOW_PRIORITY:
+                return position
+            if low is None:
+                low = position
+        return low if idle else None
+
+    def _ordered(self) -> list[int]:
+        """Queue positions in the order requests are handed out: the others first, then LOW_PRIORITY."""
+        stages = [waiting.request.stage in LOW_PRIORITY for waiting in self.queue]
+        return [p for p, low in enumerate(stages) if not low] + [p for p, low in enumerate(stages) if low]
 
     def _admitted(self, budget: LlmBudget) -> int | float:
         """The queue position of the first request its tier's budget admits now, else the shortest wait.
@@ -147,7 +175,8 @@ class PoolState:
         tier with room passes those of a tier over its budget.  One admission test per tier."""
         refused: dict[str, float] = {}
         self.blocked = frozenset()
-        for position, waiting in enumerate(self.queue):
+        for position in self._ordered():
+            waiting = self.queue[position]
             tier = budget.tier_of(waiting.request.stage)
             if tier in refused:
                 continue
@@ -222,7 +251,8 @@ class PoolState:
             self.budget.release(running)  # admitted again when it runs again
         for job_id in reversed([running, *held] if rerun else held):
             if (job := self.jobs.pop(job_id, None)) is not None and not job.canceled:
-                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues))
+                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues,
+                                              reruns=job.reruns + (job_id == running)))
         if (job := self.jobs.pop(running, None)) is not None:
             if self.budget is not None:
                 self.budget.release(running)

@@ -4,10 +4,13 @@
 and the returned commands into sends.  No Thespian here, no I/O.
 """
 
-from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
-from pegasus.run.core import EXIT_REASON_BY_KIND, RunSnapshot, TaskRun, current, delta_of, step_key
+from pegasus.run.commands import (
+    Abandon, AskRecall, ChildStep, Command, Log, RecallAnswer, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+)
+from pegasus.run.core import EXIT_REASON_BY_KIND, RunSnapshot, TaskRun, current, delta_of, step_key, sub_task_key
 
 __all__ = [
-    "EXIT_REASON_BY_KIND", "Abandon", "Command", "Log", "RunSnapshot", "SendStage", "StageAnswer", "TaskRun",
-    "TaskStopped", "TaskTransitioned", "current", "delta_of", "step_key",
+    "EXIT_REASON_BY_KIND", "Abandon", "AskRecall", "ChildStep", "Command", "Log", "RecallAnswer", "RunSnapshot",
+    "SendStage", "StageAnswer", "TaskRun", "TaskStopped", "TaskTransitioned", "current", "delta_of", "step_key",
+    "sub_task_key",
 ]

@@ -61,6 +61,34 @@ class SendStage:
 
 
 @dataclass(frozen=True)
+class AskRecall:
+    """Ask the supervisor (where the memory store is) for the identity and the ``k`` memories most
+    relevant to ``query``; its answer (``RecallAnswer``) must carry ``token``.  The stage waits for it."""
+
+    task_id: str
+    run: int
+    token: int
+    query: str
+    k: int
+
+
+class RecallAnswer(Protocol):
+    """The supervisor's answer to AskRecall as the core reads it (``actors.messages.Recalled`` is one).
+    ``items``: dicts with id, kind (fact / episode), title, text and score."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def identity(self) -> str: ...
+    @property
+    def items(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
 class TaskTransitioned:
     """Report one transition to the supervisor: the stage that caused it, the checkpoint to
     store and the journalled step it ends, all written together.  ``pid``: the process that
@@ -79,15 +107,30 @@ class TaskTransitioned:
 
 
 @dataclass(frozen=True)
+class ChildStep:
+    """A sub_task step of the plan, for the supervisor to make a child of: ``key`` is the step's
+    idempotency key (the child is created once per key), ``params`` its action_params as planned."""
+
+    key: str
+    step_index: int
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class TaskStopped:
     """Report the end of the run (suspended, completed or failed) to the supervisor, with
-    everything needed to bring the task back.  The carrier is free after it."""
+    everything needed to bring the task back.  The carrier is free after it.
+
+    ``children``: the run stopped to wait for these sub-tasks (the task stays acting); the
+    supervisor starts them and runs the task again once every one has ended.
+    """
 
     task_id: str
     run: int
     state: str
     snapshot: TaskSnapshot
     exit_reason: str | None = None
+    children: tuple[ChildStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,5 +151,5 @@ class Abandon:
     reason: str
 
 
-Command = SendStage | TaskTransitioned | TaskStopped | Log | Abandon | TextDelta
+Command = SendStage | AskRecall | TaskTransitioned | TaskStopped | Log | Abandon | TextDelta
 """(A TextDelta is passed on to the supervisor at once, as it is: see ``TaskRun.on_delta``.)"""

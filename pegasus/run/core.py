@@ -39,7 +39,10 @@ from typing import Any, Literal
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
-from pegasus.run.commands import Abandon, Command, Log, SendStage, StageAnswer, TaskStopped, TaskTransitioned
+from pegasus.run.commands import (
+    Abandon, AskRecall, ChildStep, Command, Log, RecallAnswer, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+)
+from pegasus.run.recall import RECALL_STAGES, needs_recall, recall_query, recalled
 from pegasus.store.checkpoint import Checkpointer, kind_for
 from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
@@ -47,8 +50,9 @@ from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import Event, EventType, new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory, TaskFSM
-from pegasus.task.models import TaskSnapshot
-from pegasus.task.names import CognitiveState, StageName
+from pegasus.memory.tools import is_memory_tool
+from pegasus.task.models import TaskContext, TaskSnapshot
+from pegasus.task.names import CognitiveState, PoolName, StageName
 from pegasus.tools.registry import Effect
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
@@ -69,6 +73,15 @@ def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> 
     crash, so a restarted run finds its own steps in the journal.
     """
     return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
+
+
+def sub_task_key(task_id: str, generation: str, context: TaskContext, step_index: int) -> str:
+    """The key of a sub_task step: its child is made once per key.  reason_act's iteration stays 0
+    across its rounds, so the key also names the plan, by the number of results before it
+    (``r``): a later round's step 0 is another step, with another child."""
+    plan = context.plan
+    done = sum(step.completed for step in plan.steps) if plan is not None else 0
+    return f"{task_id}/a{generation}/i{context.iteration}/r{len(context.actions_done) - done}/s{step_index}"
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,8 @@ class RunSnapshot:
     exit_reason: str | None = None
     stopped: bool = False
     inbox: tuple[tuple[int, str], ...] = ()  # (number, text) of messages not yet taken
+    recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
+    identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
 
 
 def current(state: RunSnapshot, task_id: str, token: int) -> bool:
@@ -124,6 +139,7 @@ class TaskRun:
         self.exit_reason = state.exit_reason
         self.stopped = state.stopped
         self.inbox = state.inbox
+        self.recall_k, self.identity = state.recall_k, state.identity
         self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         self.effect_of = effect_of
         self.pid = pid  # the process carrying the run (named in its transition reports)
@@ -148,7 +164,7 @@ class TaskRun:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
         return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
-                           self.exit_reason, self.stopped, self.inbox)
+                           self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity)
 
     @property
     def task_id(self) -> str:
@@ -161,6 +177,21 @@ class TaskRun:
             return [Log("info", "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
+
+    def on_recalled(self, answer: RecallAnswer) -> list[Command]:
+        """The supervisor's memories for the stage waiting on them: recorded in the context, then the
+        stage is sent.  A stale answer (the task moved on, was suspended) is dropped like a stage's."""
+        if self.stopped or answer.token != self.token or answer.task_id != self.task_id:
+            return [Log("info", "stale_recall_dropped", {"token": answer.token, "current": self.token})]
+        return self._handle(self._recalled, answer)
+
+    def _recalled(self, answer: RecallAnswer) -> None:
+        self.token += 1
+        recall = recalled(self.fsm.context.iteration, answer.identity, list(answer.items), answer.error)
+        if answer.error:
+            self._log("warning", "recall_failed", error=answer.error)
+        self.fsm.context.recall = recall  # checkpointed with the stage's transition (else recalled again)
+        self._advance()
 
     def on_delta(self, delta: TextDelta) -> list[Command]:
         """Streamed text of the stage in flight: passed on to the supervisor (with the run), else dropped.
@@ -217,6 +248,9 @@ class TaskRun:
     def _answered(self, answer: StageAnswer) -> None:
         self.token += 1  # answered: anything else with this token is stale
         stage = {"stage": answer.stage, **answer.worker, "ok": answer.ok, "error": answer.error}
+        recall = self.fsm.context.recall
+        if answer.stage in RECALL_STAGES and recall is not None:
+            stage["memories"] = recall.ids  # what the stage was given: the history says why it answered so
         if answer.ok and answer.event_type is not None:
             if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
                 self.exit_reason = str(answer.payload.get("exit_reason") or "exception")
@@ -269,7 +303,14 @@ class TaskRun:
             self._apply(self._event(work.event_type))
         else:
             self.token += 1
-            self._run_stage(work)
+            if not needs_recall(work.stage, fsm.context, max(self.recall_k, 1)):
+                self._run_stage(work)
+            elif self.recall_k:  # the supervisor answers with the identity and the memories
+                self._out.append(AskRecall(fsm.task_id, self.run, self.token, recall_query(fsm.context),
+                                           self.recall_k))
+            else:  # recall off: the identity the run was started with, no memories
+                fsm.context.recall = recalled(fsm.context.iteration, self.identity, [])
+                self._run_stage(work)
 
     def _take_messages(self) -> bool:
         """Seed 004's "inject the information, suspend and re-think": an active task with messages
@@ -295,19 +336,49 @@ class TaskRun:
             self._send(work, None)
             return
         key = step_key(self.task_id, self.generation, self.fsm.context.iteration, work.step_index)
+        if self._step_type(work.step_index) == "sub_task":
+            key = sub_task_key(self.task_id, self.generation, self.fsm.context, work.step_index)
         known = self.journal.get(key)
-        if known is not None:
+        if self._step_type(work.step_index) == "sub_task" and not _ended(known):
+            self._await_children()  # never sent to a worker: a worker waiting on a child would hold its slot
+        elif known is not None:
             self._replay(work, key, known)
         elif self._effect(work.step_index) == "pure":
             self._send(work, None)  # a pure step may run again: no journal row needed
         else:
             self._send(work, key)
 
+    def _await_children(self) -> None:
+        """Stop the run to wait for the children of the consecutive sub_task steps from the current one
+        (fan-out); the supervisor writes each child's end as its step's journal row and starts the run
+        again once all have ended (fan-in), which replays them as the steps' results."""
+        fsm = self.fsm
+        plan = fsm.context.plan
+        assert plan is not None and plan.current_step is not None
+        children = []
+        for step in plan.steps[plan.steps.index(plan.current_step):]:
+            if step.completed or step.action_type != "sub_task":
+                break
+            children.append(ChildStep(sub_task_key(self.task_id, self.generation, fsm.context, step.index),
+                                      step.index, dict(step.action_params)))
+        self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
+        self.stopped = True
+        self.token += 1  # nothing is in flight, but nothing may answer this run any more
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), None, tuple(children)))
+
+    def _step_type(self, step_index: int) -> str | None:
+        plan = self.fsm.context.plan
+        step = next((s for s in plan.steps if s.index == step_index), None) if plan else None
+        return None if step is None else step.action_type
+
     def _send(self, work: RunStage, key: str | None) -> None:
         fsm = self.fsm
         self.step_in_flight = key
         journal = key is not None and work.step_index is not None and self._effect(work.step_index) == "effectful"
-        self._out.append(SendStage(work.pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
+        # A memory tool runs where the store is (the supervisor): no tool worker opens the database.
+        pool = PoolName.MEMORY if work.step_index is not None and is_memory_tool(self._tool(work.step_index)) \
+            else work.pool
+        self._out.append(SendStage(pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
                                    fsm.context, work.step_index, key, journal))
 
     def _act_failed(self, answer: StageAnswer, stage: dict[str, Any]) -> None:
@@ -393,6 +464,10 @@ class TaskRun:
 
     def _log(self, level: Literal["info", "warning", "error"], event: str, **fields: Any) -> None:
         self._out.append(Log(level, event, fields))
+
+
+def _ended(row: Mapping[str, Any] | None) -> bool:
+    return row is not None and row.get("status") in ENDED and bool(row.get("result"))
 
 
 def _iso(moment: datetime) -> str:

@@ -65,6 +65,60 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
+    [  # schedules and webhooks (issue 21: pegasus.schedules, pegasus.webhooks; pegasus/store/triggers.py)
+        """CREATE TABLE schedules (
+            name TEXT PRIMARY KEY, id TEXT NOT NULL, spec TEXT NOT NULL, paused INTEGER NOT NULL,
+            cursor REAL NOT NULL, buffered REAL, fired INTEGER NOT NULL, skipped INTEGER NOT NULL,
+            last_task TEXT, created_at TEXT NOT NULL)""",
+        # The secret stays here, in the store's 0600 file: an HMAC is checked with the secret itself.
+        """CREATE TABLE webhooks (
+            name TEXT PRIMARY KEY, template TEXT NOT NULL, secret BLOB NOT NULL, secret_file TEXT,
+            created_at TEXT NOT NULL)""",
+    ],
+    [  # the HTTP gateway's bearer tokens (issue 21: pegasus.store.tokens), only their SHA-256 kept
+        """CREATE TABLE api_tokens (
+            name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,
+            created_at TEXT NOT NULL, revoked_at TEXT)""",
+    ],
+    [  # the task tree (issue 20): each sub-task's parent, its depth, and the parent's plan step it answers
+        """CREATE TABLE subtasks (
+            child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, depth INTEGER NOT NULL,
+            step_key TEXT NOT NULL UNIQUE, step_index INTEGER NOT NULL, created_at TEXT NOT NULL)""",
+        "CREATE INDEX subtasks_by_parent ON subtasks (parent_id)",
+    ],
+    [  # memory (issue 19): versioned facts, episodes, the archive of done tasks, one FTS5 index over them
+        # content NULL: a forgotten path's tombstone (keeps its versions from being reused); current: the latest.
+        """CREATE TABLE memory_facts (
+            path TEXT NOT NULL, version INTEGER NOT NULL, content TEXT, bytes INTEGER NOT NULL,
+            current INTEGER NOT NULL, task_id TEXT, created_at TEXT NOT NULL, fts_rowid INTEGER, vector BLOB,
+            PRIMARY KEY (path, version))""",
+        "CREATE INDEX memory_facts_current ON memory_facts (current, path)",
+        "CREATE TABLE memory_append_keys (key TEXT PRIMARY KEY, path TEXT NOT NULL, version INTEGER NOT NULL)",
+        """CREATE TABLE memory_episodes (
+            episode_id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT UNIQUE, title TEXT NOT NULL,
+            summary TEXT NOT NULL, details TEXT NOT NULL, lesson TEXT NOT NULL, created_at TEXT NOT NULL,
+            fts_rowid INTEGER, vector BLOB)""",
+        """CREATE TABLE memory_archive (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL UNIQUE, input TEXT NOT NULL,
+            result BLOB, context BLOB NOT NULL, created_at TEXT NOT NULL, fts_rowid INTEGER)""",
+        # Full text (FTS5, BM25): facts and episodes in one index, archived tasks in their own; each with its
+        # terms' document counts (fts5vocab), read to leave out words too common to rank by.
+        """CREATE VIRTUAL TABLE memory_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab(memory_fts, 'row')",
+        """CREATE VIRTUAL TABLE memory_archive_fts USING fts5(
+            title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
+    ],
+    [  # the post-task reflector's durable marker, one row per done task (issue 19: pegasus/store/reflections.py)
+        """CREATE TABLE post_reflections (
+            task_id TEXT PRIMARY KEY,
+            status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'skipped')),
+            attempts INTEGER NOT NULL DEFAULT 0, reflection BLOB, error TEXT, updated_at TEXT NOT NULL)""",
+        # Tasks done before the reflector existed are not reflected after an upgrade.
+        "INSERT INTO post_reflections (task_id, status, updated_at)"
+        " SELECT task_id, 'skipped', updated_at FROM tasks WHERE lifecycle_state = 'done'",
+    ],
     [  # messages sent to a task (issue 20: ``pegasus message``), numbered per task, kept for good
         """CREATE TABLE task_messages (
             task_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,

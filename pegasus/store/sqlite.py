@@ -31,6 +31,7 @@ from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
+from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
 from pegasus.task.names import LifecycleState
 
@@ -55,7 +56,7 @@ class Checkpoint:
     data: bytes
 
 
-class Store(TaskMessages, Database):
+class Store(TaskMessages, TreeTables, Database):
     """The tables of the database (tasks, transitions, audit, checkpoints, journal, keys); one per process: the
     supervisor's."""
 
@@ -98,6 +99,8 @@ class Store(TaskMessages, Database):
             self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"]})
             db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
                        (row["task_id"], row["cognitive_state"], checkpoint, stamp))
+            if row.get("link") is not None:  # a sub-task: created with its link, or not at all
+                insert_link(db, row["link"])
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,
@@ -185,13 +188,20 @@ class Store(TaskMessages, Database):
                            " ORDER BY seq", TERMINAL)
         return [_task_row(r) for r in rows]
 
-    def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state."""
-        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at"
-        where, params = _state_filter(state)
+    def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
+                   before: int | None = None) -> list[dict[str, Any]]:
+        """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
+        (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
+        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq"
+        where, state_params = _state_filter(state)
+        params: tuple[Any, ...] = state_params
+        if before is not None:
+            where = f" WHERE ({where[len(' WHERE '):]}) AND seq < ?" if where else " WHERE seq < ?"
+            params = (*params, before)
         rows = self._query(f"SELECT {columns} FROM tasks{where} ORDER BY seq DESC LIMIT ? OFFSET ?",
                            (*params, limit, offset))
-        names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at")
+        names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at",
+                 "seq")
         return [dict(zip(names, row)) for row in rows]
 
     def count_tasks(self, state: str | None = None) -> int:

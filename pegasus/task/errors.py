@@ -48,6 +48,10 @@ class StateEntryGateError(InvalidStateTransition):
     """A state-entry gate refused the transition (e.g. lifecycle failed without exit_reason)."""
 
 
+class QueueFull(InvalidStateTransition):
+    """No room in the queue for more tasks (``[runtime] max_pending_tasks``): try again later."""
+
+
 class TaskNotFoundError(TaskStateError):
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id

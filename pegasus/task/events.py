@@ -43,6 +43,9 @@ class EventType(StrEnum):
     GATE_FAILED = "GATE_FAILED"
     TASK_RETRIED = "TASK_RETRIED"
     TASK_UNBLOCKED = "TASK_UNBLOCKED"
+    # The post-task reflector (seed 001): after done, never changing the outcome.
+    REFLECTION_COMPLETE = "REFLECTION_COMPLETE"
+    REFLECTION_FAILED = "REFLECTION_FAILED"
 
 
 EXTERNAL_INPUT = frozenset(

@@ -48,7 +48,9 @@ class Plan(_Model):
 
     @property
     def has_tool_calls(self) -> bool:
-        return any(step.action_type == "tool_call" for step in self.steps)
+        """Whether a step brings back a result to reason over: a tool call, or a sub-task's answer
+        (seed 001 routes a finished plan with one back to REASONING)."""
+        return any(step.action_type in ("tool_call", "sub_task") for step in self.steps)
 
     def mark_done(self, index: int) -> None:
         for step in self.steps:
@@ -97,6 +99,30 @@ class PostTaskReflection(_Model):
     assessment: str = ""
 
 
+class Memory(_Model):
+    """One memory a think / reason stage was given: a fact (``title`` its path) or an episode."""
+
+    id: str  # the memory store's id: ``fact:<path>@<version>`` or ``episode:<n>``
+    kind: Literal["fact", "episode"]
+    title: str
+    text: str
+    score: float = 0.0
+
+
+class Recall(_Model):
+    """What the supervisor recalled for one iteration's think / reason: the agent's identity and
+    the k memories most relevant to the task's input and perception (issue 19)."""
+
+    iteration: int = 0
+    identity: str = ""
+    memories: list[Memory] = Field(default_factory=list)
+    error: str | None = None  # the store could not be searched: the stage ran without memories
+
+    @property
+    def ids(self) -> list[str]:
+        return [memory.id for memory in self.memories]
+
+
 class TaskContext(_Model):
     """Everything a task accumulates from creation to its end (seed 000/001)."""
 
@@ -111,6 +137,8 @@ class TaskContext(_Model):
     actions_done: list[ActionResult] = Field(default_factory=list)
     reflections: list[Reflection] = Field(default_factory=list)
     post_reflection: PostTaskReflection | None = None
+    # What the last think / reason was given from memory (None: nothing recalled yet, or recall is off)
+    recall: Recall | None = None
     # Loop control
     iteration: int = 0
     # Result

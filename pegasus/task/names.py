@@ -71,8 +71,10 @@ class StageName(_Name):
     REASON = "reason"
     ACT = "act"  # one tool step of the plan
     GATE = "gate"  # a verification gate (the supervisor's, on the tool pool; no machine state runs it)
+    POST_REFLECT = "post_reflect"  # the post-task reflector (the supervisor's, on the llm pool, after done)
 
 
 class PoolName(_Name):
     LLM = "llm"  # model calls: the llm stages
     TOOL = "tool"  # tool steps and verification gates
+    MEMORY = "memory"  # steps calling a memory.* tool: run by the supervisor, where the store is

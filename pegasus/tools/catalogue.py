@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.config import Settings
+from pegasus.memory.tools import MEMORY_TOOLS
 from pegasus.tools import mcp
 from pegasus.tools.builtin import BUILTIN_TOOLS
 from pegasus.tools.plugins import registry_for
@@ -27,7 +28,7 @@ def catalogue(settings: Settings) -> dict[str, Any]:
         described = registry.describe()
     finally:
         mcp.close_all()  # the servers were started for their listings only: none is left behind
-    builtin = {tool.name for tool in BUILTIN_TOOLS} | WORKSPACE_TOOLS
+    builtin = {tool.name for tool in BUILTIN_TOOLS} | WORKSPACE_TOOLS | set(MEMORY_TOOLS)
     providers = {provider.name for provider in registry.providers()}
     rows = []
     for entry in described:

@@ -16,6 +16,7 @@ import importlib
 from pathlib import Path
 
 from pegasus.config import Settings
+from pegasus.memory import tools as memory_tools
 from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
 from pegasus.tools.mcp import McpServerSpec, host_for
@@ -68,6 +69,7 @@ def registry_for(settings: Settings, remote: RemoteSource | None = None, *, retr
     """
     tools = settings.tools
     registry = ToolRegistry(workspace_tools(tools), max_output_chars=tools.max_output_chars)
+    memory_tools.register(registry)  # listed and classified everywhere; run by the supervisor (PoolName.MEMORY)
     for entry in tools.plugins:
         _load_plugin(entry, registry)
     specs = mcp_specs(settings)

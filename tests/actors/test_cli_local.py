@@ -133,11 +133,22 @@ SYSTEM = ["-h", "--json", "--config", "--port"]
 FLAGS = {  # the command line's contract, as the README lists it
     "run": [*SYSTEM, "--machine", "--priority", "--timeout"],
     "submit": [*SYSTEM, "--machine", "--priority", "--file", "--key"],
-    "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM, "message": SYSTEM, "watch": [*SYSTEM, "--interval", "--limit"], "wait": [*SYSTEM, "--timeout"],
+    "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM, "tree": SYSTEM,
+    "message": SYSTEM, "watch": [*SYSTEM, "--interval", "--limit"], "wait": [*SYSTEM, "--timeout"],
     "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset"],
-    "start": [*SYSTEM, "--leader"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
+    "start": [*SYSTEM, "--leader", "--http"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
-    "tools": ["-h", "--json", "--config"], "completion": ["-h"],
+    "tools": ["-h", "--json", "--config"], "completion": ["-h"], "schedule": ["-h"], "webhook": ["-h"],
+    "token": ["-h"],
+    "memory": ["-h"], "identity": ["-h", "--json", "--config"],
+}
+ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION, pegasus memory ACTION
+    "schedule": {"add": [*SYSTEM, "--cron", "--every", "--text", "--tz", "--machine", "--priority", "--overlap",
+                         "--catchup"],
+                 "list": SYSTEM, "pause": SYSTEM, "resume": SYSTEM, "trigger": SYSTEM, "remove": SYSTEM},
+    "webhook": {"add": [*SYSTEM, "--text", "--secret-file"], "list": SYSTEM, "remove": SYSTEM},
+    "memory": {"list": [*SYSTEM, "--prefix"], "search": [*SYSTEM, "-k", "--archive"], "show": SYSTEM,
+               "write": SYSTEM, "forget": SYSTEM, "export": SYSTEM, "import": SYSTEM},
 }
 
 
@@ -147,3 +158,14 @@ def test_every_command_and_its_flags() -> None:
     found = {name: [flag for action in sub._actions for flag in action.option_strings if flag != "--help"]
              for name, sub in commands.items()}
     assert found == FLAGS
+
+
+def test_schedule_and_webhook_actions_and_their_flags() -> None:
+    """Each action of ``schedule``, ``webhook`` and ``memory`` takes --json, --config and --port, and its own flags."""
+    def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    commands = subcommands(build_parser())
+    found = {name: {action: [flag for a in sub._actions for flag in a.option_strings if flag != "--help"]
+                    for action, sub in subcommands(commands[name]).items()} for name in ACTION_FLAGS}
+    assert found == ACTION_FLAGS

@@ -86,3 +86,22 @@ def test_run_prints_the_answer_of_each_streamed_reply_as_it_comes() -> None:
     printer.write(TextDelta("t1", 5, "reason", 1, "Plain prose."))
     printer.end()
     assert out.getvalue().endswith(" world\n  [reason] Plain prose.\n")
+
+
+def test_a_members_row_shows_its_round_trip_and_last_contact_and_the_local_admin_none() -> None:
+    heard = {"rtt_ms": 0.93, "rtt_avg_ms": 1.2, "rtt_min_ms": 0.5, "rtt_max_ms": 4.1, "pings": 3, "answers": 3,
+             "last_contact": 1000.0}
+    stats = {"now": 1000.6, "pools": {"llm": {}, "tool": {}}, "members": [
+        {"name": "10.8.0.1:19190", "local": True, "workers": {"llm": 0, "tool": 0}, "capabilities": {},
+         "contact": None},
+        {"name": "10.8.0.2:19190", "local": False, "workers": {"llm": 4, "tool": 2}, "capabilities": {},
+         "contact": heard},
+        {"name": "10.8.0.3:19190", "local": False, "workers": {"llm": 1, "tool": 0}, "capabilities": {},
+         "contact": {**heard, "rtt_ms": None, "last_contact": None}}]}
+    assert views.members_text(stats).splitlines() == [
+        "members:",
+        "  10.8.0.1:19190         local   workers: llm 0, tool 0",
+        "  10.8.0.2:19190         member  workers: llm 4, tool 2",
+        f"{'':<32}rtt 0.93 ms (avg 1.20, max 4.10), last contact 0.6 s ago",
+        "  10.8.0.3:19190         member  workers: llm 1, tool 0",
+        f"{'':<32}rtt -, never heard from"]

@@ -18,9 +18,12 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import mcp, requests, stage_work, supervision, task_messages, task_run
+from actors.messages import (
+    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_messages, task_run, tree, triggers,
+)
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
+from pegasus.run import ChildStep
 from pegasus.store.journal import StepEnd
 from pegasus.task import TaskFSM
 from pegasus.task.models import Plan, PlanStep
@@ -64,7 +67,10 @@ def _samples() -> dict[ModuleType, list[Any]]:
             task_run.SuspendTask("t1", "wait"), moved, task_run.DropTask("t1", 1),
             task_run.TaskAbandoned("t1", 1, "unreadable"),
             task_run.TaskReports("t1", 1, (moved,), 0.25), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
+            task_run.TaskStopped("t1", 1, "acting", fsm.snapshot(), None,
+                                 (ChildStep("t1/a1.0/i0/s0", 0, {"text": "echo hi", "priority": 3}),)),
         ],
+        tree: [tree.Tree(task_id="t1")],
         stage_work: [
             request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
             stage_work.StepStarting("t1/a1.0/i0/s0", "t1", 1, 0, "echo", 3),
@@ -82,6 +88,25 @@ def _samples() -> dict[ModuleType, list[Any]]:
               mcp.McpAnswer(2, False, None)],
         task_messages: [task_messages.SendMessage(task_id="t1", text="only papers from 2024"),
                         task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
+        contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
+        triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
+                                        overlap="buffer_one", catchup="1h"),
+                   triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
+                   triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
+                   triggers.WebhookList(), triggers.WebhookRemove(name="gh"),
+                   triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"}, body=b'{"a": 1}'),
+                   triggers.ScheduleDue(1700000000.0)],
+        gateway: [gateway.TokenCreate(name="ci", scope="submit", token_hash="ab" * 32), gateway.TokenList(),
+                  gateway.TokenRevoke(name="ci"), gateway.StartGateway("/tmp/state"), gateway.GatewayCheck(start=True)],
+        memory: [memory.MemoryList(prefix="ops/"), memory.MemorySearch(text="deploy key", k=3, query_vector=[0.5, 1.0]),
+                 memory.MemoryShow(item_id="fact:ops/key@2"), memory.MemoryWrite(path="ops/key", content="vault"),
+                 memory.MemoryForget(item_id="episode:3"), memory.MemoryExport(after_episode=500),
+                 memory.MemoryImport(facts=[{"path": "a", "version": 1, "content": "x", "created_at": "now",
+                                             "task_id": None}], episodes=[])],
+        recall: [recall.AskRecall("t1", 2, 7, "where is the deploy key?", 5),
+                 recall.Recalled("t1", 7, "You are Pegasus.", ({"id": "fact:deploy-key@1", "kind": "fact",
+                                                                "title": "deploy-key", "text": "vault", "score": 1.0},)),
+                 recall.Recalled("t1", 8, "", (), error="StoreError: locked")],
     }
 
 
@@ -91,7 +116,8 @@ def _message_classes(module: ModuleType) -> set[type]:
             if cls.__module__ == module.__name__ and not name.startswith("_")}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, task_messages]
+CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory, recall,
+                 task_messages]
 
 
 def _same(one: Any, other: Any) -> bool:

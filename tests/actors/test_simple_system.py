@@ -22,6 +22,9 @@ from pegasus.task import Plan, PlanStep, TaskContext, TaskFSM
 from tests.support.recording_pool import RecordingPool
 
 
+NO_RECALL = {"recall_k": 0}  # the test is the task actor's supervisor: it answers no AskRecall (but in the recall test)
+
+
 def settings_for(tmp_path: Path, **overrides) -> Settings:
     base = {"system": {"base": "simpleSystemBase", "admin_port": 29999}, "state": {"home": str(tmp_path)}}
     for section, values in overrides.items():
@@ -132,7 +135,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, memory=NO_RECALL)
     [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
     assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
     [request] = asys.ask(pool, "requests", 5)
@@ -154,7 +157,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
 def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_last(asys, tmp_path: Path) -> None:
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, memory=NO_RECALL)
     first = TaskFSM.create("classic", "echo hi", task_id="t1")
     asys.ask(actor, m.StartTask(first.snapshot(), 1, pool, pool, settings), 5)
     asys.ask(actor, m.SuspendTask("t1", "hold"), 5)  # t1 stops: the actor is free
@@ -190,7 +193,7 @@ def test_a_task_actor_holds_many_runs_and_applies_each_answer_to_its_own(asys, t
     a dropped (canceled) run's answer is stale."""
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, memory=NO_RECALL)
     for task_id in ("a", "b", "c"):
         asys.ask(actor, m.StartTask(TaskFSM.create("classic", "echo hi", task_id=task_id).snapshot(), 1, pool, pool,
                                     settings), 5)
@@ -211,11 +214,36 @@ def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path)
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
-    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path)), 5)
+    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path, memory=NO_RECALL)), 5)
     failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
                                                     error_kind="timeout"), 5).reports
     assert failed.to_state == "failed"
     assert (stopped.state, stopped.exit_reason) == ("failed", "timeout")
+
+
+def test_a_task_actor_asks_its_supervisor_for_memories_and_sends_the_stage_with_them(asys, tmp_path: Path) -> None:
+    """Issue 19: before reason, the task actor asks the supervisor (the test here) and waits for its answer."""
+    pool = asys.createActor(RecordingPool)
+    actor = asys.createActor(TaskActor)
+    fsm = TaskFSM.create("reason_act", "where is the deploy key?", task_id="t5")
+    ask = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path)), 5)
+    assert isinstance(ask, m.AskRecall) and (ask.task_id, ask.k, ask.query) == ("t5", 5, "where is the deploy key?")
+    assert isinstance(asys.listen(5), m.TaskReports)  # idle -> reasoning, sent after the ask
+    assert asys.ask(pool, "requests", 5) == []  # the stage waits for the memories
+    item = {"id": "fact:deploy-key@1", "kind": "fact", "title": "deploy-key", "text": "In the vault.", "score": 2.0}
+    asys.tell(actor, m.Recalled("t5", ask.token - 1, "You are Pegasus.", (item,)))  # stale: dropped
+    asys.tell(actor, m.Recalled("t5", ask.token, "You are Pegasus.", (item,)))
+    [request] = wait_requests(asys, pool, 1)
+    assert request.stage == "reason" and request.context.recall.ids == ["fact:deploy-key@1"]
+    assert request.context.recall.identity == "You are Pegasus."
+
+
+def wait_requests(asys: ActorSystem, pool: object, n: int) -> list[m.StageRequest]:
+    for _ in range(100):
+        requests = asys.ask(pool, "requests", 5)
+        if len(requests) >= n:
+            return list(requests)
+    raise AssertionError(f"fewer than {n} requests reached the pool")
 
 
 # -- pools ------------------------------------------------------------------------------------------

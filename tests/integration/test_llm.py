@@ -14,6 +14,7 @@ from tests.support.fake_openai import FakeOpenAI, completion, http_error, tool_c
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+NO_REFLECTOR = {"reflector": False}  # these tests count and order the model's calls: no post-task reflection among them
 
 LLM_STAGES = {"perceive", "think", "plan", "reflect", "reason"}
 
@@ -35,7 +36,7 @@ def _llm_stages(task: dict[str, Any]) -> list[dict[str, Any]]:
 def test_both_machines_run_end_to_end_on_a_model_server(pegasus, server: FakeOpenAI) -> None:
     """classic: perceive/think/plan(tool call)/act/reflect; reason_act: tool call, then the answer
     written with the tool's result in view.  Usage is recorded for every llm stage."""
-    client = pegasus(llm=llm(server, max_retries=0))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0))
 
     server.script(
         completion({"task_type": "math", "intents": ["multiply"], "entities": {"numbers": [6, 7]}}),
@@ -71,7 +72,7 @@ def test_both_machines_run_end_to_end_on_a_model_server(pegasus, server: FakeOpe
 def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: FakeOpenAI) -> None:
     """Malformed then valid: done.  Malformed twice, a 429, a timeout: each task fails with a clear
     error and exit_reason 'exception'; the system keeps serving."""
-    client = pegasus(llm=llm(server, max_retries=0, timeout_s=1.5))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0, timeout_s=1.5))
 
     def run(text: str) -> dict[str, Any]:
         return client.wait(client.submit(text, machine="reason_act")["task_id"], timeout=60)
@@ -106,7 +107,7 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
 def test_a_429_pauses_the_llm_pool_for_retry_after_then_the_same_stage_runs(pegasus, server: FakeOpenAI) -> None:
     """The endpoint says 429 with Retry-After: 1.  The pool holds every llm call for that long,
     then runs the same stage again: the task completes, nothing failed."""
-    client = pegasus(llm=llm(server, max_retries=0))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0))
     server.script(http_error(429, "slow down", {"Retry-After": "1"}), completion({"answer": "42"}))
     done = client.wait(client.submit("what is the answer?", machine="reason_act")["task_id"], timeout=60)
     assert (done["lifecycle_state"], done["result"]) == ("done", "42"), done.get("error")
@@ -118,7 +119,7 @@ def test_a_429_pauses_the_llm_pool_for_retry_after_then_the_same_stage_runs(pega
 def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
     """tpm 3000: the first call is estimated (~1,950 tokens with a 1,500-token output cap) and
     reconciled with its reported usage (2,500): the second call must wait for the window."""
-    client = pegasus(llm=llm(server, max_retries=0, tpm=3000, max_output_tokens=1500))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0, tpm=3000, max_output_tokens=1500))
     server.script(completion({"answer": "one"}, prompt_tokens=2000, completion_tokens=500),
                   completion({"answer": "two"}))
     first = client.submit("first?", machine="reason_act")["task_id"]

@@ -15,6 +15,7 @@ from tests.support.fake_openai import FakeOpenAI, Quirks, refusal
 from tests.support.model_like import ModelLike
 
 pytestmark = pytest.mark.integration
+NO_REFLECTOR = {"reflector": False}  # these tests count and order the model's calls: no post-task reflection among them
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "llm.md"
 QUESTION = "what is 17 * 23?"
@@ -63,7 +64,7 @@ def test_both_machines_complete_on_an_endpoint_that_refuses(pegasus, mode: str) 
     """The ladder learns from the first refusals and every later request fits the endpoint."""
     quirks, refusals, carried, *settings = MODES[mode]
     with FakeOpenAI(responder=ModelLike(quirks), quirks=quirks) as server:
-        client = pegasus(llm={"provider": "openai", "base_url": server.url, "model": "small-model",
+        client = pegasus(memory=NO_REFLECTOR, llm={"provider": "openai", "base_url": server.url, "model": "small-model",
                               "api_key_env": "", "max_retries": 0, **(settings[0] if settings else {})},
                          pools=ONE_WORKER)
         classic, react = run_both(client)
@@ -95,7 +96,7 @@ def test_a_fixed_rung_that_the_endpoint_refuses_fails_with_the_setting_named(peg
     its message names the stage once and says which setting holds the ladder."""
     quirks = Quirks(refuse_tools="llamacpp")
     with FakeOpenAI(responder=ModelLike(quirks), quirks=quirks) as server:
-        client = pegasus(llm={"provider": "openai", "base_url": server.url, "model": "m", "api_key_env": "",
+        client = pegasus(memory=NO_REFLECTOR, llm={"provider": "openai", "base_url": server.url, "model": "m", "api_key_env": "",
                               "max_retries": 0, "tool_calls": "native"}, pools=ONE_WORKER)
         task = client.wait(client.submit(QUESTION, machine="classic")["task_id"], timeout=60)
     assert (task["lifecycle_state"], task["exit_reason"]) == ("failed", "exception")
@@ -128,7 +129,7 @@ def test_each_recipe_runs_both_machines_against_its_server(pegasus, name: str, m
         monkeypatch.setenv(llm["api_key_env"], "sk-test-recipe")
     quirks = RECIPE_MODES[name]
     with FakeOpenAI(responder=ModelLike(quirks), quirks=quirks) as server:
-        client = pegasus(llm={**llm, "base_url": server.url, "max_retries": 0}, pools=ONE_WORKER)
+        client = pegasus(memory=NO_REFLECTOR, llm={**llm, "base_url": server.url, "max_retries": 0}, pools=ONE_WORKER)
         run_both(client)
         expected = 1 if name == "llamacpp" else 0
         assert len(server.refused) == expected

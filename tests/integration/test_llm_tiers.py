@@ -18,6 +18,7 @@ from pegasus.llm.context import SUMMARY_PREFIX
 from tests.support.fake_openai import FakeOpenAI, Reply, completion, prompt_size, tool_call
 
 pytestmark = pytest.mark.integration
+NO_REFLECTOR = {"reflector": False}  # these tests count and order the model's calls: no post-task reflection among them
 
 LLM_STAGES = {"perceive", "think", "plan", "reflect", "reason"}
 
@@ -44,7 +45,7 @@ def test_stages_run_on_their_tiers_models_and_cost_shows_per_stage_task_and_syst
     priced), think and reflect on [llm] itself (mid, no price).  Each stage's cost, the task's (with its
     two unpriced calls said) and the system's appear in status and stats, text and --json."""
     default, strong = servers
-    client = pegasus(llm={
+    client = pegasus(memory=NO_REFLECTOR, llm={
         "provider": "openai", "base_url": default.url, "model": "mid", "api_key_env": "", "max_retries": 0,
         "tiers": {"fast": {"model": "small"}, "powerful": {"model": "big", "base_url": strong.url}},
         "stages": {"perceive": "fast", "plan": "powerful"},
@@ -107,7 +108,7 @@ def test_a_reason_act_task_outgrowing_the_window_completes_with_its_summary_in_t
     ``status`` show what was done."""
     window = 3600
     with FakeOpenAI(context_window=window, responder=reader) as server:
-        client = pegasus(llm={"provider": "openai", "base_url": server.url, "model": "m", "api_key_env": "",
+        client = pegasus(memory=NO_REFLECTOR, llm={"provider": "openai", "base_url": server.url, "model": "m", "api_key_env": "",
                               "max_retries": 0, "context_window": window, "max_output_tokens": 200},
                          tools={"plugins": ["tests.support.tools:register"]})
         task = client.wait(client.submit("read the long texts", machine="reason_act")["task_id"], timeout=60)

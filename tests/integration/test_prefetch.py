@@ -15,11 +15,12 @@ import pytest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+NO_REFLECTOR = {"reflector": False}  # the llm pool must be idle once the tasks are done: no post-task reflection
 
 
 def _one_llm_worker(pegasus, latency_ms: float, tasks: int, **pools):
     """A system whose llm pool has one prefetching worker and stages of ``latency_ms``, and ``tasks`` submitted."""
-    client = pegasus(pools={"llm_workers": 1, "llm_prefetch": 1, **pools}, cognition={"latency_ms": latency_ms})
+    client = pegasus(memory=NO_REFLECTOR, pools={"llm_workers": 1, "llm_prefetch": 1, **pools}, cognition={"latency_ms": latency_ms})
     return client, [client.submit(f"what is {i} + 1?")["task_id"] for i in range(tasks)]
 
 

@@ -15,6 +15,7 @@ from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+NO_REFLECTOR = {"reflector": False}  # these tests count and order the model's calls: no post-task reflection among them
 
 ANSWER = "Forty-two, as computed by the streaming test."
 
@@ -40,7 +41,7 @@ def test_the_first_delta_reaches_a_follower_before_the_stage_ends(pegasus, serve
     """The server holds the rest of its stream until the follower has seen the first piece: the
     piece can only have come while the reason stage was still running.  Then every piece comes,
     in order, adding up to the reply; the result and the usage are the stream's."""
-    client = pegasus(llm=llm(server))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server))
     release = threading.Event()
     server.script(completion({"thought": "easy", "answer": ANSWER}, chunk_chars=6, hold=release,
                              prompt_tokens=21, completion_tokens=13))
@@ -81,7 +82,7 @@ def test_cancel_mid_stream_closes_it_and_the_worker_serves_the_next_task(pegasus
     """One llm worker; its stream is held after the first piece and the task is canceled: the server
     sees the client hang up, the task is canceled with no result, and the same worker process (not
     a replacement) answers the next task."""
-    client = pegasus(llm=llm(server), pools={"llm_workers": 1})
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server), pools={"llm_workers": 1})
     held = threading.Event()
     server.script(completion({"answer": "this answer is never finished"}, chunk_chars=4, hold=held))
     task = client.submit("a long answer", machine="reason_act", follow=True)
@@ -107,7 +108,7 @@ def test_cancel_mid_stream_closes_it_and_the_worker_serves_the_next_task(pegasus
 def test_a_stream_past_its_deadline_is_closed_and_the_task_told_timeout(pegasus, server: FakeOpenAI) -> None:
     """llm_timeout_s 1 and a stream held forever: the stage fails as a timeout, the stream is closed,
     and the worker is not replaced."""
-    client = pegasus(llm=llm(server), pools={"llm_workers": 1, "llm_timeout_s": 1.0})
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server), pools={"llm_workers": 1, "llm_timeout_s": 1.0})
     held = threading.Event()
     server.script(completion({"answer": "too slow"}, hold=held))
     try:
@@ -127,7 +128,7 @@ def test_a_server_that_refuses_streaming_is_asked_without_it(pegasus) -> None:
     """A 400 naming ``stream``: the same call is made again without streaming, and later calls of
     that worker do not stream at all."""
     with FakeOpenAI(refuse_stream=True) as server:
-        client = pegasus(llm=llm(server), pools={"llm_workers": 1})
+        client = pegasus(memory=NO_REFLECTOR, llm=llm(server), pools={"llm_workers": 1})
         server.script(completion({"answer": "one"}), completion({"answer": "two"}))
         for expected in ("one", "two"):
             task = client.wait(client.submit("go", machine="reason_act")["task_id"], timeout=60)
@@ -139,7 +140,7 @@ def test_a_server_that_refuses_streaming_is_asked_without_it(pegasus) -> None:
 def test_a_reply_fed_back_and_asked_again_streams_as_a_second_call(pegasus, server: FakeOpenAI) -> None:
     """Prose where JSON was expected, then the JSON: the follower gets call 1's text and then call 2's,
     never in one message."""
-    client = pegasus(llm=llm(server))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server))
     server.script(completion("Sure! It is 42."), completion({"answer": "42"}))
     task = client.submit("what is it?", machine="reason_act", follow=True)
     deltas = [n for n in client.follow(task["task_id"], timeout=60, subscribe=False) if isinstance(n, m.TextDelta)]

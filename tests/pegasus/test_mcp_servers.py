@@ -143,9 +143,10 @@ def test_a_server_over_streamable_http(tmp_path: Path) -> None:
 def test_the_catalogue_starts_each_server_once_and_leaves_none_running(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     found = catalogue(settings(tmp_path, {"name": "hung", "command": sys.executable, "args": [HUNG, str(pids)]},
-                               {"name": "time", "command": "mcp-server-time"}, start_timeout_s=2.0))
+                               {"name": "time", "command": "mcp-server-time"}, start_timeout_s=8.0))
+    # (8 s: the time server's own start took over 2 s on this 2-core VM under a load of 10)
     assert "time.get_current_time" in {row["name"] for row in found["tools"]}
-    assert "did not list its tools within 2s" in found["unavailable"]["hung"]
+    assert "did not list its tools within 8s" in found["unavailable"]["hung"]
     started = [int(line) for line in pids.read_text().split()]
     assert len(started) == 1
     assert not Path(f"/proc/{started[0]}").exists()

@@ -222,7 +222,8 @@ def test_stats_list_every_worker_and_member() -> None:
                                      "held": 0, "tasks": ["a"]}
     assert figures["workers"][1]["pid"] == 77
     assert figures["members"] == [{"name": ME, "address": None, "local": True, "wanted": 2, "workers": 2,
-                                   "capabilities": {}, "failed_placements": 0, "joined": 1_700_000_000.0}]
+                                   "capabilities": {}, "failed_placements": 0, "joined": 1_700_000_000.0,
+                                   "contact": None}]
 
 
 def test_the_same_inputs_give_the_same_commands() -> None:

@@ -59,16 +59,60 @@ def test_a_report_from_another_address_or_slot_is_ignored() -> None:
     assert pool.step(Reported(7, 900, "host-b", "w2")) == []
 
 
-def test_a_member_that_leaves_takes_its_workers_and_fails_their_running_stages() -> None:
-    pool = leader(local_workers=False)
-    pool.step(MemberChanged(True, "admin-b", caps(workers=1)))
+def tool_caps(workers: int = 1) -> dict[str, Any]:
+    return {**caps(workers=0), "pegasus.tool_workers": workers}
+
+
+def test_a_member_that_leaves_takes_its_workers_and_fails_their_running_tool_steps() -> None:
+    pool = leader(local_workers=False, name="tool")
+    pool.step(MemberChanged(True, "admin-b", tool_caps()))
     pool.step(Reported(0, 900, "host-b", "w1"))
-    pool.ask("a")
-    out = pool.step(MemberChanged(False, "admin-b", caps()))
+    pool.ask("a", stage="act")
+    out = pool.step(MemberChanged(False, "admin-b", tool_caps()))
     assert [(f.to, f.kind, f.error) for f in of(Fail, out)] == [
         ("requester-a", "worker_died", f"convention member {MEMBER} left the convention")]
     assert of(EndWorker, out) == [EndWorker("w1")]  # asked to exit, never killed: not our child
     assert of(StartWorker, out) == [] and figures(pool)["size"] == 0
+
+
+def test_an_llm_stage_whose_member_is_lost_runs_again_on_another_member() -> None:
+    """A partition or a dead machine is no fault of the stage (issue 23): it goes back to the queue,
+    first in line, and runs on the next worker placed; never failed, never lost."""
+    pool = leader(local_workers=False)
+    pool.step(MemberChanged(True, "admin-b", caps(workers=1)))
+    pool.step(Reported(0, 900, "host-b", "w1"))
+    assert dispatched(pool.ask("a")) == [("a", "w1", 1)]
+    out = pool.step(MemberChanged(False, "admin-b", caps()))
+    assert of(Fail, out) == [] and of(EndWorker, out) == [EndWorker("w1")]
+    assert figures(pool)["queued"] == 1
+    out = pool.step(MemberChanged(True, "admin-c", caps(name="10.0.0.3:19190", workers=1)))
+    assert dispatched(pool.step(Reported(1, 901, "host-c", "w2"))) == [("a", "w2", 2)]
+
+
+def test_an_llm_stage_whose_member_worker_dies_runs_again_a_bounded_number_of_times() -> None:
+    """A member's worker reported dead (its member lost, often before the membership update) reruns its
+    llm stage MEMBER_RERUNS times; then the stage fails, so a request that kills every worker ends."""
+    from pegasus.pool.core import MEMBER_RERUNS
+
+    pool = leader(local_workers=False)
+    pool.step(MemberChanged(True, "admin-b", caps(workers=1)))
+    address, pid = "w1", 900
+    pool.step(Reported(0, pid, "host-b", address))
+    pool.ask("a")
+    for n in range(MEMBER_RERUNS + 1):
+        out = pool.step(Exited(address))
+        if n < MEMBER_RERUNS:
+            assert of(Fail, out) == [], n
+            address, pid = f"w{n + 2}", pid + 1
+            assert dispatched(pool.step(Reported(0, pid, "host-b", address))) == [("a", address, n + 2)]
+    assert [(f.to, f.kind) for f in of(Fail, out)] == [("requester-a", "worker_died")]
+
+
+def test_a_local_llm_workers_death_still_fails_its_stage() -> None:
+    pool = leader(size=1)
+    pool.step(Reported(0, 4242, "host", "w1"))
+    pool.ask("a")
+    assert [f.to for f in of(Fail, pool.step(Exited("w1")))] == ["requester-a"]
 
 
 def test_a_member_back_under_the_same_name_at_a_new_address_replaces_the_old_one() -> None:

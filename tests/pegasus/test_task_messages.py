@@ -192,3 +192,14 @@ def test_a_task_suspended_by_request_with_messages_waiting_stays_suspended_with_
     assert record.state == "blocked" and starts(effects) == []
     assert record.snapshot.context.messages == [{"role": "user", "content": "later"}]
     assert taken_through(record) == 1 and record.inbox == []
+
+
+def test_a_parent_waiting_for_its_sub_tasks_gets_the_message_in_its_context() -> None:
+    admission = make()
+    admission.submit("a", "classic", 5, {}, "t")
+    finish(admission, "t1", "suspended")
+    record = admission.get("t1")
+    record.snapshot = record.snapshot.model_copy(update={"state": "acting"})  # as a parent blocked on its children
+    sent, effects = admission.message("t1", "also the 2023 papers")
+    assert (sent["delivery"], effects) == ("when its sub-tasks have ended", [])
+    assert record.snapshot.context.messages[-1] == {"role": "user", "content": "also the 2023 papers"}

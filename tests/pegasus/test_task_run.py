@@ -201,6 +201,22 @@ def test_a_step_carries_a_key_unless_pure_and_an_effectful_one_is_journalled(too
         PoolName.TOOL, StageName.ACT, 0, key, journal)
 
 
+@pytest.mark.parametrize("tool,key", [("memory.write", KEY), ("memory.append", KEY), ("memory.read", None),
+                                      ("memory.search", None)])
+def test_a_memory_step_goes_to_the_memory_pool_the_supervisor_with_its_key(tool: str, key: str | None) -> None:
+    """Memory tools run where the store is; their writes are idempotent: keyed and journalled at their end only."""
+    effects = {"memory.write": "idempotent", "memory.append": "idempotent", "memory.read": "pure",
+               "memory.search": "pure"}
+    state = RunSnapshot(acting(tool).snapshot(), 1, 5, "1.0", {}, 0)
+    run, commands = TaskRun.begin(state, effect_of=effects.get, clock=FixedClock(), ids=Ids())
+    [send] = of(SendStage, commands)
+    assert (send.pool, send.stage, send.idempotency_key, send.journal) == (PoolName.MEMORY, StageName.ACT, key, False)
+    assert run is not None
+    [moved] = of(TaskTransitioned, run.on_result(answer(send, "TOOL_CALL_COMPLETED", step_done(tool=tool))))
+    end = moved.journal_finish
+    assert (end.key, end.effect) == (KEY, "idempotent") if end is not None else key is None
+
+
 def test_a_finished_step_ends_in_the_journal_with_the_transition_that_applies_it() -> None:
     run, commands = begin(acting("append_key"))
     [send] = of(SendStage, commands)

@@ -19,17 +19,26 @@ of the stream back after the first piece of content until it is set.  ``refuse_s
 makes the server answer a streamed request 400 as servers without streaming do.  Each
 stream's end is recorded in ``stream_ends``: "done", or "client closed" when the client
 hung up first.
+
+``/v1/embeddings`` answers as OpenAI's does (``embeddings_reply``): deterministic vectors
+(``embedding_of``: words hashed to dimensions, ``SYNONYMS`` sharing one), base64 or floats
+as ``encoding_format`` asks, and its 400s and 404 (an unknown model).
 """
 
 from __future__ import annotations
 
+import array
+import base64
 import itertools
 import json
+import math
+import re
 import select
 import socket
 import sys
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -166,6 +175,61 @@ def context_exceeded(window: int, asked: int) -> Reply:
     return {"status": 400, "headers": {}, "body": body, "delay_s": 0.0}
 
 
+# -- /embeddings -------------------------------------------------------------------------------------
+EMBEDDING_MODEL = "fake-embed"
+EMBEDDING_DIMS = 64
+# Words the fake model takes for the same meaning (what a real one learns): they share a dimension.
+SYNONYMS = {"automobile": "car", "vehicle": "car", "cars": "car", "auto": "car", "credentials": "key", "keys": "key",
+            "password": "key", "secret": "key", "safe": "vault", "locker": "vault", "strongbox": "vault"}
+# Words that carry no meaning of their own (a real model all but ignores them).
+FUNCTION_WORDS = frozenset("a an the is are was of in on at to for and or i my me we our you your it where what "
+                           "when who how did do does".split())
+
+
+def embedding_of(text: str) -> list[float]:
+    """A deterministic unit vector: each content word (synonyms as one) hashed to a dimension."""
+    vector = [0.0] * EMBEDDING_DIMS
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if word in FUNCTION_WORDS:
+            continue
+        vector[zlib.crc32(SYNONYMS.get(word, word).encode()) % EMBEDDING_DIMS] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def embeddings_reply(body: dict[str, Any], models: tuple[str, ...]) -> Reply:
+    """What OpenAI's /v1/embeddings answers: vectors (base64 float32, as the SDK asks by default, or floats), or
+    its 400s (no input, an empty string, a bad encoding_format) and 404 (an unknown model), worded as it words them."""
+    model, texts, encoding = body.get("model"), body.get("input"), body.get("encoding_format", "float")
+    if texts is None:
+        return _invalid("'input' is a required property")
+    if model not in models:
+        reply = http_error(404, f"The model `{model}` does not exist or you do not have access to it.")
+        reply["body"]["error"].update(type="invalid_request_error", code="model_not_found")
+        return reply
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list) or not texts or any(not isinstance(t, str) or not t for t in texts):
+        return _invalid("'$.input' is invalid. Please check the API reference: "
+                        "https://platform.openai.com/docs/api-reference.")
+    if encoding not in ("float", "base64"):
+        return _invalid(f"'{encoding}' is not one of ['float', 'base64'] - 'encoding_format'")
+    data = []
+    for index, text in enumerate(texts):
+        vector = embedding_of(text)
+        value: Any = base64.b64encode(array.array("f", vector).tobytes()).decode() if encoding == "base64" else vector
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    tokens = sum(len(t.split()) for t in texts)
+    return {"status": 200, "headers": {}, "delay_s": 0.0,
+            "body": {"object": "list", "data": data, "model": model,
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}}
+
+
+def _invalid(message: str) -> Reply:
+    reply = http_error(400, message)
+    reply["body"]["error"].update(type="invalid_request_error", param=None)
+    return reply
+
+
 class _QuietServer(ThreadingHTTPServer):
     """A client that hangs up (a worker ending, a stream closed) is normal here, not a traceback."""
 
@@ -181,8 +245,10 @@ class FakeOpenAI:
     as real servers do, and takes no scripted reply."""
 
     def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None,
-                 quirks: Quirks | None = None, context_window: int = 0, refuse_stream: bool = False):
+                 quirks: Quirks | None = None, context_window: int = 0, refuse_stream: bool = False,
+                 embedding_models: tuple[str, ...] = (EMBEDDING_MODEL,)):
         self.context_window = context_window
+        self.embedding_models = embedding_models  # what /embeddings knows (another model: its 404)
         self.replies: deque[Reply] = deque(replies)
         self.responder = responder
         self.quirks = quirks or Quirks()
@@ -274,12 +340,16 @@ class FakeOpenAI:
                     reply["body"]["error"].update(type="invalid_request_error", param="stream")
                 elif self.path.endswith("/chat/completions"):
                     reply = server._next(body)
+                elif self.path.endswith("/embeddings"):
+                    with server._lock:
+                        server.requests.append(body)
+                    reply = embeddings_reply(body, server.embedding_models)
                 else:
                     reply = http_error(404, "no route")
                 if reply.get("delay_s"):
                     time.sleep(reply["delay_s"])
                 payload = dict(reply["body"])
-                if reply["status"] == 200:
+                if reply["status"] == 200 and "choices" in payload:
                     payload.setdefault("id", f"chatcmpl-{len(server.requests)}")
                     payload.setdefault("model", body.get("model", "fake"))
                 if body.get("stream") and reply["status"] == 200:

@@ -21,7 +21,7 @@ from tests.support.fake_openai import Quirks, Reply, completion, http_error, too
 
 _EXPRESSION = re.compile(r"\d+(?:\.\d+)?\s*[-+*/]\s*\d+(?:\.\d+)?")
 _STAGES = {"perception stage": "perceive", "thinking stage": "think", "planning stage": "plan",
-           "reflection stage": "reflect", "agent that reasons and acts": "reason"}
+           "reflection stage": "reflect", "agent that reasons and acts": "reason", "post-task reflector": "post_reflect"}
 
 
 class ModelLike:
@@ -67,6 +67,12 @@ class ModelLike:
     def _reflect(self, body: dict[str, Any], messages: list[dict[str, Any]], expression: str) -> Reply:
         return self._json(body, {"verdict": "complete", "assessment": "the tool computed it", "lessons": [],
                                  "next_focus": None})
+
+    def _post_reflect(self, body: dict[str, Any], messages: list[dict[str, Any]], expression: str) -> Reply:
+        return self._json(body, {"facts": [{"path": "arithmetic/last", "content": f"{expression} was computed"}],
+                                 "episode": {"title": f"compute {expression}", "summary": "the tool computed it",
+                                             "details": "", "lesson": "arithmetic does it"},
+                                 "assessment": "done in one tool call"})
 
     def _reason(self, body: dict[str, Any], messages: list[dict[str, Any]], expression: str) -> Reply:
         result = _tool_result(messages)

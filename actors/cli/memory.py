@@ -1,0 +1,125 @@
+"""``pegasus memory list | search | show | write | forget | export | import`` and ``pegasus identity``.
+
+With a system running, every request goes to its supervisor (the store's one
+writer); with none, the command opens the store file itself, as ``pegasus
+backup`` does (``actors.client_memory.LocalMemory``).  Export and import read
+and write the Markdown files here, in the command's process.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from actors.cli.base import EXIT_OK, emit, settings_of
+from actors.cli.views import clean
+from actors.client import Client, resolved
+from actors.client_memory import LocalMemory, MemoryClient
+from actors.system import SystemNotRunningError
+from pegasus.memory import load_identity
+
+
+def add_commands(sub: Any, on_system: argparse.ArgumentParser, configured: argparse.ArgumentParser) -> None:
+    """Register ``memory`` (with its actions) and ``identity`` on the top-level subparsers ``sub``."""
+    memory = sub.add_parser("memory", help="inspect, search, write, forget, export and import long-term memory",
+                            description="Long-term memory: facts (versioned, by path) and episodes "
+                                        "(docs/agent-memory.md).")
+    actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, parents=[on_system], help=help_text, description=help_text)
+        p.set_defaults(handler=run, action=name)
+        return p
+
+    p = action("list", "facts (path, version, size) and the newest episodes")
+    p.add_argument("--prefix", default="", metavar="PATH", help="only facts whose path starts with this")
+    p = action("search", "the memories most relevant to QUERY, best first")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("-k", type=int, default=5, metavar="N", help="how many (default 5)")
+    p.add_argument("--archive", action="store_true", help="search the archive of done tasks instead")
+    p = action("show", "one memory: a fact path, fact:PATH@VERSION, episode:N or task:ID")
+    p.add_argument("item_id", metavar="PATH-or-ID")
+    p = action("write", "write fact PATH (a new version; the same text again changes nothing)")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("text", metavar="TEXT")
+    p = action("forget", "remove a fact (every version), an episode or an archived task for good")
+    p.add_argument("item_id", metavar="PATH-or-ID")
+    p = action("export", "write the memory as Markdown into DIR (new or empty)")
+    p.add_argument("directory", metavar="DIR")
+    p = action("import", "merge the Markdown in DIR (as export writes it) into the memory")
+    p.add_argument("directory", metavar="DIR")
+    p = sub.add_parser("identity", parents=[configured], help="show the agent's identity and where it comes from",
+                       description="The agent's name, role and standing instructions: [agent] in the config, "
+                                   "or <state dir>/identity.md when present.")
+    p.set_defaults(handler=identity)
+
+
+@contextmanager
+def _memory(args: argparse.Namespace) -> Iterator[MemoryClient]:
+    settings = resolved(settings_of(args))
+    try:
+        client = Client.connect(settings)
+    except SystemNotRunningError:
+        with LocalMemory(settings) as local:
+            yield local
+        return
+    with client:
+        yield client
+
+
+def run(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        if args.action == "list":
+            found = memory.memory_list(args.prefix)
+            emit(args, found, _list_text(found))
+        elif args.action == "search":
+            found = memory.memory_search(args.query, args.k, ["archive"] if args.archive else None)
+            emit(args, found, "\n".join(f"{i['id']}  {i['score']:.3g}  {clean(i['title'])}: "
+                                        f"{clean(i['text'].splitlines()[0] if i['text'] else '')}"
+                                        for i in found["items"]) or "(nothing found)")
+        elif args.action == "show":
+            found = memory.memory_show(args.item_id)
+            emit(args, found, _show_text(found))
+        elif args.action == "write":
+            found = memory.memory_write(args.path, args.text)
+            emit(args, found, f"{'unchanged' if found['unchanged'] else 'wrote'} {found['id']}")
+        elif args.action == "forget":
+            found = memory.memory_forget(args.item_id)
+            emit(args, found, "forgot " + ", ".join(found["forgotten"]))
+        elif args.action == "export":
+            found = memory.memory_export(args.directory)
+            emit(args, found, f"exported {found['facts']} facts and {found['episodes']} episodes to "
+                              f"{found['directory']}")
+        else:
+            found = memory.memory_import(args.directory)
+            emit(args, found, ", ".join(f"{key.replace('_', ' ')}: {count}" for key, count in found.items()))
+    return EXIT_OK
+
+
+def identity(args: argparse.Namespace) -> int:
+    found = load_identity(resolved(settings_of(args)))
+    emit(args, found.as_dict(), f"{found.text}\n\n(from {found.source})")
+    return EXIT_OK
+
+
+def _list_text(found: dict[str, Any]) -> str:
+    lines = [f"{f['path']}  v{f['version']}  {f['bytes']} bytes" for f in found["facts"]] or ["(no facts)"]
+    lines += [""] + ([f"{e['id']}  {clean(e['title'])}" for e in found["episodes"]] or ["(no episodes)"])
+    stats = found["stats"]
+    lines += ["", f"{stats['facts']} facts ({stats['fact_bytes']} bytes), {stats['episodes']} episodes, "
+                  f"{stats['archived']} archived tasks"]
+    return "\n".join(lines)
+
+
+def _show_text(found: dict[str, Any]) -> str:
+    if found["kind"] == "fact":
+        return (f"{found['id']}  (versions {', '.join(map(str, found['versions']))}; {found['created_at']})\n"
+                f"{found['content']}")
+    if found["kind"] == "episode":
+        parts = [f"{found['id']}  {found['title']}  ({found['created_at']}, task {found['task_id']})",
+                 found["summary"]]
+        parts += [f"{name.capitalize()}: {found[name]}" for name in ("details", "lesson") if found[name]]
+        return "\n".join(parts)
+    return f"{found['id']}  {found['input']}\n{found['result']}"

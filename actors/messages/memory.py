@@ -1,0 +1,55 @@
+"""The memory conversation: clients and the supervisor (``actors/supervisor_memory.py``), each answered by a Reply.
+
+A memory step of a task (a ``memory.*`` tool) is not here: it is a StageRequest
+to ``PoolName.MEMORY``, which is the supervisor, answered by a StageResult.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from actors.messages.requests import Request
+
+
+class MemoryList(Request):
+    prefix: str = ""
+    episodes: int = Field(20, ge=0, le=1000)
+
+
+class MemorySearch(Request):
+    text: str = Field(max_length=65536)
+    k: int = Field(5, ge=1, le=100)
+    kinds: list[str] = Field(default_factory=list)  # fact, episode, archive; empty: facts and episodes
+    query_vector: list[float] | None = None  # computed by the client (never by the supervisor)
+
+
+class MemoryShow(Request):
+    item_id: str = Field(min_length=1)
+
+
+class MemoryWrite(Request):
+    path: str
+    content: str
+    vector: list[float] | None = None
+
+
+class MemoryForget(Request):
+    item_id: str = Field(min_length=1)
+
+
+class MemoryExport(Request):
+    """A page of the memory, as values (the client writes the files)."""
+
+    after_episode: int = Field(0, ge=0)
+    limit: int = Field(500, ge=1, le=5000)
+
+
+class MemoryImport(Request):
+    """A page of parsed memory files, merged in one commit (the client reads and checks the files)."""
+
+    facts: list[dict[str, Any]] = Field(default_factory=list)
+    episodes: list[dict[str, Any]] = Field(default_factory=list)
+
+

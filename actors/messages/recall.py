@@ -1,0 +1,23 @@
+"""The conversation of memory before a stage: a task actor asks the supervisor (where the store is) what
+to recall, and the supervisor answers (issue 19).  AskRecall is the task-run core's own command, sent as it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from actors.messages.base import _Brief
+from pegasus.run.commands import AskRecall as AskRecall  # noqa: F401 - the core's command, sent as it is
+
+
+@dataclass(frozen=True, repr=False)
+class Recalled(_Brief):
+    """Supervisor -> task actor: the identity and the memories for the stage waiting on them.
+    ``items``: id, kind (fact / episode), title, text, score -- best first.  ``error``: the store could
+    not be searched (the stage runs without memories)."""
+
+    task_id: str
+    token: int
+    identity: str
+    items: tuple[dict[str, Any], ...] = ()
+    error: str | None = None

@@ -1,0 +1,28 @@
+"""The supervisor's handlers for the task tree: ``tree`` requests, and the tree in ``status``.
+
+A mixin of ``actors.supervisor.Supervisor``; the policy (fan-out, fan-in,
+limits, cancel) is ``pegasus.admission.tree``'s, reached through Admission.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors import messages as m
+from actors.request_handler import request_handler
+
+
+class TreeRequests:
+    """Handlers of the supervisor for the task tree (see the module docstring)."""
+
+    admission: Any
+
+    @request_handler
+    def receiveMsg_Tree(self, request: m.Tree, sender: Any) -> Any:
+        assert self.admission is not None
+        return self.admission.tree.subtree(request.task_id)
+
+    def _tree_view(self, task_id: str) -> dict[str, Any]:
+        """What ``status`` shows of the tree: parent, depth, children, the ones still awaited."""
+        assert self.admission is not None
+        return dict(self.admission.tree.view_of(task_id))

@@ -1,0 +1,117 @@
+"""When the supervisor runs a done task's post-task reflector, and what it makes of the answer (issue 19).
+
+Pure: the supervisor's mixin (actors/supervisor_reflect.py) carries out what
+this decides against the store (``pegasus.store.reflections``) and the llm pool.
+
+- A task that becomes done is reflected once: handed to the llm pool, whose
+  LOWEST priority (``pegasus.pool.state.LOW_PRIORITY``) keeps it behind every
+  task's stage.  Its ``done`` is committed before: the reflection never delays
+  it, and nothing it answers changes the task.
+- Every hand-out is counted in the store first.  After a restart the pending
+  ones (no answer committed) go again, unless MAX_ATTEMPTS hand-outs never came
+  back (a reflection that crashes its worker every time): then it is failed,
+  never tried forever.  So is one whose worker died or overran (``Again``).
+  A failed answer (the model erred, the reply did not fit
+  the schema, a memory cap refused it) is recorded failed at once: the task stays
+  done, ``pegasus history`` shows why, and nothing runs it again.
+- At most ``limit`` reflections are out at a time (the llm pool's size); the
+  others wait here, in order.  Each queued request counts against the pool's
+  ``queue_limit``, so a burst of done tasks must not fill it and get a running
+  task's stage refused.
+- An answer is taken only with its hand-out's token: a late one (the task's
+  reflection was handed out again meanwhile) is dropped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from pegasus.task.models import PostTaskReflection
+
+MAX_ATTEMPTS = 3
+LOST = ("worker_died", "timeout")  # the answer of a worker that is gone: worth another hand-out
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Hand the task's reflection to the llm pool with ``token``."""
+
+    task_id: str
+    token: int
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Record the reflection failed: ``error`` says why (the task stays done)."""
+
+    task_id: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Again:
+    """Hand the reflection out once more (its worker died or overran: it may answer next time)."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Store the reflection, and write its facts and episode to memory, with the done-marker."""
+
+    task_id: str
+    reflection: PostTaskReflection
+
+
+@dataclass
+class PostReflections:
+    """The reflections out (task -> the token of its latest hand-out; 0: about to go) and those waiting."""
+
+    limit: int = 1
+    in_flight: dict[str, int] = field(default_factory=dict)
+    waiting: deque[str] = field(default_factory=deque)
+    next_token: int = 0
+
+    def want(self, task_id: str) -> list[str]:
+        """A done task's reflection is due: queued; the tasks whose reflection may go out now."""
+        if task_id not in self.in_flight and task_id not in self.waiting:
+            self.waiting.append(task_id)
+        return self.release()
+
+    def release(self) -> list[str]:
+        """The waiting tasks that fit under ``limit`` now (each to be counted, then ``handed_out``)."""
+        going = []
+        while self.waiting and len(self.in_flight) < self.limit:
+            task_id = self.waiting.popleft()
+            self.in_flight[task_id] = 0
+            going.append(task_id)
+        return going
+
+    def handed_out(self, task_id: str, attempts: int) -> Dispatch | GiveUp:
+        """The hand-out numbered ``attempts`` (counted in the store already)."""
+        if attempts > MAX_ATTEMPTS:
+            self.in_flight.pop(task_id, None)
+            return GiveUp(task_id, f"gave up: the reflector was handed out {MAX_ATTEMPTS} times and never answered")
+        self.next_token += 1
+        self.in_flight[task_id] = self.next_token
+        return Dispatch(task_id, self.next_token)
+
+    def answered(self, task_id: str, token: int, ok: bool, payload: dict[str, Any], error: str | None,
+                 error_kind: str = "") -> Keep | GiveUp | Again | None:
+        """What an answer comes to; None when it is stale (not the latest hand-out's)."""
+        if self.in_flight.get(task_id) != token:
+            return None
+        del self.in_flight[task_id]
+        if not ok and error_kind in LOST:
+            return Again(task_id)
+        if not ok:
+            return GiveUp(task_id, f"the reflector failed: {error or 'no reason given'}")
+        try:
+            return Keep(task_id, PostTaskReflection.model_validate(payload.get("post_reflection")))
+        except ValidationError as exc:
+            return GiveUp(task_id, f"the reflector's answer is not a PostTaskReflection: {exc.error_count()} error(s): "
+                                   f"{exc.errors()[0]['msg']}")

@@ -1,0 +1,313 @@
+"""The HTTP API as a Starlette app: the route table, authentication per route, bodies capped, errors as JSON.
+
+Each route is a row (method, path, scope, what it calls); its handler reads and checks the
+request, makes one call of the ``Backend`` in a worker thread (the backend's clients block),
+and answers JSON.  The app is a ``Router`` of mounted parts, so later routes (a dashboard)
+join it under the same authentication.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from pegasus.config import HttpSettings
+from pegasus.gateway import events
+from pegasus.gateway.auth import Lookup, Scope, authenticate
+from pegasus.gateway.errors import ApiError, api_error
+from pegasus.gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, ScheduleBody, SubmitBody, parse
+from pegasus.gateway.openapi import document
+from pegasus.gateway.streams import EventStream, Stream
+from pegasus.task import machines as machine_tables, render
+from pegasus.task.names import LifecycleState
+
+MAX_PAGE = 1000
+TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
+
+
+class Backend(Protocol):
+    """What the app calls: the Python client's operations, by name, each in a worker thread."""
+
+    def call(self, operation: str, *args: Any, **kwargs: Any) -> Any: ...
+    def has(self, operation: str) -> bool: ...
+    def ready(self) -> dict[str, Any]: ...
+    def open_stream(self, task_id: str) -> Stream: ...
+    def watch(self, observe: Callable[[dict[str, Any]], None]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A row of the route table (also what /openapi.json describes)."""
+
+    method: str
+    path: str
+    scope: Scope | None  # None: no bearer token (healthz; a webhook is authenticated by its signature)
+    summary: str
+    body: type | None = None
+    status: int = 200
+    query: tuple[str, ...] = ()
+
+
+class Gateway:
+    """The app's state: the backend, the token lookup, the settings, the metrics."""
+
+    def __init__(self, backend: Backend, lookup: Lookup, settings: HttpSettings) -> None:
+        self.backend, self.lookup, self.settings = backend, lookup, settings
+        self.metrics = GatewayMetrics()
+        self.streams = 0
+        self._watching = False
+
+    # -- the pieces every handler uses ------------------------------------------------------------
+    def authorize(self, request: Request, needed: Scope) -> dict[str, Any]:
+        return authenticate(request.headers.get("authorization"), self.lookup, needed)
+
+    async def body(self, request: Request) -> bytes:
+        """The request body, refused (413) past ``max_body_bytes``: by its Content-Length before any of it is
+        read, and by counting what arrives when it has none (chunked)."""
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise ApiError(400, "bad_request", "Content-Length is not a number")
+            if int(declared) > limit:
+                raise ApiError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "too_large", f"the body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        if not self.backend.has(operation):
+            raise ApiError(501, "not_implemented", f"this system has no {operation} operation")
+        return await anyio.to_thread.run_sync(lambda: self.backend.call(operation, *args, **kwargs))
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(data, status_code=status)
+
+
+def _error_response(exc: BaseException) -> JSONResponse:
+    error = api_error(exc)
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+Handler = Callable[[Gateway, Request], Awaitable[Response]]
+
+
+# -- tasks ---------------------------------------------------------------------------------------------
+
+async def submit(gw: Gateway, request: Request) -> Response:
+    body = parse(SubmitBody, await gw.body(request))
+    key = request.headers.get("idempotency-key")
+    if key is not None and not (0 < len(key) <= 200):
+        raise ApiError(400, "bad_request", "Idempotency-Key: 1 to 200 characters")
+    task = await gw.call("submit", body.text, machine=body.machine, priority=body.priority,
+                         metadata=dict(body.metadata), source="http", key=key)
+    return _json(task, 200 if task.get("existing") else 201)
+
+
+def _cursor(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        kind, _, value = base64.urlsafe_b64decode(text.encode() + b"==").decode().partition(":")
+        if kind == "seq" and value.isdigit() and int(value) > 0:
+            return int(value)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        pass
+    raise ApiError(400, "bad_request", "cursor: not a cursor of this API (use next_cursor as given)")
+
+
+def _next_cursor(tasks: list[dict[str, Any]], limit: int) -> str | None:
+    if len(tasks) < limit or not tasks or "seq" not in tasks[-1]:
+        return None
+    return base64.urlsafe_b64encode(f"seq:{tasks[-1]['seq']}".encode()).decode().rstrip("=")
+
+
+async def list_tasks(gw: Gateway, request: Request) -> Response:
+    query = request.query_params
+    raw_limit = query.get("limit", "50")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_PAGE:
+        raise ApiError(400, "bad_request", f"limit: a whole number from 1 to {MAX_PAGE}")
+    limit, before = int(raw_limit), _cursor(query.get("cursor"))
+    page = await gw.call("list_page", query.get("state"), limit, 0, before)
+    tasks = page["tasks"]
+    return _json({"tasks": tasks, "total": page["total"], "next_cursor": _next_cursor(tasks, limit)})
+
+
+async def get_task(gw: Gateway, request: Request) -> Response:
+    return _json(await gw.call("get", request.path_params["task_id"]))
+
+
+async def history(gw: Gateway, request: Request) -> Response:
+    return _json(await gw.call("history", request.path_params["task_id"]))
+
+
+def _action(operation: str, model: type | None, field: str | None) -> Handler:
+    async def handler(gw: Gateway, request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        raw = await gw.body(request)
+        kwargs: dict[str, Any] = {}
+        if model is not None and field is not None:
+            value = getattr(parse(model, raw), field)
+            if value is not None:
+                kwargs[field] = value
+        elif raw.strip() not in (b"", b"{}"):
+            raise ApiError(400, "bad_request", f"body: {operation} takes no fields")
+        if operation == "message":
+            return _json(await gw.call("message", task_id, kwargs["text"]))
+        return _json(await gw.call(operation, task_id, **kwargs))
+    return handler
+
+
+async def task_events(gw: Gateway, request: Request) -> Response:
+    """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
+    ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
+    task_id = request.path_params["task_id"]
+    after = events.last_event_id(request.headers.get("last-event-id") or request.query_params.get("last_event_id"))
+    if gw.streams >= gw.settings.max_streams:
+        raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "
+                       f"{gw.settings.max_streams}", {"Retry-After": "1"})
+    gw.streams += 1
+    try:
+        stream = await anyio.to_thread.run_sync(lambda: gw.backend.open_stream(task_id))
+    except BaseException:
+        gw.streams -= 1
+        raise
+
+    def freed() -> None:
+        gw.streams -= 1
+    return EventStream(stream, task_id, after, gw.settings.keepalive_s, freed)
+
+
+# -- the system ---------------------------------------------------------------------------------------
+
+async def stats(gw: Gateway, request: Request) -> Response:
+    return _json(await gw.call("stats"))
+
+
+async def list_machines(gw: Gateway, request: Request) -> Response:
+    return _json([render.describe(machine) for machine in machine_tables.MACHINES.values()])
+
+
+async def healthz(gw: Gateway, request: Request) -> Response:
+    return _json({"ok": True, **await anyio.to_thread.run_sync(gw.backend.ready)})
+
+
+async def metrics(gw: Gateway, request: Request) -> Response:
+    if not gw._watching:  # stage latencies are counted from the first scrape on
+        gw._watching = True
+        await anyio.to_thread.run_sync(lambda: gw.backend.watch(gw.metrics.observe))
+    return Response(gw.metrics.render(await gw.call("stats")), media_type=CONTENT_TYPE)
+
+
+async def openapi(gw: Gateway, request: Request) -> Response:
+    return _json(document(OPERATIONS))
+
+
+# -- webhooks and schedules (Client methods of the i21-schedules part) --------------------------------
+
+async def webhook(gw: Gateway, request: Request) -> Response:
+    raw = await gw.body(request)
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    task = await gw.call("deliver_webhook", request.path_params["name"], headers, raw)
+    return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
+
+
+async def list_schedules(gw: Gateway, request: Request) -> Response:
+    return _json(await gw.call("schedules"))
+
+
+async def add_schedule(gw: Gateway, request: Request) -> Response:
+    body = parse(ScheduleBody, await gw.body(request))
+    fields = {k: v for k, v in body.model_dump().items() if v is not None and k != "name"}
+    return _json(await gw.call("schedule_add", body.name, **fields), 201)
+
+
+def _schedule_action(operation: str) -> Handler:
+    async def handler(gw: Gateway, request: Request) -> Response:
+        if (await gw.body(request)).strip() not in (b"", b"{}"):
+            raise ApiError(400, "bad_request", "body: this takes no fields")
+        return _json(await gw.call(operation, request.path_params["name"]))
+    return handler
+
+
+TASK = "/v1/tasks/{task_id}"
+SCHEDULE = "/v1/schedules/{name}"
+ROUTES: list[tuple[Operation, Handler]] = [
+    (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
+               "its task)", SubmitBody, 201), submit),
+    (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor)",
+               query=("state", "limit", "cursor")), list_tasks),
+    (Operation("GET", TASK, Scope.READ, "A task"), get_task),
+    (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit"), history),
+    (Operation("GET", TASK + "/events", Scope.READ, "A task's transitions live (Server-Sent Events; resume "
+               "with Last-Event-ID)", query=("last_event_id",)), task_events),
+    (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody), _action("cancel", ReasonBody, "reason")),
+    (Operation("POST", TASK + "/suspend", Scope.ADMIN, "Suspend a running task", ReasonBody),
+     _action("suspend", ReasonBody, "reason")),
+    (Operation("POST", TASK + "/resume", Scope.SUBMIT, "Resume a suspended or blocked task", ResumeBody),
+     _action("resume", ResumeBody, "message")),
+    (Operation("POST", TASK + "/approve", Scope.ADMIN, "Approve a draft task"), _action("approve", None, None)),
+    (Operation("POST", TASK + "/retry", Scope.ADMIN, "Retry a failed task"), _action("retry", None, None)),
+    (Operation("POST", TASK + "/message", Scope.SUBMIT, "Send a running task a message", MessageBody),
+     _action("message", MessageBody, "text")),
+    (Operation("GET", "/v1/stats", Scope.READ, "Tasks, queue, pools, usage"), stats),
+    (Operation("GET", "/v1/machines", Scope.READ, "The state machines"), list_machines),
+    (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)"),
+     webhook),
+    (Operation("GET", "/v1/schedules", Scope.READ, "Schedules"), list_schedules),
+    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201), add_schedule),
+    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule"), _schedule_action("schedule_pause")),
+    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule"), _schedule_action("schedule_resume")),
+    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now"), _schedule_action("schedule_trigger")),
+    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule"), _schedule_action("schedule_remove")),
+    (Operation("GET", "/healthz", None, "Whether the system answers (no token)"), healthz),
+    (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics"), metrics),
+    (Operation("GET", "/openapi.json", Scope.READ, "This API's OpenAPI document"), openapi),
+]
+OPERATIONS = [operation for operation, _ in ROUTES]
+
+
+def _endpoint(gw: Gateway, operation: Operation, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            if operation.scope is not None:
+                gw.authorize(request, operation.scope)
+            return await handler(gw, request)
+        except Exception as exc:  # noqa: BLE001 - every error is an answer of the stable shape
+            return _error_response(exc)
+    endpoint.__name__ = handler.__name__
+    return endpoint
+
+
+def routes(gw: Gateway) -> list[Route]:
+    return [Route(op.path, _endpoint(gw, op, handler), methods=[op.method]) for op, handler in ROUTES]
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "bad_request")
+    return JSONResponse({"error": {"code": code, "message": f"{request.method} {request.url.path}: "
+                                   f"{getattr(exc, 'detail', 'not found')}"}}, status_code=status)
+
+
+def build_app(backend: Backend, lookup: Lookup, settings: HttpSettings) -> Starlette:
+    """The gateway's ASGI app over ``backend`` (tokens found with ``lookup``)."""
+    gw = Gateway(backend, lookup, settings)
+    app = Starlette(routes=routes(gw), exception_handlers={404: _not_found, 405: _not_found})
+    app.state.gateway = gw
+    return app

@@ -1,0 +1,17 @@
+"""Long-term memory: facts, episodes, the archive of done tasks, and the agent's identity (issue 19).
+
+The pure values and rules (``values``, ``query``, ``markdown``, ``identity``) and
+the SQLite adapter (``store``) over the tasks' own database.  No actors, no
+Thespian: the supervisor carries a ``MemoryStore``; the CLI and the client reach
+it through the supervisor (docs/agent-memory.md).
+"""
+
+from pegasus.memory.errors import (BadMemoryPath, MemoryCapExceeded, MemoryFormatError, MemoryNotFound,
+                                   MemoryStoreError)
+from pegasus.memory.identity import Identity, identity_of, load_identity
+from pegasus.memory.store import MemoryStore
+from pegasus.memory.values import ArchivedTask, Episode, Fact, MemoryItem, check_path, parse_id
+
+__all__ = ["ArchivedTask", "BadMemoryPath", "Episode", "Fact", "Identity", "MemoryCapExceeded", "MemoryFormatError",
+           "MemoryItem", "MemoryNotFound", "MemoryStore", "MemoryStoreError", "check_path", "identity_of",
+           "load_identity", "parse_id"]

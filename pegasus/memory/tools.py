@@ -1,0 +1,100 @@
+"""The memory tools plans and models call: ``memory.search|read|write|append|list``.
+
+Honest effect classes: search, read and list are pure; write and append are
+idempotent (the same path and content, or the same append key -- a step's own
+idempotency key -- change nothing the second time), so the task-run core
+journals their end like any other non-pure step.  They run where the store is:
+a step calling one goes to ``PoolName.MEMORY``, which is the supervisor
+(``actors/supervisor_memory.py``); a tool worker or a convention member never
+opens the database.  Every registry lists them (effect classes, the model's
+tool list); only the supervisor's is bound to a store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pegasus.memory.errors import MemoryStoreError
+from pegasus.memory.store import MemoryStore
+from pegasus.tools.registry import Tool, ToolContext, ToolExecutionError, ToolRegistry
+
+PREFIX = "memory."
+SEARCH, READ, WRITE, APPEND, LIST = (PREFIX + name for name in ("search", "read", "write", "append", "list"))
+MEMORY_TOOLS = (SEARCH, READ, WRITE, APPEND, LIST)
+TIMEOUT_S = 10.0  # one SQLite statement or a few: milliseconds
+
+
+def is_memory_tool(tool: object) -> bool:
+    return isinstance(tool, str) and tool.startswith(PREFIX)
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchArgs(_Args):
+    query: str = Field(description="what to look for, in plain words")
+    k: int = Field(5, ge=1, le=50, description="how many memories at most")
+
+
+class ReadArgs(_Args):
+    id: str = Field(description="a fact path (ops/deploy-key), fact:<path>@<version>, or episode:<n>")
+
+
+class WriteArgs(_Args):
+    path: str = Field(description="the fact's path: lower case a-z 0-9 / _ . -, e.g. ops/deploy-key")
+    content: str = Field(min_length=1, description="the whole fact (replaces the current version)")
+
+
+class AppendArgs(_Args):
+    path: str = Field(description="the fact's path")
+    text: str = Field(min_length=1, description="a line added at the end of the fact")
+
+
+class ListArgs(_Args):
+    prefix: str = Field("", description="only paths starting with this")
+
+
+def memory_tools(store: MemoryStore | None) -> list[Tool]:
+    """The five tools, run against ``store``; with None (every process but the supervisor) they are listed
+    and classified, and calling one says where it runs."""
+
+    def bound(name: str, run: Any) -> Any:
+        def call(args: Any, ctx: ToolContext) -> Any:
+            if store is None:
+                raise ToolExecutionError(name, f"{name} runs in the supervisor (PoolName.MEMORY), not here")
+            try:
+                return run(store, args, ctx)
+            except MemoryStoreError as exc:
+                raise ToolExecutionError(name, f"{name}: {exc}") from None
+        return call
+
+    return [
+        Tool(SEARCH, "Search long-term memory (facts and past episodes) for what is relevant; best first.",
+             SearchArgs, "pure", TIMEOUT_S,
+             bound(SEARCH, lambda s, a, _: [item.as_dict() for item in s.search(a.query, a.k)])),
+        Tool(READ, "Read one memory: a fact by path (or fact:<path>@<version>) or episode:<n>.", ReadArgs, "pure",
+             TIMEOUT_S, bound(READ, lambda s, a, _: s.get(a.id).as_dict())),
+        Tool(WRITE, "Write a fact to long-term memory (a new version of its path; the same content again changes "
+                    "nothing).", WriteArgs, "idempotent", TIMEOUT_S,
+             bound(WRITE, lambda s, a, ctx: s.write_fact(a.path, a.content, task_id=_task(ctx)).as_dict())),
+        Tool(APPEND, "Add a line to a fact in long-term memory (created when absent).", AppendArgs, "idempotent",
+             TIMEOUT_S, bound(APPEND, lambda s, a, ctx: s.append_fact(a.path, a.text, key=ctx.idempotency_key,
+                                                                        task_id=_task(ctx)).as_dict())),
+        Tool(LIST, "List the facts in long-term memory (path, version, size).", ListArgs, "pure", TIMEOUT_S,
+             bound(LIST, lambda s, a, _: [{"path": f.path, "version": f.version, "bytes": len(f.content.encode()),
+                                     "id": f.id} for f in s.list_facts(a.prefix)])),
+    ]
+
+
+def _task(ctx: ToolContext) -> str | None:
+    """The task of a step, from its idempotency key (``<task>/a<n>/i<n>/s<n>``)."""
+    return ctx.idempotency_key.split("/", 1)[0] if ctx.idempotency_key else None
+
+
+def register(registry: ToolRegistry, store: MemoryStore | None = None) -> ToolRegistry:
+    for tool in memory_tools(store):
+        registry.register(tool)
+    return registry

@@ -1,0 +1,73 @@
+"""The post-task reflector's rows (issue 19): which done tasks are reflected, which still must be.
+
+One row per done task in ``post_reflections``: ``running`` (handed to the llm
+pool ``attempts`` times, no answer committed yet), ``complete`` (its reflection
+stored, its memories written in the same transaction), ``failed`` (the error
+kept; the task stays done) or ``skipped`` (the reflector was off, or the task
+was done before the reflector existed).  A done task with no row, or with a
+``running`` one, is pending: the supervisor runs it again after a restart, so a
+crash before the commit runs it once more, and one after it never again.
+Functions over the supervisor's Store (the only writer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pegasus import codec
+from pegasus.store.database import now_iso
+from pegasus.store.sqlite import Store, unpack
+from pegasus.task.events import EventType
+from pegasus.task.names import LifecycleState
+
+RUNNING, COMPLETE, FAILED, SKIPPED = "running", "complete", "failed", "skipped"
+
+
+def pending(store: Store) -> list[tuple[str, int]]:
+    """(task, attempts so far) of every done task whose reflection is not over, oldest first."""
+    rows = store._query("SELECT t.task_id, COALESCE(r.attempts, 0) FROM tasks t LEFT JOIN post_reflections r"
+                        " ON r.task_id = t.task_id WHERE t.lifecycle_state = ? AND (r.status IS NULL OR"
+                        " r.status = ?) ORDER BY t.seq", (LifecycleState.DONE.value, RUNNING))
+    return [(str(task_id), int(attempts)) for task_id, attempts in rows]
+
+
+def started(store: Store, task_id: str) -> int:
+    """Count one more attempt (the row ``running``); the attempts so far, this one included."""
+    with store.transaction() as db:
+        db.execute("INSERT INTO post_reflections (task_id, status, attempts, updated_at) VALUES (?, ?, 1, ?)"
+                   " ON CONFLICT (task_id) DO UPDATE SET attempts = attempts + 1, updated_at = excluded.updated_at",
+                   (task_id, RUNNING, now_iso()))
+        row = db.execute("SELECT attempts FROM post_reflections WHERE task_id = ?", (task_id,)).fetchone()
+    return int(row[0])
+
+
+def finished(store: Store, task_id: str, status: str, *, reflection: dict[str, Any] | None = None,
+             error: str | None = None, write: Callable[[], list[str]] | None = None) -> list[str]:
+    """Mark the reflection over -- ``write`` (the memory writes: their ids) in the same transaction --
+    with REFLECTION_COMPLETE / REFLECTION_FAILED in the task's audit log.  A ``write`` that raises
+    leaves nothing written (the caller records the failure instead)."""
+    # One savepoint in a group: the memory store's own transactions nest inside it, and a write that raises
+    # undoes them all with the marker (a bare transaction cannot hold another).
+    with store.group(), store.transaction() as db:
+        written = write() if write is not None else []
+        db.execute("INSERT INTO post_reflections (task_id, status, attempts, reflection, error, updated_at)"
+                   " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,"
+                   " reflection = excluded.reflection, error = excluded.error, updated_at = excluded.updated_at",
+                   (task_id, status, codec.pack(reflection) if reflection is not None else None, error, now_iso()))
+        if status != SKIPPED:
+            event = EventType.REFLECTION_COMPLETE if status == COMPLETE else EventType.REFLECTION_FAILED
+            store._audit(db, task_id, event.value, {"memories": written, "error": error} if error else
+                         {"memories": written, "assessment": (reflection or {}).get("assessment", "")})
+    return written
+
+
+def reflection_of(store: Store, task_id: str) -> dict[str, Any] | None:
+    """The task's reflection row (status, attempts, the PostTaskReflection, error), None when it has none."""
+    rows = store._query("SELECT status, attempts, reflection, error, updated_at FROM post_reflections"
+                        " WHERE task_id = ?", (task_id,))
+    if not rows:
+        return None
+    status, attempts, data, error, updated_at = rows[0]
+    return {"status": status, "attempts": attempts, "reflection": unpack(data), "error": error,
+            "updated_at": updated_at}

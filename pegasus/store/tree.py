@@ -1,0 +1,66 @@
+"""The task tree's tables: which task a sub-task answers, and the parent's plan-step ends it writes.
+
+A mixin of ``pegasus.store.Store`` (it uses the database's ``_query`` and
+``transaction``).  A child's link row is written with the child itself
+(``Store.create_task``), so a child exists exactly when its link does; its
+``step_key`` is unique, the second guard (after the idempotency claim) that a
+step never has two children.  A child's end is written into the parent's
+journal under that key (``finish_step``): the parent's restarted run replays it
+as the step's result, exactly as a finished tool step (``pegasus.run.core``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pegasus.store.database import now_iso
+from pegasus.store.journal import FINISHED
+
+
+@dataclass(frozen=True)
+class Link:
+    """A sub-task: its parent, its depth (a submitted task is 0) and the parent's step it answers."""
+
+    child_id: str
+    parent_id: str
+    depth: int
+    step_key: str
+    step_index: int
+
+
+_LINK = "child_id, parent_id, depth, step_key, step_index"
+
+
+class TreeTables:
+    """The ``subtasks`` table and the parent-step ends (see the module docstring)."""
+
+    _query: Any
+    transaction: Any
+
+    def link_of(self, child_id: str) -> Link | None:
+        rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE child_id = ?", (child_id,))
+        return Link(*rows[0]) if rows else None
+
+    def children_of(self, parent_id: str) -> list[Link]:
+        """The task's children, in the order they were created."""
+        rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE parent_id = ? ORDER BY rowid", (parent_id,))
+        return [Link(*row) for row in rows]
+
+    def finish_step(self, task_id: str, run: int, key: str, step_index: int, result: bytes) -> bool:
+        """Write the end of a parent's sub_task step; the first end stays (False: it had one)."""
+        stamp = now_iso()
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result, started_at,"
+                " finished_at) VALUES (?, ?, ?, ?, 'sub_task', 'effectful', ?, ?, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET status = excluded.status, result = excluded.result,"
+                " finished_at = excluded.finished_at WHERE journal.status = 'started'",
+                (key, task_id, run, step_index, FINISHED, result, stamp, stamp))
+            return bool(cursor.rowcount)
+
+
+def insert_link(db: Any, link: Link) -> None:
+    """The link row of a child being created (inside ``create_task``'s transaction)."""
+    db.execute(f"INSERT INTO subtasks ({_LINK}, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+               (link.child_id, link.parent_id, link.depth, link.step_key, link.step_index, now_iso()))

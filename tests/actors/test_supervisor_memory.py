@@ -1,0 +1,63 @@
+"""The supervisor's memory side without an actor system: a done task's context is archived from the store's
+checkpoints (once), and a memory step answers as a tool worker would, a bad one as a failed step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from actors import messages as m
+from actors.supervisor_memory import MemoryRequests
+from pegasus.config import Settings
+from pegasus.store import Store
+from pegasus.store.checkpoint import encode_full
+from pegasus.task import Plan, PlanStep, TaskFSM
+
+
+class Supervisor(MemoryRequests):
+    """The mixin with what it reads of the supervisor: its store and settings (and a log that keeps lines)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.settings, self.sent, self.lines = store, Settings(), [], []
+        self.log = self
+
+    def send(self, target: object, message: object) -> None:
+        self.sent.append((target, message))
+
+    def info(self, event: str, **fields: object) -> None:
+        self.lines.append((event, fields))
+
+    exception = info
+
+
+def stored_task(store: Store, text: str) -> TaskFSM:
+    fsm = TaskFSM.create("classic", text, task_id="t1")
+    store.create_task({"task_id": "t1", "machine": "classic", "cognitive_state": fsm.state, "priority": 3, "seq": 1,
+                       "input": text, "source": "test"}, encode_full(fsm.snapshot()))
+    return fsm
+
+
+def test_a_done_task_is_archived_once_from_its_checkpoints(tmp_path: Path) -> None:
+    supervisor = Supervisor(Store(tmp_path / "pegasus.db"))
+    stored_task(supervisor.store, "remember that the deploy key is in the vault")
+    supervisor._archive_task("t1")
+    supervisor._archive_task("t1")
+    archived = supervisor._memory().archived("t1")
+    assert archived is not None and archived.context["input_text"].startswith("remember that")
+    assert [i.id for i in supervisor._memory().search("deploy key vault", kinds=("archive",))] == ["task:t1"]
+    supervisor._archive_task("unknown")  # no such task: nothing to archive, nothing raised
+
+
+def test_a_memory_step_is_answered_like_a_tool_step(tmp_path: Path) -> None:
+    supervisor = Supervisor(Store(tmp_path / "pegasus.db"))
+    fsm = stored_task(supervisor.store, "x")
+    fsm.context.plan = Plan(goal="g", steps=[PlanStep(index=0, description="write", action_params={
+        "tool": "memory.append", "args": {"path": "notes/todo", "text": "buy milk"}})])
+    request = m.StageRequest("t1", 4, "act", "classic", fsm.context, 0, idempotency_key="t1/a1.0/i0/s0")
+    for _ in range(2):  # the same step twice (a restarted run): appended once
+        supervisor.receiveMsg_StageRequest(request, "task-actor")
+    results = [message for _, message in supervisor.sent]
+    assert [(r.ok, r.event_type, r.token) for r in results] == [(True, "TOOL_CALL_COMPLETED", 4)] * 2
+    assert supervisor._memory().read_fact("notes/todo").content == "buy milk"
+    supervisor.receiveMsg_StageRequest(m.StageRequest("t1", 5, "think", "classic", fsm.context), "task-actor")
+    refused = supervisor.sent[-1][1]
+    assert not refused.ok and "memory steps only" in refused.error

@@ -1,0 +1,38 @@
+"""``pegasus schedule`` and ``pegasus webhook`` through the real CLI on a background system, with --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_schedule_and_webhook_commands(cli, tmp_path) -> None:
+    """add, list, trigger, pause, remove (and webhook add, list) answer JSON or a table; errors are named."""
+    assert cli("start", "--json").returncode == 0
+    cli.track()
+    secret = tmp_path / "hook.secret"
+    secret.write_text("shh\n")
+    secret.chmod(0o600)
+    added, hook, both = cli.many(
+        ["schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "America/New_York", "--text", "what is 6 * 7?",
+         "--overlap", "buffer_one", "--catchup", "10m", "--priority", "3", "--json"],
+        ["webhook", "add", "gh", "--text", 'Review "{pull_request.title}"', "--secret-file", str(secret), "--json"],
+        ["schedule", "add", "x", "--cron", "* * * * *", "--every", "1s", "--text", "t"])
+    view = json.loads(added.stdout)
+    assert (view["overlap"], view["catchup_s"], view["priority"], view["tz"]) == ("buffer_one", 600.0, 3,
+                                                                                "America/New_York")
+    assert json.loads(hook.stdout)["secret_file"] == str(secret)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    listed, fired, hooks = cli.many(["schedule", "list"], ["schedule", "trigger", "nightly", "--json"],
+                                    ["webhook", "list", "--json"])
+    assert "cron 30 2 * * * America/New_York" in listed.stdout and "nightly" in listed.stdout
+    assert [h["name"] for h in json.loads(hooks.stdout)] == ["gh"] and "shh" not in hooks.stdout
+    task, paused = cli.many(["status", json.loads(fired.stdout)["task"]["task_id"], "--json"],
+                            ["schedule", "pause", "nightly", "--json"])
+    assert json.loads(task.stdout)["source"] == "SCHEDULE_FIRED" and json.loads(paused.stdout)["paused"] is True
+    assert cli.json("schedule", "remove", "nightly") == {"name": "nightly", "removed": True}
+    gone = cli("schedule", "pause", "nightly", "--json")
+    assert gone.returncode == 1 and json.loads(gone.stderr)["error"]["type"] == "ScheduleNotFound"

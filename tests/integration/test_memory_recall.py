@@ -1,0 +1,166 @@
+"""Memory in a task's life on real systems (issue 19, part B): a fact remembered by one task answers the
+next, the post-task reflector runs after done (never before it, never twice, across SIGKILLs of every
+process), a failing reflector leaves the task done, and a task on a convention member gets its memories."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from actors import procs
+from actors.system import system_pids
+from tests.support.fake_openai import FakeOpenAI, Reply, http_error
+from tests.support.model_like import ModelLike
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+REFLECTOR = "post-task reflector"  # in the reflector's system prompt (pegasus.llm.prompts.POST_REFLECT)
+
+
+def reflection(client: Any, task_id: str, status: str = "complete") -> dict[str, Any]:
+    """The task's post-reflection row once it has ``status``."""
+    def row() -> dict[str, Any] | None:
+        found = client.history(task_id)["post_reflection"]
+        return found if found is not None and found["status"] == status else None
+    return wait_for(row, timeout=30, what=f"the reflection of {task_id} to be {status}")
+
+
+def audit_events(client: Any, task_id: str) -> list[str]:
+    return [row["event_type"] for row in client.history(task_id)["audit"]]
+
+
+def test_a_remembered_fact_answers_the_next_task_which_lists_the_memory_it_was_given(pegasus) -> None:
+    client = pegasus()
+    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=30)
+    assert first["lifecycle_state"] == "done", first
+    assert "Remembered (deploy-key): The deploy key is in the vault." in first["result"]
+    kept = reflection(client, first["task_id"])["reflection"]
+    assert kept["facts"] == [{"path": "deploy-key", "content": "The deploy key is in the vault."}]
+    assert kept["episode"]["title"] == "remember that the deploy key is in the vault"
+
+    second = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    assert second["lifecycle_state"] == "done", second
+    assert second["result"].startswith("From memory (deploy-key): The deploy key is in the vault.")
+    [reason] = [s for s in second["stages"] if s["stage"] == "reason"]
+    assert "fact:deploy-key@1" in reason["memories"]  # what `pegasus status --json` shows
+    cognitive = client.history(second["task_id"])["cognitive"]
+    assert any("fact:deploy-key@1" in row.get("memories", []) for row in cognitive)
+
+    episode = reflection(client, second["task_id"])["reflection"]["episode"]
+    again = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    assert again["result"].startswith("From memory (deploy-key)")  # a repeated request names the earlier episode
+    assert f"(Done before: episode:2, 'where is the deploy key?': {episode['summary'][:30]}" in again["result"]
+
+
+@pytest.fixture
+def held_model() -> Iterator[tuple[FakeOpenAI, threading.Event]]:
+    """A model that answers like a small one, but holds the post-task reflector's call until the event is set."""
+    release = threading.Event()
+    model = ModelLike()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if REFLECTOR in str(body["messages"][0]["content"]):
+            release.wait(60)
+        return model(body)
+
+    with FakeOpenAI(responder=respond) as server:
+        yield server, release
+    release.set()
+
+
+def llm(server: FakeOpenAI) -> dict[str, Any]:
+    return {"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "", "max_retries": 0,
+            "timeout_s": 60.0}
+
+
+def reflector_calls(server: FakeOpenAI) -> int:
+    return sum(REFLECTOR in str(body["messages"][0]["content"]) for body in list(server.requests))
+
+
+def kill_everything(client: Any) -> None:
+    killed = procs.freeze_and_kill(lambda: system_pids(client.spec))  # the admin and every actor, at once
+    assert procs.wait_gone(killed, timeout=10) == []
+    client.closed = True
+
+
+def test_the_reflector_runs_after_done_and_exactly_once_across_sigkills(pegasus, held_model) -> None:
+    server, release = held_model
+    client = pegasus(llm=llm(server))
+    task_id = client.submit("what is 2 + 3?", machine="reason_act")["task_id"]
+    done = client.wait(task_id, timeout=30)
+    assert (done["lifecycle_state"], done["result"]) == ("done", "2 + 3 = 5")
+    wait_for(lambda: reflector_calls(server) == 1, what="the reflector's call")
+    assert reflection(client, task_id, "running")["attempts"] == 1  # done, its reflection still in flight
+
+    kill_everything(client)  # before the reflection finished
+    release.set()
+    restarted = pegasus(llm=llm(server))
+    row = reflection(restarted, task_id)
+    assert (row["attempts"], reflector_calls(server)) == (2, 2)  # run once more after the restart
+    assert row["reflection"]["facts"] == [{"path": "arithmetic/last", "content": "2 + 3 was computed"}]
+    events = audit_events(restarted, task_id)
+    assert events.count("REFLECTION_COMPLETE") == 1
+    assert events.index("STATE_TRANSITION_DONE") < events.index("REFLECTION_COMPLETE")
+    final = restarted.get(task_id)
+    assert (final["lifecycle_state"], final["result"]) == ("done", "2 + 3 = 5")  # the outcome untouched
+
+    kill_everything(restarted)  # after it finished
+    again = pegasus(llm=llm(server))
+    later = again.submit("what is 1 + 1?", machine="reason_act")["task_id"]
+    assert again.wait(later, timeout=30)["result"] == "1 + 1 = 2"
+    reflection(again, later)  # the new task's, handed out after the restart's pending ones
+    assert reflector_calls(server) == 3  # the new task's only: the first's is not run again
+    assert audit_events(again, task_id).count("REFLECTION_COMPLETE") == 1
+
+
+def test_a_failing_reflector_leaves_the_task_done_with_the_failure_recorded(pegasus) -> None:
+    model = ModelLike()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if REFLECTOR in str(body["messages"][0]["content"]):
+            return http_error(500, "the model server broke")
+        return model(body)
+
+    with FakeOpenAI(responder=respond) as server:
+        client = pegasus(llm=llm(server))
+        task_id = client.submit("what is 4 * 5?", machine="reason_act")["task_id"]
+        assert client.wait(task_id, timeout=30)["result"] == "4 * 5 = 20"
+        row = reflection(client, task_id, "failed")
+        assert "the model server broke" in row["error"] and row["attempts"] == 1
+        assert audit_events(client, task_id)[-1] == "REFLECTION_FAILED"
+        final = client.get(task_id)
+        assert (final["lifecycle_state"], final["result"], final["post_reflection"]["status"]) == (
+            "done", "4 * 5 = 20", "failed")
+        assert reflector_calls(server) == 1  # not retried forever
+
+
+def test_with_the_reflector_off_nothing_is_reflected(pegasus) -> None:
+    client = pegasus(memory={"reflector": False})
+    task_id = client.wait(client.submit("echo hi")["task_id"], timeout=30)["task_id"]
+    assert reflection(client, task_id, "skipped")["error"] == "[memory] reflector is off"
+
+
+def test_a_task_whose_stages_run_on_a_convention_member_gets_its_memories(convention) -> None:
+    """The leader has no workers: the member's run every stage.  The memories come from the leader's
+    supervisor (where the store is); the member never opens a database."""
+    client = convention.leader(convention={"local_workers": False})
+    member = convention.join("m", llm_workers=1, tool_workers=1)
+
+    def ready() -> bool:
+        pools = client.stats()["pools"]
+        return all(sum(w["ready"] for w in pools[name]["workers"]) == 1 for name in ("llm", "tool"))
+
+    wait_for(ready, timeout=30, what="the member's workers")
+    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=30)
+    assert first["lifecycle_state"] == "done", first
+    reflection(client, first["task_id"])
+    task = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    assert task["result"].startswith("From memory (deploy-key): The deploy key is in the vault."), task
+    [reason] = [s for s in task["stages"] if s["stage"] == "reason"]
+    assert (reason["member"], reason["admin_port"]) == (member.member_name, member.admin_port)
+    assert "fact:deploy-key@1" in reason["memories"]
+    assert not list((convention.root / "m").rglob("pegasus.db"))  # the member holds no store

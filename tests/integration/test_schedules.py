@@ -1,0 +1,142 @@
+"""Schedules on a real system: slots fire once each, pause stops them, and a whole-system SIGKILL and a restart
+fire each missed slot inside the catch-up window once, skip (and count) the older ones, and fire no slot twice."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from actors import procs
+from actors.client import Client, RequestError
+from actors.system import system_pids
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def fired(client: Client, name: str) -> list[dict[str, Any]]:
+    """The tasks schedule ``name`` fired, oldest slot first."""
+    tasks = [client.get(t["task_id"]) for t in client.list()]
+    mine = [t for t in tasks if t["source"] == "SCHEDULE_FIRED" and t["metadata"].get("schedule") == name]
+    return sorted(mine, key=lambda t: t["metadata"]["scheduled_time"])
+
+
+def slots_of(tasks: list[dict[str, Any]]) -> list[float]:
+    return [datetime.fromisoformat(t["metadata"]["scheduled_time"]).timestamp() for t in tasks]
+
+
+def schedule(client: Client, name: str) -> dict[str, Any]:
+    return next(s for s in client.schedules() if s["name"] == name)
+
+
+def test_every_second_fires_once_per_slot_and_pause_stops_it(pegasus) -> None:
+    client = pegasus()
+    client.schedule_add("tick", text="what is 2 + 2?", every="1s", overlap="allow_all")
+    wait_for(lambda: schedule(client, "tick")["fired"] >= 3, timeout=30, what="three slots")
+    paused = client.schedule_pause("tick")
+    assert paused["paused"] and paused["next_time"] is None
+    tasks = fired(client, "tick")
+    slots = slots_of(tasks)
+    # One task per slot, and the slots are consecutive seconds: none skipped, none twice.
+    assert len(tasks) == paused["fired"] >= 3 and paused["skipped"] == 0
+    assert [b - a for a, b in zip(slots, slots[1:])] == [1.0] * (len(slots) - 1)
+    assert all(t["machine"] == "classic" and t["input"] == "what is 2 + 2?" for t in tasks)
+    time.sleep(2.5)  # paused: no slot fires meanwhile
+    assert len(fired(client, "tick")) == len(tasks) and schedule(client, "tick")["fired"] == paused["fired"]
+    resumed = client.schedule_resume("tick")
+    assert not resumed["paused"]
+    wait_for(lambda: len(fired(client, "tick")) > len(tasks), timeout=30, what="a slot after the resume")
+    after = slots_of(fired(client, "tick"))[len(tasks)]
+    assert after - slots[-1] >= 3.0  # the slots that passed while paused did not fire on resume
+
+
+def test_trigger_fires_now_and_remove_ends_the_schedule(pegasus) -> None:
+    client = pegasus()
+    view = client.schedule_add("nightly", text="what is 1 + 1?", cron="0 3 * * *", tz="Europe/Paris")
+    assert view["next_time"] is not None and view["fired"] == 0
+    triggered = client.schedule_trigger("nightly")
+    task = client.wait(triggered["task"]["task_id"], timeout=30)
+    assert (task["source"], task["metadata"]["trigger"], task["lifecycle_state"]) == (
+        "SCHEDULE_FIRED", "manual", "done")
+    with pytest.raises(RequestError, match="exists"):
+        client.schedule_add("nightly", text="again", every="1h")
+    for bad, message in (({"cron": "61 * * * *"}, "cron expression"), ({"every": "1s", "tz": "Nowhere/Else"},
+                                                                        "time zone")):
+        with pytest.raises(RequestError, match=message):
+            client.schedule_add("bad", text="x", **bad)
+    assert client.schedule_remove("nightly")["removed"]
+    assert client.schedules() == []
+    with pytest.raises(RequestError, match="no schedule named 'nightly'") as info:
+        client.schedule_pause("nightly")
+    assert info.value.error_type == "ScheduleNotFound"
+
+
+def test_after_a_whole_system_kill_missed_slots_in_the_window_fire_once_and_older_are_counted(pegasus) -> None:
+    client = pegasus()
+    client.schedule_add("tick", text="what is 3 + 4?", every="1s", overlap="allow_all", catchup="3s")
+    wait_for(lambda: schedule(client, "tick")["fired"] >= 2, timeout=30, what="two slots")
+    spec = client.spec
+    killed = procs.freeze_and_kill(lambda: system_pids(spec))  # the admin and every actor, at once
+    assert procs.wait_gone(killed, timeout=10) == []
+    client.closed = True
+    down = time.time()
+    time.sleep(5)
+
+    restarted = pegasus()
+    wait_for(lambda: schedule(restarted, "tick")["skipped"] > 0, timeout=30, what="the missed slots counted")
+    restarted.schedule_pause("tick")
+    tasks = fired(restarted, "tick")
+    slots = slots_of(tasks)
+    view = schedule(restarted, "tick")
+    assert len(slots) == len(set(slots)) == view["fired"]  # no slot twice
+    keys = Counter(slots)
+    assert max(keys.values()) == 1
+    # One gap: the slots missed while the system was down and older than the window, each counted.
+    steps = [round(b - a) for a, b in zip(slots, slots[1:])]
+    gaps = [s for s in steps if s != 1]
+    assert len(gaps) == 1 and gaps[0] - 1 == view["skipped"], (steps, view)
+    # The slots inside the window fired late, at the restart: at least one was due seconds before.
+    late = [t for t, slot in zip(tasks, slots)
+            if slot > down and datetime.fromisoformat(t["created_at"]).timestamp() - slot > 1.5]
+    assert late, [(t["metadata"]["scheduled_time"], t["created_at"]) for t in tasks]
+    print(f"\n{len(slots)} slots fired, {view['skipped']} skipped while down, {len(late)} caught up late")
+
+
+def test_overlap_skip_starts_no_slot_while_the_last_task_runs(pegasus) -> None:
+    """Every second, each task sleeping 2.5 s: the slots that come meanwhile are skipped and counted, and no two
+    of the schedule's tasks ever run at once."""
+    client = pegasus()
+    client.schedule_add("slow", text="sleep 2.5", every="1s", overlap="skip")
+    wait_for(lambda: schedule(client, "slow")["skipped"] >= 2 and schedule(client, "slow")["fired"] >= 2,
+             timeout=30, what="skipped slots and a second task")
+    client.schedule_pause("slow")
+    tasks = [client.wait(t["task_id"], timeout=30) for t in fired(client, "slow")]
+    assert all(t["lifecycle_state"] == "done" for t in tasks)
+    for earlier, later in zip(tasks, tasks[1:]):  # each started after the one before had finished
+        assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
+    slots = slots_of(tasks)
+    assert all(b - a >= 2.0 for a, b in zip(slots, slots[1:]))  # the slots in between were skipped
+
+
+def test_cancel_other_cancels_the_running_task_and_buffer_one_starts_one_after_it(pegasus) -> None:
+    """Every second, tasks sleeping 2.5 s: cancel_other cancels each running task when the next slot fires;
+    buffer_one starts a waiting slot only once the running task is done, and skips the others."""
+    client = pegasus()
+    client.schedule_add("latest", text="sleep 2.5", every="1s", overlap="cancel_other")
+    client.schedule_add("queued", text="sleep 2.5", every="1s", overlap="buffer_one")
+    wait_for(lambda: len([t for t in fired(client, "latest") if t["lifecycle_state"] == "canceled"]) >= 2
+             and schedule(client, "queued")["fired"] >= 2, timeout=30, what="canceled and buffered tasks")
+    for name in ("latest", "queued"):
+        client.schedule_pause(name)
+    latest = fired(client, "latest")
+    assert [t["lifecycle_state"] for t in latest[:-1]] == ["canceled"] * (len(latest) - 1)
+    queued = [client.wait(t["task_id"], timeout=30) for t in fired(client, "queued")]
+    assert all(t["lifecycle_state"] == "done" for t in queued) and schedule(client, "queued")["skipped"] >= 1
+    for earlier, later in zip(queued, queued[1:]):  # the buffered one started after the running one ended
+        assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
+    slots = slots_of(queued)  # the one buffered is the first slot that came while the first task ran
+    assert slots[1] - slots[0] == 1.0
