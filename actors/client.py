@@ -193,6 +193,10 @@ class Client(MemoryClient, TriggersClient):
     def history(self, task_id: str) -> dict[str, Any]:
         return self._ask(m.History(task_id=task_id))
 
+    def context(self, task_id: str) -> dict[str, Any]:
+        """What the task knows as of its last checkpoint: plan, steps' results, reflections (long texts cut)."""
+        return self._ask(m.TaskContextRequest(task_id=task_id))
+
     def suspend(self, task_id: str, reason: str = "suspended by request") -> dict[str, Any]:
         return self._ask(m.Suspend(task_id=task_id, reason=reason))
 

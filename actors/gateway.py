@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from actors.guardian import read_settings
 from actors.spec import SystemNotRunningError, SystemStartError
 from pegasus import logs
 from pegasus.config import Settings
+from pegasus.dashboard.api import dashboard_routes
 from pegasus.errors import PegasusError
 from pegasus.gateway import NotReady, Upstream, build_app
 from pegasus.store.sqlite import DB_FILE
@@ -166,6 +168,7 @@ class ClientBackend:
         self.streams = ClientPool(settings, None)  # the app caps open streams ([http] max_streams)
         self.log = logs.get("gateway")
         self._watcher: threading.Thread | None = None
+        self._observers: list[tuple[Callable[[dict[str, Any]], None], bool]] = []
 
     def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         with self.requests.client() as client:
@@ -182,22 +185,28 @@ class ClientBackend:
     def open_stream(self, task_id: str) -> ClientStream:
         return ClientStream(self.streams, task_id)
 
-    def watch(self, observe: Callable[[dict[str, Any]], None]) -> None:
-        """Every task's transitions, for the metrics (stage latencies): one thread, one connection."""
+    def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None:
+        """Every task's transitions from now on, for the metrics (stage latencies: each one's ``detail``) and the
+        dashboard's events (``whole``): one thread, one connection; the first call returns once it is subscribed."""
+        self._observers.append((observe, whole))
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, args=(observe,), name="metrics-watch", daemon=True)
+            subscribed = threading.Event()
+            self._watcher = threading.Thread(target=self._watch, args=(subscribed,), name="watch", daemon=True)
             self._watcher.start()
+            subscribed.wait(WATCH_QUIET_S)
 
-    def _watch(self, observe: Callable[[dict[str, Any]], None]) -> None:
+    def _watch(self, subscribed: threading.Event) -> None:
         while True:
             try:
                 client = Client.connect(self.settings)
                 client.subscribe(None)
+                subscribed.set()
                 generation, quiet_since = client.generation, time.monotonic()
                 while True:
                     message = client.asys.listen(1.0)
                     if isinstance(message, m.TransitionNotice):
-                        observe(message.detail)
+                        for observe, whole in list(self._observers):
+                            observe(asdict(message) if whole else message.detail)
                         quiet_since = time.monotonic()
                     elif time.monotonic() - quiet_since >= WATCH_QUIET_S:
                         quiet_since = time.monotonic()
@@ -217,7 +226,7 @@ def serve(settings: Settings, state_dir: Path) -> None:
     http = settings.http
     backend = ClientBackend(settings)
     tokens = TokenReader(state_dir / DB_FILE)
-    app = build_app(backend, tokens.lookup, http)
+    app = build_app(backend, tokens.lookup, http, parts=(dashboard_routes,))  # the web dashboard at /
     config = uvicorn.Config(app, host=http.bind, port=http.port, ssl_certfile=http.tls_cert or None,
                             ssl_keyfile=http.tls_key or None, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=1, server_header=False)

@@ -28,6 +28,7 @@ from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
 from actors.supervisor_reflect import RecallAndReflect
+from actors.supervisor_inspect import Inspection
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
@@ -51,7 +52,7 @@ from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, Ta
 from pegasus.views import history_view, stored_view
 
 class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
-                 TaskMessages, ActorTypeDispatcher):
+                 Inspection, TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:

@@ -31,6 +31,7 @@ def _overrides(server: FakeOpenAI, hung: bool) -> dict[str, Any]:
     return {"llm": {"provider": "openai", "base_url": server.url, "model": "bench", "api_key_env": "",
                     "max_retries": 0},
             "pools": {"llm_workers": 1, "tool_workers": 1},
+            "memory": {"reflector": False},  # the model's calls are scripted: no post-task reflection
             "mcp": {"servers": servers, "start_timeout_s": 2.0, "retry_backoff_s": 0.5, "retry_backoff_max_s": 2.0}}
 
 

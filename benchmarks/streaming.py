@@ -26,7 +26,8 @@ CHUNK_CHARS, CHUNK_DELAY_S = 4, 0.01
 def _measure(stream: bool, tasks: int, chunk_delay_s: float) -> dict[str, Any]:
     with FakeOpenAI() as server, state_dir() as state, pegasus_system(state, {
             "llm": {"provider": "openai", "base_url": server.url, "model": "bench", "api_key_env": "",
-                    "max_retries": 0, "stream": stream}}) as system:
+                    "max_retries": 0, "stream": stream},
+            "memory": {"reflector": False}}) as system:  # the model's calls are scripted: no post-task reflection
         client = system.client
         first, done, messages = [], [], []
         for _ in range(tasks):

@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
+from actors.cli import dashboard, local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
 from actors.cli.tree import tree
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
 
     tokens.add_commands(sub, on_system)
+    dashboard.add_command(sub, on_system)
     schedules.register(sub, on_system)
     webhooks.register(sub, on_system)
     memory.add_commands(sub, on_system, configured)

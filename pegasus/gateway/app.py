@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +18,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from pegasus.config import HttpSettings
 from pegasus.gateway import events
@@ -42,7 +42,8 @@ class Backend(Protocol):
     def has(self, operation: str) -> bool: ...
     def ready(self) -> dict[str, Any]: ...
     def open_stream(self, task_id: str) -> Stream: ...
-    def watch(self, observe: Callable[[dict[str, Any]], None]) -> None: ...
+    def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None: ...
+    # every task's transitions from now on: each one's detail, or (whole) the transition itself
 
 
 @dataclass(frozen=True)
@@ -305,9 +306,12 @@ async def _not_found(request: Request, exc: Exception) -> Response:
                                    f"{getattr(exc, 'detail', 'not found')}"}}, status_code=status)
 
 
-def build_app(backend: Backend, lookup: Lookup, settings: HttpSettings) -> Starlette:
+def build_app(backend: Backend, lookup: Lookup, settings: HttpSettings,
+              parts: Sequence[Callable[[Gateway], list[BaseRoute]]] = ()) -> Starlette:
     """The gateway's ASGI app over ``backend`` (tokens found with ``lookup``)."""
     gw = Gateway(backend, lookup, settings)
-    app = Starlette(routes=routes(gw), exception_handlers={404: _not_found, 405: _not_found})
+    # parts: more routes on the same gateway, so under the same tokens (the web dashboard: pegasus.dashboard.api)
+    extra = [route for part in parts for route in part(gw)]
+    app = Starlette(routes=[*routes(gw), *extra], exception_handlers={404: _not_found, 405: _not_found})
     app.state.gateway = gw
     return app

@@ -192,7 +192,8 @@ class Store(TaskMessages, TreeTables, Database):
                    before: int | None = None) -> list[dict[str, Any]]:
         """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
         (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
-        columns = "task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq"
+        columns = ("task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq,"
+                   " created_at")
         where, state_params = _state_filter(state)
         params: tuple[Any, ...] = state_params
         if before is not None:
@@ -201,7 +202,7 @@ class Store(TaskMessages, TreeTables, Database):
         rows = self._query(f"SELECT {columns} FROM tasks{where} ORDER BY seq DESC LIMIT ? OFFSET ?",
                            (*params, limit, offset))
         names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at",
-                 "seq")
+                 "seq", "created_at")  # created_at: the dashboard's age column
         return [dict(zip(names, row)) for row in rows]
 
     def count_tasks(self, state: str | None = None) -> int:

@@ -31,6 +31,8 @@ def describe(machine: Machine) -> dict[str, Any]:
         "special": specials,
         "entry_gates": {state: gate.description for state, gate in machine.entry_gates.items()},
         "same_state_is_noop": machine.same_state_is_noop,
+        # what each state runs, on which pool (a cognitive machine's; the dashboard names a task's stage by it)
+        "stages": {state: {"stage": str(runs.stage), "pool": str(runs.pool)} for state, runs in machine.stages.items()},
     }
 
 

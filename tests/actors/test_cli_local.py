@@ -141,6 +141,7 @@ FLAGS = {  # the command line's contract, as the README lists it
     "tools": ["-h", "--json", "--config"], "completion": ["-h"], "schedule": ["-h"], "webhook": ["-h"],
     "token": ["-h"],
     "memory": ["-h"], "identity": ["-h", "--json", "--config"],
+    "dashboard": [*SYSTEM, "--no-open"],
 }
 ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION, pegasus memory ACTION
     "schedule": {"add": [*SYSTEM, "--cron", "--every", "--text", "--tz", "--machine", "--priority", "--overlap",

@@ -19,7 +19,8 @@ from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
 from actors.messages import (
-    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_messages, task_run, tree, triggers,
+    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_context, task_messages, task_run,
+    tree, triggers,
 )
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
@@ -107,6 +108,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
                  recall.Recalled("t1", 7, "You are Pegasus.", ({"id": "fact:deploy-key@1", "kind": "fact",
                                                                 "title": "deploy-key", "text": "vault", "score": 1.0},)),
                  recall.Recalled("t1", 8, "", (), error="StoreError: locked")],
+        task_context: [task_context.TaskContextRequest(task_id="t1")],
     }
 
 
@@ -117,7 +119,7 @@ def _message_classes(module: ModuleType) -> set[type]:
 
 
 CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory, recall,
-                 task_messages]
+                 task_context, task_messages]
 
 
 def _same(one: Any, other: Any) -> bool:

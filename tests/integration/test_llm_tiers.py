@@ -102,11 +102,11 @@ def reader(body: dict[str, Any]) -> Reply:
 
 def test_a_reason_act_task_outgrowing_the_window_completes_with_its_summary_in_the_history(
         pegasus, state_dir: Path) -> None:
-    """The server refuses a prompt over 3,600 tokens with its 400, as real servers do.  Five tool
+    """The server refuses a prompt over 4,000 tokens (the tool list, memory tools included, takes ~900) with its 400, as real servers do.  Five tool
     results of ~1,500 tokens each outgrow it: older results are cut, then the earlier rounds are
     summarised by the model; every request fits, the task completes, and ``pegasus history`` and
     ``status`` show what was done."""
-    window = 3600
+    window = 4000
     with FakeOpenAI(context_window=window, responder=reader) as server:
         client = pegasus(memory=NO_REFLECTOR, llm={"provider": "openai", "base_url": server.url, "model": "m", "api_key_env": "",
                               "max_retries": 0, "context_window": window, "max_output_tokens": 200},

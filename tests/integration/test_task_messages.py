@@ -13,12 +13,12 @@ import pytest
 from actors import procs
 from actors.system import system_pids
 from tests.integration.test_cli import Pegasus, assert_failure
-from tests.support.tools import hold_request
+from tests.support.hold import hold_request
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
+PLUGIN = {"tools": {"plugins": ["tests.support.hold:register"]}}
 
 
 def the_cli(client: Any, state_dir: Path, tmp_path: Path) -> Pegasus:

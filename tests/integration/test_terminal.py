@@ -14,11 +14,11 @@ import pexpect
 import pytest
 
 from tests.integration.test_cli import Pegasus
-from tests.support.tools import hold_request
+from tests.support.hold import hold_request
 
 pytestmark = pytest.mark.integration
 
-PLUGIN = '["tests.support.tools:register"]'
+PLUGIN = '["tests.support.hold:register"]'
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -58,7 +58,7 @@ def test_run_shows_the_stage_running_and_its_time_on_a_terminal(cli: Pegasus, tm
 
 def test_submit_file_and_wait_show_progress_bars_on_a_terminal_and_plain_lines_when_piped(
         pegasus: Any, state_dir: Path, tmp_path: Path) -> None:
-    client = pegasus(tools={"plugins": ["tests.support.tools:register"]})
+    client = pegasus(tools={"plugins": ["tests.support.hold:register"]})
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     cli = Pegasus(port=client.spec.admin_port, home=state_dir, cwd=cwd)

@@ -12,11 +12,11 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.support.tools import hold_request
+from tests.support.hold import hold_request
 
 pytestmark = pytest.mark.integration
 
-PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
+PLUGIN = {"tools": {"plugins": ["tests.support.hold:register"]}}
 ROOT = Path(__file__).resolve().parents[2]
 LEAVE_ALTERNATE_SCREEN, SHOW_CURSOR = "\x1b[?1049l", "\x1b[?25h"
 

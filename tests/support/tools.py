@@ -35,20 +35,6 @@ def _append_key(args: AppendArgs, ctx: ToolContext) -> str:
     return f"appended {ctx.idempotency_key}"
 
 
-class HoldArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    timeout_s: float = Field(20.0, ge=0, le=30)
-
-
-def _hold_until(args: HoldArgs, ctx: ToolContext) -> str:
-    """Hold the worker until ``path`` exists (a stage as slow as the test needs, and no slower)."""
-    deadline = time.monotonic() + args.timeout_s
-    while not os.path.exists(args.path) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return f"released by {args.path}" if os.path.exists(args.path) else f"not released after {args.timeout_s:g}s"
-
-
 class BigTextArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tag: str
@@ -62,8 +48,6 @@ def _big_text(args: BigTextArgs, ctx: ToolContext) -> str:
 def register(registry: ToolRegistry) -> None:
     registry.register(Tool(name="append_key", description="append the idempotency key to a file (test tool)",
                            args_model=AppendArgs, effect="effectful", timeout_s=30.0, func=_append_key))
-    registry.register(Tool(name="hold_until", description="hold the worker until a file exists (test tool)",
-                           args_model=HoldArgs, effect="pure", timeout_s=30.0, func=_hold_until))
     registry.register(Tool(name="big_text", description="a long text: the tag and chars x's (test tool)",
                            args_model=BigTextArgs, effect="pure", timeout_s=30.0, func=_big_text))
 
@@ -75,11 +59,6 @@ def keys_in(path: Path) -> list[str]:
 def append_key_request(path: Path, hold_s: float) -> str:
     """The offline request that runs append_key once."""
     return f"call append_key {json.dumps({'path': str(path), 'hold_s': hold_s})}"
-
-
-def hold_request(path: Path) -> str:
-    """The offline request whose one tool step holds its worker until ``path`` exists."""
-    return f"call hold_until {json.dumps({'path': str(path)})}"
 
 
 def busy_tool_worker(client: Any) -> dict[str, Any]:

@@ -1,0 +1,119 @@
+"""The routes the dashboard adds to the gateway's ``/v1`` API, under the same authentication:
+
+- ``GET /v1/token``: the name and scope of the token presented (the page shows or hides its buttons by
+  it; the gateway still checks every action's scope itself);
+- ``GET /v1/tasks/{id}/context``: what the task knows as of its last checkpoint: its plan, its steps' results,
+  its reflections (``Client.context``);
+- ``GET /v1/webhooks``: the webhooks (``Client.webhooks``: never their secrets);
+- ``GET /v1/events``: every task's transitions live, as Server-Sent Events (the tasks table). Not
+  resumable: the page reads the list again when it reconnects (a task's own stream,
+  ``/v1/tasks/{id}/events``, is the one resumable with ``Last-Event-ID``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+from starlette import types as asgi
+
+from pegasus.dashboard import routes as pages
+from pegasus.dashboard.feed import Feed, Reader
+from pegasus.gateway import events
+from pegasus.gateway.app import Gateway, _error_response
+from pegasus.gateway.auth import Scope
+from pegasus.gateway.errors import ApiError
+
+
+def dashboard_routes(gw: Gateway) -> list[BaseRoute]:
+    """Everything the dashboard adds to the gateway: these routes, its page and assets, the diagrams (read scope)."""
+
+    async def check(request: Request) -> Response | None:
+        try:
+            gw.authorize(request, Scope.READ)
+        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
+            return _error_response(exc)
+        return None
+
+    return [*api_routes(gw), *pages.routes(check)]
+
+
+def api_routes(gw: Gateway) -> list[Route]:
+    feed = Feed()
+    watching = False
+
+    async def token(request: Request) -> Response:
+        try:
+            record = gw.authorize(request, Scope.READ)
+        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
+            return _error_response(exc)
+        return JSONResponse({"name": record.get("name"), "scope": record.get("scope")})
+
+    async def all_events(request: Request) -> Response:
+        nonlocal watching
+        try:
+            gw.authorize(request, Scope.READ)
+            if gw.streams >= gw.settings.max_streams:
+                raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "
+                               f"{gw.settings.max_streams}", {"Retry-After": "1"})
+            if not watching:  # one subscription to the supervisor for every reader, made at the first
+                watching = True
+                await anyio.to_thread.run_sync(lambda: gw.backend.watch(feed.publish, whole=True))
+        except Exception as exc:  # noqa: BLE001
+            return _error_response(exc)
+        gw.streams += 1
+        return _FeedResponse(gw, feed.open())
+
+    return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/context", _reading(gw, "context", "task_id"), methods=["GET"]),
+            Route("/v1/webhooks", _reading(gw, "webhooks"), methods=["GET"])]
+
+
+def _reading(gw: Gateway, operation: str, param: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """A read-scope route answering the client's ``operation`` (of the path's ``param``, when given) as JSON."""
+    async def handler(request: Request) -> Response:
+        try:
+            gw.authorize(request, Scope.READ)
+            args = [request.path_params[param]] if param else []
+            return JSONResponse(await gw.call(operation, *args))
+        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
+            return _error_response(exc)
+    return handler
+
+
+class _FeedResponse(StreamingResponse):
+    """The stream of every task's transitions; its slot among the gateway's open streams is freed however it
+    ends, a reader gone before the first event too (its generator then never runs, so it cannot free it); its
+    reader was registered before it started, so every event published once it is open reaches it."""
+
+    def __init__(self, gw: Gateway, reader: Reader) -> None:
+        self.gateway, self.reader = gw, reader
+        super().__init__(_frames(reader, gw.settings.keepalive_s), media_type="text/event-stream",
+                         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.reader.close()
+            self.gateway.streams -= 1
+
+
+async def _frames(reader: Reader, keepalive_s: float) -> AsyncIterator[bytes]:
+    yield events.comment("every task's transitions")  # the headers go out now: the page shows it is live
+    async for event in reader.events(keepalive_s):
+        if event is None:
+            yield events.comment("keep-alive")
+        elif event.get("lagged"):
+            yield events.frame({"lagged": True}, event="lagged")
+            return
+        elif "to_state" in event:  # transitions only: streamed model text stays on the task's own stream
+            yield events.frame(_plain(event), event=events.TRANSITION)
+
+
+def _plain(event: dict[str, Any]) -> dict[str, Any]:
+    return {key: event.get(key) for key in ("task_id", "machine", "from_state", "to_state", "event", "timestamp")}

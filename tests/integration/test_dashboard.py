@@ -1,0 +1,262 @@
+"""The web dashboard in a real browser (headless Chromium, tests/support/browser.py) against the real
+gateway of a real background system started by ``pegasus start``: tasks appear live without a reload,
+a task's page lights the state ``pegasus status`` reports, the Approve button runs a waiting task, and
+a read-only token is shown no button. Screenshots go to the test's tmp dir (docs/dashboard.md says how
+one becomes docs/dashboard.png).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from actors import procs
+from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check
+from tests.integration.test_http_gateway import _wait_up
+from tests.support.browser import chromium
+
+pytestmark = pytest.mark.integration
+
+WAIT_MS = 20_000  # the longest a page may take to show what a test expects (a loaded machine: seconds)
+
+
+class Dashboard:
+    """A background system with its HTTP gateway, and tokens of each scope."""
+
+    def __init__(self, pegasus: Pegasus, http_port: int) -> None:
+        self.cli, self.url = pegasus, f"http://127.0.0.1:{http_port}"
+        self.tokens: dict[str, str] = {}
+
+    def token(self, scope: str) -> str:
+        if scope not in self.tokens:
+            made = self.cli.json("token", "create", f"dash-{scope}", "--scope", scope)
+            self.tokens[scope] = made["token"]
+        return self.tokens[scope]
+
+    def submit(self, text: str) -> str:
+        return str(self.cli.json("submit", text)["task_id"])
+
+    def status(self, task_id: str) -> dict[str, Any]:
+        return dict(self.cli.json("status", task_id))
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """A system needing approval, stages ~150 ms, its gateway on a free port; stopped afterwards. One for the
+    module's tests (starting one takes seconds): each test submits and looks at its own tasks."""
+    http_port = procs.free_port()
+    pegasus = _make(tmp_path_factory.mktemp("dashboard"), "dash", PEGASUS_RUNTIME__APPROVAL_POLICY="manual", PEGASUS_HTTP__ENABLED="true",
+                    PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150")
+    try:
+        _start_background(pegasus)
+        _wait_up(f"http://127.0.0.1:{http_port}")
+        pegasus.track()
+        # `pegasus dashboard` gives the page's address (the one command of docs/dashboard.md)
+        assert pegasus.json("dashboard", "--no-open") == {"url": f"http://127.0.0.1:{http_port}/"}
+        yield Dashboard(pegasus, http_port)
+    finally:
+        _stop_and_check(pegasus)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Any, tmp_path: Path) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert not errors, f"the page raised: {errors}"
+
+
+def login(page: Any, dashboard: Dashboard, scope: str) -> None:
+    page.goto(dashboard.url + "/")
+    page.fill("#token", dashboard.token(scope))
+    page.click("#login button[type=submit]")
+    try:
+        page.wait_for_selector("#tasks")
+    except Exception:
+        raise AssertionError(f"no task table after login; the page says: {page.inner_text('body')[:500]!r}") from None
+    assert dashboard.tokens[scope] not in page.url  # the token is never in an address
+
+
+def lit_state(page: Any, kind: str) -> str:
+    """The state a task page's diagram lights as current."""
+    return str(page.get_attribute(f'svg[data-kind="{kind}"] g.state.current', "data-state"))
+
+
+def test_tasks_appear_live_and_a_task_page_lights_the_state_status_reports(
+        dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
+    """Tasks submitted while the page is open appear without a reload; the task page's diagrams light
+    the lifecycle and cognitive states ``pegasus status`` reports, and a finished one its path."""
+    login(page, dashboard, "admin")
+    page.evaluate("window.notReloaded = true")
+    first, second = dashboard.submit("what is 2 + 3 * 4?"), dashboard.submit("echo hello")
+    for task_id in (first, second):
+        page.wait_for_selector(f'tr[data-task="{task_id}"] td.lifecycle >> text=draft')
+    assert page.evaluate("window.notReloaded") is True
+    dashboard.cli.json("approve", first)
+    page.wait_for_selector(f'tr[data-task="{first}"] td.lifecycle >> text=done')  # live, over SSE
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=str(tmp_path / "dashboard-tasks.png"), full_page=True)
+
+    for task_id in (first, second):
+        page.click(f'tr[data-task="{task_id}"] a')
+        page.wait_for_selector('svg[data-kind="cognitive"] g.state.current')
+        status = dashboard.status(task_id)
+        assert lit_state(page, "cognitive") == status["state"]
+        assert lit_state(page, "lifecycle") == status["lifecycle_state"]
+        page.screenshot(path=str(tmp_path / f"dashboard-task-{status['lifecycle_state']}.png"), full_page=True)
+        page.go_back()
+        page.wait_for_selector("#tasks")
+    # The finished task's page: the path it took is lit, and its stages are drawn by worker.
+    page.click(f'tr[data-task="{first}"] a')
+    page.wait_for_selector('svg[data-kind="cognitive"] g.edge.taken')
+    taken = page.eval_on_selector_all('svg[data-kind="cognitive"] g.edge.taken',
+                                      "edges => edges.map(e => e.dataset.from + '>' + e.dataset.to)")
+    assert {"idle>perceiving", "planning>acting", "reflecting>completed"} <= set(taken), taken
+    assert page.locator("svg.gantt g.stage").count() == len(dashboard.status(first)["stages"])
+
+
+def test_approve_with_the_button_and_see_the_task_run(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
+    """A task waiting for approval is approved with the page's button and runs to done, shown live."""
+    task_id = dashboard.submit("what is 2 + 3 * 4?")
+    login(page, dashboard, "admin")
+    page.click(f'tr[data-task="{task_id}"] a')
+    page.wait_for_selector("#approve")
+    assert lit_state(page, "lifecycle") == "draft"
+    page.click("#approve")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=done')
+    assert dashboard.status(task_id)["lifecycle_state"] == "done"
+    assert lit_state(page, "lifecycle") == "done" and lit_state(page, "cognitive") == "completed"
+    assert page.locator("#approve").count() == 0  # nothing to approve any more
+    page.screenshot(path=str(tmp_path / "dashboard-approved.png"), full_page=True)
+
+
+def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Dashboard, page: Any) -> None:
+    """A task waiting for information is resumed with the message typed on its page and finishes with it; a
+    running task is suspended, then canceled, with the buttons."""
+    asking, sleeping = dashboard.submit("help me"), dashboard.submit("sleep 5")
+    dashboard.cli.json("approve", asking)
+    assert dashboard.cli.wait_for(asking, {"blocked", "done", "failed"})["lifecycle_state"] == "blocked"
+    login(page, dashboard, "admin")
+    page.click(f'tr[data-task="{asking}"] a')
+    page.wait_for_selector('dd[data-field="question"]')
+    page.fill("#resume-message", "what is 6*7?")
+    page.click("#resume")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=done')
+    assert "42" in str(dashboard.status(asking)["result"])
+
+    dashboard.cli.json("approve", sleeping)
+    page.goto(f"{dashboard.url}/#/task/{sleeping}")
+    page.click("#suspend")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=blocked')
+    assert lit_state(page, "cognitive") == "suspended"
+    page.click("#cancel")
+    page.wait_for_selector('dd[data-field="lifecycle"] >> text=canceled')
+    assert dashboard.status(sleeping)["lifecycle_state"] == "canceled"
+    assert page.locator("#actions button").count() == 0  # nothing more to do to a canceled task
+
+
+def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
+    """Thirty new drafts fill more than a page: older ones are on the next; the state filter asks the gateway
+    for that state only, the text filter narrows the page shown."""
+    lines = tmp_path / "tasks.txt"
+    lines.write_text("".join(f"echo paged {n:02d}\n" for n in range(30)))
+    submitted = dashboard.cli.json("submit", "--file", str(lines))
+    newest_first = [row["task_id"] for row in reversed(submitted)]
+    login(page, dashboard, "read")
+    rows = page.locator("#task-rows tr.task-row")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]')
+    assert rows.count() == 25
+    page.click("#next")
+    page.wait_for_selector(f'tr[data-task="{newest_first[25]}"]')
+    assert page.locator(f'tr[data-task="{newest_first[0]}"]').count() == 0
+    page.click("#prev")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]')
+    page.fill("#text-filter", "paged 07")
+    page.wait_for_function("document.querySelectorAll('#task-rows tr.task-row').length === 1")
+    assert page.get_attribute("#task-rows tr.task-row", "data-task") == newest_first[29 - 7]
+    page.fill("#text-filter", "")
+    page.select_option("#state-filter", "done")
+    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]', state="detached")
+    assert all(text == "done" for text in page.locator("#task-rows td.lifecycle").all_inner_texts())
+
+
+def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dashboard, page: Any) -> None:
+    """A schedule shows its next fire time and is paused with its button (as ``pegasus schedule list`` then
+    says); the webhooks are listed, never their secrets."""
+    dashboard.cli.json("schedule", "add", "hourly", "--every", "1h", "--text", "tidy up")
+    dashboard.cli.json("webhook", "add", "gh", "--text", "Review {pull_request.title}")
+    login(page, dashboard, "admin")
+    page.click('#nav a[data-page="schedules"]')
+    row = 'tr[data-schedule="hourly"]'
+    page.wait_for_selector(f"{row} >> text=active")
+    assert page.inner_text(f"{row} td:nth-child(4)").startswith("20")  # its next fire time
+    page.click(f'{row} button[data-action="pause"]')
+    page.wait_for_selector(f"{row} >> text=paused")
+    assert [s["paused"] for s in dashboard.cli.json("schedule", "list") if s["name"] == "hourly"] == [True]
+    page.wait_for_selector('#webhooks >> text="POST /v1/webhooks/gh"')
+
+
+def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
+    """With a read token the page offers no action and no submit form; the data is all there."""
+    task_id = dashboard.submit("echo waiting")
+    login(page, dashboard, "read")
+    assert page.locator("#submit").count() == 0
+    page.click(f'tr[data-task="{task_id}"] a')
+    page.wait_for_selector('svg[data-kind="lifecycle"] g.state.current')
+    assert lit_state(page, "lifecycle") == "draft"
+    assert page.locator("#actions").count() == 0 and page.locator("button.action").count() == 0
+    page.screenshot(path=str(tmp_path / "dashboard-read-only.png"), full_page=True)
+    # The pools page shows each worker of both pools.
+    page.click('#nav a[data-page="pools"]')
+    page.wait_for_selector('.pool[data-pool="llm"]')
+    stats = dashboard.cli.json("stats")
+    for name, pool in stats["pools"].items():
+        assert page.locator(f'.pool[data-pool="{name}"] tbody tr').count() == len(pool["workers"])
+
+
+def test_the_routes_the_dashboard_adds_are_under_the_gateways_tokens(dashboard: Dashboard) -> None:
+    """/v1/token names the token's scope; /v1/events streams every task's transitions; a task's context and
+    the diagrams need a token like every /v1 route; the page itself does not (its login form)."""
+    read = {"Authorization": f"Bearer {dashboard.token('read')}"}
+    for path in ("/v1/token", "/v1/events", "/v1/tasks/x/context", "/v1/webhooks", "/dashboard/machines/classic.svg"):
+        refused = httpx.get(dashboard.url + path, timeout=10)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized", path
+    assert httpx.get(dashboard.url + "/", timeout=10).status_code == 200
+    assert httpx.get(dashboard.url + "/v1/token", headers=read, timeout=10).json() == {"name": "dash-read",
+                                                                                       "scope": "read"}
+    missing = httpx.get(dashboard.url + "/v1/tasks/no-such-task/context", headers=read, timeout=10)
+    assert missing.status_code == 404 and "no-such-task" in missing.json()["error"]["message"]
+    assert httpx.get(dashboard.url + "/dashboard/machines/classic.svg", headers=read, timeout=10).status_code == 200
+    with httpx.stream("GET", dashboard.url + "/v1/events", headers=read, timeout=30) as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        lines = events.iter_lines()
+        assert next(lines).startswith(":")  # the stream is open (and subscribed) before anything is submitted
+        task_id = dashboard.submit("echo streamed")
+        for line in lines:
+            if line.startswith("data:") and task_id in line:
+                assert '"to_state":"draft"' in line and '"machine":"lifecycle"' in line
+                break
+
+
+def test_pegasus_dashboard_says_how_to_start_the_gateway_when_none_answers(tmp_path: Path) -> None:
+    """With no gateway, ``pegasus dashboard`` exits 1 with one line saying how to start one (and opens nothing)."""
+    result = _make(tmp_path, "nogateway")("dashboard", "--no-open")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("pegasus: no HTTP gateway answers at http://127.0.0.1:")
+    assert "pegasus start --http PORT" in result.stderr and len(result.stderr.splitlines()) == 1

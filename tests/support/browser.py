@@ -1,0 +1,47 @@
+"""A headless Chromium for the dashboard's tests: Debian's ``chromium`` driven by Playwright for Python.
+
+Playwright, not Selenium: its locators wait for what a test expects (a row to appear, a class to
+change) without hand-written polling, and it talks to the browser itself (no chromedriver of a
+matching version to install). It is launched with the system's Chromium (``executable_path``):
+Playwright's own browser downloads are never used. Where neither can be had the tests skip, saying
+which is missing (.ci/run installs both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def chromium_path() -> str | None:
+    """The system Chromium: $PEGASUS_CHROMIUM, else the first of CANDIDATES on the PATH."""
+    configured = os.environ.get("PEGASUS_CHROMIUM")
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (a Playwright ``Browser``), closed afterwards; skips the test when none can run."""
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional: the test extra
+    except ImportError:
+        pytest.skip("no browser driver: `pip install playwright` (the [test] extra; .ci/run installs it)")
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium on this machine: `apt-get install chromium` (.ci/run installs it as root)")
+    with sync_playwright() as driver:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+        browser = driver.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
