@@ -87,7 +87,7 @@ class Pegasus:
     def json(self, *args: str) -> Any:
         return json.loads(self.ok(*args, "--json"))
 
-    def wait_for(self, task_id: str, states: set[str], timeout: float = 20.0) -> dict[str, Any]:
+    def wait_for(self, task_id: str, states: set[str], timeout: float = 60.0) -> dict[str, Any]:
         """Poll ``status --json`` until the task's lifecycle state is one of states."""
         deadline = time.monotonic() + timeout
         while True:

@@ -367,13 +367,20 @@ def test_entities() -> None:
 @pytest.mark.parametrize("text", ["-" * 60000, " " * 60000, "a." * 30000, "say " * 15000, "ls " * 20000,
                                   "echo hi and " * 5000, "(1" * 30000])
 def test_perception_is_linear_on_pathological_input(text: str) -> None:
-    """Regression: a run of 60 000 '-' once took seconds (a backtracking pattern); inputs up to
-    max_input_bytes must be perceived quickly."""
+    """Regression: a run of 60 000 '-' once took seconds (a backtracking pattern).  Ten times the input
+    must take about ten times as long, not a hundred (quadratic): the ratio of the best of three runs
+    each, so a loaded machine slows both sides alike (no wall-clock limit)."""
     import time
 
-    started = time.perf_counter()
-    perceive_text(text)
-    assert time.perf_counter() - started < 1.0
+    def best(sample: str) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            perceive_text(sample)
+            times.append(time.perf_counter() - started)
+        return max(min(times), 1e-4)  # (a floor: a tiny sample's time is mostly noise)
+
+    assert best(text) / best(text[: len(text) // 10]) < 40
 
 
 def test_too_many_intents_are_capped() -> None:

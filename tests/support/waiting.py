@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     """The first truthy value of ``predicate()``, polled every 20 ms; AssertionError after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
