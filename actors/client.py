@@ -203,6 +203,13 @@ class Client(MemoryClient, TriggersClient):
     def resume(self, task_id: str, message: str | None = None) -> dict[str, Any]:
         return self._ask(m.Resume(task_id=task_id, message=message))
 
+    def message(self, task_id: str, text: str) -> dict[str, Any]:
+        """Add ``text`` to the task's conversation (stored before the answer).  A running task takes it at
+        its next transition (suspends, then re-thinks with it), a suspended one is resumed with it, one not
+        started yet starts with it; a finished one refuses it.  Answers the task's view and ``message``
+        (its number and how it reaches the task)."""
+        return self._ask(m.SendMessage(task_id=task_id, text=text))
+
     def cancel(self, task_id: str, reason: str = "canceled by request") -> dict[str, Any]:
         return self._ask(m.Cancel(task_id=task_id, reason=reason))
 
@@ -329,6 +336,27 @@ class Client(MemoryClient, TriggersClient):
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
 
+    def unsubscribe(self) -> None:
+        """End ``subscribe(None)``'s subscription to every task (a follow's go on)."""
+        try:
+            self._ask(m.Unsubscribe(task_id=None))
+        except (PegasusError, ActorSystemException):
+            pass  # the system went away: nothing to unsubscribe from
+
+    def notices(self, seconds: float) -> tuple[m.TransitionNotice | m.TextDelta, ...]:
+        """The notices of ``subscribe(None)`` that came (waiting up to ``seconds`` for one when none is here),
+        less those of the tasks a ``follow`` reads."""
+        if not any(queue for task_id, queue in self._notices.items() if task_id not in self._following):
+            message = self.asys.listen(max(seconds, 0.0))
+            if isinstance(message, (m.TransitionNotice, m.TextDelta)):
+                self._keep(message)
+            elif isinstance(message, m.Reply):
+                self._replies[message.request_id] = message  # a late answer: kept for its request
+        out = tuple(notice for task_id, queue in self._notices.items() if task_id not in self._following
+                    for notice in queue)
+        for task_id in [task_id for task_id in self._notices if task_id not in self._following]:
+            del self._notices[task_id]
+        return out
     def _asks(self, task_id: str) -> bool:
         """Whether a sub-task under the task waits for a person (suspended): its parent waits on it."""
         nodes = [self.tree(task_id)]

@@ -25,6 +25,7 @@ from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispa
 from actors import messages as m
 from actors import procs
 from actors.request_handler import DEFERRED, request_handler
+from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
 from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_inspect import Inspection
@@ -38,7 +39,7 @@ from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs
-from pegasus.admission import Admission, Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
+from pegasus.admission import Admission, Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.stats import members_view, usage_view
@@ -51,7 +52,7 @@ from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, Ta
 from pegasus.views import history_view, stored_view
 
 class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
-                 Inspection, ActorTypeDispatcher):
+                 Inspection, TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -330,6 +331,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         if row is None:
             raise TaskNotFoundError(task_id)
         return {**stored_view(task_id, row, self.store.transitions(task_id)),
+                "messages": self.store.conversation(task_id),
                 "post_reflection": reflections.reflection_of(self.store, task_id)}
 
     def receiveMsg_UnreadableMessage(self, message: UnreadableMessage, sender: Any) -> None:
@@ -356,7 +358,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
                 self.send(host, m.StartTask(effect.snapshot, effect.run, self.pools[PoolName.LLM],
                                             self.pools[PoolName.TOOL], self.settings, effect.resume_event,
                                             effect.resume_payload, effect.generation, effect.journal, effect.task_id,
-                                            "" if self.settings.memory.recall_k else self._identity()))
+                                            inbox=effect.inbox,
+                                            identity="" if self.settings.memory.recall_k else self._identity()))
             elif isinstance(effect, StopRun):
                 run = self.task_actors.policy.host_of(effect.task_id)
                 host = self.task_actors.release(effect.task_id)
@@ -368,6 +371,10 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
                 host = self.task_actors.address_of(effect.task_id)
                 if host is not None:
                     self.send(host, m.SuspendTask(effect.task_id, effect.reason))
+            elif isinstance(effect, MessageRun):
+                host = self.task_actors.address_of(effect.task_id)
+                if host is not None:  # else being placed: its StartRun carries them
+                    self.send(host, m.MessageTask(effect.task_id, effect.run, effect.inbox))
             elif isinstance(effect, RunGate):
                 self.send(self.pools[PoolName.TOOL], m.StageRequest(effect.task_id, effect.token, StageName.GATE,
                                                              gate=effect.gate, timeout_s=effect.gate.timeout_s))

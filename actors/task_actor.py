@@ -109,7 +109,8 @@ class TaskActor(ActorTypeDispatcher):
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
         self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
-                            start.journal, self.token, recall_k=start.settings.memory.recall_k, identity=start.identity)
+                            start.journal, self.token, inbox=start.inbox, recall_k=start.settings.memory.recall_k,
+                            identity=start.identity)
         self._activate(task_id, start.run, lambda: TaskRun.begin(
             state, resume_event=start.resume_event, resume_payload=start.resume_payload, effect_of=self._effect_of(),
             pid=os.getpid()))
@@ -144,6 +145,12 @@ class TaskActor(ActorTypeDispatcher):
         if held is not None:  # else a run that is over (the request crossed its TaskStopped)
             self._activate(request.task_id, held.run,
                            lambda: self._restored(held, lambda run: run.suspend(request.task_id, request.reason)))
+
+    def receiveMsg_MessageTask(self, request: m.MessageTask, sender: Any) -> None:
+        held = self.runs.get(request.task_id)
+        if held is not None and held.run == request.run:  # else over: the supervisor gives them to the next
+            self._activate(request.task_id, held.run,
+                           lambda: self._restored(held, lambda run: run.message(request.task_id, request.inbox)))
 
     def receiveMsg_DropTask(self, drop: m.DropTask, sender: Any) -> None:
         held = self.runs.get(drop.task_id)

@@ -1,4 +1,6 @@
-"""``python -m benchmarks [--quick] [--only NAME] [--json PATH]``: run the scenarios, print a table, write JSON.
+"""``python -m benchmarks [--quick] [--only NAME] [--json PATH] [--plots DIR [--from RUN.json]]``: run the
+scenarios, print a table, write JSON (and PNG charts: ``benchmarks/charts.py``; with ``--from``, of a run
+already written, without running anything).
 
 Each scenario runs real Pegasus systems (multiprocTCPBase, a free 127.0.0.1
 port, a temporary state directory), always shut down, even on failure.  The
@@ -62,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"run only this scenario (repeatable): {', '.join(SCENARIOS)}; "
                              f"only when named: {', '.join(OPT_IN)}")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures and the machine here")
+    parser.add_argument("--plots", type=Path, metavar="DIR", help="write PNG charts of the run in DIR")
+    parser.add_argument("--from", dest="source", type=Path, metavar="RUN.json",
+                        help="with --plots: chart this run (a --json file) instead of running the scenarios")
     args = parser.parse_args(argv)
+    if args.source is not None:
+        if args.plots is None:
+            parser.error("--from needs --plots DIR")
+        return plots(json.loads(args.source.read_text(encoding="utf-8")), args.plots)
     names = args.only or list(SCENARIOS)
     report: dict[str, Any] = {"mode": "quick" if args.quick else "full", "machine": machine.describe(),
                               "scenarios": {}}
@@ -97,7 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         print(f"figures written to {args.json}")
+    if args.plots:
+        plots(report, args.plots)
     return 1 if failed else 0
+
+
+def plots(report: dict[str, Any], directory: Path) -> int:
+    from benchmarks import charts  # noqa: PLC0415 - matplotlib only when charts are asked for
+
+    written = charts.write(report, directory)
+    print(f"charts written: {', '.join(str(path) for path in written) or 'none (no scenario with figures)'}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ def run(quick: bool) -> dict[str, Any]:
                 latencies.append(iso_seconds(done["updated_at"]) - iso_seconds(done["created_at"]))
             all_hops += hops
             hop, task = summary_ms(hops), summary_ms(latencies)
-            figures[machine] = {"hop": hop, "task_latency": task, "stages_per_task": stages_per_task}
+            figures[machine] = {"hop": hop, "task_latency": task, "stages_per_task": stages_per_task,
+                                "hops_ms": [round(h * 1000, 3) for h in hops]}  # the distribution (--plots)
             checks.append(check(f"{machine} hop p50", hop["p50_ms"], "ms", "<= 2", hop["p50_ms"] <= 2.0))
             checks.append(check(f"{machine} hop p99", hop["p99_ms"], "ms", "<= 10", hop["p99_ms"] <= 10.0))
             checks.append(check(f"{machine} task latency p50 ({stages_per_task} stages)", task["p50_ms"], "ms"))

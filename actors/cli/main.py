@@ -17,7 +17,7 @@ import shtab
 
 import pegasus
 from actors import messages as m
-from actors.cli import dashboard, local, memory, schedules, system, tasks, tokens, webhooks
+from actors.cli import dashboard, local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
 from actors.cli.tree import tree
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("task_id", metavar="TASK_ID")
         if name == "resume":
             p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
+    talk.add_commands(command)
+    watch.add_command(command)
+    progress.add_command(command)
     p = command("tree", tree, "show a task and its sub-tasks, each with its states")
     p.add_argument("task_id", metavar="TASK_ID")
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")

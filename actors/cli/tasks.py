@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import messages as m
-from actors.cli import views
+from actors.cli import progress, views
 from actors.cli.base import (
     EXIT_EFFECTS_UNKNOWN, EXIT_FAILURE, EXIT_OK, EXIT_WAITING, ask, emit, error, settings_of,
 )
@@ -43,20 +43,28 @@ def run(args: argparse.Namespace) -> int:
                   f"{', embedded system' if started else ''})", flush=True)
         notices = []
         answer = views.AnswerPrinter()
+        spinner = progress.StageSpinner.on(progress.on_terminal(args, sys.stdout))  # a terminal only
         try:
             for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
                 if isinstance(notice, m.TextDelta):  # the answer as it is written (not in --json: not stored)
                     if not args.json:
+                        if spinner is not None:
+                            spinner.pause()
                         answer.write(notice)
                     continue
                 notices.append(notice.__dict__)
                 if not args.json:
                     answer.end()
                     print(views.notice_line(notice), flush=True)
+                    if spinner is not None:
+                        spinner.saw(notice)
         except TimeoutError as exc:  # a one-line reason, not a traceback
             answer.end()
             after = "the embedded system stops now" if started else f"it goes on: pegasus status {task['task_id']}"
             raise PegasusError(f"{exc}; {after}") from None
+        finally:
+            if spinner is not None:
+                spinner.pause()
         final = client.get(task["task_id"])
     if args.json:
         print(json.dumps({"task": final, "transitions": notices}, indent=2, default=str))
@@ -103,11 +111,13 @@ def _submit_file(args: argparse.Namespace) -> int:
     tasks = [{"text": line, "metadata": {"workspace": os.getcwd()}, "source": "cli",
               **({"key": f"{args.key}:{n}"} if args.key else {})} for n, line in enumerate(lines, 1)]
     submitted: list[dict[str, Any]] = []
-    with Client.connect(settings_of(args)) as client:
+    with Client.connect(settings_of(args)) as client, \
+            progress.bar(progress.on_terminal(args, sys.stderr), "tasks submitted", len(tasks)) as advance:
         for first in range(0, len(tasks), m.MAX_BATCH):
             try:
                 submitted += client.submit_many(tasks[first:first + m.MAX_BATCH], machine=args.machine,
                                                 priority=args.priority)
+                advance(len(tasks[first:first + m.MAX_BATCH]))
             except PegasusError as exc:
                 if submitted:
                     _print_ids(args, submitted)

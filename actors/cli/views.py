@@ -49,6 +49,11 @@ def task_text(task: dict[str, Any]) -> str:
                            + f" (pegasus tree {task['task_id']})"))
     if task.get("question"):
         lines.append(field("question", task["question"]))
+    for message in task.get("messages") or []:  # the conversation: what the user added (pegasus message)
+        if message.get("role", "user") == "user":
+            lines.append(field("message", message.get("content", "")))
+    if task.get("messages_waiting"):
+        lines.append(f"  messages waiting: {task['messages_waiting']} (taken when the current stage ends)")
     if task.get("result") is not None:
         lines.append(field("result", task["result"]))
     if task.get("error"):

@@ -32,6 +32,7 @@ from actors.messages.stage_work import (
 from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
 from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
+from actors.messages.task_messages import MessageTask, SendMessage
 from actors.messages.triggers import (
     DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
 )
@@ -42,7 +43,7 @@ from actors.messages.task_run import (
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
-    "Get", "History", "DropTask", "ListTasks", "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
+    "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",

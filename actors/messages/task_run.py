@@ -29,6 +29,7 @@ class StartTask(_Brief):
     generation: str = "1"
     journal: dict[str, dict[str, Any]] = field(default_factory=dict)
     task_id: str = ""  # the snapshot's (named apart: a run whose snapshot cannot be read is reported by it)
+    inbox: tuple[tuple[int, str], ...] = ()  # messages for the run to take at its next transition
     identity: str = ""  # the agent's identity, with recall off (else each recall brings it): every think/reason has it
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@
 
 from pegasus.admission.core import EVICTED, MAX_RESTARTS, Admission
 from pegasus.admission.effects import (
-    Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
+    Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
 )
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord
 
-__all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Effect", "NullStore", "RunGate", "StartRun", "StopRun",
+__all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Effect", "MessageRun", "NullStore", "RunGate", "StartRun", "StopRun",
            "StorePort", "SuspendRun", "TaskRecord", "TransitionNotice", "WakeAfter"]

@@ -26,6 +26,7 @@ from typing import Any
 from pegasus.admission.effects import (
     Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
 )
+from pegasus.admission.messages import Messages
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord, new_fsm, record_from_row
 from pegasus.admission.tree import Tree
@@ -47,7 +48,7 @@ MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the ta
 EVICTED = frozenset({LifecycleState.DONE, LifecycleState.CANCELED})  # lifecycle states whose records leave memory
 
 
-class Admission:
+class Admission(Messages):
     """All tasks of one supervisor: records, the priority queue and the running set."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
@@ -241,7 +242,7 @@ class Admission:
             effects += self._next_gate(record)
         else:
             effects = self._fail(record, exit_reason or "exception", snapshot.context.error or "failed")
-        return effects + self._fill()
+        return effects + self._after_stop(record, state) + self._fill()
 
     def on_run_lost(self, task_id: str, run: int, why: str) -> list[Effect]:
         """The task actor died without reporting: restart the run from its last checkpoint.
@@ -295,6 +296,7 @@ class Admission:
             elif record.state == LifecycleState.QUEUED:
                 self._enqueue(record)
             elif record.state == LifecycleState.RUNNING:
+                self._restore_inbox(record)
                 restarts.append(record)
             elif record.state == LifecycleState.VERIFYING:
                 record.gate_index = 0
@@ -304,7 +306,9 @@ class Admission:
         for record in restarts:
             record.run += 1
             self.running.add(record.task_id)
-            effects.append(self._start(record, *(record.pending_resume or (None, None))))
+            # The resume it started with, unless its checkpoint is past it already.
+            pending = record.pending_resume if record.snapshot.state == CognitiveState.SUSPENDED else None
+            effects.append(self._start(record, *(pending or (None, None))))
             record.pending_resume = None
         return effects + self.tree.restore() + self._fill()
 
@@ -371,7 +375,7 @@ class Admission:
     def _start(self, record: TaskRecord, event: str | None = None, payload: dict[str, Any] | None = None) -> StartRun:
         generation = f"{record.attempts}.{record.gate_failures}"
         return StartRun(record.task_id, record.run, record.snapshot, generation, event, payload or {},
-                        self.store.journal(record.task_id))
+                        self.store.journal(record.task_id), tuple(self._unread(record)))
 
     def _next_gate(self, record: TaskRecord) -> list[Effect]:
         gates = self.settings.verification.gates

@@ -18,6 +18,7 @@ class StartRun:
     resume_event: str | None = None
     resume_payload: dict[str, Any] = field(default_factory=dict)
     journal: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inbox: tuple[tuple[int, str], ...] = ()  # messages for the run to take, (number, text)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,15 @@ class SuspendRun:
     task_id: str
     run: int
     reason: str
+
+
+@dataclass(frozen=True)
+class MessageRun:
+    """Give the task's run the messages it has not taken yet, (number, text) each."""
+
+    task_id: str
+    run: int
+    inbox: tuple[tuple[int, str], ...]
 
 
 @dataclass(frozen=True)
@@ -63,4 +73,4 @@ class WakeAfter:
     task_id: str
 
 
-Effect = StartRun | StopRun | SuspendRun | RunGate | TransitionNotice | WakeAfter
+Effect = StartRun | StopRun | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter

@@ -28,6 +28,9 @@ class StorePort(Protocol):
     def transitions(self, task_id: str) -> list[dict[str, Any]]: ...
     def journal(self, task_id: str) -> dict[str, dict[str, Any]]: ...
     def seq_high_water(self) -> int: ...
+    def update_task(self, task_id: str, **updates: Any) -> None: ...
+    def add_message(self, task_id: str, text: str) -> int: ...
+    def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]: ...
     # The task tree (pegasus.store.tree)
     def link_of(self, child_id: str) -> Link | None: ...
     def children_of(self, parent_id: str) -> list[Link]: ...
@@ -38,6 +41,7 @@ class NullStore:
     """Remembers nothing but the task tree: Admission without durability (unit tests)."""
 
     durable = False
+    messages_sent = 0
 
     def __init__(self) -> None:
         self._links: dict[str, Link] = {}
@@ -90,3 +94,14 @@ class NullStore:
 
     def seq_high_water(self) -> int:
         return 0
+
+    def update_task(self, task_id: str, **updates: Any) -> None:
+        pass
+
+    def add_message(self, task_id: str, text: str) -> int:
+        # Numbers still count up (per store, not per task: only their order matters here).
+        self.messages_sent += 1
+        return self.messages_sent
+
+    def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]:
+        return []

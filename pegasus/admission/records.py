@@ -28,6 +28,7 @@ class TaskRecord:
     exit_reason: str | None = None
     error: str | None = None
     pending_resume: tuple[str, dict[str, Any]] | None = None
+    inbox: list[tuple[int, str]] = field(default_factory=list)  # messages for the running run, (number, text)
     restarts: int = 0
     actor_pid: int | None = None
     cognitive_history: list[dict[str, Any]] = field(default_factory=list)
@@ -52,7 +53,8 @@ class TaskRecord:
             and needs_more_info(context.reasoning) else None,
             "created_at": self.lifecycle.created_at.isoformat(), "updated_at": self.lifecycle.updated_at.isoformat(),
             "stages": list(self.stages), "gates": list(self.gates), "actor_pid": self.actor_pid,
-            "usage": usage_total(self.stages),
+            "usage": usage_total(self.stages), "messages": list(context.messages),
+            "messages_waiting": len(self.inbox),
         }
 
 

@@ -25,6 +25,9 @@ What it owns:
   from the journal, never run again; a started-but-unfinished one runs again
   only when its tool is idempotent, otherwise it is reported interrupted.
 - Exit reasons: why a stage failed becomes seed 002's ``exit_reason``.
+- Messages sent to the running task (``pegasus message``): kept in its inbox until
+  the stage in flight answers (none is cut short), then taken at that transition:
+  SUSPENDED (TASK_SUSPENDED), then MESSAGE_RECEIVED into the machine's re-think state.
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ class RunSnapshot:
     checkpoint_base: dict[str, Any] | None = None
     exit_reason: str | None = None
     stopped: bool = False
+    inbox: tuple[tuple[int, str], ...] = ()  # (number, text) of messages not yet taken
     recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
     identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
 
@@ -134,6 +138,7 @@ class TaskRun:
         self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
         self.exit_reason = state.exit_reason
         self.stopped = state.stopped
+        self.inbox = state.inbox
         self.recall_k, self.identity = state.recall_k, state.identity
         self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         self.effect_of = effect_of
@@ -159,7 +164,7 @@ class TaskRun:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
         return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
-                           self.exit_reason, self.stopped, self.recall_k, self.identity)
+                           self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity)
 
     @property
     def task_id(self) -> str:
@@ -200,6 +205,15 @@ class TaskRun:
         if self.stopped or task_id != self.task_id:
             return []
         return self._handle(self._suspend, reason)
+
+    def message(self, task_id: str, entries: tuple[tuple[int, str], ...]) -> list[Command]:
+        """Messages for the task, (number, text) each: taken at the next transition (when the stage
+        in flight answers).  One for a run that is over is ignored: the supervisor gives it to the next."""
+        if self.stopped or task_id != self.task_id:
+            return []
+        known = {number for number, _ in self.inbox}
+        self.inbox += tuple(entry for entry in entries if entry[0] not in known)
+        return [Log("info", "message_waiting", {"messages": len(self.inbox)})]
 
     def _handle(self, step: Callable[..., None], *args: Any) -> list[Command]:
         try:
@@ -254,7 +268,7 @@ class TaskRun:
         self._apply(self._event(EventType.TASK_SUSPENDED, {"reason": reason}))
 
     # -- the loop -------------------------------------------------------------------------------
-    def _apply(self, event: Event, stage: dict[str, Any] | None = None) -> None:
+    def _apply(self, event: Event, stage: dict[str, Any] | None = None, advance: bool = True) -> None:
         fsm = self.fsm
         source = fsm.state
         try:
@@ -273,10 +287,13 @@ class TaskRun:
             self.step_in_flight = None
         self._out.append(TaskTransitioned(fsm.task_id, self.run, source, target, str(event.type),
                                           _iso(fsm.updated_at), stage, checkpoint, finish, self.pid))
-        self._advance()
+        if advance:
+            self._advance()
 
     def _advance(self) -> None:
         fsm = self.fsm
+        if self._take_messages():
+            return
         work = next_work(fsm.machine, fsm.state, fsm.context)
         if not isinstance(work, (RunStage, RaiseEvent)):  # suspended or terminal: the run is over
             self._stop()
@@ -294,6 +311,24 @@ class TaskRun:
             else:  # recall off: the identity the run was started with, no memories
                 fsm.context.recall = recalled(fsm.context.iteration, self.identity, [])
                 self._run_stage(work)
+
+    def _take_messages(self) -> bool:
+        """Seed 004's "inject the information, suspend and re-think": an active task with messages
+        waiting suspends, then takes them all (SUSPENDED + MESSAGE_RECEIVED); a suspended one takes
+        them at once.  False when there is none to take, or the task has ended (too late for them)."""
+        fsm = self.fsm
+        unread = tuple(entry for entry in self.inbox if entry[0] > fsm.context.messages_taken)
+        self.inbox = unread
+        if not unread or fsm.is_terminal:
+            return False
+        if fsm.state != fsm.machine.suspended:
+            if not fsm.can_transition(EventType.TASK_SUSPENDED):
+                return False  # not started yet (idle): taken once it is
+            self._apply(self._event(EventType.TASK_SUSPENDED, {"reason": "a message arrived"}), advance=False)
+        self.inbox = ()
+        self._apply(self._event(EventType.MESSAGE_RECEIVED, {"messages": [text for _, text in unread],
+                                                             "through": max(number for number, _ in unread)}))
+        return True
 
     def _run_stage(self, work: RunStage) -> None:
         """A stage over a plan step goes through the journal: replayed when it ended before."""

@@ -119,6 +119,11 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO post_reflections (task_id, status, updated_at)"
         " SELECT task_id, 'skipped', updated_at FROM tasks WHERE lifecycle_state = 'done'",
     ],
+    [  # messages sent to a task (issue 20: ``pegasus message``), numbered per task, kept for good
+        """CREATE TABLE task_messages (
+            task_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, seq))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

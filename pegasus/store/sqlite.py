@@ -29,6 +29,7 @@ from pegasus.idempotency import Claim
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
+from pegasus.store.messages import TaskMessages
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
@@ -55,7 +56,7 @@ class Checkpoint:
     data: bytes
 
 
-class Store(TreeTables, Database):
+class Store(TaskMessages, TreeTables, Database):
     """The tables of the database (tasks, transitions, audit, checkpoints, journal, keys); one per process: the
     supervisor's."""
 

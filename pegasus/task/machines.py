@@ -68,9 +68,12 @@ def _reflected(ctx: TaskContext, event: Event) -> None:
 
 
 def _message(ctx: TaskContext, event: Event) -> None:
-    text = event.payload.get("message") or event.payload.get("text")
-    if text:
-        ctx.messages.append({"role": "user", "content": str(text)})
+    texts = event.payload.get("messages") or [event.payload.get("message") or event.payload.get("text")]
+    for text in texts:
+        if text:
+            ctx.messages.append({"role": "user", "content": str(text)})
+    if "through" in event.payload:  # messages numbered by the supervisor (pegasus.admission.messages)
+        ctx.messages_taken = max(ctx.messages_taken, int(event.payload["through"]))
 
 
 def _suspended(ctx: TaskContext, event: Event) -> None:

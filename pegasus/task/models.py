@@ -149,6 +149,9 @@ class TaskContext(_Model):
     suspend_reason: str | None = None
     # Conversation history (working memory fragment)
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    # The last message sent to the task (``pegasus message``, numbered per task) that ``messages``
+    # holds: a run restarted from a checkpoint takes only those after it (never one twice).
+    messages_taken: int = 0
 
 
 class StateTransition(_Model):

@@ -134,6 +134,7 @@ FLAGS = {  # the command line's contract, as the README lists it
     "run": [*SYSTEM, "--machine", "--priority", "--timeout"],
     "submit": [*SYSTEM, "--machine", "--priority", "--file", "--key"],
     "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM, "tree": SYSTEM,
+    "message": SYSTEM, "watch": [*SYSTEM, "--interval", "--limit"], "wait": [*SYSTEM, "--timeout"],
     "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset"],
     "start": [*SYSTEM, "--leader", "--http"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
     "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],

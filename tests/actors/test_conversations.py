@@ -19,7 +19,8 @@ from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
 from actors.messages import (
-    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_context, task_run, tree, triggers,
+    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_context, task_messages, task_run,
+    tree, triggers,
 )
 from pegasus.admission import TransitionNotice
 from pegasus.config import Gate, Settings
@@ -86,6 +87,8 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None)],
+        task_messages: [task_messages.SendMessage(task_id="t1", text="only papers from 2024"),
+                        task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
         contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
         triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
                                         overlap="buffer_one", catchup="1h"),
@@ -116,7 +119,7 @@ def _message_classes(module: ModuleType) -> set[type]:
 
 
 CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory, recall,
-                 task_context]
+                 task_context, task_messages]
 
 
 def _same(one: Any, other: Any) -> bool:

@@ -14,18 +14,25 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import SCENARIOS
+from benchmarks.charts import CHARTS
 
 pytestmark = pytest.mark.integration
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+# The charts each scenario's figures draw (a whole run draws every one: python -m benchmarks --plots DIR).
+CHART_OF = {"hop": ["hop-latency.png"], "pool": ["pool-efficiency.png"], "scale": ["throughput-memory.png"],
+            "inflight": ["throughput-memory.png"], "baseline": ["baseline.png"]}
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str, tmp_path: Path,
                                                                       subprocess_env: dict[str, str]) -> None:
     """One scenario a test (``--only NAME``), so the suite's processes share them out."""
-    out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", name, "--json", str(out)],
+    out, plots = tmp_path / "bench.json", tmp_path / "plots"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", name, "--json", str(out),
+                           "--plots", str(plots)],
                           cwd=PROJECT_ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -39,6 +46,12 @@ def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str,
     assert all(row["value"] is not None for row in result["checks"]), name
     assert result["machine_speed"] > 0, name  # the machine's speed just before the scenario
     assert "scenario" in done.stdout and name in done.stdout and "machine speed just before" in done.stdout
+    # The charts drawn from this scenario (benchmarks/charts.py): written, PNGs, not empty.
+    charts = sorted(p.name for p in plots.iterdir()) if plots.exists() else []
+    assert charts == sorted(CHART_OF.get(name, ())) and set(charts) <= set(CHARTS)
+    for chart in charts:
+        data = (plots / chart).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, chart
     figures = result["figures"]
     if name == "recovery":
         assert figures["repeated_effects"] == 0

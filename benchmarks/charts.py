@@ -1,0 +1,161 @@
+"""PNG charts of a benchmark run (``python -m benchmarks --plots DIR``, or ``--from RUN.json`` for a run
+already written): the hop latency distribution, pool efficiency against N, throughput and memory against
+task count, and Pegasus against the baseline.
+
+matplotlib with its Agg backend (no display, no window): a chart is drawn from the run's JSON alone, so
+docs/performance.md's charts are regenerated from docs/benchmark-run.json.  A scenario the run lacks (an
+``--only`` run, or one that failed) gives no chart; ``write`` says which it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: files only, never a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+MACHINES = ("classic", "reason_act")
+PERCENTILES = ("p50_ms", "mean_ms", "p99_ms", "max_ms")
+
+
+def _figures(report: dict[str, Any], name: str) -> dict[str, Any] | None:
+    result = report.get("scenarios", {}).get(name) or {}
+    return None if "error" in result else result.get("figures")
+
+
+def hop_chart(report: dict[str, Any]) -> Figure | None:
+    """Each machine's hops as a histogram (a run that kept its samples), else as percentiles beside
+    Thespian's floor (bare actors, the same sends)."""
+    hop = _figures(report, "hop")
+    if not hop:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    samples = {m: hop[m]["hops_ms"] for m in MACHINES if hop.get(m, {}).get("hops_ms")}
+    if samples:
+        ax.hist(list(samples.values()), bins=40, label=list(samples), stacked=False, alpha=0.8)
+        ax.set_xlabel("hop (ms): a stage's end to the next stage's start")
+        ax.set_ylabel("hops")
+    else:
+        rows = {m: hop[m]["hop"] for m in MACHINES if m in hop}
+        if hop.get("thespian_floor_hop"):
+            rows["Thespian floor"] = hop["thespian_floor_hop"]["hop"]
+        width = 0.8 / max(len(rows), 1)
+        for n, (label, row) in enumerate(rows.items()):
+            ax.bar([i + n * width for i in range(len(PERCENTILES))], [row[p] for p in PERCENTILES], width,
+                   label=label)
+        ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(PERCENTILES))],
+                      [p.removesuffix("_ms") for p in PERCENTILES])
+        ax.set_ylabel("hop (ms)")
+        ax.set_yscale("log")
+    ax.set_title(f"Hop latency ({report.get('mode', '?')} run)")
+    ax.legend()
+    return fig
+
+
+def pool_chart(report: dict[str, Any]) -> Figure | None:
+    """Pool efficiency (throughput over N / stage latency) and throughput against the bound, by N workers."""
+    pool = _figures(report, "pool")
+    if not pool or not pool.get("runs"):
+        return None
+    runs = sorted(pool["runs"], key=lambda run: run["n"])
+    n = [run["n"] for run in runs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(n, [run["efficiency"] for run in runs], "o-")
+    left.set_ylim(0, 1.05)
+    left.set_xlabel("llm workers (N)")
+    left.set_ylabel("efficiency (throughput / bound)")
+    left.set_title("Pool efficiency")
+    right.plot(n, [run["throughput_per_s"] for run in runs], "o-", label="measured")
+    right.plot(n, [run["bound_per_s"] for run in runs], "--", label="bound: N / stage latency")
+    right.set_xlabel("llm workers (N)")
+    right.set_ylabel("stages per second")
+    right.set_title(f"Throughput ({pool.get('latency_ms', '?')} ms stages)")
+    right.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _load_series(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """label -> runs with tasks, tasks_per_s and peak_pss_mib, by task count (completed runs only)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    scale = _figures(report, "scale")
+    if scale:
+        out[f"many tasks, at most {scale.get('cap', '?')} running"] = scale.get("runs") or []
+    inflight = _figures(report, "inflight")
+    if inflight:
+        out["all tasks in flight at once"] = [run for run in inflight.get("runs") or [] if not run.get("stopped")]
+    return {label: sorted((r for r in runs if r.get("tasks_per_s")), key=lambda r: r["tasks"])
+            for label, runs in out.items() if any(r.get("tasks_per_s") for r in runs)}
+
+
+def load_chart(report: dict[str, Any]) -> Figure | None:
+    """Throughput and peak memory (PSS of every process) against the number of tasks."""
+    series = _load_series(report)
+    if not series:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, runs in series.items():
+        tasks = [run["tasks"] for run in runs]
+        left.plot(tasks, [run["tasks_per_s"] for run in runs], "o-", label=label)
+        right.plot(tasks, [run["peak_pss_mib"] for run in runs], "o-", label=label)
+    for ax, what in ((left, "tasks per second"), (right, "peak PSS (MiB)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("tasks")
+        ax.set_ylabel(what)
+        ax.set_ylim(bottom=0)
+    left.set_title("Throughput")
+    right.set_title("Memory")
+    left.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def baseline_chart(report: dict[str, Any]) -> Figure | None:
+    """Tasks per second of Pegasus and of the baseline (one asyncio process), on I/O-bound and CPU-bound work."""
+    base = _figures(report, "baseline")
+    if not base:
+        return None
+    rows: list[tuple[str, dict[str, Any]]] = []
+    if base.get("io"):
+        rows.append((f"I/O: {base['io'].get('latency_ms', '?'):g} ms calls", base["io"]))
+    rows += [(f"CPU: {row['burn_ms_target']:g} ms tool steps", row) for row in base.get("cpu") or []]
+    rows = [(label, row) for label, row in rows if row.get("pegasus") and row.get("baseline")]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [row["pegasus"]["tasks_per_s"] for _, row in rows], 0.4, label="Pegasus")
+    ax.bar([i + 0.2 for i in x], [row["baseline"]["tasks_per_s"] for _, row in rows], 0.4, label="baseline")
+    ax.set_xticks(list(x), [label for label, _ in rows])
+    ax.set_ylabel("tasks per second")
+    ax.set_title("Pegasus against the baseline")
+    ax.legend()
+    return fig
+
+
+CHARTS: dict[str, Callable[[dict[str, Any]], Figure | None]] = {
+    "hop-latency.png": hop_chart, "pool-efficiency.png": pool_chart, "throughput-memory.png": load_chart,
+    "baseline.png": baseline_chart,
+}
+
+
+def write(report: dict[str, Any], directory: Path) -> list[Path]:
+    """Every chart the run has data for, as PNGs in ``directory`` (made if missing); the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, chart in CHARTS.items():
+        fig = chart(report)
+        if fig is None:
+            continue
+        try:
+            fig.savefig(directory / name, dpi=100)
+        finally:
+            plt.close(fig)
+        written.append(directory / name)
+    return written

@@ -1,0 +1,126 @@
+"""Messages to a task (issue 20; seed 004's t4): what ``pegasus message ID TEXT`` does, by lifecycle state.
+
+- draft, approved, queued (not started): the message joins the task's context,
+  checkpointed, so its first stage sees it;
+- queued after a resume: it joins the resume (SUSPENDED + MESSAGE_RECEIVED);
+- running: it waits in the record's inbox and goes to the run (``MessageRun``),
+  which takes it at its next transition (``pegasus.run.core``: suspend, then
+  re-think with it); a run that stops suspended first is resumed with it, one
+  that completes or fails first never sees it (too late: the store keeps it);
+- blocked (suspended): it resumes the task, as ``resume --message`` does;
+- blocked waiting for its sub-tasks: it joins the parent's context (checkpointed), seen when it goes on;
+- anything else (verifying, done, failed, canceled) refuses it.
+
+Every message is written to the store, numbered per task, before anything else
+(the request is answered after the commit), and ``TaskContext.messages_taken``
+says which ones a checkpoint holds: a run restarted after a crash is given the
+others, none twice.  A mixin of ``Admission``: it uses its records, queue and
+lifecycle writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pegasus.admission.effects import Effect, MessageRun
+from pegasus.admission.ports import StorePort
+from pegasus.admission.records import TaskRecord
+from pegasus.store.checkpoint import encode_full
+from pegasus.task import EventType, InvalidStateTransition
+from pegasus.task.names import CognitiveState, LifecycleState, MachineName
+
+NOT_STARTED = frozenset({LifecycleState.DRAFT, LifecycleState.APPROVED, LifecycleState.QUEUED})
+
+
+def taken_through(record: TaskRecord) -> int:
+    """The number of the last message the task has (its context, or the resume it waits to apply)."""
+    pending = record.pending_resume[1].get("through", 0) if record.pending_resume else 0
+    return max(record.snapshot.context.messages_taken, int(pending))
+
+
+def resume_payload(entries: list[tuple[int, str]]) -> dict[str, Any]:
+    return {"messages": [text for _, text in entries], "through": max(number for number, _ in entries)}
+
+
+class Messages:
+    """``message`` and the inbox of running tasks; see the module docstring."""
+
+    store: StorePort
+    get: Callable[[str], TaskRecord]
+    _lifecycle: Callable[..., list[Effect]]
+    _enqueue: Callable[[TaskRecord], None]
+    _fill: Callable[[], list[Effect]]
+
+    def message(self, task_id: str, text: str) -> tuple[dict[str, Any], list[Effect]]:
+        """Add ``text`` to the task's conversation: its number and when it reaches the task, and the effects."""
+        record = self.get(task_id)
+        state = record.state
+        suspended = state == LifecycleState.BLOCKED and record.snapshot.state == CognitiveState.SUSPENDED
+        if state not in NOT_STARTED and state not in (LifecycleState.RUNNING, LifecycleState.BLOCKED):
+            raise InvalidStateTransition(
+                MachineName.LIFECYCLE, state, EventType.MESSAGE_RECEIVED,
+                f"task {task_id} has finished its work ({state}); a message reaches a task that is "
+                "waiting to start, running or suspended")
+        entry = (self.store.add_message(task_id, text), text)
+        delivery, effects = self._deliver(record, entry, suspended)
+        return {"number": entry[0], "delivery": delivery}, effects
+
+    def _deliver(self, record: TaskRecord, entry: tuple[int, str], suspended: bool) -> tuple[str, list[Effect]]:
+        task_id, state = record.task_id, record.state
+        if state == LifecycleState.RUNNING:
+            record.inbox.append(entry)
+            return "at its next transition", [MessageRun(task_id, record.run, tuple(record.inbox))]
+        if suspended:
+            return "resumed with it", self._resume_with(record, [entry])
+        if state == LifecycleState.BLOCKED:  # a parent waiting for its sub-tasks (pegasus.admission.tree)
+            self._fold(record, [entry])
+            return "when its sub-tasks have ended", []
+        if record.pending_resume is not None:  # queued by a resume: it re-thinks with every message
+            _, payload = record.pending_resume
+            before = [(0, str(t)) for t in payload.get("messages") or [payload.get("text")] if t]
+            record.pending_resume = (EventType.MESSAGE_RECEIVED.value, resume_payload([*before, entry]))
+            self.store.update_task(task_id, pending_resume=record.pending_resume)
+            return "when it resumes", []
+        self._fold(record, [entry])
+        return "when it starts", []
+
+    def _fold(self, record: TaskRecord, entries: list[tuple[int, str]]) -> None:
+        """Put messages straight into the task's context (a task no run holds), checkpointed."""
+        context = record.snapshot.context.model_copy(deep=True)
+        context.messages += [{"role": "user", "content": text} for _, text in entries]
+        context.messages_taken = max(number for number, _ in entries)
+        record.snapshot = record.snapshot.model_copy(update={"context": context})
+        self.store.add_checkpoint(record.task_id, record.run, "full", record.snapshot.state,
+                                  encode_full(record.snapshot))
+
+    def _resume_with(self, record: TaskRecord, entries: list[tuple[int, str]]) -> list[Effect]:
+        """Resume a suspended (blocked) task with messages: it re-thinks with them once it has a slot."""
+        record.pending_resume = (EventType.MESSAGE_RECEIVED.value, resume_payload(entries))
+        effects = self._lifecycle(record, EventType.TASK_UNBLOCKED, reason="a message arrived")
+        self._enqueue(record)
+        return effects + self._fill()
+
+    def _unread(self, record: TaskRecord) -> list[tuple[int, str]]:
+        """The inbox less what the task's snapshot already holds."""
+        through = taken_through(record)
+        record.inbox = [entry for entry in record.inbox if entry[0] > through]
+        return record.inbox
+
+    def _after_stop(self, record: TaskRecord, state: str) -> list[Effect]:
+        """A run stopped with messages it did not take.  Suspended for more information: resumed with
+        them.  Suspended by request: it stays so (the request is answered), the messages in its
+        context for when it is resumed.  Finished: too late for them (the store keeps them)."""
+        unread = self._unread(record)
+        record.inbox = []
+        if not unread or state != CognitiveState.SUSPENDED or record.state != LifecycleState.BLOCKED:
+            return []
+        history = record.cognitive_history
+        if not history or history[-1]["event"] != EventType.TASK_SUSPENDED:  # it asked for information
+            return self._resume_with(record, unread)
+        self._fold(record, unread)
+        return []
+
+    def _restore_inbox(self, record: TaskRecord) -> None:
+        """A running task restored from the store: the messages its checkpoint does not hold yet."""
+        record.inbox = self.store.messages_after(record.task_id, taken_through(record))

@@ -1,0 +1,50 @@
+"""``python -m benchmarks --plots DIR`` (``benchmarks/charts.py``): PNG charts of a run, from its JSON alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.image
+
+from benchmarks import charts
+from benchmarks.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_png(path: Path) -> None:
+    assert path.read_bytes()[:8] == PNG, path
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert width >= 600 and height >= 300, (path, width, height)
+
+
+def test_the_docs_run_gives_every_chart(tmp_path: Path, capsys) -> None:
+    """``--from`` charts a run already written (docs/benchmark-run.json: the PNGs docs/performance.md shows)."""
+    assert main(["--plots", str(tmp_path / "charts"), "--from", str(ROOT / "docs" / "benchmark-run.json")]) == 0
+    written = sorted(p.name for p in (tmp_path / "charts").iterdir())
+    assert written == sorted(charts.CHARTS)
+    for name in written:
+        assert_png(tmp_path / "charts" / name)
+    assert "charts written" in capsys.readouterr().out
+
+
+def test_hops_kept_by_the_run_are_drawn_as_a_histogram_and_missing_scenarios_give_no_chart(tmp_path: Path) -> None:
+    hop = {m: {"hop": {"p50_ms": 1.0, "mean_ms": 1.1, "p99_ms": 2.0, "max_ms": 3.0}, "hops_ms": [1.0, 1.2, 2.5, 1.1]}
+           for m in charts.MACHINES}
+    report = {"mode": "quick", "scenarios": {"hop": {"figures": hop}, "pool": {"error": "Traceback ..."}}}
+    fig = charts.hop_chart(report)
+    assert fig is not None and fig.axes[0].get_xlabel().startswith("hop (ms)")  # a histogram, not percentiles
+    assert charts.write(report, tmp_path) == [tmp_path / "hop-latency.png"]
+    assert_png(tmp_path / "hop-latency.png")
+
+
+def test_from_without_plots_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"scenarios": {}}))
+    try:
+        main(["--from", str(run)])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "--from needs --plots DIR" in capsys.readouterr().err
