@@ -56,7 +56,9 @@ def test_cancel_of_a_waiting_parent_cancels_its_children_and_suspend_is_refused(
     client = pegasus(runtime={"max_active_tasks": 4})
     parent = client.submit("in parallel: sleep 20; sleep 20; in parallel: sleep 20")["task_id"]
     wait_for(lambda: waiting(client, parent, 2), what="the parent waiting for its children")
-    wait_for(lambda: all(c["lifecycle_state"] == "running" for c in children_of(client, parent)), what="children run")
+    # Started: the first child runs its sleep; the second is itself a parent, soon blocked waiting for its own.
+    wait_for(lambda: all(c["lifecycle_state"] in ("running", "blocked") for c in children_of(client, parent)),
+             what="children started")
     with pytest.raises(PegasusError, match="waiting for its sub-tasks"):
         client.suspend(parent)
     client.cancel(parent, "enough")
