@@ -208,5 +208,5 @@ def test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_b
     assert len(keys_made) == len(set(keys_made)), keys_made  # no effect made twice
     assert driver.call("stats")["rejected_frames"] == 0  # every frame authenticated with the one key
     # The old leader's workers on b exit by themselves; b runs only the new leader's.
-    wait_for(lambda: not any(procs.is_alive(pid) for pid in old_workers), timeout=20,
+    wait_for(lambda: not any(procs.is_alive(pid) for pid in old_workers), timeout=60,
              what="the dead leader's workers on b to exit")

@@ -125,8 +125,9 @@ def test_a_hung_server_does_not_slow_a_stage_that_does_not_call_it(pegasus, tmp_
     tools for the model) takes as long in both -- measured, alternating, medians compared."""
     pids = tmp_path / "hung.pids"
     with FakeOpenAI() as plain_server, FakeOpenAI() as hung_server:
-        plain = pegasus(llm=llm(plain_server), pools={"llm_workers": 1, "tool_workers": 1})
-        hung = pegasus(llm=llm(hung_server), pools={"llm_workers": 1, "tool_workers": 1},
+        # (No post-task reflection: the test reads the model's last request.)
+        plain = pegasus(llm=llm(plain_server), pools={"llm_workers": 1, "tool_workers": 1}, memory={"reflector": False})
+        hung = pegasus(llm=llm(hung_server), pools={"llm_workers": 1, "tool_workers": 1}, memory={"reflector": False},
                        system={"admin_port": procs.free_port()}, state={"home": str(tmp_path / "hung-state")},
                        mcp={"start_timeout_s": 2.0, "retry_backoff_s": 0.5, "retry_backoff_max_s": 1.0,
                             "servers": [{"name": "hung", "command": sys.executable, "args": [HUNG, str(pids)]}]})

@@ -140,7 +140,7 @@ def test_a_request_held_by_a_stopped_worker_runs_on_another_within_seconds(pegas
     client = pegasus(pools={"llm_workers": 2, "llm_prefetch": 1, "llm_timeout_s": 60.0},
                      cognition={"latency_ms": 400})
     ids = [client.submit(f"what is {n} + 1?")["task_id"] for n in range(5)]
-    holder = wait_for(lambda: next((w for w in client.stats()["pools"]["llm"]["workers"] if w["held"] == 1), None),
+    holder = wait_for(lambda: next((w for w in client.stats()["pools"]["llm"]["workers"] if w["held"] == 1 and w["pid"]), None),
                       what="an llm worker holding a request")
     running, held = holder["tasks"]
     began = time.monotonic()
