@@ -86,3 +86,18 @@ class LlmBudget:
     def release(self, key: Hashable) -> None:
         """A call that never reported (its worker died or overran): forget its estimate."""
         self._limiter(self._tiers.pop(key, DEFAULT_TIER)).release(key)
+
+    def view(self) -> dict[str, dict[str, Any]] | None:
+        """What is left of each limited tier's budget in the current window (``pegasus stats``, the
+        dashboard's pools); None when no tier has a limit."""
+        now = self.clock()
+        out: dict[str, dict[str, Any]] = {}
+        for tier, limiter in sorted(self.limiters.items()):
+            if not (limiter.rpm or limiter.tpm):
+                continue
+            requests, tokens = limiter.used(now)
+            out[tier] = {"rpm": limiter.rpm, "tpm": limiter.tpm,
+                         "requests_left": max(0, limiter.rpm - requests) if limiter.rpm else None,
+                         "tokens_left": max(0, limiter.tpm - tokens) if limiter.tpm else None,
+                         "paused_s": round(max(0.0, limiter.paused_until - now), 3)}
+        return out or None

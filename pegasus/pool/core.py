@@ -389,7 +389,8 @@ class PoolCore(Pinging):
                    for m in sorted(self.members.values(), key=lambda m: (m.address is not None, m.name))]
         out.append(SendStats(event.requester, event.ask_id, {
             "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
-            "replaced": self.replaced, "workers": workers, "members": members}))
+            "replaced": self.replaced, "workers": workers, "members": members,
+            "budget": self.budget.view() if self.budget is not None else None}))
 
     def _closing(self, event: Closing, out: Out) -> None:
         # Every worker is told to exit (remote ones too: their member does not know they are

@@ -47,7 +47,7 @@ def test_an_unconfigured_pool_answers_stats_with_nothing() -> None:
     core = PoolCore()
     [answer] = core.step(StatsAsked(3, "asker"))
     assert answer == SendStats("asker", 3, {"name": "?", "size": 0, "busy": 0, "queued": 0, "replaced": 0,
-                                            "workers": [], "members": []})
+                                            "workers": [], "members": [], "budget": None})
     assert core.step(DeadlineDue()) == []  # a timer before configuration: nothing to do
 
 
@@ -201,6 +201,17 @@ def test_a_request_over_the_rate_budget_waits_for_it_with_one_timer() -> None:
     assert dispatched(out) == [] and of(Arm, out) == [Arm(60.0, BudgetDue())]
     assert of(Arm, pool.ask("c")) == []  # one BudgetDue pending at a time
     assert dispatched(pool.fire(out, BudgetDue)) == [("b", "w1", 2)]
+
+
+def test_stats_say_what_is_left_of_the_rate_budget() -> None:
+    """The dashboard's pools page and pegasus stats show the budget left in the window."""
+    assert stats(model_pool())["budget"] is None  # no rpm or tpm: nothing to show
+    pool = model_pool(rpm=3)
+    pool.ask("a")
+    pool.finish(1, usage={"total_tokens": 9})
+    budget = stats(pool)["budget"]
+    assert budget == {"default": {"rpm": 3, "tpm": 0, "requests_left": 2, "tokens_left": None, "paused_s": 0.0}}
+    assert stats(Pool(size=1))["budget"] is None  # a pool without a model
 
 
 def test_a_broken_input_becomes_a_logged_error_and_a_failed_answer_never_an_exception() -> None:
