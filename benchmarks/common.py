@@ -24,7 +24,6 @@ from actors import procs
 from actors.procs import free_port
 from actors.client import Client
 from actors.system import SystemSpec, shutdown, system_pids
-from benchmarks.memory import role_of, title_of
 from pegasus.config import Settings
 
 TERMINAL = frozenset({"done", "failed", "canceled"})
@@ -283,3 +282,25 @@ def iso_seconds(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp).timestamp()
+
+
+def title_of(pid: int) -> str:
+    """The process's title (setproctitle writes it over argv), or "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return ""
+
+
+def role_of(title: str) -> str:
+    """``llm worker``, ``tool worker``, ``llm pool``, ``task actor``, ``supervisor``... from ``pegasus: <role> [...]``;
+    ``other`` for a title that is not a Pegasus one (a child a tool started, an MCP server)."""
+    if not title.startswith("pegasus: "):
+        return "other"
+    role = title[len("pegasus: "):].split(" [", 1)[0]
+    words = role.split()
+    if words and words[-1].isdigit():
+        words = words[:-1]  # "llm worker 3" -> "llm worker"
+    if words[:1] == ["admin"]:
+        return "admin"
+    return " ".join(words)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.system import SystemSpec, system_pids
+from benchmarks.common import pegasus_system, role_of, state_dir, title_of, wait_counts, wait_workers
 
 FIELDS = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Shared_Clean", "Shared_Dirty", "Private_Clean", "Private_Dirty")
 
@@ -57,28 +58,6 @@ def pss_of(pids: Iterable[int]) -> dict[str, Any]:
                                          for key in ("Pss", "Rss", "Uss")}, "by_pid": by_pid}
 
 
-def title_of(pid: int) -> str:
-    """The process's title (setproctitle writes it over argv), or "" when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return ""
-
-
-def role_of(title: str) -> str:
-    """``llm worker``, ``tool worker``, ``llm pool``, ``task actor``, ``supervisor``... from ``pegasus: <role> [...]``;
-    ``other`` for a title that is not a Pegasus one (a child a tool started, an MCP server)."""
-    if not title.startswith("pegasus: "):
-        return "other"
-    role = title[len("pegasus: "):].split(" [", 1)[0]
-    words = role.split()
-    if words and words[-1].isdigit():
-        words = words[:-1]  # "llm worker 3" -> "llm worker"
-    if words[:1] == ["admin"]:
-        return "admin"
-    return " ".join(words)
-
-
 def system_memory(spec: SystemSpec, pids: Iterable[int] | None = None) -> dict[str, Any]:
     """Memory of every process of a running system (or of ``pids``), by role.
 
@@ -107,7 +86,6 @@ def measure(llm_workers: int, tool_workers: int, provider: str = "offline", sett
     import time
     from contextlib import ExitStack
 
-    from benchmarks.common import pegasus_system, state_dir, wait_counts, wait_workers
 
     with ExitStack() as stack:
         overrides: dict[str, Any] = {"pools": {"llm_workers": llm_workers, "tool_workers": tool_workers},

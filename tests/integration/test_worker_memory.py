@@ -16,7 +16,7 @@ import pytest
 
 from actors.client import Client
 from actors.system import system_pids
-from benchmarks.memory import role_of, title_of
+from benchmarks.common import role_of, title_of
 from tests.support.fake_openai import FakeOpenAI, completion
 
 pytestmark = pytest.mark.integration
