@@ -121,7 +121,7 @@ class RecallAndReflect:
         if decision is None:
             return  # a late answer of an earlier hand-out
         if isinstance(decision, Again):
-            self._post.waiting.appendleft(decision.task_id)  # first in line: it was out already
+            self._post.again(decision.task_id)
         elif isinstance(decision, GiveUp):
             self._reflection_failed(decision.task_id, decision.error)
         elif isinstance(decision, Keep):

@@ -75,18 +75,27 @@ class PostReflections:
     in_flight: dict[str, int] = field(default_factory=dict)
     waiting: deque[str] = field(default_factory=deque)
     next_token: int = 0
+    _waiting: set[str] = field(default_factory=set)  # (membership: thousands may wait behind a burst)
 
     def want(self, task_id: str) -> list[str]:
         """A done task's reflection is due: queued; the tasks whose reflection may go out now."""
-        if task_id not in self.in_flight and task_id not in self.waiting:
+        if task_id not in self.in_flight and task_id not in self._waiting:
             self.waiting.append(task_id)
+            self._waiting.add(task_id)
         return self.release()
+
+    def again(self, task_id: str) -> None:
+        """A reflection whose worker was lost (``Again``): first in line, since it was out already."""
+        if task_id not in self.in_flight and task_id not in self._waiting:
+            self.waiting.appendleft(task_id)
+            self._waiting.add(task_id)
 
     def release(self) -> list[str]:
         """The waiting tasks that fit under ``limit`` now (each to be counted, then ``handed_out``)."""
         going = []
         while self.waiting and len(self.in_flight) < self.limit:
             task_id = self.waiting.popleft()
+            self._waiting.discard(task_id)
             self.in_flight[task_id] = 0
             going.append(task_id)
         return going

@@ -110,3 +110,16 @@ def test_a_failed_or_malformed_reflection_gives_up_with_the_reason() -> None:
     assert isinstance(failed, GiveUp) and "the model said 500" in failed.error
     bad = post.answered("t2", two.token, True, {"post_reflection": {"facts": "nope"}}, None)
     assert isinstance(bad, GiveUp) and "not a PostTaskReflection" in bad.error
+
+
+def test_a_lost_reflection_goes_first_in_line_and_a_task_waits_once() -> None:
+    post = PostReflections(limit=1)
+    assert post.want("t1") == ["t1"]
+    out = post.handed_out("t1", 1)
+    assert isinstance(out, Dispatch)
+    assert post.want("t2") + post.want("t3") + post.want("t2") == [] and list(post.waiting) == ["t2", "t3"]
+    assert isinstance(post.answered("t1", out.token, False, {}, "died", "worker_died"), Again)
+    post.again("t1")
+    post.again("t1")  # (twice: still once in line)
+    assert post.release() == ["t1"] and list(post.waiting) == ["t2", "t3"]
+    assert post.want("t1") == []  # out again: not queued behind itself
