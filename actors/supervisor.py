@@ -274,7 +274,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
             return
         client, request_id, parts = pending
         parts[stats.name] = {"size": stats.size, "busy": stats.busy, "queued": stats.queued,
-                             "replaced": stats.replaced, "workers": stats.workers, "members": stats.members}
+                             "replaced": stats.replaced, "workers": stats.workers, "members": stats.members,
+                             "budget": stats.budget}
         if len(parts) == len(self.pools):
             del self.pending_stats[stats.ask_id]
             self.send(client, m.Reply(request_id, True, data={

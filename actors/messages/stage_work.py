@@ -170,6 +170,8 @@ class PoolStats:
     # runs on), workers (this pool's, on it), wanted (what it advertises for this pool),
     # capabilities (pegasus.*) and failed_placements.
     members: list[dict[str, Any]] = field(default_factory=list)
+    # What is left of the llm pool's rate budget, per limited tier (LlmBudget.view); None: no limit.
+    budget: dict[str, dict[str, Any]] | None = None
 
 @dataclass(frozen=True)
 class StopStage:

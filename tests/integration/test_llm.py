@@ -129,5 +129,8 @@ def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
     time.sleep(1.0)
     assert len(server.requests) == 1  # the budget holds the second call back
     assert client.get(second)["lifecycle_state"] == "running"
-    assert client.stats()["pools"]["llm"]["queued"] == 1
+    llm_pool = client.stats()["pools"]["llm"]
+    assert llm_pool["queued"] == 1
+    # What is left of the window's budget, for pegasus stats and the dashboard: 2,500 of 3,000 tokens used.
+    assert llm_pool["budget"]["default"]["tpm"] == 3000 and llm_pool["budget"]["default"]["tokens_left"] == 500
     client.cancel(second)
