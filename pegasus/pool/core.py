@@ -149,6 +149,7 @@ class PoolCore(Pinging):
             slot.ready = True
             self.idle.append(slot.index)
             out.append(Log("info", "worker_placed", {"worker": slot.index, "member": slot.member, "pid": event.pid}))
+            self._ping_new(slot, out)  # before any stage: a worker busy at every PingDue still learns it has a pool
             self._dispatch(out)
 
     # -- membership --------------------------------------------------------------------------

@@ -33,6 +33,15 @@ class Pinging(PoolState):
                 out.append(Ping(slot.address, now))
         self._arm_ping(out)
 
+    def _ping_new(self, slot: Slot, out: Out) -> None:
+        """A member's worker just ready: pinged at once, which arms its check for a pool that is gone
+        (pegasus.pool.contact.PoolWatch).  PingDue pings only idle workers; one busy at every PingDue
+        was never pinged, so it stayed after its leader died."""
+        member = self.members.get(slot.member)
+        if self.lead and not slot.local and member is not None:
+            member.contact.sent()
+            out.append(Ping(slot.address, self.clock()))
+
     def _pong(self, event: Pong, out: Out) -> None:
         slot = self._slot_at(event.address)
         if slot is not None and (member := self.members.get(slot.member)) is not None:

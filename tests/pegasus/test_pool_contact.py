@@ -32,15 +32,17 @@ def test_a_leader_pings_only_the_idle_ready_workers_on_members_and_times_their_a
     [arm] = [a for a in of(Arm, pool.started) if isinstance(a.timer, PingDue)]
     assert arm.delay_s == 2.0  # the pace of Thespian's own check-ins
     pool.step(MemberChanged(True, "admin-b", {"pegasus.member": MEMBER, "pegasus.llm_workers": 2}))
-    pool.step(Reported(1, 901, "host-b", "w2"))  # ready; w3 never reported
-    pool.step(Reported(0, 900, "host", "w1"))  # the local one: never pinged
+    # Ready: pinged at once (its check for a dead pool is armed even if it is busy at every PingDue); w3 never
+    # reported; the local one is never pinged.
+    assert of(Ping, pool.step(Reported(1, 901, "host-b", "w2"))) == [Ping("w2", 100.0)]
+    assert of(Ping, pool.step(Reported(0, 900, "host", "w1"))) == []
     out = pool.step(PingDue())
     assert of(Ping, out) == [Ping("w2", 100.0)]
     assert [a.timer for a in of(Arm, out)] == [PingDue()]  # armed again
     pool.clock.now += 0.004
     pool.step(Pong("w2", 100.0))
     contact = member_row(pool)["contact"]
-    assert contact["rtt_ms"] == pytest.approx(4.0) and contact["answers"] == 1 and contact["pings"] == 1
+    assert contact["rtt_ms"] == pytest.approx(4.0) and contact["answers"] == 1 and contact["pings"] == 2
     assert contact["last_contact"] == 1_700_000_000.0
     pool.ask("a")
     pool.ask("b")  # both workers busy: none is pinged (its answer would time the stage)
