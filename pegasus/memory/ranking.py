@@ -17,6 +17,9 @@ import sqlite3
 from pegasus.memory.query import informative, match_expression
 
 TITLE_WEIGHT, BODY_WEIGHT = 2.0, 1.0  # a word in a fact's path or an episode's title counts double
+# When every word of a question is in over half the rows (a request repeated many times), all of them match:
+# only the newest RECENT_ROWS are ranked then, or each such search would score the whole index.
+RECENT_ROWS = 1000
 CACHED_FROM, CACHE_MAX = 64, 100_000
 _COMMON: dict[tuple[str, str, str], tuple[int, int]] = {}  # (database, vocabulary, term) -> (rows with it, rows)
 
@@ -25,11 +28,16 @@ def best_rows(db: sqlite3.Connection, path: str, table: str, terms_table: str, t
               limit: int, kind: str | None) -> list[tuple[str, str, float]]:
     """(kind, ref, score) of the best ``limit`` rows of ``table`` (higher score: more relevant); ``kind``: only
     rows of that kind.  ``rows``: how many the index holds; ``path``: the database's (the cache's key)."""
-    expression = match_expression(informative(terms, document_counts(db, path, terms_table, terms, rows), rows))
+    counts = document_counts(db, path, terms_table, terms, rows)
+    kept = informative(terms, counts, rows)
+    expression = match_expression(kept)
     if expression is None:
         return []
     # Only the rowid and the score while ranking: reading another column would read every matching row.
     where, params = ("AND kind = ?", (kind,)) if kind else ("", ())
+    if rows > RECENT_ROWS and all(counts[term] * 2 > rows for term in kept):
+        newest = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+        where, params = f"{where} AND rowid > ?", (*params, newest - RECENT_ROWS)
     best = db.execute(f"SELECT rowid, bm25({table}, {TITLE_WEIGHT}, {BODY_WEIGHT}, 0, 0) AS score FROM {table} "
                       f"WHERE {table} MATCH ? {where} ORDER BY score, rowid DESC LIMIT ?",
                       (expression, *params, limit)).fetchall()
