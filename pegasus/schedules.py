@@ -21,7 +21,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -109,8 +109,12 @@ class ScheduleSpec:
                 yield k * every
                 k += 1
         assert self.cron is not None
-        for moment in CronSim(self.cron, datetime.fromtimestamp(after, self.zone())):
-            yield moment.timestamp()
+        start = datetime.fromtimestamp(after, self.zone())
+        if start.timestamp() > after:  # rounded up to a microsecond, maybe onto a slot: start just before it
+            start -= timedelta(microseconds=1)
+        for moment in CronSim(self.cron, start):
+            if moment.timestamp() > after:
+                yield moment.timestamp()
 
     def next_slot(self, after: float) -> float:
         return next(self.slots(after))

@@ -7,7 +7,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pegasus.admission import Admission
@@ -193,6 +193,9 @@ def test_a_slot_fired_again_answers_its_first_task_and_scopes_keep_keys_apart(tm
 
 
 @settings(max_examples=150, deadline=None)
+# Found by hypothesis in CI: a cursor a hair before a cron slot was rounded up onto it (datetime keeps
+# microseconds), and the slot was neither fired nor skipped.
+@example(every="cron", catchup=0, gaps=[60.0, 1.0], start=1772954999.9999998)
 @given(every=st.sampled_from(["1s", "2s", "7.5s", "cron"]), catchup=st.integers(0, 60),
        gaps=st.lists(st.floats(0.0, 120.0), min_size=1, max_size=25),
        start=st.floats(at(NEW_YORK, 2026, 3, 8, 1, 30), at(NEW_YORK, 2026, 3, 8, 2, 30)))
