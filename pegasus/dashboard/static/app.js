@@ -373,6 +373,8 @@ function fields(task) {
   return h("dl", { class: "fields", id: "fields" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)]));
 }
 
+const typed = new Map();  // task id -> the resume message being typed on its page
+
 function actions(task, redraw) {
   if (!canWrite()) return null;
   const lifecycle = task.lifecycle_state;
@@ -382,13 +384,17 @@ function actions(task, redraw) {
     catch (e) { problem.textContent = `${verb}: ${e.message}`; }
     redraw().catch(() => {});
   };
-  const message = h("input", { id: "resume-message", placeholder: "message for the task (optional)" });
+  // What is typed survives the page's live redraws (a transition arriving while a person types).
+  const message = h("input", { id: "resume-message", placeholder: "message for the task (optional)",
+    oninput: (e) => { typed.set(task.task_id, e.target.value); } });
+  message.value = typed.get(task.task_id) || "";
   const buttons = [];
   if (lifecycle === "draft") buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
   if (lifecycle === "running") buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
   if (lifecycle === "blocked") {  // suspended, or waiting for the information it asked for
     buttons.push(message, h("button", { class: "action", id: "resume",
-      onclick: () => act("resume", message.value ? { message: message.value } : {})() }, "Resume"));
+      onclick: () => { typed.delete(task.task_id); return act("resume", message.value ? { message: message.value } : {})(); } },
+      "Resume"));
   }
   if (lifecycle === "failed") buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
   if (!TERMINAL.has(lifecycle)) buttons.push(h("button", { class: "action danger", id: "cancel", onclick: act("cancel") }, "Cancel"));
