@@ -14,12 +14,14 @@ the durable rows.
 from __future__ import annotations
 
 from collections.abc import Callable
+import os
 from typing import Any
 
 from actors import messages as m
 from pegasus.admission import TransitionNotice
 from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
 from pegasus.memory import MemoryStore, load_identity
+from pegasus.memory.identity import IDENTITY_FILE
 from pegasus.memory.errors import MemoryStoreError
 from pegasus.store import StoreUnavailable, reflections
 from pegasus.store.checkpoint import rebuild
@@ -40,6 +42,7 @@ class RecallAndReflect:
     send: Callable[[Any, Any], None]
     _memory: Callable[[], MemoryStore]  # the memory over the store (actors.supervisor_memory)
     _archive_task: Callable[..., None]  # (task_id, snapshot): the done task's context archived (same module)
+    _identity_cache: tuple[Any, str] | None = None  # (what it was read from, the text)
 
     # -- recall ----------------------------------------------------------------------------------
     def receiveMsg_AskRecall(self, ask: m.AskRecall, sender: Any) -> None:
@@ -48,7 +51,7 @@ class RecallAndReflect:
         identity, error = "", None
         items: tuple[dict[str, Any], ...] = ()
         try:
-            identity = load_identity(self.settings).text
+            identity = self._current_identity()
             found = self._memory().search(ask.query, ask.k, kinds=("fact", "episode"))
             items = tuple({**{key: getattr(item, key) for key in RECALL_KEYS}, "text": item.text[:RECALL_TEXT_CHARS]}
                           for item in found)
@@ -57,10 +60,25 @@ class RecallAndReflect:
             self.log.warning("recall_failed", task_id=ask.task_id, error=error)
         self.send(sender, m.Recalled(ask.task_id, ask.token, identity, items, error))
 
+    def _current_identity(self) -> str:
+        """The identity text, read again only when identity.md changed (it is asked for before every think /
+        reason stage); MemoryStoreError when the file cannot be used."""
+        path = self.settings.state_dir() / IDENTITY_FILE
+        try:
+            info = os.lstat(path)
+            found: tuple[int, ...] | None = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_mode, info.st_uid)
+        except FileNotFoundError:
+            found = None
+        signature = (found, self.settings.agent)  # the file, or [agent] when there is none
+        cached = self._identity_cache
+        if cached is None or cached[0] != signature:
+            cached = self._identity_cache = (signature, load_identity(self.settings).text)
+        return cached[1]
+
     def _identity(self) -> str:
         """The identity text ('' when it cannot be read: a run never fails for it)."""
         try:
-            return load_identity(self.settings).text
+            return self._current_identity()
         except Exception as exc:  # noqa: BLE001 - an unreadable identity.md: logged, the task runs without
             self.log.warning("identity_unreadable", error=f"{type(exc).__name__}: {exc}")
             return ""
