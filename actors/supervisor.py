@@ -14,6 +14,7 @@ Thespian (which would re-deliver it and answer with PoisonMessage).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import os
@@ -273,9 +274,9 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         if pending is None or self.admission is None:
             return
         client, request_id, parts = pending
-        parts[stats.name] = {"size": stats.size, "busy": stats.busy, "queued": stats.queued,
-                             "replaced": stats.replaced, "workers": stats.workers, "members": stats.members,
-                             "budget": stats.budget}
+        # Every figure the pool sent (the message's fields but its ask id and name): one list of them, PoolStats'.
+        parts[stats.name] = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)
+                             if f.name not in ("ask_id", "name")}
         if len(parts) == len(self.pools):
             del self.pending_stats[stats.ask_id]
             self.send(client, m.Reply(request_id, True, data={
