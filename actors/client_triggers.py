@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from actors import messages as m
 from pegasus.errors import PegasusError, WebhookRefused
-from pegasus.schedules import DEFAULT_CATCHUP_S
+from pegasus.schedules import DEFAULT_CATCHUP_S, make_spec
 
 
 class TriggersClient:
@@ -33,7 +34,10 @@ class TriggersClient:
                      catchup: str | float = DEFAULT_CATCHUP_S) -> dict[str, Any]:
         """A schedule firing a task with ``text`` at each ``cron`` match in ``tz``, or ``every`` (a duration:
         ``90s``, ``5m``, ``1h30m``, or seconds).  ``overlap``: skip, buffer_one, allow_all or cancel_other;
-        ``catchup``: how old a slot missed during downtime may be and still fire."""
+        ``catchup``: how old a slot missed during downtime may be and still fire.  ScheduleError naming the field
+        when a value is out of bounds (docs/schedules.md), before anything is sent; the supervisor checks again."""
+        make_spec(name, text, cron=cron, every=every, tz=tz, machine=machine, priority=priority, overlap=overlap,
+                  catchup=catchup, now=time.time())
         return self._ask(m.ScheduleAdd(name=name, text=text, cron=cron, every=None if every is None else str(every),
                                        tz=tz, machine=machine, priority=priority, overlap=overlap,  # type: ignore[arg-type]
                                        catchup=str(catchup)))

@@ -285,7 +285,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
                 "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
                 "task_actors": self.task_actors.view(), "store": self._store_status(),
                 "rejected_frames": rejected_count(self.admission.settings.state_dir()),
-                "supervisor_pid": os.getpid(), "usage": self._usage(),
+                "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),
                 "members": members_view(parts)}))
 
     def _usage(self) -> dict[str, Any] | None:

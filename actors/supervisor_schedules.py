@@ -21,10 +21,12 @@ from actors.request_handler import request_handler
 from pegasus.errors import PegasusError
 from pegasus.idempotency import SCHEDULE
 from pegasus.schedules import (
-    Fire, ScheduleSpec, ScheduleState, ScheduleNotFound, make_spec, resume, slot_key, slot_time, step, trigger,
+    Fire, Overlap, ScheduleError, ScheduleSpec, ScheduleState, ScheduleNotFound, make_spec, next_slot, resume, slot_key,
+    slot_time, step, timer_delay, trigger,
 )
 from pegasus.store import StoreUnavailable
 from pegasus.store import triggers
+from pegasus.store.triggers import ScheduleRow
 from pegasus.store.health import PROBE_S
 from pegasus.submission import check_task
 from pegasus.task.events import EventType, new_id
@@ -50,16 +52,20 @@ class Schedules:
     _view: Callable[[str], dict[str, Any]]
 
     _schedule_wake: float | None = None  # the time the last armed timer is for
+    _schedules_quarantined: dict[str, str] | None = None  # name -> error, as the store said last (stats)
 
     # -- requests ---------------------------------------------------------------------------------
     @request_handler
     def receiveMsg_ScheduleAdd(self, request: m.ScheduleAdd, sender: Any) -> Any:
+        """Checked whole (bounds, a next slot within the horizon, the task it fires) before the one write."""
+        now = time.time()
         spec = make_spec(request.name, request.text, cron=request.cron, every=request.every, tz=request.tz,
                          machine=request.machine, priority=request.priority, overlap=request.overlap,
-                         catchup=request.catchup)
+                         catchup=request.catchup, now=now)
         check_task(spec.text, {}, spec.machine, self.settings.runtime)  # too long a text fails now, not at 3 a.m.
-        now = time.time()
-        triggers.add_schedule(self.store, new_id(), spec, ScheduleState(cursor=now))
+        schedule_id, state = new_id(), ScheduleState(cursor=now)
+        _view(ScheduleRow(schedule_id, spec.name, spec, state, ""), now)  # answerable before anything is written
+        triggers.add_schedule(self.store, schedule_id, spec, state)
         self.log.info("schedule_added", name=spec.name, cron=spec.cron, every_s=spec.every_s, tz=spec.tz)
         self._tick_schedules()
         return self._schedule_view(spec.name, now)
@@ -67,16 +73,21 @@ class Schedules:
     @request_handler
     def receiveMsg_ScheduleList(self, request: m.ScheduleList, sender: Any) -> Any:
         now = time.time()
-        return [_view(*row, now) for row in triggers.schedules(self.store)]
+        return [_view(row, now) for row in self._schedule_rows()]
 
     @request_handler
     def receiveMsg_ScheduleControl(self, request: m.ScheduleControl, sender: Any) -> Any:
-        schedule_id, spec, state, _ = self._schedule(request.name)
+        row = self._schedule(request.name)
         now = time.time()
         if request.action == "remove":
-            triggers.remove_schedule(self.store, spec.name)
-            self.log.info("schedule_removed", name=spec.name)
-            return {"name": spec.name, "removed": True}
+            triggers.remove_schedule(self.store, row.name)
+            self.log.info("schedule_removed", name=row.name)
+            self._schedule_rows()  # a quarantined one removed leaves stats
+            return {"name": row.name, "removed": True}
+        if row.quarantined is not None or row.spec is None or row.state is None:
+            raise ScheduleError(f"schedule {row.name!r} is quarantined ({row.quarantined}): remove it and add it "
+                                "again")
+        schedule_id, spec, state = row.schedule_id, row.spec, row.state
         task = None
         if request.action == "pause":
             triggers.save_schedule(self.store, spec.name, replace(state, paused=True, buffered=None))
@@ -113,23 +124,33 @@ class Schedules:
         except StoreUnavailable as exc:
             self._store_failed(exc)
             wake_at = now + PROBE_S
+        except Exception:  # noqa: BLE001 - the table itself unreadable: the supervisor serves on, looks again
+            self.log.exception("schedules_failed")
+            wake_at = now + PROBE_S
         self._arm_schedules(wake_at, now)
 
     def _fire_due(self, now: float) -> float | None:
         wake_at: float | None = None
         with self.store.group():
-            for schedule_id, spec, state, _ in triggers.schedules(self.store):
+            for row in self._schedule_rows():
+                if row.quarantined is not None or row.spec is None or row.state is None:
+                    continue
+                spec, state = row.spec, row.state
                 try:
                     result = step(spec, state, now, self._schedule_running(state))
+                    if result.quarantine is not None:
+                        self._quarantine(row.name, result.quarantine)
+                        continue
                     new = result.state
                     for fire in result.fires:
-                        new = self._fire(schedule_id, spec, new, fire, manual=False)
+                        new = self._fire(row.schedule_id, spec, new, fire, manual=False)
                     if new != state:
                         triggers.save_schedule(self.store, spec.name, new)
                 except StoreUnavailable:
                     raise
-                except Exception:  # noqa: BLE001 - one broken schedule must not stop the others
+                except Exception as exc:  # noqa: BLE001 - one broken schedule must not stop the others
                     self.log.exception("schedule_failed", name=spec.name)
+                    self._quarantine(row.name, f"{type(exc).__name__}: {exc}")
                     continue
                 if result.state.skipped > state.skipped:
                     self.log.warning("schedule_slots_skipped", name=spec.name,
@@ -145,7 +166,7 @@ class Schedules:
         if armed is not None and now < armed <= wake_at:
             return  # an earlier timer is still pending
         self._schedule_wake = wake_at
-        self.wakeupAfter(timedelta(seconds=max(0.0, wake_at - now) + LATE_S), payload=m.ScheduleDue(wake_at))
+        self.wakeupAfter(timedelta(seconds=timer_delay(wake_at, now) + LATE_S), payload=m.ScheduleDue(wake_at))
 
     # -- firing -----------------------------------------------------------------------------------
     def _fire(self, schedule_id: str, spec: ScheduleSpec, state: ScheduleState, fire: Fire, *,
@@ -179,21 +200,60 @@ class Schedules:
         record = self.admission.records.get(state.last_task) if state.last_task else None
         return record is not None and record.state not in FINISHED
 
-    def _schedule(self, name: str) -> tuple[str, ScheduleSpec, ScheduleState, str]:
-        for row in triggers.schedules(self.store):
-            if row[1].name == name:
+    def _schedule(self, name: str) -> ScheduleRow:
+        for row in self._schedule_rows():
+            if row.name == name:
                 return row
         raise ScheduleNotFound(name)
 
     def _schedule_view(self, name: str, now: float) -> dict[str, Any]:
-        return _view(*self._schedule(name), now)
+        return _view(self._schedule(name), now)
+
+    # -- quarantine -------------------------------------------------------------------------------
+    def _schedule_rows(self) -> list[ScheduleRow]:
+        """Every stored schedule; one that cannot be read is quarantined in the store (once), the others are not
+        held up by it.  What is quarantined is remembered for stats."""
+        rows = triggers.schedules(self.store)
+        for row in rows:
+            if not row.marked and row.quarantined is not None:
+                try:
+                    self._quarantine(row.name, row.quarantined)
+                except StoreUnavailable:
+                    pass  # marked at a later read; set aside all the same
+        self._schedules_quarantined = {row.name: row.quarantined for row in rows if row.quarantined is not None}
+        return rows
+
+    def _quarantine(self, name: str, error: str) -> None:
+        """Set a schedule aside with its error, in the store (not retried at each start) and in stats."""
+        self.log.error("schedule_quarantined", name=name, error=error)
+        triggers.quarantine_schedule(self.store, name, error)
+        self._schedules_quarantined = {**(self._schedules_quarantined or {}), name: error}
+
+    def quarantined_view(self) -> dict[str, list[dict[str, str]]]:
+        """What ``stats`` says is quarantined (the store's records set aside with their errors)."""
+        return {"schedules": [{"name": name, "error": error}
+                              for name, error in sorted((self._schedules_quarantined or {}).items())]}
 
 
-def _view(schedule_id: str, spec: ScheduleSpec, state: ScheduleState, created_at: str, now: float) -> dict[str, Any]:
-    """A schedule as list, add and the controls answer it."""
-    return {"name": spec.name, "id": schedule_id, "text": spec.text, "cron": spec.cron, "every_s": spec.every_s,
-            "tz": spec.tz, "machine": spec.machine, "priority": spec.priority, "overlap": spec.overlap.value,
+def _view(row: ScheduleRow, now: float) -> dict[str, Any]:
+    """A schedule as list, add and the controls answer it; a quarantined one with its error (never raises on a
+    stored value: a row that cannot be read shows its name and why)."""
+    spec, state = row.spec, row.state
+    view: dict[str, Any] = {"name": row.name, "id": row.schedule_id, "created_at": row.created_at,
+                            "quarantined": row.quarantined}
+    if spec is None or state is None:
+        return {**view, "text": "", "cron": None, "every_s": None, "tz": None, "machine": None, "priority": None,
+                "overlap": None, "catchup_s": None, "paused": False, "fired": 0, "skipped": 0, "last_task": None,
+                "buffered": None, "next_time": None}
+    upcoming = None if state.paused or row.quarantined else next_slot(spec, max(state.cursor, now))
+    return {**view, "text": spec.text, "cron": spec.cron, "every_s": spec.every_s, "tz": spec.tz,
+            "machine": spec.machine, "priority": spec.priority, "overlap": Overlap(spec.overlap).value,
             "catchup_s": spec.catchup_s, "paused": state.paused, "fired": state.fired, "skipped": state.skipped,
-            "last_task": state.last_task, "buffered": slot_time(state.buffered) if state.buffered else None,
-            "next_time": None if state.paused else slot_time(spec.next_slot(max(state.cursor, now))),
-            "created_at": created_at}
+            "last_task": state.last_task, "buffered": _time(state.buffered), "next_time": _time(upcoming)}
+
+
+def _time(slot: float | None) -> str | None:
+    try:
+        return None if slot is None else slot_time(slot)
+    except (ValueError, OverflowError, OSError):
+        return None

@@ -31,6 +31,12 @@ from pegasus.errors import PegasusError
 
 DEFAULT_CATCHUP_S = 300.0  # missed slots up to 5 minutes old fire after downtime; older are skipped
 MIN_EVERY_S = 1.0
+DAY_S = 86400.0
+MAX_EVERY_S = 366 * DAY_S  # rarer than yearly is a calendar matter: a cron expression says it better
+MAX_CATCHUP_S = 366 * DAY_S  # a window older than the longest interval catches nothing more
+HORIZON_S = 5 * 366 * DAY_S  # a schedule's next slot must come within this (29 February: every 4 years)
+MAX_TIME = datetime(9000, 1, 1, tzinfo=timezone.utc).timestamp()  # a stored time past this is corrupt
+MAX_TIMER_S = 3600.0  # a timer sleeps at most this long, then looks again (a far slot never overflows it)
 MAX_CATCHUP_FIRES = 100  # allow_all: at most this many missed slots fire at once (the latest ones)
 MAX_COUNTED = 100_000  # skipped cron slots counted one by one up to this many, then estimated no further
 BUFFER_POLL_S = 1.0  # a buffered start checks this often whether the running task has finished
@@ -73,14 +79,33 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 def parse_duration(text: str) -> float:
     """Seconds of a duration such as ``90s``, ``5m``, ``1h30m``, ``2d`` or a plain number of seconds."""
     cleaned = text.strip().lower()
-    try:
-        return float(cleaned)
-    except ValueError:
-        pass
-    parts = _DURATION.findall(cleaned)
-    if not cleaned or "".join(number + unit for number, unit in parts) != cleaned:
+    parts = _DURATION.findall(cleaned) if len(cleaned) <= 64 else []  # a longer one is no duration anyone means
+    if len(cleaned) <= 64 and re.fullmatch(r"\d+(\.\d+)?", cleaned):
+        seconds = float(cleaned)
+    elif parts and "".join(number + unit for number, unit in parts) == cleaned:
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    else:
         raise ScheduleError(f"duration {text!r}: write it as 90s, 5m, 1h30m, 2d or a number of seconds")
-    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if not math.isfinite(seconds):
+        raise ScheduleError(f"duration {text!r} is not a finite number of seconds")
+    return seconds
+
+
+def _seconds(field: str, value: str | float, low: float, high: float) -> float:
+    """``value`` (a duration or seconds) checked finite and in ``[low, high]``; ScheduleError naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, str | float | int):
+        raise ScheduleError(f"{field}: a duration such as 90s, 5m, 2d or a number of seconds, not {value!r}")
+    try:
+        seconds = float(value) if isinstance(value, float | int) else parse_duration(value)
+    except (ScheduleError, OverflowError) as exc:
+        raise ScheduleError(f"{field}: {exc}") from None
+    if not math.isfinite(seconds) or not low <= seconds <= high:
+        raise ScheduleError(f"{field} {value!r} is outside {_duration_text(low)}..{_duration_text(high)}")
+    return seconds
+
+
+def _duration_text(seconds: float) -> str:
+    return f"{seconds / DAY_S:g}d" if seconds >= DAY_S else f"{seconds:g}s"
 
 
 @dataclass(frozen=True)
@@ -104,7 +129,7 @@ class ScheduleSpec:
         """The slots strictly after ``after`` (epoch seconds), in order, for ever."""
         if self.every_s is not None:
             every = self.every_s
-            k = int(after // every) + 1
+            k = first_after(after, every)
             while True:
                 yield k * every
                 k += 1
@@ -122,42 +147,87 @@ class ScheduleSpec:
 
 def make_spec(name: str, text: str, *, cron: str | None = None, every: str | float | None = None, tz: str = "UTC",
               machine: str | None = None, priority: int = 5, overlap: str = Overlap.SKIP,
-              catchup: str | float | None = None) -> ScheduleSpec:
-    """A checked ScheduleSpec; ScheduleError naming what is wrong."""
+              catchup: str | float | None = None, now: float | None = None) -> ScheduleSpec:
+    """A checked ScheduleSpec; ScheduleError naming the field that is wrong.  With ``now``, its next slot must
+    also come within ``HORIZON_S`` of it (a cron expression that fires in 2044, or never, is refused)."""
     try:
-        check_name(name)
+        check_name(name if isinstance(name, str) else repr(name))
     except ValueError as exc:
         raise ScheduleError(str(exc)) from None
-    if not text.strip():
-        raise ScheduleError("a schedule needs the text of the task it fires")
+    if not isinstance(text, str) or not text.strip():
+        raise ScheduleError("text: a schedule needs the text of the task it fires")
     if (cron is None) == (every is None):
-        raise ScheduleError("give exactly one of cron and every")
-    try:
-        zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"unknown time zone {tz!r} (an IANA name such as Europe/Paris or UTC)") from None
-    every_s = None
-    if every is not None:
-        every_s = every if isinstance(every, float | int) else parse_duration(every)
-        if every_s < MIN_EVERY_S:
-            raise ScheduleError(f"every {every!r} is under the minimum of {MIN_EVERY_S:g}s")
-        every_s = float(every_s)
+        raise ScheduleError("cron, every: give exactly one of them")
+    zone_of(tz)
+    every_s = None if every is None else _seconds("every", every, MIN_EVERY_S, MAX_EVERY_S)
     if cron is not None:
+        if not isinstance(cron, str) or len(cron) > 256:
+            raise ScheduleError(f"cron: a cron expression of at most 256 characters, not {str(cron)[:80]!r}")
         try:
-            CronSim(cron, datetime(2000, 1, 1, tzinfo=zone))  # parsed and checked; the date does not matter
+            CronSim(cron, datetime(2000, 1, 1, tzinfo=zone_of(tz)))  # parsed and checked; the date does not matter
         except CronSimError as exc:
             raise ScheduleError(f"cron expression {cron!r}: {exc}") from None
     try:
         policy = Overlap(overlap)
     except ValueError:
         raise ScheduleError(f"overlap {overlap!r}: one of {', '.join(Overlap)}") from None
-    catchup_s = DEFAULT_CATCHUP_S if catchup is None else (
-        float(catchup) if isinstance(catchup, float | int) else parse_duration(catchup))
-    if catchup_s < 0:
-        raise ScheduleError("the catch-up window cannot be negative")
-    if not 0 <= priority <= 1_000_000:
-        raise ScheduleError(f"priority {priority} is outside 0..1000000")
-    return ScheduleSpec(name, text, cron, every_s, tz, machine, priority, policy, catchup_s)
+    catchup_s = DEFAULT_CATCHUP_S if catchup is None else _seconds("catchup", catchup, 0.0, MAX_CATCHUP_S)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 1_000_000:
+        raise ScheduleError(f"priority {priority!r} is outside 0..1000000")
+    spec = ScheduleSpec(name, text, cron, None if every_s is None else float(every_s), tz, machine, priority, policy,
+                        float(catchup_s))
+    if now is not None:
+        first = next_slot(spec, now)
+        if first is None or first > now + HORIZON_S:
+            when = "never" if first is None else f"first at {slot_time(first)}"
+            what = f"cron expression {cron!r} in {tz}" if cron is not None else f"every {every!r}"
+            raise ScheduleError(f"{what}: fires {when}, not within {HORIZON_S / DAY_S / 366:g} years of now (a "
+                                "schedule must fire within them)")
+    return spec
+
+
+def zone_of(tz: str) -> ZoneInfo:
+    """An IANA time zone; ScheduleError naming ``tz`` when there is no such zone."""
+    try:
+        if not isinstance(tz, str) or len(tz) > 64:
+            raise ValueError(tz)
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ScheduleError(f"tz: unknown time zone {str(tz)[:80]!r} (an IANA name such as Europe/Paris or "
+                            "UTC)") from None
+
+
+def next_slot(spec: ScheduleSpec, after: float) -> float | None:
+    """The slot after ``after``, None when there is none a calendar can say (never raises)."""
+    try:
+        slot = spec.next_slot(after)
+    except (StopIteration, ValueError, OverflowError, ArithmeticError, CronSimError, ScheduleError):
+        return None
+    return slot if math.isfinite(slot) and slot <= MAX_TIME else None
+
+
+def check_spec(spec: ScheduleSpec, state: ScheduleState) -> str | None:
+    """What is wrong with a stored schedule (one an old version or a bug wrote), None when nothing is: the
+    bounds ``make_spec`` sets, and a state whose times are finite and within the calendar."""
+    try:
+        make_spec(spec.name, spec.text, cron=spec.cron, every=spec.every_s, tz=spec.tz, machine=spec.machine,
+                  priority=spec.priority, overlap=spec.overlap, catchup=spec.catchup_s)
+    except ScheduleError as exc:
+        return str(exc)
+    for field in ("cursor", "buffered"):
+        value = getattr(state, field)
+        if value is None and field == "buffered":
+            continue
+        if isinstance(value, bool) or not isinstance(value, float | int) or not 0 <= value <= MAX_TIME:
+            return f"state {field} {value!r} is not a time between 1970 and 9000"
+    return None
+
+
+def timer_delay(wake_at: float, now: float) -> float:
+    """How long the timer armed at ``now`` for ``wake_at`` sleeps: at most ``MAX_TIMER_S``, never negative or
+    infinite (the wakeup then looks again), so no stored value can overflow a timer."""
+    delay = wake_at - now if math.isfinite(wake_at) and math.isfinite(now) else MAX_TIMER_S
+    return min(max(0.0, delay), MAX_TIMER_S)
 
 
 @dataclass(frozen=True)
@@ -185,14 +255,26 @@ class Fire:
 class Step:
     fires: list[Fire]
     state: ScheduleState
-    wake_at: float | None  # None: nothing to wake for (paused)
+    wake_at: float | None  # None: nothing to wake for (paused, quarantined)
+    quarantine: str | None = None  # the schedule is broken (what is wrong): quarantine it, fire nothing
 
 
 def step(spec: ScheduleSpec, state: ScheduleState, now: float, running: bool) -> Step:
     """The slots of ``spec`` due at ``now`` turned into fires and skips by its overlap policy.
 
-    ``running``: whether the task the schedule fired last is still unfinished.
+    ``running``: whether the task the schedule fired last is still unfinished.  Never raises: a schedule out of
+    bounds, or one the calendar cannot follow, is a ``Step`` that quarantines it.
     """
+    problem = check_spec(spec, state)
+    if problem is None:
+        try:
+            return _step(spec, state, now, running)
+        except Exception as exc:  # noqa: BLE001 - a stored schedule no check foresaw: quarantined, not raised
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} (no next slot)"
+    return Step([], state, None, problem)
+
+
+def _step(spec: ScheduleSpec, state: ScheduleState, now: float, running: bool) -> Step:
     if state.paused:
         return Step([], state, None)
     fires: list[Fire] = []
@@ -241,10 +323,12 @@ def _due(spec: ScheduleSpec, cursor: float, now: float) -> tuple[list[float], in
     window_start = max(cursor, now - spec.catchup_s)  # a slot on it is inside the window
     if spec.every_s is not None:  # arithmetic: a year of one-second slots costs nothing
         every = spec.every_s
-        first, last = int(cursor // every) + 1, int(now // every)
+        first, last = first_after(cursor, every), first_after(now, every) - 1
         if last < first:
             return [], 0
-        kept_from = max(first, math.ceil(window_start / every), last - MAX_CATCHUP_FIRES + 1)
+        on_window = first_after(window_start, every)
+        on_window -= (on_window - 1) * every == window_start  # a slot on the window's start is inside
+        kept_from = max(first, on_window, last - MAX_CATCHUP_FIRES + 1)
         return [k * every for k in range(kept_from, last + 1)], kept_from - first
     due: deque[float] = deque(maxlen=MAX_CATCHUP_FIRES)
     missed = 0
@@ -260,6 +344,17 @@ def _due(spec: ScheduleSpec, cursor: float, now: float) -> tuple[list[float], in
             missed += 1
         due.append(slot)
     return list(due), missed
+
+
+def first_after(t: float, every: float) -> int:
+    """The index of the first slot ``k * every`` strictly after ``t``, as the slot itself is computed (``t //
+    every`` alone can be one off: 60.001 * 29915334 is not above 29915334 * 60.001 // 60.001 * 60.001)."""
+    k = int(t // every) + 1
+    while k * every <= t:
+        k += 1
+    while (k - 1) * every > t:
+        k -= 1
+    return k
 
 
 def trigger(spec: ScheduleSpec, state: ScheduleState, now: float, running: bool) -> Fire:

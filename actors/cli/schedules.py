@@ -83,6 +83,9 @@ def schedules_text(views: list[dict[str, Any]]) -> str:
         return "no schedules (add one: pegasus schedule add NAME --every 1h --text TEXT)"
     lines = [f"{'NAME':<20} {'WHEN':<28} {'NEXT':<26} {'OVERLAP':<13} {'FIRED':>6} {'SKIPPED':>7}  TEXT"]
     for v in views:
+        if v.get("quarantined"):
+            lines.append(f"{clean(v['name']):<20} QUARANTINED: {clean(v['quarantined'])}")
+            continue
         nxt = "paused" if v["paused"] else v["next_time"]
         lines.append(f"{clean(v['name']):<20} {clean(when_text(v)):<28} {nxt:<26} {v['overlap']:<13} "
                      f"{v['fired']:>6} {v['skipped']:>7}  {clean(v['text'])[:60]}")

@@ -21,13 +21,13 @@ class ScheduleAdd(Request):
 
     name: str = Field(min_length=1, max_length=64)
     text: str = Field(min_length=1)
-    cron: str | None = None
-    every: str | None = None
-    tz: str = "UTC"
+    cron: str | None = Field(None, max_length=256)
+    every: str | None = Field(None, max_length=64)  # a duration; bounds, and a next slot within the horizon, are
+    tz: str = Field("UTC", max_length=64)           # make_spec's (the supervisor's and the Client's check)
     machine: CognitiveMachineName | None = None
     priority: int = Field(5, ge=0, le=1_000_000)
     overlap: OverlapName = "skip"
-    catchup: str | None = None  # a duration (pegasus.schedules.parse_duration); None: the default window
+    catchup: str | None = Field(None, max_length=64)  # a duration (pegasus.schedules.parse_duration); None: default
 
 class ScheduleList(Request):
     """Every schedule: its spec, state, counts and next time."""

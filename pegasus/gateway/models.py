@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from pegasus.gateway.errors import ApiError
+from pegasus.schedules import ScheduleError, make_spec
 from pegasus.task.names import CognitiveMachineName
 
 
@@ -33,22 +36,35 @@ class MessageBody(Body):
     text: str = Field(min_length=1, description="a message to the running task")
 
 
-class ScheduleBody(BaseModel):
-    """``pegasus schedule add``'s options; other fields go to ``Client.schedule_add`` as they are."""
+Duration = StrictStr | StrictInt | StrictFloat  # "90s", "1h30m", "2d", or seconds
 
-    model_config = ConfigDict(extra="allow", frozen=True)
-    name: str = Field(min_length=1, max_length=128)
+
+class ScheduleBody(Body):
+    """``pegasus schedule add``'s options, checked as the supervisor checks them (``make_spec``: bounds, and a
+    next slot within the horizon) so a refusal is a 400 naming the field and stores nothing."""
+
+    name: str = Field(min_length=1, max_length=64)
     text: str = Field(min_length=1)
-    cron: str | None = None
-    every: str | float | None = None  # a duration ("90s", "1h30m") or seconds
-    tz: str | None = None
+    cron: str | None = Field(None, max_length=256, description="a cron expression (5 fields), in tz")
+    every: Duration | None = Field(None, description="an interval: 30s, 5m, 1h30m, 2d or seconds (1s to 366d)")
+    tz: str | None = Field(None, max_length=64, description="an IANA time zone (default UTC)")
     machine: CognitiveMachineName | None = None
     priority: int | None = Field(None, ge=0, le=1_000_000)
-    overlap: str | None = None
-    catchup: str | float | None = None
+    overlap: str | None = Field(None, description="skip, buffer_one, allow_all or cancel_other")
+    catchup: Duration | None = Field(None, description="how old a missed slot may be and still fire (0 to 366d)")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ScheduleBody:
+        try:
+            make_spec(self.name, self.text, cron=self.cron, every=self.every, tz=self.tz or "UTC",
+                      machine=self.machine, priority=5 if self.priority is None else self.priority,
+                      overlap=self.overlap or "skip", catchup=self.catchup, now=time.time())
+        except ScheduleError as exc:
+            raise PydanticCustomError("schedule", str(exc)) from None
+        return self
 
 
-def parse(model: type[Body] | type[ScheduleBody], raw: bytes) -> Any:
+def parse(model: type[Body], raw: bytes) -> Any:
     """``raw`` (JSON; empty: no fields) as ``model``; ApiError 400 naming the first bad field."""
     try:
         return model.model_validate_json(raw or b"{}")

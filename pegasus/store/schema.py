@@ -124,6 +124,9 @@ MIGRATIONS: list[list[str]] = [
             task_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,
             PRIMARY KEY (task_id, seq))""",
     ],
+    [  # a schedule the supervisor could not follow is quarantined with its error, not retried (issue 28)
+        "ALTER TABLE schedules ADD COLUMN quarantined TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

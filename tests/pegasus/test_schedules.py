@@ -46,7 +46,7 @@ def test_bad_schedules_are_refused_naming_the_problem() -> None:
     cases = [({"cron": "61 * * * *"}, "cron expression"), ({"cron": "* * *"}, "cron expression"),
              ({"every": "1s", "tz": "Mars/Olympus"}, "time zone"), ({"every": "1s", "overlap": "queue"}, "overlap"),
              ({}, "exactly one"), ({"cron": "* * * * *", "every": "1s"}, "exactly one"),
-             ({"every": "100ms"}, "minimum")]
+             ({"every": "100ms"}, "every .100ms. is outside 1s")]
     for kwargs, message in cases:
         with pytest.raises(ScheduleError, match=message):
             make_spec("s", "do it", **kwargs)
@@ -174,8 +174,9 @@ def test_schedules_round_trip_through_the_store(tmp_path: Path) -> None:
     with pytest.raises(ScheduleError, match="exists"):
         triggers.add_schedule(store, "id2", spec, ScheduleState(cursor=5.0))
     triggers.save_schedule(store, "nightly", ScheduleState(7.0, True, 6.0, 3, 4, "t1"))
-    [(schedule_id, read, state, _)] = triggers.schedules(store)
-    assert (schedule_id, read, state) == ("id1", spec, ScheduleState(7.0, True, 6.0, 3, 4, "t1"))
+    [row] = triggers.schedules(store)
+    assert (row.schedule_id, row.spec, row.state, row.quarantined) == ("id1", spec, ScheduleState(7.0, True, 6.0, 3,
+                                                                                                 4, "t1"), None)
     assert triggers.remove_schedule(store, "nightly") and not triggers.remove_schedule(store, "nightly")
 
 
