@@ -36,3 +36,22 @@ def test_schedule_and_webhook_commands(cli, tmp_path) -> None:
     assert cli.json("schedule", "remove", "nightly") == {"name": "nightly", "removed": True}
     gone = cli("schedule", "pause", "nightly", "--json")
     assert gone.returncode == 1 and json.loads(gone.stderr)["error"]["type"] == "ScheduleNotFound"
+
+
+def test_poison_schedule_values_from_the_cli_exit_1_naming_the_field_and_store_nothing(cli) -> None:
+    """The issue's values through the real CLI (110000d was taken, 99999999d exited 1 yet was stored): each exits
+    1 naming the field, nothing is stored, and the same supervisor runs a task after."""
+    assert cli("start", "--json").returncode == 0
+    cli.track()
+    pid = cli.json("stats")["supervisor_pid"]
+    cases = [(["--every", "110000d"], "every"), (["--every", "99999999d"], "every"), (["--every", "inf"], "every"),
+             (["--cron", "0 0 30 2 *"], "cron"), (["--cron", "0 0 * 2 MON#5"], "cron"),
+             (["--cron", "* * * * *", "--tz", "Mars/Olympus"], "tz"), (["--every", "1h", "--catchup", "400d"], "catchup")]
+    results = cli.many(*(["schedule", "add", "big", *when, "--text", "hi", "--json"] for when, _ in cases))
+    for (_, field), result in zip(cases, results):
+        assert result.returncode == 1, result
+        assert json.loads(result.stderr)["error"]["message"].startswith(field), result.stderr
+    assert cli.json("schedule", "list") == []
+    task = cli.json("submit", "what is 2 + 2?")
+    assert cli.wait_for(task["task_id"], {"done"})["lifecycle_state"] == "done"
+    assert cli.json("stats")["supervisor_pid"] == pid

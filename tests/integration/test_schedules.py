@@ -3,16 +3,24 @@ fire each missed slot inside the catch-up window once, skip (and count) the olde
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections import Counter
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from actors import messages as m
 from actors import procs
 from actors.client import Client, RequestError
 from actors.system import system_pids
+from pegasus.schedules import ScheduleError
+from pegasus.store import Store
+from tests.integration.test_http_gateway import _wait_up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -66,7 +74,7 @@ def test_trigger_fires_now_and_remove_ends_the_schedule(pegasus) -> None:
         client.schedule_add("nightly", text="again", every="1h")
     for bad, message in (({"cron": "61 * * * *"}, "cron expression"), ({"every": "1s", "tz": "Nowhere/Else"},
                                                                         "time zone")):
-        with pytest.raises(RequestError, match=message):
+        with pytest.raises(ScheduleError, match=message):  # the Client's own check, before anything is sent
             client.schedule_add("bad", text="x", **bad)
     assert client.schedule_remove("nightly")["removed"]
     assert client.schedules() == []
@@ -140,3 +148,81 @@ def test_cancel_other_cancels_the_running_task_and_buffer_one_starts_one_after_i
         assert datetime.fromisoformat(later["created_at"]) >= datetime.fromisoformat(earlier["updated_at"])
     slots = slots_of(queued)  # the one buffered is the first slot that came while the first task ran
     assert slots[1] - slots[0] == 1.0
+
+
+# -- poison (issue 28): refused at every door, nothing stored, the supervisor never restarted ---------------
+
+POISON = [({"every": "110000d"}, "every"), ({"every": "99999999d"}, "every"), ({"every": "6528000000000"}, "every"),
+          ({"every": "inf"}, "every"), ({"every": "1h", "catchup": "1e400"}, "catchup"),
+          ({"cron": "0 0 30 2 *"}, "cron"), ({"cron": "0 0 * 2 MON#5"}, "cron"),
+          ({"cron": "* * * * *", "tz": "Mars/Olympus"}, "tz")]
+
+
+def test_poison_schedule_values_are_refused_store_nothing_and_the_supervisor_serves_on(pegasus) -> None:
+    """Each value the issue reported (a slot in 2271 or past year 9999, infinity, 30 February, a first slot in
+    2044, no such zone): refused by the Client naming the field, and refused again by the supervisor when sent
+    past the Client's check; nothing stored, the same supervisor serves a task after."""
+    client = pegasus()
+    before = (client.locate()["generation"], client.stats()["supervisor_pid"])
+    for values, field in POISON:
+        with pytest.raises(ScheduleError, match=f"^{field}"):
+            client.schedule_add("big", text="hi", **values)
+        with pytest.raises(RequestError, match=f"^{field}"):  # sent as it is, past the Client's check
+            client._ask(m.ScheduleAdd(name="big", text="hi", **values))
+    assert client.schedules() == []
+    task = client.submit("what is 2 + 2?")
+    assert client.wait(task["task_id"], timeout=60)["lifecycle_state"] == "done"
+    assert (client.locate()["generation"], client.stats()["supervisor_pid"]) == before
+
+
+def test_poison_schedule_bodies_over_http_are_a_400_naming_the_field_and_store_nothing(pegasus) -> None:
+    """POST /v1/schedules with each poison value, or an unknown field: a 400 naming the field (no 500, nothing
+    stored: the issue's every of 6528000000000 was stored despite its 400), /healthz's restarts unchanged, a
+    submit over HTTP then completes; the schema says the body takes no other fields."""
+    port = procs.free_port()
+    client = pegasus(http={"enabled": True, "port": port})
+    base = f"http://127.0.0.1:{port}"
+    _wait_up(base)
+    auth = {"Authorization": f"Bearer {client.token_create('poison', 'admin')['token']}"}
+    with httpx.Client(base_url=base, headers=auth, timeout=30) as http:
+        restarts = http.get("/healthz").json()["restarts"]
+        for values, field in [*POISON, ({"every": 1e300}, "every"), ({"every": "1h", "colour": "red"}, "colour")]:
+            refused = http.post("/v1/schedules", json={"name": "big", "text": "hi", **values})
+            assert refused.status_code == 400, refused.text
+            assert field in refused.json()["error"]["message"].replace(":", " ").split()[:3], refused.text
+        assert http.get("/v1/schedules").json() == []
+        body = http.get("/openapi.json").json()["components"]["schemas"]["ScheduleBody"]
+        assert body["additionalProperties"] is False
+        task = http.post("/v1/tasks", json={"text": "what is 2 + 2?"}).json()
+        assert client.wait(task["task_id"], timeout=60)["lifecycle_state"] == "done"
+        assert http.get("/healthz").json()["restarts"] == restarts
+
+
+def test_a_bad_schedule_stored_by_an_old_version_is_quarantined_and_the_system_serves(pegasus, state_dir) -> None:
+    """Schedules written into the SQLite file as an old version or a bug would have (a slot in 2271: it
+    overflowed the supervisor's timer; a spec with a field no version knows): the system starts and serves, they
+    show quarantined with their error in list and stats, fire nothing, and a good one beside them fires."""
+    Store(state_dir / "pegasus.db").close()  # the schema as this version makes it, then rows written by hand
+    spec = {"name": "big", "text": "hi", "cron": None, "every_s": 9_504_000_000.0, "tz": "UTC", "machine": None,
+            "priority": 5, "overlap": "skip", "catchup_s": 300.0}
+    with sqlite3.connect(state_dir / "pegasus.db") as db:
+        for name, fields in (("big", spec), ("odd", {**spec, "name": "odd", "every_s": 60.0, "colour": "red"})):
+            db.execute("INSERT INTO schedules (name, id, spec, paused, cursor, fired, skipped, created_at) "
+                       "VALUES (?, ?, ?, 0, ?, 0, 0, 'then')", (name, f"id-{name}", json.dumps(fields), time.time()))
+    client = pegasus()
+    client.schedule_add("tick", text="what is 2 + 2?", every="1s")
+    wait_for(lambda: schedule(client, "tick")["fired"] >= 1, timeout=60, what="the good schedule firing")
+    views = {v["name"]: v for v in client.schedules()}
+    assert "every 9504000000.0 is outside" in views["big"]["quarantined"] and views["big"]["next_time"] is None
+    assert "colour" in views["odd"]["quarantined"] and views["tick"]["quarantined"] is None
+    assert {q["name"] for q in client.stats()["quarantined"]["schedules"]} == {"big", "odd"}
+    with pytest.raises(RequestError, match="quarantined"):
+        client.schedule_trigger("big")
+    generation = client.locate()["generation"]
+    task = client.submit("what is 3 + 4?")
+    assert client.wait(task["task_id"], timeout=60)["lifecycle_state"] == "done"
+    assert client.locate()["generation"] == generation and fired(client, "big") == fired(client, "odd") == []
+    with sqlite3.connect(state_dir / "pegasus.db") as db:  # marked in the store: not tried again at each start
+        marked = dict(db.execute("SELECT name, quarantined FROM schedules WHERE quarantined IS NOT NULL"))
+    assert set(marked) == {"big", "odd"}
+    assert client.schedule_remove("big")["removed"] and "big" not in str(client.stats()["quarantined"])
