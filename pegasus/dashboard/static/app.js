@@ -558,10 +558,12 @@ async function schedulesPage() {
         .map((c) => h("th", {}, c)))),
       h("tbody", {}, list(data, "schedules").map((sc) => h("tr", { "data-schedule": sc.name },
         h("td", {}, sc.name), h("td", { class: "mono" }, when(sc)), h("td", {}, clip(sc.text, 60)),
-        h("td", {}, sc.next_time || "-"), h("td", {}, sc.fired ?? 0), h("td", {}, sc.skipped ?? 0),
+        // a quarantined one (a stored value the supervisor could not follow): its error where its next time would be
+        h("td", sc.quarantined ? { class: "quarantine" } : {}, sc.quarantined ? clip(sc.quarantined, 160) : (sc.next_time || "-")),
+        h("td", {}, sc.fired ?? 0), h("td", {}, sc.skipped ?? 0),
         h("td", {}, sc.last_task ? h("a", { href: `#/task/${sc.last_task}`, class: "mono" }, short(sc.last_task)) : "-"),
-        h("td", {}, sc.overlap || ""), h("td", {}, badge(sc.paused ? "paused" : "active")),
-        h("td", {}, canAdmin() ? [control(sc, sc.paused ? "resume" : "pause", sc.paused ? "Resume" : "Pause"), " ",
+        h("td", {}, sc.overlap || ""), h("td", {}, badge(sc.quarantined ? "quarantined" : sc.paused ? "paused" : "active")),
+        h("td", {}, canAdmin() && !sc.quarantined ? [control(sc, sc.paused ? "resume" : "pause", sc.paused ? "Resume" : "Pause"), " ",
           control(sc, "trigger", "Fire now")] : null))))));
     const webhooks = await part("/v1/webhooks", (data) => h("table", { id: "webhooks" },
       h("thead", {}, h("tr", {}, ["name", "address", "text", "signed"].map((c) => h("th", {}, c)))),
