@@ -230,9 +230,12 @@ class Schedules:
         self._schedules_quarantined = {**(self._schedules_quarantined or {}), name: error}
 
     def quarantined_view(self) -> dict[str, list[dict[str, str]]]:
-        """What ``stats`` says is quarantined (the store's records set aside with their errors)."""
+        """What ``stats`` says is quarantined: the schedules set aside (until removed), and the tasks this start
+        could not restore (failed since, their error saying so)."""
+        tasks = getattr(self.admission, "quarantined", {}) if self.admission is not None else {}
         return {"schedules": [{"name": name, "error": error}
-                              for name, error in sorted((self._schedules_quarantined or {}).items())]}
+                              for name, error in sorted((self._schedules_quarantined or {}).items())],
+                "tasks": [{"name": task_id, "error": error} for task_id, error in sorted(tasks.items())]}
 
 
 def _view(row: ScheduleRow, now: float) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pegasus.admission.effects import (
 )
 from pegasus.admission.messages import Messages
 from pegasus.admission.ports import NullStore, StorePort
-from pegasus.admission.records import TaskRecord, new_fsm, record_from_row
+from pegasus.admission.records import TaskRecord, new_fsm, record_from_row, restorable
 from pegasus.admission.tree import Tree
 from pegasus.config import Settings
 from pegasus.idempotency import SUBMIT, Claim, submit_claim
@@ -58,6 +58,7 @@ class Admission(Messages):
         self.clock = clock
         self.id_factory = id_factory
         self.records: dict[str, TaskRecord] = {}
+        self.quarantined: dict[str, str] = {}  # task id -> why: rows restore set aside (pegasus stats)
         self.running: set[str] = set()
         self._queue: list[tuple[int, int, str]] = []
         self._queued: set[str] = set()
@@ -282,8 +283,7 @@ class Admission(Messages):
         """
         effects: list[Effect] = []
         restarts: list[TaskRecord] = []
-        for row in self.store.unfinished_tasks():
-            record = record_from_row(row, self.store.transitions(row["task_id"]))
+        for record in restorable(self.store, self.quarantined):  # a row it cannot follow: quarantined
             self.records[record.task_id] = record
             try:
                 record.snapshot = self._rebuild(record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,22 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
                                  "event": t["event"], "timestamp": t["timestamp"]}
                                 for t in transitions if t["machine"] != MachineName.LIFECYCLE]
     return record
+
+
+def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
+    """The unfinished tasks' records.  A row no handler can follow (a machine no longer known, a state no version
+    has: written by an old version, a removed plugin or a bug) is quarantined -- failed, ``fatal_error``, its error
+    saying why, so it is not restored again -- and noted in ``quarantined``; never raised (it would stop the
+    start, and the supervisor's every restart after it)."""
+    for row in store.unfinished_tasks():
+        try:
+            yield record_from_row(row, store.transitions(row["task_id"]))
+        except Exception as exc:  # noqa: BLE001 - the record is set aside, not the supervisor
+            error = f"quarantined: {type(exc).__name__}: {exc}"[:1000]
+            quarantined[str(row["task_id"])] = error
+            store.lifecycle_transition(row["task_id"], str(row["lifecycle_state"]), "failed", "TASK_FAILED",
+                                       actor="supervisor", reason=error,
+                                       updates={"exit_reason": "fatal_error", "error": error})
 
 
 def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,

@@ -198,10 +198,11 @@ def test_poison_schedule_bodies_over_http_are_a_400_naming_the_field_and_store_n
         assert http.get("/healthz").json()["restarts"] == restarts
 
 
-def test_a_bad_schedule_stored_by_an_old_version_is_quarantined_and_the_system_serves(pegasus, state_dir) -> None:
+def test_bad_records_stored_by_an_old_version_are_quarantined_and_the_system_serves(pegasus, state_dir) -> None:
     """Schedules written into the SQLite file as an old version or a bug would have (a slot in 2271: it
-    overflowed the supervisor's timer; a spec with a field no version knows): the system starts and serves, they
-    show quarantined with their error in list and stats, fire nothing, and a good one beside them fires."""
+    overflowed the supervisor's timer; a spec with a field no version knows), and a task of an unknown machine:
+    the system starts and serves, they show quarantined with their error in list and stats, fire nothing, and a
+    good schedule beside them fires."""
     Store(state_dir / "pegasus.db").close()  # the schema as this version makes it, then rows written by hand
     spec = {"name": "big", "text": "hi", "cron": None, "every_s": 9_504_000_000.0, "tz": "UTC", "machine": None,
             "priority": 5, "overlap": "skip", "catchup_s": 300.0}
@@ -209,13 +210,20 @@ def test_a_bad_schedule_stored_by_an_old_version_is_quarantined_and_the_system_s
         for name, fields in (("big", spec), ("odd", {**spec, "name": "odd", "every_s": 60.0, "colour": "red"})):
             db.execute("INSERT INTO schedules (name, id, spec, paused, cursor, fired, skipped, created_at) "
                        "VALUES (?, ?, ?, 0, ?, 0, 0, 'then')", (name, f"id-{name}", json.dumps(fields), time.time()))
+        db.execute("INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, "
+                   "source, created_at, updated_at) VALUES ('gone', 'gone_machine', 'queued', 'received', 5, 1, 'x', "
+                   "'cli', 'then', 'then')")  # and a task of a machine no longer known (a removed plugin)
     client = pegasus()
     client.schedule_add("tick", text="what is 2 + 2?", every="1s")
     wait_for(lambda: schedule(client, "tick")["fired"] >= 1, timeout=60, what="the good schedule firing")
     views = {v["name"]: v for v in client.schedules()}
     assert "every 9504000000.0 is outside" in views["big"]["quarantined"] and views["big"]["next_time"] is None
     assert "colour" in views["odd"]["quarantined"] and views["tick"]["quarantined"] is None
-    assert {q["name"] for q in client.stats()["quarantined"]["schedules"]} == {"big", "odd"}
+    quarantined = client.stats()["quarantined"]
+    assert {q["name"] for q in quarantined["schedules"]} == {"big", "odd"}
+    assert [q["name"] for q in quarantined["tasks"]] == ["gone"] and "gone_machine" in quarantined["tasks"][0]["error"]
+    gone = client.get("gone")
+    assert (gone["lifecycle_state"], gone["exit_reason"]) == ("failed", "fatal_error")
     with pytest.raises(RequestError, match="quarantined"):
         client.schedule_trigger("big")
     generation = client.locate()["generation"]

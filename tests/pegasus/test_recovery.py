@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from pathlib import Path
 
 from pegasus.admission import Admission, RunGate, StartRun
@@ -146,3 +147,25 @@ def test_finished_tasks_leave_memory_only_when_the_store_keeps_them(tmp_path: Pa
     kept, _ = volatile.submit("echo hi", "classic", 5, {}, "t")
     volatile.cancel(kept.task_id, "x")
     assert kept.task_id in volatile.records and volatile.counts() == {"canceled": 1}
+
+
+def test_a_task_row_restore_cannot_follow_is_quarantined_not_raised(tmp_path: Path) -> None:
+    """A task whose machine no version knows (a removed plugin, a bug): on 8f3b2f9 the start failed with
+    ``unknown machine`` (and so did every restart); now it is failed with its error, noted as quarantined, the
+    other tasks restored, and the next start does not meet it again."""
+    first = admission_on(tmp_path)
+    good, _ = first.submit("what is 2 + 2?", "classic", 5, {}, "cli")
+    with sqlite3.connect(tmp_path / "p.db") as db:
+        db.execute("INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, "
+                   "source, created_at, updated_at) VALUES ('bad', 'gone_machine', 'queued', 'received', 5, 99, 'x', "
+                   "'cli', 'then', 'then')")
+    again = admission_on(tmp_path)
+    again.restore()
+    assert good.task_id in again.records and "bad" not in again.records
+    assert "unknown machine 'gone_machine'" in again.quarantined["bad"]
+    row = again.store.task_row("bad")
+    assert (row["lifecycle_state"], row["exit_reason"]) == ("failed", "fatal_error")
+    assert row["error"].startswith("quarantined: ")
+    third = admission_on(tmp_path)
+    third.restore()
+    assert third.quarantined == {} and good.task_id in third.records
