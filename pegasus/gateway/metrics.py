@@ -54,6 +54,11 @@ class _Stats(Collector):
                 tokens.add_metric([*labels, kind], row.get(f"{kind}_tokens", 0) or 0)
         yield calls
         yield tokens
+        quarantined = GaugeMetricFamily("pegasus_quarantined", "Stored records set aside with an error (pegasus "
+                                        "stats names them)", labels=["kind"])
+        for kind, records in sorted((stats.get("quarantined") or {}).items()):
+            quarantined.add_metric([kind], len(records))
+        yield quarantined
 
 
 class GatewayMetrics:

@@ -177,3 +177,12 @@ def test_an_unreadable_stored_row_comes_back_quarantined_and_the_others_read(tmp
     triggers.quarantine_schedule(store, "bad", rows["bad"].quarantined)
     again = {row.name: row for row in triggers.schedules(store)}
     assert again["bad"].marked and again["bad"].quarantined == rows["bad"].quarantined
+
+
+def test_quarantined_records_are_a_gauge_per_kind_in_metrics() -> None:
+    """/metrics counts what stats says is quarantined, per kind, for an operator to alert on."""
+    from pegasus.gateway.metrics import GatewayMetrics  # noqa: PLC0415 - the gateway's, only here
+
+    text = GatewayMetrics().render({"quarantined": {"schedules": [{"name": "big", "error": "every ..."}],
+                                                    "tasks": []}}).decode()
+    assert 'pegasus_quarantined{kind="schedules"} 1.0' in text and 'pegasus_quarantined{kind="tasks"} 0.0' in text
