@@ -347,8 +347,8 @@ def _due(spec: ScheduleSpec, cursor: float, now: float) -> tuple[list[float], in
 
 
 def first_after(t: float, every: float) -> int:
-    """The index of the first slot ``k * every`` strictly after ``t``, as the slot itself is computed (``t //
-    every`` alone can be one off: 60.001 * 29915334 is not above 29915334 * 60.001 // 60.001 * 60.001)."""
+    """The index ``k`` of the first slot ``k * every`` strictly after ``t``, checked against the slot as it is
+    computed: ``t // every + 1`` alone can be one off in floating point (every 60.001 s: a slot was lost)."""
     k = int(t // every) + 1
     while k * every <= t:
         k += 1
