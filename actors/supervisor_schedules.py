@@ -24,7 +24,7 @@ from pegasus.schedules import (
     Fire, Overlap, ScheduleError, ScheduleSpec, ScheduleState, ScheduleNotFound, make_spec, next_slot, resume, slot_key,
     slot_time, step, timer_delay, trigger,
 )
-from pegasus.store import StoreUnavailable
+from pegasus.store import StoreError, StoreUnavailable
 from pegasus.store import triggers
 from pegasus.store.triggers import ScheduleRow
 from pegasus.store.health import PROBE_S
@@ -146,7 +146,7 @@ class Schedules:
                         new = self._fire(row.schedule_id, spec, new, fire, manual=False)
                     if new != state:
                         triggers.save_schedule(self.store, spec.name, new)
-                except StoreUnavailable:
+                except StoreError:  # the store's trouble, not the schedule's: the whole tick is looked at again
                     raise
                 except Exception as exc:  # noqa: BLE001 - one broken schedule must not stop the others
                     self.log.exception("schedule_failed", name=spec.name)
