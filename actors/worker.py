@@ -303,6 +303,7 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_McpHeldAnswer(self, answer: McpHeldAnswer, sender: Any) -> None:
         for asked, error in self.mcp.lost(answer):  # lost with a host that died: their outcome is unknown
+            self.log.warning("mcp_call_lost", task_id=asked.work[0].request.task_id, tool=error.tool)
             self._mcp_answered(asked, False, error)
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:

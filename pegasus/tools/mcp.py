@@ -9,6 +9,11 @@ failure into a ToolError that names the server once, with the server's own reaso
 of its stderr) instead of the SDK's task-group wrapper.  Nothing here can take the process
 down; sessions are closed at process exit (atexit), which ends the servers' processes.
 
+A call sent whose server then went away or did not answer in time has an unknown outcome:
+an effectful one fails ``ToolOutcomeUnknown`` (the step ends interrupted, never run again);
+a pure or idempotent one is sent again, with the same idempotency key in its ``_meta``
+(META_KEY), up to MAX_SENDS times.
+
 What it must not do: block a caller that does not call a server (listings are read from the
 host's cache, never from a server), or decide effect classes (``mcp_policy.tool_effect``).
 
