@@ -3,8 +3,8 @@ message, the worker's mailbox free meanwhile.
 
 What it owns: the calls waiting for an answer, and finding out when the host died with them.
 The host is found by its global name before each call and each check, so a host that died is
-replaced by the first worker that needs it (Thespian creates a fresh one under the name; the
-worker that made the first one is its parent and replaces it at once on ``ChildActorExited``).
+replaced by the first worker that needs it (Thespian creates a fresh one under the name), never
+eagerly: a host that exits because the system stops must not be made again.
 While calls wait, every HOST_CHECK_S the worker asks the host which of them it holds
 (``McpHeld``): one it does not hold was lost with its host, and its outcome is unknown -- an
 effectful call ends ToolOutcomeUnknown (never sent again), a pure or idempotent one is sent
@@ -87,11 +87,8 @@ class MachineCalls:
             self.actor.wakeupAfter(timedelta(seconds=HOST_CHECK_S), payload=HOST_CHECK)
 
     def host_exited(self, address: Any) -> bool:
-        """(On ChildActorExited.)  The host this worker made died: make a new one at once."""
-        if self.host is None or address != self.host:
-            return False
-        self._find_host()
-        return True
+        """(On ChildActorExited.)  Whether it is the host this worker made (the next need replaces it)."""
+        return self.host is not None and address == self.host
 
     def lost(self, answer: McpHeldAnswer) -> list[tuple[Asked, ToolExecutionError]]:
         """The calls asked about that the host does not hold, each with its error; a pure or

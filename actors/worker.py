@@ -308,7 +308,7 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
         if self.mcp.host_exited(exited.childAddress):
-            self.log.warning("mcp_host_replaced")
+            self.log.warning("mcp_host_exited", calls_waiting=len(self.mcp.asking))
 
     def _mcp_answered(self, asked: Any, ok: bool, output: Any) -> None:
         work, pool, started = asked.work
