@@ -34,6 +34,7 @@ class Asked:
     work: Any
     call: tuple[str, str, dict[str, Any]]  # (server, tool, arguments)
     key: str | None
+    effect: Effect  # as listed when it was asked (a new host lists nothing until its servers start)
     resent: bool = False
 
 
@@ -61,7 +62,8 @@ class MachineCalls:
 
     def ask(self, work: Any, call: tuple[str, str, dict[str, Any]], key: str | None) -> None:
         self.calls += 1
-        self.asking[self.calls] = Asked(work, call, key)
+        effect = self.effect_of("{}.{}".format(*call[:2])) or "effectful"
+        self.asking[self.calls] = Asked(work, call, key, effect)
         self._find_host()
         self._send(self.calls)
 
@@ -97,7 +99,7 @@ class MachineCalls:
         for number in [n for n in answer.asked if n in self.asking and n not in answer.held]:
             asked = self.asking[number]
             name = "{}.{}".format(*asked.call[:2])
-            effectful = (self.effect_of(name) or "effectful") == "effectful"
+            effectful = asked.effect == "effectful"
             if not effectful and not asked.resent:
                 asked.resent = True
                 self._send(number)

@@ -67,8 +67,12 @@ def _recorded(ctx: Any) -> tuple[str, int]:
 
 
 def _act(mode: str, key: str) -> str:
-    if mode == "hold":
-        time.sleep(600)
+    if mode == "hold":  # until killed, or orphaned (its MCP host killed): never left behind
+        parent, until = os.getppid(), time.monotonic() + 600
+        while os.getppid() == parent and time.monotonic() < until:
+            time.sleep(0.1)
+        if os.getppid() != parent:
+            os._exit(4)
     elif mode == "exit":
         os._exit(3)
     return f"recorded {key}"
