@@ -156,7 +156,9 @@ class McpHost:
         try:  # the start and each send have their own timeouts: this only guards against a lost loop
             return future.result((spec.start_timeout_s + spec.timeout_s + CLOSE_TIMEOUT_S) * MAX_SENDS)
         except concurrent.futures.TimeoutError:
-            raise ToolOutcomeUnknown(f"{server}.{tool}", f"{server}.{tool}: the MCP host did not answer") from None
+            name = f"{server}.{tool}"
+            lost = ToolOutcomeUnknown if self.effect(server, tool) == "effectful" else ToolExecutionError
+            raise lost(name, f"{name}: the MCP host did not answer") from None
 
     def effect(self, server: str, tool: str) -> p.Effect:
         """The tool's effect class: its override, else its listed annotations, else the server's."""
