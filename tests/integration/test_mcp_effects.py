@@ -126,13 +126,18 @@ def test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again(transport: str
         return final, keys()[before:]
 
     ready()
-    cases: list[tuple[str, Callable[[], None] | None]] = [("hold", kill_server), ("exit", None), ("hold", None)]
+    went_away = "MCP server 'm' went away during m.record"
+    cases: list[tuple[str, Callable[[], None] | None, str]] = [
+        ("hold", kill_server, went_away), ("exit", None, went_away),
+        ("hold", None, f"m.record did not answer within {TIMEOUT_S:g}s")]
     if transport == "stdio":
-        cases += [("hold", kill_host), ("hold", kill_worker)]
-    for mode, then in cases:
+        cases += [("hold", kill_host, "the machine's MCP host died during m.record"),
+                  ("hold", kill_worker, "m.record: interrupted; not repeated")]
+    for mode, then, why in cases:
         what = f"{mode} {then.__name__ if then else ''}"
         final, sent = run("record", mode, then)
         assert (final["lifecycle_state"], final["exit_reason"]) == ("failed", "unknown"), (what, final["result"])
+        assert why in final["result"] and "interrupted; not repeated" in final["result"], (what, final["result"])
         assert [(e["tool"], e["key"]) for e in final["effects_unknown"]] == [("m.record", sent[0])], what
         assert len(sent) == 1 and sent[0].startswith(final["task_id"]), (what, sent)  # sent once, with its key
         ready()
