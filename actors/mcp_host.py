@@ -8,6 +8,11 @@ subscriber after each change and answers ``McpCall`` with ``McpAnswer``.  The SD
 live on the host's loop thread; a Thespian actor may only send from its own thread, so
 finished calls and changed listings are collected on a short timer while anything is
 pending (POLL_S), never by blocking the mailbox.
+
+A host killed mid-call loses its calls: the workers waiting for them ask every HOST_CHECK_S
+(``McpHeld``, to the host found by its global name again: a dead one is replaced by the
+first worker that needs it) and
+end a call the host no longer holds as of unknown outcome (actors/mcp_calls.py).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher, WakeupMessage
 
 from actors import procs, titles
-from actors.messages import McpAnswer, McpCall, McpListing, McpSubscribe
+from actors.messages import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
 from pegasus import logs
 from pegasus.tools.mcp import McpHost
 from pegasus.tools.plugins import mcp_specs
@@ -60,8 +65,13 @@ class McpHostActor(ActorTypeDispatcher):
             self.send(sender, McpAnswer(call.call, False, ToolExecutionError(
                 name, f"{name}: no machine-scope MCP server {call.server!r} on this machine")))
             return
-        self.pending[self.host.submit(call.server, call.tool, call.arguments)] = (sender, call.call)
+        self.pending[self.host.submit(call.server, call.tool, call.arguments, call.key)] = (sender, call.call)
         self._arm()
+
+    def receiveMsg_McpHeld(self, asked: McpHeld, sender: Any) -> None:
+        # Answers go out in order after the calls they answer: a call answered already is the worker's.
+        mine = {call for to, call in self.pending.values() if to == sender}
+        self.send(sender, McpHeldAnswer(asked.calls, tuple(call for call in asked.calls if call in mine)))
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         self.armed = None

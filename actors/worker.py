@@ -27,12 +27,14 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher, ThespianWatch, WakeupMessage, WatchMessage
+from thespian.actors import (
+    ActorExitRequest, ActorTypeDispatcher, ChildActorExited, ThespianWatch, WakeupMessage, WatchMessage,
+)
 
 from actors import procs, sharing, titles
-from actors.mcp_host import MCP_HOST, McpHostActor
+from actors.mcp_calls import HOST_CHECK, MachineCalls
 from actors.messages import (
-    McpAnswer, McpCall, McpListing, McpSubscribe, StageRequest, StageResult, StepGo, StepStarting, StopStage,
+    McpAnswer, McpHeldAnswer, McpListing, StageRequest, StageResult, StepGo, StepStarting, StopStage,
     TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from pegasus import logs
@@ -120,9 +122,7 @@ class StageWorker(ActorTypeDispatcher):
         # Machine-scope MCP servers: their listings and answers come from the admin's MCP host.
         self.remote = RemoteSource()
         self.machine_servers: frozenset[str] = frozenset()
-        self.mcp_host: Any = None
-        self.asking: dict[int, tuple[Work, Any, float, tuple[str, str, dict[str, Any]]]] = {}
-        self.calls = 0
+        self.mcp = MachineCalls(self)  # calls to the machine's MCP host: work is (Work, pool, started)
         self.log = logs.get("worker")
         self.streams = False  # llm stages stream ([llm] stream with provider openai)
         self.streamed: _Streamed | None = None  # the streamed stage running now
@@ -144,8 +144,7 @@ class StageWorker(ActorTypeDispatcher):
         tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
         self.processors = processors_for(init.settings, tools)  # offline or llm, by [llm] provider
         if self.machine_servers:
-            self.mcp_host = self.createActor(McpHostActor, globalName=MCP_HOST)
-            self.send(self.mcp_host, McpSubscribe(init.settings))
+            self.mcp.start(init.settings, tools.effect_of)
         self.identity.update(pool=init.pool, index=init.index)
         titles.set_title(f"{init.pool} worker {init.index}")
         self.latency_s = init.settings.cognition.latency_ms / 1000.0
@@ -174,8 +173,10 @@ class StageWorker(ActorTypeDispatcher):
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         if wakeup.payload == LISTING_WAIT:
             self._listed()
+        elif wakeup.payload == HOST_CHECK:
+            self.mcp.check()
         elif wakeup.payload == ORPHAN_CHECK:
-            idle = self.streamed is None and not (self.held or self.starting or self.asking)
+            idle = self.streamed is None and not (self.held or self.starting or self.mcp.asking)
             if self.pool_watch.orphaned(time.monotonic(), idle):
                 # Its leader died or was cut off (and declared this member gone): a new leader places
                 # its own workers, so this one only takes room.
@@ -296,11 +297,23 @@ class StageWorker(ActorTypeDispatcher):
             self._listed()
 
     def receiveMsg_McpAnswer(self, answer: McpAnswer, sender: Any) -> None:
-        asked = self.asking.pop(answer.call, None)
-        if asked is None:
-            return
-        work, pool, started, (server, tool, arguments) = asked
-        self.remote.prepare(server, tool, arguments, answer.ok, answer.output)
+        answered = self.mcp.answered(answer)
+        if answered is not None:
+            self._mcp_answered(*answered)
+
+    def receiveMsg_McpHeldAnswer(self, answer: McpHeldAnswer, sender: Any) -> None:
+        for asked, error in self.mcp.lost(answer):  # lost with a host that died: their outcome is unknown
+            self.log.warning("mcp_call_lost", task_id=asked.work[0].request.task_id, tool=error.tool)
+            self._mcp_answered(asked, False, error)
+
+    def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        if self.mcp.host_exited(exited.childAddress):
+            self.log.warning("mcp_host_exited", calls_waiting=len(self.mcp.asking))
+
+    def _mcp_answered(self, asked: Any, ok: bool, output: Any) -> None:
+        work, pool, started = asked.work
+        server, tool, arguments = asked.call
+        self.remote.prepare(server, tool, arguments, ok, output)
         self._serve(work, pool, started, asked=True)
 
     def _serve(self, work: Work, sender: Any, started: float, *, asked: bool = False) -> None:
@@ -308,9 +321,7 @@ class StageWorker(ActorTypeDispatcher):
         if call is not None:
             # The machine's MCP host makes the call; the stage runs on its answer (receiveMsg_McpAnswer),
             # and the mailbox stays free meanwhile.
-            self.calls += 1
-            self.asking[self.calls] = (work, sender, started, call)
-            self.send(self.mcp_host, McpCall(self.calls, *call))
+            self.mcp.ask((work, sender, started), call, work.request.idempotency_key)
             return
         self.cpu_started = None
         try:

@@ -18,7 +18,7 @@ them (``from actors import messages as m; m.Submit``).
 
 from actors.messages.contact import WorkerPing, WorkerPong
 from actors.messages.task_context import TaskContextRequest
-from actors.messages.mcp import McpAnswer, McpCall, McpListing, McpSubscribe
+from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
 from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
@@ -44,7 +44,7 @@ from actors.messages.task_run import (
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
     "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
-    "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
+    "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",

@@ -32,6 +32,7 @@ class McpCall:
     server: str
     tool: str
     arguments: dict[str, Any]
+    key: str | None = None  # the step's idempotency key: the server gets it in the call's ``_meta``
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,19 @@ class McpAnswer:
     call: int
     ok: bool
     output: Any = None
+
+
+@dataclass(frozen=True)
+class McpHeld:
+    """A worker -> the host, while it waits for answers: which of these calls do you hold?  (A host
+    that was replaced holds none: their outcome is unknown.)"""
+
+    calls: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class McpHeldAnswer:
+    """The host -> the worker: of the calls ``asked`` about, those it holds (not yet answered)."""
+
+    asked: tuple[int, ...]
+    held: tuple[int, ...]

@@ -30,7 +30,7 @@ from pegasus.cognitive.grammar import SUB_TASK, perceive_text
 from pegasus.cognitive.remember import MEMORY_WRITE, answering_fact, earlier_episode, remembered
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
-from pegasus.tools.registry import ToolContext, ToolError, ToolRegistry
+from pegasus.tools.registry import ToolContext, ToolError, ToolOutcomeUnknown, ToolRegistry
 
 FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
@@ -275,6 +275,8 @@ class OfflineStepRunner:
             workspace = context.input_metadata.get("workspace")  # none: the configured workspace root
             try:
                 output = self.tools.call(str(tool), args, ToolContext(Path(str(workspace)) if workspace else None, key))
+            except ToolOutcomeUnknown as exc:  # it may have had its effect: never run again
+                error = f"{INTERRUPTED} ({exc.message})"
             except ToolError as exc:
                 error = exc.message
         elif step.action_type in ("respond", "generate"):

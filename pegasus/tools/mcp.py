@@ -9,6 +9,11 @@ failure into a ToolError that names the server once, with the server's own reaso
 of its stderr) instead of the SDK's task-group wrapper.  Nothing here can take the process
 down; sessions are closed at process exit (atexit), which ends the servers' processes.
 
+A call sent whose server then went away or did not answer in time has an unknown outcome:
+an effectful one fails ``ToolOutcomeUnknown`` (the step ends interrupted, never run again);
+a pure or idempotent one is sent again, with the same idempotency key in its ``_meta``
+(META_KEY), up to MAX_SENDS times.
+
 What it must not do: block a caller that does not call a server (listings are read from the
 host's cache, never from a server), or decide effect classes (``mcp_policy.tool_effect``).
 
@@ -24,58 +29,24 @@ import atexit
 import concurrent.futures
 import itertools
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
-from pegasus.config import McpSettings
-from pegasus.files import open_private
 from pegasus.tools import mcp_policy as p
 from pegasus.tools.mcp_schema import args_model
-from pegasus.tools.registry import Effect, ToolArgumentError, ToolError, ToolExecutionError
+from pegasus.tools.mcp_session import (
+    CLOSE_TIMEOUT_S, McpServerSpec, Session, StartError, error_reason, first_attr, leaf_error, output_of,
+)
+from pegasus.tools.registry import ToolArgumentError, ToolError, ToolExecutionError, ToolOutcomeUnknown
+
+__all__ = ["McpHost", "McpServerSpec", "close_all", "host_for"]
 
 T = TypeVar("T")
-CLOSE_TIMEOUT_S = 5.0
 CONNECTION_CLOSED = -32000  # the SDK's JSON-RPC code for "the server went away"
-STDERR_TAIL_CHARS = 800
-
-
-@dataclass(frozen=True)
-class McpServerSpec:
-    """One ``[[mcp.servers]]`` entry plus where its stderr goes."""
-
-    name: str
-    command: str
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    effect: Effect
-    timeout_s: float
-    start_timeout_s: float
-    errlog: str | None = None  # a file for the server's stderr; None: a temporary file (for its tail)
-    url: str = ""
-    tools: tuple[tuple[str, Effect], ...] = ()  # per-tool effect overrides
-    scope: str = "machine"
-    max_calls: int = 4
-    backoff_s: float = 1.0
-    backoff_max_s: float = 60.0
-
-    @classmethod
-    def from_settings(cls, mcp: McpSettings, errlog_dir: Path | None = None) -> list[McpServerSpec]:
-        return [cls(name=s.name, command=s.command, args=tuple(s.args), env=tuple(sorted(s.env.items())),
-                    effect=s.effect, timeout_s=s.timeout_s, start_timeout_s=mcp.start_timeout_s,
-                    errlog=str(errlog_dir / f"mcp-{s.name}.log") if errlog_dir is not None else None,
-                    url=s.url, tools=tuple(sorted(s.tools.items())), scope=s.scope, max_calls=s.max_calls,
-                    backoff_s=mcp.retry_backoff_s, backoff_max_s=mcp.retry_backoff_max_s)
-                for s in mcp.servers]
-
-    def where(self) -> str:
-        return self.url or " ".join([self.command, *self.args])
-
-    def rule(self) -> p.ServerRule:
-        return p.ServerRule(self.max_calls, self.backoff_s, self.backoff_max_s)
+META_KEY = "pegasus/idempotency_key"  # the call's ``_meta`` entry that carries the step's idempotency key
+MAX_SENDS = 3  # a pure or idempotent call whose outcome is unknown is sent at most this many times
 
 
 # -- the loop thread ------------------------------------------------------------------------------
@@ -116,173 +87,6 @@ class _LoopThread:
 _LOOP = _LoopThread()
 
 
-def _attr(obj: Any, *names: str, default: Any = None) -> Any:
-    """The first attribute present (mcp 2 names fields in snake_case, mcp 1 in camelCase)."""
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside (nested) exception groups: the SDK wraps its errors in task groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _reason(exc: BaseException) -> str:
-    leaf = _leaf(exc)
-    return f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
-
-
-# -- one session ------------------------------------------------------------------------------------
-
-
-class _Session:
-    """One running copy of a server: its SDK session, held open by a task until told to stop."""
-
-    def __init__(self, spec: McpServerSpec) -> None:
-        self.spec = spec
-        self.session: Any = None
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.errlog: TextIO = (os.fdopen(open_private(spec.errlog), "a", encoding="utf-8") if spec.errlog
-                                else tempfile.TemporaryFile("w+", encoding="utf-8"))
-        self.errlog_from = self.errlog.tell()
-        self._tail = ""
-
-    def stderr_tail(self) -> str:
-        """What the server wrote on stderr since this copy started (its end), for error messages."""
-        if self.errlog.closed:
-            return self._tail
-        try:
-            self.errlog.flush()
-            source: Any = self.spec.errlog or self.errlog.fileno()  # the log is opened write-only
-            with open(source, encoding="utf-8", errors="replace", closefd=not isinstance(source, int)) as reader:
-                reader.seek(self.errlog_from)
-                text = reader.read()
-        except (OSError, ValueError):
-            return ""
-        text = text.strip()
-        return text if len(text) <= STDERR_TAIL_CHARS else "..." + text[-STDERR_TAIL_CHARS:]
-
-    async def start(self) -> tuple[dict[str, Any], ...]:
-        ready: asyncio.Future[tuple[dict[str, Any], ...]] = asyncio.get_running_loop().create_future()
-        self.task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.spec.name}")
-        return await asyncio.wait_for(asyncio.shield(ready), self.spec.start_timeout_s)  # the caller closes
-
-    async def _serve(self, ready: asyncio.Future[tuple[dict[str, Any], ...]]) -> None:
-        from mcp import ClientSession  # noqa: PLC0415 - only MCP users load the SDK
-
-        try:
-            async with self._transport() as streams, ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                tools, cursor = [], None
-                while True:
-                    listed = await (session.list_tools() if cursor is None else _list_page(session, cursor))
-                    tools += [_listed(t) for t in listed.tools]
-                    cursor = _attr(listed, "next_cursor", "nextCursor")
-                    if not cursor:
-                        break
-                self.session = session
-                if not ready.done():
-                    ready.set_result(tuple(tools))
-                await self.stop.wait()
-        except BaseException as exc:
-            if not ready.done() and isinstance(exc, Exception):
-                ready.set_exception(_StartError(_reason(exc)))
-                ready.exception()  # retrieved: the start may have timed out already
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            self.session = None
-
-    def _transport(self) -> Any:
-        if self.spec.url:
-            from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
-
-            return _two(streamable_http_client(self.spec.url))
-        from mcp import StdioServerParameters  # noqa: PLC0415
-        from mcp.client.stdio import stdio_client  # noqa: PLC0415
-
-        params = StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env=dict(self.spec.env))
-        return stdio_client(params, errlog=self.errlog)
-
-    async def close(self, *, at_once: bool = False) -> None:
-        """End the session; ``at_once``: cancel it (a server stuck at start never reads a stop).
-        Either way the SDK ends the server's process tree before this returns."""
-        self.stop.set()
-        task = self.task
-        if task is not None and not task.done():
-            if at_once:
-                task.cancel()
-            try:
-                await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - nothing to report
-                task.cancel()
-        if not self.errlog.closed:
-            self._tail = self.stderr_tail()  # the server is gone: what it said is all there is
-            self.errlog.close()
-
-
-class _StartError(Exception):
-    """Why a server's start failed, already worded (the SDK's own error, unwrapped)."""
-
-
-class _two:  # noqa: N801 - an async context manager adapter
-    """The first two streams of a transport (Streamable HTTP yields a third: the session id getter)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        streams = await self.inner.__aenter__()
-        return streams[0], streams[1]
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self.inner.__aexit__(*exc)
-
-
-def _listed(tool: Any) -> dict[str, Any]:
-    annotations = _attr(tool, "annotations")
-    hints = {}
-    if annotations is not None:
-        for key, names in {"readOnlyHint": ("read_only_hint", "readOnlyHint"),
-                           "idempotentHint": ("idempotent_hint", "idempotentHint"),
-                           "destructiveHint": ("destructive_hint", "destructiveHint")}.items():
-            value = _attr(annotations, *names)
-            if value is not None:
-                hints[key] = bool(value)
-    return {"name": str(tool.name), "description": str(tool.description or ""),
-            "input_schema": dict(_attr(tool, "input_schema", "inputSchema", default={})), "annotations": hints}
-
-
-async def _list_page(session: Any, cursor: str) -> Any:
-    from mcp_types import PaginatedRequestParams  # noqa: PLC0415
-
-    return await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
-
-
-def _output(qualified: str, result: Any) -> Any:
-    """A CallToolResult as plain data: its text, else its structured content; an error result raises."""
-    parts = []
-    for item in _attr(result, "content", default=[]) or []:
-        if getattr(item, "type", None) == "text":
-            parts.append(str(item.text))
-        else:
-            kind = getattr(item, "mime_type", None) or getattr(item, "mimeType", None) or getattr(item, "type", "?")
-            parts.append(f"[{kind} content]")
-    text = "\n".join(parts)
-    if _attr(result, "is_error", "isError", default=False):
-        raise ToolExecutionError(qualified, f"{qualified} failed: {text or 'the server reported an error'}")
-    structured = _attr(result, "structured_content", "structuredContent")
-    if parts:
-        return text
-    return structured if structured is not None else ""
-
-
 # -- the host: the policy's carrier in this process ---------------------------------------------------
 
 
@@ -292,6 +96,9 @@ class _Call:
     tool: str
     arguments: dict[str, Any]
     future: concurrent.futures.Future[Any]
+    key: str | None = None  # the step's idempotency key, sent in the call's ``_meta`` (META_KEY)
+    sends: int = 0  # how many times it was sent
+    resend_until: float = 0.0  # (loop time) a re-send refused meanwhile (its server restarting) is asked again
 
 
 class McpHost:
@@ -309,7 +116,7 @@ class McpHost:
         self.on_publish = on_publish
         self._views = self.policy.listing()  # replaced whole on each Publish: readers need no lock
         self._changed = threading.Condition()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, Session] = {}
         self._ending: set[asyncio.Future[Any]] = set()  # sessions being closed: close() waits for them too
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
@@ -333,21 +140,32 @@ class McpHost:
                                    timeout)
         return self._views
 
-    def submit(self, server: str, tool: str, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
-        """A future of the call's output; its exception is a ToolError naming ``<server>.<tool>`` once."""
+    def submit(self, server: str, tool: str, arguments: dict[str, Any],
+               key: str | None = None) -> concurrent.futures.Future[Any]:
+        """A future of the call's output; its exception is a ToolError naming ``<server>.<tool>`` once
+        (ToolOutcomeUnknown: an effectful call sent whose outcome is unknown, never sent again)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         call = next(self._ids)
-        self._calls[call] = _Call(server, tool, dict(arguments), future)
+        self._calls[call] = _Call(server, tool, dict(arguments), future, key)
         _LOOP.soon(self._step, p.CallAsked(call, server))
         return future
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> Any:
         spec = self.specs[server]
-        future = self.submit(server, tool, arguments)
-        try:  # the start and the call each have their own timeout: this only guards against a lost loop
-            return future.result(spec.start_timeout_s + spec.timeout_s + CLOSE_TIMEOUT_S)
+        future = self.submit(server, tool, arguments, key)
+        try:  # the start and each send have their own timeouts: this only guards against a lost loop
+            return future.result((spec.start_timeout_s + spec.timeout_s + CLOSE_TIMEOUT_S) * MAX_SENDS)
         except concurrent.futures.TimeoutError:
-            raise ToolExecutionError(f"{server}.{tool}", f"{server}.{tool}: the MCP host did not answer") from None
+            name = f"{server}.{tool}"
+            lost = ToolOutcomeUnknown if self.effect(server, tool) == "effectful" else ToolExecutionError
+            raise lost(name, f"{name}: the MCP host did not answer") from None
+
+    def effect(self, server: str, tool: str) -> p.Effect:
+        """The tool's effect class: its override, else its listed annotations, else the server's."""
+        spec = self.specs[server]
+        listed = self.policy.listing()[server].tools
+        entry = next((t for t in listed if t["name"] == tool), None)
+        return p.tool_effect(entry["annotations"] if entry else None, dict(spec.tools).get(tool), spec.effect)
 
     def close(self) -> None:
         """End every session and its server process (waiting at most CLOSE_TIMEOUT_S)."""
@@ -388,6 +206,12 @@ class McpHost:
             self.on_publish()
 
     def _refuse(self, command: p.Refuse) -> None:
+        call = self._calls.get(command.call)
+        if call is not None and call.sends and asyncio.get_running_loop().time() < call.resend_until:
+            # A re-send while its server starts again after a failed start: asked again on its back-off.
+            delay = self.specs[call.server].backoff_s
+            asyncio.get_running_loop().call_later(delay, self._step, p.CallAsked(command.call, call.server))
+            return
         call = self._calls.pop(command.call, None)
         if call is not None and not call.future.done():
             name = f"{call.server}.{call.tool}"
@@ -398,17 +222,17 @@ class McpHost:
         old = self._sessions.pop(server, None)
         if old is not None:
             await old.close()
-        session = _Session(spec)
+        session = Session(spec)
         try:
             tools = await session.start()
         except BaseException as exc:  # noqa: BLE001 - a server that cannot start is a clear tool error
             tail = session.stderr_tail()
-            if isinstance(_leaf(exc), (TimeoutError, asyncio.TimeoutError)):
+            if isinstance(leaf_error(exc), (TimeoutError, asyncio.TimeoutError)):
                 reason = f"it did not list its tools within {spec.start_timeout_s:g}s (mcp.start_timeout_s)"
-            elif isinstance(exc, _StartError) and "Connection closed" in str(exc) and not spec.url:
+            elif isinstance(exc, StartError) and "Connection closed" in str(exc) and not spec.url:
                 reason = "it exited before it listed its tools"
             else:
-                reason = str(exc) if isinstance(exc, _StartError) else _reason(exc)
+                reason = str(exc) if isinstance(exc, StartError) else error_reason(exc)
             message = f"MCP server {server!r} ({spec.where()}) could not start: {reason}"
             if tail:
                 message += f"; its stderr ends: {tail}"
@@ -428,30 +252,51 @@ class McpHost:
             return
         spec, name = self.specs[call.server], f"{call.server}.{call.tool}"
         session = self._sessions.get(call.server)
-        went_away = False
+        went_away, sent, unknown = False, False, ""
         try:
             _check(self.policy.listing()[call.server].tools, name, call.tool, call.arguments)
             if session is None or session.session is None:
-                raise ConnectionError("no session")
-            result = await asyncio.wait_for(session.session.call_tool(call.tool, call.arguments), spec.timeout_s)
-            call.future.set_result(_output(name, result))
+                raise ConnectionError("no session")  # never sent: a plain failure
+            meta = {META_KEY: call.key} if call.key else None
+            call.sends, sent = call.sends + 1, True
+            result = await asyncio.wait_for(session.session.call_tool(call.tool, call.arguments, meta=meta),
+                                            spec.timeout_s)
+            call.future.set_result(output_of(name, result))
         except ToolError as exc:
             call.future.set_exception(exc)
         except (asyncio.TimeoutError, TimeoutError):
-            call.future.set_exception(ToolExecutionError(
-                name, f"{name} did not answer within {spec.timeout_s:g}s (mcp server {call.server!r} timeout_s)"))
+            unknown = f"{name} did not answer within {spec.timeout_s:g}s (mcp server {call.server!r} timeout_s)"
         except Exception as exc:  # noqa: BLE001 - the server's failure becomes a tool error, never a crash
-            if hasattr(exc, "error") and _attr(exc, "code") != CONNECTION_CLOSED and session is not None \
+            if hasattr(exc, "error") and first_attr(exc, "code") != CONNECTION_CLOSED and session is not None \
                     and session.session is not None:
                 # An MCP error answer (unknown tool, bad params): the server itself is fine.
                 call.future.set_exception(ToolExecutionError(name, f"{name} failed: {exc}"))
             else:
                 went_away = True
                 tail = session.stderr_tail() if session is not None else ""
-                call.future.set_exception(ToolExecutionError(
-                    name, f"MCP server {call.server!r} went away during {name} ({_reason(exc)})"
-                          + (f"; its stderr ends: {tail}" if tail else "") + "; it is started again"))
+                unknown = (f"MCP server {call.server!r} went away during {name} ({error_reason(exc)})"
+                           + (f"; its stderr ends: {tail}" if tail else "") + "; it is started again")
+                if not sent:  # it died before this call was sent: the call is a plain failure
+                    call.future.set_exception(ToolExecutionError(name, unknown))
+                    unknown = ""
+        if unknown:
+            self._unknown(call_id, call, unknown)
         self._step(p.CallEnded(call_id, call.server, went_away))
+        if call_id in self._calls:  # sent again (after the server's restart, when it went away)
+            self._step(p.CallAsked(call_id, call.server))
+
+    def _unknown(self, call_id: int, call: _Call, error: str) -> None:
+        """A call sent whose outcome is unknown: an effectful one may have had its effect and is never
+        sent again; a pure or idempotent one is sent again with the same key, up to MAX_SENDS times."""
+        name, effect = f"{call.server}.{call.tool}", self.effect(call.server, call.tool)
+        if effect == "effectful":
+            call.future.set_exception(ToolOutcomeUnknown(name, f"{error}; {name} is effectful: not sent again"))
+        elif call.sends >= MAX_SENDS:
+            call.future.set_exception(ToolExecutionError(name, f"{error} (sent {call.sends} times)"))
+        else:
+            spec = self.specs[call.server]
+            call.resend_until = asyncio.get_running_loop().time() + spec.start_timeout_s + spec.timeout_s
+            self._calls[call_id] = call
 
     async def _closing(self, closing: Coroutine[Any, Any, None]) -> None:
         future = asyncio.ensure_future(closing)

@@ -33,7 +33,7 @@ class McpSource(Protocol):
 
     def settle(self, timeout: float) -> None: ...
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any: ...
+    def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> Any: ...
 
 
 @dataclass
@@ -51,9 +51,9 @@ class LocalSource:
     def settle(self, timeout: float) -> None:
         self.host.settle(timeout)
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> Any:
         self.host.begin()
-        return self.host.call(server, tool, arguments)
+        return self.host.call(server, tool, arguments, key)
 
 
 @dataclass
@@ -76,7 +76,7 @@ class RemoteSource:
     def prepare(self, server: str, tool: str, arguments: dict[str, Any], ok: bool, answer: Any) -> None:
         self.answers[(server, tool, _key(arguments))] = (ok, answer)
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> Any:
         ok, answer = self.answers.pop((server, tool, _key(arguments)), (False, None))
         if ok:
             return answer
@@ -148,7 +148,7 @@ class McpProvider:
         source, server, tool = self.source, self.name, entry["name"]
 
         def call(args: BaseModel, ctx: ToolContext) -> Any:
-            return source.call(server, tool, args.model_dump())
+            return source.call(server, tool, args.model_dump(), ctx.idempotency_key)
 
         return Tool(name=qualified, description=entry["description"] or f"{qualified} (MCP)",
                     args_model=args_model(qualified, entry["input_schema"]), effect=self.effect_of(qualified),

@@ -83,6 +83,12 @@ class ToolExecutionError(ToolError):
     """The tool ran and failed; the message says why in the user's terms."""
 
 
+class ToolOutcomeUnknown(ToolExecutionError):
+    """An effectful call was sent and its outcome is unknown (its server died, the connection
+    closed, or it did not answer in time): it may have had its effect, so it is never sent again
+    (the step ends interrupted: ``effects_unknown``)."""
+
+
 # -- tools ----------------------------------------------------------------------------
 
 

@@ -16,7 +16,9 @@ import pytest
 from pegasus.config import Settings
 from pegasus.tools import mcp
 from pegasus.tools.plugins import registry_for
-from pegasus.tools.registry import ToolArgumentError, ToolExecutionError, ToolNotFoundError, ToolRegistry
+from pegasus.tools.registry import (
+    ToolArgumentError, ToolContext, ToolExecutionError, ToolNotFoundError, ToolOutcomeUnknown, ToolRegistry,
+)
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 
@@ -83,3 +85,20 @@ def test_duplicate_server_names_are_refused() -> None:
     server = {"name": "a", "command": "x"}
     with pytest.raises(ConfigError, match="unique"):
         Settings().with_overrides({"mcp": {"servers": [server, server]}})
+
+
+def test_a_call_of_unknown_outcome_is_sent_again_only_when_idempotent(tmp_path: Path) -> None:
+    """Exiting or not answering mid-call: the effectful ``record`` raises ToolOutcomeUnknown and was sent
+    once; the idempotent ``touch`` is sent again with the same key (from ToolContext, in ``_meta``)."""
+    record = tmp_path / "record"
+    registry = registry_for(mcp_settings(tmp_path, timeout_s=2.0, env={"PEGASUS_TEST_MCP_RECORD": str(record)}))
+    try:
+        for mode in ("exit", "hold"):
+            with pytest.raises(ToolOutcomeUnknown, match="demo.record is effectful: not sent again"):
+                registry.call("demo.record", {"mode": mode}, ToolContext(idempotency_key=f"r-{mode}"))
+            assert registry.call("demo.touch", {"mode": mode}, ToolContext(idempotency_key=f"t-{mode}")) \
+                == f"recorded t-{mode}"
+        assert record.read_text().split() == ["r-exit", "t-exit", "t-exit", "r-hold", "t-hold", "t-hold"]
+        assert registry.effect_of("demo.touch") == "idempotent"
+    finally:
+        mcp.close_all()

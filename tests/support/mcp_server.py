@@ -2,7 +2,11 @@
 
 Tools: ``reverse`` (text reversed), ``add`` (two integers), ``fail`` (an error
 result), ``crash`` (the process exits at once, mid-call: a server that dies),
-``big`` (n characters: the registry's output cap).  ``python tests/support/mcp_server.py`` serves
+``big`` (n characters: the registry's output cap); ``record`` (effectful, unannotated) and
+``touch`` (idempotentHint) append the call's idempotency key (its ``_meta``) to the file named by
+``PEGASUS_TEST_MCP_RECORD`` and then, by ``mode``: answer (``ok``), ``hold`` (sleep: a call killed or
+timed out mid-way) or ``exit`` (the process exits mid-call); ``touch`` does so only the first time it
+sees a key, and answers every later call with it (a retry succeeds).  ``python tests/support/mcp_server.py`` serves
 over stdio; ``... --http PORT`` over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
 ``PEGASUS_TEST_MCP_START_DELAY_S`` in its environment: it sleeps that long first (a slow start).
 """
@@ -12,11 +16,18 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 try:  # mcp 2: FastMCP is MCPServer
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as Server
 except ImportError:  # pragma: no cover - mcp 1
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
     from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+try:
+    from mcp_types import ToolAnnotations
+except ImportError:  # pragma: no cover - mcp 1
+    from mcp.types import ToolAnnotations  # type: ignore[no-redef]
 
 app = Server("pegasus-test")
 
@@ -43,6 +54,41 @@ def fail(reason: str = "asked to fail") -> str:
 def crash() -> str:
     """Exit the server process at once (a server that dies mid-call)."""
     os._exit(3)
+
+
+def _recorded(ctx: Any) -> tuple[str, int]:
+    """Append the call's key to the record file; (key, times it was recorded so far)."""
+    key = str((ctx.request_context.meta or {}).get("pegasus/idempotency_key", "no-key"))
+    path = os.environ["PEGASUS_TEST_MCP_RECORD"]
+    with open(path, "a", encoding="utf-8") as record:
+        record.write(key + "\n")
+    with open(path, encoding="utf-8") as record:
+        return key, record.read().split().count(key)
+
+
+def _act(mode: str, key: str) -> str:
+    if mode == "hold":  # until killed, or orphaned (its MCP host killed): never left behind
+        parent, until = os.getppid(), time.monotonic() + 600
+        while os.getppid() == parent and time.monotonic() < until:
+            time.sleep(0.1)
+        if os.getppid() != parent:
+            os._exit(4)
+    elif mode == "exit":
+        os._exit(3)
+    return f"recorded {key}"
+
+
+@app.tool()
+def record(mode: str, ctx: Context) -> str:
+    """Record the call's idempotency key, then answer, hold or exit (an effectful tool)."""
+    return _act(mode, _recorded(ctx)[0])
+
+
+@app.tool(annotations=ToolAnnotations(idempotentHint=True))
+def touch(mode: str, ctx: Context) -> str:
+    """Record the call's idempotency key; the first time for a key, act as ``mode`` says."""
+    key, times = _recorded(ctx)
+    return _act(mode if times == 1 else "ok", key)
 
 
 @app.tool()
