@@ -8,6 +8,21 @@ class PegasusError(Exception):
     """Root of every error Pegasus raises on purpose."""
 
 
+class InvalidRequest(PegasusError, ValueError):
+    """A request refused where it is built, before it is sent (a value out of its bounds): the message names
+    each field, ``field`` the first.  The supervisor answers such a request ``BadRequest``, the API 400."""
+
+    error_type = "BadRequest"
+    status, code = 400, "bad_request"
+
+    def __init__(self, message: str, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its field
+        return (type(self), (str(self), self.field))
+
+
 class ConfigError(PegasusError):
     """A configuration file or environment override is invalid; names the key."""
 
