@@ -23,6 +23,17 @@ class InvalidRequest(PegasusError, ValueError):
         return (type(self), (str(self), self.field))
 
 
+class MessageLimitReached(PegasusError):
+    """A task was sent as many messages (or bytes of them) as ``[runtime]`` allows: ``cap`` names the setting."""
+
+    def __init__(self, task_id: str, cap: str, limit: int, message: str) -> None:
+        self.task_id, self.cap, self.limit = task_id, cap, limit
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.task_id, self.cap, self.limit, str(self)))
+
+
 class ConfigError(PegasusError):
     """A configuration file or environment override is invalid; names the key."""
 
