@@ -102,3 +102,33 @@ def test_a_number_is_refused_naming_its_field_or_safe_to_use(cls: type[m.Request
         assert m.revalidate(bypass) == request  # the core accepts exactly what the door accepts
 
     check()
+
+
+@pytest.mark.parametrize("bad", [math.nan, -1.0, 0, math.inf, 1e308, 10**400])
+def test_a_client_timeout_out_of_bounds_is_refused_before_anything_starts(bad: Any, tmp_path: Any) -> None:
+    """A timeout becomes Thespian's listen(timedelta): inf or 1e308 raised OverflowError there."""
+    from actors.client import Client
+    from pegasus.config import Settings
+
+    settings = Settings().with_overrides({"state": {"home": str(tmp_path)}, "system": {"admin_port": 1}})
+    for make in (Client.connect, Client.start, Client.start_daemon):
+        with pytest.raises(InvalidRequest, match="^timeout: ") as refused:
+            make(settings, timeout=bad)
+        assert refused.value.field == "timeout"
+    assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["submit", "--priority", "99999999999999999999", "x"], "--priority"), (["run", "--timeout", "inf", "x"], "--timeout"),
+    (["wait", "--timeout", "nan", "t"], "--timeout"), (["list", "--offset", "9" * 30], "--offset"),
+    (["list", "--limit", "0"], "--limit"), (["watch", "--interval", "1e400"], "--interval"),
+    (["watch", "--limit", "-1"], "--limit"), (["memory", "search", "-k", "1000", "x"], "-k"),
+    (["stats", "--port", "99999"], "--port"), (["start", "--http", "70000"], "--http"),
+])
+def test_a_cli_number_out_of_bounds_is_a_usage_error_naming_its_flag(argv: list[str], flag: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from actors.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"argument {flag}: " in err.splitlines()[-1]
