@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     configured.add_argument("--config", metavar="PATH", help="configuration file (default: $PEGASUS_CONFIG or "
                             "<state dir>/pegasus.toml)").complete = shtab.FILE  # type: ignore[attr-defined]
     on_system = _Parser(add_help=False, parents=[configured])
-    on_system.add_argument("--port", type=count(1, 65535), metavar="PORT", help="admin port of the system (default from config)")
+    on_system.add_argument("--port", type=count(1, 65535), metavar="PORT",
+                           help="admin port of the system (default from config)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Any, help_text: str, parent: _Parser = on_system,
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
         p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
         p.add_argument("--machine", choices=machines.COGNITIVE_MACHINES, help="cognitive machine (default from config)")
-        p.add_argument("--priority", type=count(0, m.MAX_PRIORITY), default=5, metavar="N", help="lower runs first (default 5)")
+        p.add_argument("--priority", type=count(0, m.MAX_PRIORITY), default=5, metavar="N",
+                       help="lower runs first (default 5)")
 
     task_options(p := command("run", tasks.run, "run one task, showing each transition live", epilog=RUN_EXIT_STATUS))
     p.add_argument("--timeout", type=duration, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
@@ -95,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")
     p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=50, metavar="N", help="tasks on the page (default 50)")
-    p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N", help="newest tasks to skip (default 0)")
+    p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N",
+                   help="newest tasks to skip (default 0)")
 
     p = command("start", system.start, "start a system in the background")
     p.add_argument("--leader", action="store_true",

@@ -37,7 +37,8 @@ def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command("watch", watch, "a live full-screen view of tasks and pools (Ctrl-C ends it)")
     p.add_argument("--interval", type=duration, default=1.0, metavar="SECONDS",
                    help="how often the view is read again, at the latest (default 1; a transition redraws it sooner)")
-    p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=20, metavar="N", help="newest tasks shown (default 20)")
+    p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=20, metavar="N",
+                   help="newest tasks shown (default 20)")
 
 
 def watch(args: argparse.Namespace) -> int:
