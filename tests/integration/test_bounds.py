@@ -112,6 +112,8 @@ def test_a_priority_of_10_to_the_20_is_refused_at_every_door(door: Door) -> None
     _one_line(door.cli("submit", "--priority", HUGE, "hello"), 2, "--priority", "out of range (0 to 1000000)")
     refused = door.cli("submit", "--priority", HUGE, "hello", "--json")
     assert json.loads(refused.stderr)["error"]["type"] == "UsageError"
+    # Refused by the request model the CLI's Client builds (pydantic's error was a traceback): one line, exit 1.
+    _one_line(door.cli("message", "some-task", ""), 1, "pegasus: text: String should have at least 1 character")
     with pytest.raises(InvalidRequest, match=r"^priority: Input should be less than or equal to 1000000$") as exc:
         door.client.submit("hello", priority=int(HUGE))
     assert exc.value.field == "priority"
