@@ -29,8 +29,9 @@ from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
 )
+from pegasus import bounds
 from pegasus.config import Settings
-from pegasus.errors import PegasusError
+from pegasus.errors import InvalidRequest, PegasusError
 from pegasus.gateway.auth import new_token, token_hash
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
@@ -74,7 +75,7 @@ class Client(MemoryClient, TriggersClient):
         self.asys, self.spec, self.settings = asys, spec, settings
         self.owns_system = owns_system
         self.closed = False
-        self.timeout = timeout
+        self.timeout = bounds.seconds(timeout, "timeout")
         self.guardian = asys.createActor(Guardian, globalName=GUARDIAN_NAME)
         self._supervisor: Any = None
         self.generation = 0  # the supervisor's, as the guardian counts them: it changes when one is replaced
@@ -89,14 +90,14 @@ class Client(MemoryClient, TriggersClient):
     @classmethod
     def connect(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Attach to the running system; SystemNotRunningError if there is none."""
-        settings = resolved(settings)
+        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
         spec = spec_for(settings)
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout)
 
     @classmethod
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
-        settings = resolved(settings)
+        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
         preflight(settings)
         spec = spec_for(settings)
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
@@ -110,7 +111,7 @@ class Client(MemoryClient, TriggersClient):
     @classmethod
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
-        settings = resolved(settings)
+        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
         preflight(settings)
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
@@ -173,7 +174,12 @@ class Client(MemoryClient, TriggersClient):
         Answers task_id, machine, priority, lifecycle_state and existing of each, in order.
         """
         defaults = {"machine": machine, "priority": priority, "source": source}
-        items = [m.Submit(**{**defaults, **({"text": task} if isinstance(task, str) else task)}) for task in tasks]
+        items = []
+        for index, task in enumerate(tasks):
+            try:
+                items.append(m.Submit(**{**defaults, **({"text": task} if isinstance(task, str) else task)}))
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"task {index + 1}: {exc}", exc.field) from None
         return self._ask(m.SubmitMany(tasks=items))
 
     def get(self, task_id: str) -> dict[str, Any]:
@@ -263,7 +269,7 @@ class Client(MemoryClient, TriggersClient):
 
         A system that is restarting its supervisor (or, in the background, itself) is waited for too.
         """
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + bounds.seconds(timeout, "timeout", forever=True)
         pause = 0.01
         while True:
             task = self._while_restarting(lambda: self.get(task_id), deadline)
@@ -288,7 +294,7 @@ class Client(MemoryClient, TriggersClient):
         """
         if subscribe:
             self._ask(m.Subscribe(task_id=task_id))
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + bounds.seconds(timeout, "timeout", forever=True)
         subscribed_to = self._incarnation
         self._following[task_id] += 1
         mine = self._notices.setdefault(task_id, deque())
@@ -347,7 +353,7 @@ class Client(MemoryClient, TriggersClient):
         """The notices of ``subscribe(None)`` that came (waiting up to ``seconds`` for one when none is here),
         less those of the tasks a ``follow`` reads."""
         if not any(queue for task_id, queue in self._notices.items() if task_id not in self._following):
-            message = self.asys.listen(max(seconds, 0.0))
+            message = self.asys.listen(bounds.seconds(seconds, "seconds", inclusive=True))
             if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                 self._keep(message)
             elif isinstance(message, m.Reply):

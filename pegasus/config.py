@@ -36,12 +36,18 @@ def home_dir(environ: Mapping[str, str]) -> Path:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No setting may be inf or nan: each becomes a timer, a size or a count (docs/security.md, bounds).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # One process per worker: past this a typo (100000) would fork the host to a standstill.
 # 512 leaves room for 100 llm + 100 tool workers on one host with margin.
 MAX_POOL_WORKERS = 512
+# Ceilings of the other settings: far above any sensible value, low enough that each stays a valid timer
+# (Thespian's select, timedelta), SQLite integer and float (backoff doubling) wherever the core uses it.
+DAY_S = 86400.0  # a deadline, period or back-off longer than a day is a typo
+MAX_COUNT = 10**9  # tasks, items, tokens, retries...: counts
+MAX_BYTES = 1 << 40  # sizes in bytes
 
 
 class RuntimeSettings(_Section):
@@ -49,22 +55,25 @@ class RuntimeSettings(_Section):
     # not a process: 5,000 in flight (100 + 100 workers) measured 357 MiB over the idle system's
     # 1.18 GB (~73 KB a task, all processes; docs/architecture.md).  Above ~1,000 the priority
     # queue matters less (admitted tasks wait FIFO in the pools), so the default stops there.
-    max_active_tasks: int = Field(1000, ge=1)
+    max_active_tasks: int = Field(1000, ge=1, le=1_000_000)
     approval_policy: Literal["auto", "manual"] = "auto"
     default_machine: CognitiveMachineName = MachineName.CLASSIC.value
-    max_input_bytes: int = Field(65536, ge=1)
-    max_message_bytes: int = Field(262144, ge=1024)
-    max_pending_tasks: int = Field(100000, ge=1)
-    max_iterations: int = Field(5, ge=1)
+    max_input_bytes: int = Field(65536, ge=1, le=1 << 30)
+    max_message_bytes: int = Field(262144, ge=1024, le=1 << 30)
+    max_pending_tasks: int = Field(100000, ge=1, le=MAX_COUNT)
+    max_iterations: int = Field(5, ge=1, le=10_000)
     # Runs one task actor process serves before it is retired, once the last of them stopped
     # (1: a new process per run).  A task actor holds many runs at once (pegasus/run/hosts.py).
-    task_actor_runs: int = Field(1000, ge=1)
+    task_actor_runs: int = Field(1000, ge=1, le=MAX_COUNT)
     # Task actor processes: the floor (the first runs start them, each a new one; kept when idle) and the
     # ceiling (past the floor, more start only while every one is busy).
-    task_actors_min: int = Field(1, ge=1)
+    task_actors_min: int = Field(1, ge=1, le=MAX_POOL_WORKERS)
     task_actors_max: int = Field(8, ge=1, le=MAX_POOL_WORKERS)
     # A task actor above the floor that held no run this long is retired.
-    task_actors_idle_s: float = Field(30.0, gt=0)
+    task_actors_idle_s: float = Field(30.0, gt=0, le=DAY_S)
+    # Messages one task may be sent (``pegasus message``), and their UTF-8 bytes together (docs/messages.md).
+    task_messages_max: int = Field(100, ge=1, le=100_000)
+    task_messages_max_bytes: int = Field(262144, ge=1, le=1 << 30)
 
     @model_validator(mode="after")
     def _task_actors(self) -> RuntimeSettings:
@@ -77,32 +86,32 @@ class RuntimeSettings(_Section):
 class PoolSettings(_Section):
     llm_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
     tool_workers: int = Field(3, ge=1, le=MAX_POOL_WORKERS)
-    queue_limit: int = Field(10000, ge=1)
-    llm_timeout_s: float = Field(120.0, gt=0)
-    tool_timeout_s: float = Field(60.0, gt=0)
+    queue_limit: int = Field(10000, ge=1, le=MAX_COUNT)
+    llm_timeout_s: float = Field(120.0, gt=0, le=DAY_S)
+    tool_timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     # Requests an llm worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
     llm_prefetch: int = Field(1, ge=0, le=16)
 
 
 class CognitionSettings(_Section):
-    latency_ms: float = Field(0.0, ge=0)
+    latency_ms: float = Field(0.0, ge=0, le=DAY_S * 1000)
 
 
 class Gate(_Section):
     name: str
     command: list[str] = Field(min_length=1)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
 
 
 class VerificationSettings(_Section):
     gates: list[Gate] = Field(default_factory=list)
-    max_gate_retries: int = Field(1, ge=0)
+    max_gate_retries: int = Field(1, ge=0, le=1000)
 
 
 class RetrySettings(_Section):
-    max_attempts: int = Field(3, ge=1)
-    backoff_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(60.0, ge=0)
+    max_attempts: int = Field(3, ge=1, le=1000)
+    backoff_s: float = Field(1.0, ge=0, le=DAY_S)
+    backoff_max_s: float = Field(60.0, ge=0, le=DAY_S)
 
 
 class SystemSettings(_Section):
@@ -110,7 +119,7 @@ class SystemSettings(_Section):
     bind: str = "127.0.0.1"
     allow_non_loopback: bool = False
     base: Literal["multiprocTCPBase", "simpleSystemBase"] = "multiprocTCPBase"
-    start_timeout_s: float = Field(20.0, gt=0)
+    start_timeout_s: float = Field(20.0, gt=0, le=DAY_S)
     # The address other machines use to reach this system; empty: the bind address.
     advertise: str = ""
     # Every frame any process of the system reads is at most this long: checked at its header,
@@ -126,17 +135,17 @@ class ConventionSettings(_Section):
     local_workers: bool = True  # the leader runs its [pools] workers itself; false: members only
     # Thespian's member failure detection: a member that misses registration_miss_max
     # check-ins (one per reregistration_period_s) is declared dead.
-    reregistration_period_s: float = Field(3.0, ge=1)
-    registration_miss_max: int = Field(2, ge=1)
-    restart_period_s: float = Field(3.0, ge=1)
-    placement_timeout_s: float = Field(20.0, gt=0)  # a worker placed on a member must report by then
+    reregistration_period_s: float = Field(3.0, ge=1, le=DAY_S)
+    registration_miss_max: int = Field(2, ge=1, le=1000)
+    restart_period_s: float = Field(3.0, ge=1, le=DAY_S)
+    placement_timeout_s: float = Field(20.0, gt=0, le=DAY_S)  # a worker placed on a member must report by then
 
 
 class SubtaskSettings(_Section):
     """sub_task plan steps: the task tree (docs/subtasks.md)."""
 
-    max_depth: int = Field(3, ge=0)  # a submitted task is depth 0, its children 1, ...: deeper is refused
-    max_children: int = Field(16, ge=0)  # children one task may start per attempt
+    max_depth: int = Field(3, ge=0, le=100)  # a submitted task is depth 0, its children 1, ...: deeper is refused
+    max_children: int = Field(16, ge=0, le=10_000)  # children one task may start per attempt
 
 
 class ToolSettings(_Section):
@@ -148,8 +157,8 @@ class ToolSettings(_Section):
     confine_reads: bool = True  # false: read_file / list_dir / count read any path (not recommended)
     read_allow: list[str] = Field(default_factory=list)  # more directories the read tools may reach
     shell_enabled: bool = False  # the shell tool runs commands: off unless asked for
-    shell_timeout_s: float = Field(30.0, gt=0)
-    max_output_chars: int = Field(16000, ge=1)  # longer tool results are cut, with a note
+    shell_timeout_s: float = Field(30.0, gt=0, le=DAY_S)
+    max_output_chars: int = Field(16000, ge=1, le=1 << 30)  # longer tool results are cut, with a note
 
 
 # The stages that call a model, each of which may name a tier (``[llm.stages]``).
@@ -161,9 +170,9 @@ DEFAULT_TIER = "default"  # the tier that is ``[llm]`` itself: every stage [llm.
 class ModelPrice(_Section):
     """What a model costs, in USD per million tokens (``[llm.prices."<model>"]`` or a tier's ``price``)."""
 
-    input: float = Field(ge=0)
-    cached_input: float | None = Field(None, ge=0)  # cached prompt tokens; unset: charged as input
-    output: float = Field(ge=0)
+    input: float = Field(ge=0, le=1e9)
+    cached_input: float | None = Field(None, ge=0, le=1e9)  # cached prompt tokens; unset: charged as input
+    output: float = Field(ge=0, le=1e9)
 
 
 class LLMTier(_Section):
@@ -172,10 +181,10 @@ class LLMTier(_Section):
     model: str = Field(min_length=1)
     base_url: str | None = None
     api_key_env: str | None = None
-    rpm: int | None = Field(None, ge=0)  # this tier's own rate budget (0 = unlimited)
-    tpm: int | None = Field(None, ge=0)
-    context_window: int | None = Field(None, ge=0)
-    max_output_tokens: int | None = Field(None, ge=0)
+    rpm: int | None = Field(None, ge=0, le=MAX_COUNT)  # this tier's own rate budget (0 = unlimited)
+    tpm: int | None = Field(None, ge=0, le=MAX_COUNT * 1000)
+    context_window: int | None = Field(None, ge=0, le=MAX_COUNT)
+    max_output_tokens: int | None = Field(None, ge=0, le=MAX_COUNT)
     price: ModelPrice | None = None  # else [llm.prices] of its model
 
 
@@ -186,10 +195,10 @@ class LLMSettings(_Section):
     # The NAME of the environment variable holding the key (never the key itself);
     # empty for servers that need none (Ollama, llama.cpp): a placeholder is sent.
     api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(2, ge=0)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
+    max_retries: int = Field(2, ge=0, le=100)
     temperature: float = Field(0.0, ge=0, le=2)
-    max_output_tokens: int = Field(1024, ge=0)  # sent as token_limit_param; 0 sends no cap
+    max_output_tokens: int = Field(1024, ge=0, le=MAX_COUNT)  # sent as token_limit_param; 0 sends no cap
     # The capability ladder (pegasus.llm.capabilities): "auto" starts at the top and steps down when the
     # endpoint's 400 refuses the parameter; any other value is used as is.
     structured_output: Literal["auto", "json_schema", "json_object", "prompted"] = "auto"
@@ -199,12 +208,12 @@ class LLMSettings(_Section):
     # Stream replies (with usage) and forward their text to followers; a server that refuses
     # streaming (a 400 naming it) is asked without it from then on.
     stream: bool = True
-    max_tool_calls: int = Field(20, ge=1)  # per task (reason_act): past it the model must answer
-    rpm: int = Field(0, ge=0)  # requests per minute per model; 0 = unlimited
-    tpm: int = Field(0, ge=0)  # tokens per minute per model; 0 = unlimited
+    max_tool_calls: int = Field(20, ge=1, le=100_000)  # per task (reason_act): past it the model must answer
+    rpm: int = Field(0, ge=0, le=MAX_COUNT)  # requests per minute per model; 0 = unlimited
+    tpm: int = Field(0, ge=0, le=MAX_COUNT * 1000)  # tokens per minute per model; 0 = unlimited
     # Tokens one call may hold (prompt + output); past it old tool results are cut and the
     # conversation summarised (pegasus.llm.context).  0: no limit is applied.
-    context_window: int = Field(0, ge=0)
+    context_window: int = Field(0, ge=0, le=MAX_COUNT)
     tiers: dict[str, LLMTier] = Field(default_factory=dict)  # name -> model (``[llm.tiers.fast]``)
     stages: dict[str, str] = Field(default_factory=dict)  # stage -> tier name; unnamed stages: "default"
     prices: dict[str, ModelPrice] = Field(default_factory=dict)  # model -> price; none: no cost shown
@@ -261,7 +270,7 @@ class McpServer(_Section):
     effect: Literal["pure", "idempotent", "effectful"] = "effectful"
     # Per tool, over its annotations and ``effect``: [mcp.servers.tools] git_log = "pure".
     tools: dict[str, Literal["pure", "idempotent", "effectful"]] = Field(default_factory=dict)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     # "machine": one copy per Thespian admin, shared by its workers; "worker": one per worker process.
     scope: Literal["machine", "worker"] = "machine"
     max_calls: int = Field(4, ge=1, le=1024)  # calls in flight at once on one copy; more wait
@@ -277,11 +286,11 @@ class McpServer(_Section):
 
 class McpSettings(_Section):
     servers: list[McpServer] = Field(default_factory=list)
-    start_timeout_s: float = Field(30.0, gt=0)
+    start_timeout_s: float = Field(30.0, gt=0, le=DAY_S)
     # A server that failed is started again in the background after retry_backoff_s, doubling
     # after each failed start up to retry_backoff_max_s; calls to it fail at once meanwhile.
-    retry_backoff_s: float = Field(1.0, gt=0)
-    retry_backoff_max_s: float = Field(60.0, gt=0)
+    retry_backoff_s: float = Field(1.0, gt=0, le=DAY_S)
+    retry_backoff_max_s: float = Field(60.0, gt=0, le=DAY_S)
 
     @model_validator(mode="after")
     def _unique_names(self) -> McpSettings:
@@ -305,10 +314,10 @@ class HttpSettings(_Section):
     tls_cert: str = ""
     tls_key: str = ""
     # A request body longer than this is refused (413) before it is read.
-    max_body_bytes: int = Field(1048576, ge=1024)
+    max_body_bytes: int = Field(1048576, ge=1024, le=1 << 30)
     clients: int = Field(8, ge=1, le=256)  # connections to the supervisor for requests (one per call at a time)
-    max_streams: int = Field(256, ge=1)  # event streams open at once (each holds its own connection)
-    keepalive_s: float = Field(15.0, gt=0)  # an event stream's comment line when nothing happened for this long
+    max_streams: int = Field(256, ge=1, le=100_000)  # event streams open at once (each holds its own connection)
+    keepalive_s: float = Field(15.0, gt=0, le=DAY_S)  # an event stream's comment line when nothing happened for this long
 
     @model_validator(mode="after")
     def _safe_bind(self) -> HttpSettings:
@@ -328,7 +337,7 @@ class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     # Task text, prompts, model and tool output in the log; off: their length only (pegasus.logs).
     content: bool = False
-    max_bytes: int = Field(10 * 1024 * 1024, ge=4096)  # pegasus.jsonl is rotated past this size ...
+    max_bytes: int = Field(10 * 1024 * 1024, ge=4096, le=MAX_BYTES)  # pegasus.jsonl is rotated past this size ...
     backups: int = Field(5, ge=1, le=1000)  # ... keeping this many older files (pegasus.jsonl.1 ...)
 
     @field_validator("level", mode="before")
@@ -340,10 +349,10 @@ class LoggingSettings(_Section):
 class MemorySettings(_Section):
     """Long-term memory (pegasus.memory, docs/agent-memory.md)."""
 
-    facts_max_bytes: int = Field(65536, ge=1)  # UTF-8 bytes of every fact's current version together; past it: refused
-    fact_versions_max: int = Field(20, ge=1)  # versions kept per fact path (older ones pruned)
-    episodes_max: int = Field(10000, ge=1)  # episodes kept; past it the oldest is dropped
-    archive_max: int = Field(10000, ge=1)  # archived task contexts kept; past it the oldest is dropped
+    facts_max_bytes: int = Field(65536, ge=1, le=1 << 30)  # UTF-8 bytes of every fact's current version together; past it: refused
+    fact_versions_max: int = Field(20, ge=1, le=100_000)  # versions kept per fact path (older ones pruned)
+    episodes_max: int = Field(10000, ge=1, le=MAX_COUNT)  # episodes kept; past it the oldest is dropped
+    archive_max: int = Field(10000, ge=1, le=MAX_COUNT)  # archived task contexts kept; past it the oldest is dropped
     recall_k: int = Field(5, ge=0, le=100)  # memories given to a think / reason stage
     reflector: bool = True  # the post-task reflector writes facts and an episode after each done task
     embeddings_model: str = ""  # an /embeddings model; empty: full-text search (FTS5) only

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pegasus.errors import WebhookRefused
+from pegasus.metadata import MAX_DEPTH, check_metadata
 
 REPLAY_WINDOW_S = 300.0
 GITHUB_SIGNATURE = "x-hub-signature-256"
@@ -34,6 +35,7 @@ TIMESTAMP = "x-pegasus-timestamp"
 DELIVERY_HEADERS = ("x-github-delivery", "idempotency-key")  # a redelivery carries the same id
 MAX_TEMPLATE = 4096
 MAX_DELIVERY_ID = 128
+MAX_TIMESTAMP_DIGITS = 12  # Unix seconds until the year 33658: more is no timestamp (10**400 made a float overflow)
 
 _FIELD = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
 _TOKEN = re.compile(r"\{\{|\}\}|\{(" + _FIELD + r")\}|[{}]")
@@ -115,8 +117,11 @@ def verify(secret: bytes, headers: Mapping[str, str], body: bytes, now: float) -
     lowered = {name.lower(): value for name, value in headers.items()}
     if SIGNATURE in lowered:
         signature, stamp = lowered[SIGNATURE].strip(), lowered.get(TIMESTAMP, "").strip()
-        if not stamp.isdigit():
+        if not (stamp.isascii() and stamp.isdigit()):
             raise WebhookRefused(401, "bad_signature", f"{SIGNATURE} needs {TIMESTAMP} (Unix seconds)")
+        if len(stamp.lstrip("0")) > MAX_TIMESTAMP_DIGITS:
+            raise WebhookRefused(400, "bad_timestamp", f"{TIMESTAMP} is {len(stamp)} digits; Unix seconds have at "
+                                                       f"most {MAX_TIMESTAMP_DIGITS}")
         if not hmac.compare_digest(signature.encode(), sign(secret, body, int(stamp)).encode()):
             raise WebhookRefused(401, "bad_signature", "the signature does not match the body")
         if abs(now - int(stamp)) > REPLAY_WINDOW_S:
@@ -147,6 +152,12 @@ def deliver(name: str, template: str, secret: bytes, headers: Mapping[str, str],
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WebhookRefused(400, "bad_body", f"the body is not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the parser's stack (100,000 levels was a 500)
+        raise WebhookRefused(400, "bad_body", f"the body is nested more than {MAX_DEPTH} levels deep") from None
+    try:  # what the task keeps, checked before the template reads it (json.dumps of a deep value recurses)
+        check_metadata({"body": payload}, max_bytes=len(body) * 8 + 1024, name="the body")
+    except ValueError as exc:
+        raise WebhookRefused(400, "bad_body", str(exc)) from None
     lowered = {header.lower(): value for header, value in headers.items()}
     delivery = next((lowered[h].strip() for h in DELIVERY_HEADERS if lowered.get(h, "").strip()), None)
     if delivery is not None and len(delivery) > MAX_DELIVERY_ID:

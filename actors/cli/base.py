@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from actors.cli.views import clean
 from actors.client import Client
-from pegasus import config
-from pegasus.errors import PegasusError
+from pegasus import bounds, config
+from pegasus.errors import InvalidRequest, PegasusError
 
 # 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
 # information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
@@ -24,6 +25,28 @@ class UsageError(PegasusError):
     def __init__(self, message: str, usage: str = "", prog: str = "pegasus") -> None:
         self.usage, self.prog = usage, prog
         super().__init__(message)
+
+
+def count(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``minimum`` to ``maximum`` (a usage error names the flag)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # also past int's 4,300 digits
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{text[:40]} is out of range ({minimum} to {maximum})")
+        return value
+    parse.__name__ = f"integer from {minimum} to {maximum}"
+    return parse
+
+
+def duration(text: str) -> float:
+    """An argparse type: seconds, a finite number above 0 and at most ``bounds.MAX_WAIT_S``."""
+    try:
+        return bounds.seconds(text, "seconds")
+    except InvalidRequest as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:

@@ -20,9 +20,10 @@ from actors import messages as m
 from actors.cli import dashboard, local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
 from actors.cli.tree import tree
 from actors.cli.base import (
-    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error, error_type,
+    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, count, duration, error, error_type,
 )
 from pegasus.errors import PegasusError
+from pegasus.metadata import INT64_MAX
 from pegasus.task import machines
 
 RUN_EXIT_STATUS = ("exit status: 0 done (every step it rests on succeeded), 1 failed or canceled (or the command "
@@ -40,19 +41,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage(), self.prog)
 
 
-def _count(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
-        return value
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pegasus", description="Run LLM agent tasks as state machines on actors.",
                      epilog="Every command takes -h, and all but completion take --json. Exit status: 0 ok, "
@@ -64,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     configured.add_argument("--config", metavar="PATH", help="configuration file (default: $PEGASUS_CONFIG or "
                             "<state dir>/pegasus.toml)").complete = shtab.FILE  # type: ignore[attr-defined]
     on_system = _Parser(add_help=False, parents=[configured])
-    on_system.add_argument("--port", type=int, metavar="PORT", help="admin port of the system (default from config)")
+    on_system.add_argument("--port", type=count(1, 65535), metavar="PORT",
+                           help="admin port of the system (default from config)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Any, help_text: str, parent: _Parser = on_system,
@@ -76,10 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
         p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
         p.add_argument("--machine", choices=machines.COGNITIVE_MACHINES, help="cognitive machine (default from config)")
-        p.add_argument("--priority", type=_count(0), default=5, metavar="N", help="lower runs first (default 5)")
+        p.add_argument("--priority", type=count(0, m.MAX_PRIORITY), default=5, metavar="N",
+                       help="lower runs first (default 5)")
 
     task_options(p := command("run", tasks.run, "run one task, showing each transition live", epilog=RUN_EXIT_STATUS))
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
+    p.add_argument("--timeout", type=duration, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
     task_options(p := command("submit", tasks.submit, "submit a task (or a file of them) and print the ids"), "?")
     p.add_argument("--file", metavar="PATH", help=f"one task per line ('-': standard input), sent {m.MAX_BATCH} "
                    "to a request, each request all or none").complete = shtab.FILE  # type: ignore[attr-defined]
@@ -106,13 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
     p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
                    help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")
-    p.add_argument("--limit", type=_count(1), default=50, metavar="N", help="tasks on the page (default 50)")
-    p.add_argument("--offset", type=_count(0), default=0, metavar="N", help="newest tasks to skip (default 0)")
+    p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=50, metavar="N", help="tasks on the page (default 50)")
+    p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N",
+                   help="newest tasks to skip (default 0)")
 
     p = command("start", system.start, "start a system in the background")
     p.add_argument("--leader", action="store_true",
                    help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
-    p.add_argument("--http", type=_count(1), metavar="PORT",
+    p.add_argument("--http", type=count(1, 65535), metavar="PORT",
                    help="also serve the HTTP API on this port ([http] enabled; docs/http.md)")
     command("stop", system.stop, "stop the background system")
     p = command("join", system.join, "add this machine to a convention: a background member admin")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from actors.cli.base import EXIT_OK, emit, settings_of
+from actors.cli.base import EXIT_OK, count, emit, settings_of
 from actors.cli.views import clean
 from actors.client import Client, resolved
 from actors.client_memory import LocalMemory, MemoryClient
@@ -37,7 +37,7 @@ def add_commands(sub: Any, on_system: argparse.ArgumentParser, configured: argpa
     p.add_argument("--prefix", default="", metavar="PATH", help="only facts whose path starts with this")
     p = action("search", "the memories most relevant to QUERY, best first")
     p.add_argument("query", metavar="QUERY")
-    p.add_argument("-k", type=int, default=5, metavar="N", help="how many (default 5)")
+    p.add_argument("-k", type=count(1, 100), default=5, metavar="N", help="how many (default 5)")
     p.add_argument("--archive", action="store_true", help="search the archive of done tasks instead")
     p = action("show", "one memory: a fact path, fact:PATH@VERSION, episode:N or task:ID")
     p.add_argument("item_id", metavar="PATH-or-ID")

@@ -20,7 +20,7 @@ from rich.status import Status
 from rich.text import Text
 
 from actors import messages as m
-from actors.cli.base import EXIT_FAILURE, EXIT_OK, EXIT_WAITING, emit, error, settings_of
+from actors.cli.base import EXIT_FAILURE, EXIT_OK, EXIT_WAITING, duration, emit, error, settings_of
 from actors.client import TERMINAL_LIFECYCLE, Client
 from pegasus.errors import PegasusError
 from pegasus.task import machines
@@ -92,7 +92,7 @@ def on_terminal(args: argparse.Namespace, stream: Any) -> bool:
 def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command("wait", wait, "wait for tasks to end (done, failed, canceled, or blocked waiting for a person)")
     p.add_argument("task_ids", nargs="+", metavar="TASK_ID")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
+    p.add_argument("--timeout", type=duration, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
 
 
 def wait(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from actors import messages as m
 from actors.cli import views
-from actors.cli.base import EXIT_OK, settings_of
+from actors.cli.base import EXIT_OK, count, duration, settings_of
 from actors.client import Client
 
 RECENT = 8  # transitions shown under the tables
@@ -35,9 +35,10 @@ STATE_STYLES = {"done": "green", "running": "cyan", "verifying": "cyan", "queued
 
 def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command("watch", watch, "a live full-screen view of tasks and pools (Ctrl-C ends it)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+    p.add_argument("--interval", type=duration, default=1.0, metavar="SECONDS",
                    help="how often the view is read again, at the latest (default 1; a transition redraws it sooner)")
-    p.add_argument("--limit", type=int, default=20, metavar="N", help="newest tasks shown (default 20)")
+    p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=20, metavar="N",
+                   help="newest tasks shown (default 20)")
 
 
 def watch(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from actors.messages.task_context import TaskContextRequest
 from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
 from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
-    LIST_STATES, MAX_BATCH, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
+    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
     Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
     revalidate,
 )
@@ -42,7 +42,7 @@ from actors.messages.task_run import (
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
     "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",

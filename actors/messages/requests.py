@@ -3,6 +3,9 @@
 Requests are pydantic models: the supervisor validates each again on arrival
 (``revalidate``), so a request built with wrong field types (by a buggy client,
 bypassing the constructor) gets a clear error reply instead of corrupting a task.
+Every number is bounded (a priority, a page, a cursor: within SQLite's integers), and
+building one out of its bounds raises ``InvalidRequest`` naming the field: at the door,
+before anything is sent; ``revalidate`` checks the same bounds again in the supervisor.
 Transitions stream to subscribers as ``TransitionNotice`` (pegasus.admission), and a model's
 reply as it is written as ``TextDelta`` (pegasus.streaming).
 """
@@ -17,16 +20,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pegasus.admission import TransitionNotice as TransitionNotice  # noqa: F401 - what subscribers receive
 from pegasus.streaming import TextDelta as TextDelta  # noqa: F401 - and, between transitions, streamed text
 from pegasus.config import Settings
+from pegasus.errors import InvalidRequest
 from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.metadata import INT64_MAX
 from pegasus.task.machines import COGNITIVE_MACHINES, MACHINES
 from pegasus.task.names import CognitiveMachineName, MachineName
+
+
+MAX_PRIORITY = 1_000_000  # a task's priority: 0 (first) to this
+MAX_REASON = 4096  # characters of a suspend's or a cancel's reason
 
 
 class Request(BaseModel):
     """Base of every client request; ``request_id`` comes back in the Reply."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-    request_id: str = ""
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    request_id: str = Field("", max_length=256)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # one clear error naming the field, not pydantic's page
+            raise InvalidRequest(problems(exc), _first_field(exc)) from None
 
 class Configure(Request):
     """Guardian -> supervisor, once: the settings the system runs with."""
@@ -36,14 +51,15 @@ class Configure(Request):
 class Submit(Request):
     text: str
     machine: CognitiveMachineName | None = None
-    priority: int = Field(5, ge=0, le=1_000_000)
+    priority: int = Field(5, ge=0, le=MAX_PRIORITY)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    source: str = "cli"
+    source: str = Field("cli", max_length=64)
     follow: bool = False  # subscribe the sender to this task before its first transition
     # Idempotency key: a key already used answers the task it created (pegasus.idempotency).
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LENGTH)
 
 MAX_BATCH = 1000  # tasks in one SubmitMany
+MAX_PAGE = 10_000  # tasks on one page of ListTasks
 
 class SubmitMany(Request):
     """Several tasks in one request: every one is created, or none is (the first bad one named)."""
@@ -61,9 +77,9 @@ class ListTasks(Request):
     """A page of tasks, newest first (Reply data: tasks, total, offset, limit)."""
 
     state: str | None = None
-    limit: int = Field(1000, ge=1)
-    offset: int = Field(0, ge=0)
-    before: int | None = Field(None, ge=1)  # only tasks older than the one of this seq (a cursor)
+    limit: int = Field(1000, ge=1, le=MAX_PAGE)
+    offset: int = Field(0, ge=0, le=INT64_MAX)
+    before: int | None = Field(None, ge=1, le=INT64_MAX)  # only tasks older than the one of this seq (a cursor)
 
     @field_validator("state")
     @classmethod
@@ -77,7 +93,7 @@ class History(Request):
 
 class Suspend(Request):
     task_id: str
-    reason: str = "suspended by request"
+    reason: str = Field("suspended by request", max_length=MAX_REASON)
 
 class Resume(Request):
     task_id: str
@@ -85,7 +101,7 @@ class Resume(Request):
 
 class Cancel(Request):
     task_id: str
-    reason: str = "canceled by request"
+    reason: str = Field("canceled by request", max_length=MAX_REASON)
 
 class Approve(Request):
     task_id: str
@@ -115,6 +131,16 @@ class Backup(Request):
 class Locate(Request):
     """Client -> guardian: where is the supervisor?  Answered once it is up (Reply data: supervisor, generation)."""
 
+def problems(exc: ValidationError) -> str:
+    """A validation error on one line: ``field: what is wrong`` for each."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
+
+
+def _first_field(exc: ValidationError) -> str:
+    errors = exc.errors()
+    return ".".join(map(str, errors[0]["loc"])) if errors else ""
+
+
 def revalidate(request: Request) -> Request:
     """Validate a received request again; ValueError with a clear text if malformed."""
     try:
@@ -122,10 +148,9 @@ def revalidate(request: Request) -> Request:
     except AttributeError as exc:  # built with model_construct and a field missing
         raise ValueError(f"malformed {type(request).__name__}: {exc}") from None
     try:
-        return type(request).model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"malformed {type(request).__name__}: {problems}") from None
+        return type(request)(**data)  # the constructor: its bounds, and InvalidRequest naming the field
+    except InvalidRequest as exc:
+        raise ValueError(f"malformed {type(request).__name__}: {exc}") from None
 
 @dataclass(frozen=True)
 class Reply:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from actors.messages.requests import Request
 
 
@@ -13,7 +15,7 @@ class SendMessage(Request):
     ``message``: its number and how it reaches the task)."""
 
     task_id: str
-    text: str
+    text: str = Field(min_length=1)
 
 
 @dataclass(frozen=True)

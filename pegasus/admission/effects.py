@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.bounds import timer_s
 from pegasus.config import Gate
 from pegasus.task import TaskSnapshot
 
@@ -71,6 +72,9 @@ class TransitionNotice:
 class WakeAfter:
     seconds: float
     task_id: str
+
+    def __post_init__(self) -> None:  # a delay Thespian can arm whatever came before (pegasus.bounds)
+        object.__setattr__(self, "seconds", timer_s(self.seconds))
 
 
 Effect = StartRun | StopRun | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter

@@ -11,6 +11,9 @@
 - blocked waiting for its sub-tasks: it joins the parent's context (checkpointed), seen when it goes on;
 - anything else (verifying, done, failed, canceled) refuses it.
 
+A task takes at most ``[runtime] task_messages_max`` messages, ``task_messages_max_bytes`` of them
+together: past either, ``MessageLimitReached`` names the cap and nothing is stored.
+
 Every message is written to the store, numbered per task, before anything else
 (the request is answered after the commit), and ``TaskContext.messages_taken``
 says which ones a checkpoint holds: a run restarted after a crash is given the
@@ -26,6 +29,8 @@ from typing import Any
 from pegasus.admission.effects import Effect, MessageRun
 from pegasus.admission.ports import StorePort
 from pegasus.admission.records import TaskRecord
+from pegasus.config import Settings
+from pegasus.errors import MessageLimitReached
 from pegasus.store.checkpoint import encode_full
 from pegasus.task import EventType, InvalidStateTransition
 from pegasus.task.names import CognitiveState, LifecycleState, MachineName
@@ -47,6 +52,7 @@ class Messages:
     """``message`` and the inbox of running tasks; see the module docstring."""
 
     store: StorePort
+    settings: Settings
     get: Callable[[str], TaskRecord]
     _lifecycle: Callable[..., list[Effect]]
     _enqueue: Callable[[TaskRecord], None]
@@ -62,9 +68,24 @@ class Messages:
                 MachineName.LIFECYCLE, state, EventType.MESSAGE_RECEIVED,
                 f"task {task_id} has finished its work ({state}); a message reaches a task that is "
                 "waiting to start, running or suspended")
+        self._check_caps(task_id, text)
         entry = (self.store.add_message(task_id, text), text)
         delivery, effects = self._deliver(record, entry, suspended)
         return {"number": entry[0], "delivery": delivery}, effects
+
+    def _check_caps(self, task_id: str, text: str) -> None:
+        """MessageLimitReached when one more message would pass the task's count or bytes cap."""
+        runtime = self.settings.runtime
+        count, size = self.store.message_totals(task_id)
+        if count >= runtime.task_messages_max:
+            raise MessageLimitReached(task_id, "task_messages_max", runtime.task_messages_max,
+                                      f"task {task_id} has {count} messages: [runtime] task_messages_max is "
+                                      f"{runtime.task_messages_max} (submit a new task to go on)")
+        size += len(text.encode())
+        if size > runtime.task_messages_max_bytes:
+            raise MessageLimitReached(task_id, "task_messages_max_bytes", runtime.task_messages_max_bytes,
+                                      f"task {task_id}'s messages would be {size} bytes together: [runtime] "
+                                      f"task_messages_max_bytes is {runtime.task_messages_max_bytes}")
 
     def _deliver(self, record: TaskRecord, entry: tuple[int, str], suspended: bool) -> tuple[str, list[Effect]]:
         task_id, state = record.task_id, record.state

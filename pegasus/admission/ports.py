@@ -31,6 +31,7 @@ class StorePort(Protocol):
     def update_task(self, task_id: str, **updates: Any) -> None: ...
     def add_message(self, task_id: str, text: str) -> int: ...
     def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]: ...
+    def message_totals(self, task_id: str) -> tuple[int, int]: ...
     # The task tree (pegasus.store.tree)
     def link_of(self, child_id: str) -> Link | None: ...
     def children_of(self, parent_id: str) -> list[Link]: ...
@@ -46,6 +47,7 @@ class NullStore:
     def __init__(self) -> None:
         self._links: dict[str, Link] = {}
         self._steps: dict[str, dict[str, dict[str, Any]]] = {}  # sub_task step ends, per parent
+        self._messages: dict[str, tuple[int, int]] = {}  # per task: count and bytes (the caps are checked on them)
 
     def counts(self) -> dict[str, int]:
         return {}
@@ -101,7 +103,12 @@ class NullStore:
     def add_message(self, task_id: str, text: str) -> int:
         # Numbers still count up (per store, not per task: only their order matters here).
         self.messages_sent += 1
+        count, size = self._messages.get(task_id, (0, 0))
+        self._messages[task_id] = (count + 1, size + len(text.encode()))
         return self.messages_sent
+
+    def message_totals(self, task_id: str) -> tuple[int, int]:
+        return self._messages.get(task_id, (0, 0))
 
     def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]:
         return []

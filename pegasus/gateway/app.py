@@ -28,6 +28,7 @@ from pegasus.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, ScheduleBody, SubmitBody, parse
 from pegasus.gateway.openapi import document
 from pegasus.gateway.streams import EventStream, Stream
+from pegasus.metadata import INT64_MAX
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
 
@@ -78,9 +79,9 @@ class Gateway:
         limit = self.settings.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None:
-            if not declared.isdigit():
+            if not (declared.isascii() and declared.isdigit()):
                 raise ApiError(400, "bad_request", "Content-Length is not a number")
-            if int(declared) > limit:
+            if len(declared) > 18 or int(declared) > limit:  # int() of 5,000 digits raises
                 raise ApiError(413, "too_large", f"the body is {declared} bytes; the limit is {limit}")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -125,7 +126,7 @@ def _cursor(text: str | None) -> int | None:
         return None
     try:
         kind, _, value = base64.urlsafe_b64decode(text.encode() + b"==").decode().partition(":")
-        if kind == "seq" and value.isdigit() and int(value) > 0:
+        if kind == "seq" and value.isascii() and value.isdigit() and 0 < int(value) <= INT64_MAX:
             return int(value)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         pass
@@ -141,7 +142,7 @@ def _next_cursor(tasks: list[dict[str, Any]], limit: int) -> str | None:
 async def list_tasks(gw: Gateway, request: Request) -> Response:
     query = request.query_params
     raw_limit = query.get("limit", "50")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_PAGE:
+    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_PAGE:
         raise ApiError(400, "bad_request", f"limit: a whole number from 1 to {MAX_PAGE}")
     limit, before = int(raw_limit), _cursor(query.get("cursor"))
     page = await gw.call("list_page", query.get("state"), limit, 0, before)

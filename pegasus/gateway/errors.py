@@ -51,6 +51,7 @@ _UPSTREAM: dict[str, tuple[int, str]] = {
     "IdempotencyConflict": (409, "idempotency_conflict"),
     "TokenError": (409, "conflict"),
     "QueueFull": (429, "queue_full"),
+    "MessageLimitReached": (409, "limit_reached"),
     "StoreUnavailable": (503, "unavailable"),
     "DiskFull": (503, "unavailable"),
     "StoreReplaced": (503, "unavailable"),

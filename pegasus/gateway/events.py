@@ -15,6 +15,7 @@ from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from pegasus.gateway.errors import ApiError
+from pegasus.metadata import INT64_MAX
 from pegasus.task.names import MachineName
 
 TRANSITION = "transition"
@@ -42,13 +43,10 @@ def last_event_id(header: str | None) -> int:
     """The ``Last-Event-ID`` header as a number (0: none); ApiError 400 when it is not one of ours."""
     if header is None or not header.strip():
         return 0
-    try:
-        value = int(header.strip())
-    except ValueError:
-        raise ApiError(400, "bad_request", f"Last-Event-ID: {header!r} is not an event id of this API") from None
-    if value < 0:
-        raise ApiError(400, "bad_request", f"Last-Event-ID: {value} is below 0")
-    return value
+    text = header.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= INT64_MAX):
+        raise ApiError(400, "bad_request", f"Last-Event-ID: {header[:40]!r} is not an event id of this API")
+    return int(text)
 
 
 def ordered(history: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pegasus.bounds import timer_s
 from pegasus.config import Settings
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, StageAsk, StarveDue
 
@@ -91,6 +92,9 @@ class Arm:
 
     delay_s: float
     timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue
+
+    def __post_init__(self) -> None:  # a delay Thespian can arm whatever came before (pegasus.bounds)
+        object.__setattr__(self, "delay_s", timer_s(self.delay_s))
 
 
 @dataclass(frozen=True, slots=True)

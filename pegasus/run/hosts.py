@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pegasus.bounds import timer_s
+
 GROW_AT = 0.5  # a host busy more than half the time takes no new run while another can start
 SAMPLE_S = 0.2  # shortest interval a utilisation sample covers (shorter ones are noise)
 SMOOTH_S = 1.0  # utilisation is smoothed over about this long
@@ -55,6 +57,9 @@ class WakeIn:
     """Call ``tick`` after ``seconds`` (an idle host may be retired then)."""
 
     seconds: float
+
+    def __post_init__(self) -> None:  # a delay Thespian can arm whatever came before (pegasus.bounds)
+        object.__setattr__(self, "seconds", timer_s(self.seconds))
 
 
 HostCommand = StartHost | RetireHost | WakeIn

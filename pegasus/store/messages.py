@@ -40,6 +40,13 @@ class TaskMessages:
         except CodecError:
             return []
 
+    def message_totals(self, task_id: str) -> tuple[int, int]:
+        """How many messages the task was sent, and their UTF-8 bytes together."""
+        rows = self._query("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM task_messages "
+                           "WHERE task_id = ?", (task_id,))
+        count, size = rows[0]
+        return int(count), int(size)
+
     def messages_after(self, task_id: str, seq: int) -> list[tuple[int, str]]:
         """The task's messages numbered above ``seq``, (number, text), in order."""
         rows = self._query("SELECT seq, text FROM task_messages WHERE task_id = ? AND seq > ? ORDER BY seq",

@@ -77,7 +77,7 @@ def test_a_usage_error_with_json_is_json_on_stderr(capsys: pytest.CaptureFixture
     assert "invalid choice: 'nope'" in error["message"] and "'blocked'" in error["message"]
     assert "'reflecting'" in error["message"]  # cognitive states too
     assert main(["list", "--limit", "0"]) == 2
-    assert "argument --limit: 0 is below 1" in capsys.readouterr().err
+    assert "argument --limit: 0 is out of range (1 to 10000)" in capsys.readouterr().err
 
 
 def test_an_error_with_json_is_json_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path) -> None:

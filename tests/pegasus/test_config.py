@@ -77,3 +77,49 @@ def test_pool_sizes_are_bounded_but_allow_a_hundred_of_each() -> None:
     settings = config.parse("[pools]\nllm_workers = 100\ntool_workers = 100\n")
     assert (settings.pools.llm_workers, settings.pools.tool_workers) == (100, 100)
     assert config.MAX_POOL_WORKERS == 512
+
+
+def _numeric_settings() -> list[tuple[str, str, type]]:
+    """(section, key, int or float) of every number setting of every section."""
+    found = []
+    for section, field in config.Settings.model_fields.items():
+        model = field.annotation
+        for key, info in model.model_fields.items():  # type: ignore[union-attr]
+            if info.annotation in (int, float):
+                found.append((section, key, info.annotation))
+    return found
+
+
+NUMERIC = _numeric_settings()
+
+
+def test_every_number_setting_is_bounded_above() -> None:
+    """Each int or float setting has a ceiling (a count, a size, a timer): none is open-ended."""
+    unbounded = [f"{section}.{key}" for section, key, _ in NUMERIC
+                 if not any(hasattr(meta, "le") or hasattr(meta, "lt")
+                            for meta in getattr(config.Settings.model_fields[section].annotation, "model_fields")[key].metadata)]
+    assert not unbounded and len(NUMERIC) > 50
+
+
+@pytest.mark.parametrize("section,key,kind", NUMERIC, ids=[f"{s}.{k}" for s, k, _ in NUMERIC])
+def test_inf_nan_and_huge_values_name_their_key(section: str, key: str, kind: type) -> None:
+    """``[pools] tool_timeout_s = inf`` and ``[retry] backoff_s = 1e308`` were accepted (issue 28): every
+    number setting refuses inf, nan and a value past its ceiling, naming its key, in a file and in the
+    environment."""
+    bad = ["inf", "nan", "-inf", "1e308"] if kind is float else ["99999999999999999", "1e308"]
+    for value in bad:
+        with pytest.raises(ConfigError, match=rf"{section}\.{key}: "):
+            config.parse(f"[{section}]\n{key} = {value}\n")
+        with pytest.raises(ConfigError, match=rf"{section}\.{key}: "):
+            config.load(environ={"PEGASUS_CONFIG": "/dev/null", f"PEGASUS_{section.upper()}__{key.upper()}": value})
+
+
+@pytest.mark.parametrize("text,key", [
+    ("[[verification.gates]]\nname = 'g'\ncommand = ['true']\ntimeout_s = inf", "verification.gates.0.timeout_s"),
+    ("[[mcp.servers]]\nname = 's'\ncommand = 'x'\ntimeout_s = 1e308", "mcp.servers.0.timeout_s"),
+    ("[llm.tiers.fast]\nmodel = 'm'\nrpm = 1e30", "llm.tiers.fast.rpm"),
+    ("[llm.prices.m]\ninput = nan\noutput = 1", "llm.prices.m.input"),
+])
+def test_nested_number_settings_are_bounded_too(text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        config.parse(text)

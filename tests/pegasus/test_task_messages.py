@@ -203,3 +203,32 @@ def test_a_parent_waiting_for_its_sub_tasks_gets_the_message_in_its_context() ->
     sent, effects = admission.message("t1", "also the 2023 papers")
     assert (sent["delivery"], effects) == ("when its sub-tasks have ended", [])
     assert record.snapshot.context.messages[-1] == {"role": "user", "content": "also the 2023 papers"}
+
+
+# -- the caps (issue 28: 3,000 messages of 2 KB were taken, 6 MB stored) -----------------------------------
+
+
+@pytest.mark.parametrize("store", ["null", "sqlite"])
+def test_a_task_takes_messages_up_to_its_caps_and_a_refused_one_changes_nothing(store: str, tmp_path: Any) -> None:
+    from pegasus.errors import MessageLimitReached
+    from pegasus.store import Store
+
+    counter = itertools.count(1)
+    settings = Settings().with_overrides({"runtime": {"task_messages_max": 3, "task_messages_max_bytes": 1024}})
+    port = Store(tmp_path / "p.db") if store == "sqlite" else None
+    admission = Admission(settings, clock=lambda: 0.0, id_factory=lambda: f"t{next(counter)}", store=port)
+    admission.submit("a", "classic", 5, {}, "t")
+    admission.submit("b", "classic", 5, {}, "t")
+    for n in range(3):
+        admission.message("t1", f"message {n}")
+    inbox = admission.get("t1").inbox
+    with pytest.raises(MessageLimitReached, match=r"has 3 messages: \[runtime\] task_messages_max is 3") as refused:
+        admission.message("t1", "one more")
+    assert (refused.value.cap, refused.value.limit) == ("task_messages_max", 3)
+    assert admission.store.message_totals("t1") == (3, 27) and admission.get("t1").inbox == inbox
+    admission.message("t2", "x" * 1000)  # another task has its own caps
+    with pytest.raises(MessageLimitReached, match=r"would be 1025 bytes together: \[runtime\] task_messages_max_bytes"):
+        admission.message("t2", "x" * 25)
+    assert admission.store.message_totals("t2") == (1, 1000)
+    if port is not None:
+        assert [n for n, _ in port.messages_after("t1", 0)] == [1, 2, 3]  # nothing refused was stored
