@@ -86,7 +86,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
                       supervision.TaskActorsDue()],
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
-              mcp.McpAnswer(2, False, None)],
+              mcp.McpAnswer(2, False, None), mcp.McpHeld((1, 2)), mcp.McpHeldAnswer((1, 2), (2,))],
         task_messages: [task_messages.SendMessage(task_id="t1", text="only papers from 2024"),
                         task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
         contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
