@@ -573,7 +573,8 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
 
 def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
     pegasus, _ = background
-    submits = pegasus.many(["submit", "help me"], ["submit", "sleep 5"], ["submit", "sleep 5"],
+    # 15 s steps: the suspend and the cancel must reach them mid-step, and a CLI call takes 2-3 s at a load of 10.
+    submits = pegasus.many(["submit", "help me"], ["submit", "sleep 15"], ["submit", "sleep 15"],
                            ["submit", "echo finished"])
     assert all(r.returncode == 0 for r in submits), submits
     helpme, long_task, doomed, finished = (r.stdout.strip() for r in submits)
@@ -606,14 +607,14 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     assert resumed_long.returncode == 0 and resumed_help.returncode == 0, (resumed_long, resumed_help)
     assert re.search(r"lifecycle: running\b", resumed_long.stdout), resumed_long.stdout
 
-    # Refusals while the system runs (the long task sleeps 5 s again): one line, exit 1.
+    # Refusals while the system runs (the long task sleeps 15 s again): one line, exit 1.
     unknown, resume_done, approve_running, retry_done, cancel_canceled, start_again = pegasus.many(
         ["status", "no-such-task"], ["resume", finished], ["approve", long_task], ["retry", finished],
         ["cancel", doomed], ["start"])
     assert_failure(unknown, "no-such-task")
     assert_failure(resume_done, "done")
     # Refused in one line whatever state the resumed task reached meanwhile (on a loaded machine these six
-    # commands can outlast its 5 s step: it may be done already).
+    # commands can outlast its 15 s step: it may be done already).
     assert_failure(approve_running)
     assert re.search(r"'(running|done)'", approve_running.stderr), approve_running.stderr
     assert_failure(retry_done, "done")
