@@ -146,3 +146,36 @@ def test_finished_tasks_leave_memory_only_when_the_store_keeps_them(tmp_path: Pa
     kept, _ = volatile.submit("echo hi", "classic", 5, {}, "t")
     volatile.cancel(kept.task_id, "x")
     assert kept.task_id in volatile.records and volatile.counts() == {"canceled": 1}
+
+
+def _failed_before_a_restart(path: Path, **overrides) -> tuple[Admission, str]:
+    """A task failed under one Admission; a second one on the same database, restored (a new start)."""
+    first = admission_on(path, **overrides)
+    task, _ = first.submit("fail once", "classic", 5, {}, "t")
+    fsm = TaskFSM.restore(task.snapshot)
+    fsm.transition("TASK_CREATED")
+    fsm.transition("TASK_FAILED", error="boom")
+    first.on_stopped(task.task_id, 1, fsm.state, fsm.snapshot(), "exception")
+    first.store.close()
+    again = Admission(first.settings, clock=lambda: 1000.0, store=Store(path / "p.db"))
+    again.restore()
+    assert task.task_id not in again.records and again.get(task.task_id).state == "failed"  # only the store has it
+    return again, task.task_id
+
+
+def test_a_task_failed_before_a_restart_is_retried_at_once(tmp_path: Path) -> None:
+    """Issue 28: its queue entry named a record only the store had; the slot-filling raised KeyError."""
+    admission, task_id = _failed_before_a_restart(tmp_path, retry={"backoff_s": 0})
+    started = [e for e in admission.retry(task_id) if isinstance(e, StartRun)]
+    assert [e.task_id for e in started] == [task_id] and started[0].snapshot.state == "idle"
+    assert admission.running == {task_id} and admission.records[task_id].attempts == 2
+    assert admission.store.task_row(task_id)["lifecycle_state"] == "running"
+
+
+def test_a_task_failed_before_a_restart_is_retried_after_its_backoff(tmp_path: Path) -> None:
+    admission, task_id = _failed_before_a_restart(tmp_path, retry={"backoff_s": 2})
+    clock = [1000.0]
+    admission.clock = lambda: clock[0]
+    assert not any(isinstance(e, StartRun) for e in admission.retry(task_id))
+    clock[0] += 2
+    assert [e.task_id for e in admission.wake(task_id) if isinstance(e, StartRun)] == [task_id]
