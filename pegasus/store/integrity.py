@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from pegasus.store.errors import StoreDamaged, StoreError, StoreReplaced
+from pegasus.store.errors import StoreCorrupt, StoreDamaged, StoreError, StoreReplaced, StoreUnavailable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -31,6 +31,25 @@ def check_header(path: Path) -> None:
         raise StoreError(f"cannot read store {path}: {exc.strerror}") from None
     if head and head != SQLITE_HEADER:
         raise StoreDamaged(path, "file header", f"not an SQLite database (it starts with {head!r})")
+
+
+def verify_header(path: Path) -> None:
+    """StoreCorrupt when the open database's file lost its header (truncated, or written over) while in use.
+
+    SQLite would go on from its page cache and its WAL, and its next checkpoint
+    would write pages into the damaged file: the damage is found here, before a
+    write, not after more is lost.  One read of 16 bytes per write transaction.
+    """
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return  # deleted: FileIdentity.verify says so
+    except OSError as exc:
+        raise StoreUnavailable(path, f"cannot read store {path}: {exc.strerror}") from None
+    if head != SQLITE_HEADER:
+        raise StoreCorrupt(path, f"truncated to {path.stat().st_size} bytes" if len(head) < len(SQLITE_HEADER)
+                           else f"its header was overwritten (it starts with {head[:8]!r})")
 
 
 def check_contents(db: sqlite3.Connection, path: Path, known_version: int) -> int:

@@ -1,0 +1,71 @@
+"""A database damaged under a running system (issue 28): truncated, or bytes written over it.
+
+Before, the error said the store "resumes by itself" (it never can), ``stats``
+got no reply within 30 s and a write was tried every second for ever.  Now the
+damage is named with what to do (restore a backup), ``stats`` answers, the log
+says it once, no write is tried again and the unfinished tasks are saved beside
+the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from actors.client import RequestError
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _truncate(database: Path) -> None:
+    os.truncate(database, 0)
+
+
+def _overwrite_header(database: Path) -> None:
+    with open(database, "r+b") as file:
+        file.write(os.urandom(100))  # the header: SQLite no longer knows the file
+
+
+@pytest.mark.parametrize("damage", [_truncate, _overwrite_header], ids=["truncated", "header-overwritten"])
+def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pegasus, state_dir: Path,
+                                                                              damage) -> None:
+    client = pegasus()
+    for task in client.submit_many([f"echo {n}" for n in range(20)]):
+        client.wait(task["task_id"])
+    client.close()
+    client = pegasus()  # a fresh start: the damage is read, not served from a cache
+    supervisor = client.stats()["supervisor_pid"]
+    waiting = client.submit("sleep 60 and echo unsaved")["task_id"]
+    database = state_dir / "pegasus.db"
+    damage(database)
+
+    def refused() -> RequestError | None:
+        try:
+            client.list(limit=100)
+            client.submit("echo after the damage")
+        except RequestError as exc:
+            return exc
+        return None
+    error = wait_for(refused, what="a request refused")
+    assert error.error_type == "StoreCorrupt", error
+    assert f"store {database} is damaged" in str(error) and "cannot resume by itself" in str(error)
+    assert "restore a backup" in str(error) and "resumes by itself" not in str(error).replace("cannot resume", "")
+
+    for _ in range(2):  # answered (the client's own timeout), not "no reply within 30s"
+        stats = client.stats()
+        assert stats["store"]["state"] == "damaged" and stats["store"]["writable"] is False
+        assert "pegasus stop" in stats["store"]["action"] and "pegasus start" in stats["store"]["action"]
+        assert stats["supervisor_pid"] == supervisor  # not crash-looping
+    with pytest.raises(RequestError, match="is damaged"):
+        client.submit("echo still refused")
+
+    saved = state_dir / "pegasus.db.unsaved-tasks.json"
+    wait_for(saved.exists, what="the unfinished tasks saved beside the store")
+    assert waiting in {task["task_id"] for task in json.loads(saved.read_text())["tasks"]}
+    events = [json.loads(line)["event"] for line in (state_dir / "logs" / "pegasus.jsonl").read_text().splitlines()]
+    assert events.count("store_damaged") == 1, events[-20:]
+    assert "store_available" not in events
