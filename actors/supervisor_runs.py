@@ -159,6 +159,10 @@ class RunsAndStore:
         self.log.info("backup_written", path=report["path"], tasks=report["tasks"], seconds=report["seconds"])
         return report
 
+    @request_handler
+    def receiveMsg_StoreStatus(self, request: m.StoreStatus, sender: Any) -> Any:
+        return self._store_status()
+
     def _store_failed(self, error: StoreUnavailable) -> None:
         """A write (or read) failed for want of a store: what ``pegasus.store.health`` decides, carried out."""
         self._carry_out_health(self.store_health.failed(error, time.monotonic()))

@@ -60,6 +60,7 @@ def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pe
         assert stats["store"]["state"] == "damaged" and stats["store"]["writable"] is False
         assert "pegasus stop" in stats["store"]["action"] and "pegasus start" in stats["store"]["action"]
         assert stats["supervisor_pid"] == supervisor  # not crash-looping
+    assert client.store_status()["state"] == "damaged"  # what /healthz shows (with ok false)
     with pytest.raises(RequestError, match="is damaged"):
         client.submit("echo still refused")
 
