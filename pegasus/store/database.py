@@ -38,6 +38,7 @@ class Database:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
         self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
+        self._header_fd: int | None = None
         try:
             private_dir(self.path.parent)
         except OSError as exc:
@@ -61,6 +62,7 @@ class Database:
             self._migrate(version)
             integrity.check_tables(self.db, self.path, TABLES)
             self.identity = integrity.FileIdentity.of(self.path)
+            self._header_fd = os.open(self.path, os.O_RDONLY)  # the file opened, read before each write
             for companion in (f"{self.path}-wal", f"{self.path}-shm"):  # left wide by an older Pegasus
                 if os.path.exists(companion):
                     os.chmod(companion, PRIVATE_FILE)
@@ -73,6 +75,9 @@ class Database:
 
     def close(self) -> None:
         self.db.close()
+        if self._header_fd is not None:
+            os.close(self._header_fd)
+            self._header_fd = None
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self, version: int) -> None:
@@ -91,7 +96,8 @@ class Database:
         StoreCorrupt if that file lost its header)."""
         if self.identity is not None:
             self.identity.verify(self.path)
-            integrity.verify_header(self.path)
+        if self._header_fd is not None:
+            integrity.verify_header(self._header_fd, self.path)
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
