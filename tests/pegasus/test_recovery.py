@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
+
 from pegasus.admission import Admission, RunGate, StartRun
 from pegasus.config import Settings
 from pegasus.store import Checkpointer, Store, kind_for
-from pegasus.task import TaskFSM
+from pegasus.task import InvalidStateTransition, TaskFSM
 
 
 def admission_on(path: Path, **overrides) -> Admission:
@@ -179,3 +181,16 @@ def test_a_task_failed_before_a_restart_is_retried_after_its_backoff(tmp_path: P
     assert not any(isinstance(e, StartRun) for e in admission.retry(task_id))
     clock[0] += 2
     assert [e.task_id for e in admission.wake(task_id) if isinstance(e, StartRun)] == [task_id]
+
+
+def test_every_other_request_on_a_task_failed_before_a_restart_is_refused_cleanly(tmp_path: Path) -> None:
+    """Approve, suspend, resume, message and cancel read it from the store and refuse a failed task; the tree
+    shows it; none of them leaves it in memory (only a retry, which moves it, does)."""
+    admission, task_id = _failed_before_a_restart(tmp_path)
+    for request in (lambda: admission.approve(task_id), lambda: admission.suspend(task_id, "r"),
+                    lambda: admission.resume(task_id, None), lambda: admission.message(task_id, "hi"),
+                    lambda: admission.cancel(task_id, "r")):
+        with pytest.raises(InvalidStateTransition):
+            request()
+    assert admission.tree.subtree(task_id)["lifecycle_state"] == "failed"
+    assert task_id not in admission.records and admission.store.task_row(task_id)["lifecycle_state"] == "failed"
