@@ -202,6 +202,9 @@ def stats_text(stats: dict[str, Any]) -> str:
             lines.append(f"  {where:<30} {usage_text(model)}")
     if not stats["store"]["writable"]:
         lines.append(f"store:   takes no writes: {clean(stats['store']['error'])}")
+        action = stats["store"].get("action")
+        if action and action not in stats["store"]["error"]:
+            lines.append(f"         to go on: {clean(action)}")
     if stats.get("rejected_frames"):
         lines.append(f"refused: {stats['rejected_frames']} frames that failed authentication")
     if "members" in stats:
