@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,10 @@ def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pe
     saved = state_dir / "pegasus.db.unsaved-tasks.json"
     wait_for(saved.exists, what="the unfinished tasks saved beside the store")
     assert waiting in {task["task_id"] for task in json.loads(saved.read_text())["tasks"]}
-    events = [json.loads(line)["event"] for line in (state_dir / "logs" / "pegasus.jsonl").read_text().splitlines()]
-    assert events.count("store_damaged") == 1, events[-20:]
-    assert "store_available" not in events
+    log = state_dir / "logs" / "pegasus.jsonl"
+
+    def events() -> list[str]:  # a line being written may be cut short: skipped
+        return [found.group(1) for found in map(re.compile(r'"event": "(\w+)"').search, log.read_text().splitlines())
+                if found]
+    wait_for(lambda: "store_tasks_saved" in events(), what="the log saying so (the logger writes on its own time)")
+    assert events().count("store_damaged") == 1 and "store_available" not in events(), events()[-20:]
