@@ -69,8 +69,8 @@ class StoreCorrupt(StoreUnavailable):
     """The open database is damaged (truncated, overwritten, its tables gone): it cannot resume by itself."""
 
     def __init__(self, path: Path, detail: str) -> None:
-        self.action = (f"restore a backup: `pegasus stop`; move {path.name}, {path.name}-wal and {path.name}-shm "
-                       f"out of {path.parent}; copy the backup (`pegasus backup` made it) to {path}; `pegasus start`")
+        self.action = ("restore a backup (`pegasus backup` made it): `pegasus stop`; `pegasus restore BACKUP` "
+                       f"(it keeps the damaged {path.name} aside); `pegasus start`")
         super().__init__(path, f"store {path} is damaged ({detail}): it cannot resume by itself; "
                                f"no work is accepted. To go on, {self.action}")
 

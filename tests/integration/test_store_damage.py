@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,8 @@ def _overwrite_header(database: Path) -> None:
 
 @pytest.mark.parametrize("damage", [_truncate, _overwrite_header], ids=["truncated", "header-overwritten"])
 def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pegasus, state_dir: Path,
+                                                                              tmp_path: Path, free_port: int,
+                                                                              subprocess_env: dict[str, str],
                                                                               damage) -> None:
     client = pegasus()
     for task in client.submit_many([f"echo {n}" for n in range(20)]):
@@ -41,6 +45,7 @@ def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pe
     client = pegasus()  # a fresh start: the damage is read, not served from a cache
     supervisor = client.stats()["supervisor_pid"]
     waiting = client.submit("sleep 60 and echo unsaved")["task_id"]
+    client.backup(tmp_path / "backup.db")
     database = state_dir / "pegasus.db"
     damage(database)
 
@@ -75,3 +80,12 @@ def test_a_database_damaged_under_a_running_system_is_named_and_stats_answers(pe
                 if found]
     wait_for(lambda: "store_tasks_saved" in events(), what="the log saying so (the logger writes on its own time)")
     assert events().count("store_damaged") == 1 and "store_available" not in events(), events()[-20:]
+
+    client.close()  # what the action says: stop, restore the backup, start
+    restored = subprocess.run([sys.executable, "-m", "actors.cli", "restore", str(tmp_path / "backup.db")],
+                              env={**subprocess_env, "PEGASUS_HOME": str(state_dir),
+                                   "PEGASUS_SYSTEM__ADMIN_PORT": str(free_port)},
+                              capture_output=True, text=True, timeout=120)
+    assert restored.returncode == 0 and "restored 21 tasks" in restored.stdout, restored.stderr
+    again = pegasus()
+    assert len(again.list()) == 21 and again.get(waiting)["lifecycle_state"] in ("queued", "running")

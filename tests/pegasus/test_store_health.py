@@ -119,7 +119,7 @@ def test_a_header_written_over_is_damage_found_before_the_next_write(store: Stor
         file.write(b"\xff" * 100)
     with pytest.raises(StoreCorrupt, match="header was overwritten") as found:
         store.probe()
-    assert "cannot resume by itself" in str(found.value) and "copy the backup" in str(found.value)
+    assert "cannot resume by itself" in str(found.value) and "pegasus restore BACKUP" in str(found.value)
 
 
 def test_a_page_written_over_is_found_by_the_check(store: Store) -> None:
