@@ -232,6 +232,10 @@ class Client(MemoryClient, TriggersClient):
     def stats(self) -> dict[str, Any]:
         return self._ask(m.Stats())
 
+    def store_status(self) -> dict[str, Any]:
+        """The store's health: state (writable, full, unavailable, damaged, replaced), error, what to do."""
+        return self._ask(m.StoreStatus())
+
     def queued(self, task_id: str) -> int:
         """How many transitions of the task came and wait for a ``follow`` to read them."""
         return sum(isinstance(notice, m.TransitionNotice) for notice in self._notices.get(task_id, ()))

@@ -180,7 +180,9 @@ class ClientBackend:
     def ready(self) -> dict[str, Any]:
         with self.requests.client() as client:
             located = _translated(client.locate)
-        return {"generation": located.get("generation"), "restarts": located.get("restarts")}
+            store = _translated(client.store_status)
+        return {"generation": located.get("generation"), "restarts": located.get("restarts"), "store": store,
+                **({} if store["state"] not in ("damaged", "replaced") else {"ok": False})}
 
     def open_stream(self, task_id: str) -> ClientStream:
         return ClientStream(self.streams, task_id)

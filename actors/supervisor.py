@@ -18,6 +18,7 @@ import dataclasses
 import gc
 import itertools
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -133,7 +134,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         with self.store.group():
             effects = admission.restore()
         self.admission = admission
-        self.store_health.recovered()
+        self._carry_out_health(self.store_health.recovered(time.monotonic()))
         self._carry_out(effects)
         self._reflections_restored()
 
@@ -282,7 +283,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
             self.send(client, m.Reply(request_id, True, data={
                 "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
                 "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
-                "tasks": self.admission.counts(), "pools": parts, "subscribers": len(self.subscribers),
+                "tasks": self._task_counts(), "pools": parts, "subscribers": len(self.subscribers),
                 "task_actors": self.task_actors.view(), "store": self._store_status(),
                 "rejected_frames": rejected_count(self.admission.settings.state_dir()),
                 "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),

@@ -8,6 +8,9 @@ writes the supervisor's own fields.
 
 from __future__ import annotations
 
+import json
+import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,9 +20,12 @@ from thespian.actors import ChildActorExited
 from actors import messages as m
 from actors.request_handler import request_handler
 from pegasus.admission import Admission, StopRun
-from pegasus.store import StoreError, StoreUnavailable
-from pegasus.store.health import PROBE_S
+from pegasus.files import write_private
+from pegasus.store import StoreError, StoreUnavailable, health
+from pegasus.store.sqlite import TERMINAL
 from pegasus.task import LifecycleState, PoolName, StageName
+
+UNSAVED = "pegasus.db.unsaved-tasks.json"  # the unfinished tasks as memory had them when the store was found damaged
 
 
 class RunsAndStore:
@@ -153,17 +159,53 @@ class RunsAndStore:
         self.log.info("backup_written", path=report["path"], tasks=report["tasks"], seconds=report["seconds"])
         return report
 
-    def _store_failed(self, error: StoreUnavailable) -> None:
-        """A write failed for want of a store (disk full, file deleted or replaced).
+    @request_handler
+    def receiveMsg_StoreStatus(self, request: m.StoreStatus, sender: Any) -> Any:
+        return self._store_status()
 
-        Memory may now be ahead of the store, so it is dropped: every run is
-        stopped and Admission re-reads the store (which answers reads meanwhile).
-        Every ``health.PROBE_S`` a write is tried; once one works the tasks are
-        restored as at a start, and run on.
-        """
-        if not self.store_health.failed(error):
-            return
-        self.log.error("store_unavailable", error=str(error))
+    def _store_failed(self, error: StoreUnavailable) -> None:
+        """A write (or read) failed for want of a store: what ``pegasus.store.health`` decides, carried out."""
+        self._carry_out_health(self.store_health.failed(error, time.monotonic()))
+
+    def _carry_out_health(self, commands: list[health.Command]) -> None:
+        for command in commands:
+            if isinstance(command, health.Report):
+                getattr(self.log, command.level)(command.event, **command.fields)
+            elif isinstance(command, health.HaltWork):
+                self._halt_work()
+            elif isinstance(command, health.SaveTasks):
+                self._save_unfinished()
+            elif isinstance(command, health.ProbeAfter):
+                self.wakeupAfter(timedelta(seconds=command.seconds), payload=m.StoreProbe())
+            elif isinstance(command, health.TruncateWal) and self.store is not None:
+                self._truncate_wal(command.probing)
+            elif isinstance(command, health.TryWrite) and self.store is not None:
+                self._try_write()
+            elif isinstance(command, health.CheckFile) and self.store is not None:
+                damage = self.store.damage()
+                if damage is not None:
+                    self._store_failed(damage)
+
+    def _truncate_wal(self, probing: bool) -> None:
+        assert self.store is not None
+        failure: StoreUnavailable | None = None
+        freed = 0
+        try:
+            freed = self.store.truncate_wal()
+        except StoreUnavailable as exc:  # not folded in whole yet (no room to): the next probe tries again
+            failure = exc
+        except StoreError as exc:
+            self.log.warning("store_wal_kept", error=str(exc))
+        else:
+            if freed:
+                self.log.warning("store_wal_truncated", bytes_freed=freed)
+        if probing:
+            self._carry_out_health(self.store_health.wal_folded(failure, time.monotonic(), freed))
+
+    def _halt_work(self) -> None:
+        """Memory may now be ahead of the store, so it is dropped: every run is stopped and Admission
+        re-reads the store (which answers reads meanwhile); one that cannot be read leaves it as it was."""
+        error = self.store_health.error
         verifying = [r.task_id for r in self.admission.records.values() if r.state == LifecycleState.VERIFYING] \
             if self.admission is not None else []
         self._carry_out([StopRun(task_id, 0) for task_id in self.task_actors.running()])
@@ -178,25 +220,46 @@ class RunsAndStore:
             self.admission = Admission(self.settings, store=self.store)
         except StoreError as exc:
             self.log.error("store_unreadable", error=str(exc))
-        self.wakeupAfter(timedelta(seconds=PROBE_S), payload=m.StoreProbe())
+
+    def _save_unfinished(self) -> None:
+        """The unfinished tasks as memory has them, to ``UNSAVED`` beside a damaged store: what it may have
+        lost of them, for the operator to compare with the backup restored (and submit again)."""
+        if self.admission is None or self.store is None:
+            return
+        tasks = [{"task_id": r.task_id, "lifecycle_state": r.state, "state": r.snapshot.state, "machine": r.machine,
+                  "priority": r.priority, "input": r.snapshot.context.input_text,
+                  "metadata": dict(r.lifecycle.metadata)}
+                 for r in self.admission.records.values() if r.state not in TERMINAL]
+        target = self.store.path.with_name(UNSAVED)
+        try:
+            write_private(target, json.dumps({"store": str(self.store.path), "tasks": tasks}, indent=1).encode())
+        except OSError as exc:
+            self.log.error("store_tasks_not_saved", tasks=len(tasks), error=str(exc))
+            return
+        self.log.error("store_tasks_saved", tasks=len(tasks), path=str(target))
 
     def _probe_store(self) -> None:
-        failed = self.store_health.error
-        if failed is None or self.store is None:
-            return
+        self._carry_out_health(self.store_health.probe())
+
+    def _try_write(self) -> None:
+        assert self.store is not None
         try:
             self.store.probe()
             self._restore()
+        except StoreUnavailable as exc:
+            self._carry_out_health(self.store_health.probe_failed(exc, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - whatever it was, try again later (never stay stopped)
-            if isinstance(exc, StoreUnavailable):
-                self.store_health.failed(exc)
-            else:
-                self.log.exception("store_restore_failed")
-            if not self.store_health.writable:
-                self.wakeupAfter(timedelta(seconds=PROBE_S), payload=m.StoreProbe())
-            return
+            self.log.exception("store_restore_failed")
+            failure = StoreUnavailable(self.store.path, f"restoring from store {self.store.path} failed: {exc}")
+            self._carry_out_health(self.store_health.probe_failed(failure, time.monotonic()))
+
+    def _task_counts(self) -> dict[str, int]:
+        """Tasks per lifecycle state: the store's, or what memory holds while the store cannot be read."""
         assert self.admission is not None
-        self.log.warning("store_available", error_was=str(failed), restored=len(self.admission.records))
+        try:
+            return self.admission.counts()
+        except StoreError:
+            return dict(Counter(record.state for record in self.admission.records.values()))
 
     def _store_status(self) -> dict[str, Any]:
         assert self.store is not None

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="where to write the copy (mode 0600)"
                    ).complete = shtab.FILE  # type: ignore[attr-defined]
     p.add_argument("--force", action="store_true", help="replace the file if it exists")
+    p = command("restore", system.restore, "put a backup in place of the database (the system stopped)")
+    p.add_argument("path", metavar="PATH", help="the backup (pegasus backup wrote it)"
+                   ).complete = shtab.FILE  # type: ignore[attr-defined]
 
     tokens.add_commands(sub, on_system)
     dashboard.add_command(sub, on_system)

@@ -1,9 +1,10 @@
-"""Commands about the system: start, stop, join (a convention), stats, backup."""
+"""Commands about the system: start, stop, join (a convention), stats, backup, restore."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from actors import convention
 from actors.cli import views
@@ -11,7 +12,8 @@ from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client import Client, resolved, spec_for
 from actors.ownership import address_in_use
 from actors.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
-from pegasus.store.backup import backup_file
+from pegasus.errors import PegasusError
+from pegasus.store.backup import backup_file, restore_file
 from pegasus.store.sqlite import DB_FILE
 
 
@@ -84,4 +86,20 @@ def backup(args: argparse.Namespace) -> int:
         with client:
             report = client.backup(target, overwrite=args.force)
     emit(args, report, f"backup written: {report['path']} ({report['tasks']} tasks, {report['bytes']} bytes)")
+    return EXIT_OK
+
+
+def restore(args: argparse.Namespace) -> int:
+    """Put a backup in place of the database (a damaged one, say); the system must be stopped."""
+    settings = resolved(settings_of(args))
+    try:
+        Client.connect(settings).close()
+    except SystemNotRunningError:
+        pass
+    else:
+        raise PegasusError("the system is running: stop it first (pegasus stop), then restore")
+    report = restore_file(Path(os.path.abspath(args.path)), settings.state_dir() / DB_FILE)
+    kept = f"; the files it replaced are kept as {', '.join(report['kept'])}" if report["kept"] else ""
+    emit(args, report, f"restored {report['tasks']} tasks from {os.path.abspath(args.path)} into {report['path']}"
+                       f"{kept}; start the system with pegasus start")
     return EXIT_OK

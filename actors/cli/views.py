@@ -202,6 +202,9 @@ def stats_text(stats: dict[str, Any]) -> str:
             lines.append(f"  {where:<30} {usage_text(model)}")
     if not stats["store"]["writable"]:
         lines.append(f"store:   takes no writes: {clean(stats['store']['error'])}")
+        action = stats["store"].get("action")
+        if action and action not in stats["store"]["error"]:
+            lines.append(f"         to go on: {clean(action)}")
     for kind, records in (stats.get("quarantined") or {}).items():  # stored records set aside, with their errors
         for record in records:
             lines.append(f"quarantined: {kind[:-1] if kind.endswith('s') else kind} {clean(record['name'])}: "

@@ -22,7 +22,7 @@ from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpL
 from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
 from actors.messages.requests import (
     LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
-    Resume, Retry, Stats, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
+    Resume, Retry, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
     revalidate,
 )
 from actors.messages.stage_work import (
@@ -46,7 +46,7 @@ __all__ = [
     "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
-    "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "Submit",
+    "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "StoreStatus", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",

@@ -122,6 +122,9 @@ class Unsubscribe(Request):
 class Stats(Request):
     pass
 
+class StoreStatus(Request):
+    """The store's health alone (``/healthz``): answered at once, reads nothing, asks no pool."""
+
 class Backup(Request):
     """Copy the database to ``path`` (absolute, on the supervisor's machine) with SQLite's backup API."""
 

@@ -68,7 +68,7 @@ class Admission(Messages):
 
     # -- queries -------------------------------------------------------------------------------
     def get(self, task_id: str) -> TaskRecord:
-        """The task's record; a done or canceled task comes from the store (read-only)."""
+        """The task's record; one not in memory (ended, or failed before this start) is read from the store."""
         record = self.records.get(task_id)
         if record is not None:
             return record
@@ -422,6 +422,8 @@ class Admission(Messages):
             # Finished for good: the store answers for it from now on (memory stays flat
             # however many tasks a system runs).  Failed ones stay: they may be retried.
             self.records.pop(record.task_id, None)
+        else:  # still moving: held where the queue and reports look it up (also one read from the store)
+            self.records[record.task_id] = record
         return [notice, *ended]
 
     def _notify(self, record: TaskRecord, source: str, target: str, event: str, reason: str = "") -> TransitionNotice:

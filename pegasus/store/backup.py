@@ -86,6 +86,31 @@ def backup_file(database: Path, target: Path | str, *, overwrite: bool = False) 
         source.close()
 
 
+def restore_file(source: Path, database: Path) -> dict[str, Any]:
+    """Put the backup ``source`` in place of ``database`` (no system running): the files there now
+    (database, -wal, -shm) are kept aside as ``<name>.before-restore-<stamp>``, the backup copied
+    and checked as ``backup`` does.  A copy that fails puts the files back."""
+    if not source.is_file():
+        raise StoreError(f"no backup at {source}")
+    if source.resolve() == database.resolve():
+        raise StoreError(f"{source} is the store itself: give a backup")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = [(database.with_name(database.name + suffix),
+              database.with_name(f"{database.name}.before-restore-{stamp}{suffix}")) for suffix in ("", "-wal", "-shm")]
+    moved = []
+    for current, kept in aside:
+        if current.exists():
+            os.replace(current, kept)
+            moved.append((current, kept))
+    try:
+        report = backup_file(source, database)
+    except BaseException:
+        for current, kept in moved:
+            os.replace(kept, current)
+        raise
+    return {**report, "kept": [str(kept) for _, kept in moved]}
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:

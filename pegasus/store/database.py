@@ -14,8 +14,11 @@ from typing import Any
 
 from pegasus.files import PRIVATE_FILE, open_private, private_dir
 from pegasus.store import backup as backups, integrity
-from pegasus.store.errors import StoreError, StoreUnavailable, classify
+from pegasus.store.errors import StoreCorrupt, StoreDamaged, StoreError, StoreUnavailable, classify
 from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+
+
+TIGHT_WAL_PAGES = 64  # the WAL's checkpoint threshold once its disk was found full (SQLite's default: 1000)
 
 
 def now_iso() -> str:
@@ -35,6 +38,7 @@ class Database:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
         self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
+        self._header_fd: int | None = None
         try:
             private_dir(self.path.parent)
         except OSError as exc:
@@ -58,6 +62,7 @@ class Database:
             self._migrate(version)
             integrity.check_tables(self.db, self.path, TABLES)
             self.identity = integrity.FileIdentity.of(self.path)
+            self._header_fd = os.open(self.path, os.O_RDONLY)  # the file opened, read before each write
             for companion in (f"{self.path}-wal", f"{self.path}-shm"):  # left wide by an older Pegasus
                 if os.path.exists(companion):
                     os.chmod(companion, PRIVATE_FILE)
@@ -70,6 +75,9 @@ class Database:
 
     def close(self) -> None:
         self.db.close()
+        if self._header_fd is not None:
+            os.close(self._header_fd)
+            self._header_fd = None
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self, version: int) -> None:
@@ -84,9 +92,12 @@ class Database:
 
     # -- transactions ------------------------------------------------------------------------
     def _begin(self) -> None:
-        """BEGIN IMMEDIATE on the file this store opened (StoreReplaced if the path names another now)."""
+        """BEGIN IMMEDIATE on the file this store opened (StoreReplaced if the path names another now,
+        StoreCorrupt if that file lost its header)."""
         if self.identity is not None:
             self.identity.verify(self.path)
+        if self._header_fd is not None:
+            integrity.verify_header(self._header_fd, self.path)
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -173,6 +184,38 @@ class Database:
         """One small write: StoreUnavailable while the store still cannot take writes."""
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('probe', ?)", (now_iso(),))
+
+    def truncate_wal(self) -> int:
+        """Checkpoint the WAL into the database and truncate it: its space back to the disk (a full one).
+        Answers the bytes the WAL gave back; StoreError when it could not be folded in whole.
+
+        From then on the WAL is kept small (``TIGHT_WAL_PAGES``): left at SQLite's 1000 pages (4 MB) before a
+        checkpoint, it took back whatever was freed on a small disk within seconds (issue 28)."""
+        wal = Path(f"{self.path}-wal")
+        before = wal.stat().st_size if wal.exists() else 0
+        try:
+            self.db.execute(f"PRAGMA wal_autocheckpoint = {TIGHT_WAL_PAGES}")
+            self.db.execute(f"PRAGMA journal_size_limit = {TIGHT_WAL_PAGES * 4096}")
+            busy, _, _ = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as exc:
+            raise classify(exc, self.path) from None
+        if busy:
+            raise StoreError(f"store {self.path}: the WAL could not be checkpointed (busy)")
+        return before - (wal.stat().st_size if wal.exists() else 0)
+
+    def damage(self) -> StoreCorrupt | None:
+        """What is wrong with the open file, if it is damaged: our tables, then SQLite's ``quick_check``."""
+        try:
+            integrity.check_tables(self.db, self.path, TABLES)
+            problems = [row[0] for row in self.db.execute("PRAGMA quick_check(5)").fetchall()]
+        except StoreDamaged as exc:
+            return StoreCorrupt(self.path, str(exc).rsplit(": ", 1)[-1])
+        except sqlite3.Error as exc:  # an I/O error is not damage: only what SQLite calls corrupt is
+            found = classify(exc, self.path)
+            return found if isinstance(found, StoreCorrupt) else None
+        if problems != ["ok"]:
+            return StoreCorrupt(self.path, "PRAGMA quick_check: " + "; ".join(" ".join(p.split()) for p in problems))
+        return None
 
     def backup(self, target: Path | str, *, overwrite: bool = False) -> dict[str, Any]:
         """A consistent copy of the database at ``target`` (``pegasus.store.backup``)."""

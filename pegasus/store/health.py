@@ -1,42 +1,192 @@
-"""Whether the store takes writes, and what a refused request is told while it does not.  Pure.
+"""What state the store is in, when to probe it, and what to tell.  Pure: the clock is passed in.
 
-A write that fails for want of a store (a full disk, a database deleted or
-replaced) makes the supervisor stop every run and refuse new work; it tries a
-write every ``PROBE_S`` and, once one works, restores as at a start.
+A write (or read) that fails for want of a store moves it from writable to one of:
+
+- ``full`` (no space): the WAL is checkpointed and truncated, so what it held goes back to the disk
+  and space freed is not taken by it again; a write is tried every ``PROBE_S`` and the first that
+  works resumes the system (restored as at a start);
+- ``unavailable`` (an I/O error, read-only): the file is checked once (``CheckFile``: it may be
+  damaged), then probed with back-off from ``PROBE_S`` to ``PROBE_MAX_S``;
+- ``damaged`` (SQLite says corrupt or not a database, our tables are gone, ``quick_check`` fails)
+  and ``replaced`` (the file deleted or swapped): nothing can resume by itself, so no write is
+  tried again; the operator restores a backup (``action`` says how).  What memory holds of the
+  unfinished tasks is saved beside a damaged store first (``SaveTasks``).
+
+The first failure stops the work (``HaltWork``); each state is reported once, when it is entered.
+The supervisor carries the commands out (actors/supervisor_runs.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from pegasus.store.errors import StoreReplaced, StoreUnavailable
+from pegasus.store.errors import DiskFull, StoreCorrupt, StoreReplaced, StoreUnavailable
 
-PROBE_S = 1.0  # how often a supervisor whose store failed tries a write again
+PROBE_S = 1.0  # how often a full store is tried again (and the first retry of an unavailable one)
+PROBE_MAX_S = 30.0  # the longest wait between two probes of an unavailable store
+
+WRITABLE, FULL, UNAVAILABLE, DAMAGED, REPLACED = "writable", "full", "unavailable", "damaged", "replaced"
+FINAL = frozenset({DAMAGED, REPLACED})  # states only an operator ends
+
+
+@dataclass(frozen=True)
+class HaltWork:
+    """Stop every run and drop what memory holds ahead of the store (re-read it, when it can be)."""
+
+
+@dataclass(frozen=True)
+class ProbeAfter:
+    """Try a write again in ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TruncateWal:
+    """Checkpoint the WAL into the database and truncate it: its space back to the disk.  ``probing``:
+    tell ``wal_folded`` how it went (a probe goes on from there)."""
+
+    probing: bool = False
+
+
+@dataclass(frozen=True)
+class TryWrite:
+    """Make one small write; if it works, restore as at a start (``recovered``), else ``probe_failed``."""
+
+
+@dataclass(frozen=True)
+class CheckFile:
+    """Check the database file (schema, ``quick_check``); a damaged one is reported back as ``StoreCorrupt``."""
+
+
+@dataclass(frozen=True)
+class SaveTasks:
+    """Write the unfinished tasks as memory holds them beside the store: a damaged store may have lost them."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Log this once."""
+
+    level: str
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+Command = HaltWork | ProbeAfter | TruncateWal | TryWrite | CheckFile | SaveTasks | Report
+
+
+def state_of(error: StoreUnavailable | None) -> str:
+    if error is None:
+        return WRITABLE
+    if isinstance(error, DiskFull):
+        return FULL
+    if isinstance(error, StoreCorrupt):
+        return DAMAGED
+    if isinstance(error, StoreReplaced):
+        return REPLACED
+    return UNAVAILABLE
 
 
 class StoreHealth:
+    """The store's state, as the supervisor's writes and probes find it (see the module docstring)."""
+
     def __init__(self) -> None:
         self.error: StoreUnavailable | None = None
+        self.since: float | None = None  # when writes were first refused
+        self.probes = 0  # probes failed since
+        self.wal_freed = 0  # bytes the WAL gave back to a full disk, since the start
+
+    @property
+    def state(self) -> str:
+        return state_of(self.error)
 
     @property
     def writable(self) -> bool:
         return self.error is None
 
-    def failed(self, error: StoreUnavailable) -> bool:
-        """Record a failed write; True when the store was taking writes until now (the first failure)."""
+    @property
+    def probing(self) -> bool:
+        """Whether a probe is worth making (the store may come back by itself)."""
+        return self.state in (FULL, UNAVAILABLE)
+
+    def failed(self, error: StoreUnavailable, now: float) -> list[Command]:
+        """A write or read failed for want of a store: what to do about it."""
+        before = self.state
+        if before in FINAL:
+            return []  # only an operator ends these: a later error changes nothing
         first = self.error is None
         self.error = error
-        return first
+        if first:
+            self.since, self.probes = now, 0
+        commands: list[Command] = []
+        if self.state != before:
+            commands.append(Report("error", f"store_{self.state}", {"error": str(error), "action": self.action()}))
+        if self.state == DAMAGED:
+            commands.append(SaveTasks())  # before memory is dropped
+        if first:
+            commands.append(HaltWork())
+        if self.state == FULL and before != FULL:
+            commands.append(TruncateWal())
+        if self.state == UNAVAILABLE and before != UNAVAILABLE:
+            commands.append(CheckFile())
+        if first and self.probing:
+            commands.append(ProbeAfter(PROBE_S))
+        return commands
 
-    def recovered(self) -> None:
-        self.error = None
+    def probe(self) -> list[Command]:
+        """A probe is due.  On a full disk the WAL goes first (``wal_folded``)."""
+        if not self.probing:
+            return []  # writable again, or only an operator can end it: no write is tried
+        return [TruncateWal(probing=True)] if self.state == FULL else [TryWrite()]
+
+    def wal_folded(self, error: StoreUnavailable | None, now: float, freed: int = 0) -> list[Command]:
+        """The probe's WAL checkpoint worked (None) or failed.  Nothing is written until the WAL is folded
+        into the database: a write before would take the space freed, the restored runs the rest, and the
+        WAL, never checkpointed, would keep it all (issue 28: nothing resumed).  Folded, its space is free."""
+        self.wal_freed += freed
+        if isinstance(error, DiskFull):
+            return self.probe_failed(error, now)
+        return [TryWrite()]
+
+    def probe_failed(self, error: StoreUnavailable, now: float) -> list[Command]:
+        """A probe found the store still refusing: the next one, while it may come back by itself."""
+        self.probes += 1
+        commands = self.failed(error, now)
+        if self.probing:
+            wait = PROBE_S if self.state == FULL else min(PROBE_MAX_S, PROBE_S * 2 ** min(self.probes, 5))
+            commands.append(ProbeAfter(wait))
+        return commands
+
+    def recovered(self, now: float) -> list[Command]:
+        """A write worked again (or the system started)."""
+        if self.error is None:
+            return []
+        report = Report("warning", "store_available", {"error_was": str(self.error),
+                                                       "refused_s": round(now - (self.since or now), 3)})
+        self.error, self.since, self.probes = None, None, 0
+        return [report]
+
+    def action(self) -> str | None:
+        """What the operator does (None: nothing, it resumes by itself)."""
+        if isinstance(self.error, (StoreCorrupt, StoreReplaced)):
+            return self.error.action
+        if self.state == FULL:
+            return f"free space on {self.error.path.parent}; the system resumes by itself" if self.error else None
+        return None
 
     def refusal(self) -> str:
         """What a request that would write is told meanwhile."""
-        if isinstance(self.error, StoreReplaced):
+        if self.state in FINAL:
             return str(self.error)
+        if self.state == FULL:
+            return (f"{self.error}; the system takes no new work until space is freed there "
+                    f"(it tries every {PROBE_S:g} s and then resumes by itself)")
         return (f"{self.error}; the system takes no new work until the store can be written again "
-                f"(it tries every {PROBE_S:g} s and then resumes by itself)")
+                f"(it tries again, up to every {PROBE_MAX_S:g} s, and then resumes by itself)")
 
     def status(self, path: str) -> dict[str, Any]:
-        return {"path": path, "writable": self.error is None, "error": None if self.error is None else str(self.error)}
+        return {"path": path, "writable": self.error is None, "state": self.state,
+                "error": None if self.error is None else str(self.error), "action": self.action(),
+                "wal_freed_bytes": self.wal_freed}

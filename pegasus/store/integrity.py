@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from pegasus.store.errors import StoreDamaged, StoreError, StoreReplaced
+from pegasus.store.errors import StoreCorrupt, StoreDamaged, StoreError, StoreReplaced, StoreUnavailable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -31,6 +31,23 @@ def check_header(path: Path) -> None:
         raise StoreError(f"cannot read store {path}: {exc.strerror}") from None
     if head and head != SQLITE_HEADER:
         raise StoreDamaged(path, "file header", f"not an SQLite database (it starts with {head!r})")
+
+
+def verify_header(fd: int, path: Path) -> None:
+    """StoreCorrupt when the open database (``fd``, the file SQLite has open) lost its header while in use:
+    truncated, or written over.
+
+    SQLite would go on from its page cache and its WAL, and its next checkpoint
+    would write pages into the damaged file: the damage is found here, before a
+    write, not after more is lost.  One read of 16 bytes per write transaction.
+    """
+    try:
+        head = os.pread(fd, len(SQLITE_HEADER), 0)
+    except OSError as exc:
+        raise StoreUnavailable(path, f"cannot read store {path}: {exc.strerror}") from None
+    if head != SQLITE_HEADER:
+        raise StoreCorrupt(path, f"truncated to {os.fstat(fd).st_size} bytes" if len(head) < len(SQLITE_HEADER)
+                           else f"its header was overwritten (it starts with {head[:8]!r})")
 
 
 def check_contents(db: sqlite3.Connection, path: Path, known_version: int) -> int:

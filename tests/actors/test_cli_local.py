@@ -137,7 +137,7 @@ FLAGS = {  # the command line's contract, as the README lists it
     "message": SYSTEM, "watch": [*SYSTEM, "--interval", "--limit"], "wait": [*SYSTEM, "--timeout"],
     "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset"],
     "start": [*SYSTEM, "--leader", "--http"], "stop": SYSTEM, "join": [*SYSTEM, "--key-file", "--capability"],
-    "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "machines": ["-h", "--json", "--mermaid"],
+    "stats": SYSTEM, "backup": [*SYSTEM, "--force"], "restore": SYSTEM, "machines": ["-h", "--json", "--mermaid"],
     "tools": ["-h", "--json", "--config"], "completion": ["-h"], "schedule": ["-h"], "webhook": ["-h"],
     "token": ["-h"],
     "memory": ["-h"], "identity": ["-h", "--json", "--config"],

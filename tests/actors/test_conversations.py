@@ -56,7 +56,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
             requests.Get(task_id="t1"), requests.ListTasks(state="done", limit=5), requests.History(task_id="t1"),
             requests.Suspend(task_id="t1"), requests.Resume(task_id="t1", message="more"),
             requests.Cancel(task_id="t1"), requests.Approve(task_id="t1"), requests.Retry(task_id="t1"),
-            requests.Subscribe(task_id="t1"), requests.Unsubscribe(), requests.Stats(),
+            requests.Subscribe(task_id="t1"), requests.Unsubscribe(), requests.Stats(), requests.StoreStatus(),
             requests.Backup(path="/tmp/b.db"), requests.Locate(request_id="l"),
             requests.Reply("r", True, data={"task_id": "t1"}), requests.Reply("r", False, error="no", error_type="X"),
             TransitionNotice("t1", "lifecycle", "draft", "approved", "TASK_APPROVED", "now", {"reason": "auto"}),

@@ -102,3 +102,20 @@ def test_a_full_disk_refuses_work_at_once_keeps_tasks_and_resumes_without_a_rest
     with sqlite3.connect(f"file:{state_dir / 'pegasus.db'}?mode=ro", uri=True) as db:  # memory agrees with the database
         rows = dict(db.execute("SELECT task_id, lifecycle_state FROM tasks").fetchall())
     assert rows == {task_id: "done" for task_id in [*tasks, after]}
+
+
+def test_space_freed_on_a_full_disk_goes_to_the_tasks_not_the_wal(pegasus, state_dir: Path, small_disk: Path) -> None:
+    """Issue 28: the WAL took back what was freed and nothing resumed.  Now, while writes are refused, the
+    WAL is checkpointed and truncated before anything is written again: a little space freed is enough."""
+    client = pegasus(runtime={"max_active_tasks": 2})
+    tasks = [client.submit(f"sleep 0.5 and echo {n}")["task_id"] for n in range(6)]
+    wait_for(lambda: client.stats()["active"] == 2, what="two tasks running")
+    filler = fill(small_disk)
+    wait_for(lambda: client.stats()["store"]["state"] == "full", what="the store refusing writes")
+
+    os.truncate(filler, max(0, filler.stat().st_size - 512 * 1024))  # a little: 512 KB of 2 MB
+    for task_id in tasks:
+        assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
+    store = client.stats()["store"]
+    assert store["writable"] is True and store["wal_freed_bytes"] > 0  # folded in before any write was tried again
+    assert (state_dir / "pegasus.db-wal").stat().st_size <= 512 * 1024  # and kept small since

@@ -6,10 +6,12 @@ import itertools
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from pegasus.admission import Admission, RunGate, StartRun
 from pegasus.config import Settings
 from pegasus.store import Checkpointer, Store, kind_for
-from pegasus.task import TaskFSM
+from pegasus.task import InvalidStateTransition, TaskFSM
 
 
 def admission_on(path: Path, **overrides) -> Admission:
@@ -169,3 +171,49 @@ def test_a_task_row_restore_cannot_follow_is_quarantined_not_raised(tmp_path: Pa
     third = admission_on(tmp_path)
     third.restore()
     assert third.quarantined == {} and good.task_id in third.records
+
+
+def _failed_before_a_restart(path: Path, **overrides) -> tuple[Admission, str]:
+    """A task failed under one Admission; a second one on the same database, restored (a new start)."""
+    first = admission_on(path, **overrides)
+    task, _ = first.submit("fail once", "classic", 5, {}, "t")
+    fsm = TaskFSM.restore(task.snapshot)
+    fsm.transition("TASK_CREATED")
+    fsm.transition("TASK_FAILED", error="boom")
+    first.on_stopped(task.task_id, 1, fsm.state, fsm.snapshot(), "exception")
+    first.store.close()
+    again = Admission(first.settings, clock=lambda: 1000.0, store=Store(path / "p.db"))
+    again.restore()
+    assert task.task_id not in again.records and again.get(task.task_id).state == "failed"  # only the store has it
+    return again, task.task_id
+
+
+def test_a_task_failed_before_a_restart_is_retried_at_once(tmp_path: Path) -> None:
+    """Issue 28: its queue entry named a record only the store had; the slot-filling raised KeyError."""
+    admission, task_id = _failed_before_a_restart(tmp_path, retry={"backoff_s": 0})
+    started = [e for e in admission.retry(task_id) if isinstance(e, StartRun)]
+    assert [e.task_id for e in started] == [task_id] and started[0].snapshot.state == "idle"
+    assert admission.running == {task_id} and admission.records[task_id].attempts == 2
+    assert admission.store.task_row(task_id)["lifecycle_state"] == "running"
+
+
+def test_a_task_failed_before_a_restart_is_retried_after_its_backoff(tmp_path: Path) -> None:
+    admission, task_id = _failed_before_a_restart(tmp_path, retry={"backoff_s": 2})
+    clock = [1000.0]
+    admission.clock = lambda: clock[0]
+    assert not any(isinstance(e, StartRun) for e in admission.retry(task_id))
+    clock[0] += 2
+    assert [e.task_id for e in admission.wake(task_id) if isinstance(e, StartRun)] == [task_id]
+
+
+def test_every_other_request_on_a_task_failed_before_a_restart_is_refused_cleanly(tmp_path: Path) -> None:
+    """Approve, suspend, resume, message and cancel read it from the store and refuse a failed task; the tree
+    shows it; none of them leaves it in memory (only a retry, which moves it, does)."""
+    admission, task_id = _failed_before_a_restart(tmp_path)
+    for request in (lambda: admission.approve(task_id), lambda: admission.suspend(task_id, "r"),
+                    lambda: admission.resume(task_id, None), lambda: admission.message(task_id, "hi"),
+                    lambda: admission.cancel(task_id, "r")):
+        with pytest.raises(InvalidStateTransition):
+            request()
+    assert admission.tree.subtree(task_id)["lifecycle_state"] == "failed"
+    assert task_id not in admission.records and admission.store.task_row(task_id)["lifecycle_state"] == "failed"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pegasus.store import DiskFull, Store, StoreDamaged, StoreError, StoreReplaced
-from pegasus.store.backup import backup_file
+from pegasus.store.backup import backup_file, restore_file
 from pegasus.store.checkpoint import encode_full
 from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION
 from pegasus.task import TaskFSM
@@ -186,3 +186,23 @@ def test_a_state_directory_whose_store_went_missing_is_refused(tmp_path: Path) -
         Store.in_state_dir(tmp_path)
     marker.unlink()  # said on purpose: start with no tasks
     assert Store.in_state_dir(tmp_path).task_row("t0") is None
+
+
+def test_restore_puts_a_backup_in_place_and_keeps_the_files_it_replaced(filled: Path, tmp_path: Path) -> None:
+    backup_file(filled, tmp_path / "backup.db")
+    filled.write_bytes(b"damaged")
+    report = restore_file(tmp_path / "backup.db", filled)
+    assert report["tasks"] == 200 and report["path"] == str(filled)
+    assert Store(filled).task_row("t199") is not None and stat.S_IMODE(filled.stat().st_mode) == 0o600
+    kept = report["kept"][0]  # the database (and what was left of its -wal, -shm)
+    assert Path(kept).read_bytes() == b"damaged" and ".before-restore-" in kept
+
+
+def test_a_restore_that_fails_puts_the_files_back(filled: Path, tmp_path: Path) -> None:
+    (tmp_path / "not-a-backup.db").write_bytes(b"definitely not sqlite" * 300)
+    before = filled.read_bytes()
+    with pytest.raises(StoreError):
+        restore_file(tmp_path / "not-a-backup.db", filled)
+    assert filled.read_bytes() == before
+    with pytest.raises(StoreError, match="is the store itself"):
+        restore_file(filled, filled)
