@@ -96,3 +96,54 @@ def test_a_killed_logger_is_replaced_and_the_admin_stays(pegasus, tmp_path: Path
     wait_for(lambda: logged(spec, "marker-after"), what="an actor's log line after the restart")
     if daemon:
         assert "restarting the system" not in (spec.logs_dir / "daemon.log").read_text()
+
+
+def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is_recovered(tmp_path: Path) -> None:
+    home, keys = tmp_path / "home", tmp_path / "keys.txt"
+    port = procs.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), PEGASUS_HOME=str(home),
+               PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]', PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="8")
+    spec = SystemSpec(admin_port=port, state_dir=home)
+
+    def pegasus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["pegasus", *args, "--port", str(port)], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    started = pegasus("start")
+    assert started.returncode == 0, started.stderr
+    seen = procs.identities(system_pids(spec))
+    try:
+        client = Client.connect(Settings().with_overrides({"system": {"admin_port": port}, "state": {"home": str(home)}}))
+        tasks = submit_effects(client, keys, 0, TASKS)
+        wait_for(lambda: len(keys_in(keys)) >= 3, what="some effects")
+        record = read_owner(spec)
+        admin, launcher = record["admin"][0], record["daemon"][0]
+        [watcher] = wait_for(lambda: titled(spec, "watcher"), what="the launcher's watcher")
+        seen.update(procs.identities(system_pids(spec)))
+
+        os.kill(watcher, signal.SIGSTOP)  # holds the gap open: the launcher is dead, nobody has taken its place
+        os.kill(launcher, signal.SIGKILL)
+        wait_for(lambda: not procs.is_alive(launcher), what="the launcher gone")
+        refused = pegasus("start")
+        assert refused.returncode != 0 and "is in use by" in refused.stderr, refused.stderr
+        os.kill(watcher, signal.SIGCONT)
+        wait_for(lambda: read_owner(spec)["daemon"][0] == watcher, what="the watcher in the launcher's place")
+        assert read_owner(spec)["admin"][0] == admin  # adopted, not restarted
+        wait_for(lambda: [pid for pid in titled(spec, "watcher") if pid != watcher], what="a watcher of the new launcher")
+        seen.update(procs.identities(system_pids(spec)))
+
+        os.kill(admin, signal.SIGKILL)  # not the new launcher's child: it watches it by identity
+        wait_for(lambda: read_owner(spec)["admin"][0] != admin, what="the system started again")
+        tasks += submit_effects(client, keys, TASKS, 5)
+        finals = assert_every_task_ended_and_no_key_twice(client, tasks, keys)
+        assert sum(final["lifecycle_state"] == "done" for final in finals) >= TASKS - 8  # at most those in flight
+        assert read_owner(spec)["daemon"][0] == watcher
+        assert "takes its place" in (spec.logs_dir / "daemon.log").read_text()
+        client.close()
+        seen.update(procs.identities(system_pids(spec)))
+    finally:
+        stopped = pegasus("stop")
+        leftovers = procs.kill_all(seen, grace=5.0)
+    assert stopped.returncode == 0, stopped.stderr
+    assert leftovers == [] and not is_running(spec) and system_pids(spec) == []
