@@ -106,6 +106,7 @@ def _run(spec: SystemSpec, adopted: tuple[int, int] | None, *, fresh: bool) -> N
     supervision = Supervision({ADMIN: ADMIN_SPEC, WATCHER: WATCHER_SPEC})
     watcher = Watcher(spec, supervision)
     while True:
+        watcher.check()  # one that died while the system was down is started again when due
         admin = adopted or _identity(_bring_up(spec))
         adopted = None
         if admin is None:
@@ -273,7 +274,8 @@ class Watcher:
             pause = _pause(self.supervision.step(Exited(WATCHER, time.monotonic(), reason="it died")))
             self.due = time.monotonic() + pause
             say(f"watcher pid {pid} died; starting another in {pause:g}s")
-        self.ensure()
+        if self.due is not None:
+            self.ensure()
 
     def wait_ms(self, longest: int) -> int:
         if self.pid is None and self.due is not None:

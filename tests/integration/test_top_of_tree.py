@@ -119,7 +119,10 @@ def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is
         wait_for(lambda: len(keys_in(keys)) >= 3, what="some effects")
         record = read_owner(spec)
         admin, launcher = record["admin"][0], record["daemon"][0]
-        [watcher] = wait_for(lambda: titled(spec, "watcher"), what="the launcher's watcher")
+        [first] = wait_for(lambda: titled(spec, "watcher"), what="the launcher's watcher")
+        os.kill(first, signal.SIGKILL)  # a dead watcher: its launcher forks another
+        [watcher] = wait_for(lambda: [pid for pid in titled(spec, "watcher") if pid != first], what="a new watcher")
+        assert procs.read_stat(watcher).ppid == launcher
         seen.update(procs.identities(system_pids(spec)))
 
         os.kill(watcher, signal.SIGSTOP)  # holds the gap open: the launcher is dead, nobody has taken its place

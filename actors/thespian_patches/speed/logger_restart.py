@@ -33,7 +33,7 @@ from thespian.system.transport.TCPTransport import TCPTransport as _TCPTransport
 from thespian.system.utilis import thesplog
 
 from actors.thespian_patches.base import Kind, Patch, Target
-from pegasus.supervision import ChildSpec, Exceeded, Exited, Started, StartAgain, Supervision
+from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Started, StartAgain, Supervision
 
 _CHILD_DIED = Target(_multiproc.MultiProcReplicator, "childDied", "source b123adadb3c3c121")
 _CONNECTED = Target(_multiproc.MultiProcReplicator, "h_LoggerConnected", "source f548487bdf17e700")
@@ -73,8 +73,9 @@ def child_died(self: Any) -> bool:
                 restart_logger(self, command.delay_s)
                 thesplog("Thespian logger died (%s, death %d): started again on %s in %.1fs", command.reason,
                          command.deaths, self.asLogger, command.delay_s, level=logging.WARNING)
-            else:
-                thesplog("Thespian logger: %s", command, level=logging.ERROR)
+            elif isinstance(command, Alarm):
+                thesplog("Thespian logger died %d times within %.0fs (%s): started again every %.0fs",
+                         command.deaths, command.period_s, command.reason, SPEC.max_s, level=logging.ERROR)
     return _child_died(self)
 
 
