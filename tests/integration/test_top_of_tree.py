@@ -87,6 +87,7 @@ def test_a_killed_logger_is_replaced_and_the_admin_stays(pegasus, tmp_path: Path
     os.kill(logger, signal.SIGKILL)
     new = wait_for(lambda: [pid for pid in titled(spec, "logger") if pid != logger], what="a new logger")
     assert procs.read_stat(new[0]).ppid == admin
+    assert client.stats()["tasks"]  # the admin answers as before
     tasks += submit_effects(client, keys, TASKS, 5)
 
     finals = assert_every_task_ended_and_no_key_twice(client, tasks, keys)
