@@ -115,7 +115,8 @@ def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is
     assert started.returncode == 0, started.stderr
     seen = procs.identities(system_pids(spec))
     try:
-        client = Client.connect(Settings().with_overrides({"system": {"admin_port": port}, "state": {"home": str(home)}}))
+        settings = Settings().with_overrides({"system": {"admin_port": port}, "state": {"home": str(home)}})
+        client = Client.connect(settings)
         tasks = submit_effects(client, keys, 0, TASKS)
         wait_for(lambda: len(keys_in(keys)) >= 3, what="some effects")
         record = read_owner(spec)
@@ -134,7 +135,7 @@ def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is
         os.kill(watcher, signal.SIGCONT)
         wait_for(lambda: read_owner(spec)["daemon"][0] == watcher, what="the watcher in the launcher's place")
         assert read_owner(spec)["admin"][0] == admin  # adopted, not restarted
-        wait_for(lambda: [pid for pid in titled(spec, "watcher") if pid != watcher], what="a watcher of the new launcher")
+        wait_for(lambda: [pid for pid in titled(spec, "watcher") if pid != watcher], what="the new launcher's watcher")
         seen.update(procs.identities(system_pids(spec)))
 
         os.kill(admin, signal.SIGKILL)  # not the new launcher's child: it watches it by identity
