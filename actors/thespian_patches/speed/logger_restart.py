@@ -91,7 +91,6 @@ def restart_logger(admin: Any, delay_s: float) -> None:
                                     transport.__class__, _aggregator(admin)))
     process.daemon = True
     process.start()
-    _multiproc.detach_child(process)
     admin.asLogProc = _multiproc.ChildInfo(address, "logger", process, None)
 
 
