@@ -70,7 +70,11 @@ def child_died(self: Any) -> bool:
         exitcode = getattr(logproc.childProc, "exitcode", None)
         for command in _supervision(self).step(Exited(LOGGER, time.monotonic(), reason=f"exit code {exitcode}")):
             if isinstance(command, StartAgain):
-                restart_logger(self, command.delay_s)
+                try:
+                    restart_logger(self, command.delay_s)
+                except Exception as exc:  # noqa: BLE001 - a logger that cannot start must not end the admin
+                    thesplog("Thespian logger could not be started again: %r", exc, level=logging.ERROR)
+                    continue
                 thesplog("Thespian logger died (%s, death %d): started again on %s in %.1fs", command.reason,
                          command.deaths, self.asLogger, command.delay_s, level=logging.WARNING)
             elif isinstance(command, Alarm):
