@@ -264,7 +264,11 @@ class Watcher:
     def ensure(self) -> None:
         """Start it unless it runs or its restart is not due yet."""
         if self.pid is None and (self.due is None or time.monotonic() >= self.due):
-            self._spawn()
+            try:
+                self._spawn()
+            except OSError as exc:  # no fork now: the launcher runs on, and tries again later
+                self.due = time.monotonic() + WATCHER_SPEC.max_s
+                say(f"no watcher could be started ({exc}); next try in {WATCHER_SPEC.max_s:g}s")
 
     def check(self) -> None:
         """Notice its death (whoever reaped it) and start it again when due."""
