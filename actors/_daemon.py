@@ -109,6 +109,9 @@ def _run(spec: SystemSpec, adopted: tuple[int, int] | None, *, fresh: bool) -> N
         watcher.check()  # one that died while the system was down is started again when due
         admin = adopted or _identity(_bring_up(spec))
         adopted = None
+        if spec.stopping_file.exists():  # a stop came while the system was (re)starting: nothing is kept
+            _end_all(spec, keep=watcher.identity())
+            break
         if admin is None:
             _end_all(spec, keep=watcher.identity())
             if fresh:
@@ -287,13 +290,14 @@ class Watcher:
         return longest
 
     def end(self) -> None:
-        """A deliberate exit of the launcher: its watcher goes first (our child: not reaped yet, so this pid)."""
-        if self.pid is not None:
+        """A deliberate exit of the launcher: its watcher goes first (by identity: it may have been reaped)."""
+        if self.pid is not None and procs.is_alive(self.pid, self.start):
             try:
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+        if self.pid is not None:
             self._forget()
 
     def _forget(self) -> None:

@@ -152,3 +152,30 @@ def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is
         leftovers = procs.kill_all(seen, grace=5.0)
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers == [] and not is_running(spec) and system_pids(spec) == []
+
+
+def test_a_stop_while_the_launcher_restarts_the_system_ends_everything(tmp_path: Path) -> None:
+    """Before, ``pegasus stop`` said "stopped" and an admin being started again (forked after its snapshots)
+    lived on with its whole system, 12 processes, 4 times in 5."""
+    home, port = tmp_path / "home", procs.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), PEGASUS_HOME=str(home))
+    spec = SystemSpec(admin_port=port, state_dir=home)
+
+    def pegasus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["pegasus", *args, "--port", str(port)], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    assert pegasus("start").returncode == 0
+    seen = procs.identities(system_pids(spec))
+    try:
+        os.kill(read_owner(spec)["admin"][0], signal.SIGKILL)
+        wait_for(lambda: "restarting the system" in (spec.logs_dir / "daemon.log").read_text(), what="a restart")
+        seen.update(procs.identities(system_pids(spec)))
+        stopped = pegasus("stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert system_pids(spec) == [] and not is_running(spec)
+    finally:
+        seen.update(procs.identities(system_pids(spec)))
+        leftovers = procs.kill_all(seen, grace=5.0)
+    assert leftovers == []
