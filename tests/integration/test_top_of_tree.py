@@ -5,7 +5,8 @@
   death log through it again (actors/thespian_patches/speed/logger_restart.py).
 * The launcher of a background system: its watcher takes its place (same lock, never released),
   and a later admin death is recovered as before; a concurrent ``pegasus start`` is refused
-  throughout, and ``pegasus stop`` still ends everything (actors/_daemon.py).
+  throughout, and ``pegasus stop`` still ends everything (actors/_daemon.py), also a system its
+  launcher is starting again as the stop comes (actors/system.py ``shutdown``).
 
 Each checks what the fault matrix checks: every task ends without a person, no effect key is
 written twice, and a task whose key was never written is reported ``unknown``.
