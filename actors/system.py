@@ -301,6 +301,7 @@ _launchers: dict[int, subprocess.Popen] = {}
 
 
 SETTLED_GRACE_S = 2.0
+LATE_ROUNDS = 5
 
 
 def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 15.0) -> None:
@@ -333,6 +334,14 @@ def shutdown(spec: SystemSpec, asys: ActorSystem | None = None, grace: float = 1
     # Actors created after the snapshot are descendants of what we saw.
     doomed.update(procs.identities(system_pids(spec)))
     survivors = procs.kill_all(doomed, grace)
+    for _ in range(LATE_ROUNDS):
+        # An admin a launcher was starting again as the stop came (a restart in progress) is forked after
+        # the snapshots: it holds the lock all the same.
+        late = procs.identities(system_pids(spec))
+        if not late:
+            break
+        doomed.update(late)
+        survivors = sorted(set(survivors) | set(procs.kill_all(late, grace=0)))
     for pid, launcher in list(_launchers.items()):
         if launcher.poll() is not None or pid in doomed:
             try:

@@ -3,7 +3,7 @@
 Pegasus is written against ``thespian==4.0.1`` (pinned in setup.cfg) and patches its internals:
 ``security/`` (bind address, frame authentication and its size limit, private files, Thespian's
 log) and ``speed/`` (poll selector, deferred descriptions, own stack chunk, whole messages,
-quick idle checks, fresh retry, convention timing).  ``install`` checks them first
+quick idle checks, fresh retry, convention timing, logger restart).  ``install`` checks them first
 (``check``): a security patch that cannot apply refuses the start (``PatchRefused``), a speed
 patch that cannot apply is left out with one warning line.  Everything is per process and
 inherited by every actor forked from it.  Each patch: docs/thespian-patches.md.
@@ -18,13 +18,13 @@ from pathlib import Path
 
 from actors.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
 from actors.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
-from actors.thespian_patches.speed import (convention_timing, deferred_descriptions, fresh_retry, own_stack_chunk,
-                                           poll_selector, quick_idle_checks, whole_messages)
+from actors.thespian_patches.speed import (convention_timing, deferred_descriptions, fresh_retry, logger_restart,
+                                           own_stack_chunk, poll_selector, quick_idle_checks, whole_messages)
 from pegasus.errors import PegasusError
 
 SECURITY = (bind_address, frame_auth, private_files, thespian_log)
 SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, fresh_retry,
-         convention_timing)
+         convention_timing, logger_restart)
 PATCHES: tuple[Patch, ...] = tuple(module.PATCH for module in (*SECURITY, *SPEED))
 UPGRADING = f"{DOCS}#moving-to-another-thespian"
 
@@ -116,7 +116,7 @@ def install(*, bind: str, advertise: str | None, key: bytes, max_frame_bytes: in
     if checked.applies(convention_timing.PATCH):
         convention_timing.install(*convention)
     for module in (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks,
-                   fresh_retry):
+                   fresh_retry, logger_restart):
         if checked.applies(module.PATCH):
             module.install()
     return checked

@@ -456,7 +456,7 @@ def test_background_processes_have_readable_titles(background: tuple[Pegasus, di
     home = f"[{pegasus.home}]"
     titles = sorted(_title(pid) for pid in procs.identities(system_pids(pegasus.spec)))
     expected = {f"pegasus: {role} {home}" for role in (
-        "launcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor", "llm pool", "tool pool",
+        "launcher", "watcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor", "llm pool", "tool pool",
         "task actor", *(f"{pool} worker {n}" for pool in ("llm", "tool") for n in range(3)))}
     assert expected <= set(titles), titles
     assert all(title.startswith("pegasus: ") and title.endswith(home) for title in titles), titles

@@ -119,7 +119,7 @@ def test_workers_land_where_their_capability_is_and_tasks_run_on_members(convent
     convention.leader_seen.update(procs.identities(system_pids(client.spec)))
     client.close()
     wait_for(lambda: not any(procs.is_alive(pid) for pid in workers_on_a), timeout=10, what="a's workers to exit")
-    assert len(system_pids(a)) == 3  # its launcher, admin and logger remain, until `pegasus stop`
+    assert len(system_pids(a)) == 4  # its launcher, its watcher, admin and logger remain, until `pegasus stop`
 
 
 def test_a_member_killed_mid_run_loses_no_task_and_the_pools_recover(convention: Convention) -> None:
