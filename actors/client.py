@@ -25,6 +25,7 @@ from thespian.actors import ActorSystem, ActorSystemException
 from actors import messages as m
 from actors.client_memory import MemoryClient
 from actors.client_triggers import TriggersClient
+from pegasus.stats import supervision_view
 from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
@@ -224,7 +225,8 @@ class Client(MemoryClient, TriggersClient):
         return self._ask(m.Tree(task_id=task_id))
 
     def stats(self) -> dict[str, Any]:
-        return self._ask(m.Stats())
+        """The supervisor's figures, with the guardian's view of its children (restarts, crash loops)."""
+        return {**self._ask(m.Stats()), **supervision_view(self.locate())}
 
     def queued(self, task_id: str) -> int:
         """How many transitions of the task came and wait for a ``follow`` to read them."""
