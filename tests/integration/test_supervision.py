@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import signal
 
+import httpx
 import pytest
 
+from actors import procs
 from actors.client import Client
 from pegasus.errors import PegasusError
 from tests.integration.test_fault_matrix import titled
@@ -37,7 +39,8 @@ def serves(client: Client) -> bool:
 
 
 def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus) -> None:
-    client = pegasus()
+    port = procs.free_port()
+    client = pegasus(http={"enabled": True, "port": port})
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
@@ -49,3 +52,13 @@ def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus)
     assert supervisor["restarts"] == 1 and client.generation == 2
     assert supervisor["last_reason"].startswith("the llm pool died 6 times within 60s"), supervisor
     assert serves(client)
+    health = wait_for(lambda: _healthz(port), what="/healthz")  # the gateway's view is the guardian's too
+    assert health["supervision"]["supervisor"]["restarts"] == 1 and health["crash_looping"] == []
+
+
+def _healthz(port: int) -> dict | None:
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    except httpx.TransportError:
+        return None
+    return response.json() if response.status_code == 200 else None
