@@ -87,7 +87,7 @@ class StatsPoller:
     """Asks stats over and over from its own client; records how long each answer took (retries included)."""
 
     def __init__(self, client: Client) -> None:
-        self.client = Client.connect(client.settings, timeout=30.0)
+        self.client = Client.connect(client.settings, timeout=STATS_S)  # a request to a dead process: asked again
         self.times: list[float] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
