@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pegasus.config import Settings
-from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, StageAsk, StarveDue
+from pegasus.pool.inputs import (
+    BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,7 @@ class Arm:
     """Hand ``timer`` back to the core (``step(timer)``) in ``delay_s`` seconds."""
 
     delay_s: float
-    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue
+    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue | RespawnDue
 
 
 @dataclass(frozen=True, slots=True)
