@@ -40,20 +40,23 @@ def serves(client: Client) -> bool:
 
 def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus) -> None:
     port = procs.free_port()
-    client = pegasus(http={"enabled": True, "port": port})
+    # A short reply timeout: a request that reached the supervisor as it gave up is asked again soon.
+    client = Client.connect(pegasus(http={"enabled": True, "port": port}).settings, timeout=5.0)
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
         pool = wait_for(lambda: (pid := titled("llm pool")(client)) not in killed and pid, what="a new llm pool")
         os.kill(pool, signal.SIGKILL)
         killed.append(pool)
-    now = wait_for(lambda: (s := stats(client)) and s["supervisor_pid"] != first and s, what="a new supervisor")
+    now = wait_for(lambda: (s := stats(client)) and s["supervisor_pid"] != first and s, timeout=120,
+                   what="a new supervisor")
     supervisor = now["supervision"]["supervisor"]
     assert supervisor["restarts"] == 1 and client.generation == 2
     assert supervisor["last_reason"].startswith("the llm pool died 6 times within 60s"), supervisor
     assert serves(client)
     health = wait_for(lambda: _healthz(port), what="/healthz")  # the gateway's view is the guardian's too
     assert health["supervision"]["supervisor"]["restarts"] == 1 and health["crash_looping"] == []
+    client.close()
 
 
 def _healthz(port: int) -> dict | None:
