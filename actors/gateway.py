@@ -24,7 +24,6 @@ from typing import Any
 from thespian.actors import ActorSystemException
 
 from actors import messages as m
-from pegasus.stats import supervision_view
 from actors.client import TERMINAL_LIFECYCLE, Client, RequestError
 from actors.gateway_keeper import HOME_ENV
 from actors.guardian import read_settings
@@ -182,7 +181,7 @@ class ClientBackend:
         with self.requests.client() as client:
             located = _translated(client.locate)
         return {"generation": located.get("generation"), "restarts": located.get("restarts"),
-                **supervision_view(located)}
+                **located.get("children", {})}
 
     def open_stream(self, task_id: str) -> ClientStream:
         return ClientStream(self.streams, task_id)

@@ -37,6 +37,7 @@ from actors.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
+from pegasus.stats import supervision_view
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
 GUARDIAN_NAME = "pegasus-guardian"
@@ -103,7 +104,7 @@ class Guardian(Boundary):
     def _located(self, request_id: str) -> m.Reply:
         return m.Reply(request_id, True, data={"supervisor": self.supervisor, "generation": self.generation,
                                                "incarnation": self.incarnation, "restarts": self.deaths,
-                                               "supervision": self.supervision.view(time.monotonic())})
+                                               "children": supervision_view(self.supervision.view(time.monotonic()))})
 
     def _bring_up(self) -> None:
         try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -50,6 +51,7 @@ SPECS = {
 POOL_CHECK_S = 2.5  # how often the pools' processes are looked at (two stopped looks: killed)
 STATS_WAIT_S = 2.0  # stats answer without a pool that has not answered by then
 STOPPED_STATES = frozenset({"T", "t"})
+GIVE_UP_S = 5.0  # a supervisor giving up that has not ended by then ends itself
 TROUBLE_EVERY_S = 1.0  # at most one handler error a second is told to the guardian
 
 
@@ -164,12 +166,19 @@ class Children:
         self.log.warning("pool_restarted", pool=name, requests_sent_again=len(resent))
 
     def _give_up(self, reason: str) -> None:
-        """Escalate: the guardian is told why, and starts a new supervisor once this one has ended."""
+        """Escalate: the guardian is told why, and starts a new supervisor once this one has ended.
+
+        Ended for sure: should Thespian's orderly exit wait for a child that never answers (one
+        killed before it had connected, say), the process ends itself after ``GIVE_UP_S``; its
+        children die with it and the store needs no closing (each commit is whole)."""
         self.giving_up = True
         self.log.error("supervisor_giving_up", reason=reason)
         if self.parent is not None:
             self.send(self.parent, m.ChildTrouble(reason))
         self.send(self.myAddress, ActorExitRequest())
+        ender = threading.Timer(GIVE_UP_S, os._exit, (70,))
+        ender.daemon = True
+        ender.start()
 
     def _tell_trouble(self, error: str) -> None:
         """A handler's error, told to the guardian (at most one a second): it names it if this process dies."""

@@ -41,9 +41,8 @@ def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**usage_sum(models), "models": models}
 
 
-def supervision_view(located: dict[str, Any]) -> dict[str, Any]:
-    """The guardian's view of its children (from its Locate answer): each one's restarts and status, and
-    the names of those that crash-loop (more deaths within a period than their spec allows)."""
-    children = located.get("supervision") or {}
+def supervision_view(children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A parent's view of its children (``Supervision.view``) for stats and /healthz: each one's restarts and
+    status, and the names of those that crash-loop (more deaths within a period than their spec allows)."""
     return {"supervision": children,
             "crash_looping": sorted(name for name, child in children.items() if child.get("status") == "crash_looping")}

@@ -36,15 +36,22 @@ TASKS = 50
 STATS_S = 5.0  # the promise: stats answers within this, whatever died
 
 
-def titled(role: str) -> Callable[[Client], int | None]:
-    """The pid of the system's process titled ``pegasus: <role>`` (titles.py)."""
+def _title(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def titled(role: str, parent: str | None = None) -> Callable[[Client], int | None]:
+    """The pid of the system's process titled ``pegasus: <role>`` (titles.py), child of one titled ``parent``:
+    a worker just forked from its pool still has the pool's title."""
     def find(client: Client) -> int | None:
         for pid in system_pids(client.spec):
-            try:
-                title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
+            if not _title(pid).startswith(f"pegasus: {role} ["):
                 continue
-            if title.startswith(f"pegasus: {role} [") or title.strip() == f"pegasus: {role}":
+            stat = procs.read_stat(pid)
+            if parent is None or (stat is not None and _title(stat.ppid).startswith(f"pegasus: {parent}")):
                 return pid
         return None
     return find
@@ -73,11 +80,11 @@ class Row:
 
 ROWS = [
     Row("supervisor", lambda client: client.stats()["supervisor_pid"]),
-    Row("guardian", titled("guardian")),
+    Row("guardian", titled("guardian", parent="admin")),
     Row("task actor", task_actor),
     Row("worker", busy_worker("tool")),
-    Row("llm pool", titled("llm pool")),
-    Row("tool pool", titled("tool pool")),
+    Row("llm pool", titled("llm pool", parent="supervisor")),
+    Row("tool pool", titled("tool pool", parent="supervisor")),
     Row("gateway", titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
     Row("admin", background_admin, daemon=True),
 ]
@@ -158,7 +165,7 @@ def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path) -> None:
     client = pegasus(**PLUGIN)
     tasks = submit(client, keys)
     wait_for(lambda: len(keys_in(keys)) >= 5, what="some effects")
-    pool = wait_for(lambda: titled("tool pool")(client), what="the tool pool's pid")
+    pool = wait_for(lambda: titled("tool pool", parent="supervisor")(client), what="the tool pool's pid")
     identity = procs.identities([pool])
     poller = StatsPoller(client)
     os.kill(pool, signal.SIGSTOP)

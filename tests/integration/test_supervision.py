@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -38,18 +39,27 @@ def serves(client: Client) -> bool:
     return done["lifecycle_state"] == "done" and "42" in str(done["result"])
 
 
-def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus) -> None:
+def _events(state_dir: Path) -> str:
+    """The supervision events of the system's log, to say what happened when a wait fails."""
+    lines = (state_dir / "logs" / "pegasus.jsonl").read_text().splitlines()
+    return "\n".join(line[:300] for line in lines if any(word in line for word in ("pool_", "supervisor_", "crash")))
+
+
+def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus, state_dir: Path) -> None:
     port = procs.free_port()
     # A short reply timeout: a request that reached the supervisor as it gave up is asked again soon.
     client = Client.connect(pegasus(http={"enabled": True, "port": port}).settings, timeout=5.0)
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
-        pool = wait_for(lambda: (pid := titled("llm pool")(client)) not in killed and pid, what="a new llm pool")
+        pool = wait_for(lambda: (pid := titled("llm pool", parent="supervisor")(client)) not in killed and pid, what="a new llm pool")
         os.kill(pool, signal.SIGKILL)
         killed.append(pool)
-    now = wait_for(lambda: (s := stats(client)) and s["supervisor_pid"] != first and s, timeout=120,
-                   what="a new supervisor")
+    try:
+        now = wait_for(lambda: (s := stats(client)) and s["supervisor_pid"] != first and s, timeout=120,
+                       what="a new supervisor")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_events(state_dir)}") from None
     supervisor = now["supervision"]["supervisor"]
     assert supervisor["restarts"] == 1 and client.generation == 2
     assert supervisor["last_reason"].startswith("the llm pool died 6 times within 60s"), supervisor
