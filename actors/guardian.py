@@ -19,6 +19,8 @@ raises into Thespian.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 import uuid
 from datetime import timedelta
@@ -65,6 +67,31 @@ def read_settings(state_dir: Path) -> Settings:
         raise GuardianError(f"the settings at {path} cannot be used: {exc}") from None
 
 
+def last_crash(path: Path, pid: int | None, tail_bytes: int = 65536) -> str | None:
+    """The exception that ended actor process ``pid`` outside its handlers, as Thespian logged it (the last
+    line of the traceback after "transport run exception"), or None."""
+    if pid is None:
+        return None
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - tail_bytes))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = text.rfind(f" p{pid} ")
+    while found >= 0 and "transport run exception" not in text[found:text.find("\n", found)]:
+        found = text.rfind(f" p{pid} ", 0, found)
+    if found < 0:
+        return None
+    lines = []
+    for line in text[found:].splitlines()[1:]:
+        if re.match(r"\d{4}-\d\d-\d\d ", line):
+            break  # the next record
+        if line.strip():
+            lines.append(line.strip())
+    return lines[-1][:500] if lines else None
+
+
 class Guardian(Boundary):
     """See the module docstring."""
 
@@ -82,6 +109,7 @@ class Guardian(Boundary):
         self.supervision = Supervision(SPECS)
         self.deaths = 0  # of supervisors: 0 while the first one starts
         self.trouble: tuple[float, str] | None = None  # (when, what) the supervisor last told it was failing on
+        self.supervisor_pid: int | None = None
         self.generation = 0
         # Names this guardian among all: a system started again has a new one, counting from 1 again.
         self.incarnation = uuid.uuid4().hex
@@ -127,6 +155,7 @@ class Guardian(Boundary):
         if reply.ok:
             self.error = None
             self.supervision.step(Started(SUPERVISOR, SUPERVISOR, time.monotonic()))
+            self.supervisor_pid = (reply.data or {}).get("pid")
             self.log.info("supervisor_up", generation=self.generation, restored=(reply.data or {}).get("restored"))
             self._start_gateway()
             self._answer_waiting()
@@ -181,7 +210,8 @@ class Guardian(Boundary):
         self.deaths += 1
         told = self.trouble
         self.trouble = None
-        reason = told[1] if told is not None and now - told[0] <= TROUBLE_FRESH_S else \
+        crash = last_crash(self.home / "logs" / "thespian.log", self.supervisor_pid)
+        reason = told[1] if told is not None and now - told[0] <= TROUBLE_FRESH_S else crash or \
             "it exited unexpectedly (killed, or failed outside its handlers: see logs/thespian.log)"
         self.log.warning("supervisor_died", generation=self.generation, deaths=self.deaths, reason=reason)
         self._carry_out(self.supervision.step(Exited(SUPERVISOR, now, reason)))

@@ -124,7 +124,8 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
                       store=str(store.path))
-        return {"configured": True, "restored": len(self.admission.records), "store": self._store_status()}
+        return {"configured": True, "restored": len(self.admission.records), "store": self._store_status(),
+                "pid": os.getpid()}
 
     def _restore(self) -> None:
         """Admission as the store has it, as at a start: the unfinished tasks restored, their runs
