@@ -229,8 +229,8 @@ class Client(MemoryClient, TriggersClient):
         """The task and its sub-tasks, nested (``children``), each with its lifecycle and machine states."""
         return self._ask(m.Tree(task_id=task_id))
 
-    def stats(self) -> dict[str, Any]:
-        return self._ask(m.Stats())
+    def stats(self) -> dict[str, Any]:  # with the guardian's view of its children: restarts, crash loops
+        return {**self._ask(m.Stats()), **self.locate().get("children", {})}
 
     def store_status(self) -> dict[str, Any]:
         """The store's health: state (writable, full, unavailable, damaged, replaced), error, what to do."""

@@ -182,6 +182,7 @@ class ClientBackend:
             located = _translated(client.locate)
             store = _translated(client.store_status)
         return {"generation": located.get("generation"), "restarts": located.get("restarts"), "store": store,
+                **located.get("children", {}),
                 **({} if store["state"] not in ("damaged", "replaced") else {"ok": False})}
 
     def open_stream(self, task_id: str) -> ClientStream:

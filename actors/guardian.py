@@ -7,13 +7,20 @@ one, which restores every task from the store exactly as a restart does: no
 person involved.  The supervisor's own children (task actors, pools, workers)
 die with it (``procs.die_with_parent``), so there is never a second writer.
 While a supervisor starts, ``Locate`` waits for it; a configuration that fails
-is answered as the error, and after a death it is retried with a doubling pause
-(``pegasus.restarts``).  The guardian holds no task state and never raises
-into Thespian.
+is answered as the error, and after a death it is retried with a doubling pause.
+What a death of the supervisor or of the gateway's keeper means is declared in
+``SPECS`` and decided by ``pegasus.supervision``: the guardian is the top of the
+tree, so a child that dies more than 5 times in 60 s is not given up on but
+started at the longest pause, and said to crash-loop (``Locate`` answers the
+view: ``/healthz``, ``stats``), naming what it last died of (the error the
+supervisor told, ``ChildTrouble``).  The guardian holds no task state and never
+raises into Thespian.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 import uuid
 from datetime import timedelta
@@ -32,9 +39,14 @@ from actors.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.restarts import Restarts
+from pegasus.stats import supervision_view
+from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
 GUARDIAN_NAME = "pegasus-guardian"
+SUPERVISOR, KEEPER = "supervisor", "gateway_keeper"
+SPECS = {name: ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
+                         first_s=0.0, then_s=1.0, max_s=30.0, stable_s=60.0) for name in (SUPERVISOR, KEEPER)}
+TROUBLE_FRESH_S = 30.0  # an error the supervisor told this long before it died is not named as the cause
 
 
 class GuardianError(PegasusError):
@@ -55,6 +67,31 @@ def read_settings(state_dir: Path) -> Settings:
         raise GuardianError(f"the settings at {path} cannot be used: {exc}") from None
 
 
+def last_crash(path: Path, pid: int | None, tail_bytes: int = 65536) -> str | None:
+    """The exception that ended actor process ``pid`` outside its handlers, as Thespian logged it (the last
+    line of the traceback after "transport run exception"), or None."""
+    if pid is None:
+        return None
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - tail_bytes))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = text.rfind(f" p{pid} ")
+    while found >= 0 and "transport run exception" not in text[found:text.find("\n", found)]:
+        found = text.rfind(f" p{pid} ", 0, found)
+    if found < 0:
+        return None
+    lines = []
+    for line in text[found:].splitlines()[1:]:
+        if re.match(r"\d{4}-\d\d-\d\d ", line):
+            break  # the next record
+        if line.strip():
+            lines.append(line.strip())
+    return lines[-1][:500] if lines else None
+
+
 class Guardian(Boundary):
     """See the module docstring."""
 
@@ -69,7 +106,10 @@ class Guardian(Boundary):
         self.configuring: str | None = None  # the request id of the Configure in flight
         self.error: str | None = None  # why the last configuration failed
         self.waiting: list[tuple[Any, str]] = []  # Locate requests answered once the supervisor is up
-        self.restarts = Restarts()
+        self.supervision = Supervision(SPECS)
+        self.deaths = 0  # of supervisors: 0 while the first one starts
+        self.trouble: tuple[float, str] | None = None  # (when, what) the supervisor last told it was failing on
+        self.supervisor_pid: int | None = None
         self.generation = 0
         # Names this guardian among all: a system started again has a new one, counting from 1 again.
         self.incarnation = uuid.uuid4().hex
@@ -84,14 +124,15 @@ class Guardian(Boundary):
             return
         self.waiting.append((sender, request.request_id))
         if self.supervisor is None and not self.exiting:
-            if self.error is not None and self.restarts.count == 0:
+            if self.error is not None and self.deaths == 0:
                 self._answer_waiting()  # the first start failed: say why (pegasus start reports it)
             else:
                 self._bring_up()
 
     def _located(self, request_id: str) -> m.Reply:
         return m.Reply(request_id, True, data={"supervisor": self.supervisor, "generation": self.generation,
-                                               "incarnation": self.incarnation, "restarts": self.restarts.count})
+                                               "incarnation": self.incarnation, "restarts": self.deaths,
+                                               "children": supervision_view(self.supervision.view(time.monotonic()))})
 
     def _bring_up(self) -> None:
         try:
@@ -113,7 +154,8 @@ class Guardian(Boundary):
         self.configuring = None
         if reply.ok:
             self.error = None
-            self.restarts.started(time.monotonic())
+            self.supervision.step(Started(SUPERVISOR, SUPERVISOR, time.monotonic()))
+            self.supervisor_pid = (reply.data or {}).get("pid")
             self.log.info("supervisor_up", generation=self.generation, restored=(reply.data or {}).get("restored"))
             self._start_gateway()
             self._answer_waiting()
@@ -125,8 +167,8 @@ class Guardian(Boundary):
     def _failed(self, error: str) -> None:
         self.error = error
         self.log.error("supervisor_not_configured", error=error)
-        if self.restarts.count:  # after a death: keep trying, with a pause (the store may be back later)
-            self._schedule(self.restarts.died(time.monotonic()))
+        if self.deaths:  # after a death: keep trying, with a pause (the store may be back later)
+            self._carry_out(self.supervision.step(Exited(SUPERVISOR, time.monotonic(), f"its start failed: {error}")))
         self._answer_waiting()
 
     def _answer_waiting(self) -> None:
@@ -134,7 +176,7 @@ class Guardian(Boundary):
         for client, request_id in waiting:
             if self.supervisor is not None and self.configuring is None:
                 self.send(client, self._located(request_id))
-            elif not self.restarts.count:  # the system's first supervisor: the start itself failed
+            elif not self.deaths:  # the system's first supervisor: the start itself failed
                 self.send(client, m.Reply(request_id, False, error=str(self.error), error_type="StartFailed"))
             else:
                 self.send(client, m.Reply(request_id, False, error=f"the supervisor is not running: {self.error}",
@@ -145,22 +187,48 @@ class Guardian(Boundary):
         if self.http_enabled and self.gateway is None and not self.exiting:
             self.gateway = self.createActor(GatewayKeeper)
             self.send(self.gateway, m.StartGateway(str(self.home.resolve())))
+            self.supervision.step(Started(KEEPER, KEEPER, time.monotonic()))
+
+    def receiveMsg_ChildTrouble(self, trouble: m.ChildTrouble, sender: Any) -> None:
+        if sender == self.supervisor:
+            self.trouble = (time.monotonic(), trouble.error)
 
     def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
+        """Every child's death, in one place: what it means is the supervision's (SPECS)."""
+        now = time.monotonic()
         if exited.childAddress == self.gateway and self.gateway is not None:
             self.gateway = None
             if not self.exiting:
                 self.log.warning("gateway_keeper_died")
-                self._start_gateway()
+                self._carry_out(self.supervision.step(Exited(KEEPER, now, "the gateway keeper exited")))
             return
         if exited.childAddress != self.supervisor:
             return
         self.supervisor, self.configuring = None, None
         if self.exiting:
             return
-        delay = self.restarts.died(time.monotonic())
-        self.log.warning("supervisor_died", generation=self.generation, restart_in_s=delay, deaths=self.restarts.count)
-        self._schedule(delay)
+        self.deaths += 1
+        told = self.trouble
+        self.trouble = None
+        crash = last_crash(self.home / "logs" / "thespian.log", self.supervisor_pid)
+        reason = told[1] if told is not None and now - told[0] <= TROUBLE_FRESH_S else crash or \
+            "it exited unexpectedly (killed, or failed outside its handlers: see logs/thespian.log)"
+        self.log.warning("supervisor_died", generation=self.generation, deaths=self.deaths, reason=reason)
+        self._carry_out(self.supervision.step(Exited(SUPERVISOR, now, reason)))
+
+    def _carry_out(self, commands: list[Any]) -> None:
+        for command in commands:
+            if isinstance(command, Alarm):
+                self.log.error(f"{command.child}_crash_loop", deaths=command.deaths, period_s=command.period_s,
+                               reason=command.reason)
+            elif isinstance(command, StartAgain) and command.child == SUPERVISOR:
+                self.log.warning("supervisor_restart", restart_in_s=command.delay_s, deaths=command.deaths)
+                self._schedule(command.delay_s)
+            elif isinstance(command, StartAgain) and command.child == KEEPER:
+                if command.delay_s <= 0:
+                    self._start_gateway()
+                else:
+                    self.wakeupAfter(timedelta(seconds=command.delay_s), payload=m.KeeperDue())
 
     def _schedule(self, delay: float) -> None:
         if delay <= 0:
@@ -173,6 +241,8 @@ class Guardian(Boundary):
         if isinstance(due, m.RestartDue) and due.generation == self.generation and self.supervisor is None \
                 and not self.exiting:
             self._bring_up()
+        elif isinstance(due, m.KeeperDue):
+            self._start_gateway()
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

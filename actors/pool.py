@@ -23,7 +23,7 @@ from thespian.actors import (
 
 from actors import procs, sharing, titles
 from actors.messages import (
-    CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
+    CancelTask, PoolConfig, PoolReady, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
     WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.system import member_name
@@ -59,6 +59,7 @@ class StagePool(ActorTypeDispatcher):
         system = config.settings.system
         titles.set_title(f"{config.name} pool")
         self._step(i.Configured(config, member_name(system.advertise, system.bind, system.admin_port)))
+        self.send(sender, PoolReady(config.name, os.getpid()))  # the supervisor watches this process
 
     def receiveMsg_StageRequest(self, request: StageRequest, sender: Any) -> None:
         self._step(i.Requested(request, sender))

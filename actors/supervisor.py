@@ -32,12 +32,12 @@ from actors.supervisor_memory import MemoryRequests
 from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_inspect import Inspection
 from actors.supervisor_runs import RunsAndStore
+from actors.supervisor_children import STATS_WAIT_S, Children
 from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
 from actors.supervisor_tree import TreeRequests
 from actors.supervisor_webhooks import Webhooks
 from actors.frames import UnreadableMessage, rejected_count
-from actors.pool import StagePool
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs
@@ -53,7 +53,7 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
+class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
                  Inspection, TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
@@ -71,8 +71,9 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
             super().receiveMessage(message, sender)
         except StoreUnavailable as exc:
             self._store_failed(exc)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             self.log.exception("supervisor_error", message_type=type(message).__name__)
+            self._tell_trouble(f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,7 +83,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         self.store_health = StoreHealth()
         self.settings: Settings | None = None
         self.pools: dict[str, Any] = {}
-        self.task_actors = TaskActors(lambda: self._fork(TaskActor), self.send,  # limits set by Configure
+        self._init_children()
+        self.task_actors = TaskActors(lambda: self.task_actor_started(self._fork(TaskActor)), self.send,  # limits set by Configure
                                       lambda seconds: self.wakeupAfter(timedelta(seconds=seconds),
                                                                        payload=m.TaskActorsDue()))
         self.subscribers: list[tuple[Any, str | None]] = []
@@ -107,12 +109,11 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         self.settings = settings
         logs.configure_from(settings)
         self.log = logs.get("supervisor")
+        self.parent = sender
         pools = settings.pools
         for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
                                               (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, 0)):
-            pool = self.createActor(StagePool)
-            self.send(pool, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
-            self.pools[name] = pool
+            self._start_pool(name, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
         self.task_actors.configure(settings.runtime)
         self.store = store
         try:
@@ -124,7 +125,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
                       store=str(store.path))
-        return {"configured": True, "restored": len(self.admission.records), "store": self._store_status()}
+        return {"configured": True, "restored": len(self.admission.records), "store": self._store_status(),
+                "pid": os.getpid()}
 
     def _restore(self) -> None:
         """Admission as the store has it, as at a start: the unfinished tasks restored, their runs
@@ -268,26 +270,34 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         self.pending_stats[ask_id] = (sender, request.request_id, {})
         for pool in self.pools.values():
             self.send(pool, m.PoolStatsRequest(ask_id))
+        self.wakeupAfter(timedelta(seconds=STATS_WAIT_S), payload=m.StatsDue(ask_id))  # a stopped pool must not hold it
         return DEFERRED
 
     def receiveMsg_PoolStats(self, stats: m.PoolStats, sender: Any) -> None:
         pending = self.pending_stats.get(stats.ask_id)
         if pending is None or self.admission is None:
             return
-        client, request_id, parts = pending
         # Every figure the pool sent (the message's fields but its ask id and name): one list of them, PoolStats'.
-        parts[stats.name] = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)
-                             if f.name not in ("ask_id", "name")}
-        if len(parts) == len(self.pools):
-            del self.pending_stats[stats.ask_id]
-            self.send(client, m.Reply(request_id, True, data={
-                "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
-                "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
-                "tasks": self._task_counts(), "pools": parts, "subscribers": len(self.subscribers),
-                "task_actors": self.task_actors.view(), "store": self._store_status(),
-                "rejected_frames": rejected_count(self.admission.settings.state_dir()),
-                "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),
-                "members": members_view(parts)}))
+        pending[2][stats.name] = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)
+                                  if f.name not in ("ask_id", "name")}
+        if len(pending[2]) == len(self.pools):
+            self._answer_stats(stats.ask_id)
+
+    def _answer_stats(self, ask_id: int) -> None:
+        """The stats request answered with the pools that answered (the others shown unresponsive)."""
+        client, request_id, parts = self.pending_stats.pop(ask_id)
+        if self.admission is None:
+            self.send(client, m.Reply(request_id, False, error="the supervisor is not configured",
+                                      error_type="SystemNotRunning"))
+            return
+        self.send(client, m.Reply(request_id, True, data={
+            "queue_length": self.admission.queue_length(), "active": len(self.admission.running),
+            "max_active_tasks": self.admission.settings.runtime.max_active_tasks,
+            "tasks": self._task_counts(), "pools": self.pools_view(parts), "subscribers": len(self.subscribers),
+            "task_actors": self.task_actors.view(), "store": self._store_status(),
+            "rejected_frames": rejected_count(self.admission.settings.state_dir()),
+            "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),
+            "members": members_view(parts)}))
 
     def _usage(self) -> dict[str, Any] | None:
         """Every task's model usage and cost so far; None when the store cannot be read."""
@@ -305,6 +315,12 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
             self.task_actors.tick()
         elif isinstance(wakeup.payload, m.ScheduleDue):
             self._schedule_due(wakeup.payload)
+        elif isinstance(wakeup.payload, m.PoolDue):
+            self._pool_due(wakeup.payload)
+        elif isinstance(wakeup.payload, m.PoolsCheck):
+            self._check_pools()
+        elif isinstance(wakeup.payload, m.StatsDue):
+            self._stats_due(wakeup.payload)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True
@@ -370,6 +386,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
                     self.send(host, m.DropTask(effect.task_id, run[1]))
                 for pool in self.pools.values():  # free the workers still busy with its stages
                     self.send(pool, m.CancelTask(effect.task_id))
+                self._answered_by_pool(effect.task_id, StageName.GATE)
             elif isinstance(effect, SuspendRun):
                 host = self.task_actors.address_of(effect.task_id)
                 if host is not None:
@@ -379,8 +396,8 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
                 if host is not None:  # else being placed: its StartRun carries them
                     self.send(host, m.MessageTask(effect.task_id, effect.run, effect.inbox))
             elif isinstance(effect, RunGate):
-                self.send(self.pools[PoolName.TOOL], m.StageRequest(effect.task_id, effect.token, StageName.GATE,
-                                                             gate=effect.gate, timeout_s=effect.gate.timeout_s))
+                self._to_pool(PoolName.TOOL, m.StageRequest(effect.task_id, effect.token, StageName.GATE,
+                                                            gate=effect.gate, timeout_s=effect.gate.timeout_s))
             elif isinstance(effect, WakeAfter):
                 self.wakeupAfter(timedelta(seconds=effect.seconds), payload=m.RetryDue(effect.task_id))
 

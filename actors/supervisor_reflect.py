@@ -40,6 +40,7 @@ class RecallAndReflect:
     pools: dict[str, Any]
     log: Any
     send: Callable[[Any, Any], None]
+    _to_pool: Callable[[str, Any], None]  # a stage request kept until answered (actors.supervisor_children)
     _memory: Callable[[], MemoryStore]  # the memory over the store (actors.supervisor_memory)
     _archive_task: Callable[..., None]  # (task_id, snapshot): the done task's context archived (same module)
     _identity_cache: tuple[Any, str] | None = None  # (what it was read from, the text)
@@ -130,8 +131,8 @@ class RecallAndReflect:
             assert isinstance(decision, Dispatch)
             snapshot = known if known is not None and known.task_id == task_id else \
                 rebuild(task_id, self.store.checkpoints(task_id))
-            self.send(self.pools[PoolName.LLM], m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
-                                                              snapshot.machine, snapshot.context))
+            self._to_pool(PoolName.LLM, m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
+                                                       snapshot.machine, snapshot.context))
 
     def _on_post_reflection(self, result: m.StageResult) -> None:
         decision = self._post.answered(result.task_id, result.token, result.ok, result.payload, result.error,

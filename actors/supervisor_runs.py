@@ -15,8 +15,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ChildActorExited
-
 from actors import messages as m
 from actors.request_handler import request_handler
 from pegasus.admission import Admission, StopRun
@@ -49,6 +47,7 @@ class RunsAndStore:
     _answer_suspends: Callable[[str], None]
     _notify: Callable[[Any], None]
     _on_post_reflection: Callable[[Any], None]
+    _answered_by_pool: Callable[..., None]
 
     # -- reports from task actors and the tool pool ----------------------------------------------
     def receiveMsg_TaskReports(self, batch: m.TaskReports, sender: Any) -> None:
@@ -119,6 +118,7 @@ class RunsAndStore:
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         if self.admission is None:
             return
+        self._answered_by_pool(result.task_id, result.stage, result.token)  # nothing to send again to a new pool
         if result.stage == StageName.POST_REFLECT:
             self._on_post_reflection(result)
             return
@@ -136,17 +136,6 @@ class RunsAndStore:
         self._carry_out(self.admission.on_run_lost(abandoned.task_id, abandoned.run,
                                                    f"the task actor let the run go: {abandoned.reason}"))
         self._answer_suspends(abandoned.task_id)
-
-    def receiveMsg_ChildActorExited(self, exited: ChildActorExited, sender: Any) -> None:
-        if self.admission is None:
-            return
-        lost = self.task_actors.exited(exited.childAddress)
-        if lost is None:
-            return  # not a task actor of ours any more (a pool, or one retired)
-        for task_id, run in lost:  # each restarted from its checkpoint, placed anew
-            self.log.warning("task_actor_lost", task_id=task_id, run=run)
-            self._carry_out(self.admission.on_run_lost(task_id, run, "the task actor exited unexpectedly"))
-            self._answer_suspends(task_id)
 
     # -- the store: backups, and a store that takes no writes ------------------------------------
     @request_handler

@@ -80,6 +80,8 @@ class TaskActor(ActorTypeDispatcher):
         self.token = 0  # the highest token issued here: a run starts past it, so an earlier run's answers stay stale
         self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
         self.pools: dict[str, Any] = {}
+        self.dead_pools: list[Any] = []  # replaced pools' addresses: a StartTask sent before may still name one
+        self.asked: dict[str, tuple[str, m.StageRequest]] = {}  # task -> its unanswered stage request and its pool
         self.log = logs.get("task")
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -94,8 +96,11 @@ class TaskActor(ActorTypeDispatcher):
             logs.configure_from(start.settings)
             self.log = logs.get("task")
         # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
-        self.supervisor, self.pools = sender, {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool,
-                                               PoolName.MEMORY: sender}
+        known, self.supervisor = self.pools, sender
+        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: sender}
+        for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one
+            if self.pools[name] in self.dead_pools and name in known:
+                self.pools[name] = known[name]
         if self.registry is None:
             try:
                 # Effect classes only: effect_of answers from the configuration and never
@@ -108,6 +113,7 @@ class TaskActor(ActorTypeDispatcher):
                 self.send(self.createActor(McpHostActor, globalName=MCP_HOST), m.McpSubscribe(start.settings))
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
         self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
+        self.asked.pop(task_id, None)
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
                             start.journal, self.token, inbox=start.inbox, recall_k=start.settings.memory.recall_k,
                             identity=start.identity)
@@ -124,6 +130,7 @@ class TaskActor(ActorTypeDispatcher):
             self.log.info("stale_result_dropped", task_id=result.task_id, stage=result.stage, token=result.token,
                           current=held.token if held is not None else None)
             return
+        self.asked.pop(result.task_id, None)
         self._activate(result.task_id, held.run, lambda: self._restored(held, lambda run: run.on_result(result)))
 
     def receiveMsg_Recalled(self, answer: m.Recalled, sender: Any) -> None:
@@ -156,9 +163,27 @@ class TaskActor(ActorTypeDispatcher):
         held = self.runs.get(drop.task_id)
         if held is not None and held.run == drop.run:
             del self.runs[drop.task_id]
+            self.asked.pop(drop.task_id, None)
+
+    def receiveMsg_PoolReplaced(self, replaced: m.PoolReplaced, sender: Any) -> None:
+        """A pool died and was started again: what it was asked and never answered is asked of the new one,
+        token and all (a model stage runs again; an effectful step asks the journal first: never twice)."""
+        if sender != self.supervisor:
+            return
+        self.dead_pools = [*self.dead_pools[-7:], replaced.dead]
+        self.pools[replaced.name] = replaced.address
+        again = 0
+        for task_id, (pool, request) in list(self.asked.items()):
+            held = self.runs.get(task_id)
+            if pool != replaced.name or held is None or not current(held, task_id, request.token):
+                continue
+            self.send(replaced.address, request)
+            again += 1
+        self.log.warning("pool_replaced", pool=replaced.name, requests_sent_again=again)
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.runs.clear()
+        self.asked.clear()
 
     # -- activation ----------------------------------------------------------------------------
     def _effect_of(self) -> Callable[[str], Any]:
@@ -182,6 +207,7 @@ class TaskActor(ActorTypeDispatcher):
             run, abandon = None, f"{type(exc).__name__}: {exc}"
         if abandon is not None or run is None or run.stopped:
             self.runs.pop(task_id, None)
+            self.asked.pop(task_id, None)
             if abandon is not None and self.supervisor is not None:
                 self.send(self.supervisor, m.TaskAbandoned(task_id, run_number, abandon))
         else:
@@ -216,7 +242,9 @@ class TaskActor(ActorTypeDispatcher):
     def _send_stage(self, command: SendStage) -> None:
         """An effectful step goes with the supervisor's address: its worker journals it as
         started there before it runs the tool (only these steps pay that round trip)."""
-        self.send(self.pools[command.pool], m.StageRequest(
+        request = m.StageRequest(
             command.task_id, command.token, command.stage, command.machine, command.context, command.step_index,
             idempotency_key=command.idempotency_key, journal_to=self.supervisor if command.journal else None,
-            run=command.run))
+            run=command.run)
+        self.asked[command.task_id] = (command.pool, request)  # sent again should its pool die unanswered
+        self.send(self.pools[command.pool], request)

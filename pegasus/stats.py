@@ -39,3 +39,10 @@ def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 model["unpriced_calls"] = row["unpriced_calls"]
         models.append(model)
     return {**usage_sum(models), "models": models}
+
+
+def supervision_view(children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A parent's view of its children (``Supervision.view``) for stats and /healthz: each one's restarts and
+    status, and the names of those that crash-loop (more deaths within a period than their spec allows)."""
+    return {"supervision": children,
+            "crash_looping": sorted(name for name, child in children.items() if child.get("status") == "crash_looping")}

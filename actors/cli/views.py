@@ -188,12 +188,36 @@ def counts_text(counts: dict[str, int]) -> str:
     return f"{', '.join(parts)} ({sum(counts.values())} in all)"
 
 
+def pool_text(name: str, pool: dict[str, Any]) -> str:
+    """One pool's figures; one that did not answer in time (stopped, restarting) is said to be so."""
+    if not pool.get("responsive", True):
+        return f"{name} not answering" + (" (its process is stopped)" if pool.get("stopped") else "")
+    text = f"{name} {pool['busy']}/{pool['size']} busy, {pool['queued']} queued"
+    restarts = (pool.get("supervision") or {}).get("restarts")
+    return text + (f", restarted {restarts}x" if restarts else "")
+
+
+def restarts_text(stats: dict[str, Any]) -> list[str]:
+    """Children that died (the guardian's: supervisor, gateway keeper; the supervisor's: pools), the crash loops
+    named with what they last died of."""
+    children = {**stats.get("supervision", {}),
+                **{f"{name} pool": p["supervision"] for name, p in stats.get("pools", {}).items() if p.get("supervision")}}
+    lines = []
+    for name, child in sorted(children.items()):
+        if not child.get("restarts"):
+            continue
+        looping = child.get("status") in ("crash_looping", "given_up")
+        lines.append(f"{'CRASH LOOP' if looping else 'restarts'}: {name} died {child['restarts']}x "
+                     f"({child['recent']} within {child['period_s']:g}s; more than {child['intensity']} is a loop), "
+                     f"last of: {clean(str(child.get('last_reason') or '-'))}")
+    return lines
+
+
 def stats_text(stats: dict[str, Any]) -> str:
-    pools = "; ".join(f"{name} {p['busy']}/{p['size']} busy, {p['queued']} queued"
-                      for name, p in stats["pools"].items())
+    pools = "; ".join(pool_text(name, p) for name, p in stats["pools"].items())
     lines = [f"tasks:   {counts_text(stats['tasks'])}",
              f"active:  {stats['active']} of {stats['max_active_tasks']}, {stats['queue_length']} queued",
-             f"pools:   {pools or 'none'}"]
+             f"pools:   {pools or 'none'}", *restarts_text(stats)]
     usage = stats.get("usage")
     if usage and usage.get("calls"):
         lines.append(f"models:  {usage_text(usage)}")

@@ -93,7 +93,7 @@ def render(page: dict[str, Any], stats: dict[str, Any], recent: list[m.Transitio
     for column in ("pool", "workers", "busy", "queued", "replaced"):
         pools.add_column(column)
     for name, pool in (stats.get("pools") or {}).items():
-        pools.add_row(name, str(pool["size"]), str(pool["busy"]), str(pool["queued"]), str(pool["replaced"]))
+        pools.add_row(name, *(str(pool.get(figure, "-")) for figure in ("size", "busy", "queued", "replaced")))
     lines = [f"{n.timestamp[11:19]}  {n.task_id[:12]}  {n.machine:<10} {n.from_state} -> {n.to_state}  {n.event}"
              for n in recent]
     return Group(header, tasks, pools, Text("latest transitions", style="bold"), Text("\n".join(lines) or "-"))

@@ -31,7 +31,9 @@ from actors.messages.stage_work import (
 )
 from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
 from actors.messages.recall import AskRecall, Recalled
-from actors.messages.supervision import RestartDue, RetryDue, StoreProbe, TaskActorsDue
+from actors.messages.supervision import (
+    ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
+)
 from actors.messages.task_messages import MessageTask, SendMessage
 from actors.messages.triggers import (
     DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
@@ -50,5 +52,5 @@ __all__ = [
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
-    "WebhookRemove",
+    "WebhookRemove", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue",
 ]

@@ -24,3 +24,46 @@ class StoreProbe:
 @dataclass(frozen=True)
 class TaskActorsDue:
     """Wakeup payload of the supervisor: a task actor may have been idle long enough to retire."""
+
+@dataclass(frozen=True)
+class PoolDue:
+    """Wakeup payload of the supervisor: start the dead pool ``name`` again now (its back-off passed)."""
+
+    name: str
+
+@dataclass(frozen=True)
+class PoolsCheck:
+    """Wakeup payload of the supervisor: look whether a pool's process is stopped (SIGSTOP, a debugger)."""
+
+@dataclass(frozen=True)
+class StatsDue:
+    """Wakeup payload of the supervisor: answer stats request ``ask_id`` with the pools that answered."""
+
+    ask_id: int
+
+@dataclass(frozen=True)
+class PoolReady:
+    """Pool -> supervisor, once configured: its process (for the stopped-pool check and stats)."""
+
+    name: str
+    pid: int
+
+@dataclass(frozen=True)
+class PoolReplaced:
+    """Supervisor -> task actors: pool ``name`` died and ``address`` replaces it; the requests sent
+    to the dead one and not answered are sent again (an effectful step's journal decides whether it runs)."""
+
+    name: str
+    address: object
+    dead: object
+
+@dataclass(frozen=True)
+class ChildTrouble:
+    """Supervisor -> guardian: what the supervisor is failing on (a handler's error, giving up on a
+    pool), so that the guardian can name it if the supervisor dies next."""
+
+    error: str
+
+@dataclass(frozen=True)
+class KeeperDue:
+    """Wakeup payload of the guardian: start the HTTP gateway's keeper again now (its back-off passed)."""

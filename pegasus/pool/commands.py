@@ -7,7 +7,9 @@ from typing import Any
 
 from pegasus.bounds import timer_s
 from pegasus.config import Settings
-from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, StageAsk, StarveDue
+from pegasus.pool.inputs import (
+    BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ class Arm:
     """Hand ``timer`` back to the core (``step(timer)``) in ``delay_s`` seconds."""
 
     delay_s: float
-    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue
+    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue | RespawnDue
 
     def __post_init__(self) -> None:  # a delay Thespian can arm whatever came before (pegasus.bounds)
         object.__setattr__(self, "delay_s", timer_s(self.delay_s))

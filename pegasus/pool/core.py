@@ -56,11 +56,13 @@ from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
-    MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, StarveDue, StatsAsked,
+    MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, RespawnDue, StarveDue, StatsAsked,
 )
 from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
 from pegasus.pool.state import Job, Member, Out, Waiting, member_name_of
+from pegasus.supervision import Alarm, ChildSpec, Exceeded, Restart, StartAgain, Started, Supervision
+from pegasus.supervision import Exited as Died
 from pegasus.task.names import PoolName
 
 STOPPED_STATES = frozenset({"T", "t"})  # /proc state of a stopped or traced process
@@ -68,12 +70,17 @@ EARLY_LIMIT = 10000  # requests a pool holds before its configuration arrives
 RERUN_POOL = PoolName.LLM  # its stages have no side effect: one whose worker hung may run again
 MEMBER_RERUNS = 2  # an llm stage whose member's worker died runs again at most this often
 STOP_GRACE_S = 5.0  # a worker told to stop a streamed stage has this long before it is ended
+# A worker slot whose worker dies by itself: replaced at once, then with a doubling pause while it keeps dying
+# (one that dies at start must not fork in a tight loop).  Never given up on: the pool keeps its size.
+WORKER_SPEC = ChildSpec(Restart.PERMANENT, intensity=10, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
+                        first_s=0.0, then_s=0.5, max_s=10.0, stable_s=30.0)
 
 
 class PoolCore(Pinging):
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock, wall_clock)
+        self.worker_deaths = Supervision({"worker": WORKER_SPEC})  # per slot: the pause before its next worker
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
             Configured: self._configure, Requested: self._hold, Canceled: self._cancel_held, StatsAsked: self._stats}
         # Requests that came before the pool's configuration: a restored task's first request can reach a
@@ -112,7 +119,7 @@ class PoolCore(Pinging):
             Exited: self._exited, MemberChanged: self._member_changed, Canceled: self._canceled,
             StatsAsked: self._stats, Closing: self._closing, Looked: self._looked, DeadlineDue: self._deadline_due,
             StarveDue: self._starve_due, BudgetDue: self._budget_due, HealthDue: self._health_due,
-            PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong,
+            PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong, RespawnDue: self._respawn_due,
         }
         out.append(SetUp(config.settings, config.name))
         out.append(Log("info", "pool_started", {"size": local, "queue_limit": config.queue_limit,
@@ -144,6 +151,7 @@ class PoolCore(Pinging):
         if slot is None or slot.address != event.address:
             return
         slot.pid, slot.host = event.pid, event.host
+        self.worker_deaths.step(Started(str(slot.index), "worker", self.clock()))
         self._heard_from(slot)
         if not slot.ready:
             slot.ready = True
@@ -340,7 +348,20 @@ class PoolCore(Pinging):
         # every worker it meets must end).  A local worker's death fails its stage: the task decides.
         rerun = (not slot.local and self.name == RERUN_POOL and bool(slot.jobs)
                  and (job := self.jobs.get(slot.jobs[0])) is not None and job.reruns < MEMBER_RERUNS)
-        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False, rerun=rerun)
+        respawn_s = 0.0
+        for command in self.worker_deaths.step(Died(str(slot.index), self.clock(), f"stage worker died{where}")):
+            if isinstance(command, Alarm):
+                out.append(Log("error", "worker_crash_loop", {"worker": slot.index, "deaths": command.deaths,
+                                                              "period_s": command.period_s}))
+            elif isinstance(command, StartAgain):
+                respawn_s = command.delay_s
+        self._replace(slot.index, f"stage worker died{where}", "worker_died", out, kill=False, rerun=rerun,
+                      respawn_s=respawn_s)
+
+    def _respawn_due(self, event: RespawnDue, out: Out) -> None:
+        if event.index not in self.slots and event.member in self.members and not self.closing:
+            self._spawn(event.index, event.member, out)
+            self._dispatch(out)
 
 
 

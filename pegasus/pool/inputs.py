@@ -180,6 +180,14 @@ class Pong:
     sent_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class RespawnDue:
+    """Slot ``index``'s worker died again and again: its back-off passed, start one on ``member`` now."""
+
+    index: int
+    member: str
+
+
 PoolInput = (Configured | Requested | Finished | Created | Reported | Exited | MemberChanged | Canceled
              | StatsAsked | Closing | Looked | DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue
-             | PingDue | Pong)
+             | PingDue | Pong | RespawnDue)

@@ -13,7 +13,7 @@ from typing import Any
 from pegasus.llm.budget import LlmBudget
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
 from pegasus.pool.contact import Contact
-from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, StageAsk, StarveDue
+from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, RespawnDue, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 from pegasus.task.names import StageName
 
@@ -260,9 +260,10 @@ class PoolState:
             out.append(Fail(job.requester, job.request, reason, kind, worker))
         return slot
 
-    def _replace(self, index: int, reason: str, kind: str, out: Out, *, kill: bool, rerun: bool = False) -> None:
+    def _replace(self, index: int, reason: str, kind: str, out: Out, *, kill: bool, rerun: bool = False,
+                 respawn_s: float = 0.0) -> None:
         """Answer the slot's job as failed (``rerun``: queue it again), end the worker, start a
-        fresh one on the same member."""
+        fresh one on the same member (after ``respawn_s``: a worker that keeps dying, pegasus.supervision)."""
         slot = self._drop(index, reason, kind, out, rerun=rerun)
         if slot is None:
             return
@@ -273,7 +274,9 @@ class PoolState:
             # forwarded there, which reaches us as the exit of workers that still run.
             out.append(EndWorker(slot.address, slot.pid if kill and slot.local else None))
         self.replaced += 1
-        if slot.member in self.members and not self.closing:
+        if respawn_s > 0:
+            out.append(Arm(respawn_s, RespawnDue(index, slot.member)))
+        elif slot.member in self.members and not self.closing:
             self._spawn(index, slot.member, out)
         self._watch_starved(out)
         self._dispatch(out)

@@ -65,6 +65,21 @@ def test_stats_are_text_not_python_dicts() -> None:
     assert views.counts_text({}) == "none"
 
 
+def test_stats_say_which_pool_does_not_answer_and_what_crash_loops() -> None:
+    """Issue 28: a stopped pool held the whole stats answer; a crash-looping supervisor was seen nowhere."""
+    looping = {"kind": "supervisor", "status": "crash_looping", "restarts": 7, "recent": 6, "intensity": 5,
+               "period_s": 60.0, "last_reason": "OverflowError: timestamp too large (handling WakeupMessage)"}
+    pool_view = {"status": "up", "restarts": 1, "recent": 1, "intensity": 5, "period_s": 60.0,
+                 "last_reason": "the llm pool died"}
+    text = views.stats_text({**STATS, "pools": {"llm": {**STATS["pools"]["llm"], "supervision": pool_view},
+                                                "tool": {"responsive": False, "stopped": True}},
+                             "supervision": {"supervisor": looping}})
+    assert "pools:   llm 1/3 busy, 0 queued, restarted 1x; tool not answering (its process is stopped)" in text
+    assert ("CRASH LOOP: supervisor died 7x (6 within 60s; more than 5 is a loop), last of: OverflowError: "
+            "timestamp too large (handling WakeupMessage)") in text
+    assert "restarts: llm pool died 1x (1 within 60s; more than 5 is a loop), last of: the llm pool died" in text
+
+
 def test_capabilities_read_as_the_join_flags_take_them() -> None:
     """Issue 16: join printed ``offering {'pegasus.llm_workers': 4, ...}``."""
     assert (views.capabilities_text({"pegasus.tool_workers": 0, "pegasus.llm_workers": 4, "zone": "r1"})

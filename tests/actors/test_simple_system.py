@@ -270,7 +270,7 @@ class _Requester(ActorTypeDispatcher):
 
 def test_pool_queues_beyond_its_workers_and_refuses_past_its_queue_limit(asys, tmp_path: Path) -> None:
     pool = asys.createActor(StagePool)
-    asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path)))
+    assert isinstance(asys.ask(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path)), 5), m.PoolReady)
     requester = asys.createActor(_Requester)
     asys.tell(requester, (pool, [_act_request(token) for token in (1, 2, 3)]))
     answers = {result.token: (result, from_pool) for result, from_pool in (asys.listen(5) for _ in range(3))}
@@ -290,5 +290,7 @@ def test_a_request_to_a_pool_not_configured_yet_runs_once_it_is(asys, tmp_path: 
     pool = asys.createActor(StagePool)
     assert asys.ask(pool, _act_request(1), 0.3) is None  # held, not refused
     asys.tell(pool, m.PoolConfig("tool", 1, 1, 30.0, settings_for(tmp_path)))
-    result = asys.listen(5)
-    assert isinstance(result, m.StageResult) and result.ok and result.token == 1
+    answers = [asys.listen(5), asys.listen(5)]  # the pool's PoolReady (its pid, for the supervisor) and the result
+    assert {type(answer) for answer in answers} == {m.PoolReady, m.StageResult}
+    result = next(answer for answer in answers if isinstance(answer, m.StageResult))
+    assert result.ok and result.token == 1

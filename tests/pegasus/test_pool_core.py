@@ -282,3 +282,25 @@ def test_a_streamed_stage_past_its_deadline_is_answered_timeout_and_stopped() ->
     assert of(Stop, out) == [Stop("w1", 1)] and of(EndWorker, out) == []
     assert [(f.to, f.kind) for f in of(Fail, out)] == [("requester-a", "timeout")]
     assert of(Forward, pool.finish(1)) == []  # its late answer goes nowhere
+
+
+def test_a_worker_that_keeps_dying_is_replaced_with_a_growing_pause_and_said_to_loop() -> None:
+    """Issue 28: every death forked a new worker at once, so a worker dying at start looped as fast as it forked."""
+    from pegasus.pool.core import WORKER_SPEC
+    from pegasus.pool.inputs import RespawnDue
+
+    pool = Pool(size=1)
+    address, pauses, logs = "w1", [], []
+    for pid in range(WORKER_SPEC.intensity + 2):
+        pool.step(Reported(0, 100 + pid, "host", address))
+        out = pool.step(Exited(address))
+        logs += [log.event for log in of(Log, out)]
+        arms = [arm for arm in of(Arm, out) if isinstance(arm.timer, RespawnDue)]
+        pauses.append(arms[0].delay_s if arms else 0.0)
+        if arms:
+            assert of(StartWorker, out) == []  # not yet
+            out = pool.fire(out, RespawnDue)
+        [start] = of(StartWorker, out)
+        address = f"w{pid + 2}"
+    assert pauses[:5] == [0.0, 0.5, 1.0, 2.0, 4.0] and pauses[-1] == WORKER_SPEC.max_s
+    assert "worker_crash_loop" in logs and stats(pool)["size"] == 1

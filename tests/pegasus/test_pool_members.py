@@ -7,7 +7,8 @@ from typing import Any
 from pegasus.config import Settings
 from pegasus.pool.commands import Arm, EndWorker, Fail, Inspect, Log, SendStats, StartWorker, Watch
 from pegasus.pool.inputs import (
-    Closing, DeadlineDue, Exited, HealthDue, Looked, MemberChanged, PlacementDue, Reported, StarveDue, StatsAsked,
+    Closing, DeadlineDue, Exited, HealthDue, Looked, MemberChanged, PlacementDue, Reported, RespawnDue, StarveDue,
+    StatsAsked,
 )
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, placement
 from tests.support.pool_core import ME, Pool, Spec, dispatched, of
@@ -101,6 +102,8 @@ def test_an_llm_stage_whose_member_worker_dies_runs_again_a_bounded_number_of_ti
     pool.ask("a")
     for n in range(MEMBER_RERUNS + 1):
         out = pool.step(Exited(address))
+        if any(isinstance(arm.timer, RespawnDue) for arm in of(Arm, out)):  # died again at once: after a pause
+            out += pool.fire(out, RespawnDue)
         if n < MEMBER_RERUNS:
             assert of(Fail, out) == [], n
             address, pid = f"w{n + 2}", pid + 1
