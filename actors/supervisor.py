@@ -325,6 +325,7 @@ class Supervisor(RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webh
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
         view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
         view.update(self._tree_view(task_id))  # parent, depth, children, waiting_for
+        view["messages_quarantined"] = self.store.quarantined_messages(task_id)  # set aside, with their errors
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostRef
 from pegasus.memory import MemoryStore, load_identity
 from pegasus.memory.identity import IDENTITY_FILE
 from pegasus.memory.errors import MemoryStoreError
+from pegasus.quarantine import reason
 from pegasus.store import StoreUnavailable, reflections
 from pegasus.store.checkpoint import rebuild
 from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot
@@ -128,8 +129,14 @@ class RecallAndReflect:
                 self._hand_out(self._post.release())
                 continue
             assert isinstance(decision, Dispatch)
-            snapshot = known if known is not None and known.task_id == task_id else \
-                rebuild(task_id, self.store.checkpoints(task_id))
+            try:
+                snapshot = known if known is not None and known.task_id == task_id else \
+                    rebuild(task_id, self.store.checkpoints(task_id))
+            except Exception as exc:  # noqa: BLE001 - quarantined: this reflection fails, the others go
+                self._post.dropped(task_id)
+                self._reflection_failed(task_id, reason(exc))
+                self._hand_out(self._post.release())
+                continue
             self.send(self.pools[PoolName.LLM], m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
                                                               snapshot.machine, snapshot.context))
 
