@@ -27,8 +27,8 @@ class TaskMessages:
     def add_message(self, task_id: str, text: str) -> int:
         """Write a message for the task; its number (1, 2, ... per task)."""
         with self.transaction() as db:
-            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM task_messages WHERE task_id = ?",
-                                (task_id,)).fetchone()
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM task_messages WHERE task_id = ? AND "
+                                "typeof(seq) = 'integer'", (task_id,)).fetchone()  # a bad row numbers nothing
             db.execute("INSERT INTO task_messages (task_id, seq, text, created_at) VALUES (?, ?, ?, ?)",
                        (task_id, seq, text, now_iso()))
         return int(seq)

@@ -1,0 +1,109 @@
+"""Quarantine of stored records (issue 28): a row written by an old version or a bug, read back by a handler, is
+set aside with its error (pegasus.quarantine) -- marked in the store, or its one task failed -- never raised."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pegasus import codec
+from pegasus.admission import StartRun
+from pegasus.quarantine import MAX_REASON, reason, sift
+from pegasus.store.messages import message_of
+from tests.pegasus.test_recovery import admission_on
+
+BAD_DELTA = codec.pack({"format": 1, "delta": {"k": "not a dict of edits"}})  # AttributeError in delta.apply
+
+
+def poison(path: Path, sql: str, *params: object) -> None:
+    with sqlite3.connect(path / "p.db") as db:
+        db.execute(sql, params)
+
+
+def test_sift_yields_the_good_rows_and_sets_aside_each_bad_one_with_its_error() -> None:
+    aside: list[tuple[object, str]] = []
+    assert list(sift(["1", "x", "3", None], int, lambda row, error: aside.append((row, error)))) == [1, 3]
+    assert [row for row, _ in aside] == ["x", None]
+    assert aside[0][1].startswith("quarantined: ValueError: invalid literal")
+    assert aside[1][1].startswith("quarantined: TypeError")
+
+
+def test_a_reason_is_bounded_and_never_says_quarantined_twice() -> None:
+    assert len(reason(ValueError("x" * 10_000))) == MAX_REASON
+    assert reason(ValueError(reason(KeyError("k")))) == "quarantined: KeyError: 'k'"
+
+
+@pytest.mark.parametrize(("row", "why"), [
+    ((1, "text", b"\xff\xfe"), "can't decode byte 0xff"),
+    ((2, "blob", b"hi"), "stored as blob, not text"),
+    ((3, "text", b"   "), "is empty"),
+    ((4, "text", b"x" * 11), "11 bytes, over [runtime] max_input_bytes = 10"),
+    (("five", "text", b"hi"), "'five' is not a positive integer"),
+    ((0, "text", b"hi"), "0 is not a positive integer"),
+    ((6, "null", None), "stored as null"),
+])
+def test_a_message_row_this_version_could_not_have_written_is_refused_naming_why(row, why) -> None:
+    with pytest.raises(ValueError, match=why.replace("[", r"\[").replace("]", r"\]")):
+        message_of(row, 10)
+
+
+def test_message_of_gives_number_and_text() -> None:
+    assert message_of((7, "text", "héllo".encode()), 10) == (7, "héllo")
+
+
+def test_bad_messages_of_a_running_task_are_quarantined_once_and_the_task_restarts_with_the_good_ones(
+        tmp_path: Path) -> None:
+    """On main before this change the undecodable one raised out of restore (sqlite3.OperationalError: Could
+    not decode to UTF-8), so the supervisor could not start."""
+    first = admission_on(tmp_path)
+    task, _ = first.submit("echo hi", "classic", 5, {}, "t")
+    assert first.get(task.task_id).state == "running"
+    first.store.add_message(task.task_id, "the good one")
+    for seq, value in ((2, "CAST(X'FF41' AS TEXT)"), (3, "X'6869'"), (4, f"'{'x' * 70_000}'"), ("'five'", "'hi'")):
+        poison(tmp_path, f"INSERT INTO task_messages (task_id, seq, text, created_at) VALUES (?, {seq}, {value}, 'x')",
+               task.task_id)
+    first.store.add_message(task.task_id, "after them")  # numbered past the bad ones: still taken
+
+    second = admission_on(tmp_path)
+    [start] = [e for e in second.restore() if isinstance(e, StartRun)]
+    assert [text for _, text in start.inbox] == ["the good one", "after them"]
+    marked = second.store.quarantined_messages(task.task_id)
+    assert [m["number"] for m in marked] == ["2", "3", "4", "five"]
+    assert "UnicodeDecodeError" in marked[0]["error"] and "over [runtime] max_input_bytes" in marked[2]["error"]
+    assert second.quarantined == {}  # the task itself is not quarantined: it goes on without them
+    third = admission_on(tmp_path)  # not tried again: the mark keeps them out of every later read
+    assert [text for _, text in third.store.messages_after(task.task_id, 0)] == ["the good one", "after them"]
+
+
+def test_a_checkpoint_that_raises_anything_quarantines_its_task_at_restore(tmp_path: Path) -> None:
+    """Not only CorruptCheckpoint: a delta of a bad shape raised AttributeError out of restore on main."""
+    first = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    bad, _ = first.submit("bad", "classic", 5, {}, "t")
+    queued, _ = first.submit("queued with a bad journal", "classic", 5, {}, "t")
+    good, _ = first.submit("good", "classic", 5, {}, "t")
+    poison(tmp_path, "INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) "
+           "VALUES (?, 1, 'delta', 'thinking', ?, 'x')", bad.task_id, BAD_DELTA)
+    poison(tmp_path, "INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result, started_at) "
+           "VALUES ('k', ?, 1, 0, 'echo', 'pure', 'finished', X'C1', 'x')", queued.task_id)
+    second = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    effects = second.restore()
+    assert [e.task_id for e in effects if isinstance(e, StartRun)] == [good.task_id]
+    assert "AttributeError" in second.quarantined[bad.task_id]
+    assert second.quarantined[queued.task_id].startswith("quarantined: ")
+    for task_id in (bad.task_id, queued.task_id):
+        row = second.store.task_row(task_id)
+        assert (row["lifecycle_state"], row["exit_reason"]) == ("failed", "fatal_error")
+        assert row["error"] == second.quarantined[task_id]
+
+
+def test_a_checkpoint_that_raises_anything_fails_its_task_when_its_run_is_lost(tmp_path: Path) -> None:
+    admission = admission_on(tmp_path)
+    task, _ = admission.submit("echo hi", "classic", 5, {}, "t")
+    poison(tmp_path, "INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) "
+           "VALUES (?, 1, 'delta', 'thinking', ?, 'x')", task.task_id, BAD_DELTA)
+    admission.on_run_lost(task.task_id, task.run, "its task actor died")
+    record = admission.get(task.task_id)
+    assert (record.state, record.exit_reason) == ("failed", "fatal_error")
+    assert "AttributeError" in record.error and task.task_id in admission.quarantined
