@@ -83,18 +83,21 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
 
 
 def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
-    """The unfinished tasks' records.  A row no handler can follow (a machine no longer known, a state no version
-    has: written by an old version, a removed plugin or a bug) is quarantined (``pegasus.quarantine``) -- failed,
-    ``fatal_error``, its error saying why, so it is not restored again -- and noted in ``quarantined``; never
-    raised (it would stop the start, and the supervisor's every restart after it)."""
+    """The unfinished tasks' records.  A row no handler can follow (columns that will not decode, a machine no
+    longer known, a state no version has, transitions that will not read: written by an old version, a removed
+    plugin or a bug) is quarantined (``pegasus.quarantine``) -- failed, ``fatal_error``, its error saying why, so
+    it is not restored again -- and noted in ``quarantined``; never raised (it would stop the start, and the
+    supervisor's every restart after it)."""
     def set_aside(row: dict[str, Any], error: str) -> None:
         quarantined[str(row["task_id"])] = error
         store.lifecycle_transition(row["task_id"], str(row["lifecycle_state"]), "failed", "TASK_FAILED",
                                    actor="supervisor", reason=error,
                                    updates={"exit_reason": "fatal_error", "error": error})
 
-    return sift(store.unfinished_tasks(), lambda row: record_from_row(row, store.transitions(row["task_id"])),
-                set_aside)
+    def read(row: dict[str, Any]) -> TaskRecord:
+        return record_from_row(row, store.transitions(row["task_id"]))
+
+    return sift(store.unfinished_tasks(set_aside), read, set_aside)
 
 
 def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,

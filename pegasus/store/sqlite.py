@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from pegasus import codec
 from pegasus.codec import pack
 from pegasus.files import write_private
 from pegasus.idempotency import Claim
+from pegasus.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
@@ -182,11 +184,14 @@ class Store(TaskMessages, TreeTables, Database):
         row = self._query(f"SELECT {_TASKS} FROM tasks WHERE task_id = ?", (task_id,))
         return _task_row(row[0]) if row else None
 
-    def unfinished_tasks(self) -> list[dict[str, Any]]:
-        """Every task not done, failed or canceled, oldest first."""
+    def unfinished_tasks(self, set_aside: Callable[[dict[str, Any], str], None] | None = None) -> list[dict[str, Any]]:
+        """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose packed
+        columns will not decode is handed to it (columns as stored) instead of raising (pegasus.quarantine)."""
         rows = self._query(f"SELECT {_TASKS} FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
                            " ORDER BY seq", TERMINAL)
-        return [_task_row(r) for r in rows]
+        if set_aside is None:
+            return [_task_row(r) for r in rows]
+        return list(sift(rows, _task_row, lambda row, error: set_aside(dict(zip(TASK_COLUMNS, row)), error)))
 
     def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
                    before: int | None = None) -> list[dict[str, Any]]:

@@ -107,3 +107,18 @@ def test_a_checkpoint_that_raises_anything_fails_its_task_when_its_run_is_lost(t
     record = admission.get(task.task_id)
     assert (record.state, record.exit_reason) == ("failed", "fatal_error")
     assert "AttributeError" in record.error and task.task_id in admission.quarantined
+
+
+def test_a_task_row_whose_columns_will_not_decode_is_quarantined_and_the_others_restored(tmp_path: Path) -> None:
+    """On eb89c12 one undecodable metadata blob raised out of unfinished_tasks(): no task was restored at all."""
+    first = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    first.submit("runs", "classic", 5, {}, "t")
+    bad, _ = first.submit("bad metadata", "classic", 5, {}, "t")
+    odd, _ = first.submit("a transition that will not read", "classic", 5, {}, "t")
+    poison(tmp_path, "UPDATE tasks SET metadata = X'C1' WHERE task_id = ?", bad.task_id)
+    poison(tmp_path, "UPDATE transitions SET detail = X'C1' WHERE task_id = ?", odd.task_id)
+    second = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    second.restore()
+    assert set(second.quarantined) == {bad.task_id, odd.task_id}
+    assert len(second.records) == 1 and second.running
+    assert second.store.unfinished_tasks(lambda row, error: None) == second.store.unfinished_tasks()
