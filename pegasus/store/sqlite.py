@@ -180,9 +180,10 @@ class Store(TaskMessages, TreeTables, Database):
                    (new_id(), task_id, event_type, json.dumps(payload, default=str), now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
-    def task_row(self, task_id: str) -> dict[str, Any] | None:
+    def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
+        """The task's row (None: no such task); ``lenient``: as a view shows it, see ``_task_row``."""
         row = self._query(f"SELECT {_TASKS} FROM tasks WHERE task_id = ?", (task_id,))
-        return _task_row(row[0]) if row else None
+        return _task_row(row[0], lenient=lenient) if row else None
 
     def unfinished_tasks(self, set_aside: Callable[[dict[str, Any], str], None] | None = None) -> list[dict[str, Any]]:
         """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose packed
@@ -227,11 +228,12 @@ class Store(TaskMessages, TreeTables, Database):
                            " ORDER BY id", (task_id, task_id))
         return [Checkpoint(*row) for row in rows]
 
-    def transitions(self, task_id: str) -> list[dict[str, Any]]:
+    def transitions(self, task_id: str, *, lenient: bool = False) -> list[dict[str, Any]]:
+        """The task's transitions, oldest first; ``lenient`` (a view): a detail that will not decode is {}."""
         rows = self._query("SELECT machine, run, from_state, to_state, event, detail, created_at FROM transitions"
                            " WHERE task_id = ? ORDER BY id", (task_id,))
         return [{"machine": r[0], "run": r[1], "from_state": r[2], "to_state": r[3], "event": r[4],
-                 "detail": unpack(r[5]) or {}, "timestamp": r[6]} for r in rows]
+                 "detail": _detail(r[5], lenient), "timestamp": r[6]} for r in rows]
 
     def audit(self, task_id: str) -> list[dict[str, Any]]:
         rows = self._query("SELECT audit_id, task_id, level, event_type, payload, created_at FROM audit"
@@ -324,11 +326,27 @@ def _state_filter(state: str | None) -> tuple[str, tuple[str, ...]]:
     return " WHERE lifecycle_state = ? OR cognitive_state = ?", (state, state)
 
 
-def _task_row(row: tuple[Any, ...]) -> dict[str, Any]:
+def _task_row(row: tuple[Any, ...], *, lenient: bool = False) -> dict[str, Any]:
+    """A task row, its packed columns decoded; ``lenient``: one that will not decode is None (a quarantined
+    task's row -- its error says why -- is still shown)."""
     out = dict(zip(TASK_COLUMNS, row))
     for key in _PACKED:
-        out[key] = unpack(out[key])
+        try:
+            out[key] = unpack(out[key])
+        except codec.UNPACK_ERRORS:
+            if not lenient:
+                raise
+            out[key] = None
     return out
+
+
+def _detail(data: bytes | None, lenient: bool) -> dict[str, Any]:
+    try:
+        return unpack(data) or {}
+    except codec.UNPACK_ERRORS:
+        if not lenient:
+            raise
+        return {}
 
 
 def _journal_row(row: tuple[Any, ...]) -> dict[str, Any]:

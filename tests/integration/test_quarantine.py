@@ -33,6 +33,7 @@ def test_poisoned_rows_are_quarantined_and_the_same_supervisor_serves(pegasus: A
                           store=Store(state_dir / "pegasus.db"))
     talk, _ = admission.submit("echo hi", "classic", 5, {}, "cli")  # running when "the system died"
     broken, _ = admission.submit("echo broken", "classic", 5, {}, "cli")
+    undecodable, _ = admission.submit("echo undecodable", "classic", 5, {}, "cli")
     admission.store.add_message(talk.task_id, "echo the good one")
     admission.store.close()
     with sqlite3.connect(state_dir / "pegasus.db") as db:
@@ -42,6 +43,7 @@ def test_poisoned_rows_are_quarantined_and_the_same_supervisor_serves(pegasus: A
                    (talk.task_id,))  # bytes, not text
         db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 1, 'delta', "
                    "'thinking', ?, 'then')", (broken.task_id, BAD_DELTA))
+        db.execute("UPDATE tasks SET metadata = X'C1' WHERE task_id = ?", (undecodable.task_id,))
         db.execute(DONE_ROW, ("unreflected", 1000))  # done, no checkpoint: its reflection cannot rebuild it
         db.execute(DONE_ROW, ("odd-reflection", 1001))
         db.execute("INSERT INTO post_reflections (task_id, status, attempts, updated_at) VALUES "
@@ -56,18 +58,21 @@ def test_poisoned_rows_are_quarantined_and_the_same_supervisor_serves(pegasus: A
     assert [m["content"] for m in talked["messages"]] == ["echo the good one"]
     assert [m["number"] for m in talked["messages_quarantined"]] == ["2", "3"]
     assert "UnicodeDecodeError" in talked["messages_quarantined"][0]["error"]
-    failed = client.get(broken.task_id)
-    assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "fatal_error")
-    assert "AttributeError" in failed["error"]
+    for task_id, error in ((broken.task_id, "AttributeError"), (undecodable.task_id, "FormatError")):
+        failed = client.get(task_id)  # shown, the column that will not decode as None
+        assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "fatal_error")
+        assert failed["error"].startswith("quarantined: ") and error in failed["error"], failed
     for task_id in ("unreflected", "odd-reflection"):
         reflection = client.get(task_id)["post_reflection"]
         assert reflection["status"] == "failed" and reflection["error"].startswith("quarantined: "), reflection
 
     cli = Pegasus(port=client.spec.admin_port, home=state_dir, cwd=tmp_path)
-    stats, status = cli("stats", "--json"), cli("status", talk.task_id)
-    assert stats.returncode == 0 and status.returncode == 0, (stats.stderr, status.stderr)
+    stats, status, listed = cli.many(["stats", "--json"], ["status", talk.task_id], ["list", "--json"])
+    assert stats.returncode == status.returncode == listed.returncode == 0, (stats.stderr, status.stderr)
     quarantined = json.loads(stats.stdout)["quarantined"]
     assert [q["name"] for q in quarantined["messages"]] == [f"{talk.task_id}#2", f"{talk.task_id}#3"]
-    assert [q["name"] for q in quarantined["tasks"]] == [broken.task_id]
+    assert {q["name"] for q in quarantined["tasks"]} == {broken.task_id, undecodable.task_id}
+    states = {t["task_id"]: (t["lifecycle_state"], t["exit_reason"]) for t in json.loads(listed.stdout)["tasks"]}
+    assert states[undecodable.task_id] == states[broken.task_id] == ("failed", "fatal_error")
     assert "3 QUARANTINED: quarantined: ValueError: message 3 is stored as blob" in status.stdout
     assert (client.locate()["generation"], client.stats()["supervisor_pid"]) == (generation, pid)  # never restarted
