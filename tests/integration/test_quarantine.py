@@ -1,6 +1,6 @@
 """Quarantine on a real system (issue 28): rows written into the SQLite file as an old version or a bug would have
 -- messages that will not decode, a checkpoint that raises on rebuild, post-reflection rows that will not read --
-do not stop the start nor restart the supervisor: each is set aside with its error (stats, status), its one task
+and a webhook whose template is not text, do not stop the start nor restart the supervisor: each is set aside with its error (stats, status), its one task
 failed or going on without it, and a new task is served to completion."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from pegasus import codec
 from pegasus.admission import Admission
 from pegasus.config import Settings
+from pegasus.errors import WebhookRefused
 from pegasus.store import Store
 from tests.integration.test_cli import Pegasus
 
@@ -44,6 +45,8 @@ def test_poisoned_rows_are_quarantined_and_the_same_supervisor_serves(pegasus: A
         db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 1, 'delta', "
                    "'thinking', ?, 'then')", (broken.task_id, BAD_DELTA))
         db.execute("UPDATE tasks SET metadata = X'C1' WHERE task_id = ?", (undecodable.task_id,))
+        db.execute("INSERT INTO webhooks (name, template, secret, created_at) VALUES ('odd', CAST(X'FF7B787D' AS "
+                   "TEXT), X'00', 'then')")  # a template that is not UTF-8: `webhook list` failed for everyone
         db.execute(DONE_ROW, ("unreflected", 1000))  # done, no checkpoint: its reflection cannot rebuild it
         db.execute(DONE_ROW, ("odd-reflection", 1001))
         db.execute("INSERT INTO post_reflections (task_id, status, attempts, updated_at) VALUES "
@@ -65,6 +68,12 @@ def test_poisoned_rows_are_quarantined_and_the_same_supervisor_serves(pegasus: A
     for task_id in ("unreflected", "odd-reflection"):
         reflection = client.get(task_id)["post_reflection"]
         assert reflection["status"] == "failed" and reflection["error"].startswith("quarantined: "), reflection
+
+    client.webhook_add("good", text="echo {x}")
+    assert [(w["name"], bool(w["quarantined"])) for w in client.webhooks()] == [("good", False), ("odd", True)]
+    with pytest.raises(WebhookRefused, match="quarantined: UnicodeDecodeError") as refused:
+        client.deliver_webhook("odd", {}, b"{}")
+    assert refused.value.status == 409
 
     cli = Pegasus(port=client.spec.admin_port, home=state_dir, cwd=tmp_path)
     stats, status, listed = cli.many(["stats", "--json"], ["status", talk.task_id], ["list", "--json"])

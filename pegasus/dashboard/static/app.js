@@ -570,7 +570,8 @@ async function schedulesPage() {
     const webhooks = await part("/v1/webhooks", (data) => h("table", { id: "webhooks" },
       h("thead", {}, h("tr", {}, ["name", "address", "text", "signed"].map((c) => h("th", {}, c)))),
       h("tbody", {}, list(data, "webhooks").map((w) => h("tr", {}, h("td", {}, w.name),
-        h("td", { class: "mono" }, `POST /v1/webhooks/${w.name}`), h("td", {}, clip(w.text, 80)),
+        h("td", { class: "mono" }, `POST /v1/webhooks/${w.name}`),
+        w.quarantined ? h("td", { class: "quarantine" }, clip(w.quarantined, 160)) : h("td", {}, clip(w.text, 80)),
         h("td", {}, w.secret_file ? "yes" : "no"))))));
     if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Schedules and webhooks"), h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
