@@ -144,3 +144,36 @@ def test_a_waiting_parent_whose_childs_row_will_not_read_is_quarantined_at_resto
     fresh.restore()
     assert "FormatError" in fresh.quarantined[parent.task_id]
     assert (fresh.get(parent.task_id).state, fresh.get(parent.task_id).exit_reason) == ("failed", "fatal_error")
+
+
+def test_a_token_row_that_is_not_text_is_listed_quarantined_and_authenticates_no_one(tmp_path: Path) -> None:
+    """On eb89c12 one such row made ``pegasus token list`` fail for everyone (Could not decode to UTF-8)."""
+    from pegasus.store import Store, tokens
+
+    store = Store(tmp_path / "p.db")
+    tokens.create(store, "good", "h1", "read")
+    poison(tmp_path, "INSERT INTO api_tokens (name, token_hash, scope, created_at) VALUES "
+           "(CAST(X'FF6F' AS TEXT), 'h2', 'admin', 'then')")
+    listed = {t["name"]: t for t in tokens.listed(store)}
+    assert listed["good"]["quarantined"] is None and listed["good"]["scope"] == "read"
+    assert "UnicodeDecodeError" in listed["\ufffdo"]["quarantined"]
+    reader = tokens.TokenReader(tmp_path / "p.db")
+    try:
+        assert reader.lookup("h1") == {"name": "good", "scope": "read", "token_hash": "h1"}
+        assert reader.lookup("h2") is None
+    finally:
+        reader.close()
+
+
+def test_a_webhook_row_that_is_not_text_is_listed_quarantined_and_refused(tmp_path: Path) -> None:
+    from pegasus.store import Store, triggers
+
+    store = Store(tmp_path / "p.db")
+    triggers.add_webhook(store, "good", "echo {x}", b"s", None)
+    poison(tmp_path, "INSERT INTO webhooks (name, template, secret, created_at) VALUES ('odd', 'x', '', 'then')")
+    views = {w["name"]: w for w in triggers.webhooks(store)}
+    assert views["good"]["quarantined"] is None and views["good"]["text"] == "echo {x}"
+    assert views["odd"]["quarantined"] == "quarantined: ValueError: its secret is empty"
+    assert triggers.webhook(store, "good") == ("echo {x}", b"s")
+    with pytest.raises(ValueError, match="secret is empty"):
+        triggers.webhook(store, "odd")
