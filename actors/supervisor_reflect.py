@@ -103,7 +103,11 @@ class RecallAndReflect:
                 self.log.exception("reflection_not_started", task_id=notice.task_id)
 
     def _task_done(self, task_id: str) -> None:
-        snapshot = rebuild(task_id, self.store.checkpoints(task_id))
+        try:
+            snapshot = rebuild(task_id, self.store.checkpoints(task_id))
+        except Exception as exc:  # noqa: BLE001 - quarantined: nothing to archive or reflect on, the task is done
+            reflections.finished(self.store, task_id, reflections.FAILED, error=reason(exc))
+            return
         try:
             self._archive_task(task_id, snapshot)
         except MemoryStoreError as exc:  # the archive is a copy: the task is done all the same
