@@ -278,10 +278,9 @@ class Admission(Messages):
     def restore(self) -> list[Effect]:
         """Bring back every unfinished task from the store (on system start).
 
-        draft stays draft; approved and queued are queued; running tasks resume
-        from their last checkpoint; verifying runs its gates again; verified is
-        done; blocked (suspended) stays blocked.  A task whose row or checkpoints
-        cannot be followed (any error) is quarantined: it fails alone, fatal_error.
+        draft stays draft; approved and queued are queued; running tasks resume from their last checkpoint;
+        verifying runs its gates again; verified is done; blocked (suspended) stays blocked.  A task whose
+        rows cannot be followed (any error) is quarantined (pegasus.quarantine): it fails alone, fatal_error.
         """
         effects: list[Effect] = []
         restarts: list[TaskRecord] = []
