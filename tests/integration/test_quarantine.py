@@ -1,7 +1,8 @@
 """Quarantine on a real system (issue 28): rows written into the SQLite file as an old version or a bug would have
--- messages that will not decode, a checkpoint that raises on rebuild, post-reflection rows that will not read --
-and a webhook whose template is not text, do not stop the start nor restart the supervisor: each is set aside with its error (stats, status), its one task
-failed or going on without it, and a new task is served to completion."""
+-- messages that will not decode, a checkpoint that raises on rebuild, a task row that will not decode,
+post-reflection rows that will not read, a webhook whose template is not text -- neither stop the start nor restart
+the supervisor: each is set aside with its error (stats, status, list), its one task failed or going on without
+it, and a new task is served to completion."""
 
 from __future__ import annotations
 

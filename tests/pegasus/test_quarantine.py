@@ -7,6 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pegasus import codec
 from pegasus.admission import StartRun
@@ -47,6 +49,20 @@ def test_a_reason_is_bounded_and_never_says_quarantined_twice() -> None:
 def test_a_message_row_this_version_could_not_have_written_is_refused_naming_why(row, why) -> None:
     with pytest.raises(ValueError, match=why.replace("[", r"\[").replace("]", r"\]")):
         message_of(row, 10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(number=st.one_of(st.integers(), st.floats(), st.text(max_size=5), st.none(), st.binary(max_size=5)),
+       kind=st.sampled_from(["text", "blob", "integer", "real", "null"]),
+       raw=st.one_of(st.binary(max_size=64), st.none()),
+       limit=st.one_of(st.none(), st.integers(min_value=1, max_value=64)))
+def test_message_of_any_row_is_a_message_or_a_value_error_never_another_exception(number, kind, raw, limit) -> None:
+    """Whatever an old version or a bug left in the row: a message within the bounds, or ValueError (quarantined)."""
+    try:
+        seq, text = message_of((number, kind, raw), limit)
+    except ValueError:
+        return
+    assert seq == number >= 1 and text.strip() and (limit is None or len(text.encode()) <= limit)
 
 
 def test_message_of_gives_number_and_text() -> None:
