@@ -6,7 +6,8 @@ would otherwise raise in the handler that reads it back -- at every start, so
 the actor holding it would crash-loop.  Every reader of such rows goes through
 ``sift``: the good ones are yielded, each bad one is handed to ``set_aside``
 with ``reason(exc)`` (which marks it in the store, or fails its one task), and
-the reader goes on.  Pure: no store, no actor.
+the reader goes on.  A store fault is never a record's (``reason`` re-raises it).
+Pure: no store, no actor.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ MAX_REASON = 1000  # characters kept of an error (a row's repr may be large)
 
 
 def reason(exc: BaseException) -> str:
-    """What a quarantined record shows: ``quarantined: <ExceptionType>: <message>``, bounded."""
+    """What a quarantined record shows: ``quarantined: <ExceptionType>: <message>``, bounded.  A store that
+    cannot be used now (``StoreUnavailable``: a full disk, an I/O error) is not the record's fault: re-raised,
+    for the store's own handling (the supervisor stops applying changes until it can write), never a quarantine."""
+    from pegasus.store.errors import StoreUnavailable  # here: pegasus.store imports this module
+
+    if isinstance(exc, StoreUnavailable):
+        raise exc
     text = str(exc)
     if text.startswith(PREFIX):
         return text[:MAX_REASON]

@@ -32,6 +32,20 @@ def test_sift_yields_the_good_rows_and_sets_aside_each_bad_one_with_its_error() 
     assert aside[1][1].startswith("quarantined: TypeError")
 
 
+def test_a_store_that_cannot_be_used_is_never_a_records_fault() -> None:
+    """A full disk or an I/O error while a row is read must not quarantine a good record: it is raised, for the
+    store's own handling (pegasus.store.health)."""
+    from pegasus.store.errors import DiskFull
+
+    def read(row: str) -> str:
+        raise DiskFull(Path("/x/p.db"))
+
+    aside: list[object] = []
+    with pytest.raises(DiskFull):
+        list(sift(["a"], read, lambda row, error: aside.append(row)))
+    assert aside == []
+
+
 def test_a_reason_is_bounded_and_never_says_quarantined_twice() -> None:
     assert len(reason(ValueError("x" * 10_000))) == MAX_REASON
     assert reason(ValueError(reason(KeyError("k")))) == "quarantined: KeyError: 'k'"
