@@ -182,24 +182,26 @@ class Store(TaskMessages, TreeTables, Database):
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
         """The task's row (None: no such task); ``lenient``: as a view shows it, see ``_task_row``."""
-        row = self._query(f"SELECT {_TASKS} FROM tasks WHERE task_id = ?", (task_id,))
+        row = self._query(f"SELECT {_TASKS_RAW if lenient else _TASKS} FROM tasks WHERE task_id = ?", (task_id,))
         return _task_row(row[0], lenient=lenient) if row else None
 
     def unfinished_tasks(self, set_aside: Callable[[dict[str, Any], str], None] | None = None) -> list[dict[str, Any]]:
-        """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose packed
-        columns will not decode is handed to it (columns as stored) instead of raising (pegasus.quarantine)."""
-        rows = self._query(f"SELECT {_TASKS} FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
-                           " ORDER BY seq", TERMINAL)
+        """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose columns will
+        not decode (text that is not UTF-8, a packed value) is handed to it, shown as a view would, instead of
+        raising (pegasus.quarantine)."""
+        rows = self._query(f"SELECT {_TASKS_RAW} FROM tasks WHERE lifecycle_state NOT IN "
+                           f"({', '.join('?' * len(TERMINAL))}) ORDER BY seq", TERMINAL)
         if set_aside is None:
             return [_task_row(r) for r in rows]
-        return list(sift(rows, _task_row, lambda row, error: set_aside(dict(zip(TASK_COLUMNS, row)), error)))
+        return list(sift(rows, _task_row, lambda row, error: set_aside(_task_row(row, lenient=True), error)))
 
     def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
                    before: int | None = None) -> list[dict[str, Any]]:
         """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
         (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
-        columns = ("task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq,"
-                   " created_at")
+        columns = ", ".join(f"CAST({c} AS BLOB)" if c in _TEXT else c for c in (
+            "task_id", "machine", "priority", "lifecycle_state", "cognitive_state", "input", "exit_reason",
+            "updated_at", "seq", "created_at"))  # text as bytes: one row that is not UTF-8 fails no page
         where, state_params = _state_filter(state)
         params: tuple[Any, ...] = state_params
         if before is not None:
@@ -209,7 +211,8 @@ class Store(TaskMessages, TreeTables, Database):
                            (*params, limit, offset))
         names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at",
                  "seq", "created_at")  # created_at: the dashboard's age column
-        return [dict(zip(names, row)) for row in rows]
+        return [{name: value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+                 for name, value in zip(names, row)} for row in rows]
 
     def count_tasks(self, state: str | None = None) -> int:
         """How many tasks ``list_tasks`` pages through."""
@@ -282,6 +285,10 @@ class Store(TaskMessages, TreeTables, Database):
 
 _PACKED = {"metadata", "result", "pending_resume"}
 _TASKS = ", ".join(TASK_COLUMNS)
+_TEXT = frozenset({"task_id", "machine", "lifecycle_state", "cognitive_state", "exit_reason", "error", "input",
+                   "source", "created_at", "updated_at"})
+# Text read as bytes: a value that is not UTF-8 (a bug's, raw SQL's) fails its own row, not the whole query.
+_TASKS_RAW = ", ".join(f"CAST({c} AS BLOB)" if c in _TEXT else c for c in TASK_COLUMNS)
 _JOURNAL = ", ".join(JOURNAL_COLUMNS)
 
 
@@ -327,9 +334,13 @@ def _state_filter(state: str | None) -> tuple[str, tuple[str, ...]]:
 
 
 def _task_row(row: tuple[Any, ...], *, lenient: bool = False) -> dict[str, Any]:
-    """A task row, its packed columns decoded; ``lenient``: one that will not decode is None (a quarantined
+    """A task row (text columns as bytes when read with ``_TASKS_RAW``), decoded; ``lenient``: text that is not
+    UTF-8 is shown with replacement characters and a packed value that will not decode as None (a quarantined
     task's row -- its error says why -- is still shown)."""
     out = dict(zip(TASK_COLUMNS, row))
+    for key in _TEXT & out.keys():
+        if isinstance(out[key], bytes):
+            out[key] = out[key].decode("utf-8", "replace" if lenient else "strict")
     for key in _PACKED:
         try:
             out[key] = unpack(out[key])

@@ -207,3 +207,19 @@ def test_a_webhook_row_that_is_not_text_is_listed_quarantined_and_refused(tmp_pa
     assert triggers.webhook(store, "good") == ("echo {x}", b"s")
     with pytest.raises(ValueError, match="secret is empty"):
         triggers.webhook(store, "odd")
+
+
+def test_a_task_whose_text_is_not_utf8_is_quarantined_alone_and_every_list_page_still_reads(tmp_path: Path) -> None:
+    """Text only raw SQL can write (not UTF-8): on main it failed the whole query (sqlite3: Could not decode to
+    UTF-8 column 'input'), so restore raised and no start got past it; ``list`` failed for every page holding it."""
+    first = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    first.submit("runs", "classic", 5, {}, "t")
+    bad, _ = first.submit("bad", "classic", 5, {}, "t")
+    poison(tmp_path, "UPDATE tasks SET input = CAST(X'FF41' AS TEXT) WHERE task_id = ?", bad.task_id)
+    second = admission_on(tmp_path, runtime={"max_active_tasks": 1})
+    second.restore()
+    assert "UnicodeDecodeError" in second.quarantined[bad.task_id] and len(second.records) == 1
+    listed = {t["task_id"]: t for t in second.store.list_tasks()}
+    assert listed[bad.task_id]["input"] == "\ufffdA" and listed[bad.task_id]["lifecycle_state"] == "failed"
+    row = second.store.task_row(bad.task_id, lenient=True)
+    assert row is not None and row["error"] == second.quarantined[bad.task_id]
