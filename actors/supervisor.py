@@ -208,9 +208,9 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
         assert self.store is not None
-        if self.store.task_row(request.task_id) is None:
+        if self.store.task_row(request.task_id, lenient=True) is None:
             raise TaskNotFoundError(request.task_id)
-        return {**history_view(request.task_id, self.store.transitions(request.task_id),
+        return {**history_view(request.task_id, self.store.transitions(request.task_id, lenient=True),
                                self.store.audit(request.task_id)),
                 "post_reflection": reflections.reflection_of(self.store, request.task_id)}
 
@@ -341,15 +341,16 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
         # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
         view["effects_unknown"] = self.store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
         view.update(self._tree_view(task_id))  # parent, depth, children, waiting_for
+        view["messages_quarantined"] = self.store.quarantined_messages(task_id)  # set aside, with their errors
         return view
 
     def _stored_view(self, task_id: str) -> dict[str, Any]:
         """A task from before this system started (done, failed or canceled): straight from the store."""
         assert self.store is not None
-        row = self.store.task_row(task_id)
+        row = self.store.task_row(task_id, lenient=True)  # a quarantined task's bad column: shown as None
         if row is None:
             raise TaskNotFoundError(task_id)
-        return {**stored_view(task_id, row, self.store.transitions(task_id)),
+        return {**stored_view(task_id, row, self.store.transitions(task_id, lenient=True)),
                 "messages": self.store.conversation(task_id),
                 "post_reflection": reflections.reflection_of(self.store, task_id)}
 

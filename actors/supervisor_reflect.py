@@ -23,6 +23,7 @@ from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostRef
 from pegasus.memory import MemoryStore, load_identity
 from pegasus.memory.identity import IDENTITY_FILE
 from pegasus.memory.errors import MemoryStoreError
+from pegasus.quarantine import reason
 from pegasus.store import StoreUnavailable, reflections
 from pegasus.store.checkpoint import rebuild
 from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot
@@ -103,7 +104,11 @@ class RecallAndReflect:
                 self.log.exception("reflection_not_started", task_id=notice.task_id)
 
     def _task_done(self, task_id: str) -> None:
-        snapshot = rebuild(task_id, self.store.checkpoints(task_id))
+        try:
+            snapshot = rebuild(task_id, self.store.checkpoints(task_id))
+        except Exception as exc:  # noqa: BLE001 - quarantined: nothing to archive or reflect on, the task is done
+            reflections.finished(self.store, task_id, reflections.FAILED, error=reason(exc))
+            return
         try:
             self._archive_task(task_id, snapshot)
         except MemoryStoreError as exc:  # the archive is a copy: the task is done all the same
@@ -129,8 +134,14 @@ class RecallAndReflect:
                 self._hand_out(self._post.release())
                 continue
             assert isinstance(decision, Dispatch)
-            snapshot = known if known is not None and known.task_id == task_id else \
-                rebuild(task_id, self.store.checkpoints(task_id))
+            try:
+                snapshot = known if known is not None and known.task_id == task_id else \
+                    rebuild(task_id, self.store.checkpoints(task_id))
+            except Exception as exc:  # noqa: BLE001 - quarantined: this reflection fails, the others go
+                self._post.dropped(task_id)
+                self._reflection_failed(task_id, reason(exc))
+                self._hand_out(self._post.release())
+                continue
             self._to_pool(PoolName.LLM, m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
                                                        snapshot.machine, snapshot.context))
 

@@ -230,12 +230,21 @@ class Schedules:
         self._schedules_quarantined = {**(self._schedules_quarantined or {}), name: error}
 
     def quarantined_view(self) -> dict[str, list[dict[str, str]]]:
-        """What ``stats`` says is quarantined: the schedules set aside (until removed), and the tasks this start
-        could not restore (failed since, their error saying so)."""
+        """What ``stats`` says is quarantined: the schedules set aside (until removed), the tasks this start
+        could not restore or restart (failed since, their error saying so), the messages set aside (kept)."""
         tasks = getattr(self.admission, "quarantined", {}) if self.admission is not None else {}
         return {"schedules": [{"name": name, "error": error}
                               for name, error in sorted((self._schedules_quarantined or {}).items())],
-                "tasks": [{"name": task_id, "error": error} for task_id, error in sorted(tasks.items())]}
+                "tasks": [{"name": task_id, "error": error} for task_id, error in sorted(tasks.items())],
+                "messages": self._messages_quarantined()}
+
+    def _messages_quarantined(self) -> list[dict[str, str]]:
+        """Messages set aside in the store (kept, never given to a run), named ``task#number``."""
+        try:
+            rows = self.store.quarantined_messages() if self.store is not None else []
+        except StoreError:
+            return []
+        return [{"name": f"{row['task_id']}#{row['number']}", "error": row["error"]} for row in rows]
 
 
 def _view(row: ScheduleRow, now: float) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from actors.cli.base import EXIT_OK, ask, emit
+from actors.cli.views import clean
 from pegasus.gateway.auth import SCOPES
 
 
@@ -19,6 +20,7 @@ def create(args: argparse.Namespace) -> int:
 def list_tokens(args: argparse.Namespace) -> int:
     rows = ask(args, "token_list")
     lines = [f"{'NAME':<24} {'SCOPE':<7} {'CREATED':<32} REVOKED"] + [
+        f"{clean(r['name']):<24} QUARANTINED: {clean(r['quarantined'])}" if r.get("quarantined") else
         f"{r['name']:<24} {r['scope']:<7} {r['created_at']:<32} {r['revoked_at'] or '-'}" for r in rows]
     emit(args, rows, "\n".join(lines) if rows else "no tokens (pegasus token create NAME)")
     return EXIT_OK

@@ -52,6 +52,8 @@ def task_text(task: dict[str, Any]) -> str:
     for message in task.get("messages") or []:  # the conversation: what the user added (pegasus message)
         if message.get("role", "user") == "user":
             lines.append(field("message", message.get("content", "")))
+    for message in task.get("messages_quarantined") or []:  # stored, but unreadable: never given to the task
+        lines.append(field("message", f"{message['number']} QUARANTINED: {message['error']}"))
     if task.get("messages_waiting"):
         lines.append(f"  messages waiting: {task['messages_waiting']} (taken when the current stage ends)")
     if task.get("result") is not None:

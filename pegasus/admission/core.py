@@ -32,8 +32,9 @@ from pegasus.admission.records import TaskRecord, new_fsm, record_from_row, rest
 from pegasus.admission.tree import Tree
 from pegasus.config import Settings
 from pegasus.idempotency import SUBMIT, Claim, submit_claim
+from pegasus.quarantine import reason
 from pegasus.run.commands import ChildStep
-from pegasus.store.checkpoint import CorruptCheckpoint, encode_full, rebuild
+from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.tree import Link
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
@@ -260,14 +261,15 @@ class Admission(Messages):
             return self._fail(record, "exception", f"{why}; gave up after {MAX_RESTARTS} restarts") + self._fill()
         try:
             record.snapshot = self._rebuild(record)
-        except CorruptCheckpoint as exc:
+        except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.quarantine): this task fails alone
             self.running.discard(task_id)
-            return self._fail(record, "fatal_error", str(exc)) + self._fill()
+            self.quarantined[task_id] = error = reason(exc)
+            return self._fail(record, "fatal_error", error) + self._fill()
         record.run += 1
         return [self._start(record)]
 
-    def _rebuild(self, record: TaskRecord) -> TaskSnapshot:
-        rows = self.store.checkpoints(record.task_id)
+    def _rebuild(self, record: TaskRecord) -> TaskSnapshot:  # raises for any row it (or _start) cannot follow
+        rows, _ = self.store.checkpoints(record.task_id), self.store.journal(record.task_id)
         if not rows:  # no durable store (NullStore): the snapshot in memory is the truth
             return record.snapshot
         return rebuild(record.task_id, rows)
@@ -276,10 +278,9 @@ class Admission(Messages):
     def restore(self) -> list[Effect]:
         """Bring back every unfinished task from the store (on system start).
 
-        draft stays draft; approved and queued are queued; running tasks resume
-        from their last checkpoint; verifying runs its gates again; verified is
-        done; blocked (suspended) stays blocked.  A task whose checkpoints cannot
-        be read fails alone with exit_reason fatal_error.
+        draft stays draft; approved and queued are queued; running tasks resume from their last checkpoint;
+        verifying runs its gates again; verified is done; blocked (suspended) stays blocked.  A task whose
+        rows cannot be followed (any error) is quarantined (pegasus.quarantine): it fails alone, fatal_error.
         """
         effects: list[Effect] = []
         restarts: list[TaskRecord] = []
@@ -287,8 +288,9 @@ class Admission(Messages):
             self.records[record.task_id] = record
             try:
                 record.snapshot = self._rebuild(record)
-            except CorruptCheckpoint as exc:
-                effects += self._fail_unrecoverable(record, str(exc))
+            except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.quarantine): this task fails alone
+                self.quarantined[record.task_id] = error = reason(exc)
+                effects += self._fail_unrecoverable(record, error)
                 continue
             if record.state == LifecycleState.APPROVED:
                 effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="restored")

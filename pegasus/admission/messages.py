@@ -144,4 +144,5 @@ class Messages:
 
     def _restore_inbox(self, record: TaskRecord) -> None:
         """A running task restored from the store: the messages its checkpoint does not hold yet."""
-        record.inbox = self.store.messages_after(record.task_id, taken_through(record))
+        record.inbox = self.store.messages_after(record.task_id, taken_through(record),  # bad rows: quarantined
+                                                 self.settings.runtime.max_input_bytes)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pegasus.cognitive.base import needs_more_info
+from pegasus.quarantine import sift
 from pegasus.task import TaskContext, TaskFSM, TaskSnapshot
 from pegasus.task.models import StateTransition
 from pegasus.task.names import CognitiveState, MachineName
@@ -82,19 +83,21 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
 
 
 def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
-    """The unfinished tasks' records.  A row no handler can follow (a machine no longer known, a state no version
-    has: written by an old version, a removed plugin or a bug) is quarantined -- failed, ``fatal_error``, its error
-    saying why, so it is not restored again -- and noted in ``quarantined``; never raised (it would stop the
-    start, and the supervisor's every restart after it)."""
-    for row in store.unfinished_tasks():
-        try:
-            yield record_from_row(row, store.transitions(row["task_id"]))
-        except Exception as exc:  # noqa: BLE001 - the record is set aside, not the supervisor
-            error = f"quarantined: {type(exc).__name__}: {exc}"[:1000]
-            quarantined[str(row["task_id"])] = error
-            store.lifecycle_transition(row["task_id"], str(row["lifecycle_state"]), "failed", "TASK_FAILED",
-                                       actor="supervisor", reason=error,
-                                       updates={"exit_reason": "fatal_error", "error": error})
+    """The unfinished tasks' records.  A row no handler can follow (columns that will not decode, a machine no
+    longer known, a state no version has, transitions that will not read: written by an old version, a removed
+    plugin or a bug) is quarantined (``pegasus.quarantine``) -- failed, ``fatal_error``, its error saying why, so
+    it is not restored again -- and noted in ``quarantined``; never raised (it would stop the start, and the
+    supervisor's every restart after it)."""
+    def set_aside(row: dict[str, Any], error: str) -> None:
+        quarantined[str(row["task_id"])] = error
+        store.lifecycle_transition(row["task_id"], str(row["lifecycle_state"]), "failed", "TASK_FAILED",
+                                   actor="supervisor", reason=error,
+                                   updates={"exit_reason": "fatal_error", "error": error})
+
+    def read(row: dict[str, Any]) -> TaskRecord:
+        return record_from_row(row, store.transitions(row["task_id"]))
+
+    return sift(store.unfinished_tasks(set_aside), read, set_aside)
 
 
 def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,

@@ -100,6 +100,10 @@ class PostReflections:
             going.append(task_id)
         return going
 
+    def dropped(self, task_id: str) -> None:
+        """A reflection that cannot go out (its task's checkpoints will not rebuild): no longer in flight."""
+        self.in_flight.pop(task_id, None)
+
     def handed_out(self, task_id: str, attempts: int) -> Dispatch | GiveUp:
         """The hand-out numbered ``attempts`` (counted in the store already)."""
         if attempts > MAX_ATTEMPTS:

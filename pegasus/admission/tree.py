@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pegasus import codec
 from pegasus.errors import PegasusError
 from pegasus.idempotency import Claim, submit_claim
+from pegasus.quarantine import sift
 from pegasus.run.commands import ChildStep
 from pegasus.run.core import sub_task_key
 from pegasus.store.journal import ENDED
@@ -81,6 +82,7 @@ class _Admission(Protocol):
     settings: Settings
     store: StorePort
     records: dict[str, TaskRecord]
+    quarantined: dict[str, str]
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any], source: str,
                key: str | None = None, *, claim: Claim | None = None,
@@ -92,6 +94,7 @@ class _Admission(Protocol):
     def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Effect]: ...
     def _enqueue(self, record: TaskRecord) -> None: ...
     def _fill(self) -> list[Effect]: ...
+    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Effect]: ...
 
 
 class Tree:
@@ -209,18 +212,28 @@ class Tree:
 
     def restore(self) -> list[Effect]:
         """After a restart: every waiting parent's children looked at again; a parent whose steps all
-        ended (a crash came between the last child's end and the parent's queueing) is queued."""
+        ended (a crash came between the last child's end and the parent's queueing) is queued.  A parent
+        whose rows (journal, links, children) cannot be followed is quarantined: it fails alone."""
         effects: list[Effect] = []
-        for record in list(self.admission.records.values()):
-            steps = waiting_steps(record)
-            journal = self.admission.store.journal(record.task_id) if steps else {}
-            for key, _ in steps:
-                if not _ended(journal.get(key)):
-                    known = self.admission.store.claimed(SUB_TASK, key)
-                    if known is not None:
-                        effects += self._ended_before(str(known["task_id"]))
-            effects += self.fan_in(record)
+
+        def set_aside(record: TaskRecord, error: str) -> None:
+            self.admission.quarantined[record.task_id] = error
+            effects.extend(self.admission._fail_unrecoverable(record, error))
+
+        for more in sift(list(self.admission.records.values()), self._restore_one, set_aside):
+            effects += more
         return effects
+
+    def _restore_one(self, record: TaskRecord) -> list[Effect]:
+        effects: list[Effect] = []
+        steps = waiting_steps(record)
+        journal = self.admission.store.journal(record.task_id) if steps else {}
+        for key, _ in steps:
+            if not _ended(journal.get(key)):
+                known = self.admission.store.claimed(SUB_TASK, key)
+                if known is not None:
+                    effects += self._ended_before(str(known["task_id"]))
+        return effects + self.fan_in(record)
 
     def _finish(self, task_id: str, run: int, key: str, step_index: int, result: dict[str, Any]) -> None:
         event = EventType.TOOL_CALL_COMPLETED if result["success"] else EventType.TOOL_CALL_FAILED

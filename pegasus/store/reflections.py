@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus import codec
+from pegasus.quarantine import reason, sift
 from pegasus.store.database import now_iso
 from pegasus.store.sqlite import Store, unpack
 from pegasus.task.events import EventType
@@ -29,7 +30,10 @@ def pending(store: Store) -> list[tuple[str, int]]:
     rows = store._query("SELECT t.task_id, COALESCE(r.attempts, 0) FROM tasks t LEFT JOIN post_reflections r"
                         " ON r.task_id = t.task_id WHERE t.lifecycle_state = ? AND (r.status IS NULL OR"
                         " r.status = ?) ORDER BY t.seq", (LifecycleState.DONE.value, RUNNING))
-    return [(str(task_id), int(attempts)) for task_id, attempts in rows]
+    def set_aside(row: tuple[Any, ...], error: str) -> None:  # e.g. attempts written as text by a bug
+        finished(store, str(row[0]), FAILED, error=error)
+
+    return list(sift(rows, lambda row: (str(row[0]), int(row[1])), set_aside))
 
 
 def started(store: Store, task_id: str) -> int:
@@ -69,5 +73,9 @@ def reflection_of(store: Store, task_id: str) -> dict[str, Any] | None:
     if not rows:
         return None
     status, attempts, data, error, updated_at = rows[0]
-    return {"status": status, "attempts": attempts, "reflection": unpack(data), "error": error,
+    try:
+        reflection = unpack(data)
+    except Exception as exc:  # noqa: BLE001 - shown with its error, never a failed view
+        reflection, error = None, reason(exc)
+    return {"status": status, "attempts": attempts, "reflection": reflection, "error": error,
             "updated_at": updated_at}

@@ -127,6 +127,9 @@ MIGRATIONS: list[list[str]] = [
     [  # a schedule the supervisor could not follow is quarantined with its error, not retried (issue 28)
         "ALTER TABLE schedules ADD COLUMN quarantined TEXT",
     ],
+    [  # 12: a message no handler can read is quarantined with its error, not read again (issue 28)
+        "ALTER TABLE task_messages ADD COLUMN quarantined TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from pegasus import codec
 from pegasus.codec import pack
 from pegasus.files import write_private
 from pegasus.idempotency import Claim
+from pegasus.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
@@ -178,22 +180,28 @@ class Store(TaskMessages, TreeTables, Database):
                    (new_id(), task_id, event_type, json.dumps(payload, default=str), now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
-    def task_row(self, task_id: str) -> dict[str, Any] | None:
-        row = self._query(f"SELECT {_TASKS} FROM tasks WHERE task_id = ?", (task_id,))
-        return _task_row(row[0]) if row else None
+    def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
+        """The task's row (None: no such task); ``lenient``: as a view shows it, see ``_task_row``."""
+        row = self._query(f"SELECT {_TASKS_RAW if lenient else _TASKS} FROM tasks WHERE task_id = ?", (task_id,))
+        return _task_row(row[0], lenient=lenient) if row else None
 
-    def unfinished_tasks(self) -> list[dict[str, Any]]:
-        """Every task not done, failed or canceled, oldest first."""
-        rows = self._query(f"SELECT {_TASKS} FROM tasks WHERE lifecycle_state NOT IN ({', '.join('?' * len(TERMINAL))})"
-                           " ORDER BY seq", TERMINAL)
-        return [_task_row(r) for r in rows]
+    def unfinished_tasks(self, set_aside: Callable[[dict[str, Any], str], None] | None = None) -> list[dict[str, Any]]:
+        """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose columns will
+        not decode (text that is not UTF-8, a packed value) is handed to it, shown as a view would, instead of
+        raising (pegasus.quarantine)."""
+        rows = self._query(f"SELECT {_TASKS_RAW} FROM tasks WHERE lifecycle_state NOT IN "
+                           f"({', '.join('?' * len(TERMINAL))}) ORDER BY seq", TERMINAL)
+        if set_aside is None:
+            return [_task_row(r) for r in rows]
+        return list(sift(rows, _task_row, lambda row, error: set_aside(_task_row(row, lenient=True), error)))
 
     def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
                    before: int | None = None) -> list[dict[str, Any]]:
         """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
         (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
-        columns = ("task_id, machine, priority, lifecycle_state, cognitive_state, input, exit_reason, updated_at, seq,"
-                   " created_at")
+        columns = ", ".join(f"CAST({c} AS BLOB)" if c in _TEXT else c for c in (
+            "task_id", "machine", "priority", "lifecycle_state", "cognitive_state", "input", "exit_reason",
+            "updated_at", "seq", "created_at"))  # text as bytes: one row that is not UTF-8 fails no page
         where, state_params = _state_filter(state)
         params: tuple[Any, ...] = state_params
         if before is not None:
@@ -203,7 +211,8 @@ class Store(TaskMessages, TreeTables, Database):
                            (*params, limit, offset))
         names = ("task_id", "machine", "priority", "lifecycle_state", "state", "input", "exit_reason", "updated_at",
                  "seq", "created_at")  # created_at: the dashboard's age column
-        return [dict(zip(names, row)) for row in rows]
+        return [{name: value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+                 for name, value in zip(names, row)} for row in rows]
 
     def count_tasks(self, state: str | None = None) -> int:
         """How many tasks ``list_tasks`` pages through."""
@@ -222,11 +231,12 @@ class Store(TaskMessages, TreeTables, Database):
                            " ORDER BY id", (task_id, task_id))
         return [Checkpoint(*row) for row in rows]
 
-    def transitions(self, task_id: str) -> list[dict[str, Any]]:
+    def transitions(self, task_id: str, *, lenient: bool = False) -> list[dict[str, Any]]:
+        """The task's transitions, oldest first; ``lenient`` (a view): a detail that will not decode is {}."""
         rows = self._query("SELECT machine, run, from_state, to_state, event, detail, created_at FROM transitions"
                            " WHERE task_id = ? ORDER BY id", (task_id,))
         return [{"machine": r[0], "run": r[1], "from_state": r[2], "to_state": r[3], "event": r[4],
-                 "detail": unpack(r[5]) or {}, "timestamp": r[6]} for r in rows]
+                 "detail": _detail(r[5], lenient), "timestamp": r[6]} for r in rows]
 
     def audit(self, task_id: str) -> list[dict[str, Any]]:
         rows = self._query("SELECT audit_id, task_id, level, event_type, payload, created_at FROM audit"
@@ -275,6 +285,10 @@ class Store(TaskMessages, TreeTables, Database):
 
 _PACKED = {"metadata", "result", "pending_resume"}
 _TASKS = ", ".join(TASK_COLUMNS)
+_TEXT = frozenset({"task_id", "machine", "lifecycle_state", "cognitive_state", "exit_reason", "error", "input",
+                   "source", "created_at", "updated_at"})
+# Text read as bytes: a value that is not UTF-8 (a bug's, raw SQL's) fails its own row, not the whole query.
+_TASKS_RAW = ", ".join(f"CAST({c} AS BLOB)" if c in _TEXT else c for c in TASK_COLUMNS)
 _JOURNAL = ", ".join(JOURNAL_COLUMNS)
 
 
@@ -319,11 +333,31 @@ def _state_filter(state: str | None) -> tuple[str, tuple[str, ...]]:
     return " WHERE lifecycle_state = ? OR cognitive_state = ?", (state, state)
 
 
-def _task_row(row: tuple[Any, ...]) -> dict[str, Any]:
+def _task_row(row: tuple[Any, ...], *, lenient: bool = False) -> dict[str, Any]:
+    """A task row (text columns as bytes when read with ``_TASKS_RAW``), decoded; ``lenient``: text that is not
+    UTF-8 is shown with replacement characters and a packed value that will not decode as None (a quarantined
+    task's row -- its error says why -- is still shown)."""
     out = dict(zip(TASK_COLUMNS, row))
+    for key in _TEXT & out.keys():
+        if isinstance(out[key], bytes):
+            out[key] = out[key].decode("utf-8", "replace" if lenient else "strict")
     for key in _PACKED:
-        out[key] = unpack(out[key])
+        try:
+            out[key] = unpack(out[key])
+        except codec.UNPACK_ERRORS:
+            if not lenient:
+                raise
+            out[key] = None
     return out
+
+
+def _detail(data: bytes | None, lenient: bool) -> dict[str, Any]:
+    try:
+        return unpack(data) or {}
+    except codec.UNPACK_ERRORS:
+        if not lenient:
+            raise
+        return {}
 
 
 def _journal_row(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pegasus.quarantine import reason, sift
 from pegasus.schedules import Overlap, ScheduleError, ScheduleSpec, ScheduleState
 from pegasus.store.database import Database, now_iso
 
@@ -88,16 +89,50 @@ def add_webhook(store: Database, name: str, template: str, secret: bytes, secret
                    (name, template, secret, secret_file, now_iso()))
 
 
+_WEBHOOK = ("CAST(name AS BLOB), CAST(template AS BLOB), CAST(secret AS BLOB), CAST(secret_file AS BLOB),"
+            " created_at")
+
+
 def webhooks(store: Database) -> list[dict[str, Any]]:
-    """Every webhook, by name, without its secret: name, text, secret_file, created_at."""
-    rows = store._query("SELECT name, template, secret_file, created_at FROM webhooks ORDER BY name", ())
-    return [dict(zip(("name", "text", "secret_file", "created_at"), row, strict=True)) for row in rows]
+    """Every webhook, by name, without its secret: name, text, secret_file, created_at, quarantined (None, or
+    why a row an old version or a bug wrote cannot be delivered to: shown, never raised -- pegasus.quarantine)."""
+    rows = store._query(f"SELECT {_WEBHOOK} FROM webhooks ORDER BY name", ())
+    views: list[dict[str, Any]] = []
+
+    def set_aside(row: tuple[Any, ...], error: str) -> None:
+        name = bytes(row[0]).decode("utf-8", "replace") if isinstance(row[0], bytes) else str(row[0])
+        views.append({"name": name, "text": None, "secret_file": None, "created_at": str(row[4]),
+                      "quarantined": error})
+
+    for view in sift(rows, _webhook_of, set_aside):
+        views.append(view)
+    return views
 
 
 def webhook(store: Database, name: str) -> tuple[str, bytes] | None:
-    """A webhook's template and secret (None: no such webhook)."""
-    rows = store._query("SELECT template, secret FROM webhooks WHERE name = ?", (name,))
-    return (rows[0][0], bytes(rows[0][1])) if rows else None
+    """A webhook's template and secret (None: no such webhook); ValueError (``quarantined: ...``) for a row
+    that cannot be one."""
+    rows = store._query(f"SELECT {_WEBHOOK} FROM webhooks WHERE name = ?", (name,))
+    if not rows:
+        return None
+    try:
+        return _webhook_of(rows[0])["text"], bytes(rows[0][2])
+    except Exception as exc:  # noqa: BLE001 - this webhook is refused, the supervisor goes on
+        raise ValueError(reason(exc)) from None
+
+
+def _webhook_of(row: tuple[Any, ...]) -> dict[str, Any]:
+    name, template, secret, secret_file, created_at = row
+    if not isinstance(secret, bytes) or not secret:
+        raise ValueError("its secret is empty")
+    return {"name": _text(name), "text": _text(template), "created_at": str(created_at), "quarantined": None,
+            "secret_file": None if secret_file is None else _text(secret_file)}
+
+
+def _text(raw: Any) -> str:
+    if not isinstance(raw, bytes):
+        raise ValueError(f"a text column is stored as {type(raw).__name__}")
+    return raw.decode("utf-8")
 
 
 def remove_webhook(store: Database, name: str) -> bool:

@@ -221,6 +221,18 @@ def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dash
     assert "unreadable" in page.inner_text(f"{bad} td.quarantine") and page.locator(f"{bad} button").count() == 0
 
 
+def test_a_quarantined_message_shows_on_its_tasks_page_with_its_error(dashboard: Dashboard, page: Any) -> None:
+    """A stored message set aside at a start (tests/integration/test_quarantine.py makes one): its number and
+    error on the task's page, in red."""
+    task_id = dashboard.submit("echo waits for approval")
+    with sqlite3.connect(dashboard.cli.home / "pegasus.db") as db:
+        db.execute("INSERT INTO task_messages (task_id, seq, text, created_at, quarantined) VALUES (?, 1, 'x', "
+                   "'then', 'quarantined: ValueError: message 1 is stored as blob, not text')", (task_id,))
+    login(page, dashboard, "read")
+    page.goto(f"{dashboard.url}/#/task/{task_id}")
+    page.wait_for_selector('dd[data-field="message 1"] span.quarantine >> text=stored as blob')
+
+
 def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """With a read token the page offers no action and no submit form; the data is all there."""
     task_id = dashboard.submit("echo waiting")

@@ -368,6 +368,8 @@ function fields(task) {
   if (task.suspend_reason) rows.push(["suspended", task.suspend_reason]);
   if (task.result !== null && task.result !== undefined) rows.push(["result", typeof task.result === "string" ? task.result : JSON.stringify(task.result, null, 2)]);
   if (task.error) rows.push(["error", `${task.error} (exit_reason: ${task.exit_reason})`]);
+  // stored messages that could not be read back: set aside with their errors, never given to the task
+  for (const q of task.messages_quarantined || []) rows.push([`message ${q.number}`, h("span", { class: "quarantine" }, `quarantined: ${clip(q.error, 300)}`)]);
   const usage = task.usage || {};
   if (usage.calls) rows.push(["usage", `${usage.calls} calls, ${usage.total_tokens} tokens`]);
   return h("dl", { class: "fields", id: "fields" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)]));
@@ -568,7 +570,8 @@ async function schedulesPage() {
     const webhooks = await part("/v1/webhooks", (data) => h("table", { id: "webhooks" },
       h("thead", {}, h("tr", {}, ["name", "address", "text", "signed"].map((c) => h("th", {}, c)))),
       h("tbody", {}, list(data, "webhooks").map((w) => h("tr", {}, h("td", {}, w.name),
-        h("td", { class: "mono" }, `POST /v1/webhooks/${w.name}`), h("td", {}, clip(w.text, 80)),
+        h("td", { class: "mono" }, `POST /v1/webhooks/${w.name}`),
+        w.quarantined ? h("td", { class: "quarantine" }, clip(w.quarantined, 160)) : h("td", {}, clip(w.text, 80)),
         h("td", {}, w.secret_file ? "yes" : "no"))))));
     if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Schedules and webhooks"), h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
