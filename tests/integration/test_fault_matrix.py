@@ -70,6 +70,10 @@ def background_admin(client: Client) -> int | None:
     return json.loads(client.spec.pid_file.read_text())["admin"][0]
 
 
+def launcher(client: Client) -> int | None:
+    return json.loads(client.spec.pid_file.read_text())["daemon"][0]
+
+
 @dataclass(frozen=True)
 class Row:
     kind: str
@@ -87,6 +91,9 @@ ROWS = [
     Row("tool pool", titled("tool pool", parent="supervisor")),
     Row("gateway", titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
     Row("admin", background_admin, daemon=True),
+    Row("logger", titled("logger")),
+    Row("launcher", launcher, daemon=True),
+    Row("watcher", titled("watcher"), daemon=True),
 ]
 
 
