@@ -13,7 +13,7 @@ descriptors and a new session, and the SystemSpec pickled in
    life of the system, writes the settings the guardian configures the
    supervisor with, and installs Thespian's patches (``thespian_patches``:
    bind address, frames authenticated with the system key, log routing,
-   speed) -- inherited by the admin and every actor through fork;
+   robustness, speed) -- inherited by the admin and every actor through fork;
 3. forks a short-lived starter that creates the ActorSystem (Thespian forks the
    admin from it), brings the guardian and its supervisor up, and exits, so the
    long-lived launcher holds no socket;

@@ -64,7 +64,7 @@ class SystemSpec:
     # The settings (JSON) the system's guardian configures its supervisor with; written to the state
     # directory by whoever takes its lock.  Empty: a convention member (no supervisor) or a bare system.
     settings_json: str = field(default="", compare=False, repr=False)
-    # Thespian's member failure detection (thespian_patches.speed.convention_timing).
+    # Thespian's member failure detection (thespian_patches.robustness.convention_timing).
     reregistration_period_s: float = 3.0
     registration_miss_max: int = 2
     restart_period_s: float = 3.0

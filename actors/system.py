@@ -64,10 +64,10 @@ _SPEC_ENV = "PEGASUS_DAEMON_SPEC"
 
 def _prepare_process(spec: SystemSpec, key: bytes) -> None:
     """Validate, then install Thespian's patches in this process (and so in everything it forks): the
-    bind address, frames authenticated with ``key``, Thespian's log routed, convention timing, speed.
+    bind address, frames authenticated with ``key``, Thespian's log routed, robustness, speed.
 
-    SystemStartError, before anything is installed, when a security patch cannot apply to the
-    installed Thespian (a speed patch that cannot is left out with a warning line).
+    SystemStartError, before anything is installed, when a security or robustness patch cannot apply
+    to the installed Thespian (a speed patch that cannot is left out with a warning line).
     """
     validate(spec)
     try:
@@ -80,7 +80,7 @@ def _prepare_process(spec: SystemSpec, key: bytes) -> None:
 
 
 def _verify_thespian(spec: SystemSpec) -> None:
-    """SystemStartError when a security patch cannot apply to the installed Thespian (nothing installed)."""
+    """SystemStartError when a security or robustness patch cannot apply to Thespian (nothing installed)."""
     try:
         thespian_patches.verify()
     except thespian_patches.PatchRefused as exc:

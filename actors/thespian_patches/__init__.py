@@ -2,11 +2,12 @@
 
 Pegasus is written against ``thespian==4.0.1`` (pinned in setup.cfg) and patches its internals:
 ``security/`` (bind address, frame authentication and its size limit, private files, Thespian's
-log) and ``speed/`` (poll selector, deferred descriptions, own stack chunk, whole messages,
-quick idle checks, fresh retry, convention timing, logger restart).  ``install`` checks them first
-(``check``): a security patch that cannot apply refuses the start (``PatchRefused``), a speed
-patch that cannot apply is left out with one warning line.  Everything is per process and
-inherited by every actor forked from it.  Each patch: docs/thespian-patches.md.
+log), ``robustness/`` (fresh retry, convention timing, logger restart) and ``speed/`` (poll
+selector, deferred descriptions, own stack chunk, whole messages, quick idle checks).  ``install``
+checks them first (``check``): a security or robustness patch that cannot apply refuses the start
+(``PatchRefused``), a speed patch that cannot apply is left out with one warning line.
+Everything is per process and inherited by every actor forked from it.  Each patch:
+docs/thespian-patches.md.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
+from actors.thespian_patches.robustness import convention_timing, fresh_retry, logger_restart
 from actors.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
-from actors.thespian_patches.speed import (convention_timing, deferred_descriptions, fresh_retry, logger_restart,
-                                           own_stack_chunk, poll_selector, quick_idle_checks, whole_messages)
+from actors.thespian_patches.speed import (deferred_descriptions, own_stack_chunk, poll_selector, quick_idle_checks,
+                                           whole_messages)
 from pegasus.errors import PegasusError
 
 SECURITY = (bind_address, frame_auth, private_files, thespian_log)
-SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, fresh_retry,
-         convention_timing, logger_restart)
-PATCHES: tuple[Patch, ...] = tuple(module.PATCH for module in (*SECURITY, *SPEED))
+ROBUSTNESS = (fresh_retry, convention_timing, logger_restart)
+SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks)
+PATCHES: tuple[Patch, ...] = tuple(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED))
 UPGRADING = f"{DOCS}#moving-to-another-thespian"
 
 __all__ = ["PATCHES", "PINNED", "BindConflict", "Checked", "PatchRefused", "check", "install", "verify"]
@@ -33,7 +35,7 @@ BindConflict = bind_address.BindConflict
 
 
 class PatchRefused(PegasusError):
-    """A security patch cannot apply to the installed Thespian: Pegasus does not start."""
+    """A security or robustness patch cannot apply to the installed Thespian: Pegasus does not start."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,10 @@ class Checked:
         return patch.name not in self.problems
 
     def refused(self) -> list[Patch]:
-        return [p for p in PATCHES if p.kind is Kind.SECURITY and not self.applies(p)]
+        return [p for p in PATCHES if p.kind.required and not self.applies(p)]
 
     def skipped(self) -> list[Patch]:
-        return [p for p in PATCHES if p.kind is Kind.SPEED and not self.applies(p)]
+        return [p for p in PATCHES if not p.kind.required and not self.applies(p)]
 
 
 def check() -> Checked:
@@ -61,17 +63,31 @@ def check() -> Checked:
 
 
 def refusal(checked: Checked) -> PatchRefused | None:
-    """The error to refuse the start with, naming each security patch that cannot apply, or None."""
+    """The error to refuse the start with, naming each security or robustness patch that cannot apply
+    and what differs, or None."""
     refused = checked.refused()
     if not refused:
         return None
-    names = ("patches " if len(refused) > 1 else "patch ") + ", ".join(p.name for p in refused)
     if checked.version != PINNED:
-        why, where = f"Thespian {checked.version or '(version unknown)'} is installed, not {PINNED}", UPGRADING
-    else:
+        return PatchRefused(f"Thespian {_named(refused)} cannot apply: Thespian {checked.version or '(version unknown)'} "
+                            f"is installed, not {PINNED}; Pegasus needs thespian=={PINNED} "
+                            f"(pip install thespian=={PINNED}; see {UPGRADING})")
+    if len(refused) == 1:
         why, where = checked.problems[refused[0].name], refused[0].where
-    return PatchRefused(f"Thespian security {names} cannot apply: {why}; Pegasus needs thespian=={PINNED} "
-                        f"(pip install thespian=={PINNED}; see {where})")
+    else:
+        why, where = "; ".join(f"{p.name}: {checked.problems[p.name]}" for p in refused), UPGRADING
+    return PatchRefused(f"Thespian {_named(refused)} cannot apply: {why}; Pegasus needs Thespian {PINNED}'s own "
+                        f"code there (see {where})")
+
+
+def _named(patches: list[Patch]) -> str:
+    """``security patches a, b and robustness patch c``."""
+    groups = []
+    for kind in Kind:
+        names = [p.name for p in patches if p.kind is kind]
+        if names:
+            groups.append(f"{kind.value} patch{'es' if len(names) > 1 else ''} {', '.join(names)}")
+    return " and ".join(groups)
 
 
 _warned: set[str] = set()
@@ -90,8 +106,8 @@ def _warn_once(checked: Checked) -> None:
 
 
 def verify() -> Checked:
-    """``check``, then PatchRefused when a security patch cannot apply, or a warning line (once per
-    process) for each speed patch that cannot."""
+    """``check``, then PatchRefused when a security or robustness patch cannot apply, or a warning line
+    (once per process) for each speed patch that cannot."""
     checked = check()
     refused = refusal(checked)
     if refused is not None:
@@ -104,19 +120,19 @@ def install(*, bind: str, advertise: str | None, key: bytes, max_frame_bytes: in
             thesplog_level: str, convention: tuple[float, int, float]) -> Checked:
     """``verify``, then install every patch that applies, in this process (and so in everything it forks).
 
-    Raises PatchRefused (before installing anything) when a security patch cannot apply, and
-    BindConflict when this process already binds to another address.  ``convention``: the
-    reregistration period (s), the check-ins a member may miss, the restart period (s).
+    Raises PatchRefused (before installing anything) when a security or robustness patch cannot
+    apply, and BindConflict when this process already binds to another address.  ``convention``:
+    the reregistration period (s), the check-ins a member may miss, the restart period (s).
     """
     checked = verify()
     bind_address.install(bind, advertise)
     frame_auth.install(key, max_frame_bytes, state_dir)
     private_files.install()
     thespian_log.install(logs_dir, thesplog_level)
-    if checked.applies(convention_timing.PATCH):
-        convention_timing.install(*convention)
-    for module in (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks,
-                   fresh_retry, logger_restart):
+    fresh_retry.install()
+    convention_timing.install(*convention)
+    logger_restart.install()
+    for module in SPEED:
         if checked.applies(module.PATCH):
             module.install()
     return checked

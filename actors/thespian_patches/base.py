@@ -2,7 +2,8 @@
 
 A patch is written against the internals of one Thespian (docs/thespian-patches.md).  Each
 names its targets: every function, class or attribute it replaces, wraps or relies on, with
-a fingerprint of the code it was written against.  A target is captured when Pegasus is
+a fingerprint of the code it was written against (a SHA-256 of its source; a test pins every
+one against the installed Thespian).  A target is captured when Pegasus is
 imported, before any patch is installed; the check compares its fingerprint, and that nothing
 but a Pegasus patch has replaced it since.  No patch module raises at import when a target
 is missing: the check reports it.
@@ -26,8 +27,14 @@ _MISSING = object()
 
 
 class Kind(enum.Enum):
-    SECURITY = "security"  # cannot apply: refuse to start
-    SPEED = "speed"  # cannot apply: run without it, and say so
+    SECURITY = "security"  # keeps strangers out, files private.  Cannot apply: refuse to start
+    ROBUSTNESS = "robustness"  # without it Pegasus is wrong (a dead admin, a wedge).  Cannot apply: refuse to start
+    SPEED = "speed"  # without it Pegasus is only slower.  Cannot apply: run without it, and say so
+
+    @property
+    def required(self) -> bool:
+        """Whether a patch of this kind that cannot apply refuses the start."""
+        return self is not Kind.SPEED
 
 
 def installed_version() -> str | None:

@@ -1,8 +1,10 @@
 """The check of Thespian's patches at start, through real processes (actors/thespian_patches).
 
 * Another Thespian version installed: ``pegasus start`` and ``pegasus run`` exit 1 with one line
-  ``pegasus: Thespian security patch ... cannot apply: ...`` and start no process.
-* A security patch's target changed: the start is refused, naming the patch.
+  ``pegasus: Thespian security patches ... and robustness patches ... cannot apply: ...`` and start
+  no process.
+* A security or robustness patch's target changed: the start is refused, naming the patch and the
+  target that differs; no admin is started.
 * A speed patch's target changed: the system starts without that patch (its actors run
   Thespian's own code there, every other patch still in place), after one warning line.
 
@@ -47,8 +49,9 @@ def other_thespian(tmp_path: Path) -> Iterator[Pegasus]:
 def test_another_thespian_refuses_to_start_in_one_line(other_thespian: Pegasus, command: tuple[str, ...]) -> None:
     with Sampler(other_thespian.spec) as sampler:
         result = other_thespian(*command)
-    assert_failure(result, "Thespian security patches bind_address, frame_auth, private_files, thespian_log cannot "
-                   "apply: Thespian 4.0.2 is installed, not 4.0.1", "pip install thespian==4.0.1")
+    assert_failure(result, "Thespian security patches bind_address, frame_auth, private_files, thespian_log and "
+                   "robustness patches fresh_retry, convention_timing, logger_restart cannot apply: Thespian 4.0.2 "
+                   "is installed, not 4.0.1", "pip install thespian==4.0.1")
     assert sampler.seen[other_thespian.port] == {}  # no process was ever started for it
     assert not is_running(other_thespian.spec)
 
@@ -58,21 +61,36 @@ def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-def test_a_changed_security_target_refuses_to_start_naming_the_patch(free_port, state_dir, subprocess_env) -> None:
-    result = _run(f"""
-        from thespian.system.transport import IPBase
-        IPBase.IPActorAddress.bindArgs = property(lambda self: (("", 0),))  # someone else's patch
-        from pathlib import Path
-        from actors.system import SystemSpec, SystemStartError, start_system
-        try:
-            start_system(SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r})))
-        except SystemStartError as exc:
-            print(exc)
-        """, subprocess_env)
+# Someone else's change to a target, made before Pegasus is imported: (statement, the refusal's start).
+CHANGED_TARGETS = {
+    "security": ("IPBase.IPActorAddress.bindArgs = property(lambda self: (('', 0),))",
+                 "Thespian security patch bind_address cannot apply: IPActorAddress.bindArgs is not the code"),
+    "robustness": ("TCPTransport.TCPTransport._next_XMIT_6 = lambda self, intent: False",
+                   "Thespian robustness patch fresh_retry cannot apply: TCPTransport._next_XMIT_6 is not the code"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHANGED_TARGETS))
+def test_a_changed_security_or_robustness_target_refuses_to_start_naming_it(kind, free_port, state_dir,
+                                                                            subprocess_env) -> None:
+    change, refusal = CHANGED_TARGETS[kind]
+    spec = SystemSpec(admin_port=free_port, state_dir=state_dir)
+    with Sampler(spec) as sampler:
+        result = _run(f"""
+            from thespian.system.transport import IPBase, TCPTransport
+            {change}
+            from pathlib import Path
+            from actors.system import SystemSpec, SystemStartError, start_system
+            try:
+                start_system(SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r})))
+            except SystemStartError as exc:
+                print(exc)
+            """, subprocess_env)
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    assert result.stdout.startswith("Thespian security patch bind_address cannot apply: IPActorAddress.bindArgs is "
-                                    "not the code the patch was written for"), result.stdout
-    assert not is_running(SystemSpec(admin_port=free_port, state_dir=state_dir))
+    assert result.stdout.startswith(refusal), result.stdout
+    assert "(see docs/thespian-patches.md#" in result.stdout
+    assert sampler.seen[free_port] == {}  # no admin was ever started
+    assert not is_running(spec)
 
 
 def test_a_changed_speed_target_runs_without_that_patch_after_one_warning(free_port, state_dir, subprocess_env) -> None:

@@ -2,7 +2,7 @@
 
 * Thespian's logger (``pegasus: logger``, the admin's child): the admin starts a new one on the
   same address and stays (same pid), embedded or in the background; actors created before the
-  death log through it again (actors/thespian_patches/speed/logger_restart.py).
+  death log through it again (actors/thespian_patches/robustness/logger_restart.py).
 * The launcher of a background system: its watcher takes its place (same lock, never released),
   and a later admin death is recovered as before; a concurrent ``pegasus start`` is refused
   throughout, and ``pegasus stop`` still ends everything (actors/_daemon.py), also a system its

@@ -1,2 +1,2 @@
-"""Speed and robustness patches: without one, Pegasus runs correctly, only slower (or slower to notice
-a dead member).  One that cannot apply is left out, with a warning."""
+"""Speed patches: without one, Pegasus runs correctly, only slower.  One that cannot apply is left
+out, with a warning."""

@@ -1,21 +1,12 @@
 """An admin whose logger died starts a new one, on the same port, instead of dying itself.
 
-Thespian 4.0.1's admin restarts its logger process in ``MultiProcReplicator.childDied`` with
-``self.logDefs``, but ``AdminCore.__init__`` keeps them as ``self.logdefs``: the
-``AttributeError`` ends the admin, and with it an embedded system (a background one is started
-again whole by its launcher, in-flight effectful steps ending ``unknown``).  Even with the name
-right, ``_startLogger`` binds the new logger to a new port while every actor was given the old
-logger's address when it was created (its log forwarder sends there), and it holds every message
-to the admin until the new logger says hello, then re-sends the start confirmation to whoever
-started the system long ago.
-
-This replaces the logger part of ``childDied``: a new logger process is started with the
-admin's own logDefs on the old logger's address (so every actor's log lines reach it again),
-closing the admin's inherited sockets first (as Thespian does for a new actor), after the pause
-``pegasus.supervision`` decides (back-off; past 5 deaths a minute, every 30 s: a dead logger
-costs log lines, never the system, so the admin never gives up on it nor on itself).
-``h_LoggerConnected`` from a restarted logger only notes it is up.
-Why, and the upstream fix: docs/thespian-patches.md#logger-restart.
+Thespian 4.0.1's ``MultiProcReplicator.childDied`` restarts the logger with ``self.logDefs``, but
+``AdminCore.__init__`` keeps ``self.logdefs``: the ``AttributeError`` ends the admin (and its
+system).  This replaces the logger part of ``childDied``: a new logger process, with the admin's
+logDefs, on the dead logger's address (every actor's log forwarder sends there), at the pace
+``pegasus.supervision`` decides; ``h_LoggerConnected`` from it only notes it is up.  Without it a
+dead logger kills the admin: robustness.  Why, and the upstream fix:
+docs/thespian-patches.md#logger-restart.
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Started, Sta
 
 _CHILD_DIED = Target(_multiproc.MultiProcReplicator, "childDied", "source b123adadb3c3c121")
 _CONNECTED = Target(_multiproc.MultiProcReplicator, "h_LoggerConnected", "source f548487bdf17e700")
-PATCH = Patch("logger_restart", Kind.SPEED, "logger-restart", (
+PATCH = Patch("logger_restart", Kind.ROBUSTNESS, "logger-restart", (
     _CHILD_DIED, _CONNECTED,
     Target(_AdminCore, "__init__", "source 6636125d95b5a61b"),  # keeps the logDefs as self.logdefs
     Target(_logdirector, "startupASLogger", "source 927620b7a7fdc3fa"),  # binds its endpoint, says LoggerConnected

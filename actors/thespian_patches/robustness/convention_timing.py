@@ -6,9 +6,8 @@ reads ``CONVENTION_REREGISTRATION_PERIOD``, ``CONVENTION_REGISTRATION_MISS_MAX``
 uses the module globals at each check.  Thespian is imported long before a system starts, so
 this sets the globals (every admin is forked from this process) and the environment (for a
 process that imports Thespian later).  A member is declared dead after about period x
-miss_max (+ up to one period): ~8.5 s with 3 s and 2.  Without it Pegasus runs, on Thespian's
-defaults: robustness, not security.  Why, and the upstream proposal:
-docs/thespian-patches.md#convention-timing.
+miss_max (+ up to one period): ~8.5 s with 3 s and 2.  Without it a dead member's tasks wait
+~22 minutes: robustness.  Why, and the upstream proposal: docs/thespian-patches.md#convention-timing.
 """
 
 from __future__ import annotations
@@ -23,7 +22,16 @@ from actors.thespian_patches.base import Kind, Patch, Target
 _PERIOD = Target(_convention, "CONVENTION_REREGISTRATION_PERIOD", "value")
 _MISS_MAX = Target(_convention, "CONVENTION_REGISTRATION_MISS_MAX", "value")
 _RESTART = Target(_convention, "CONVENTION_RESTART_PERIOD", "value")
-PATCH = Patch("convention_timing", Kind.SPEED, "convention-timing", (_PERIOD, _MISS_MAX, _RESTART))
+PATCH = Patch("convention_timing", Kind.ROBUSTNESS, "convention-timing", (
+    _PERIOD, _MISS_MAX, _RESTART,
+    # every reader of the three globals (at each check, not a copy made at import) ...
+    Target(_convention, "PreRegistration", "source 9dbb562dfd05c21f"),
+    Target(_convention, "ConventionMemberData", "source aa24ff15d7d5afaa"),
+    Target(_convention, "LocalConventionState", "source e45f2e81cdd38ac4"),
+    # ... and how a process importing Thespian later reads the environment set here
+    Target(_convention, "getenvdef", "source 758b9f9dd634e075"),
+    Target(_convention, "str_to_timedelta", "source 8d5c169a97518e68"),
+))
 
 
 def _minutes_seconds(seconds: float) -> str:

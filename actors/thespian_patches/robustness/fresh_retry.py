@@ -6,7 +6,8 @@ turns out dead (the peer died or closed it), Thespian 4.0.1 schedules the retry
 gone (``DeadTarget``): a client asking a supervisor that was just replaced waited 35 s.  This
 notes in ``TCPTransport._next_XMIT_1`` whether the send took an idle connection, and in
 ``_next_XMIT_6`` retries such a failure within 1 ms; later failures keep Thespian's backoff.
-Why, and the upstream proposal: docs/thespian-patches.md#fresh-retry.
+Without it a send to a replaced peer stalls 35 s: robustness.  Why, and the upstream proposal:
+docs/thespian-patches.md#fresh-retry.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from datetime import timedelta
 from typing import Any
 
 from thespian.system import timing as _timing
+from thespian.system import transport as _transport
 from thespian.system.transport import TCPTransport as _tcp
 
 from actors.thespian_patches.base import Kind, Patch, Target
 
 _CONNECT = Target(_tcp.TCPTransport, "_next_XMIT_1", "source f25e978fdce5d56d")
 _RETRY = Target(_tcp.TCPTransport, "_next_XMIT_6", "source c4e0df7fdb0cd54b")
-PATCH = Patch("fresh_retry", Kind.SPEED, "fresh-retry", (
+PATCH = Patch("fresh_retry", Kind.ROBUSTNESS, "fresh-retry", (
     _CONNECT, _RETRY,
     Target(_tcp, "opsKey", "source 1ad106fc6f32233f"),  # how _openSockets is keyed
+    Target(_transport.TransmitIntent, "retry", "source a3a026474ade3b69"),  # sets the _retryTime replaced here
 ))
 _REUSED = "_pegasus_reused_connection"
 # 1 ms, not 0: the loop computes its select timeout with filter(None, delays), which drops a
