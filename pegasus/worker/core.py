@@ -100,12 +100,14 @@ class WorkerCore:
         handler = self._handlers.get(type(event))
         if handler is None:
             return out
-        owed = self._owed(event)
+        owed = None if isinstance(event, Requested) else self._owed(event)
         try:
             handler(event, out)
         except Exception as exc:  # noqa: BLE001 - a bug here must not become Thespian's PoisonMessage
             error = f"{type(exc).__name__}: {exc}"
             out.append(Log("error", "worker_error", {"input": type(event).__name__, "error": error}))
+            if isinstance(event, Requested):
+                owed = Job(event.work, event.pool, self.wall_clock())
             if owed is not None and not self._holds(owed.number) and not _answered(owed.number, out):
                 try:
                     self._answer(owed, Refused(f"worker error: {error}", "exception", {}), 0.0, out)
@@ -290,9 +292,7 @@ class WorkerCore:
 
     # -- what an error leaves owed -------------------------------------------------------------
     def _owed(self, event: WorkerInput) -> Job | None:
-        """The job an input concerns, which an error while handling it must not leave unanswered."""
-        if isinstance(event, Requested):
-            return Job(event.work, event.pool, self.wall_clock())
+        """The job an input concerns (before it is handled), which an error must not leave unanswered."""
         if isinstance(event, Ran):
             return self.running.get(event.job)
         if isinstance(event, Journalled):
