@@ -9,7 +9,7 @@ from pegasus.config import Settings
 from pegasus.tools.mcp_policy import ServerView
 from pegasus.tools.registry import ToolOutcomeUnknown
 from pegasus.worker.commands import (
-    Answer, Arm, CallHost, CloseStream, Delta, Exit, FindHost, Free, Journal, Log, Pong, Prepare, Ready, Refused,
+    Answer, Arm, CallHost, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused,
     Return, Run, SetUp, ShowListing, Stream,
 )
 from pegasus.worker.inputs import (
@@ -107,8 +107,8 @@ def test_a_held_job_that_is_stopped_is_dropped_and_the_pool_told() -> None:
     worker.ask(1, stage="think")
     worker.ask(2, stage="think")
     assert worker.step(StopAsked(2, "the-pool")) == [Free("the-pool", 2, {})]
-    assert worker.step(Heard((), ended=True, result=Result("r"))) [-1] == Free(POOL, 1, {})
-    assert worker.core.held == type(worker.core.held)() and worker.core.streaming is None
+    assert worker.step(Heard((), ended=True, result=Result("r")))[-1] == Free(POOL, 1, {})
+    assert not worker.core.held and worker.core.streaming is None
 
 
 def test_closing_closes_a_running_stream_only() -> None:

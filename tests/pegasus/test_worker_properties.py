@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pegasus.config import Settings
+from pegasus.tools.mcp_policy import ServerView
 from pegasus.worker.commands import Answer, CallHost, Free, Return, Run, Stream, WorkerCommand
 from pegasus.worker.inputs import (
     Closing, Heard, HostAnswered, HostCheckDue, HostHolds, Journalled, Listed, ListingDue, OrphanDue, Pinged,
     StopAsked, WorkerInput,
 )
-from pegasus.tools.mcp_policy import ServerView
 from tests.support.worker_core import POOL, STREAMING, Result, Worker, plan_step
 
 KINDS = ("plain", "journalled", "streamed", "mcp_pure", "mcp_effectful", "no_requester")
@@ -28,7 +28,7 @@ moves = st.lists(st.one_of(
 ), max_size=40)
 
 
-class Run_:
+class Scenario:
     """One worker under a sequence of moves, with every command it returned."""
 
     def __init__(self) -> None:
@@ -103,7 +103,7 @@ class Run_:
 @settings(max_examples=300, deadline=None)
 @given(moves)
 def test_every_job_is_answered_exactly_once_and_journalled_steps_run_only_on_their_go(plan: list[Any]) -> None:
-    run = Run_()
+    run = Scenario()
     for name, arg in plan:
         run.move(name, arg)
     run.drain()
