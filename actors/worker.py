@@ -116,7 +116,11 @@ class StageWorker(ActorTypeDispatcher):
         self.log = logs.get("worker")
         self.stream: _Streamed | None = None  # the streamed stage's thread, until the loop hears it ended
         self.wake_r, self.wake_w = -1, -1
-        self._do: dict[type, Callable[[Any], None]] = {
+        self._do = self._commands()
+
+    def _commands(self) -> dict[type, Callable[[Any], None]]:
+        """Command type -> what carries it out (one row per command of pegasus.worker.commands)."""
+        return {
             c.SetUp: self._set_up, c.Ready: self._ready, c.Journal: self._journal, c.Run: self._run_now,
             c.Stream: self._stream, c.CloseStream: self._close_stream, c.Delta: self._delta, c.Answer: self._answer,
             c.Return: self._return, c.Free: self._free, c.FindHost: self._find_host, c.CallHost: self._call_host,
