@@ -12,7 +12,7 @@ pending (POLL_S), never by blocking the mailbox.
 A host killed mid-call loses its calls: the workers waiting for them ask every HOST_CHECK_S
 (``McpHeld``, to the host found by its global name again: a dead one is replaced by the
 first worker that needs it) and
-end a call the host no longer holds as of unknown outcome (actors/mcp_calls.py).
+end a call the host no longer holds as of unknown outcome (pegasus/worker/host_calls.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ def _modules(package) -> list[str]:
 def test_no_module_of_pegasus_loads_thespian_or_actors() -> None:
     modules = _modules(pegasus)
     assert {"pegasus.task.fsm", "pegasus.cognitive.stages", "pegasus.store.sqlite", "pegasus.config",
-            "pegasus.pool.core", "pegasus.run.core"} <= set(modules)
+            "pegasus.pool.core", "pegasus.run.core", "pegasus.worker.core"} <= set(modules)
     script = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

@@ -1,0 +1,314 @@
+"""A stage worker's decisions: which job is held, when a step may run, what a stop does, the streamed
+stage's text, MCP calls through the machine's host, and whether its pool is gone.
+
+``WorkerCore.step(input) -> [command]`` is the whole interface, as for the pool
+(pegasus/pool/core.py): the carrier (actors/worker.py) turns each message into an
+input and carries out the commands in order.  It never raises: an error becomes a
+Log command and, for a job nobody else will answer, its failed answer.  No
+Thespian, no I/O; the clocks are parameters.
+
+One stage at a time.  A stage runs in the carrier's thread (``Run``, then ``Ran``):
+while it runs the mailbox waits, which is what makes the pool's size its
+concurrency limit.  A streamed llm stage (``[llm] stream``) runs in a thread of its
+own (``Stream``) so its text goes to the requester as it comes (``Heard`` ->
+``Delta``) and a stop closes it at once; requests that come meanwhile (prefetch)
+are held, in order, and so is everything before the machine's first MCP listing.
+
+Every job is answered once: to its requester (and ``Free`` to the pool), or
+through the pool (``Return``: a rate-limited call, or no requester), or to the pool
+alone (``Free``: stopped, nobody waits).  An effectful step (a request with a
+journal and a key) runs only on the journal's go for its job and key
+(``Journal`` -> ``Journalled``): one still waiting at a crash provably never ran.
+A call of a machine-scope MCP tool goes to the machine's host (``host_calls``)
+and the stage runs on its answer, the mailbox free meanwhile.  A worker on a
+member that hears nothing from its pool for a while, idle, exits (``Exit``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pegasus.cognitive.stages import LLM_STAGES
+from pegasus.config import ConventionSettings, Settings
+from pegasus.llm.listen import streams
+from pegasus.pool.contact import PoolWatch, orphan_after_s
+from pegasus.worker.commands import (
+    Answer, Arm, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused, Return, Run,
+    SetUp, ShowListing, Stream, WorkerCommand,
+)
+from pegasus.worker.host_calls import Asked, HostCalls
+from pegasus.worker.inputs import (
+    ChildExited, Closing, Configured, Heard, HostAnswered, HostCheckDue, HostFound, HostHolds, Journalled,
+    ListingDue, Listed, Loaded, OrphanDue, Outcome, Pinged, Ran, Requested, StopAsked, WorkAsk, WorkerInput,
+)
+from pegasus.worker.steps import machine_call, tool_of
+
+Out = list[WorkerCommand]
+
+
+@dataclass
+class Job:
+    """A job this worker took: the pool's work, the pool, and when it started (wall clock)."""
+
+    work: WorkAsk
+    pool: Any
+    started: float
+
+    @property
+    def number(self) -> int:
+        return self.work.job
+
+
+@dataclass
+class Streaming:
+    """The streamed stage running now; ``stopped``: its text and answer go to nobody."""
+
+    job: Job
+    stopped: bool = False
+
+
+class WorkerCore:
+    def __init__(self, identity: Mapping[str, Any], clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.identity: dict[str, Any] = dict(identity)  # pid, host, member, admin_port; pool, index once told
+        self.clock, self.wall_clock = clock, wall_clock
+        self.settings: Settings | None = None
+        self.machine_servers: frozenset[str] = frozenset()
+        self.streams = False  # llm stages stream ([llm] stream with provider openai)
+        self.held: deque[tuple[WorkAsk, Any]] = deque()  # (work, pool), in the order they came
+        self.awaiting_listing = False  # machine-scope MCP servers not yet started or failed once
+        self.starting: dict[int, Job] = {}  # effectful steps waiting for the journal's go, by job
+        self.running: dict[int, Job] = {}  # handed to the carrier to run (Run), until it says Ran
+        self.streaming: Streaming | None = None
+        self.calls = HostCalls()
+        self.watch = PoolWatch(orphan_after_s(ConventionSettings()))  # a member's worker whose pool is gone exits
+        self._handlers: dict[type, Callable[[Any, Out], None]] = {
+            Configured: self._configure, Loaded: self._loaded, Requested: self._requested,
+            Journalled: self._journalled, Ran: self._ran, Heard: self._heard, StopAsked: self._stop,
+            Pinged: self._pinged, Listed: self._listed, ListingDue: self._listing_due, HostFound: self._host_found,
+            HostAnswered: self._host_answered, HostHolds: self._host_holds, HostCheckDue: self._host_check_due,
+            ChildExited: self._child_exited, OrphanDue: self._orphan_due, Closing: self._closing,
+        }
+
+    def step(self, event: WorkerInput) -> Out:
+        """Apply one input; the commands to carry out, in order.  Never raises."""
+        out: Out = []
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            return out
+        owed = None if isinstance(event, Requested) else self._owed(event)
+        try:
+            handler(event, out)
+        except Exception as exc:  # noqa: BLE001 - a bug here must not become Thespian's PoisonMessage
+            error = f"{type(exc).__name__}: {exc}"
+            out.append(Log("error", "worker_error", {"input": type(event).__name__, "error": error}))
+            if isinstance(event, Requested):
+                owed = Job(event.work, event.pool, self.wall_clock())
+            if owed is not None and not self._holds(owed.number) and not _answered(owed.number, out):
+                try:
+                    self._answer(owed, Refused(f"worker error: {error}", "exception", {}), 0.0, out)
+                except Exception:  # noqa: BLE001 - the answer itself failed: the pool's deadline ends the job
+                    pass
+        return out
+
+    # -- set-up --------------------------------------------------------------------------------
+    def _configure(self, event: Configured, out: Out) -> None:
+        self.settings = event.settings
+        self.identity.update(pool=event.name, index=event.index)
+        self.watch.orphan_after_s = orphan_after_s(event.settings.convention)
+        self.streams = streams(event.settings)
+        out.append(SetUp(event.settings, event.name, event.index, self.streams))
+        out.append(Ready(event.pool, event.index, self.identity["pid"], self.identity["host"]))
+
+    def _loaded(self, event: Loaded, out: Out) -> None:
+        assert self.settings is not None
+        self.machine_servers = event.machine_servers
+        self.calls.effect_of = event.effect_of
+        if self.machine_servers:
+            self.calls.start(self.settings, event.effect_of, out)
+            # Serve once the machine's servers have first started or failed (or after start_timeout_s):
+            # the first stages of a new system list their tools too, and a hung server delays only these.
+            self.awaiting_listing = True
+            out.append(Arm(self.settings.mcp.start_timeout_s, ListingDue()))
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def _requested(self, event: Requested, out: Out) -> None:
+        self.watch.touch(self.clock())
+        work = event.work
+        streamed = self.streams and work.request.stage in LLM_STAGES
+        if self.awaiting_listing or (streamed and self.streaming is not None):
+            self.held.append((work, event.pool))
+            return
+        job = Job(work, event.pool, self.wall_clock())
+        request = work.request
+        if streamed:
+            self.streaming = Streaming(job)
+            out.append(Stream(work.job, request))
+        elif request.journal_to is None or request.idempotency_key is None:
+            self._serve(job, out)
+        else:
+            # An effectful step counts as started only once the journal has committed it: ask first,
+            # run on its go.  A step still queued at a crash, or whose worker dies before the go, never ran.
+            self.starting[work.job] = job
+            out.append(Journal(request.journal_to, request.idempotency_key, request.task_id, request.run,
+                               request.step_index or 0, tool_of(request), work.job))
+
+    def _journalled(self, event: Journalled, out: Out) -> None:
+        job = self.starting.get(event.job)
+        if job is None or job.work.request.idempotency_key != event.key:
+            return  # not ours any more (the pool gave up on this job and replaced us), or answered already
+        del self.starting[event.job]
+        if event.go:
+            self._serve(job, out)
+            return
+        request = job.work.request
+        out.append(Log("info", "step_not_started", {"task_id": request.task_id, "key": event.key,
+                                                    "reason": event.reason}))
+        self._answer(job, Refused(f"not started: {event.reason}", "not_started",
+                                  {"journal": event.existing} if event.existing else {}), 0.0, out)
+
+    def _serve(self, job: Job, out: Out, *, asked: bool = False) -> None:
+        request = job.work.request
+        call = None if asked else machine_call(request, self.machine_servers)
+        if call is not None:
+            # The machine's MCP host makes the call; the stage runs on its answer, the mailbox free meanwhile.
+            self.calls.ask(job, call, request.idempotency_key, out)
+            return
+        self.running[job.number] = job
+        out.append(Run(job.number, request))
+
+    def _ran(self, event: Ran, out: Out) -> None:
+        job = self.running.pop(event.job, None)
+        if job is not None:
+            self._answer(job, event.result, event.cpu_s, out)
+            self._serve_held(out)
+
+    def _answer(self, job: Job, outcome: Outcome | Refused, cpu_s: float, out: Out) -> None:
+        own = {} if isinstance(outcome, Refused) else outcome.worker
+        worker = {**own, **self.identity, "started": job.started, "finished": self.wall_clock(),
+                  "cpu_ms": round(cpu_s * 1000.0, 3)}
+        self.watch.touch(self.clock())  # a long stage must not count as silence from the pool
+        work = job.work
+        if work.reply_to is None or "retry_after_s" in worker:
+            # Rate-limited by the endpoint: the pool decides whether it runs again.
+            out.append(Return(job.pool, job.number, work.request, outcome, worker))
+            return
+        out.append(Answer(work.reply_to, job.number, work.request, outcome, worker))  # the requester first
+        out.append(Free(job.pool, job.number, {"usage": worker["usage"]} if "usage" in worker else {}))
+
+    def _serve_held(self, out: Out) -> None:
+        # One Run at a time: the next held job is served once the carrier says the running one Ran.
+        while self.held and not self.awaiting_listing and self.streaming is None and not self.running:
+            self._requested(Requested(*self.held.popleft()), out)
+
+    # -- the streamed stage --------------------------------------------------------------------
+    def _heard(self, event: Heard, out: Out) -> None:
+        streaming = self.streaming
+        if streaming is None:
+            return
+        work = streaming.job.work
+        if work.reply_to is not None and not streaming.stopped:
+            out.extend(Delta(work.reply_to, work.request, seq, call, text) for seq, call, text in event.pieces)
+        if not event.ended:
+            return
+        self.streaming = None
+        if streaming.stopped or event.result is None:
+            out.append(Free(streaming.job.pool, streaming.job.number, {}))  # nobody waits for its answer
+        else:
+            self._answer(streaming.job, event.result, event.cpu_s, out)
+        self._serve_held(out)
+
+    def _stop(self, event: StopAsked, out: Out) -> None:
+        streaming = self.streaming
+        if streaming is not None and streaming.job.number == event.job:
+            request = streaming.job.work.request
+            out.append(Log("info", "stage_stopped", {"task_id": request.task_id, "stage": request.stage}))
+            streaming.stopped = True
+            out.append(CloseStream())  # the thread's read ends; it reports done (Heard)
+            return
+        for held in [h for h in self.held if h[0].job == event.job]:
+            self.held.remove(held)
+            out.append(Free(event.pool, event.job, {}))
+
+    def _closing(self, event: Closing, out: Out) -> None:
+        if self.streaming is not None:
+            out.append(CloseStream())  # close the connection: the process is going
+
+    # -- machine-scope MCP calls ---------------------------------------------------------------
+    def _listed(self, event: Listed, out: Out) -> None:
+        out.append(ShowListing(event.views))
+        if not any(view.first_start for view in event.views.values()):
+            self._listing_due(ListingDue(), out)
+
+    def _listing_due(self, event: ListingDue, out: Out) -> None:
+        self.awaiting_listing = False
+        self._serve_held(out)
+
+    def _host_found(self, event: HostFound, out: Out) -> None:
+        self.calls.found(event.address, out)
+
+    def _host_check_due(self, event: HostCheckDue, out: Out) -> None:
+        self.calls.check(out)
+
+    def _host_answered(self, event: HostAnswered, out: Out) -> None:
+        asked = self.calls.answered(event.call)
+        if asked is not None:
+            self._from_host(asked, event.ok, event.output, out)
+
+    def _host_holds(self, event: HostHolds, out: Out) -> None:
+        for asked, error in self.calls.lost(event.asked, event.held, out):  # lost with a host that died
+            out.append(Log("warning", "mcp_call_lost", {"task_id": asked.work.work.request.task_id,
+                                                         "tool": error.tool}))
+            self._from_host(asked, False, error, out)
+
+    def _from_host(self, asked: Asked, ok: bool, output: Any, out: Out) -> None:
+        server, tool, arguments = asked.call
+        out.append(Prepare(server, tool, arguments, ok, output))  # the stage's tool call reads it
+        self._serve(asked.work, out, asked=True)
+
+    def _child_exited(self, event: ChildExited, out: Out) -> None:
+        if self.calls.host_exited(event.address):
+            out.append(Log("warning", "mcp_host_exited", {"calls_waiting": len(self.calls.asking)}))
+
+    # -- the pool's pings ----------------------------------------------------------------------
+    def _pinged(self, event: Pinged, out: Out) -> None:
+        out.append(Pong(event.pool, event.sent_at))
+        if self.watch.pinged(self.clock()):
+            out.append(Arm(self.watch.check_period_s, OrphanDue()))
+
+    def _orphan_due(self, event: OrphanDue, out: Out) -> None:
+        idle = self.streaming is None and not (self.held or self.starting or self.running or self.calls.asking)
+        if self.watch.orphaned(self.clock(), idle):
+            # Its leader died or was cut off (and declared this member gone): a new leader places its own
+            # workers, so this one only takes room.
+            out.append(Log("warning", "worker_orphaned", {"unheard_s": self.watch.orphan_after_s}))
+            out.append(Exit())
+        else:
+            out.append(Arm(self.watch.check_period_s, OrphanDue()))
+
+    # -- what an error leaves owed -------------------------------------------------------------
+    def _owed(self, event: WorkerInput) -> Job | None:
+        """The job an input concerns (before it is handled), which an error must not leave unanswered."""
+        if isinstance(event, Ran):
+            return self.running.get(event.job)
+        if isinstance(event, Journalled):
+            return self.starting.get(event.job)
+        if isinstance(event, HostAnswered) and (asked := self.calls.asking.get(event.call)) is not None:
+            return asked.work  # type: ignore[no-any-return]
+        if isinstance(event, Heard) and event.ended and self.streaming is not None:
+            return self.streaming.job
+        return None
+
+    def _holds(self, job: int) -> bool:
+        """Whether job ``job`` is still in the worker's hands (someone will answer it)."""
+        return (any(work.job == job for work, _ in self.held) or job in self.starting or job in self.running
+                or (self.streaming is not None and self.streaming.job.number == job)
+                or any(asked.work.number == job for asked in self.calls.asking.values()))
+
+
+def _answered(job: int, out: Out) -> bool:
+    return any(isinstance(c, (Answer, Return, Free)) and c.job == job for c in out)
