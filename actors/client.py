@@ -20,12 +20,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from thespian.actors import ActorSystem, ActorSystemException
+from thespian.actors import ActorAddress, ActorSystem, ActorSystemException
 
 from actors import messages as m
 from actors.client_memory import MemoryClient
 from actors.client_triggers import TriggersClient
-from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
 )
@@ -77,8 +76,8 @@ class Client(MemoryClient, TriggersClient):
         self.owns_system = owns_system
         self.closed = False
         self.timeout = bounds.seconds(timeout, "timeout")
-        self.guardian = asys.createActor(Guardian, globalName=GUARDIAN_NAME)
-        self._supervisor: Any = None
+        self.guardian: ActorAddress = asys.createActor(m.GUARDIAN_CLASS, globalName=m.GUARDIAN_NAME)
+        self._supervisor: ActorAddress | None = None
         self.generation = 0  # the supervisor's, as the guardian counts them: it changes when one is replaced
         self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
@@ -119,10 +118,11 @@ class Client(MemoryClient, TriggersClient):
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
 
     @property
-    def supervisor(self) -> Any:
+    def supervisor(self) -> ActorAddress:
         """The supervisor's address (asked of the guardian the first time, and after one was replaced)."""
         if self._supervisor is None:
             self.locate()
+        assert self._supervisor is not None
         return self._supervisor
 
     def locate(self) -> dict[str, Any]:
@@ -397,7 +397,7 @@ class Client(MemoryClient, TriggersClient):
     def _refresh_guardian(self) -> None:
         """After the admin itself was restarted, the guardian is a new actor: ask the admin for it again."""
         try:
-            self.guardian = self.asys.createActor(Guardian, globalName=GUARDIAN_NAME)
+            self.guardian = self.asys.createActor(m.GUARDIAN_CLASS, globalName=m.GUARDIAN_NAME)
         except ActorSystemException:
             pass  # the admin is not back yet
 
@@ -432,7 +432,7 @@ class Client(MemoryClient, TriggersClient):
             self._supervisor = None  # no answer: ask the guardian again next time
             raise
 
-    def _send(self, address: Any, message: Any, whom: str) -> None:
+    def _send(self, address: ActorAddress, message: Any, whom: str) -> None:
         failure = send(self.asys, address, message, self.timeout)
         if failure is not None:
             raise SystemNotRunningError(f"could not reach {whom} ({failure})", self.spec.admin_port)
