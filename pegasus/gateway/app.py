@@ -38,10 +38,10 @@ TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState
 
 
 class Backend(Protocol):
-    """What the app calls, each in a worker thread: a request asked (its reply, typed by the request), ..."""
+    """What the app calls, each in a worker thread (``actors.gateway.ClientBackend`` over Python clients)."""
 
-    def ask(self, request: r.Request[r.R]) -> r.R: ...
-    def ready(self) -> dict[str, Any]: ...
+    def ask(self, request: r.Request[r.R]) -> r.R: ...  # the request's reply, as the request declares it
+    def ready(self) -> dict[str, Any]: ...  # /healthz: the guardian's and the store's view
     def open_stream(self, task_id: str) -> Stream: ...
     def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None: ...
     # every task's transitions from now on: each one's detail, or (whole) the transition itself
