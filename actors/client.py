@@ -20,19 +20,19 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from thespian.actors import ActorSystem, ActorSystemException
+from thespian.actors import ActorAddress, ActorSystem, ActorSystemException
 
 from actors import messages as m
 from actors.client_memory import MemoryClient
 from actors.client_triggers import TriggersClient
-from actors.guardian import GUARDIAN_NAME, Guardian
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
 )
 from pegasus import bounds
 from pegasus.config import Settings
-from pegasus.errors import InvalidRequest, PegasusError
+from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
 from pegasus.gateway.auth import new_token, token_hash
+from pegasus.requests import R
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
 
@@ -76,8 +76,8 @@ class Client(MemoryClient, TriggersClient):
         self.owns_system = owns_system
         self.closed = False
         self.timeout = bounds.seconds(timeout, "timeout")
-        self.guardian = asys.createActor(Guardian, globalName=GUARDIAN_NAME)
-        self._supervisor: Any = None
+        self.guardian: ActorAddress = asys.createActor(m.GUARDIAN_CLASS, globalName=m.GUARDIAN_NAME)
+        self._supervisor: ActorAddress | None = None
         self.generation = 0  # the supervisor's, as the guardian counts them: it changes when one is replaced
         self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
@@ -118,10 +118,11 @@ class Client(MemoryClient, TriggersClient):
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
 
     @property
-    def supervisor(self) -> Any:
+    def supervisor(self) -> ActorAddress:
         """The supervisor's address (asked of the guardian the first time, and after one was replaced)."""
         if self._supervisor is None:
             self.locate()
+        assert self._supervisor is not None
         return self._supervisor
 
     def locate(self) -> dict[str, Any]:
@@ -161,7 +162,7 @@ class Client(MemoryClient, TriggersClient):
         the task the key created instead of making another; the same key with other
         text, machine, priority or metadata is refused (``IdempotencyConflict``).
         """
-        return self._ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
+        return self.ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
                                   source=source, follow=follow, key=key))
 
     def submit_many(self, tasks: Iterable[str | dict[str, Any]], *,
@@ -180,10 +181,10 @@ class Client(MemoryClient, TriggersClient):
                 items.append(m.Submit(**{**defaults, **({"text": task} if isinstance(task, str) else task)}))
             except InvalidRequest as exc:
                 raise InvalidRequest(f"task {index + 1}: {exc}", exc.field) from None
-        return self._ask(m.SubmitMany(tasks=items))
+        return self.ask(m.SubmitMany(tasks=items))
 
     def get(self, task_id: str) -> dict[str, Any]:
-        return self._ask(m.Get(task_id=task_id))
+        return self.ask(m.Get(task_id=task_id))
 
     def list(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Tasks, newest first: ``limit`` of them after skipping ``offset``; ``state`` is a lifecycle or a
@@ -194,47 +195,48 @@ class Client(MemoryClient, TriggersClient):
                   before: int | None = None) -> dict[str, Any]:
         """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit;
         ``before``: only tasks older than the one whose ``seq`` it is (a cursor that new tasks do not shift)."""
-        return self._ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
+        return self.ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
 
     def history(self, task_id: str) -> dict[str, Any]:
-        return self._ask(m.History(task_id=task_id))
+        return self.ask(m.History(task_id=task_id))
 
     def context(self, task_id: str) -> dict[str, Any]:
         """What the task knows as of its last checkpoint: plan, steps' results, reflections (long texts cut)."""
-        return self._ask(m.TaskContextRequest(task_id=task_id))
+        return self.ask(m.TaskContextRequest(task_id=task_id))
 
     def suspend(self, task_id: str, reason: str = "suspended by request") -> dict[str, Any]:
-        return self._ask(m.Suspend(task_id=task_id, reason=reason))
+        return self.ask(m.Suspend(task_id=task_id, reason=reason))
 
     def resume(self, task_id: str, message: str | None = None) -> dict[str, Any]:
-        return self._ask(m.Resume(task_id=task_id, message=message))
+        return self.ask(m.Resume(task_id=task_id, message=message))
 
     def message(self, task_id: str, text: str) -> dict[str, Any]:
         """Add ``text`` to the task's conversation (stored before the answer).  A running task takes it at
         its next transition (suspends, then re-thinks with it), a suspended one is resumed with it, one not
         started yet starts with it; a finished one refuses it.  Answers the task's view and ``message``
         (its number and how it reaches the task)."""
-        return self._ask(m.SendMessage(task_id=task_id, text=text))
+        return self.ask(m.SendMessage(task_id=task_id, text=text))
 
     def cancel(self, task_id: str, reason: str = "canceled by request") -> dict[str, Any]:
-        return self._ask(m.Cancel(task_id=task_id, reason=reason))
+        return self.ask(m.Cancel(task_id=task_id, reason=reason))
 
     def approve(self, task_id: str) -> dict[str, Any]:
-        return self._ask(m.Approve(task_id=task_id))
+        return self.ask(m.Approve(task_id=task_id))
 
     def retry(self, task_id: str) -> dict[str, Any]:
-        return self._ask(m.Retry(task_id=task_id))
+        return self.ask(m.Retry(task_id=task_id))
 
     def tree(self, task_id: str) -> dict[str, Any]:
         """The task and its sub-tasks, nested (``children``), each with its lifecycle and machine states."""
-        return self._ask(m.Tree(task_id=task_id))
+        return self.ask(m.Tree(task_id=task_id))
 
-    def stats(self) -> dict[str, Any]:  # with the guardian's view of its children: restarts, crash loops
-        return {**self._ask(m.Stats()), **self.locate().get("children", {})}
+    def stats(self) -> dict[str, Any]:
+        """Tasks, queue, pools, usage, and the guardian's view of its children (restarts, crash loops)."""
+        return self.ask(m.Stats())
 
     def store_status(self) -> dict[str, Any]:
         """The store's health: state (writable, full, unavailable, damaged, replaced), error, what to do."""
-        return self._ask(m.StoreStatus())
+        return self.ask(m.StoreStatus())
 
     def queued(self, task_id: str) -> int:
         """How many transitions of the task came and wait for a ``follow`` to read them."""
@@ -247,26 +249,26 @@ class Client(MemoryClient, TriggersClient):
 
     def subscribe(self, task_id: str | None) -> dict[str, Any]:
         """Have the task's transitions (every task's: None) sent here; read them with ``follow(subscribe=False)``."""
-        return self._ask(m.Subscribe(task_id=task_id))
+        return self.ask(m.Subscribe(task_id=task_id))
 
     # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
     def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
         """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
         token = new_token()
-        record = self._ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
+        record = self.ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
         return {**record, "token": token}
 
     def token_list(self) -> builtins.list[dict[str, Any]]:
-        return self._ask(m.TokenList())
+        return self.ask(m.TokenList())
 
     def token_revoke(self, name: str) -> dict[str, Any]:
-        return self._ask(m.TokenRevoke(name=name))
+        return self.ask(m.TokenRevoke(name=name))
 
     def backup(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
         """Copy the system's database to ``path`` (SQLite's online backup API: consistent while
         tasks run; mode 0600); an existing file is replaced only with ``overwrite``.
         Answers path, bytes, tasks, schema_version and seconds."""
-        return self._ask(m.Backup(path=os.path.abspath(os.path.expanduser(path)), overwrite=overwrite))
+        return self.ask(m.Backup(path=os.path.abspath(os.path.expanduser(path)), overwrite=overwrite))
 
     def wait(self, task_id: str, timeout: float = 60.0, until: frozenset[str] = TERMINAL_LIFECYCLE) -> dict[str, Any]:
         """Poll until the task's lifecycle state is in ``until`` (terminal by default).
@@ -297,7 +299,7 @@ class Client(MemoryClient, TriggersClient):
         in between is not repeated: ``history`` has it) and goes on.
         """
         if subscribe:
-            self._ask(m.Subscribe(task_id=task_id))
+            self.ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + bounds.seconds(timeout, "timeout", forever=True)
         subscribed_to = self._incarnation
         self._following[task_id] += 1
@@ -334,7 +336,7 @@ class Client(MemoryClient, TriggersClient):
                     if task is not None:
                         current = task["lifecycle_state"]
                     if self._incarnation != subscribed_to:
-                        self._ask(m.Subscribe(task_id=task_id))
+                        self.ask(m.Subscribe(task_id=task_id))
                         subscribed_to = self._incarnation
         finally:
             self._following[task_id] -= 1
@@ -342,14 +344,14 @@ class Client(MemoryClient, TriggersClient):
                 del self._following[task_id]
                 self._notices.pop(task_id, None)
             try:
-                self._ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
+                self.ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
             except (PegasusError, ActorSystemException):
                 pass  # the system went away: nothing to unsubscribe from
 
     def unsubscribe(self) -> None:
         """End ``subscribe(None)``'s subscription to every task (a follow's go on)."""
         try:
-            self._ask(m.Unsubscribe(task_id=None))
+            self.ask(m.Unsubscribe(task_id=None))
         except (PegasusError, ActorSystemException):
             pass  # the system went away: nothing to unsubscribe from
 
@@ -395,15 +397,21 @@ class Client(MemoryClient, TriggersClient):
     def _refresh_guardian(self) -> None:
         """After the admin itself was restarted, the guardian is a new actor: ask the admin for it again."""
         try:
-            self.guardian = self.asys.createActor(Guardian, globalName=GUARDIAN_NAME)
+            self.guardian = self.asys.createActor(m.GUARDIAN_CLASS, globalName=m.GUARDIAN_NAME)
         except ActorSystemException:
             pass  # the admin is not back yet
 
-    # -- plumbing ------------------------------------------------------------------------------------
-    def _memory_ask(self, request: m.Request) -> Any:
-        return self._ask(request)
+    # -- asking ---------------------------------------------------------------------------------------
+    def ask(self, request: m.Request[R]) -> R:
+        """The one way a request is asked: sent to the supervisor, its Reply's data returned as the request
+        declares it (``Request[R]``); a refusal raises (RequestError, WebhookRefused, SystemNotRunningError)."""
+        data = self._ask(request)
+        if isinstance(request, m.Stats):  # with the guardian's view of its children: restarts, crash loops
+            data = {**data, **self.locate().get("children", {})}
+        return data
 
-    def _ask(self, request: m.Request) -> Any:
+    def _ask(self, request: m.Request[Any]) -> Any:
+        """``request`` sent as it is (no completion): its Reply's data."""
         request_id = f"{self._prefix}-{next(self._ids)}"
         request = request.model_copy(update={"request_id": request_id})
         failure = send(self.asys, self.supervisor, request, self.timeout)
@@ -424,7 +432,7 @@ class Client(MemoryClient, TriggersClient):
             self._supervisor = None  # no answer: ask the guardian again next time
             raise
 
-    def _send(self, address: Any, message: Any, whom: str) -> None:
+    def _send(self, address: ActorAddress, message: Any, whom: str) -> None:
         failure = send(self.asys, address, message, self.timeout)
         if failure is not None:
             raise SystemNotRunningError(f"could not reach {whom} ({failure})", self.spec.admin_port)
@@ -459,6 +467,8 @@ class Client(MemoryClient, TriggersClient):
                     raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
                 if message.error_type == "StartFailed":
                     raise SystemStartError(message.error or "the system did not start", self.spec.admin_port)
+                if message.error_type == "WebhookRefused" and isinstance(message.data, dict):
+                    raise WebhookRefused(int(message.data["status"]), str(message.data["code"]), message.error or "")
                 raise RequestError(message.error or "request failed", message.error_type, message.data)
             return message.data
 

@@ -17,21 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from actors import messages as m
-from actors.supervisor_memory import answer_memory
 from pegasus.config import Settings
 from pegasus.memory import Episode, Fact, MemoryStore, markdown
+from pegasus.memory.answers import answer_memory
 from pegasus.memory.embeddings import embed
+from pegasus.requests import R
 from pegasus.store import Store
 
 IMPORT_PAGE_BYTES = 96 * 1024  # an import request stays well under [runtime] max_message_bytes (256 KiB)
 
 
 class MemoryClient:
-    """``memory_*`` methods over ``_memory_ask`` (a request in, its Reply's data out)."""
+    """``memory_*`` methods over ``ask`` (a request in, its Reply's data out)."""
 
     settings: Settings
 
-    def _memory_ask(self, request: m.Request) -> Any:
+    def ask(self, request: m.Request[R]) -> R:  # Client's, or LocalMemory's below
         raise NotImplementedError
 
     def _vector(self, text: str) -> list[float] | None:
@@ -40,24 +41,23 @@ class MemoryClient:
 
     def memory_list(self, prefix: str = "", episodes: int = 20) -> dict[str, Any]:
         """Every fact (path, version, size) and the newest episodes."""
-        return dict(self._memory_ask(m.MemoryList(prefix=prefix, episodes=episodes)))
+        return self.ask(m.MemoryList(prefix=prefix, episodes=episodes))
 
     def memory_search(self, text: str, k: int = 5, kinds: list[str] | None = None) -> dict[str, Any]:
         """The ``k`` memories most relevant to ``text``, best first (``items``: id, kind, title, text, score)."""
-        return dict(self._memory_ask(m.MemorySearch(text=text, k=k, kinds=list(kinds or []),
-                                                    query_vector=self._vector(text))))
+        return self.ask(m.MemorySearch(text=text, k=k, kinds=list(kinds or []), query_vector=self._vector(text)))
 
     def memory_show(self, item_id: str) -> dict[str, Any]:
         """One memory: a fact path, ``fact:<path>@<v>``, ``episode:<n>`` or ``task:<id>``."""
-        return dict(self._memory_ask(m.MemoryShow(item_id=item_id)))
+        return self.ask(m.MemoryShow(item_id=item_id))
 
     def memory_write(self, path: str, content: str) -> dict[str, Any]:
         """A new version of fact ``path`` (``unchanged``: it already held ``content``)."""
-        return dict(self._memory_ask(m.MemoryWrite(path=path, content=content, vector=self._vector(content))))
+        return self.ask(m.MemoryWrite(path=path, content=content, vector=self._vector(content)))
 
     def memory_forget(self, item_id: str) -> dict[str, Any]:
         """Remove a fact (every version), an episode or an archived task for good; ``forgotten``: the ids."""
-        return dict(self._memory_ask(m.MemoryForget(item_id=item_id)))
+        return self.ask(m.MemoryForget(item_id=item_id))
 
     def memory_export(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Write the memory as Markdown into ``directory`` (new or empty)."""
@@ -65,7 +65,7 @@ class MemoryClient:
         episodes: list[dict[str, Any]] = []
         after = 0
         while True:
-            page = self._memory_ask(m.MemoryExport(after_episode=after))
+            page = self.ask(m.MemoryExport(after_episode=after))
             facts += page["facts"]
             episodes += page["episodes"]
             if not page["more"] or not page["episodes"]:
@@ -82,7 +82,7 @@ class MemoryClient:
         dump = markdown.read_dir(Path(directory).expanduser().resolve())
         totals: dict[str, int] = {}
         for facts, episodes in _pages(dump):
-            for key, count in self._memory_ask(m.MemoryImport(facts=facts, episodes=episodes)).items():
+            for key, count in self.ask(m.MemoryImport(facts=facts, episodes=episodes)).items():
                 totals[key] = totals.get(key, 0) + count
         return totals
 
@@ -109,7 +109,7 @@ class LocalMemory(MemoryClient):
         self.settings = settings
         self.store = Store.in_state_dir(settings.state_dir())
 
-    def _memory_ask(self, request: m.Request) -> Any:
+    def ask(self, request: m.Request[R]) -> R:
         return answer_memory(MemoryStore(self.store, self.settings.memory), m.revalidate(request))
 
     def close(self) -> None:

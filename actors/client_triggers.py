@@ -8,26 +8,24 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from actors import messages as m
-from pegasus.errors import PegasusError, WebhookRefused
-from pegasus.schedules import DEFAULT_CATCHUP_S, make_spec
+from pegasus.requests import R
+from pegasus.schedules import DEFAULT_CATCHUP_S
 
 
 class TriggersClient:
     """Schedules and webhooks of ``actors.client.Client`` (see the module docstring)."""
 
-    def _ask(self, request: m.Request) -> Any:  # Client's
+    def ask(self, request: m.Request[R]) -> R:  # Client's
         raise NotImplementedError
 
     # -- schedules --------------------------------------------------------------------------------
     def schedules(self) -> list[dict[str, Any]]:
         """Every schedule: spec, paused, fired, skipped, last_task, next_time (ISO UTC)."""
-        result: list[dict[str, Any]] = self._ask(m.ScheduleList())
-        return result
+        return self.ask(m.ScheduleList())
 
     def schedule_add(self, name: str, *, text: str, cron: str | None = None, every: str | float | None = None,
                      tz: str = "UTC", machine: Any = None, priority: int = 5, overlap: str = "skip",
@@ -36,11 +34,8 @@ class TriggersClient:
         ``90s``, ``5m``, ``1h30m``, or seconds).  ``overlap``: skip, buffer_one, allow_all or cancel_other;
         ``catchup``: how old a slot missed during downtime may be and still fire.  ScheduleError naming the field
         when a value is out of bounds (docs/schedules.md), before anything is sent; the supervisor checks again."""
-        make_spec(name, text, cron=cron, every=every, tz=tz, machine=machine, priority=priority, overlap=overlap,
-                  catchup=catchup, now=time.time())
-        return self._ask(m.ScheduleAdd(name=name, text=text, cron=cron, every=None if every is None else str(every),
-                                       tz=tz, machine=machine, priority=priority, overlap=overlap,  # type: ignore[arg-type]
-                                       catchup=str(catchup)))
+        return self.ask(m.ScheduleAdd.of(name, text=text, cron=cron, every=every, tz=tz, machine=machine,
+                                          priority=priority, overlap=overlap, catchup=catchup))
 
     def schedule_pause(self, name: str) -> dict[str, Any]:
         return self._control(name, "pause")
@@ -58,26 +53,21 @@ class TriggersClient:
         return self._control(name, "remove")
 
     def _control(self, name: str, action: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._ask(m.ScheduleControl(name=name, action=action))  # type: ignore[arg-type]
-        return result
+        return self.ask(m.ScheduleControl(name=name, action=action))  # type: ignore[arg-type]
 
     # -- webhooks ---------------------------------------------------------------------------------
     def webhooks(self) -> list[dict[str, Any]]:
         """Every webhook: name, text, secret_file, created_at (never the secret)."""
-        result: list[dict[str, Any]] = self._ask(m.WebhookList())
-        return result
+        return self.ask(m.WebhookList())
 
     def webhook_add(self, name: str, text: str, secret_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """A webhook whose deliveries make tasks with ``text`` (a template of the JSON body's fields).  The
         secret is read from ``secret_file`` (private to its owner), or made and written to the
         ``secret_file`` the answer names."""
-        path = None if secret_file is None else os.path.abspath(os.path.expanduser(secret_file))
-        result: dict[str, Any] = self._ask(m.WebhookAdd(name=name, text=text, secret_file=path))
-        return result
+        return self.ask(m.WebhookAdd.of(name, text, secret_file))
 
     def webhook_remove(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._ask(m.WebhookRemove(name=name))
-        return result
+        return self.ask(m.WebhookRemove(name=name))
 
     def deliver_webhook(self, name: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
         """A delivery (the raw body and its headers): the task it made, like ``submit``'s answer, or for a
@@ -85,11 +75,4 @@ class TriggersClient:
         message) when the signature is bad or missing (401 bad_signature), its timestamp too old (401
         replayed), the template names a field the body lacks (400 missing_field), the body is not JSON
         (400 bad_body) or too large (413 too_large), or there is no such webhook (404 unknown_webhook)."""
-        try:
-            result: dict[str, Any] = self._ask(m.DeliverWebhook(name=name, headers=dict(headers), body=bytes(body)))
-        except PegasusError as exc:  # the client's RequestError, with the refusal's status and code
-            data = getattr(exc, "data", None)
-            if getattr(exc, "error_type", None) == "WebhookRefused" and isinstance(data, dict):
-                raise WebhookRefused(int(data["status"]), str(data["code"]), str(exc)) from None
-            raise
-        return result
+        return self.ask(m.DeliverWebhook(name=name, headers=dict(headers), body=bytes(body)))

@@ -33,6 +33,7 @@ from pegasus.config import Settings
 from pegasus.dashboard.api import dashboard_routes
 from pegasus.errors import PegasusError
 from pegasus.gateway import NotReady, Upstream, build_app
+from pegasus.requests import R
 from pegasus.store.sqlite import DB_FILE
 from pegasus.store.tokens import TokenReader
 
@@ -160,7 +161,7 @@ class ClientStream:
 
 
 class ClientBackend:
-    """The gateway core's ``Backend``: the Python client's operations, on pooled connections."""
+    """The gateway core's ``Backend``: requests asked through Python clients, on pooled connections."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -170,12 +171,9 @@ class ClientBackend:
         self._watcher: threading.Thread | None = None
         self._observers: list[tuple[Callable[[dict[str, Any]], None], bool]] = []
 
-    def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+    def ask(self, request: m.Request[R]) -> R:
         with self.requests.client() as client:
-            return _translated(lambda: getattr(client, operation)(*args, **kwargs))
-
-    def has(self, operation: str) -> bool:
-        return callable(getattr(Client, operation, None))
+            return _translated(lambda: client.ask(request))
 
     def ready(self) -> dict[str, Any]:
         with self.requests.client() as client:

@@ -42,7 +42,7 @@ from pegasus.errors import PegasusError
 from pegasus.stats import supervision_view
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
-GUARDIAN_NAME = "pegasus-guardian"
+GUARDIAN_NAME = m.GUARDIAN_NAME
 SUPERVISOR, KEEPER = "supervisor", "gateway_keeper"
 SPECS = {name: ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
                          first_s=0.0, then_s=1.0, max_s=30.0, stable_s=60.0) for name in (SUPERVISOR, KEEPER)}

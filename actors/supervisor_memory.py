@@ -18,7 +18,8 @@ from typing import Any
 from actors import messages as m
 from actors.request_handler import request_handler
 from pegasus.cognitive.stages import offline_processors, run_stage
-from pegasus.memory import MemoryStore, service
+from pegasus.memory import MemoryStore
+from pegasus.memory.answers import answer_memory
 from pegasus.memory.tools import register
 from pegasus.store.checkpoint import rebuild
 from pegasus.task.models import TaskSnapshot, deep_copy
@@ -92,22 +93,3 @@ class MemoryRequests:
         self.log.info("memory_forgotten", ids=forgotten["forgotten"])
         return forgotten
 
-
-def answer_memory(store: MemoryStore, request: m.Request) -> Any:
-    """A memory request's answer over ``store``: the supervisor's, and the command line's on the file itself
-    when no system runs."""
-    if isinstance(request, m.MemoryList):
-        return service.list_memory(store, request.prefix, request.episodes)
-    if isinstance(request, m.MemorySearch):
-        return service.search(store, request.text, request.k, request.kinds, request.query_vector)
-    if isinstance(request, m.MemoryShow):
-        return service.show(store, request.item_id)
-    if isinstance(request, m.MemoryWrite):
-        return service.write(store, request.path, request.content, request.vector)
-    if isinstance(request, m.MemoryForget):
-        return service.forget(store, request.item_id)
-    if isinstance(request, m.MemoryExport):
-        return service.export_page(store, request.after_episode, request.limit)
-    if isinstance(request, m.MemoryImport):
-        return service.import_page(store, request.facts, request.episodes)
-    raise ValueError(f"not a memory request: {type(request).__name__}")

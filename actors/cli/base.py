@@ -13,6 +13,7 @@ from actors.cli.views import clean
 from actors.client import Client
 from pegasus import bounds, config
 from pegasus.errors import InvalidRequest, PegasusError
+from pegasus.requests import R, Request
 
 # 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
 # information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
@@ -75,7 +76,7 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     return settings
 
 
-def ask(args: argparse.Namespace, operation: str, *params: Any, **kwargs: Any) -> Any:
-    """One operation of the Client on the running system (SystemNotRunningError when there is none)."""
+def ask(args: argparse.Namespace, request: Request[R]) -> R:
+    """``request`` asked of the running system (SystemNotRunningError when there is none): its reply."""
     with Client.connect(settings_of(args)) as client:
-        return getattr(client, operation)(*params, **kwargs)
+        return client.ask(request)

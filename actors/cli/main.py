@@ -76,13 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="idempotency key: a key used before answers the task it created "
                    "(with --file, the task of line n gets KEY:n)")
     for name, handler, help_text in (
-        ("status", tasks.task_command("get"), "show a task"),
+        ("status", tasks.task_command(m.Get), "show a task"),
         ("history", tasks.history, "a task's transitions"),
-        ("suspend", tasks.task_command("suspend"), "suspend a running task"),
-        ("resume", tasks.task_command("resume", message="message"), "resume a suspended or blocked task"),
-        ("cancel", tasks.task_command("cancel"), "cancel a task"),
-        ("approve", tasks.task_command("approve"), "approve a draft task (manual approval)"),
-        ("retry", tasks.task_command("retry"), "retry a failed task"),
+        ("suspend", tasks.task_command(m.Suspend), "suspend a running task"),
+        ("resume", tasks.task_command(m.Resume, message="message"), "resume a suspended or blocked task"),
+        ("cancel", tasks.task_command(m.Cancel), "cancel a task"),
+        ("approve", tasks.task_command(m.Approve), "approve a draft task (manual approval)"),
+        ("retry", tasks.task_command(m.Retry), "retry a failed task"),
     ):
         p = command(name, handler, help_text)
         p.add_argument("task_id", metavar="TASK_ID")

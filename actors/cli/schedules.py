@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from actors import messages as m
 from actors.cli.base import EXIT_OK, ask, emit
 from actors.cli.views import clean
+from pegasus.requests import ScheduleAction
 from pegasus.schedules import DEFAULT_CATCHUP_S, Overlap
 from pegasus.task import machines
 
@@ -35,30 +37,33 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                           f"(default {DEFAULT_CATCHUP_S:g}s)")
     add.set_defaults(handler=add_schedule)
     actions.add_parser("list", parents=[parent], help="list the schedules").set_defaults(handler=list_schedules)
-    for action, help_text in (("pause", "pause a schedule (its slots do not fire)"),
-                              ("resume", "resume a paused schedule (what passed meanwhile does not fire)"),
-                              ("trigger", "fire a schedule's task now"), ("remove", "remove a schedule")):
+    actions_help: tuple[tuple[ScheduleAction, str], ...] = (
+        ("pause", "pause a schedule (its slots do not fire)"),
+        ("resume", "resume a paused schedule (what passed meanwhile does not fire)"),
+        ("trigger", "fire a schedule's task now"), ("remove", "remove a schedule"))
+    for action, help_text in actions_help:
         q = actions.add_parser(action, parents=[parent], help=help_text, description=help_text)
         q.add_argument("name", metavar="NAME")
         q.set_defaults(handler=control(action))
 
 
 def add_schedule(args: argparse.Namespace) -> int:
-    view = ask(args, "schedule_add", args.name, text=args.text, cron=args.cron, every=args.every, tz=args.tz,
-               machine=args.machine, priority=args.priority, overlap=args.overlap, catchup=args.catchup)
+    view = ask(args, m.ScheduleAdd.of(args.name, text=args.text, cron=args.cron, every=args.every, tz=args.tz,
+                                      machine=args.machine, priority=args.priority, overlap=args.overlap,
+                                      catchup=args.catchup))
     emit(args, view, f"schedule {view['name']} added; next: {view['next_time']}")
     return EXIT_OK
 
 
 def list_schedules(args: argparse.Namespace) -> int:
-    views = ask(args, "schedules")
+    views = ask(args, m.ScheduleList())
     emit(args, views, schedules_text(views))
     return EXIT_OK
 
 
-def control(action: str) -> Any:
+def control(action: ScheduleAction) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        view = ask(args, f"schedule_{action}", args.name)
+        view = ask(args, m.ScheduleControl(name=args.name, action=action))
         if action == "remove":
             text = f"schedule {view['name']} removed"
         elif action == "trigger":

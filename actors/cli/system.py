@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from actors import convention
+from actors import messages as m
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client import Client, resolved, spec_for
@@ -68,7 +69,7 @@ def stop(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    numbers = ask(args, "stats")
+    numbers = ask(args, m.Stats())
     emit(args, numbers, views.stats_text(numbers))
     return EXIT_OK
 

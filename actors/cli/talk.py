@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
+from actors import messages as m
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit
 
@@ -20,7 +20,7 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def message(args: argparse.Namespace) -> int:
-    task: dict[str, Any] = ask(args, "message", args.task_id, args.text)
+    task = ask(args, m.SendMessage(task_id=args.task_id, text=args.text))
     sent = task["message"]
     emit(args, task, f"message {sent['number']} to task {task['task_id']}: taken {sent['delivery']}\n"
                      + views.task_text(task))

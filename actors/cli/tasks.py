@@ -24,6 +24,7 @@ from actors.client import Client
 from actors.system import SystemNotRunningError
 from pegasus.errors import PegasusError
 from pegasus.idempotency import MAX_KEY_LENGTH
+from pegasus.requests import View
 from pegasus.task.names import LifecycleState
 
 
@@ -89,8 +90,8 @@ def submit(args: argparse.Namespace) -> int:
         raise PegasusError(f"--key must be 1 to {MAX_KEY_LENGTH - 8} characters")
     if args.file is not None:
         return _submit_file(args)
-    task = ask(args, "submit", args.text, machine=args.machine, priority=args.priority,
-               metadata={"workspace": os.getcwd()}, source="cli", key=args.key)
+    task = ask(args, m.Submit(text=args.text, machine=args.machine, priority=args.priority,
+                              metadata={"workspace": os.getcwd()}, source="cli", key=args.key))
     if task.get("existing") and not args.json:
         print(f"pegasus: key {views.clean(args.key)!r} was used before: its task is {task['task_id']}",
               file=sys.stderr)
@@ -132,23 +133,24 @@ def _print_ids(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> None:
     emit(args, tasks, "\n".join(t["task_id"] for t in tasks))
 
 
-def task_command(operation: str, **extra: str) -> Callable[[argparse.Namespace], int]:
-    """status, suspend, resume, cancel, approve, retry: one task id in, the task's view out."""
+def task_command(asked: type[m.Request[View]], **extra: str) -> Callable[[argparse.Namespace], int]:
+    """status, suspend, resume, cancel, approve, retry: the request ``asked`` of the task id (and the options
+    ``extra`` names: field -> argument), the task's view out."""
     def command(args: argparse.Namespace) -> int:
         kwargs = {name: getattr(args, attr) for name, attr in extra.items()}
-        task = ask(args, operation, args.task_id, **kwargs)
+        task = ask(args, asked(task_id=args.task_id, **kwargs))
         emit(args, task, views.task_text(task))
         return EXIT_OK
     return command
 
 
 def list_tasks(args: argparse.Namespace) -> int:
-    page = ask(args, "list_page", args.state, limit=args.limit, offset=args.offset)
+    page = ask(args, m.ListTasks(state=args.state, limit=args.limit, offset=args.offset))
     emit(args, page, views.list_text(page))
     return EXIT_OK
 
 
 def history(args: argparse.Namespace) -> int:
-    record = ask(args, "history", args.task_id)
+    record = ask(args, m.History(task_id=args.task_id))
     emit(args, record, views.history_text(record))
     return EXIT_OK

@@ -5,20 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from actors import messages as m
 from actors.cli.base import EXIT_OK, ask, emit
 from actors.cli.views import clean
-from pegasus.gateway.auth import SCOPES
+from pegasus.gateway.auth import SCOPES, new_token, token_hash
 
 
 def create(args: argparse.Namespace) -> int:
-    record = ask(args, "token_create", args.name, args.scope)
+    token = new_token()  # made and shown here: only its hash travels
+    stored = ask(args, m.TokenCreate(name=args.name, scope=args.scope, token_hash=token_hash(token)))
+    record = {**stored, "token": token}
     emit(args, record, f"token {record['name']} ({record['scope']}): {record['token']}\n"
                        "shown this once: keep it now (only its hash is stored)")
     return EXIT_OK
 
 
 def list_tokens(args: argparse.Namespace) -> int:
-    rows = ask(args, "token_list")
+    rows = ask(args, m.TokenList())
     lines = [f"{'NAME':<24} {'SCOPE':<7} {'CREATED':<32} REVOKED"] + [
         f"{clean(r['name']):<24} QUARANTINED: {clean(r['quarantined'])}" if r.get("quarantined") else
         f"{r['name']:<24} {r['scope']:<7} {r['created_at']:<32} {r['revoked_at'] or '-'}" for r in rows]
@@ -27,7 +30,7 @@ def list_tokens(args: argparse.Namespace) -> int:
 
 
 def revoke(args: argparse.Namespace) -> int:
-    record = ask(args, "token_revoke", args.name)
+    record = ask(args, m.TokenRevoke(name=args.name))
     emit(args, record, f"token {record['name']} revoked ({record['revoked_at']})")
     return EXIT_OK
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from actors import messages as m
 from actors.cli.base import EXIT_OK, ask, emit
 from actors.cli.views import clean
 
@@ -12,7 +13,7 @@ WIDTH = 60  # of a node's input on its line
 
 
 def tree(args: argparse.Namespace) -> int:
-    node = ask(args, "tree", args.task_id)
+    node = ask(args, m.Tree(task_id=args.task_id))
     emit(args, node, "\n".join(tree_lines(node)))
     return EXIT_OK
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import shtab
 
+from actors import messages as m
 from actors.cli.base import EXIT_OK, ask, emit
 from actors.cli.views import clean
 
@@ -33,13 +34,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def add_webhook(args: argparse.Namespace) -> int:
-    view = ask(args, "webhook_add", args.name, args.text, secret_file=args.secret_file)
+    view = ask(args, m.WebhookAdd.of(args.name, args.text, args.secret_file))
     emit(args, view, f"webhook {view['name']} added; its secret is in {view['secret_file']}")
     return EXIT_OK
 
 
 def list_webhooks(args: argparse.Namespace) -> int:
-    views = ask(args, "webhooks")
+    views = ask(args, m.WebhookList())
     lines = [f"{'NAME':<20} {'SECRET FILE':<40} TEXT"] + [
         f"{clean(v['name']):<20} QUARANTINED: {clean(v['quarantined'])}" if v.get("quarantined") else
         f"{clean(v['name']):<20} {clean(v['secret_file'] or '-'):<40} {clean(v['text'])[:60]}" for v in views]
@@ -48,6 +49,6 @@ def list_webhooks(args: argparse.Namespace) -> int:
 
 
 def remove_webhook(args: argparse.Namespace) -> int:
-    view = ask(args, "webhook_remove", args.name)
+    view = ask(args, m.WebhookRemove(name=args.name))
     emit(args, view, f"webhook {view['name']} removed")
     return EXIT_OK

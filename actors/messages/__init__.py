@@ -1,14 +1,14 @@
 """Every message Pegasus actors exchange, grouped by conversation: frozen, module-level, picklable.
 
-- ``requests``: clients (and the guardian) and the supervisor: every request and its Reply;
+- ``pegasus.requests`` (re-exported here): clients (and the guardian) and the supervisor: every request and its
+  Reply, declared where the HTTP gateway's core can build them too;
 - ``task_run``: the supervisor and a task's task actor;
 - ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
 - ``supervision``: the guardian's and the supervisor's timers;
 - ``mcp``: workers and task actors with their machine's MCP host;
-- ``triggers``: schedules and webhooks (clients and the supervisor, and its schedule timer);
-- ``gateway``: the HTTP gateway's tokens (clients and the supervisor) and its keeper;
-- ``tree``: clients asking for a task's tree of sub-tasks;
-- ``memory``: clients and the supervisor's long-term memory.
+- ``triggers``: the supervisor's schedule timer;
+- ``gateway``: the guardian and the HTTP gateway's keeper;
+- ``task_messages``: a task's unread messages handed to its task actor.
 
 Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
 and built only by code in this package; Thespian pickles them by module path,
@@ -17,28 +17,27 @@ them (``from actors import messages as m; m.Submit``).
 """
 
 from actors.messages.contact import WorkerPing, WorkerPong
-from actors.messages.task_context import TaskContextRequest
 from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
-from actors.messages.memory import MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite  # noqa: E501
-from actors.messages.requests import (
-    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, Get, History, ListTasks, Locate, Reply, Request,
-    Resume, Retry, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend, TextDelta, TransitionNotice, Unsubscribe,
-    revalidate,
+from pegasus.admission import TransitionNotice  # what subscribers receive
+from pegasus.requests import (
+    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeliverWebhook, Get, History,
+    ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite, Reply,
+    Request, Resume, Retry, ScheduleAdd, ScheduleControl, ScheduleList, SendMessage, Stats, StoreStatus, Submit,
+    SubmitMany, Subscribe, Suspend, TaskContextRequest, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
+    WebhookAdd, WebhookList, WebhookRemove, revalidate,
 )
+from pegasus.streaming import TextDelta  # and, between transitions, streamed text
 from actors.messages.stage_work import (
     CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work,
     WorkDone, WorkerInit, WorkerReady,
 )
-from actors.messages.gateway import GatewayCheck, StartGateway, TokenCreate, TokenList, TokenRevoke
+from actors.messages.gateway import GatewayCheck, StartGateway
 from actors.messages.recall import AskRecall, Recalled
 from actors.messages.supervision import (
-    ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
+    GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
 )
-from actors.messages.task_messages import MessageTask, SendMessage
-from actors.messages.triggers import (
-    DeliverWebhook, ScheduleAdd, ScheduleControl, ScheduleDue, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
-)
-from actors.messages.tree import Tree
+from actors.messages.task_messages import MessageTask
+from actors.messages.triggers import ScheduleDue
 from actors.messages.task_run import (
     DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned,
 )
@@ -52,5 +51,5 @@ __all__ = [
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
-    "WebhookRemove", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue",
+    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue",
 ]

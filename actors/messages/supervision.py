@@ -1,8 +1,11 @@
-"""The timers of the guardian and the supervisor (wakeup payloads)."""
+"""The timers of the guardian and the supervisor (wakeup payloads), and how a client finds the guardian."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+GUARDIAN_NAME = "pegasus-guardian"  # the guardian's global name in its admin
+GUARDIAN_CLASS = "actors.guardian.Guardian"  # by name: a client asks for it without importing the actors below it
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 - ``GET /v1/token``: the name and scope of the token presented (the page shows or hides its buttons by
   it; the gateway still checks every action's scope itself);
 - ``GET /v1/tasks/{id}/context``: what the task knows as of its last checkpoint: its plan, its steps' results,
-  its reflections (``Client.context``);
-- ``GET /v1/webhooks``: the webhooks (``Client.webhooks``: never their secrets);
+  its reflections (``TaskContextRequest``);
+- ``GET /v1/webhooks``: the webhooks (``WebhookList``: never their secrets);
 - ``GET /v1/events``: every task's transitions live, as Server-Sent Events (the tasks table). Not
   resumable: the page reads the list again when it reconnects (a task's own stream,
   ``/v1/tasks/{id}/events``, is the one resumable with ``Last-Event-ID``).
@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette import types as asgi
 
+from pegasus import requests as r
 from pegasus.dashboard import routes as pages
 from pegasus.dashboard.feed import Feed, Reader
 from pegasus.gateway import events
@@ -69,17 +70,17 @@ def api_routes(gw: Gateway) -> list[Route]:
         return _FeedResponse(gw, feed.open())
 
     return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
-            Route("/v1/tasks/{task_id}/context", _reading(gw, "context", "task_id"), methods=["GET"]),
-            Route("/v1/webhooks", _reading(gw, "webhooks"), methods=["GET"])]
+            Route("/v1/tasks/{task_id}/context", _reading(gw, r.TaskContextRequest, "task_id"), methods=["GET"]),
+            Route("/v1/webhooks", _reading(gw, r.WebhookList), methods=["GET"])]
 
 
-def _reading(gw: Gateway, operation: str, param: str | None = None) -> Callable[[Request], Awaitable[Response]]:
-    """A read-scope route answering the client's ``operation`` (of the path's ``param``, when given) as JSON."""
+def _reading(gw: Gateway, asked: type[r.Request[Any]], param: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """A read-scope route answering the request ``asked`` (of the path's ``param``, when given) as JSON."""
     async def handler(request: Request) -> Response:
         try:
             gw.authorize(request, Scope.READ)
-            args = [request.path_params[param]] if param else []
-            return JSONResponse(await gw.call(operation, *args))
+            fields = {param: request.path_params[param]} if param else {}
+            return JSONResponse(await gw.ask(asked(**fields)))
         except Exception as exc:  # noqa: BLE001 - the gateway's error shape
             return _error_response(exc)
     return handler

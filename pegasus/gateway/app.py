@@ -1,8 +1,8 @@
 """The HTTP API as a Starlette app: the route table, authentication per route, bodies capped, errors as JSON.
 
-Each route is a row (method, path, scope, what it calls); its handler reads and checks the
-request, makes one call of the ``Backend`` in a worker thread (the backend's clients block),
-and answers JSON.  The app is a ``Router`` of mounted parts, so later routes (a dashboard)
+Each route is a row (method, path, scope, the ``pegasus.requests`` class it asks); its handler
+reads and checks the HTTP request, builds that request from the path, query and body, asks it of
+the ``Backend`` in a worker thread (the backend's clients block), and answers JSON.  The app is a ``Router`` of mounted parts, so later routes (a dashboard)
 join it under the same authentication.
 """
 
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from pegasus import requests as r
 from pegasus.config import HttpSettings
 from pegasus.gateway import events
 from pegasus.gateway.auth import Lookup, Scope, authenticate
@@ -37,11 +38,10 @@ TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState
 
 
 class Backend(Protocol):
-    """What the app calls: the Python client's operations, by name, each in a worker thread."""
+    """What the app calls, each in a worker thread (``actors.gateway.ClientBackend`` over Python clients)."""
 
-    def call(self, operation: str, *args: Any, **kwargs: Any) -> Any: ...
-    def has(self, operation: str) -> bool: ...
-    def ready(self) -> dict[str, Any]: ...
+    def ask(self, request: r.Request[r.R]) -> r.R: ...  # the request's reply, as the request declares it
+    def ready(self) -> dict[str, Any]: ...  # /healthz: the guardian's and the store's view
     def open_stream(self, task_id: str) -> Stream: ...
     def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None: ...
     # every task's transitions from now on: each one's detail, or (whole) the transition itself
@@ -58,6 +58,7 @@ class Operation:
     body: type | None = None
     status: int = 200
     query: tuple[str, ...] = ()
+    request: type[r.Request[Any]] | None = None  # what the route asks (None: answered by the gateway or a stream)
 
 
 class Gateway:
@@ -91,10 +92,8 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        if not self.backend.has(operation):
-            raise ApiError(501, "not_implemented", f"this system has no {operation} operation")
-        return await anyio.to_thread.run_sync(lambda: self.backend.call(operation, *args, **kwargs))
+    async def ask(self, request: r.Request[r.R]) -> r.R:
+        return await anyio.to_thread.run_sync(lambda: self.backend.ask(request))
 
 
 def _json(data: Any, status: int = 200) -> JSONResponse:
@@ -106,18 +105,23 @@ def _error_response(exc: BaseException) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-Handler = Callable[[Gateway, Request], Awaitable[Response]]
+Handler = Callable[[Gateway, Operation, Request], Awaitable[Response]]
+
+
+def _asked(op: Operation) -> type[r.Request[Any]]:
+    assert op.request is not None, f"{op.method} {op.path} names no request"
+    return op.request
 
 
 # -- tasks ---------------------------------------------------------------------------------------------
 
-async def submit(gw: Gateway, request: Request) -> Response:
+async def submit(gw: Gateway, op: Operation, request: Request) -> Response:
     body = parse(SubmitBody, await gw.body(request))
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= 200):
         raise ApiError(400, "bad_request", "Idempotency-Key: 1 to 200 characters")
-    task = await gw.call("submit", body.text, machine=body.machine, priority=body.priority,
-                         metadata=dict(body.metadata), source="http", key=key)
+    task = await gw.ask(r.Submit(text=body.text, machine=body.machine, priority=body.priority,
+                                 metadata=dict(body.metadata), source="http", key=key))
     return _json(task, 200 if task.get("existing") else 201)
 
 
@@ -139,43 +143,39 @@ def _next_cursor(tasks: list[dict[str, Any]], limit: int) -> str | None:
     return base64.urlsafe_b64encode(f"seq:{tasks[-1]['seq']}".encode()).decode().rstrip("=")
 
 
-async def list_tasks(gw: Gateway, request: Request) -> Response:
+async def list_tasks(gw: Gateway, op: Operation, request: Request) -> Response:
     query = request.query_params
     raw_limit = query.get("limit", "50")
     if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_PAGE:
         raise ApiError(400, "bad_request", f"limit: a whole number from 1 to {MAX_PAGE}")
     limit, before = int(raw_limit), _cursor(query.get("cursor"))
-    page = await gw.call("list_page", query.get("state"), limit, 0, before)
+    page = await gw.ask(r.ListTasks(state=query.get("state"), limit=limit, offset=0, before=before))
     tasks = page["tasks"]
     return _json({"tasks": tasks, "total": page["total"], "next_cursor": _next_cursor(tasks, limit)})
 
 
-async def get_task(gw: Gateway, request: Request) -> Response:
-    return _json(await gw.call("get", request.path_params["task_id"]))
+async def task_read(gw: Gateway, op: Operation, request: Request) -> Response:
+    """A read of one task: the row's request of the path's task_id."""
+    return _json(await gw.ask(_asked(op)(task_id=request.path_params["task_id"])))
 
 
-async def history(gw: Gateway, request: Request) -> Response:
-    return _json(await gw.call("history", request.path_params["task_id"]))
-
-
-def _action(operation: str, model: type | None, field: str | None) -> Handler:
-    async def handler(gw: Gateway, request: Request) -> Response:
-        task_id = request.path_params["task_id"]
+def _action(field: str | None) -> Handler:
+    """A task action: the row's request of the path's task_id and the body's ``field`` (the request's own
+    default when the body leaves it out)."""
+    async def handler(gw: Gateway, op: Operation, request: Request) -> Response:
         raw = await gw.body(request)
         kwargs: dict[str, Any] = {}
-        if model is not None and field is not None:
-            value = getattr(parse(model, raw), field)
+        if op.body is not None and field is not None:
+            value = getattr(parse(op.body, raw), field)
             if value is not None:
                 kwargs[field] = value
         elif raw.strip() not in (b"", b"{}"):
-            raise ApiError(400, "bad_request", f"body: {operation} takes no fields")
-        if operation == "message":
-            return _json(await gw.call("message", task_id, kwargs["text"]))
-        return _json(await gw.call(operation, task_id, **kwargs))
+            raise ApiError(400, "bad_request", f"body: {op.path.rsplit('/', 1)[-1]} takes no fields")
+        return _json(await gw.ask(_asked(op)(task_id=request.path_params["task_id"], **kwargs)))
     return handler
 
 
-async def task_events(gw: Gateway, request: Request) -> Response:
+async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
     """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
     ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
     task_id = request.path_params["task_id"]
@@ -197,53 +197,50 @@ async def task_events(gw: Gateway, request: Request) -> Response:
 
 # -- the system ---------------------------------------------------------------------------------------
 
-async def stats(gw: Gateway, request: Request) -> Response:
-    return _json(await gw.call("stats"))
+async def ask_plain(gw: Gateway, op: Operation, request: Request) -> Response:
+    """The row's request, of no fields (stats, schedules)."""
+    return _json(await gw.ask(_asked(op)()))
 
 
-async def list_machines(gw: Gateway, request: Request) -> Response:
+async def list_machines(gw: Gateway, op: Operation, request: Request) -> Response:
     return _json([render.describe(machine) for machine in machine_tables.MACHINES.values()])
 
 
-async def healthz(gw: Gateway, request: Request) -> Response:
+async def healthz(gw: Gateway, op: Operation, request: Request) -> Response:
     return _json({"ok": True, **await anyio.to_thread.run_sync(gw.backend.ready)})
 
 
-async def metrics(gw: Gateway, request: Request) -> Response:
+async def metrics(gw: Gateway, op: Operation, request: Request) -> Response:
     if not gw._watching:  # stage latencies are counted from the first scrape on
         gw._watching = True
         await anyio.to_thread.run_sync(lambda: gw.backend.watch(gw.metrics.observe))
-    return Response(gw.metrics.render(await gw.call("stats")), media_type=CONTENT_TYPE)
+    return Response(gw.metrics.render(await gw.ask(r.Stats())), media_type=CONTENT_TYPE)
 
 
-async def openapi(gw: Gateway, request: Request) -> Response:
+async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:
     return _json(document(OPERATIONS))
 
 
-# -- webhooks and schedules (Client methods of the i21-schedules part) --------------------------------
+# -- webhooks and schedules -------------------------------------------------------------------------
 
-async def webhook(gw: Gateway, request: Request) -> Response:
+async def webhook(gw: Gateway, op: Operation, request: Request) -> Response:
     raw = await gw.body(request)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    task = await gw.call("deliver_webhook", request.path_params["name"], headers, raw)
+    task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
     return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
 
 
-async def list_schedules(gw: Gateway, request: Request) -> Response:
-    return _json(await gw.call("schedules"))
-
-
-async def add_schedule(gw: Gateway, request: Request) -> Response:
+async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response:
     body = parse(ScheduleBody, await gw.body(request))
     fields = {k: v for k, v in body.model_dump().items() if v is not None and k != "name"}
-    return _json(await gw.call("schedule_add", body.name, **fields), 201)
+    return _json(await gw.ask(r.ScheduleAdd.of(body.name, **fields)), 201)
 
 
-def _schedule_action(operation: str) -> Handler:
-    async def handler(gw: Gateway, request: Request) -> Response:
+def _schedule_action(action: r.ScheduleAction) -> Handler:
+    async def handler(gw: Gateway, op: Operation, request: Request) -> Response:
         if (await gw.body(request)).strip() not in (b"", b"{}"):
             raise ApiError(400, "bad_request", "body: this takes no fields")
-        return _json(await gw.call(operation, request.path_params["name"]))
+        return _json(await gw.ask(r.ScheduleControl(name=request.path_params["name"], action=action)))
     return handler
 
 
@@ -251,34 +248,39 @@ TASK = "/v1/tasks/{task_id}"
 SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
-               "its task)", SubmitBody, 201), submit),
+               "its task)", SubmitBody, 201, request=r.Submit), submit),
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor)",
-               query=("state", "limit", "cursor")), list_tasks),
-    (Operation("GET", TASK, Scope.READ, "A task"), get_task),
-    (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit"), history),
+               query=("state", "limit", "cursor"), request=r.ListTasks), list_tasks),
+    (Operation("GET", TASK, Scope.READ, "A task", request=r.Get), task_read),
+    (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit", request=r.History), task_read),
     (Operation("GET", TASK + "/events", Scope.READ, "A task's transitions live (Server-Sent Events; resume "
                "with Last-Event-ID)", query=("last_event_id",)), task_events),
-    (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody), _action("cancel", ReasonBody, "reason")),
-    (Operation("POST", TASK + "/suspend", Scope.ADMIN, "Suspend a running task", ReasonBody),
-     _action("suspend", ReasonBody, "reason")),
-    (Operation("POST", TASK + "/resume", Scope.SUBMIT, "Resume a suspended or blocked task", ResumeBody),
-     _action("resume", ResumeBody, "message")),
-    (Operation("POST", TASK + "/approve", Scope.ADMIN, "Approve a draft task"), _action("approve", None, None)),
-    (Operation("POST", TASK + "/retry", Scope.ADMIN, "Retry a failed task"), _action("retry", None, None)),
-    (Operation("POST", TASK + "/message", Scope.SUBMIT, "Send a running task a message", MessageBody),
-     _action("message", MessageBody, "text")),
-    (Operation("GET", "/v1/stats", Scope.READ, "Tasks, queue, pools, usage"), stats),
+    (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody, request=r.Cancel), _action("reason")),
+    (Operation("POST", TASK + "/suspend", Scope.ADMIN, "Suspend a running task", ReasonBody, request=r.Suspend),
+     _action("reason")),
+    (Operation("POST", TASK + "/resume", Scope.SUBMIT, "Resume a suspended or blocked task", ResumeBody,
+               request=r.Resume), _action("message")),
+    (Operation("POST", TASK + "/approve", Scope.ADMIN, "Approve a draft task", request=r.Approve), _action(None)),
+    (Operation("POST", TASK + "/retry", Scope.ADMIN, "Retry a failed task", request=r.Retry), _action(None)),
+    (Operation("POST", TASK + "/message", Scope.SUBMIT, "Send a running task a message", MessageBody,
+               request=r.SendMessage), _action("text")),
+    (Operation("GET", "/v1/stats", Scope.READ, "Tasks, queue, pools, usage", request=r.Stats), ask_plain),
     (Operation("GET", "/v1/machines", Scope.READ, "The state machines"), list_machines),
-    (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)"),
-     webhook),
-    (Operation("GET", "/v1/schedules", Scope.READ, "Schedules"), list_schedules),
-    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201), add_schedule),
-    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule"), _schedule_action("schedule_pause")),
-    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule"), _schedule_action("schedule_resume")),
-    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now"), _schedule_action("schedule_trigger")),
-    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule"), _schedule_action("schedule_remove")),
+    (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)",
+               request=r.DeliverWebhook), webhook),
+    (Operation("GET", "/v1/schedules", Scope.READ, "Schedules", request=r.ScheduleList), ask_plain),
+    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd),
+     add_schedule),
+    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.ScheduleControl),
+     _schedule_action("pause")),
+    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule", request=r.ScheduleControl),
+     _schedule_action("resume")),
+    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now", request=r.ScheduleControl),
+     _schedule_action("trigger")),
+    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleControl),
+     _schedule_action("remove")),
     (Operation("GET", "/healthz", None, "Whether the system answers (no token)"), healthz),
-    (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics"), metrics),
+    (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics", request=r.Stats), metrics),
     (Operation("GET", "/openapi.json", Scope.READ, "This API's OpenAPI document"), openapi),
 ]
 OPERATIONS = [operation for operation, _ in ROUTES]
@@ -289,7 +291,7 @@ def _endpoint(gw: Gateway, operation: Operation, handler: Handler) -> Callable[[
         try:
             if operation.scope is not None:
                 gw.authorize(request, operation.scope)
-            return await handler(gw, request)
+            return await handler(gw, operation, request)
         except Exception as exc:  # noqa: BLE001 - every error is an answer of the stable shape
             return _error_response(exc)
     endpoint.__name__ = handler.__name__

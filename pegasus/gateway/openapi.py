@@ -26,6 +26,8 @@ def document(operations: list[Any]) -> dict[str, Any]:
                           **{str(status): {"description": text, "content": {"application/json": {
                               "schema": {"$ref": "#/components/schemas/Error"}}}} for status, text in _STATUSES.items()}},
         }
+        if op.request is not None:  # the pegasus.requests class the route asks (docs/architecture.md, "Requests")
+            entry["x-request"] = op.request.__name__
         if op.scope is not None:
             entry["security"] = [{"bearer": []}]
             entry["x-scope"] = op.scope.value

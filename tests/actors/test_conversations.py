@@ -18,11 +18,10 @@ from pydantic import BaseModel
 from thespian.actors import ActorAddress
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
-from actors.messages import (
-    contact, gateway, mcp, memory, recall, requests, stage_work, supervision, task_context, task_messages, task_run,
-    tree, triggers,
-)
+from actors.messages import contact, gateway, mcp, recall, stage_work, supervision, task_messages, task_run, triggers
+from pegasus.requests import base, memory, tasks, tokens, triggers as request_triggers
 from pegasus.admission import TransitionNotice
+from pegasus.streaming import TextDelta
 from pegasus.config import Gate, Settings
 from pegasus.run import ChildStep
 from pegasus.store.journal import StepEnd
@@ -49,19 +48,22 @@ def _samples() -> dict[ModuleType, list[Any]]:
                                       {"stage": "act"}, ("delta", b"\x81"),
                                       StepEnd("t1/a1.0/i0/s0", "finished", b"\x80", 0, "echo", "effectful"), 42)
     return {
-        requests: [
-            requests.Request(request_id="r"), requests.Configure(request_id="c", settings=settings),
-            requests.Submit(text="echo hi", machine="reason_act", priority=2, metadata={"a": [1]}, key="k"),
-            requests.SubmitMany(tasks=[requests.Submit(text="a"), requests.Submit(text="b")]),
-            requests.Get(task_id="t1"), requests.ListTasks(state="done", limit=5), requests.History(task_id="t1"),
-            requests.Suspend(task_id="t1"), requests.Resume(task_id="t1", message="more"),
-            requests.Cancel(task_id="t1"), requests.Approve(task_id="t1"), requests.Retry(task_id="t1"),
-            requests.Subscribe(task_id="t1"), requests.Unsubscribe(), requests.Stats(), requests.StoreStatus(),
-            requests.Backup(path="/tmp/b.db"), requests.Locate(request_id="l"),
-            requests.Reply("r", True, data={"task_id": "t1"}), requests.Reply("r", False, error="no", error_type="X"),
+        tasks: [
+            base.Request(request_id="r"), tasks.Configure(request_id="c", settings=settings),
+            tasks.Submit(text="echo hi", machine="reason_act", priority=2, metadata={"a": [1]}, key="k"),
+            tasks.SubmitMany(tasks=[tasks.Submit(text="a"), tasks.Submit(text="b")]),
+            tasks.Get(task_id="t1"), tasks.ListTasks(state="done", limit=5), tasks.History(task_id="t1"),
+            tasks.Suspend(task_id="t1"), tasks.Resume(task_id="t1", message="more"),
+            tasks.Cancel(task_id="t1"), tasks.Approve(task_id="t1"), tasks.Retry(task_id="t1"),
+            tasks.Subscribe(task_id="t1"), tasks.Unsubscribe(), tasks.Stats(), tasks.StoreStatus(),
+            tasks.Backup(path="/tmp/b.db"), tasks.Locate(request_id="l"),
+            base.Reply("r", True, data={"task_id": "t1"}), base.Reply("r", False, error="no", error_type="X"),
+            tasks.Tree(task_id="t1"), tasks.TaskContextRequest(task_id="t1"),
+            tasks.SendMessage(task_id="t1", text="only papers from 2024"),
             TransitionNotice("t1", "lifecycle", "draft", "approved", "TASK_APPROVED", "now", {"reason": "auto"}),
-            requests.TextDelta("t1", 4, "reason", 1, '{"answer": "4', 2),
+            TextDelta("t1", 4, "reason", 1, '{"answer": "4', 2),
         ],
+        base: [base.Request(request_id="r"), base.Reply("r", True, data={"task_id": "t1"})],
         task_run: [
             task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, settings, "MESSAGE_RECEIVED", {"text": "x"}, "1.0",
                                {"k": {"status": "finished"}}),
@@ -71,7 +73,6 @@ def _samples() -> dict[ModuleType, list[Any]]:
             task_run.TaskStopped("t1", 1, "acting", fsm.snapshot(), None,
                                  (ChildStep("t1/a1.0/i0/s0", 0, {"text": "echo hi", "priority": 3}),)),
         ],
-        tree: [tree.Tree(task_id="t1")],
         stage_work: [
             request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
             stage_work.StepStarting("t1/a1.0/i0/s0", "t1", 1, 0, "echo", 3),
@@ -90,18 +91,20 @@ def _samples() -> dict[ModuleType, list[Any]]:
         mcp: [mcp.McpSubscribe(settings), mcp.McpListing({"git": ServerView("ready", ({"name": "git_log"},), "")}),
               mcp.McpCall(1, "git", "git_log", {"repo_path": "."}), mcp.McpAnswer(1, True, "log"),
               mcp.McpAnswer(2, False, None), mcp.McpHeld((1, 2)), mcp.McpHeldAnswer((1, 2), (2,))],
-        task_messages: [task_messages.SendMessage(task_id="t1", text="only papers from 2024"),
-                        task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
+        task_messages: [task_messages.MessageTask("t1", 2, ((1, "only papers from 2024"),))],
         contact: [contact.WorkerPing(12.5), contact.WorkerPong(12.5)],
-        triggers: [triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
+        request_triggers: [request_triggers.ScheduleAdd(name="tidy", text="tidy up", cron="0 3 * * *", tz="Europe/Paris",
                                         overlap="buffer_one", catchup="1h"),
-                   triggers.ScheduleList(), triggers.ScheduleControl(name="tidy", action="trigger"),
-                   triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
-                   triggers.WebhookList(), triggers.WebhookRemove(name="gh"),
-                   triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"}, body=b'{"a": 1}'),
-                   triggers.ScheduleDue(1700000000.0)],
-        gateway: [gateway.TokenCreate(name="ci", scope="submit", token_hash="ab" * 32), gateway.TokenList(),
-                  gateway.TokenRevoke(name="ci"), gateway.StartGateway("/tmp/state"), gateway.GatewayCheck(start=True)],
+                           request_triggers.ScheduleList(),
+                           request_triggers.ScheduleControl(name="tidy", action="trigger"),
+                           request_triggers.WebhookAdd(name="gh", text="Review {pull_request.title}", secret_file="/tmp/s"),
+                           request_triggers.WebhookList(), request_triggers.WebhookRemove(name="gh"),
+                           request_triggers.DeliverWebhook(name="gh", headers={"X-GitHub-Delivery": "d1"},
+                                                           body=b'{"a": 1}')],
+        triggers: [triggers.ScheduleDue(1700000000.0)],
+        tokens: [tokens.TokenCreate(name="ci", scope="submit", token_hash="ab" * 32), tokens.TokenList(),
+                 tokens.TokenRevoke(name="ci")],
+        gateway: [gateway.StartGateway("/tmp/state"), gateway.GatewayCheck(start=True)],
         memory: [memory.MemoryList(prefix="ops/"), memory.MemorySearch(text="deploy key", k=3, query_vector=[0.5, 1.0]),
                  memory.MemoryShow(item_id="fact:ops/key@2"), memory.MemoryWrite(path="ops/key", content="vault"),
                  memory.MemoryForget(item_id="episode:3"), memory.MemoryExport(after_episode=500),
@@ -111,18 +114,18 @@ def _samples() -> dict[ModuleType, list[Any]]:
                  recall.Recalled("t1", 7, "You are Pegasus.", ({"id": "fact:deploy-key@1", "kind": "fact",
                                                                 "title": "deploy-key", "text": "vault", "score": 1.0},)),
                  recall.Recalled("t1", 8, "", (), error="StoreError: locked")],
-        task_context: [task_context.TaskContextRequest(task_id="t1")],
     }
 
 
 def _message_classes(module: ModuleType) -> set[type]:
-    """The messages a conversation defines: its public classes (not those it imports)."""
+    """The messages a conversation defines: its public classes (not those it imports, nor pydantic's
+    ``Request[R]`` parametrizations, which it registers in the module)."""
     return {cls for name, cls in inspect.getmembers(module, inspect.isclass)
-            if cls.__module__ == module.__name__ and not name.startswith("_")}
+            if cls.__module__ == module.__name__ and not name.startswith("_") and "[" not in name}
 
 
-CONVERSATIONS = [requests, task_run, stage_work, supervision, mcp, triggers, contact, gateway, tree, memory, recall,
-                 task_context, task_messages]
+CONVERSATIONS = [base, tasks, memory, tokens, request_triggers, task_run, stage_work, supervision, mcp, triggers, contact,
+                 gateway, recall, task_messages]
 
 
 def _same(one: Any, other: Any) -> bool:
@@ -131,7 +134,7 @@ def _same(one: Any, other: Any) -> bool:
     return one == other
 
 
-@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.rsplit(".", 1)[1])
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.removeprefix("actors.").replace(".", "_"))
 def test_every_message_of_a_conversation_round_trips_through_pickle(conversation: ModuleType) -> None:
     for message in _samples()[conversation]:
         again = pickle.loads(pickle.dumps(message))
@@ -139,7 +142,7 @@ def test_every_message_of_a_conversation_round_trips_through_pickle(conversation
         assert type(again).__module__ == type(message).__module__  # Thespian finds it by module path
 
 
-@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.rsplit(".", 1)[1])
+@pytest.mark.parametrize("conversation", CONVERSATIONS, ids=lambda module: module.__name__.removeprefix("actors.").replace(".", "_"))
 def test_every_message_of_a_conversation_has_a_sample(conversation: ModuleType) -> None:
     sampled = {type(message) for message in _samples()[conversation]}
     assert _message_classes(conversation) <= sampled, _message_classes(conversation) - sampled

@@ -25,11 +25,8 @@ class Watched:
         self.watches: list[bool] = []
         self.observe: Callable[[dict[str, Any]], None] = lambda notice: None
 
-    def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        return {"task_id": args[0], "state": None, "context": {}}
-
-    def has(self, operation: str) -> bool:
-        return operation == "context"
+    def ask(self, request: Any) -> Any:
+        return {"task_id": request.task_id, "state": None, "context": {}}
 
     def watch(self, observe: Callable[[dict[str, Any]], None], *, whole: bool = False) -> None:
         self.watches.append(whole)

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from pegasus import requests as r
 from pegasus.config import HttpSettings
 from pegasus.gateway import ApiError, NotReady, Upstream, build_app
+from pegasus.gateway.app import ROUTES
+from pegasus.gateway.openapi import document
 from pegasus.gateway.auth import Scope, allows, authenticate, new_token, token_hash
 from pegasus.gateway.errors import api_error
 from pegasus.gateway.events import Numbering, frame, last_event_id, ordered
@@ -140,14 +143,11 @@ class Recorder:
     """A backend that records what it was asked (the app's checks come before any call)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.calls: list[r.Request[Any]] = []
 
-    def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append((operation, args, kwargs))
-        return {"task_id": "t", "existing": False}
-
-    def has(self, operation: str) -> bool:
-        return operation in ("submit", "get", "list_page")
+    def ask(self, request: r.Request[r.R]) -> r.R:
+        self.calls.append(request)
+        return {"task_id": "t", "existing": False}  # type: ignore[return-value]
 
     def ready(self) -> dict[str, Any]:
         return {"generation": 1}
@@ -183,14 +183,24 @@ def test_submit_passes_the_idempotency_key_and_says_http(app: Any) -> None:
     client, backend, auth = app
     response = client.post("/v1/tasks", json={"text": "hi"}, headers={**auth, "Idempotency-Key": "k1"})
     assert response.status_code == 201
-    assert backend.calls == [("submit", ("hi",), {"machine": None, "priority": 5, "metadata": {}, "source": "http",
-                                                 "key": "k1"})]
+    assert backend.calls == [r.Submit(text="hi", machine=None, priority=5, metadata={}, source="http", key="k1")]
 
 
-def test_an_operation_the_system_lacks_is_a_501_and_a_stream_of_an_unknown_task_a_404(app: Any) -> None:
+def test_each_route_asks_the_request_its_row_names_built_from_path_and_body(app: Any) -> None:
+    client, backend, auth = app
+    assert client.post("/v1/tasks/t/message", json={"text": "hi"}, headers=auth).status_code == 200
+    assert client.post("/v1/tasks/t/cancel", headers=auth).status_code == 200
+    assert client.post("/v1/schedules/tidy/pause", headers=auth).status_code == 200
+    assert backend.calls == [r.SendMessage(task_id="t", text="hi"), r.Cancel(task_id="t"),
+                             r.ScheduleControl(name="tidy", action="pause")]
+    asking = {(op.method, op.path): op.request for op, _ in ROUTES if op.request is not None}
+    assert asking[("GET", "/v1/tasks/{task_id}")] is r.Get and asking[("POST", "/v1/tasks")] is r.Submit
+    paths = document([op for op, _ in ROUTES])["paths"]
+    assert all(paths[path][method.lower()]["x-request"] == request.__name__ for (method, path), request in asking.items())
+
+
+def test_a_stream_of_an_unknown_task_is_a_404(app: Any) -> None:
     client, _, auth = app
-    response = client.post("/v1/tasks/t/message", json={"text": "hi"}, headers=auth)
-    assert response.status_code == 501 and response.json()["error"]["code"] == "not_implemented"
     assert client.get("/v1/tasks/t/events", headers=auth).status_code == 404
     assert client.get("/healthz").json() == {"ok": True, "generation": 1}
 

@@ -1,0 +1,32 @@
+"""What a client can ask the supervisor: one declaration per operation, ``Request[R]`` typed by its reply.
+
+The Python client (``actors.client.Client.ask``), the HTTP gateway (``pegasus.gateway``: a route
+names the request class it builds) and the CLI are all served from these classes; the supervisor
+answers each by its class name (``receiveMsg_<Name>``).  Pure pydantic: no actors here, so the
+gateway's core can build them (``docs/architecture.md``, "Requests").
+"""
+
+from pegasus.requests.base import R, Reply, Request, View, Views, problems, revalidate
+from pegasus.requests.memory import (
+    MAX_DIMENSIONS, MAX_IMPORT_ITEMS, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow,
+    MemoryWrite,
+)
+from pegasus.requests.tasks import (
+    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, MAX_REASON, Approve, Backup, Cancel, Configure, Get, History,
+    ListTasks, Locate, Resume, Retry, SendMessage, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend,
+    TaskContextRequest, Tree, Unsubscribe,
+)
+from pegasus.requests.tokens import TOKEN_NAME, TokenCreate, TokenList, TokenRevoke
+from pegasus.requests.triggers import (
+    DeliverWebhook, OverlapName, ScheduleAction, ScheduleAdd, ScheduleControl, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
+)
+
+__all__ = [
+    "LIST_STATES", "MAX_BATCH", "MAX_DIMENSIONS", "MAX_IMPORT_ITEMS", "MAX_PAGE", "MAX_PRIORITY", "MAX_REASON",
+    "TOKEN_NAME", "Approve", "Backup", "Cancel", "Configure", "DeliverWebhook", "Get", "History", "ListTasks",
+    "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow",
+    "MemoryWrite", "OverlapName", "R", "ScheduleAction", "Reply", "Request", "Resume", "Retry", "ScheduleAdd", "ScheduleControl",
+    "ScheduleList", "SendMessage", "Stats", "StoreStatus", "Submit", "SubmitMany", "Subscribe", "Suspend",
+    "TaskContextRequest", "TokenCreate", "TokenList", "TokenRevoke", "Tree", "Unsubscribe", "View", "Views",
+    "WebhookAdd", "WebhookList", "WebhookRemove", "problems", "revalidate",
+]
