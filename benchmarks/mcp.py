@@ -32,7 +32,7 @@ def _overrides(server: FakeOpenAI, hung: bool) -> dict[str, Any]:
                     "max_retries": 0},
             "pools": {"llm_workers": 1, "tool_workers": 1},
             "memory": {"reflector": False},  # the model's calls are scripted: no post-task reflection
-            "mcp": {"servers": servers, "start_timeout_s": 2.0, "retry_backoff_s": 0.5, "retry_backoff_max_s": 2.0}}
+            "mcp": {"servers": servers, "start_timeout_s": 10.0, "retry_backoff_s": 0.5, "retry_backoff_max_s": 2.0}}
 
 
 def _task(system: Any, server: FakeOpenAI) -> tuple[float, float]:
