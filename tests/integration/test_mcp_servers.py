@@ -62,6 +62,7 @@ def test_one_copy_of_each_server_per_machine(pegasus, tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo")
     with FakeOpenAI() as server:
         client = pegasus(llm=llm(server), pools={"llm_workers": 2, "tool_workers": 1},
+                         memory={"reflector": False},  # requests[-2] must be the task's, not a reflection's
                          mcp={"servers": [{"name": "time", "command": "mcp-server-time"},
                                           {"name": "git", "command": "mcp-server-git",
                                            "args": ["--repository", str(repo)]}]})
