@@ -97,7 +97,7 @@ def test_a_full_disk_refuses_work_at_once_keeps_tasks_and_resumes_without_a_rest
         assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
     assert client.stats()["store"]["writable"] is True
     after = client.submit("echo space is back")["task_id"]
-    assert client.wait(after, timeout=30)["lifecycle_state"] == "done"
+    assert client.wait(after, timeout=60)["lifecycle_state"] == "done"
 
     with sqlite3.connect(f"file:{state_dir / 'pegasus.db'}?mode=ro", uri=True) as db:  # memory agrees with the database
         rows = dict(db.execute("SELECT task_id, lifecycle_state FROM tasks").fetchall())

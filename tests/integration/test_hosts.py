@@ -130,7 +130,7 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
                                                                for n in range(16)])]
     machines.hosts.cut(victim)
     cut = time.monotonic()
-    wait_for(lambda: cut_name not in members_with_workers(driver), timeout=15, what="the cut member declared gone")
+    wait_for(lambda: cut_name not in members_with_workers(driver), timeout=60, what="the cut member declared gone")
     detected = time.monotonic() - cut
     ended = driver.call("wait", effectful, 30)
     # Interrupted and reported so, never run again: its task fails with the effect unknown.
@@ -138,7 +138,7 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     time.sleep(max(0.0, CUT_S - (time.monotonic() - cut)))
     machines.hosts.heal(victim)
     healed = time.monotonic()
-    wait_for(lambda: cut_name in members_with_workers(driver), timeout=20, what="the member's workers back")
+    wait_for(lambda: cut_name in members_with_workers(driver), timeout=60, what="the member's workers back")
     rejoined = time.monotonic() - healed
     print(f"\ncut member declared gone after {detected:.2f}s; its workers ready again {rejoined:.2f}s after the "
           "link came back")
@@ -182,7 +182,7 @@ def test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_b
                          if w["busy"] and w["member"] == a.member_name), what="a busy")
     machines.kill("a")
     killed = time.monotonic()
-    wait_for(lambda: a.member_name not in members_with_workers(driver), timeout=15, what="killed member a gone")
+    wait_for(lambda: a.member_name not in members_with_workers(driver), timeout=60, what="killed member a gone")
     print(f"\nkilled member noticed after {time.monotonic() - killed:.2f}s")
 
     old_workers = worker_pids(driver, b.member_name)
@@ -197,7 +197,7 @@ def test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_b
     machines.pids("leader")
     up = time.monotonic()
     driver = machines.driver()
-    wait_for(lambda: b.member_name in members_with_workers(driver), timeout=20, what="b serving the new leader")
+    wait_for(lambda: b.member_name in members_with_workers(driver), timeout=60, what="b serving the new leader")
     print(f"leader down {up - down:.2f}s (restart by command); b's workers ready {time.monotonic() - up:.2f}s "
           "after the leader was up again")
     ended = [driver.call("wait", task_id, 60) for task_id in [*ids, *more]]

@@ -188,7 +188,7 @@ def test_lifecycle_actions_and_illegal_transitions(api: Api) -> None:
     _error(api.post(f"/v1/tasks/{task_id}/retry"), 409, "invalid_transition")
     assert api.post(f"/v1/tasks/{task_id}/approve").json()["task_id"] == task_id
     _error(api.post(f"/v1/tasks/{task_id}/approve"), 409, "invalid_transition")
-    api.client.wait(task_id, timeout=30, until=frozenset({"running"}))
+    api.client.wait(task_id, timeout=60, until=frozenset({"running"}))
     suspended = api.post(f"/v1/tasks/{task_id}/suspend", json={"reason": "a test"})
     assert suspended.status_code == 200 and suspended.json()["lifecycle_state"] == "blocked", suspended.text
     assert api.post(f"/v1/tasks/{task_id}/resume", "submit", json={}).status_code == 200

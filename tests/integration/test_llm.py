@@ -125,7 +125,7 @@ def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
     first = client.submit("first?", machine="reason_act")["task_id"]
     wait_for(lambda: server.requests, what="the first call")  # it holds the budget, not the second
     second = client.submit("second?", machine="reason_act")["task_id"]
-    assert client.wait(first, timeout=30)["result"] == "one"
+    assert client.wait(first, timeout=60)["result"] == "one"
     time.sleep(1.0)
     assert len(server.requests) == 1  # the budget holds the second call back
     assert client.get(second)["lifecycle_state"] == "running"

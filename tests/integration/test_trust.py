@@ -103,7 +103,7 @@ def log_lines(state_dir: Path, event: str) -> list[dict]:
 
 
 def serves(client: Client) -> bool:
-    done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=30)
+    done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=60)
     return done["lifecycle_state"] == "done" and "42" in str(done["result"])
 
 
