@@ -107,7 +107,9 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
             assert final["lifecycle_state"] == "done" and all_keys[key] == 1, final
     print(f"\n60 tasks: {before} effects before the kill, {sum(all_keys.values())} after; "
           f"{unknown} steps reported with unknown effects instead of repeated")
-    assert unknown <= 4  # at most one started step per tool worker
+    # At most one step in flight per running task (max_active_tasks); not one per tool worker: under load a worker
+    # may have journalled its next step before the task actor recorded the previous one's result (6 were seen).
+    assert unknown <= settings["runtime"]["max_active_tasks"]
 
 
 def test_queued_effectful_steps_run_exactly_once_after_the_whole_system_is_killed(pegasus, tmp_path: Path) -> None:
