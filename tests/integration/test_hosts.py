@@ -77,7 +77,7 @@ def test_a_hundred_tasks_run_on_two_members_each_on_its_own_host(machines: Machi
     stats = wait_for(heard, what="pings answered by both members")
     for spec in (a, b):
         contact = next(row for row in stats["members"] if row["name"] == spec.member_name)["contact"]
-        assert 0 < contact["rtt_min_ms"] <= contact["rtt_max_ms"] < 1000 and contact["last_contact"] > wall
+        assert 0 < contact["rtt_min_ms"] <= contact["rtt_max_ms"] and contact["last_contact"] > wall  # (no bound: a figure)
         print(f"{spec.member_name}: rtt {contact['rtt_min_ms']:.3f}-{contact['rtt_max_ms']:.3f} ms "
               f"(avg {contact['rtt_avg_ms']:.3f}) over {contact['answers']} pings")
     text = machines.pegasus("leader", "stats")
@@ -117,10 +117,10 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     wait_for(lambda: members_with_workers(driver) == {a.member_name, b.member_name} and
              sum(sum(p.values()) for p in ready_workers(driver).values()) == 6, what="both members' workers")
     keys = tmp_path / "keys.txt"
-    # The step holds its worker well past the heal, so its answer comes late (not lost: sent while the
+    # The step holds its worker until the link is healed, so its answer comes late (not lost: sent while the
     # member's own link is down, it would fail at once, ENETUNREACH).
-    hold_s = CUT_S + 6
-    effectful = driver.call("submit", append_key_request(keys, hold_s))["task_id"]
+    release = tmp_path / "healed"
+    effectful = driver.call("submit", append_key_request(keys, 30, release))["task_id"]
     busy = wait_for(lambda: [w for w in driver.call("stats")["pools"]["tool"]["workers"] if w["busy"]],
                     what="the effectful step running")
     victim = "a" if busy[0]["member"] == a.member_name else "b"
@@ -132,11 +132,12 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     cut = time.monotonic()
     wait_for(lambda: cut_name not in members_with_workers(driver), timeout=60, what="the cut member declared gone")
     detected = time.monotonic() - cut
-    ended = driver.call("wait", effectful, 30)
+    ended = driver.call("wait", effectful, 60)
     # Interrupted and reported so, never run again: its task fails with the effect unknown.
     assert ended["lifecycle_state"] == "failed" and ended["effects_unknown"], ended
     time.sleep(max(0.0, CUT_S - (time.monotonic() - cut)))
     machines.hosts.heal(victim)
+    release.touch()
     healed = time.monotonic()
     wait_for(lambda: cut_name in members_with_workers(driver), timeout=60, what="the member's workers back")
     rejoined = time.monotonic() - healed
@@ -146,7 +147,7 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     assert [d["lifecycle_state"] for d in done] == ["done"] * len(others)
     # The step held its worker past the cut: its late answer arrives and is dropped, the effect stays single.
     wait_for(lambda: [line for line in log_events(machines.root / "leader", "stale_result_dropped")
-                      if effectful in line], timeout=hold_s + 10, what="the cut member's late answer dropped")
+                      if effectful in line], what="the cut member's late answer dropped")
     assert keys_in(keys) == [f"{effectful}/a1.0/i0/s0"]
     assert driver.call("get", effectful)["lifecycle_state"] == "failed"
     # The member serves again: new work lands on it.
