@@ -200,10 +200,11 @@ def test_lifecycle_actions_and_illegal_transitions(api: Api) -> None:
 
 def test_a_full_queue_is_a_429(api: Api) -> None:
     """max_active_tasks 1, max_pending_tasks 1: one running, one queued, the next submit is refused."""
-    running, queued = api.submit("sleep 5")["task_id"], api.submit("waits")["task_id"]
+    running, queued = api.submit("sleep 15")["task_id"], api.submit("waits")["task_id"]
     api.post(f"/v1/tasks/{running}/approve")
     api.post(f"/v1/tasks/{queued}/approve")
     try:
+        api.client.wait(running, timeout=60, until=frozenset({"running"}))
         response = api.post("/v1/tasks", "submit", json={"text": "no room"})
         assert api.client.get(running)["lifecycle_state"] == "running"  # the queue was full all along
         assert "limit is 1" in _error(response, 429, "queue_full")
@@ -415,7 +416,7 @@ def test_a_replaced_supervisor_is_found_again_and_meanwhile_the_answer_is_a_503(
     then are 503 unavailable, never another error). Last in the module: it restarts the supervisor."""
     old = api.get("/v1/stats").json()["supervisor_pid"]
     procs.kill_all({old: procs.read_stat(old).starttime}, grace=0)  # type: ignore[union-attr]
-    deadline, statuses = time.monotonic() + 30, set()
+    deadline, statuses = time.monotonic() + 60, set()
     while True:
         response = api.get("/v1/stats")
         statuses.add(response.status_code)

@@ -137,7 +137,7 @@ def test_cancel_other_cancels_the_running_task_and_buffer_one_starts_one_after_i
     client.schedule_add("latest", text="sleep 2.5", every="1s", overlap="cancel_other")
     client.schedule_add("queued", text="sleep 2.5", every="1s", overlap="buffer_one")
     wait_for(lambda: len([t for t in fired(client, "latest") if t["lifecycle_state"] == "canceled"]) >= 2
-             and schedule(client, "queued")["fired"] >= 2, timeout=30, what="canceled and buffered tasks")
+             and schedule(client, "queued")["fired"] >= 2, timeout=60, what="canceled and buffered tasks")
     for name in ("latest", "queued"):
         client.schedule_pause(name)
     latest = fired(client, "latest")
