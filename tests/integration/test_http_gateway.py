@@ -331,8 +331,7 @@ def test_stats_machines_metrics_and_openapi(api: Api) -> None:
     assert {"tasks", "queue_length", "pools"} <= set(stats)
     assert {m["name"] for m in api.get("/v1/machines").json()} >= {"classic", "reason_act", "lifecycle"}
     task_id = api.submit()["task_id"]
-    api.get("/metrics")  # the first scrape starts watching transitions (stage latencies)
-    time.sleep(0.5)
+    api.get("/metrics")  # the first scrape starts watching transitions (stage latencies): it answers once subscribed
     api.post(f"/v1/tasks/{task_id}/approve")
     _finish(api, task_id)
     metrics = api.get("/metrics")
