@@ -8,8 +8,8 @@ what it cannot prove finished.
 
 from __future__ import annotations
 
+import json
 import os
-import time
 import signal
 from collections import Counter
 from pathlib import Path
@@ -166,7 +166,14 @@ def test_history_status_and_resume_after_a_clean_restart(pegasus) -> None:
     assert "2" in again.wait(waiting)["result"]
 
 
-def test_a_step_queued_when_its_task_is_suspended_runs_once_after_the_resume(pegasus, tmp_path: Path) -> None:
+def refused_steps(state_dir: Path, task_id: str) -> list[dict]:
+    """The worker's ``step_not_started`` records for ``task_id`` (a step the supervisor refused to start)."""
+    lines = (state_dir / "logs" / "pegasus.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r.get("event") == "step_not_started" and r.get("task_id") == task_id]
+
+
+def test_a_step_queued_when_its_task_is_suspended_runs_once_after_the_resume(pegasus, tmp_path: Path,
+                                                                             state_dir: Path) -> None:
     """The supervisor refuses to start a step of a run that is over: before, the queued step of a
     suspended task ran anyway, its result was dropped, and after the resume it was reported
     interrupted."""
@@ -178,7 +185,7 @@ def test_a_step_queued_when_its_task_is_suspended_runs_once_after_the_resume(peg
     wait_for(lambda: client.get(queued)["state"] == "acting", what="the step queued behind the busy worker")
     assert client.suspend(queued)["lifecycle_state"] == "blocked"
     assert client.wait(blocker, timeout=60)["lifecycle_state"] == "done"
-    time.sleep(0.5)  # the queued request has reached the worker by now, and was refused
+    wait_for(lambda: refused_steps(state_dir, queued), what="the queued step to reach the worker and be refused")
     assert keys_in(keys) == []
     client.resume(queued)
     final = client.wait(queued, timeout=60)
