@@ -108,9 +108,11 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     """The link of the member running an effectful step goes down for CUT_S: handled as a death after the
     detection time; its llm stages run again elsewhere, its effectful step is reported interrupted (never
     repeated), its late answers are dropped by token, and its workers rejoin when the link is back."""
-    from tests.support.tools import append_key_request, keys_in
+    from tests.support.hold import append_key_until_request
+    from tests.support.tools import keys_in
 
-    machines.start_leader(convention={"local_workers": False}, tools={"plugins": ["tests.support.tools:register"]})
+    machines.start_leader(convention={"local_workers": False},
+                          tools={"plugins": ["tests.support.tools:register", "tests.support.hold:register"]})
     a = machines.join("a", llm=2, tool=1)
     b = machines.join("b", llm=2, tool=1)
     driver = machines.driver()
@@ -120,7 +122,7 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     # The step holds its worker until the link is healed, so its answer comes late (not lost: sent while the
     # member's own link is down, it would fail at once, ENETUNREACH).
     release = tmp_path / "healed"
-    effectful = driver.call("submit", append_key_request(keys, 30, release))["task_id"]
+    effectful = driver.call("submit", append_key_until_request(keys, release))["task_id"]
     busy = wait_for(lambda: [w for w in driver.call("stats")["pools"]["tool"]["workers"] if w["busy"]],
                     what="the effectful step running")
     victim = "a" if busy[0]["member"] == a.member_name else "b"

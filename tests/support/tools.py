@@ -1,8 +1,8 @@
 """Test tools, loaded as a plugin (``[tools] plugins = ["tests.support.tools:register"]``).
 
 ``append_key`` is effectful: it appends its idempotency key to a file, then holds
-the worker for ``hold_s`` seconds, or until the file ``release`` exists (so a test
-can kill a process after the effect and before the result is recorded).  A key that appears twice in the file is a
+the worker for ``hold_s`` seconds (so a test can kill a process after the effect
+and before the result is recorded).  A key that appears twice in the file is a
 repeated effect: exactly what the tool-effect journal must prevent.
 """
 
@@ -23,7 +23,6 @@ class AppendArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str
     hold_s: float = Field(0.0, ge=0, le=30)
-    release: str | None = None  # hold until this file exists (at most hold_s) rather than for hold_s
 
 
 def _append_key(args: AppendArgs, ctx: ToolContext) -> str:
@@ -32,12 +31,7 @@ def _append_key(args: AppendArgs, ctx: ToolContext) -> str:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
-    if args.release is None:
-        time.sleep(args.hold_s)
-    else:
-        deadline = time.monotonic() + args.hold_s
-        while not os.path.exists(args.release) and time.monotonic() < deadline:
-            time.sleep(0.02)
+    time.sleep(args.hold_s)
     return f"appended {ctx.idempotency_key}"
 
 
@@ -62,12 +56,9 @@ def keys_in(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split() if path.exists() else []
 
 
-def append_key_request(path: Path, hold_s: float, release: Path | None = None) -> str:
-    """The offline request that runs append_key once (holding until ``release`` exists, if given)."""
-    args: dict[str, Any] = {"path": str(path), "hold_s": hold_s}
-    if release is not None:
-        args["release"] = str(release)
-    return f"call append_key {json.dumps(args)}"
+def append_key_request(path: Path, hold_s: float) -> str:
+    """The offline request that runs append_key once."""
+    return f"call append_key {json.dumps({'path': str(path), 'hold_s': hold_s})}"
 
 
 def busy_tool_worker(client: Any) -> dict[str, Any]:
