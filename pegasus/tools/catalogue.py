@@ -3,7 +3,8 @@
 Built-ins, write_file and shell, plugins' tools and the tools of each MCP server, with
 where each comes from; an MCP server that cannot be started is named with its reason.
 Describing starts each MCP server once, all at the same time (to list its tools), waits at most
-``mcp.start_timeout_s`` for them, and ends them all before it returns; nothing else is run.
+``mcp.start_timeout_s`` for each once it runs (its process may take seconds to start on a loaded
+machine: SPAWN_MARGIN_S), and ends them all before it returns; nothing else is run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pegasus.tools.builtin import BUILTIN_TOOLS
 from pegasus.tools.plugins import registry_for
 
 WORKSPACE_TOOLS = frozenset({"write_file", "shell"})
+SPAWN_MARGIN_S = 30.0  # a start's own timeout begins once its process runs: waited for, not guessed at
 
 
 def catalogue(settings: Settings) -> dict[str, Any]:
@@ -24,7 +26,7 @@ def catalogue(settings: Settings) -> dict[str, Any]:
     ``source`` is ``builtin``, ``plugin`` or ``mcp:<server>``."""
     registry = registry_for(settings, retry=False)
     try:
-        unavailable = registry.load_providers(settings.mcp.start_timeout_s + 1.0)
+        unavailable = registry.load_providers(settings.mcp.start_timeout_s + SPAWN_MARGIN_S)
         described = registry.describe()
     finally:
         mcp.close_all()  # the servers were started for their listings only: none is left behind

@@ -61,7 +61,7 @@ def simple(tmp_path: Path) -> Iterator:
 def test_a_task_runs_to_done_and_is_inspectable(simple, machine: str) -> None:
     client = simple()
     task = client.submit("what is 2 + 3 * 4?", machine=machine)
-    done = client.wait(task["task_id"], timeout=10)
+    done = client.wait(task["task_id"], timeout=60)
     assert done["lifecycle_state"] == "done" and done["state"] == "completed" and "14" in done["result"]
     assert done["from_store"] is True  # a finished task leaves the supervisor's memory
     assert [s["stage"] for s in done["stages"]][:3] == (["perceive", "think", "plan"] if machine == "classic"
@@ -94,9 +94,9 @@ def test_ending_one_follow_leaves_the_same_clients_other_follow_streaming(simple
     follow_b = client.follow(b, timeout=20, subscribe=False, until=frozenset({"done", "failed", "canceled"}))
     seen = [next(follow_b)]  # follow b has started
     a = client.submit("help me too")["task_id"]
-    client.wait(a, timeout=10, until=frozenset({"blocked"}))
+    client.wait(a, timeout=60, until=frozenset({"blocked"}))
     assert [n.task_id for n in client.follow(a, timeout=10)] in ([], [a])  # a second follow ends (a is blocked)
-    client.wait(b, timeout=10, until=frozenset({"blocked"}))
+    client.wait(b, timeout=60, until=frozenset({"blocked"}))
     client.resume(b, "what is 6*7?")
     seen += list(follow_b)
     lifecycle = [n.to_state for n in seen if n.machine == "lifecycle"]

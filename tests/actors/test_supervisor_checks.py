@@ -44,7 +44,7 @@ def test_metadata_msgpack_cannot_carry_is_a_bad_request(client: Client, metadata
     with pytest.raises(RequestError, match=r"task 2: metadata\.n") as refused:
         client.submit_many(["fine", {"text": "bad", "metadata": {"n": 2**70}}])
     assert refused.value.error_type == "BadRequest" and client.list() == []  # all or none
-    done = client.wait(client.submit("what is 1 + 1?", metadata={"ok": [1, 2]})["task_id"], timeout=20)
+    done = client.wait(client.submit("what is 1 + 1?", metadata={"ok": [1, 2]})["task_id"], timeout=60)
     assert done["lifecycle_state"] == "done"
 
 

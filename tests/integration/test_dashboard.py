@@ -47,9 +47,16 @@ class Dashboard:
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+def browser() -> Iterator[Any]:
+    with chromium() as launched:  # skips, saying why, where no browser can run
+        yield launched
+
+
+@pytest.fixture(scope="module")
+def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """A system needing approval, stages ~150 ms, its gateway on a free port; stopped afterwards. One for the
-    module's tests (starting one takes seconds): each test submits and looks at its own tasks."""
+    module's tests (starting one takes seconds): each test submits and looks at its own tasks.  It asks for
+    the browser first, so without one the tests skip before any system starts."""
     http_port = procs.free_port()
     pegasus = _make(tmp_path_factory.mktemp("dashboard"), "dash", PEGASUS_RUNTIME__APPROVAL_POLICY="manual", PEGASUS_HTTP__ENABLED="true",
                     PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150")
@@ -62,12 +69,6 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         yield Dashboard(pegasus, http_port)
     finally:
         _stop_and_check(pegasus)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def test_a_hundred_tasks_run_on_two_members_each_on_its_own_host(machines: Machi
     stats = wait_for(heard, what="pings answered by both members")
     for spec in (a, b):
         contact = next(row for row in stats["members"] if row["name"] == spec.member_name)["contact"]
-        assert 0 < contact["rtt_min_ms"] <= contact["rtt_max_ms"] < 1000 and contact["last_contact"] > wall
+        assert 0 < contact["rtt_min_ms"] <= contact["rtt_max_ms"] and contact["last_contact"] > wall  # (no bound: a figure)
         print(f"{spec.member_name}: rtt {contact['rtt_min_ms']:.3f}-{contact['rtt_max_ms']:.3f} ms "
               f"(avg {contact['rtt_avg_ms']:.3f}) over {contact['answers']} pings")
     text = machines.pegasus("leader", "stats")
@@ -108,19 +108,21 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     """The link of the member running an effectful step goes down for CUT_S: handled as a death after the
     detection time; its llm stages run again elsewhere, its effectful step is reported interrupted (never
     repeated), its late answers are dropped by token, and its workers rejoin when the link is back."""
-    from tests.support.tools import append_key_request, keys_in
+    from tests.support.hold import append_key_until_request
+    from tests.support.tools import keys_in
 
-    machines.start_leader(convention={"local_workers": False}, tools={"plugins": ["tests.support.tools:register"]})
+    machines.start_leader(convention={"local_workers": False},
+                          tools={"plugins": ["tests.support.tools:register", "tests.support.hold:register"]})
     a = machines.join("a", llm=2, tool=1)
     b = machines.join("b", llm=2, tool=1)
     driver = machines.driver()
     wait_for(lambda: members_with_workers(driver) == {a.member_name, b.member_name} and
              sum(sum(p.values()) for p in ready_workers(driver).values()) == 6, what="both members' workers")
     keys = tmp_path / "keys.txt"
-    # The step holds its worker well past the heal, so its answer comes late (not lost: sent while the
+    # The step holds its worker until the link is healed, so its answer comes late (not lost: sent while the
     # member's own link is down, it would fail at once, ENETUNREACH).
-    hold_s = CUT_S + 6
-    effectful = driver.call("submit", append_key_request(keys, hold_s))["task_id"]
+    release = tmp_path / "healed"
+    effectful = driver.call("submit", append_key_until_request(keys, release))["task_id"]
     busy = wait_for(lambda: [w for w in driver.call("stats")["pools"]["tool"]["workers"] if w["busy"]],
                     what="the effectful step running")
     victim = "a" if busy[0]["member"] == a.member_name else "b"
@@ -130,15 +132,16 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
                                                                for n in range(16)])]
     machines.hosts.cut(victim)
     cut = time.monotonic()
-    wait_for(lambda: cut_name not in members_with_workers(driver), timeout=15, what="the cut member declared gone")
+    wait_for(lambda: cut_name not in members_with_workers(driver), timeout=60, what="the cut member declared gone")
     detected = time.monotonic() - cut
-    ended = driver.call("wait", effectful, 30)
+    ended = driver.call("wait", effectful, 60)
     # Interrupted and reported so, never run again: its task fails with the effect unknown.
     assert ended["lifecycle_state"] == "failed" and ended["effects_unknown"], ended
     time.sleep(max(0.0, CUT_S - (time.monotonic() - cut)))
     machines.hosts.heal(victim)
+    release.touch()
     healed = time.monotonic()
-    wait_for(lambda: cut_name in members_with_workers(driver), timeout=20, what="the member's workers back")
+    wait_for(lambda: cut_name in members_with_workers(driver), timeout=60, what="the member's workers back")
     rejoined = time.monotonic() - healed
     print(f"\ncut member declared gone after {detected:.2f}s; its workers ready again {rejoined:.2f}s after the "
           "link came back")
@@ -146,7 +149,7 @@ def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(mach
     assert [d["lifecycle_state"] for d in done] == ["done"] * len(others)
     # The step held its worker past the cut: its late answer arrives and is dropped, the effect stays single.
     wait_for(lambda: [line for line in log_events(machines.root / "leader", "stale_result_dropped")
-                      if effectful in line], timeout=hold_s + 10, what="the cut member's late answer dropped")
+                      if effectful in line], what="the cut member's late answer dropped")
     assert keys_in(keys) == [f"{effectful}/a1.0/i0/s0"]
     assert driver.call("get", effectful)["lifecycle_state"] == "failed"
     # The member serves again: new work lands on it.
@@ -182,7 +185,7 @@ def test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_b
                          if w["busy"] and w["member"] == a.member_name), what="a busy")
     machines.kill("a")
     killed = time.monotonic()
-    wait_for(lambda: a.member_name not in members_with_workers(driver), timeout=15, what="killed member a gone")
+    wait_for(lambda: a.member_name not in members_with_workers(driver), timeout=60, what="killed member a gone")
     print(f"\nkilled member noticed after {time.monotonic() - killed:.2f}s")
 
     old_workers = worker_pids(driver, b.member_name)
@@ -197,7 +200,7 @@ def test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_b
     machines.pids("leader")
     up = time.monotonic()
     driver = machines.driver()
-    wait_for(lambda: b.member_name in members_with_workers(driver), timeout=20, what="b serving the new leader")
+    wait_for(lambda: b.member_name in members_with_workers(driver), timeout=60, what="b serving the new leader")
     print(f"leader down {up - down:.2f}s (restart by command); b's workers ready {time.monotonic() - up:.2f}s "
           "after the leader was up again")
     ended = [driver.call("wait", task_id, 60) for task_id in [*ids, *more]]

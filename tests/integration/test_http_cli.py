@@ -58,7 +58,7 @@ def test_the_gateway_serves_https_with_the_configured_certificate(pegasus: Any, 
                    check=True, capture_output=True)
     port = procs.free_port()
     pegasus(http={"enabled": True, "port": port, "tls_cert": str(cert), "tls_key": str(key)})
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while True:
         try:
             response = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=ssl.create_default_context(cafile=cert),

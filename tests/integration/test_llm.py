@@ -4,7 +4,6 @@ server (tests/support/fake_openai.py on 127.0.0.1), tool workers run what the mo
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,12 +124,12 @@ def test_a_token_budget_spaces_the_calls(pegasus, server: FakeOpenAI) -> None:
     first = client.submit("first?", machine="reason_act")["task_id"]
     wait_for(lambda: server.requests, what="the first call")  # it holds the budget, not the second
     second = client.submit("second?", machine="reason_act")["task_id"]
-    assert client.wait(first, timeout=30)["result"] == "one"
-    time.sleep(1.0)
+    assert client.wait(first, timeout=60)["result"] == "one"
+    # The second call waits in the pool's queue (the window's budget is spent): waited for, then checked unsent.
+    llm_pool = wait_for(lambda: (pool := client.stats()["pools"]["llm"])["queued"] == 1 and pool,
+                        what="the second call queued by the budget")
     assert len(server.requests) == 1  # the budget holds the second call back
     assert client.get(second)["lifecycle_state"] == "running"
-    llm_pool = client.stats()["pools"]["llm"]
-    assert llm_pool["queued"] == 1
     # What is left of the window's budget, for pegasus stats and the dashboard: 2,500 of 3,000 tokens used.
     assert llm_pool["budget"]["default"]["tpm"] == 3000 and llm_pool["budget"]["default"]["tokens_left"] == 500
     client.cancel(second)

@@ -28,7 +28,7 @@ def provoke_every_error_path(pegasus, state_dir: Path, content: bool) -> tuple[s
         client.submit(f"FAIL-IN-SUBMIT {secret}")
     for marker in ("FAIL-IN-TASK", "FAIL-IN-THINK"):
         task = client.submit(f"{marker} {secret}", metadata={"note": secret})
-        assert client.wait(task["task_id"], timeout=30)["lifecycle_state"] == "failed"
+        assert client.wait(task["task_id"], timeout=60)["lifecycle_state"] == "failed"
     client.close()  # every process has written what it will
     logs = state_dir / "logs"
     text = "".join(path.read_text(errors="replace") for path in sorted(logs.iterdir()) if path.is_file())

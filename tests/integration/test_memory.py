@@ -51,7 +51,7 @@ def test_a_plan_writes_memory_journalled_by_the_supervisor_and_reads_it_back(
     client = pegasus()
     write = json.dumps({"path": "ops/deploy-key", "content": FACT})
     task = client.submit(f'call memory.write {write} then call memory.read {{"id": "ops/deploy-key"}}')
-    done = client.wait(task["task_id"], timeout=30)
+    done = client.wait(task["task_id"], timeout=60)
     assert done["lifecycle_state"] == "done", done
     assert done["result"].count(FACT) == 2  # written, then read back
     assert client.memory_show("ops/deploy-key")["task_id"] == task["task_id"]

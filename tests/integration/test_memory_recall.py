@@ -26,7 +26,7 @@ def reflection(client: Any, task_id: str, status: str = "complete") -> dict[str,
     def row() -> dict[str, Any] | None:
         found = client.history(task_id)["post_reflection"]
         return found if found is not None and found["status"] == status else None
-    return wait_for(row, timeout=30, what=f"the reflection of {task_id} to be {status}")
+    return wait_for(row, timeout=60, what=f"the reflection of {task_id} to be {status}")
 
 
 def audit_events(client: Any, task_id: str) -> list[str]:
@@ -35,14 +35,14 @@ def audit_events(client: Any, task_id: str) -> list[str]:
 
 def test_a_remembered_fact_answers_the_next_task_which_lists_the_memory_it_was_given(pegasus) -> None:
     client = pegasus()
-    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=30)
+    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=60)
     assert first["lifecycle_state"] == "done", first
     assert "Remembered (deploy-key): The deploy key is in the vault." in first["result"]
     kept = reflection(client, first["task_id"])["reflection"]
     assert kept["facts"] == [{"path": "deploy-key", "content": "The deploy key is in the vault."}]
     assert kept["episode"]["title"] == "remember that the deploy key is in the vault"
 
-    second = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    second = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=60)
     assert second["lifecycle_state"] == "done", second
     assert second["result"].startswith("From memory (deploy-key): The deploy key is in the vault.")
     [reason] = [s for s in second["stages"] if s["stage"] == "reason"]
@@ -51,7 +51,7 @@ def test_a_remembered_fact_answers_the_next_task_which_lists_the_memory_it_was_g
     assert any("fact:deploy-key@1" in row.get("memories", []) for row in cognitive)
 
     episode = reflection(client, second["task_id"])["reflection"]["episode"]
-    again = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    again = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=60)
     assert again["result"].startswith("From memory (deploy-key)")  # a repeated request names the earlier episode
     assert f"(Done before: episode:2, 'where is the deploy key?': {episode['summary'][:30]}" in again["result"]
 
@@ -83,7 +83,7 @@ def reflector_calls(server: FakeOpenAI) -> int:
 
 def kill_everything(client: Any) -> None:
     killed = procs.freeze_and_kill(lambda: system_pids(client.spec))  # the admin and every actor, at once
-    assert procs.wait_gone(killed, timeout=10) == []
+    assert procs.wait_gone(killed, timeout=60) == []
     client.closed = True
 
 
@@ -91,7 +91,7 @@ def test_the_reflector_runs_after_done_and_exactly_once_across_sigkills(pegasus,
     server, release = held_model
     client = pegasus(llm=llm(server))
     task_id = client.submit("what is 2 + 3?", machine="reason_act")["task_id"]
-    done = client.wait(task_id, timeout=30)
+    done = client.wait(task_id, timeout=60)
     assert (done["lifecycle_state"], done["result"]) == ("done", "2 + 3 = 5")
     wait_for(lambda: reflector_calls(server) == 1, what="the reflector's call")
     assert reflection(client, task_id, "running")["attempts"] == 1  # done, its reflection still in flight
@@ -111,7 +111,7 @@ def test_the_reflector_runs_after_done_and_exactly_once_across_sigkills(pegasus,
     kill_everything(restarted)  # after it finished
     again = pegasus(llm=llm(server))
     later = again.submit("what is 1 + 1?", machine="reason_act")["task_id"]
-    assert again.wait(later, timeout=30)["result"] == "1 + 1 = 2"
+    assert again.wait(later, timeout=60)["result"] == "1 + 1 = 2"
     reflection(again, later)  # the new task's, handed out after the restart's pending ones
     assert reflector_calls(server) == 3  # the new task's only: the first's is not run again
     assert audit_events(again, task_id).count("REFLECTION_COMPLETE") == 1
@@ -128,7 +128,7 @@ def test_a_failing_reflector_leaves_the_task_done_with_the_failure_recorded(pega
     with FakeOpenAI(responder=respond) as server:
         client = pegasus(llm=llm(server))
         task_id = client.submit("what is 4 * 5?", machine="reason_act")["task_id"]
-        assert client.wait(task_id, timeout=30)["result"] == "4 * 5 = 20"
+        assert client.wait(task_id, timeout=60)["result"] == "4 * 5 = 20"
         row = reflection(client, task_id, "failed")
         assert "the model server broke" in row["error"] and row["attempts"] == 1
         assert audit_events(client, task_id)[-1] == "REFLECTION_FAILED"
@@ -140,7 +140,7 @@ def test_a_failing_reflector_leaves_the_task_done_with_the_failure_recorded(pega
 
 def test_with_the_reflector_off_nothing_is_reflected(pegasus) -> None:
     client = pegasus(memory={"reflector": False})
-    task_id = client.wait(client.submit("echo hi")["task_id"], timeout=30)["task_id"]
+    task_id = client.wait(client.submit("echo hi")["task_id"], timeout=60)["task_id"]
     assert reflection(client, task_id, "skipped")["error"] == "[memory] reflector is off"
 
 
@@ -154,11 +154,11 @@ def test_a_task_whose_stages_run_on_a_convention_member_gets_its_memories(conven
         pools = client.stats()["pools"]
         return all(sum(w["ready"] for w in pools[name]["workers"]) == 1 for name in ("llm", "tool"))
 
-    wait_for(ready, timeout=30, what="the member's workers")
-    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=30)
+    wait_for(ready, timeout=60, what="the member's workers")
+    first = client.wait(client.submit("remember that the deploy key is in the vault")["task_id"], timeout=60)
     assert first["lifecycle_state"] == "done", first
     reflection(client, first["task_id"])
-    task = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=30)
+    task = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=60)
     assert task["result"].startswith("From memory (deploy-key): The deploy key is in the vault."), task
     [reason] = [s for s in task["stages"] if s["stage"] == "reason"]
     assert (reason["member"], reason["admin_port"]) == (member.member_name, member.admin_port)

@@ -115,7 +115,7 @@ def test_priority_order_lower_first_fifo_within(pegasus) -> None:
     submitted = [client.submit(f"echo {name}", priority=p) for name, p in
                  (("low", 9), ("first", 1), ("mid", 5), ("second", 1))]
     for t in submitted:
-        client.wait(t["task_id"], timeout=30)
+        client.wait(t["task_id"], timeout=60)
     started = sorted(submitted, key=lambda t: running_intervals(client, [t["task_id"]])[0][0])
     assert [t["input"].split()[1] for t in started] == ["first", "second", "mid", "low"]
 
@@ -131,7 +131,7 @@ def test_suspend_then_resume_with_a_message(pegasus) -> None:
     assert client.stats()["active"] == 0  # a suspended task holds no slot
     resumed = client.resume(task_id, message="and what is 6 * 7?")
     assert resumed["lifecycle_state"] in ("queued", "running")
-    done = client.wait(task_id, timeout=30)
+    done = client.wait(task_id, timeout=60)
     assert done["lifecycle_state"] == "done" and "42" in str(done["result"])
     events = [h["event"] for h in client.history(task_id)["cognitive"]]
     assert "TASK_SUSPENDED" in events and "MESSAGE_RECEIVED" in events
@@ -181,7 +181,7 @@ def test_verification_gates_pass_and_fail(pegasus) -> None:
              {"name": "marker", "command": ["test", "-e", "/nonexistent/pegasus-marker"], "timeout_s": 10}]
     client = pegasus(verification={"gates": gates, "max_gate_retries": 1})
     task_id = client.submit("what is 2 + 2?")["task_id"]
-    failed = client.wait(task_id, timeout=30)
+    failed = client.wait(task_id, timeout=60)
     assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "gate_failed")
     assert failed["runs"] == 2  # the first gate failure sent it back to the queue once
     assert [(g["gate"], g["ok"]) for g in failed["gates"]] == [("ok", True), ("marker", False)] * 2
@@ -193,12 +193,12 @@ def test_stage_timeouts_fail_the_task_and_retry_is_bounded(pegasus) -> None:
     client = pegasus(pools={"llm_timeout_s": 0.3}, cognition={"latency_ms": 1500},
                      retry={"max_attempts": 2, "backoff_s": 0.2})
     task_id = client.submit("what is 1 + 2?")["task_id"]
-    failed = client.wait(task_id, timeout=30)
+    failed = client.wait(task_id, timeout=60)
     assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "timeout")
     assert "deadline" in failed["error"]
     retried = client.retry(task_id)
     assert retried["lifecycle_state"] == "queued" and retried["attempts"] == 2
-    assert client.wait(task_id, timeout=30)["exit_reason"] == "timeout"
+    assert client.wait(task_id, timeout=60)["exit_reason"] == "timeout"
     with pytest.raises(RequestError, match="2 of 2 attempts"):
         client.retry(task_id)
     stats = client.stats()
@@ -215,7 +215,7 @@ def test_sigkill_of_a_worker_mid_stage(pegasus) -> None:
 
     victim = wait_for(busy_tool_worker, what="a busy tool worker")
     os.kill(victim["pid"], signal.SIGKILL)
-    done = client.wait(task_id, timeout=30)
+    done = client.wait(task_id, timeout=60)
     assert done["lifecycle_state"] == "done" and "9" in str(done["result"])
     assert any(s["stage"] == "act" and not s["ok"] and "died" in (s["error"] or "") for s in done["stages"])
     tool = wait_for(lambda: (p := client.stats()["pools"]["tool"]) and all(w["pid"] for w in p["workers"]) and p)

@@ -62,7 +62,7 @@ def test_cancel_of_a_waiting_parent_cancels_its_children_and_suspend_is_refused(
     with pytest.raises(PegasusError, match="waiting for its sub-tasks"):
         client.suspend(parent)
     client.cancel(parent, "enough")
-    finals = [client.wait(child, timeout=20) for child in client.get(parent)["children"]]
+    finals = [client.wait(child, timeout=60) for child in client.get(parent)["children"]]
     assert [f["lifecycle_state"] for f in finals] == ["canceled", "canceled"]
     assert client.get(parent)["lifecycle_state"] == "canceled"
     assert [c["lifecycle_state"] for c in client.tree(parent)["children"]] == ["canceled", "canceled"]
@@ -74,7 +74,7 @@ def test_a_reason_act_parent_reasons_over_its_childrens_answers(pegasus) -> None
     are to reason over), whose respond-only plan then completes the task."""
     client = pegasus()
     final = client.wait(client.submit("in parallel: what is 2+2; echo hi", machine="reason_act")["task_id"],
-                        timeout=30)
+                        timeout=60)
     assert (final["lifecycle_state"], final["result"]) == ("done", "what is 2+2: 2+2 = 4\necho hi: hi")
     assert [s["stage"] for s in final["stages"]] == ["reason", "act", "reason", "act"]
     assert {(c["machine"], c["lifecycle_state"]) for c in children_of(client, final["task_id"])} == {
@@ -84,7 +84,7 @@ def test_a_reason_act_parent_reasons_over_its_childrens_answers(pegasus) -> None
 def test_a_child_past_max_depth_is_refused_and_the_error_names_the_limit(pegasus) -> None:
     client = pegasus(subtasks={"max_depth": 1})
     parent = client.submit("in parallel: (in parallel: echo too deep); echo fine")["task_id"]
-    final = client.wait(parent, timeout=30)
+    final = client.wait(parent, timeout=60)
     assert final["lifecycle_state"] == "failed" and "echo fine: fine" in final["result"]
     [nested, fine] = children_of(client, parent)[:2]
     assert (nested["depth"], nested["lifecycle_state"], nested["children"]) == (1, "failed", [])
@@ -101,7 +101,7 @@ def test_a_suspended_child_keeps_its_parent_waiting_until_it_is_resumed(pegasus)
     wait_for(lambda: waiting(client, parent, 1), what="the quick child's end")
     assert client.get(slow)["state"] == "suspended" and client.get(parent)["lifecycle_state"] == "blocked"
     client.resume(slow)
-    final = client.wait(parent, timeout=30)
+    final = client.wait(parent, timeout=60)
     assert final["lifecycle_state"] == "done", final["error"]
     assert "late" in final["result"] and "echo soon: soon" in final["result"]
 
@@ -110,9 +110,12 @@ def test_following_a_parent_ends_when_a_child_asks_for_information(pegasus) -> N
     """pegasus run follows a waiting parent, but not past a child that waits for a person."""
     client = pegasus()
     parent = client.submit("in parallel: help me; echo hi")["task_id"]
-    list(client.follow(parent, timeout=30))  # returns: a timeout here would be the bug
-    task = client.get(parent)
-    assert task["lifecycle_state"] == "blocked" and len(task["waiting_for"]) == 1
+    list(client.follow(parent, timeout=60))  # returns: a timeout here would be the bug
+    assert client.get(parent)["lifecycle_state"] == "blocked"
+    # The echo child may still be finishing when the other one asks (a loaded machine): the parent then waits
+    # for the one that asks only.
+    task = wait_for(lambda: (t := client.get(parent))["lifecycle_state"] == "blocked" and len(t["waiting_for"]) == 1
+                    and t, what="the parent waiting for the asking child only")
     [asking] = [c for c in client.tree(parent)["children"] if c["state"] == "suspended"]
     assert asking["input"] == "help me" and client.get(asking["task_id"])["question"]
 
@@ -122,11 +125,11 @@ def test_retry_of_a_failed_parent_starts_new_children(pegasus, tmp_path: Path) -
     fails.  Retried, the parent's attempt 2 has new step keys, hence new children."""
     client = pegasus()
     parent = client.submit(f"in parallel: read {tmp_path}/missing.txt")["task_id"]
-    failed = client.wait(parent, timeout=30)
+    failed = client.wait(parent, timeout=60)
     assert (failed["lifecycle_state"], failed["exit_reason"]) == ("failed", "retry_exhausted")
     assert "sub-task" in failed["error"] and len(failed["children"]) == 2
     client.retry(parent)
-    again = client.wait(parent, timeout=30)
+    again = client.wait(parent, timeout=60)
     assert again["lifecycle_state"] == "failed" and len(again["children"]) == 4
     assert {c["lifecycle_state"] for c in children_of(client, parent)} == {"failed"}
 
@@ -146,7 +149,7 @@ def test_every_process_killed_while_a_parent_waits_then_restarted(pegasus, tmp_p
     assert client.get(parent)["lifecycle_state"] == "blocked"
     spec = client.spec
     killed = procs.freeze_and_kill(lambda: system_pids(spec))  # the admin and every actor, at once
-    assert procs.wait_gone(killed, timeout=10) == []
+    assert procs.wait_gone(killed, timeout=60) == []
     client.closed = True
     restarted = pegasus(**settings)
     final = restarted.wait(parent, timeout=60)

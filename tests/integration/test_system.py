@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -141,11 +140,10 @@ def test_non_loopback_bind_is_refused(bind, start, free_port, state_dir):
 
 
 def test_attach_without_a_system_fails_fast(free_port, state_dir):
+    """Without a system, attach says so (it does not start one, nor wait for an admin to appear)."""
     spec = SystemSpec(admin_port=free_port, state_dir=state_dir)
-    started = time.monotonic()
     with pytest.raises(SystemNotRunningError):
         attach(spec)
-    assert time.monotonic() - started < 2.0
     assert not is_running(spec)  # attach never starts a system
 
 
@@ -190,16 +188,13 @@ def test_daemon_from_a_piped_cli_returns_promptly_then_attach_and_stop(
     cleanup.append(spec)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    started = time.monotonic()
     # stdout is a pipe read to EOF: if the admin inherited it, this would hang
-    # until the timeout instead of returning as soon as start_daemon does.
+    # (TimeoutExpired) instead of returning, with the system running on, as soon as start_daemon does.
     result = subprocess.run(
         [python, "-c", START_DAEMON, str(free_port), str(state_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=subprocess_env, timeout=60,
     )
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr.decode()
-    assert elapsed < 15, f"start_daemon from a pipe took {elapsed:.1f}s"
     admin_pid = int(result.stdout)
     assert is_running(spec)
     assert admin_pid in system_pids(spec)
@@ -238,9 +233,7 @@ def test_daemon_stop_ends_actors_orphaned_by_a_killed_parent(free_port, state_di
     assert {parent_pid, child_pid} <= set(system_pids(spec))
     seen = procs.identities(system_pids(spec))
     os.kill(parent_pid, signal.SIGKILL)  # a pid of this test's own system
-    deadline = time.monotonic() + 5
-    while procs.is_alive(parent_pid, seen[parent_pid]) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert procs.wait_gone({parent_pid: seen[parent_pid]}, 60.0) == []
     # The orphan is re-parented to the launcher (a subreaper), not PID 1.
     assert child_pid in system_pids(spec)
     stop_daemon(spec, grace=2.0)

@@ -29,7 +29,7 @@ def _run_one(client) -> int:
     """Run a short task; the pid of its task actor (seen while it runs: a done task has none)."""
     task_id = client.submit("sleep 0.3 and what is 2 + 2?")["task_id"]
     pid = wait_for(lambda: client.get(task_id)["actor_pid"], what="the task actor")
-    done = client.wait(task_id, timeout=30)
+    done = client.wait(task_id, timeout=60)
     assert done["lifecycle_state"] == "done" and done["runs"] == 1, done.get("error")
     return pid
 
@@ -87,7 +87,7 @@ def test_a_suspended_task_holds_no_actor_and_resumes_on_a_free_one(pegasus) -> N
     resumed = wait_for(lambda: (t := client.get(task_id))["lifecycle_state"] == "running" and t["actor_pid"],
                        what="the resumed run's actor")
     assert resumed == blocked["actor_pid"]  # the free actor took the resumed run
-    done = client.wait(task_id, timeout=30)
+    done = client.wait(task_id, timeout=60)
     assert done["lifecycle_state"] == "done", done.get("error")
     assert _actors(client)["created"] == 1
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 def test_a_finished_tasks_context_has_its_plan_and_each_steps_result(pegasus: Callable[..., Client]) -> None:
     client = pegasus()
-    task = client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=30)
+    task = client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=60)
     assert task["lifecycle_state"] == "done"
     known = client.context(task["task_id"])
     assert known["state"] == "completed"

@@ -48,7 +48,7 @@ def test_messages_reach_running_queued_and_suspended_tasks_and_a_finished_one_re
     assert client.get(slow)["messages_waiting"] == 1
     release.touch()
 
-    task = client.wait(slow, timeout=30)
+    task = client.wait(slow, timeout=60)
     assert task["lifecycle_state"] == "done", task
     assert conversation(task) == ["echo from the user"] and "from the user" in json.dumps(task["result"])
     moves = [(h["from_state"], h["to_state"], h["event"]) for h in client.history(slow)["cognitive"]]
@@ -56,11 +56,11 @@ def test_messages_reach_running_queued_and_suspended_tasks_and_a_finished_one_re
     assert moves[taken - 1][2] == "TOOL_CALL_COMPLETED"  # the held step ended first: nothing cut short
     assert moves[taken + 1] == ("suspended", "thinking", "MESSAGE_RECEIVED")
 
-    task = client.wait(queued, timeout=30)
+    task = client.wait(queued, timeout=60)
     assert conversation(task) == ["echo for the queued one"] and "for the queued one" in json.dumps(task["result"])
 
     vague = client.submit("help me")["task_id"]
-    assert client.wait(vague, timeout=20, until=frozenset({"blocked"}))["state"] == "suspended"
+    assert client.wait(vague, timeout=60, until=frozenset({"blocked"}))["state"] == "suspended"
     told, history, refused, refused_json = cli.many(
         ["message", vague, "echo resumed by a message"], ["history", slow], ["message", slow, "too late"],
         ["message", slow, "too late", "--json"])
@@ -69,7 +69,7 @@ def test_messages_reach_running_queued_and_suspended_tasks_and_a_finished_one_re
     assert_failure(refused, f"task {slow} has finished its work (done)")
     assert refused_json.returncode == 1
     assert json.loads(refused_json.stderr)["error"]["type"] == "InvalidStateTransition"
-    task = client.wait(vague, timeout=30)
+    task = client.wait(vague, timeout=60)
     assert task["lifecycle_state"] == "done" and "resumed by a message" in json.dumps(task["result"])
     assert conversation(task) == ["echo resumed by a message"]
 
@@ -81,7 +81,7 @@ def test_accepted_messages_survive_a_sigkill_of_every_process(pegasus: Any, tmp_
     release = tmp_path / "release"
     client = pegasus(**settings)
     vague = client.submit("help me")["task_id"]
-    assert client.wait(vague, timeout=20, until=frozenset({"blocked"}))["state"] == "suspended"
+    assert client.wait(vague, timeout=60, until=frozenset({"blocked"}))["state"] == "suspended"
     running, queued = (client.submit(text)["task_id"] for text in (hold_request(release), "echo second"))
     wait_for(lambda: client.get(running)["state"] == "acting", what="the held step")
     sent = {task_id: client.message(task_id, f"echo note for {name}")["message"]["delivery"]
@@ -89,7 +89,7 @@ def test_accepted_messages_survive_a_sigkill_of_every_process(pegasus: Any, tmp_
     assert sent == {running: "at its next transition", queued: "when it starts", vague: "resumed with it"}
     spec = client.spec
     killed = procs.freeze_and_kill(lambda: system_pids(spec))  # the admin and every actor, at once
-    assert procs.wait_gone(killed, timeout=10) == []
+    assert procs.wait_gone(killed, timeout=60) == []
     client.closed = True
 
     restarted = pegasus(**settings)

@@ -26,9 +26,9 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +38,7 @@ from actors import convention as conv
 from actors.client import Client, RequestError
 from actors.system import SystemSpec, is_running, system_pids
 from tests.integration.conftest import Convention
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +104,7 @@ def log_lines(state_dir: Path, event: str) -> list[dict]:
 
 
 def serves(client: Client) -> bool:
-    done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=30)
+    done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=60)
     return done["lifecycle_state"] == "done" and "42" in str(done["result"])
 
 
@@ -130,22 +131,26 @@ def test_the_raw_pickle_runs_nowhere_as_another_uid_or_without_the_key(pegasus, 
 
     assert as_uid(NOBODY, attack(as_nobody)) == 0
     attack(without_key)()
-    time.sleep(0.5)
+    # Every frame read and refused (counted, and logged from both peers), then: nothing made.
+    stats = wait_for(lambda: (s := client.stats())["rejected_frames"] >= 2 * len(ports) and s, what="every frame refused")
+
+    def logged_both() -> list[dict[str, Any]] | None:
+        lines = log_lines(client.spec.state_dir, "frame_rejected")
+        peers = [line["peer"] for line in lines]
+        return lines if all(any(uid in p for p in peers) for uid in ("(uid 65534)", f"(uid {os.getuid()})")) else None
+
+    rejected = wait_for(logged_both, what="frame_rejected logged for both peers")
     assert not as_nobody.exists() and not without_key.exists()
     assert serves(client)
-    stats = client.stats()
-    assert stats["rejected_frames"] >= 2 * len(ports)
-    rejected = log_lines(client.spec.state_dir, "frame_rejected")
-    assert any("(uid 65534)" in line["peer"] for line in rejected), rejected
-    assert any(f"(uid {os.getuid()})" in line["peer"] for line in rejected), rejected
     assert all("bad MAC" in line["reason"] for line in rejected)
     # Logged once per peer (address and uid), kind and process: not once per frame.
     admin = json.loads(client.spec.pid_file.read_text())["admin"][0]
     for _ in range(5):
         send_raw(client.spec.admin_port, raw_frame(_MakeDir(str(without_key))), timeout=1.0)
+    wait_for(lambda: client.stats()["rejected_frames"] >= stats["rejected_frames"] + 5, what="five more refused")
     from_me = [line for line in log_lines(client.spec.state_dir, "frame_rejected")
                if line["pid"] == admin and f"(uid {os.getuid()})" in line["peer"]]
-    assert len(from_me) == 1 and client.stats()["rejected_frames"] >= stats["rejected_frames"] + 5
+    assert len(from_me) == 1
 
 
 def test_bad_mac_truncated_and_oversized_frames_are_refused(pegasus, tmp_path: Path) -> None:
@@ -173,12 +178,14 @@ def test_bad_mac_truncated_and_oversized_frames_are_refused(pegasus, tmp_path: P
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             cut_off = True
     assert cut_off and sent < 64 * 1024 * 1024
-    time.sleep(0.3)
+    wait_for(lambda: client.stats()["rejected_frames"] >= before + 3, what="the three frames refused")
     assert not marker.exists() and serves(client)
-    assert client.stats()["rejected_frames"] >= before + 3
-    reasons = [line["reason"] for line in log_lines(client.spec.state_dir, "frame_rejected")]
-    assert any("bad MAC" in r for r in reasons), reasons
-    assert any("announced 300000000 bytes; the limit is 16777216" in r for r in reasons), reasons
+
+    def reasons() -> list[str] | None:
+        logged = [line["reason"] for line in log_lines(client.spec.state_dir, "frame_rejected")]
+        return logged if any("announced 300000000 bytes; the limit is 16777216" in r for r in logged) else None
+
+    assert any("bad MAC" in r for r in wait_for(reasons, what="the oversized frame's refusal logged"))
 
 
 def test_a_request_the_supervisor_cannot_read_gets_a_bad_request(pegasus, tmp_path: Path) -> None:
@@ -194,11 +201,10 @@ def test_a_request_the_supervisor_cannot_read_gets_a_bad_request(pegasus, tmp_pa
     try:
         from only_the_client_has_it import Strange  # type: ignore[import-not-found]
 
-        started = time.monotonic()
         with pytest.raises(RequestError, match="could not read the request: ModuleNotFoundError") as refused:
             client._ask(Strange())
-        # An answer, not silence until the client's timeout (10 s before; 30 s here).
-        assert refused.value.error_type == "BadRequest" and time.monotonic() - started < client.timeout / 2
+        # An answer, not silence until the client's timeout (that raises SystemNotRunningError, no BadRequest).
+        assert refused.value.error_type == "BadRequest"
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("only_the_client_has_it", None)
@@ -293,10 +299,7 @@ def bystander(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], Pa
                 out.write(repr(conn.recv(100)) + "\\n")
             conn.close()
     """)])
-    deadline = time.monotonic() + 10
-    while procs.listener_pid(port, [program.pid]) is None:
-        assert time.monotonic() < deadline, "the bystander did not listen"
-        time.sleep(0.05)
+    wait_for(lambda: procs.listener_pid(port, [program.pid]) is not None, what="the bystander to listen")
     try:
         yield port, program, log
     finally:
@@ -309,11 +312,10 @@ def test_a_program_on_the_port_is_named_and_never_touched(cli_home, bystander) -
     home, pegasus = cli_home
     port, program, log = bystander
     for command in (("stop",), ("status", "some-task"), ("start",), ("run", "echo hi")):
-        started = time.monotonic()
         result = pegasus(*command, port=port)
         assert result.returncode == 1, (command, result.stderr)
+        # Named from the port's owner before any Thespian retry (those end in another error, without the pid).
         assert f"port {port} is used by another program (pid {program.pid}, python" in result.stderr, result.stderr
-        assert time.monotonic() - started < 10  # said at once, not after Thespian's 15 s of retries
     assert "pegasus stopped" not in "".join(pegasus("stop", port=port).stdout)
     assert program.poll() is None, "the bystander was killed"
     assert not log.exists(), f"the bystander was sent {log.read_text()!r}"

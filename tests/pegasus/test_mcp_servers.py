@@ -115,7 +115,7 @@ def test_a_server_over_streamable_http(tmp_path: Path) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -135,12 +135,14 @@ def test_a_server_over_streamable_http(tmp_path: Path) -> None:
 
 
 def test_the_catalogue_starts_each_server_once_and_leaves_none_running(tmp_path: Path) -> None:
+    # Each server in its own catalogue: the working one with a start timeout no loaded machine reaches (8 s
+    # was reached under load), the hung one with a short one it never answers within.
+    found = catalogue(settings(tmp_path, {"name": "time", "command": "mcp-server-time"}, start_timeout_s=60.0))
+    assert "time.get_current_time" in {row["name"] for row in found["tools"]} and found["unavailable"] == {}
     pids = tmp_path / "pids"
     found = catalogue(settings(tmp_path, {"name": "hung", "command": sys.executable, "args": [HUNG, str(pids)]},
-                               {"name": "time", "command": "mcp-server-time"}, start_timeout_s=8.0))
-    # (8 s: the time server's own start took over 2 s on this 2-core VM under a load of 10)
-    assert "time.get_current_time" in {row["name"] for row in found["tools"]}
-    assert "did not list its tools within 8s" in found["unavailable"]["hung"]
+                               start_timeout_s=2.0))
+    assert "did not list its tools within 2s" in found["unavailable"]["hung"]
     started = [int(line) for line in pids.read_text().split()]
     assert len(started) == 1
     assert not Path(f"/proc/{started[0]}").exists()

