@@ -70,6 +70,14 @@ def background_admin(client: Client) -> int | None:
     return json.loads(client.spec.pid_file.read_text())["admin"][0]
 
 
+def _admin_now(client: Client) -> int | None:
+    """The admin the owner record names, None while it is being rewritten."""
+    try:
+        return background_admin(client)
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def launcher(client: Client) -> int | None:
     return json.loads(client.spec.pid_file.read_text())["daemon"][0]
 
@@ -80,6 +88,9 @@ class Row:
     find: Callable[[Client], int | None]
     settings: Callable[[], dict[str, Any]] = dict  # settings overrides the row needs (made when it runs)
     daemon: bool = False
+    # The admin's death ends every process and the launcher starts the system again: nothing can answer
+    # meanwhile, so only the polls begun once the new admin is up are held to STATS_S.
+    whole_restart: bool = False
 
 
 ROWS = [
@@ -90,7 +101,7 @@ ROWS = [
     Row("llm pool", titled("llm pool", parent="supervisor")),
     Row("tool pool", titled("tool pool", parent="supervisor")),
     Row("gateway", titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
-    Row("admin", background_admin, daemon=True),
+    Row("admin", background_admin, daemon=True, whole_restart=True),
     Row("logger", titled("logger")),
     Row("launcher", launcher, daemon=True),
     Row("watcher", titled("watcher"), daemon=True),
@@ -103,6 +114,7 @@ class StatsPoller:
     def __init__(self, client: Client) -> None:
         self.client = Client.connect(client.settings, timeout=STATS_S)  # a request to a dead process: asked again
         self.times: list[float] = []
+        self.began: list[float] = []  # per poll: when it was asked (time.monotonic)
         self.errors: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
@@ -119,6 +131,7 @@ class StatsPoller:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     time.sleep(0.1)
             self.times.append(time.monotonic() - began)
+            self.began.append(began)
             self.stop.wait(0.2)
 
     def close(self) -> list[float]:
@@ -132,9 +145,13 @@ def submit(client: Client, keys: Path) -> list[str]:
     return [client.submit(f"{request} and then what is {n} + 1?")["task_id"] for n in range(TASKS)]
 
 
-def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: StatsPoller, kind: str) -> None:
+def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: StatsPoller, kind: str,
+                          up_again: float = 0.0) -> None:
+    """``up_again``: when the system could answer again (after a whole restart), the polls begun before it
+    are not held to STATS_S."""
     finals = [client.wait(task, timeout=180) for task in tasks]
     times = poller.close()
+    bounded = [t for t, began in zip(times, poller.began) if began >= up_again]
     written = Counter(key.split("/")[0] for key in keys_in(keys))
     repeated = {key: n for key, n in Counter(keys_in(keys)).items() if n > 1}
     assert repeated == {}, f"effectful steps repeated: {repeated}"
@@ -148,7 +165,7 @@ def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: 
             unknown.append(final["task_id"])
     print(f"\n{kind}: {len(tasks) - len(unknown)} done, {len(unknown)} unknown; stats answered {len(times)} times, "
           f"slowest {max(times):.2f}s; errors meanwhile: {Counter(e.split(':')[0] for e in poller.errors)}")
-    assert max(times) <= STATS_S, f"stats took {max(times):.1f}s (all: {sorted(times)[-5:]})"
+    assert bounded and max(bounded) <= STATS_S, f"stats took {max(bounded):.1f}s (all: {sorted(times)[-5:]})"
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.kind for row in ROWS])
@@ -160,7 +177,11 @@ def test_a_killed_process_wedges_nothing(pegasus, tmp_path: Path, row: Row) -> N
     victim = wait_for(lambda: row.find(client), what=f"the {row.kind}'s pid")
     poller = StatsPoller(client)
     os.kill(victim, signal.SIGKILL)
-    assert_nothing_wedged(client, tasks, keys, poller, row.kind)
+    up_again = 0.0
+    if row.whole_restart:
+        wait_for(lambda: _admin_now(client) not in (None, victim), what="the restarted admin")
+        up_again = time.monotonic()
+    assert_nothing_wedged(client, tasks, keys, poller, row.kind, up_again)
     assert not procs.is_alive(victim)
     poller.client.close()
 
