@@ -45,7 +45,7 @@ MODES: dict[str, tuple[Any, ...]] = {
     "tools refused as vLLM words it": (Quirks(refuse_tools="vllm"), 1, {"tools": False}),
     "tools refused as Ollama words it": (Quirks(refuse_tools="ollama"), 1, {"tools": False}),
     "neither tools nor response_format (llama.cpp without --jinja, old server)":
-        (Quirks(refuse_tools="llamacpp", refuse_response_format="all"), 3,
+        (Quirks(refuse_tools="llamacpp", refuse_response_format="all"), 4,  # json_schema, with a schema, json_object
          {"tools": False, "response_format": False}),
     "json_schema refused, json_object taken": (Quirks(refuse_response_format="json_schema"), 1,
                                                {"response_format": "json_object"}),

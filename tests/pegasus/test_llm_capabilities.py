@@ -89,13 +89,13 @@ def test_each_ladder_steps_down_to_its_foot() -> None:
     settings, shape = llm(), cap.initial(llm())
     rf = "Invalid parameter: 'response_format' of type 'x' is not supported with this model."
     steps = []
-    for _ in range(3):
+    for _ in range(4):
         step = cap.step_down(settings, shape, SENT, rf)
         if step is None:
             break
         shape = step.shape
         steps.append(shape.structured)
-    assert steps == ["json_object", "prompted"]
+    assert steps == ["json_object_schema", "json_object", "prompted"]
     token = "Unsupported parameter: 'max_tokens' is not supported with this model."
     step = cap.step_down(settings, cap.initial(settings), SENT, token)
     assert step is not None and step.shape.token_param == "max_completion_tokens"
