@@ -249,10 +249,6 @@ def test_a_final_answer_in_prose_after_tool_results_is_the_answer(server: FakeOp
     assert steps[0]["action_params"]["text"] == "Sure! 17 * 23 = 391."
 
 
-def test_prose_before_any_tool_result_is_still_fed_back(server: FakeOpenAI) -> None:
-    server.script(completion("Sure! 17 * 23 = 391."), completion("Still prose."))
-    with pytest.raises(StageError, match="not valid JSON"):
-        stage(server, "reason", TaskContext(input_text="17*23?"), machine="reason_act")
 
 
 def test_tool_calls_with_finish_reason_stop_are_tool_calls() -> None:
