@@ -35,6 +35,21 @@ from pegasus.errors import PegasusError
 from pegasus.llm import capabilities, listen, shared
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"  # llm.api_key_env's default
+
+
+def _loopback(base_url: str) -> bool:
+    """Whether ``base_url`` is on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress  # noqa: PLC0415
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class LLMError(PegasusError):
@@ -133,6 +148,8 @@ class ChatClient:
         if not name:
             return PLACEHOLDER_KEY
         key = self._environ.get(name, "")
+        if not key and name == DEFAULT_KEY_ENV and _loopback(self.config.base_url):
+            return PLACEHOLDER_KEY  # a local server (llama-cpp-python, Ollama) with api_key_env left alone
         if not key:
             raise LLMConfigError(f"the environment variable {name} (llm.api_key_env) is not set; set it to "
                                  f"the API key, or set llm.api_key_env = \"\" for a server that needs no key")
