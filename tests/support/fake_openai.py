@@ -114,7 +114,9 @@ class Quirks:
 
     refuse_tools: "vllm" (started without --enable-auto-tool-choice), "llamacpp" (without --jinja),
     "ollama" (a model without tool support), "openai" (a model without function calling).
-    refuse_response_format: "json_schema" (only that type, as older OpenAI models) or "all".
+    refuse_response_format: "json_schema" (only that type, as older OpenAI models), "all", or
+    "llama-cpp-python" (json_schema answered with its 500: pydantic's literal_error at loc body,
+    response_format, type; json_object with a schema taken); "llama-cpp-python" also streams no usage.
     reasoning: refuses max_tokens and any temperature but 1, as OpenAI's reasoning models do.
     tool_calls_stop: tool calls arrive with finish_reason "stop" (as Ollama sent them).
     prose: the model-like responder (tests/support/model_like.py) wraps JSON in prose where no
@@ -140,6 +142,11 @@ def refusal(body: dict[str, Any], quirks: Quirks) -> Reply | None:
     if quirks.refuse_tools == "openai" and tools:
         return http_error(400, "Unsupported parameter: 'tools' is not supported with this model.")
     kind = (body.get("response_format") or {}).get("type")
+    if kind == "json_schema" and quirks.refuse_response_format == "llama-cpp-python":
+        return {"status": 500, "headers": {}, "delay_s": 0.0, "body": {"error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                       "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}",
+            "type": "internal_server_error", "param": None, "code": None}}}
     if kind in ("json_schema", "json_object") and (quirks.refuse_response_format == "all" or
                                                    kind == quirks.refuse_response_format):
         return http_error(400, f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
@@ -368,7 +375,8 @@ class FakeOpenAI:
                     pass
 
             def _stream(self, payload: dict[str, Any], options: dict[str, Any], body: dict[str, Any]) -> None:
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                include_usage = (bool((body.get("stream_options") or {}).get("include_usage"))
+                                 and server.quirks.refuse_response_format != "llama-cpp-python")
                 chunks = stream_chunks(payload, chunk_chars=options.get("chunk_chars") or 8,
                                        include_usage=include_usage)
                 hold, delay = options.get("hold"), options.get("chunk_delay_s") or 0.0
