@@ -226,17 +226,24 @@ class ChatClient:
 
     def _streamed(self, client: Any, request: Mapping[str, Any]) -> Completion | None:
         """The reply streamed to this thread's listener (pegasus.llm.stream), or None: nobody listens,
-        streaming is off, or this endpoint refused it (a 400 naming it: remembered, asked again without)."""
+        streaming is off, or this endpoint refused it (a 400 naming it) or cut it short (no finish_reason):
+        remembered, asked again without."""
         sink = listen.current()
         if sink is None or not self.config.stream or self.refuses_stream:
             return None
         try:
-            return sink.complete(client, request, self.config.model)
+            reply = sink.complete(client, request, self.config.model)
         except Exception as exc:
             if not sink.refused(exc):
                 raise
             self.refuses_stream = True
             return None
+        if reply.finish_reason is None:
+            # Ended without a finish_reason: cut short (llama-cpp-python's server ends a stream with [DONE]
+            # when another request waits). Asked again whole, and this endpoint not streamed to again.
+            self.refuses_stream = True
+            return None
+        return reply
 
 
 class _Transient(Exception):

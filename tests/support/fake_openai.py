@@ -16,7 +16,8 @@ pieces of ``chunk_chars``, tool calls in pieces by index, a chunk with the finis
 the usage chunk (empty choices) when ``stream_options.include_usage`` asks, then
 ``data: [DONE]``; ``chunk_delay_s`` between chunks, and ``hold`` (an Event) keeps the rest
 of the stream back after the first piece of content until it is set.  ``refuse_stream``
-makes the server answer a streamed request 400 as servers without streaming do.  Each
+makes the server answer a streamed request 400 as servers without streaming do; ``cut_streams``
+cuts that many streams after their first piece, as llama-cpp-python's server does.  Each
 stream's end is recorded in ``stream_ends``: "done", or "client closed" when the client
 hung up first.
 
@@ -253,7 +254,7 @@ class FakeOpenAI:
 
     def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None,
                  quirks: Quirks | None = None, context_window: int = 0, refuse_stream: bool = False,
-                 embedding_models: tuple[str, ...] = (EMBEDDING_MODEL,)):
+                 cut_streams: int = 0, embedding_models: tuple[str, ...] = (EMBEDDING_MODEL,)):
         self.context_window = context_window
         self.embedding_models = embedding_models  # what /embeddings knows (another model: its 404)
         self.replies: deque[Reply] = deque(replies)
@@ -264,6 +265,9 @@ class FakeOpenAI:
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.refuse_stream = refuse_stream
+        # Streams to cut after their first piece with [DONE] and no finish_reason, as llama-cpp-python's
+        # server does (interrupt_requests, on by default) when another request waits.
+        self.cut_streams = cut_streams
         self.stream_ends: list[str] = []  # "done" or "client closed", one per streamed reply
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -380,6 +384,10 @@ class FakeOpenAI:
                 chunks = stream_chunks(payload, chunk_chars=options.get("chunk_chars") or 8,
                                        include_usage=include_usage)
                 hold, delay = options.get("hold"), options.get("chunk_delay_s") or 0.0
+                with server._lock:
+                    if server.cut_streams > 0:
+                        server.cut_streams -= 1
+                        chunks = chunks[:2]
                 end = "done"
                 try:
                     self.send_response(200)
