@@ -110,18 +110,19 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def json_object(content: str | None) -> dict[str, Any]:
-    """The JSON object a reply holds (a code fence or text around it is tolerated)."""
+    """The JSON object a reply holds (a code fence or text around it is tolerated, and so are raw
+    control characters in its strings: small models write newlines into them)."""
     text = (content or "").strip()
     if not text:
         raise InvalidReply("the reply was empty; a JSON object was expected")
     fenced = _FENCE.match(text)
     text = fenced.group(1) if fenced else text
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=False)
     except ValueError as exc:
         start, end = text.find("{"), text.rfind("}")
         try:
-            value = json.loads(text[start:end + 1]) if 0 <= start < end else None
+            value = json.loads(text[start:end + 1], strict=False) if 0 <= start < end else None
         except ValueError:
             value = None
         if value is None:

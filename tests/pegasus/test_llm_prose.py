@@ -64,3 +64,10 @@ def test_json_gone_wrong_is_not_prose_and_still_fails(server: FakeOpenAI) -> Non
     server.script(completion('{"verdict": "compl'), completion('{"verdict": "maybe"}'))
     with pytest.raises(StageError, match="invalid 2 times"):
         stage(server, "reflect", TaskContext(input_text="x"))
+
+
+def test_a_raw_newline_inside_a_json_string_is_read() -> None:
+    """Measured: SmolLM2-135M wrote a newline inside a string ("Invalid control character"), twice."""
+    from pegasus.cognitive.llm import json_object
+
+    assert json_object('{"summary": "two\nlines"}') == {"summary": "two\nlines"}
