@@ -204,6 +204,8 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
             if isinstance(node.get(key), dict):
                 out[key] = {name: close(value, bounded) for name, value in node[key].items()}
         if out.get("type") == "object":
+            if out.get("properties") and bounded:  # decisions after what they rest on (see SCALAR)
+                out["properties"] = dict(sorted(out["properties"].items(), key=lambda item: _written_late(item[1])))
             if out.get("properties"):
                 out["required"] = list(out["properties"])
                 out["additionalProperties"] = False
@@ -225,5 +227,18 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
 # nested objects until max_tokens (measured: SmolLM2-135M on the perception's "entities", 120 tokens of
 # invented fields and still going).  In the json_object_schema rung, free-form values are scalars and
 # lists are bounded; pydantic still validates the reply against the full model.
+# A grammar also fixes the order the model writes in: a small model asked "need_more_info" first
+# answered true and asked the prompt's placeholder back (measured: 4 of 6 classic tasks suspended at
+# think).  Booleans and optional fields come last, after the reasoning they should rest on.
+
+
+def _written_late(node: Any) -> int:
+    if isinstance(node, dict) and node.get("type") == "boolean":
+        return 1
+    if isinstance(node, dict) and any(isinstance(o, dict) and o.get("type") == "null" for o in node.get("anyOf", [])):
+        return 2
+    return 0
+
+
 SCALAR: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 MAX_ITEMS = 10
