@@ -201,7 +201,7 @@ class LLMSettings(_Section):
     max_output_tokens: int = Field(1024, ge=0, le=MAX_COUNT)  # sent as token_limit_param; 0 sends no cap
     # The capability ladder (pegasus.llm.capabilities): "auto" starts at the top and steps down when the
     # endpoint's 400 refuses the parameter; any other value is used as is.
-    structured_output: Literal["auto", "json_schema", "json_object", "prompted"] = "auto"
+    structured_output: Literal["auto", "json_schema", "json_object_schema", "json_object", "prompted"] = "auto"
     tool_calls: Literal["auto", "native", "prompted"] = "auto"
     token_limit_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
     reasoning_effort: Literal["", "none", "minimal", "low", "medium", "high"] = ""  # "": not sent

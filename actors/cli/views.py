@@ -67,11 +67,15 @@ def task_text(task: dict[str, Any]) -> str:
 
 
 def usage_text(usage: dict[str, Any]) -> str:
-    """``3 calls, 1,234 tokens (200 cached), $0.001234``; no cost shown when no model had a price."""
+    """``3 calls, 1,234 tokens (200 cached), $0.001234``; no cost shown when no model had a price;
+    ``~1,234 tokens (estimated for 3 calls), cost unknown`` when the server reported no usage."""
     cached = f" ({usage['cached_tokens']:,} cached)" if usage.get("cached_tokens") else ""
-    priced = cost_text(usage)
+    estimated = usage.get("estimated_calls") or 0
+    guessed = f" (estimated for {estimated} call{'' if estimated == 1 else 's'})" if estimated else ""
+    priced = cost_text(usage) or ("cost unknown" if estimated else "")
     return (f"{usage.get('calls', 0)} call{'' if usage.get('calls') == 1 else 's'}, "
-            f"{usage.get('total_tokens', 0):,} tokens{cached}" + (f", {priced}" if priced else ""))
+            f"{'~' if estimated else ''}{usage.get('total_tokens', 0):,} tokens{cached}{guessed}"
+            + (f", {priced}" if priced else ""))
 
 
 def usage_lines(task: dict[str, Any]) -> list[str]:

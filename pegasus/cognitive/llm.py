@@ -20,27 +20,34 @@ Where the answer comes from (the brief left it to us):
   text only when no tool result is needed; otherwise the result lists the tool
   results.  The reflection judges them (complete / continue / replan); a
   ``continue`` re-plans with the results in view, where the model may answer.
+- A reply in prose (no JSON in it) is an answer, not an error: on reason_act at
+  once (ReAct's convention: no tool call, so the final answer); on the other
+  stages after the one corrective retry, each read as the issue 29 table says
+  (perceive: the summary; think: the approach; plan: one respond step with the
+  text; reflect: complete; post_reflect: nothing kept), noted ``degraded``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel
 
 from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
+from pegasus.cognitive.replies import (  # noqa: F401 - the reply shapes are imported from here too
+    InvalidReply, PerceptionReply, PlanReply, PostReflectReply, ReasonReply, ReflectReply, StepReply, ThinkReply,
+    json_object, prose, validated)
 from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
 from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.context import fit_call
 from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
-from pegasus.task.models import ActionResult, Episode, Fact, Plan, PlanStep, PostTaskReflection, Reflection, TaskContext
+from pegasus.task.models import ActionResult, Plan, PlanStep, PostTaskReflection, Reflection, TaskContext
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
 
@@ -58,131 +65,6 @@ class RateLimited(StageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.stage, self.message, self.retry_after_s))
-
-
-class InvalidReply(ValueError):
-    """A reply that does not fit the stage's shape; the message is what the model is told."""
-
-
-# -- reply shapes --------------------------------------------------------------------------------
-
-
-class _Reply(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class PerceptionReply(_Reply):
-    task_type: str = "request"
-    intents: list[Any] = Field(default_factory=list)
-    entities: dict[str, Any] = Field(default_factory=dict)
-    summary: str = ""
-
-
-def _question_given(need_more_info: bool, question: str | None) -> None:
-    if need_more_info and not (question or "").strip():
-        raise ValueError("need_more_info is true, so question must say what to ask the user")
-
-
-class ThinkReply(_Reply):
-    need_more_info: bool = False
-    question: str | None = None
-    approach: str = ""
-
-    @model_validator(mode="after")
-    def _asks(self) -> ThinkReply:
-        _question_given(self.need_more_info, self.question)
-        return self
-
-
-class StepReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    action_type: Literal["tool_call", "respond", "sub_task"] = "tool_call"
-    tool: str | None = None
-    args: dict[str, Any] = Field(default_factory=dict)
-    description: str = ""
-    text: str | None = None
-    machine: Literal["classic", "reason_act"] | None = None  # a sub_task's (else its parent's)
-
-    @model_validator(mode="after")
-    def _named(self) -> StepReply:
-        if self.action_type == "tool_call" and not self.tool:
-            raise ValueError("a tool_call step needs a tool name")
-        if self.action_type == "sub_task" and not (self.text or "").strip():
-            raise ValueError("a sub_task step needs the text of its task")
-        return self
-
-
-class PlanReply(_Reply):
-    goal: str = ""
-    reasoning: str = ""
-    steps: list[StepReply] = Field(min_length=1)
-
-
-class ReflectReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    verdict: Literal["complete", "continue", "replan"]
-    assessment: str = ""
-    lessons: list[str] = Field(default_factory=list)
-    next_focus: str | None = None
-
-
-class PostReflectReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    facts: list[Fact] = Field(default_factory=list)
-    episode: Episode | None = None
-    assessment: str = ""
-
-
-class ReasonReply(_Reply):
-    thought: str = ""
-    need_more_info: bool = False
-    question: str | None = None
-    answer: str | None = None
-    steps: list[StepReply] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _decides(self) -> ReasonReply:
-        _question_given(self.need_more_info, self.question)
-        if not self.need_more_info and not self.steps and not (self.answer or "").strip():
-            raise ValueError('give an "answer", or call a tool, or set need_more_info with a question')
-        return self
-
-
-# -- parsing -------------------------------------------------------------------------------------
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-M = TypeVar("M", bound=BaseModel)
-
-
-def json_object(content: str | None) -> dict[str, Any]:
-    """The JSON object a reply holds (a code fence or text around it is tolerated)."""
-    text = (content or "").strip()
-    if not text:
-        raise InvalidReply("the reply was empty; a JSON object was expected")
-    fenced = _FENCE.match(text)
-    text = fenced.group(1) if fenced else text
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        start, end = text.find("{"), text.rfind("}")
-        try:
-            value = json.loads(text[start:end + 1]) if 0 <= start < end else None
-        except ValueError:
-            value = None
-        if value is None:
-            raise InvalidReply(f"the reply is not valid JSON ({exc}): {text[:200]!r}") from None
-    if not isinstance(value, dict):
-        raise InvalidReply(f"the reply must be a JSON object, not {type(value).__name__}")
-    return value
-
-
-def validated(model: type[M], data: Any) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<reply>'}: {e['msg']}"
-                             for e in exc.errors(include_url=False))
-        raise InvalidReply(f"the JSON does not fit the expected shape: {problems}") from None
 
 
 @functools.cache
@@ -211,13 +93,17 @@ class ModelCaller:
 
     def ask(self, stage: str, messages: Messages, parse: Callable[[Completion], T], *,
             reply: type[BaseModel] | None = None, tools: prompts.ToolSpecs | None = None,
-            tool_choice: str | None = None) -> T:
+            tool_choice: str | None = None, in_prose: Callable[[str], T] | None = None,
+            prose_is_final: bool = False) -> T:
         """The parsed reply; an invalid one is retried once with its error, then StageError.
 
         ``reply``: the model the reply must fit (its schema is the ``json_schema``
         rung); ``messages``: a list, or a function of the tool specs when the tools
         are prompted (None when they are native).  A parameter the endpoint refuses
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
+        ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
+        after the corrective retry (at once with ``prose_is_final``: reason_act's
+        answer), and noted in the stage's usage as ``degraded``.
         """
         schema = _schema(reply) if reply is not None else None
         fed_back: list[dict[str, Any]] = []
@@ -240,6 +126,11 @@ class ModelCaller:
             try:
                 return parse(completion)
             except InvalidReply as exc:
+                text = prose(completion.content) if in_prose is not None and not completion.tool_calls else None
+                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS):
+                    usage.degraded(f"{stage}: the reply was prose, not JSON; read as "
+                                   + ("the answer" if prose_is_final else f"its text after {ATTEMPTS} replies"))
+                    return in_prose(text)
                 if attempt == ATTEMPTS:
                     raise _with_usage(StageError(
                         stage, f"the model's reply was invalid {ATTEMPTS} times (the error was fed back): {exc}"
@@ -325,7 +216,8 @@ class LLMPerceiver:
 
     def run(self, context: TaskContext) -> dict[str, Any]:
         reply = self.caller.ask(StageName.PERCEIVE, prompts.perceive_messages(context),
-                                lambda r: validated(PerceptionReply, json_object(r.content)), reply=PerceptionReply)
+                                lambda r: validated(PerceptionReply, json_object(r.content)), reply=PerceptionReply,
+                                in_prose=lambda text: PerceptionReply(summary=text))  # the text as its summary
         return reply.model_dump(mode="json")
 
 
@@ -335,7 +227,8 @@ class LLMThinker:
 
     def run(self, context: TaskContext) -> dict[str, Any]:
         reply = self.caller.ask(StageName.THINK, prompts.think_messages(context, self.caller.specs()),
-                                lambda r: validated(ThinkReply, json_object(r.content)), reply=ThinkReply)
+                                lambda r: validated(ThinkReply, json_object(r.content)), reply=ThinkReply,
+                                in_prose=lambda text: ThinkReply(approach=text))  # the text as the reasoning
         return reply.model_dump(mode="json")
 
 
@@ -362,7 +255,9 @@ class LLMPlanner:
         return self.caller.ask(StageName.PLAN,
                                lambda prompted: prompts.plan_messages(context, previous, prompted=prompted,
                                                                       sub_tasks=self.sub_tasks),
-                               parse, reply=PlanReply, tools=specs)
+                               parse, reply=PlanReply, tools=specs,
+                               in_prose=lambda text: Plan(goal=_goal(context), steps=[_respond(0, text)],
+                                                          reasoning="the model answered in prose"))
 
 
 @dataclass(frozen=True)
@@ -371,7 +266,8 @@ class LLMReflector:
 
     def run(self, context: TaskContext) -> Reflection:
         reply = self.caller.ask(StageName.REFLECT, prompts.reflect_messages(context, plan_results(context)),
-                                lambda r: validated(ReflectReply, json_object(r.content)), reply=ReflectReply)
+                                lambda r: validated(ReflectReply, json_object(r.content)), reply=ReflectReply,
+                                in_prose=lambda text: ReflectReply(verdict="complete", assessment=text))
         return Reflection(**reply.model_dump())
 
 
@@ -397,15 +293,7 @@ class LLMReasoner:
                 return ({"thought": thought, NEED_MORE_INFO: False,
                          "approach": f"call {', '.join(str(s.action_params['tool']) for s in steps)}"},
                         Plan(goal=_goal(context), steps=steps, reasoning=thought or "call tools, then reason again"))
-            try:
-                data = json_object(reply.content)
-            except InvalidReply:
-                if calls_so_far and (reply.content or "").strip():  # a final answer in prose is an answer
-                    text = (reply.content or "").strip()
-                    return ({"thought": "", NEED_MORE_INFO: False, "answer": text},
-                            Plan(goal=_goal(context), steps=[_respond(0, text)], reasoning="answered in prose"))
-                raise
-            answer = validated(ReasonReply, data)
+            answer = validated(ReasonReply, json_object(reply.content))
             reasoning = answer.model_dump(mode="json", exclude={"steps"})
             if answer.need_more_info:
                 return {**reasoning, NEED_MORE_INFO: True, QUESTION: answer.question}, None
@@ -420,7 +308,11 @@ class LLMReasoner:
                                lambda prompted: prompts.reason_messages(context, must_answer=must_answer,
                                                                         prompted=prompted, sub_tasks=self.sub_tasks),
                                parse, reply=ReasonReply, tools=specs if specs.specs else None,
-                               tool_choice="none" if must_answer and specs.specs else None)
+                               tool_choice="none" if must_answer and specs.specs else None,
+                               in_prose=lambda text: ({"thought": "", NEED_MORE_INFO: False, "answer": text},
+                                                      Plan(goal=_goal(context), steps=[_respond(0, text)],
+                                                           reasoning="answered in prose")),
+                               prose_is_final=True)  # ReAct: a reply without a tool call is the final answer
 
 
 @dataclass(frozen=True)
@@ -431,7 +323,8 @@ class LLMPostReflector:
 
     def run(self, context: TaskContext) -> PostTaskReflection:
         reply = self.caller.ask(StageName.POST_REFLECT, prompts.post_reflect_messages(context),
-                                lambda r: validated(PostReflectReply, json_object(r.content)), reply=PostReflectReply)
+                                lambda r: validated(PostReflectReply, json_object(r.content)), reply=PostReflectReply,
+                                in_prose=lambda text: PostReflectReply(assessment=text))  # nothing to keep
         return PostTaskReflection(**reply.model_dump())
 
 

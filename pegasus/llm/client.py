@@ -5,8 +5,16 @@ the environment variable the settings name, never from a file), sending one
 non-streaming request, and turning the reply into a plain ``Completion`` and the
 SDK's failures into LLMErrors that say what happened in the user's terms.  What
 it must not do: parse stage outputs, retry invalid replies, or wait for rate
-budgets (the SDK retries transient failures ``max_retries`` times; after that a
-429 is an LLMRateLimited carrying Retry-After, for the caller to schedule).
+budgets.
+
+Retries are ours, not the SDK's (its ``max_retries`` is 0): a transient failure
+(429, 408, 409, a 5xx, a timeout, a lost connection) is sent again up to
+``llm.max_retries`` times with the SDK's backoff, but a refusal -- a 400, 422 or 500
+whose body names a parameter the request carried (pegasus.llm.capabilities.named)
+-- is raised at once as LLMBadRequest for the ladder to step down: no retry is
+spent on what will be refused again.  After the retries a 429 is an
+LLMRateLimited carrying Retry-After, for the caller to schedule.  A reply without
+usage (llama-cpp-python's streams) gets one estimated from the text, marked so.
 
 The ``openai`` package is imported on first use, so the offline set never loads it.
 """
@@ -16,9 +24,10 @@ from __future__ import annotations
 import email.utils
 import json
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pegasus.config import LLMSettings
@@ -26,6 +35,21 @@ from pegasus.errors import PegasusError
 from pegasus.llm import capabilities, listen, shared
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"  # llm.api_key_env's default
+
+
+def _loopback(base_url: str) -> bool:
+    """Whether ``base_url`` is on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress  # noqa: PLC0415
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class LLMError(PegasusError):
@@ -41,7 +65,8 @@ class LLMTimeout(LLMError):
 
 
 class LLMBadRequest(LLMError):
-    """The endpoint refused the request (400/422); ``detail`` is its own message, for the ladder to read."""
+    """The endpoint refused the request (a 400 or 422, or a 500 naming a parameter sent); ``detail`` is
+    its body's text, for the ladder to read."""
 
     def __init__(self, message: str, detail: str = "", status: int = 400) -> None:
         super().__init__(message)
@@ -123,6 +148,8 @@ class ChatClient:
         if not name:
             return PLACEHOLDER_KEY
         key = self._environ.get(name, "")
+        if not key and name == DEFAULT_KEY_ENV and _loopback(self.config.base_url):
+            return PLACEHOLDER_KEY  # a local server (llama-cpp-python, Ollama) with api_key_env left alone
         if not key:
             raise LLMConfigError(f"the environment variable {name} (llm.api_key_env) is not set; set it to "
                                  f"the API key, or set llm.api_key_env = \"\" for a server that needs no key")
@@ -133,7 +160,7 @@ class ChatClient:
             import openai  # noqa: PLC0415 - only the llm provider needs the SDK
 
             self._sdk = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url or None,
-                                      timeout=self.config.timeout_s, max_retries=self.config.max_retries,
+                                      timeout=self.config.timeout_s, max_retries=0,  # ours: see send
                                       http_client=shared.http_client())  # one TLS context per process
         return self._sdk
 
@@ -143,9 +170,23 @@ class ChatClient:
         shape = capabilities.initial(self.config)
         return self.send(capabilities.request(self.config, shape, messages, tools=tools, tool_choice=tool_choice))
 
-    def send(self, request: Mapping[str, Any]) -> Completion:
-        """One non-streaming chat completion of ``request`` (a request body); LLMError (LLMTimeout,
-        LLMRateLimited, LLMBadRequest) on failure."""
+    def send(self, request: Mapping[str, Any], sleep: Any = time.sleep) -> Completion:
+        """One chat completion of ``request`` (a request body), sent again after a transient failure up
+        to ``max_retries`` times; LLMError (LLMTimeout, LLMRateLimited, LLMBadRequest) on failure."""
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                completion = self._send_once(request)
+            except _Transient as exc:
+                if attempt == self.config.max_retries:
+                    raise exc.error from None
+                sleep(_backoff(attempt, exc.retry_after_s))
+                continue
+            if not completion.usage:  # the server reported none: estimated from the text, and marked so
+                completion = _with_estimate(completion, request)
+            return completion
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _send_once(self, request: Mapping[str, Any]) -> Completion:
         import openai  # noqa: PLC0415
 
         client = self._client()
@@ -154,41 +195,93 @@ class ChatClient:
             if streamed is not None:
                 return streamed
             reply = client.chat.completions.create(**request)
-        except openai.BadRequestError as exc:
-            raise LLMBadRequest(f"{self.endpoint} answered 400: {_status_detail(exc)}", _status_detail(exc),
-                                400) from None
-        except openai.RateLimitError as exc:
-            wait = retry_after_seconds(dict(exc.response.headers))
-            after = f"; retry after {wait:g}s" if wait is not None else ""
-            raise LLMRateLimited(f"{self.endpoint} answered 429 Too Many Requests after "
-                                 f"{self.config.max_retries} retries{after}", wait) from None
-        except openai.APITimeoutError:
-            raise LLMTimeout(f"{self.endpoint} did not answer within {self.config.timeout_s:g}s "
-                             f"(llm.timeout_s; {self.config.max_retries} retries)") from None
-        except openai.APIConnectionError as exc:
-            raise LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}") from None
-        except openai.UnprocessableEntityError as exc:  # 422: some servers' word for an unknown parameter
-            raise LLMBadRequest(f"{self.endpoint} answered 422: {_status_detail(exc)}", _status_detail(exc),
-                                422) from None
         except openai.APIStatusError as exc:
-            raise LLMError(f"{self.endpoint} answered {exc.status_code}: {_status_detail(exc)}") from None
+            raise self._status_error(exc, request) from None
+        except openai.APITimeoutError:
+            raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {self.config.timeout_s:g}s "
+                                        f"(llm.timeout_s; {self.config.max_retries} retries)")) from None
+        except openai.APIConnectionError as exc:
+            raise _Transient(LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}")) from None
         except openai.OpenAIError as exc:
             raise LLMError(f"the call to {self.endpoint} failed: {type(exc).__name__}: {exc}") from None
         return _completion(reply, self.config.model)
 
+    def _status_error(self, exc: Any, request: Mapping[str, Any]) -> Exception:
+        """An error status as what it is: a refusal (LLMBadRequest), a transient failure to send again
+        (_Transient), or an error that would recur (LLMError)."""
+        import openai  # noqa: PLC0415
+
+        status, detail, body = exc.status_code, _status_detail(exc), _body_text(exc)
+        said = f"{self.endpoint} answered {status}: {detail}"
+        if status in (400, 422) or (status == 500 and capabilities.named(body, request.keys())):
+            return LLMBadRequest(said, body, status)
+        if isinstance(exc, openai.RateLimitError):
+            wait = retry_after_seconds(dict(exc.response.headers))
+            after = f"; retry after {wait:g}s" if wait is not None else ""
+            return _Transient(LLMRateLimited(f"{self.endpoint} answered 429 Too Many Requests after "
+                                             f"{self.config.max_retries} retries{after}", wait), wait)
+        if status in (408, 409) or status >= 500:
+            return _Transient(LLMError(said), retry_after_seconds(dict(exc.response.headers)))
+        return LLMError(said)
+
     def _streamed(self, client: Any, request: Mapping[str, Any]) -> Completion | None:
         """The reply streamed to this thread's listener (pegasus.llm.stream), or None: nobody listens,
-        streaming is off, or this endpoint refused it (a 400 naming it: remembered, asked again without)."""
+        streaming is off, or this endpoint refused it (a 400 naming it) or cut it short (no finish_reason):
+        remembered, asked again without."""
         sink = listen.current()
         if sink is None or not self.config.stream or self.refuses_stream:
             return None
         try:
-            return sink.complete(client, request, self.config.model)
+            reply = sink.complete(client, request, self.config.model)
         except Exception as exc:
             if not sink.refused(exc):
                 raise
             self.refuses_stream = True
             return None
+        if reply.finish_reason is None:
+            # Ended without a finish_reason: cut short (llama-cpp-python's server ends a stream with [DONE]
+            # when another request waits). Asked again whole, and this endpoint not streamed to again.
+            self.refuses_stream = True
+            return None
+        return reply
+
+
+class _Transient(Exception):
+    """A failure worth sending again (``error`` is what to raise once the retries are spent)."""
+
+    def __init__(self, error: LLMError, retry_after_s: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after_s = retry_after_s
+
+
+MAX_BACKOFF_S = 8.0  # the openai SDK's own figures: 0.5 s doubling to 8 s, jittered; Retry-After up to 60 s
+
+
+def _backoff(attempt: int, retry_after_s: float | None) -> float:
+    if retry_after_s is not None and 0 <= retry_after_s <= 60:
+        return retry_after_s
+    return min(0.5 * 2 ** attempt, MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+
+
+def _body_text(exc: Any) -> str:
+    """The error's whole body as text (its ``loc`` and ``param`` included), for the ladder to read."""
+    body = getattr(exc, "body", None)
+    try:
+        return (json.dumps(body) if isinstance(body, (dict, list)) else str(body or exc))[:4000]
+    except (TypeError, ValueError):
+        return str(exc)[:4000]
+
+
+def _with_estimate(reply: Completion, request: Mapping[str, Any]) -> Completion:
+    """The reply with its usage estimated from the text sent and received (``estimated``: 1)."""
+    from pegasus.llm.context import request_tokens  # noqa: PLC0415 - kept off the import path of the offline set
+
+    prompt = request_tokens(list(request.get("messages") or []), request.get("tools") or ())
+    calls = "".join(call.name + call.arguments for call in reply.tool_calls)
+    completion = max(1, (len(reply.content or "") + len(calls) + 3) // 4)
+    return replace(reply, usage={"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion, "estimated": 1})
 
 
 def _status_detail(exc: Any) -> str:

@@ -4,7 +4,9 @@ Pure arithmetic on plain dicts.  Prices are USD per million tokens; cached promp
 tokens (``usage.prompt_tokens_details.cached_tokens``, when the server reports
 it) are charged at ``cached_input``, or at ``input`` when that is unset.  A call
 whose model has no price has no cost -- never a cost of zero -- and a sum over
-calls some of which had no price says how many (``unpriced_calls``).
+calls some of which had no price says how many (``unpriced_calls``).  A call whose
+usage the server did not report (``estimated``) has no cost either: its tokens are
+a guess, so its cost is unknown, and sums say how many calls were estimated.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def _int(value: Any) -> int:
 
 def call_cost(usage: Mapping[str, Any], price: ModelPrice | None) -> float | None:
     """USD of one call (or of several calls' summed usage) at ``price``; None without a price."""
-    if price is None:
+    if price is None or usage.get("estimated"):
         return None
     prompt = _int(usage.get("prompt_tokens"))
     cached = min(_int(usage.get("cached_tokens")), prompt)
@@ -40,12 +42,13 @@ def usage_sum(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """The sum of stage usages (``UsageMeter.as_dict`` shapes): tokens and calls always; ``cached_tokens``
     when any reported some; ``cost_usd`` when any was priced, with ``unpriced_calls`` when others were not."""
     total: dict[str, Any] = dict.fromkeys(USAGE_KEYS, 0)
-    cached, cost, priced, unpriced = None, None, False, 0
+    cached, cost, priced, unpriced, estimated = None, None, False, 0, 0
     for usage in usages:
         if not usage:
             continue
         for key in USAGE_KEYS:
             total[key] += _int(usage.get(key))
+        estimated += _int(usage.get("estimated_calls"))
         if "cached_tokens" in usage:
             cached = (cached or 0) + _int(usage["cached_tokens"])
         if isinstance(usage.get("cost_usd"), (int, float)):
@@ -54,6 +57,8 @@ def usage_sum(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
             unpriced += _int(usage.get("calls"))
     if cached is not None:
         total["cached_tokens"] = cached
+    if estimated:
+        total["estimated_calls"] = estimated
     if priced:
         total["cost_usd"] = round(cost or 0.0, COST_DIGITS)
         if unpriced:

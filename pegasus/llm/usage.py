@@ -31,6 +31,8 @@ class UsageMeter:
     cost_usd: float | None = None  # None: no call was priced
     unpriced: int = 0
     tier: str | None = None
+    estimated: int = 0  # calls whose usage the server did not report (estimated from the text)
+    degraded: list[str] = field(default_factory=list)  # replies read in a lesser way (prose where JSON was asked)
 
     def add(self, usage: Mapping[str, Any], model: str, cost_usd: float | None = None,
             tier: str | None = None) -> None:
@@ -39,6 +41,8 @@ class UsageMeter:
             self.totals[key] += int(usage.get(key) or 0)
         if not self.totals["total_tokens"] and (self.totals["prompt_tokens"] or self.totals["completion_tokens"]):
             self.totals["total_tokens"] = self.totals["prompt_tokens"] + self.totals["completion_tokens"]
+        if usage.get("estimated"):
+            self.estimated += 1
         if "cached_tokens" in usage:
             self.cached_tokens = (self.cached_tokens or 0) + int(usage.get("cached_tokens") or 0)
         if cost_usd is None:
@@ -50,8 +54,9 @@ class UsageMeter:
 
     def as_dict(self) -> dict[str, Any] | None:
         """``{prompt_tokens, completion_tokens, total_tokens, calls, model}`` (and ``cached_tokens``,
-        ``cost_usd``, ``unpriced_calls``, ``tier``, and ``ladder``: the steps taken when the endpoint
-        refused a parameter, when they apply), or None when nothing was called."""
+        ``cost_usd``, ``unpriced_calls``, ``tier``, ``ladder``: the steps taken when the endpoint
+        refused a parameter, ``estimated_calls``: calls whose tokens are estimated, ``degraded``: how
+        a reply that did not fit was read, when they apply), or None when nothing was called."""
         if not self.calls:
             return None
         out: dict[str, Any] = {**self.totals, "calls": self.calls, "model": self.model}
@@ -65,6 +70,10 @@ class UsageMeter:
             out["tier"] = self.tier
         if self.ladder:
             out["ladder"] = list(self.ladder)
+        if self.estimated:
+            out["estimated_calls"] = self.estimated
+        if self.degraded:
+            out["degraded"] = list(self.degraded)
         return out
 
 
@@ -94,6 +103,13 @@ def step(change: str) -> None:
     meter = _CURRENT.get()
     if meter is not None:
         meter.ladder.append(change)
+
+
+def degraded(note: str) -> None:
+    """Note in the open meter, if any, that a reply was read in a lesser way (prose where JSON was asked)."""
+    meter = _CURRENT.get()
+    if meter is not None:
+        meter.degraded.append(note)
 
 
 def current() -> dict[str, Any] | None:

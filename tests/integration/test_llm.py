@@ -76,13 +76,13 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
     def run(text: str) -> dict[str, Any]:
         return client.wait(client.submit(text, machine="reason_act")["task_id"], timeout=60)
 
-    server.script(completion("Sure! Here you go: 42"), completion({"answer": "42"}))
+    server.script(completion('{"answer": "4'), completion({"answer": "42"}))  # JSON gone wrong: corrected
     fixed = run("what is the answer?")
     assert (fixed["lifecycle_state"], fixed["result"]) == ("done", "42")
     assert "could not be used" in server.requests[1]["messages"][-1]["content"]
     assert _llm_stages(fixed)[0]["usage"]["calls"] == 2
 
-    server.script(completion("nope"), completion('{"thought": "no answer"}'))
+    server.script(completion('{"thought": "no'), completion('{"thought": "no answer"}'))  # prose would be an answer
     broken = run("what is the answer?")
     assert (broken["lifecycle_state"], broken["exit_reason"]) == ("failed", "exception")
     assert broken["error"].startswith("reason stage failed: the model's reply was invalid 2 times")

@@ -45,7 +45,7 @@ MODES: dict[str, tuple[Any, ...]] = {
     "tools refused as vLLM words it": (Quirks(refuse_tools="vllm"), 1, {"tools": False}),
     "tools refused as Ollama words it": (Quirks(refuse_tools="ollama"), 1, {"tools": False}),
     "neither tools nor response_format (llama.cpp without --jinja, old server)":
-        (Quirks(refuse_tools="llamacpp", refuse_response_format="all"), 3,
+        (Quirks(refuse_tools="llamacpp", refuse_response_format="all"), 4,  # json_schema, with a schema, json_object
          {"tools": False, "response_format": False}),
     "json_schema refused, json_object taken": (Quirks(refuse_response_format="json_schema"), 1,
                                                {"response_format": "json_object"}),
@@ -108,6 +108,7 @@ RECIPE_MODES = {
     "ollama": Quirks(tool_calls_stop=True, prose=True),
     "vllm": Quirks(refuse_tools="vllm"),
     "llamacpp": Quirks(refuse_tools="llamacpp"),
+    "llama-cpp-python": Quirks(refuse_response_format="llama-cpp-python"),
     "openai": Quirks(),
     "openai-reasoning": Quirks(reasoning=True),
 }
@@ -130,11 +131,15 @@ def test_each_recipe_runs_both_machines_against_its_server(pegasus, name: str, m
     quirks = RECIPE_MODES[name]
     with FakeOpenAI(responder=ModelLike(quirks), quirks=quirks) as server:
         client = pegasus(memory=NO_REFLECTOR, llm={**llm, "base_url": server.url, "max_retries": 0}, pools=ONE_WORKER)
-        run_both(client)
-        expected = 1 if name == "llamacpp" else 0
+        classic, react = run_both(client)
+        expected = 1 if name in ("llamacpp", "llama-cpp-python") else 0
         assert len(server.refused) == expected
         if llm.get("api_key_env"):
             assert server.headers[-1]["authorization"] == "Bearer sk-test-recipe"
+        if name == "llama-cpp-python":  # its 500 to json_schema read as a refusal; its streams carry no usage
+            assert {(r.get("response_format") or {}).get("type") for r in server.requests[1:]} <= {"json_object", None}
+            used = [s["usage"] for task in (classic, react) for s in task["stages"] if s.get("usage")]
+            assert used and all(u["estimated_calls"] == u["calls"] for u in used), used
         if name == "openai-reasoning":
             assert {r.get("reasoning_effort") for r in server.requests} == {"low"}
             assert all(r["max_completion_tokens"] == 4096 and r["temperature"] == 1.0 for r in server.requests)

@@ -89,13 +89,13 @@ def test_each_ladder_steps_down_to_its_foot() -> None:
     settings, shape = llm(), cap.initial(llm())
     rf = "Invalid parameter: 'response_format' of type 'x' is not supported with this model."
     steps = []
-    for _ in range(3):
+    for _ in range(4):
         step = cap.step_down(settings, shape, SENT, rf)
         if step is None:
             break
         shape = step.shape
         steps.append(shape.structured)
-    assert steps == ["json_object", "prompted"]
+    assert steps == ["json_object_schema", "json_object", "prompted"]
     token = "Unsupported parameter: 'max_tokens' is not supported with this model."
     step = cap.step_down(settings, cap.initial(settings), SENT, token)
     assert step is not None and step.shape.token_param == "max_completion_tokens"
@@ -168,3 +168,16 @@ def test_json_mode_is_refused_naming_its_replacement() -> None:
         Settings().with_overrides({"llm": {"json_mode": False}})
     with pytest.raises(ConfigError, match="llm.tool_calls"):
         Settings().with_overrides({"llm": {"tool_calls": "sometimes"}})
+
+
+def test_the_grammar_rung_sends_a_closed_bounded_schema() -> None:
+    """json_object with a schema (llama-cpp-python's grammar): every object closed, free-form values
+    scalars and lists bounded, so a small model cannot write invented nested fields until max_tokens."""
+    from pegasus.cognitive.llm import PerceptionReply
+
+    schema = cap.reply_schema("PerceptionReply", PerceptionReply.model_json_schema())
+    body = cap.request(llm(), Shape(structured="json_object_schema"), MESSAGES, schema=schema)
+    grammar = body["response_format"]["schema"]
+    assert body["response_format"]["type"] == "json_object" and grammar["additionalProperties"] is False
+    assert grammar["properties"]["entities"]["additionalProperties"] == cap.SCALAR
+    assert grammar["properties"]["intents"] == {"type": "array", "items": cap.SCALAR, "maxItems": cap.MAX_ITEMS}

@@ -68,6 +68,19 @@ def test_a_server_refusing_to_stream_is_asked_without_it_from_then_on() -> None:
         assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
 
 
+def test_a_stream_cut_before_its_finish_reason_is_asked_again_without_streaming() -> None:
+    """llama-cpp-python's server ends a stream with [DONE] mid-reply when another request waits
+    (interrupt_requests, its default): no finish_reason came, so the reply is incomplete; the same
+    request is sent again without streaming, and this client does not stream to that server again."""
+    with FakeOpenAI([completion("the whole answer"), completion("the whole answer"), completion("next")],
+                    cut_streams=1) as server:
+        client = ChatClient(settings(server))
+        with listening(DeltaSink(lambda text: None)):
+            assert client.complete([{"role": "user", "content": "q"}]).content == "the whole answer"
+            assert client.complete([{"role": "user", "content": "q"}]).content == "next"
+        assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
+
+
 def test_closing_the_sink_from_another_thread_ends_a_held_stream() -> None:
     """The server holds its stream after the first piece; the sink is closed meanwhile: the call
     raises StreamCanceled (no half reply), and the server sees the client hang up."""

@@ -16,7 +16,8 @@ pieces of ``chunk_chars``, tool calls in pieces by index, a chunk with the finis
 the usage chunk (empty choices) when ``stream_options.include_usage`` asks, then
 ``data: [DONE]``; ``chunk_delay_s`` between chunks, and ``hold`` (an Event) keeps the rest
 of the stream back after the first piece of content until it is set.  ``refuse_stream``
-makes the server answer a streamed request 400 as servers without streaming do.  Each
+makes the server answer a streamed request 400 as servers without streaming do; ``cut_streams``
+cuts that many streams after their first piece, as llama-cpp-python's server does.  Each
 stream's end is recorded in ``stream_ends``: "done", or "client closed" when the client
 hung up first.
 
@@ -114,7 +115,9 @@ class Quirks:
 
     refuse_tools: "vllm" (started without --enable-auto-tool-choice), "llamacpp" (without --jinja),
     "ollama" (a model without tool support), "openai" (a model without function calling).
-    refuse_response_format: "json_schema" (only that type, as older OpenAI models) or "all".
+    refuse_response_format: "json_schema" (only that type, as older OpenAI models), "all", or
+    "llama-cpp-python" (json_schema answered with its 500: pydantic's literal_error at loc body,
+    response_format, type; json_object with a schema taken); "llama-cpp-python" also streams no usage.
     reasoning: refuses max_tokens and any temperature but 1, as OpenAI's reasoning models do.
     tool_calls_stop: tool calls arrive with finish_reason "stop" (as Ollama sent them).
     prose: the model-like responder (tests/support/model_like.py) wraps JSON in prose where no
@@ -140,6 +143,11 @@ def refusal(body: dict[str, Any], quirks: Quirks) -> Reply | None:
     if quirks.refuse_tools == "openai" and tools:
         return http_error(400, "Unsupported parameter: 'tools' is not supported with this model.")
     kind = (body.get("response_format") or {}).get("type")
+    if kind == "json_schema" and quirks.refuse_response_format == "llama-cpp-python":
+        return {"status": 500, "headers": {}, "delay_s": 0.0, "body": {"error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                       "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}",
+            "type": "internal_server_error", "param": None, "code": None}}}
     if kind in ("json_schema", "json_object") and (quirks.refuse_response_format == "all" or
                                                    kind == quirks.refuse_response_format):
         return http_error(400, f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
@@ -246,7 +254,7 @@ class FakeOpenAI:
 
     def __init__(self, replies: Iterable[Reply] = (), *, responder: Callable[[dict[str, Any]], Reply] | None = None,
                  quirks: Quirks | None = None, context_window: int = 0, refuse_stream: bool = False,
-                 embedding_models: tuple[str, ...] = (EMBEDDING_MODEL,)):
+                 cut_streams: int = 0, embedding_models: tuple[str, ...] = (EMBEDDING_MODEL,)):
         self.context_window = context_window
         self.embedding_models = embedding_models  # what /embeddings knows (another model: its 404)
         self.replies: deque[Reply] = deque(replies)
@@ -257,6 +265,9 @@ class FakeOpenAI:
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.refuse_stream = refuse_stream
+        # Streams to cut after their first piece with [DONE] and no finish_reason, as llama-cpp-python's
+        # server does (interrupt_requests, on by default) when another request waits.
+        self.cut_streams = cut_streams
         self.stream_ends: list[str] = []  # "done" or "client closed", one per streamed reply
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -368,10 +379,15 @@ class FakeOpenAI:
                     pass
 
             def _stream(self, payload: dict[str, Any], options: dict[str, Any], body: dict[str, Any]) -> None:
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                include_usage = (bool((body.get("stream_options") or {}).get("include_usage"))
+                                 and server.quirks.refuse_response_format != "llama-cpp-python")
                 chunks = stream_chunks(payload, chunk_chars=options.get("chunk_chars") or 8,
                                        include_usage=include_usage)
                 hold, delay = options.get("hold"), options.get("chunk_delay_s") or 0.0
+                with server._lock:
+                    if server.cut_streams > 0:
+                        server.cut_streams -= 1
+                        chunks = chunks[:2]
                 end = "done"
                 try:
                     self.send_response(200)

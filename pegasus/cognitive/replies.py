@@ -1,0 +1,154 @@
+"""The replies each llm stage asks for (pydantic models validated from the model's JSON), and the
+reading of a reply's text as one JSON object (a code fence or prose around it is tolerated).
+
+What it must not do: call the model (pegasus.cognitive.llm does) or decide what a reply means.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pegasus.task.models import Episode, Fact
+
+
+class InvalidReply(ValueError):
+    """A reply that does not fit the stage's shape; the message is what the model is told."""
+
+
+# -- reply shapes --------------------------------------------------------------------------------
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class PerceptionReply(_Reply):
+    task_type: str = "request"
+    intents: list[Any] = Field(default_factory=list)
+    entities: dict[str, Any] = Field(default_factory=dict)
+    summary: str = ""
+
+
+def _question_given(need_more_info: bool, question: str | None) -> None:
+    if need_more_info and not (question or "").strip():
+        raise ValueError("need_more_info is true, so question must say what to ask the user")
+
+
+class ThinkReply(_Reply):
+    need_more_info: bool = False
+    question: str | None = None
+    approach: str = ""
+
+    @model_validator(mode="after")
+    def _asks(self) -> ThinkReply:
+        _question_given(self.need_more_info, self.question)
+        return self
+
+
+class StepReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    action_type: Literal["tool_call", "respond", "sub_task"] = "tool_call"
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+    text: str | None = None
+    machine: Literal["classic", "reason_act"] | None = None  # a sub_task's (else its parent's)
+
+    @model_validator(mode="after")
+    def _named(self) -> StepReply:
+        if self.action_type == "tool_call" and not self.tool:
+            raise ValueError("a tool_call step needs a tool name")
+        if self.action_type == "sub_task" and not (self.text or "").strip():
+            raise ValueError("a sub_task step needs the text of its task")
+        return self
+
+
+class PlanReply(_Reply):
+    goal: str = ""
+    reasoning: str = ""
+    steps: list[StepReply] = Field(min_length=1)
+
+
+class ReflectReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    verdict: Literal["complete", "continue", "replan"]
+    assessment: str = ""
+    lessons: list[str] = Field(default_factory=list)
+    next_focus: str | None = None
+
+
+class PostReflectReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    facts: list[Fact] = Field(default_factory=list)
+    episode: Episode | None = None
+    assessment: str = ""
+
+
+class ReasonReply(_Reply):
+    thought: str = ""
+    need_more_info: bool = False
+    question: str | None = None
+    answer: str | None = None
+    steps: list[StepReply] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _decides(self) -> ReasonReply:
+        _question_given(self.need_more_info, self.question)
+        if not self.need_more_info and not self.steps and not (self.answer or "").strip():
+            raise ValueError('give an "answer", or call a tool, or set need_more_info with a question')
+        return self
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+M = TypeVar("M", bound=BaseModel)
+
+
+def json_object(content: str | None) -> dict[str, Any]:
+    """The JSON object a reply holds (a code fence or text around it is tolerated, and so are raw
+    control characters in its strings: small models write newlines into them)."""
+    text = (content or "").strip()
+    if not text:
+        raise InvalidReply("the reply was empty; a JSON object was expected")
+    fenced = _FENCE.match(text)
+    text = fenced.group(1) if fenced else text
+    try:
+        value = json.loads(text, strict=False)
+    except ValueError as exc:
+        start, end = text.find("{"), text.rfind("}")
+        try:
+            value = json.loads(text[start:end + 1], strict=False) if 0 <= start < end else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise InvalidReply(f"the reply is not valid JSON ({exc}): {text[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise InvalidReply(f"the reply must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def validated(model: type[M], data: Any) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<reply>'}: {e['msg']}"
+                             for e in exc.errors(include_url=False))
+        raise InvalidReply(f"the JSON does not fit the expected shape: {problems}") from None
+
+
+def prose(reply_text: str | None) -> str | None:
+    """The reply's text when it is prose -- words, not a JSON object nor an attempt at one (a reply
+    beginning with ``{``, ``[`` or a fence is JSON gone wrong, and is corrected, never read as prose)."""
+    text = (reply_text or "").strip()
+    if not text or text[0] in "{[" or text.startswith("```"):
+        return None
+    try:
+        json_object(text)
+    except InvalidReply:
+        return text
+    return None

@@ -1,0 +1,73 @@
+"""A reply in prose is an answer, not an error (issue 29): reason_act takes it at once as the final
+answer (ReAct's convention), every other stage reads it after its one corrective retry, and the
+stage's usage says it degraded.  JSON gone wrong is still corrected, and fails after two replies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pegasus.cognitive.stages import StageError, processors_for, run_stage
+from pegasus.config import Settings
+from pegasus.task.models import ActionResult, Plan, PlanStep, TaskContext
+from tests.support.fake_openai import FakeOpenAI, completion
+
+PROSE = "17 * 23 = 391."
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+def stage(server: FakeOpenAI, name: str, context: TaskContext, machine: str = "classic") -> Any:
+    settings = Settings().with_overrides({"llm": {"provider": "openai", "base_url": server.url, "model": "m",
+                                                  "api_key_env": "", "max_retries": 0, "timeout_s": 5.0}})
+    return run_stage(processors_for(settings), name, context, machine=machine)
+
+
+def test_on_reason_act_a_reply_without_a_tool_call_is_the_final_answer(server: FakeOpenAI) -> None:
+    server.script(completion(PROSE))
+    outcome = stage(server, "reason", TaskContext(input_text="what is 17 * 23?"), machine="reason_act")
+    steps = outcome.payload["plan"]["steps"]
+    assert [s["action_type"] for s in steps] == ["respond"] and steps[0]["action_params"]["text"] == PROSE
+    assert len(server.requests) == 1  # no corrective retry
+    assert outcome.usage["degraded"] == ["reason: the reply was prose, not JSON; read as the answer"]
+
+
+DONE = Plan(goal="g", steps=[PlanStep(index=0, description="x", action_type="tool_call",
+                                      action_params={"tool": "echo", "args": {"text": "hi"}}, completed=True)])
+
+
+@pytest.mark.parametrize(("name", "read"), [
+    ("perceive", lambda p: p["perception"]["summary"] == PROSE),
+    ("think", lambda p: p["reasoning"]["approach"] == PROSE and not p["reasoning"]["need_more_info"]),
+    ("plan", lambda p: [(s["action_type"], s["action_params"]) for s in p["plan"]["steps"]]
+     == [("respond", {"text": PROSE})]),
+    ("reflect", lambda p: p["reflection"]["verdict"] == "complete" and p["reflection"]["assessment"] == PROSE),
+])
+def test_other_stages_read_prose_after_their_one_corrective_retry(server: FakeOpenAI, name: str, read: Any) -> None:
+    server.script(completion("Let me think."), completion(PROSE))
+    context = TaskContext(input_text="what is 17 * 23?", perception={"intents": []}, reasoning={"approach": "x"},
+                          plan=DONE, actions_done=[ActionResult(step_index=0, tool="echo", params={"text": "hi"},
+                                                                success=True, output="hi")])
+    outcome = stage(server, name, context)
+    assert read(outcome.payload), outcome.payload
+    assert len(server.requests) == 2 and "not valid JSON" in server.requests[1]["messages"][-1]["content"]
+    assert outcome.usage["degraded"] == [f"{name}: the reply was prose, not JSON; read as its text after 2 replies"]
+
+
+def test_json_gone_wrong_is_not_prose_and_still_fails(server: FakeOpenAI) -> None:
+    server.script(completion('{"verdict": "compl'), completion('{"verdict": "maybe"}'))
+    with pytest.raises(StageError, match="invalid 2 times"):
+        stage(server, "reflect", TaskContext(input_text="x"))
+
+
+def test_a_raw_newline_inside_a_json_string_is_read() -> None:
+    """Measured: SmolLM2-135M wrote a newline inside a string ("Invalid control character"), twice."""
+    from pegasus.cognitive.llm import json_object
+
+    assert json_object('{"summary": "two\nlines"}') == {"summary": "two\nlines"}
