@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,11 +148,16 @@ class Machines:
         return pids
 
     def kill(self, host: str) -> list[int]:
-        """SIGKILL every process of the host's admin (by the pids its state directory names)."""
-        victims = procs.identities(self.pids(host))
-        for pid, start in victims.items():
-            if procs.is_alive(pid, start):
-                os.kill(pid, signal.SIGKILL)
+        """SIGKILL every process of the host's admin (by the pids its state directory names), as a machine's
+        death would: again until none is left, since a launcher's watcher may fork in between."""
+        victims: dict[int, int] = {}
+        deadline = time.monotonic() + 60
+        while (found := procs.identities(self.pids(host))) and time.monotonic() < deadline:
+            for pid, start in found.items():
+                if procs.is_alive(pid, start):
+                    os.kill(pid, signal.SIGKILL)
+            victims.update(found)
+            time.sleep(0.05)
         return list(victims)
 
     def _track(self, host: str, spec: SystemSpec) -> None:
