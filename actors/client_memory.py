@@ -4,7 +4,8 @@ Reads and writes go to the supervisor (``actors/supervisor_memory.py``); the
 files of ``memory_export`` / ``memory_import`` are written and read here, in
 the client's process, and travel as values a page at a time.  An embedding
 vector (``[memory] embeddings_model``) is computed here too, never in the
-supervisor.  ``LocalMemory`` answers the same requests on the store file itself
+supervisor: one call bounded by ``embeddings_timeout_s``, and a reply's
+``warning`` says when the endpoint gave none.  ``LocalMemory`` answers the same requests on the store file itself
 (``pegasus memory ...`` with no system running, like ``pegasus backup``): SQLite
 serialises the writers, and the supervisor keeps no copy of the memory to go stale.
 """
@@ -20,7 +21,9 @@ from actors import messages as m
 from pegasus.config import Settings
 from pegasus.memory import Episode, Fact, MemoryStore, markdown
 from pegasus.memory.answers import answer_memory
-from pegasus.memory.embeddings import embed
+from pegasus.memory.embeddings import Embedded, embed
+from pegasus.memory.values import normalise
+from pegasus.memory.vectors import fact_text
 from pegasus.requests import R
 from pegasus.store import Store
 
@@ -35,9 +38,9 @@ class MemoryClient:
     def ask(self, request: m.Request[R]) -> R:  # Client's, or LocalMemory's below
         raise NotImplementedError
 
-    def _vector(self, text: str) -> list[float] | None:
-        vectors = embed([text], self.settings.memory, self.settings.llm)
-        return vectors[0] if vectors else None
+    def _embedded(self, text: str) -> Embedded:
+        """``text``'s vector (one bounded call, no retry), or why there is none."""
+        return embed([text], self.settings.memory, self.settings.llm)
 
     def memory_list(self, prefix: str = "", episodes: int = 20) -> dict[str, Any]:
         """Every fact (path, version, size) and the newest episodes."""
@@ -45,7 +48,10 @@ class MemoryClient:
 
     def memory_search(self, text: str, k: int = 5, kinds: list[str] | None = None) -> dict[str, Any]:
         """The ``k`` memories most relevant to ``text``, best first (``items``: id, kind, title, text, score)."""
-        return self.ask(m.MemorySearch(text=text, k=k, kinds=list(kinds or []), query_vector=self._vector(text)))
+        found = self._embedded(text)
+        reply = self.ask(m.MemorySearch(text=text, k=k, kinds=list(kinds or []),
+                                        query_vector=found.vectors[0] if found.vectors else None))
+        return _with_warning(reply, found.error, "searched by full text alone")
 
     def memory_show(self, item_id: str) -> dict[str, Any]:
         """One memory: a fact path, ``fact:<path>@<v>``, ``episode:<n>`` or ``task:<id>``."""
@@ -53,7 +59,10 @@ class MemoryClient:
 
     def memory_write(self, path: str, content: str) -> dict[str, Any]:
         """A new version of fact ``path`` (``unchanged``: it already held ``content``)."""
-        return self.ask(m.MemoryWrite(path=path, content=content, vector=self._vector(content)))
+        found = self._embedded(fact_text(normalise(content)))
+        reply = self.ask(m.MemoryWrite(path=path, content=content, vector=found.vectors[0] if found.vectors else None))
+        return _with_warning(reply, found.error, "stored without a vector (a running system's background job gives "
+                                                 "it one once the endpoint answers)")
 
     def memory_forget(self, item_id: str) -> dict[str, Any]:
         """Remove a fact (every version), an episode or an archived task for good; ``forgotten``: the ids."""
@@ -85,6 +94,11 @@ class MemoryClient:
             for key, count in self.ask(m.MemoryImport(facts=facts, episodes=episodes)).items():
                 totals[key] = totals.get(key, 0) + count
         return totals
+
+
+def _with_warning(reply: dict[str, Any], error: str | None, outcome: str) -> dict[str, Any]:
+    """A search's or write's reply, with ``warning`` saying what the embeddings endpoint did not do."""
+    return {**reply, "warning": f"{error}: {outcome}"} if error else reply
 
 
 def _pages(dump: markdown.Dump) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:

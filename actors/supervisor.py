@@ -36,6 +36,7 @@ from actors.supervisor_children import STATS_WAIT_S, Children
 from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
 from actors.supervisor_tree import TreeRequests
+from actors.supervisor_vectors import Vectors
 from actors.supervisor_webhooks import Webhooks
 from actors.frames import UnreadableMessage, rejected_count
 from actors.task_actor import TaskActor, effect_registry
@@ -53,8 +54,8 @@ from pegasus.submission import check_batch_size, check_task, numbered
 from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
-                 Inspection, TaskMessages, ActorTypeDispatcher):
+class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vectors, Schedules, Webhooks, TokenRequests,
+                 TreeRequests, Inspection, TaskMessages, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -297,7 +298,7 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
             "task_actors": self.task_actors.view(), "store": self._store_status(),
             "rejected_frames": rejected_count(self.admission.settings.state_dir()),
             "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),
-            "members": members_view(parts)}))
+            "members": members_view(parts), "embeddings": self._embeddings_view()}))
 
     def _usage(self) -> dict[str, Any] | None:
         """Every task's model usage and cost so far; None when the store cannot be read."""
@@ -321,6 +322,10 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
             self._check_pools()
         elif isinstance(wakeup.payload, m.StatsDue):
             self._stats_due(wakeup.payload)
+        elif isinstance(wakeup.payload, m.RecallVectorDue):
+            self._recall_vector_due(wakeup.payload)
+        elif isinstance(wakeup.payload, m.VectorsDue):
+            self._vectors_due()
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

@@ -44,17 +44,26 @@ class RecallAndReflect:
     _to_pool: Callable[[str, Any], None]  # a stage request kept until answered (actors.supervisor_children)
     _memory: Callable[[], MemoryStore]  # the memory over the store (actors.supervisor_memory)
     _archive_task: Callable[..., None]  # (task_id, snapshot): the done task's context archived (same module)
+    _recall_waits_for_vector: Callable[[Any, Any], bool]  # actors.supervisor_vectors
+    _vectors_restored: Callable[[], None]  # likewise
     _identity_cache: tuple[Any, str] | None = None  # (what it was read from, the text)
 
     # -- recall ----------------------------------------------------------------------------------
     def receiveMsg_AskRecall(self, ask: m.AskRecall, sender: Any) -> None:
         """Identity and memories for a stage waiting on them; a store that cannot answer sends none
-        (the stage runs without: a task never waits on memory)."""
-        identity, error = "", None
+        (the stage runs without: a task never waits on memory).  With an embeddings endpoint the query's
+        vector is asked of the llm pool first (actors.supervisor_vectors), then ``_recall`` answers."""
+        if not self._recall_waits_for_vector(ask, sender):
+            self._recall(ask, sender)
+
+    def _recall(self, ask: m.AskRecall, sender: Any, query_vector: list[float] | None = None,
+                note: str | None = None) -> None:
+        """Answer ``ask``: full text, fused with ``query_vector`` when there is one; ``note``: why there is none."""
+        identity, error = "", note
         items: tuple[dict[str, Any], ...] = ()
         try:
             identity = self._current_identity()
-            found = self._memory().search(ask.query, ask.k, kinds=("fact", "episode"))
+            found = self._memory().search(ask.query, ask.k, kinds=("fact", "episode"), query_vector=query_vector)
             items = tuple({**{key: getattr(item, key) for key in RECALL_KEYS}, "text": item.text[:RECALL_TEXT_CHARS]}
                           for item in found)
         except Exception as exc:  # noqa: BLE001 - recorded in the task's context, logged here
@@ -119,7 +128,9 @@ class RecallAndReflect:
         self._hand_out(self._post.want(task_id), snapshot)
 
     def _reflections_restored(self) -> None:
-        """After a (re)start: the done tasks whose reflection never committed go again."""
+        """After a (re)start: the done tasks whose reflection never committed go again (and the background
+        job giving memory rows their vectors starts)."""
+        self._vectors_restored()
         if self.store is None or self.settings is None or not self.settings.memory.reflector:
             return
         for task_id, _ in reflections.pending(self.store):

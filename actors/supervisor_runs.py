@@ -47,6 +47,8 @@ class RunsAndStore:
     _answer_suspends: Callable[[str], None]
     _notify: Callable[[Any], None]
     _on_post_reflection: Callable[[Any], None]
+    _on_query_vector: Callable[[Any], None]  # actors.supervisor_vectors
+    _on_row_vectors: Callable[[Any], None]  # likewise
     _answered_by_pool: Callable[..., None]
 
     # -- reports from task actors and the tool pool ----------------------------------------------
@@ -121,6 +123,9 @@ class RunsAndStore:
         self._answered_by_pool(result.task_id, result.stage, result.token)  # nothing to send again to a new pool
         if result.stage == StageName.POST_REFLECT:
             self._on_post_reflection(result)
+            return
+        if result.stage in (StageName.EMBED_QUERY, StageName.EMBED_ROWS):  # actors.supervisor_vectors
+            (self._on_query_vector if result.stage == StageName.EMBED_QUERY else self._on_row_vectors)(result)
             return
         if result.stage != StageName.GATE:
             return

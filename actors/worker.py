@@ -38,8 +38,10 @@ from actors.messages import (
 )
 from pegasus import logs
 from pegasus.cognitive.llm import RateLimited
-from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
+from pegasus.cognitive.stages import EMBED_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.config import LLMSettings, MemorySettings
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
+from pegasus.memory.embeddings import embed_payload
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
@@ -110,6 +112,7 @@ class StageWorker(ActorTypeDispatcher):
                                 "member": (capabilities or {}).get(MEMBER_CAPABILITY),
                                 "admin_port": (capabilities or {}).get("Admin Port")})
         self.processors: Processors | None = None  # from the settings WorkerInit brings (SetUp)
+        self.embedding: tuple[Any, Any] = (MemorySettings(), LLMSettings())  # likewise
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
         self.remote = RemoteSource()  # machine-scope MCP servers: listings and answers from the admin's host
@@ -196,6 +199,7 @@ class StageWorker(ActorTypeDispatcher):
         tools = registry_for(settings, self.remote)
         tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
         self.processors = processors_for(settings, tools)  # offline or llm, by [llm] provider
+        self.embedding = (settings.memory, settings.llm)  # the embed stages' endpoint
         titles.set_title(f"{command.pool} worker {command.index}")
         self.latency_s = settings.cognition.latency_ms / 1000.0
         if command.streams and self.wake_r < 0:
@@ -299,6 +303,11 @@ class StageWorker(ActorTypeDispatcher):
         if request.stage == StageName.GATE:
             self.cpu_started = time.thread_time()
             return _run_gate(request)
+        if request.stage in EMBED_STAGES:
+            self.cpu_started = time.thread_time()
+            payload, error = embed_payload(list(request.texts), *self.embedding)
+            return StageResult(request.task_id, request.token, request.stage, ok=error is None, payload=payload,
+                               error=error, error_kind="exception" if error else "")
         if self.processors is None:
             raise RuntimeError("stage worker received work before WorkerInit")
         if self.latency_s:

@@ -358,6 +358,11 @@ class MemorySettings(_Section):
     embeddings_model: str = ""  # an /embeddings model; empty: full-text search (FTS5) only
     embeddings_base_url: str = ""  # empty: [llm] base_url
     embeddings_api_key_env: str = ""  # empty: [llm] api_key_env
+    # One call's bound, never retried: a search or write from the CLI waits at most this long for a vector,
+    # a task's recall too (then full text alone, said so), and a background batch tries again later.
+    embeddings_timeout_s: float = Field(10.0, gt=0, le=600)
+    embeddings_backfill_s: float = Field(10.0, gt=0, le=86400)  # between background batches
+    embeddings_batch: int = Field(16, ge=1, le=256)  # rows given a vector per background batch
 
 
 class AgentSettings(_Section):

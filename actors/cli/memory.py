@@ -9,6 +9,7 @@ and write the Markdown files here, in the command's process.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             emit(args, found, _list_text(found))
         elif args.action == "search":
             found = memory.memory_search(args.query, args.k, ["archive"] if args.archive else None)
+            _warn(args, found)
             emit(args, found, "\n".join(f"{i['id']}  {i['score']:.3g}  {clean(i['title'])}: "
                                         f"{clean(i['text'].splitlines()[0] if i['text'] else '')}"
                                         for i in found["items"]) or "(nothing found)")
@@ -84,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             emit(args, found, _show_text(found))
         elif args.action == "write":
             found = memory.memory_write(args.path, args.text)
+            _warn(args, found)
             emit(args, found, f"{'unchanged' if found['unchanged'] else 'wrote'} {found['id']}")
         elif args.action == "forget":
             found = memory.memory_forget(args.item_id)
@@ -96,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
             found = memory.memory_import(args.directory)
             emit(args, found, ", ".join(f"{key.replace('_', ' ')}: {count}" for key, count in found.items()))
     return EXIT_OK
+
+
+def _warn(args: argparse.Namespace, found: dict[str, Any]) -> None:
+    """What the embeddings endpoint did not do, as one line on stderr (with --json: the reply's ``warning``)."""
+    if found.get("warning") and not args.json:
+        print(f"pegasus: warning: {clean(found['warning'])}", file=sys.stderr, flush=True)
 
 
 def identity(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from actors.messages.stage_work import (
     WorkDone, WorkerInit, WorkerReady,
 )
 from actors.messages.gateway import GatewayCheck, StartGateway
-from actors.messages.recall import AskRecall, Recalled
+from actors.messages.recall import AskRecall, Recalled, RecallVectorDue, VectorsDue
 from actors.messages.supervision import (
     GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
 )
@@ -43,7 +43,7 @@ from actors.messages.task_run import (
 )
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "AskRecall", "Recalled", "RecallVectorDue", "VectorsDue", "Backup", "Cancel", "CancelTask", "Configure",
     "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",

@@ -14,10 +14,24 @@ from pegasus.run.commands import AskRecall as AskRecall  # noqa: F401 - the core
 class Recalled(_Brief):
     """Supervisor -> task actor: the identity and the memories for the stage waiting on them.
     ``items``: id, kind (fact / episode), title, text, score -- best first.  ``error``: the store could
-    not be searched (the stage runs without memories)."""
+    not be searched (the stage runs without memories), or the query has no vector (full text alone)."""
 
     task_id: str
     token: int
     identity: str
     items: tuple[dict[str, Any], ...] = ()
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class RecallVectorDue:
+    """Wakeup payload of the supervisor: the recall (task, token) waiting for its query's vector is answered with
+    full text alone if the vector has not come (a busy pool, a hung endpoint: the task never waits longer)."""
+
+    task_id: str
+    token: int
+
+
+@dataclass(frozen=True)
+class VectorsDue:
+    """Wakeup payload of the supervisor: time for the next batch of memory rows without a vector."""

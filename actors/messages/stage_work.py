@@ -67,6 +67,7 @@ class StageRequest(_Brief):
     # the tool, and runs it only on a go.  None: the step is not journalled as started.
     journal_to: Any = None
     run: int = 0  # the task's run that asked (the supervisor refuses a step of a run that is over)
+    texts: tuple[str, ...] = ()  # what an embed stage embeds (pegasus.cognitive.stages.EMBED_STAGES)
 
     def __getstate__(self) -> dict[str, Any]:
         return StageRequest.__dict__["context"].pickled(self.__dict__)

@@ -61,7 +61,10 @@ MACHINES = COGNITIVE_MACHINES
 
 
 # Stages no machine state runs: the supervisor's (after done).
-SUPERVISOR_STAGES: dict[str, str] = {StageName.POST_REFLECT: PoolName.LLM}
+SUPERVISOR_STAGES: dict[str, str] = {StageName.POST_REFLECT: PoolName.LLM, StageName.EMBED_QUERY: PoolName.LLM,
+                                     StageName.EMBED_ROWS: PoolName.LLM}
+# Stages that call the embeddings endpoint, not a chat model (a StageRequest's ``texts``; pegasus.memory.embeddings).
+EMBED_STAGES = frozenset({StageName.EMBED_QUERY, StageName.EMBED_ROWS})
 
 
 def pool_for(stage: str) -> str:

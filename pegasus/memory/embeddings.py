@@ -1,11 +1,14 @@
 """Optional embedding search: vectors from an OpenAI-compatible ``/embeddings`` endpoint, fused with BM25.
 
-Vectors are float32 BLOBs.  The endpoint is called only by the process that asks
-for a write or a search from outside the system (the CLI, ``Client``, import),
-never by the supervisor: a model call in its mailbox would stall every task.
-Rows written inside the system (the memory tools, the reflector) stay without a
-vector and are ranked by BM25 alone.  Any failure of the endpoint -- not
-configured, unreachable, a 400 -- gives None: the caller searches with FTS5 alone.
+Vectors are float32 BLOBs.  The endpoint is never called by the supervisor (a
+model call in its mailbox would stall every task): the CLI and ``Client``
+compute the vectors of their own searches and writes, and an llm pool worker
+computes the rest (a task's recall query, and rows written without a vector,
+``pegasus.memory.vectors``).  A call is bounded by ``[memory]
+embeddings_timeout_s`` and never retried: an endpoint that is down or hung
+costs one timeout, and ``Embedded.error`` says what happened, so a caller
+reports it (a warning line, ``stats``) instead of answering as if nothing
+was found.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import math
 import os
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pegasus.config import LLMSettings, MemorySettings
+from pegasus.requests.memory import MAX_DIMENSIONS
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): rank, not raw score, is what is fused
 
@@ -54,20 +59,61 @@ def fuse(*rankings: list[tuple[str, str, float]]) -> list[tuple[str, str, float]
     return [(kind, ref, score) for (kind, ref), score in sorted(fused.items(), key=lambda item: -item[1])]
 
 
-def embed(texts: list[str], memory: MemorySettings, llm: LLMSettings) -> list[list[float]] | None:
-    """The vectors of ``texts`` from the configured endpoint; None when none is set or the call fails."""
-    if not memory.embeddings_model or not texts:
-        return None
+@dataclass(frozen=True)
+class Embedded:
+    """The vectors of an embed call, or why there are none (``error``; both None: embeddings are off)."""
+
+    vectors: list[list[float]] | None = None
+    error: str | None = None
+
+
+def configured(memory: MemorySettings) -> bool:
+    return bool(memory.embeddings_model)
+
+
+def embed(texts: list[str], memory: MemorySettings, llm: LLMSettings) -> Embedded:
+    """The vectors of ``texts`` from the configured endpoint: one call, at most ``embeddings_timeout_s``, no retry."""
+    if not configured(memory) or not texts:
+        return Embedded()
     import openai  # the SDK only where embeddings are used
 
     key_env = memory.embeddings_api_key_env or llm.api_key_env
-    client: Any = openai.OpenAI(base_url=memory.embeddings_base_url or llm.base_url or None,
-                                api_key=(os.environ.get(key_env) if key_env else None) or "not-needed",
-                                timeout=llm.timeout_s, max_retries=llm.max_retries)
+    base_url = memory.embeddings_base_url or llm.base_url or None
+    client: Any = openai.OpenAI(base_url=base_url, api_key=(os.environ.get(key_env) if key_env else None)
+                                or "not-needed", timeout=memory.embeddings_timeout_s, max_retries=0)
     try:
         reply = client.embeddings.create(model=memory.embeddings_model, input=texts)
-        return [list(item.embedding) for item in sorted(reply.data, key=lambda item: item.index)]
-    except openai.OpenAIError:
-        return None
+        vectors = [list(item.embedding) for item in sorted(reply.data, key=lambda item: item.index)]
+    except openai.APITimeoutError:
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} did not answer within "
+                              f"{memory.embeddings_timeout_s:g}s ([memory] embeddings_timeout_s)")
+    except openai.APIConnectionError as exc:
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} is unreachable: {exc}")
+    except openai.APIStatusError as exc:
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} answered {exc.status_code}: "
+                              f"{_short(exc.message)}")
+    except (openai.OpenAIError, ValueError, TypeError) as exc:
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} failed: {_short(str(exc))}")
     finally:
         client.close()
+    if len(vectors) != len(texts) or not all(vectors) or any(len(v) > MAX_DIMENSIONS for v in vectors):
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} answered {len(vectors)} vectors "
+                              f"for {len(texts)} texts (or an empty or oversized one)")
+    if not all(math.isfinite(x) for v in vectors for x in v):
+        return Embedded(error=f"the embeddings endpoint {base_url or 'of [llm]'} answered a vector with inf or nan")
+    return Embedded(vectors)
+
+
+def embed_payload(texts: list[str], memory: MemorySettings, llm: LLMSettings) -> tuple[dict[str, Any], str | None]:
+    """An embed stage's answer: ``{"vectors": [float32 bytes, ...]}`` (compact in a message), or why not."""
+    if not configured(memory):
+        return {}, "no embeddings endpoint is configured ([memory] embeddings_model)"
+    found = embed(texts, memory, llm)
+    if found.vectors is None:
+        return {}, found.error or "no vectors"
+    return {"vectors": [pack(vector) for vector in found.vectors]}, None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."

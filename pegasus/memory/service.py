@@ -17,6 +17,7 @@ from pegasus.memory.errors import MemoryStoreError
 from pegasus.memory.markdown import Dump
 from pegasus.memory.store import MemoryStore
 from pegasus.memory.transfer import import_dump
+from pegasus.memory.vectors import has_vector
 from pegasus.memory.values import KINDS, Episode, Fact, Kind
 
 EXPORT_PAGE = 500  # episodes per export page
@@ -53,7 +54,7 @@ def write(store: MemoryStore, path: str, content: str, vector: list[float] | Non
     before = store.list_facts(path)
     fact = store.write_fact(path, content, vector=pack(vector) if vector else None)
     unchanged = any(f.path == path and f.version == fact.version for f in before)
-    return {**fact.as_dict(), "unchanged": unchanged}
+    return {**fact.as_dict(), "unchanged": unchanged, "has_vector": has_vector(store.database.db, "fact", path)}
 
 
 def forget(store: MemoryStore, item_id: str) -> dict[str, Any]:

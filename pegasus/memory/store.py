@@ -3,8 +3,9 @@
 It is functions over a ``pegasus.store.database.Database`` (the supervisor's
 ``Store`` is one): every write is one transaction (a savepoint inside the
 supervisor's ``group``), so a refused write leaves nothing behind.  It never
-calls a model: a row's embedding vector, when there is one, is computed by the
-process that asked for the write and handed in (``pegasus.memory.embeddings``).
+calls a model: a row's embedding vector is computed by the process that asked
+for the write and handed in, or later by the background job of
+``pegasus.memory.vectors`` (``pegasus.memory.embeddings``).
 
 One FTS5 index holds what search recalls: the current version of each fact
 (title = its path, body = its content) and each episode (title; summary,
@@ -62,6 +63,9 @@ class MemoryStore:
             raise MemoryStoreError(f"fact {path!r}: empty content (use `forget` to remove a fact)")
         existing = self._current(db, path)
         if existing is not None and existing.content == content:
+            if vector is not None:  # the same content again, now with its vector: kept when the row had none
+                db.execute("UPDATE memory_facts SET vector = ? WHERE path = ? AND current = 1 AND vector IS NULL",
+                           (vector, path))
             return existing
         self._check_bytes(db, path, content)
         last = db.execute("SELECT MAX(version) FROM memory_facts WHERE path = ?", (path,)).fetchone()[0] or 0

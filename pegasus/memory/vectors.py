@@ -1,0 +1,162 @@
+"""Rows without an embedding vector, and the background job that gives them one (issue 29).
+
+A fact or episode written inside the system (a memory tool, the reflector), by
+an import, or while the embeddings endpoint was down has no vector.  The
+supervisor keeps a ``Backfill`` and, on its timer, takes a batch of such rows
+(``missing``); an llm pool worker embeds their texts at the pool's lowest
+priority (``pegasus.memory.embeddings``); the supervisor stores each vector
+only where the row still holds the text that was embedded (``store_vectors``).
+A failed batch is tried again later, each failure doubling the wait (up to
+``MAX_BACKOFF`` intervals), and is what ``stats`` shows.
+
+Pure policy and a few SQL statements over the memory tables: no model call, no
+Thespian; the clock is a parameter.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from pegasus.store.database import Database
+
+TEXT_CHARS = 2000  # of a row's text embedded: e5-small-sized models read ~512 tokens of it
+MAX_BACKOFF = 32  # a failing endpoint is asked at most every 32 intervals (10 s: every ~5 min)
+STALE_AFTER = 4  # a batch unanswered for this many of its timeouts is given up (its pool lost it)
+BACKFILL_TASK = "memory-vectors"  # the task id of the background batches' stage requests
+
+
+def fact_text(content: str) -> str:
+    """What a fact's vector is of: its content (the CLI's write embeds the same)."""
+    return content[:TEXT_CHARS]
+
+
+def episode_text(title: str, summary: str, details: str, lesson: str) -> str:
+    return "\n".join(part for part in (title, summary, lesson, details) if part)[:TEXT_CHARS]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A row without a vector: a fact (``ref`` its path, at ``version``) or an episode (``ref`` its id)."""
+
+    kind: str
+    ref: str
+    version: int
+    text: str
+
+
+def missing(db: sqlite3.Connection, limit: int) -> list[Pending]:
+    """Up to ``limit`` rows that need a vector: current facts first, then episodes, newest first."""
+    rows = [Pending("fact", path, version, fact_text(content)) for path, version, content in db.execute(
+        "SELECT path, version, content FROM memory_facts WHERE current = 1 AND content IS NOT NULL "
+        "AND vector IS NULL ORDER BY created_at DESC LIMIT ?", (limit,))]
+    if len(rows) < limit:
+        rows += [Pending("episode", str(episode_id), 0, episode_text(*texts)) for episode_id, *texts in db.execute(
+            "SELECT episode_id, title, summary, details, lesson FROM memory_episodes WHERE vector IS NULL "
+            "ORDER BY episode_id DESC LIMIT ?", (limit - len(rows),))]
+    return [row for row in rows if row.text.strip()]
+
+
+def missing_count(db: sqlite3.Connection) -> int:
+    facts = db.execute("SELECT COUNT(*) FROM memory_facts WHERE current = 1 AND content IS NOT NULL "
+                       "AND vector IS NULL").fetchone()[0]
+    return int(facts) + int(db.execute("SELECT COUNT(*) FROM memory_episodes WHERE vector IS NULL").fetchone()[0])
+
+
+def has_vector(db: sqlite3.Connection, kind: str, ref: str) -> bool:
+    if kind == "fact":
+        row = db.execute("SELECT vector IS NOT NULL FROM memory_facts WHERE path = ? AND current = 1", (ref,))
+    else:
+        row = db.execute("SELECT vector IS NOT NULL FROM memory_episodes WHERE episode_id = ?", (int(ref),))
+    found = row.fetchone()
+    return bool(found and found[0])
+
+
+def store_vectors(database: Database, rows: list[Pending], vectors: list[bytes]) -> int:
+    """Each row's vector, kept only where the row still holds the text embedded and has none (a new version, an
+    edit or a forget meanwhile: that row waits for the next batch).  One transaction; how many were kept."""
+    kept = 0
+    with database.transaction() as db:
+        for row, vector in zip(rows, vectors):
+            if row.kind == "fact":
+                cursor = db.execute("UPDATE memory_facts SET vector = ? WHERE path = ? AND version = ? AND current = 1 "
+                                    "AND vector IS NULL AND content IS NOT NULL", (vector, row.ref, row.version))
+            else:
+                found = db.execute("SELECT title, summary, details, lesson FROM memory_episodes WHERE episode_id = ? "
+                                   "AND vector IS NULL", (int(row.ref),)).fetchone()
+                if found is None or episode_text(*found) != row.text:
+                    continue
+                cursor = db.execute("UPDATE memory_episodes SET vector = ? WHERE episode_id = ?",
+                                    (vector, int(row.ref)))
+            kept += cursor.rowcount
+    return kept
+
+
+@dataclass
+class Backfill:
+    """The background job's state: one batch at a time, a timer chain, a back-off after failures.
+
+    The carrier arms a timer for ``next_delay()`` whenever ``arm()`` says so, calls ``due`` when it fires, and
+    sends the batch ``start`` returns; ``answered`` says whether its vectors are to be stored and whether the next
+    batch goes at once (a full batch: there may be more)."""
+
+    interval_s: float
+    batch: int
+    timeout_s: float
+    armed: bool = False
+    token: int = 0
+    in_flight: tuple[Pending, ...] = ()
+    started: float = 0.0
+    failures: int = 0
+    filled: int = 0
+    last_error: str | None = None
+    last_error_at: str | None = None
+    last_ok_at: str | None = None
+
+    def arm(self) -> bool:
+        """Whether a timer must be armed now (none is pending)."""
+        if self.armed:
+            return False
+        self.armed = True
+        return True
+
+    def next_delay(self) -> float:
+        return self.interval_s * min(2 ** self.failures, MAX_BACKOFF)
+
+    def due(self, now: float) -> bool:
+        """The timer fired: whether to look for rows now (no batch in flight, or the one in flight is lost)."""
+        self.armed = False
+        if self.in_flight and now - self.started < STALE_AFTER * self.timeout_s:
+            return False
+        self.in_flight = ()
+        return True
+
+    def start(self, rows: list[Pending], now: float) -> int | None:
+        """The token of the batch of ``rows`` to send (None: nothing to do)."""
+        if not rows or self.in_flight:
+            return None
+        self.token += 1
+        self.in_flight, self.started = tuple(rows[:self.batch]), now
+        return self.token
+
+    def answered(self, token: int, ok: bool, error: str | None, when: str) -> tuple[list[Pending], bool]:
+        """(the rows whose vectors to store, whether to look for the next batch at once) of an answer; a late
+        answer of a batch given up is ignored."""
+        if token != self.token or not self.in_flight:
+            return [], False
+        rows, self.in_flight = list(self.in_flight), ()
+        if not ok:
+            self.failures += 1
+            self.last_error, self.last_error_at = error or "failed", when
+            return [], False
+        self.failures, self.last_ok_at = 0, when
+        return rows, len(rows) >= self.batch
+
+    def kept(self, count: int) -> None:
+        self.filled += count
+
+    def view(self) -> dict[str, Any]:
+        return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight), "failures": self.failures,
+                "last_error": self.last_error, "last_error_at": self.last_error_at, "last_ok_at": self.last_ok_at,
+                "next_try_s": self.next_delay()}
