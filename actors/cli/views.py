@@ -169,7 +169,8 @@ def history_text(history: dict[str, Any]) -> str:
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
                                       f"{h['to_state']:<10} {h['event']}"
                + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or [])
-               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else ""))
+               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else "")
+               + (f"\n{'':<14}recall: {clean(h['recall_error'])}" if h.get("recall_error") else ""))
               for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
@@ -241,9 +242,24 @@ def stats_text(stats: dict[str, Any]) -> str:
                          f"{clean(record['error'])}")
     if stats.get("rejected_frames"):
         lines.append(f"refused: {stats['rejected_frames']} frames that failed authentication")
+    if stats.get("embeddings"):
+        lines.append(f"vectors: {embeddings_text(stats['embeddings'])}")
     if "members" in stats:
         lines.append(members_text(stats))
     return "\n".join(lines)
+
+
+def embeddings_text(view: dict[str, Any]) -> str:
+    """``stats``' embeddings in a line: rows still without a vector, and what failed last (issue 29)."""
+    missing = view.get("rows_without_vector")
+    text = (f"{clean(view['model'])}: {'?' if missing is None else missing} rows without a vector, "
+            f"{view.get('filled', 0)} given one since the start")
+    if view.get("last_error") and not view.get("healthy", True):
+        text += f"; failing, next try in {view['next_try_s']:g}s: {clean(view['last_error'])}"
+    if view.get("recall_without_vector"):
+        text += (f"; {view['recall_without_vector']} recalls by full text alone (last: "
+                 f"{clean(view.get('last_recall_error') or '')})")
+    return text
 
 
 def capabilities_text(capabilities: dict[str, Any], skip: tuple[str, ...] = ()) -> str:

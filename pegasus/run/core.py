@@ -251,6 +251,8 @@ class TaskRun:
         recall = self.fsm.context.recall
         if answer.stage in RECALL_STAGES and recall is not None:
             stage["memories"] = recall.ids  # what the stage was given: the history says why it answered so
+            if recall.error:
+                stage["recall_error"] = recall.error  # e.g. no vector for the query: recalled by full text alone
         if answer.ok and answer.event_type is not None:
             if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
                 self.exit_reason = str(answer.payload.get("exit_reason") or "exception")

@@ -116,7 +116,7 @@ class Recall(_Model):
     iteration: int = 0
     identity: str = ""
     memories: list[Memory] = Field(default_factory=list)
-    error: str | None = None  # the store could not be searched: the stage ran without memories
+    error: str | None = None  # the store could not be searched (no memories), or the query got no vector (full text)
 
     @property
     def ids(self) -> list[str]:
