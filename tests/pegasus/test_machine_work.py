@@ -106,7 +106,9 @@ def test_every_machine_state_and_name_has_its_constant() -> None:
     for name in COGNITIVE_MACHINES:
         assert set(machines.get(name).states) <= set(CognitiveState)
     assert set(machines.get(MachineName.LIFECYCLE).states) == set(LifecycleState)
-    assert set(STAGE_POOLS) | {StageName.GATE, StageName.POST_REFLECT} == set(StageName)  # the supervisor's two
+    # the supervisor's own: gates, the post-task reflector, and embedding vectors (issue 29)
+    assert set(STAGE_POOLS) | {StageName.GATE, StageName.POST_REFLECT, StageName.EMBED_QUERY,
+                               StageName.EMBED_ROWS} == set(StageName)
     # memory: no stage's own pool; the act steps calling a memory tool go there (pegasus.run.core)
     assert set(STAGE_POOLS.values()) | {PoolName.MEMORY} == set(PoolName)
 
