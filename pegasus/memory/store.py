@@ -265,7 +265,7 @@ class MemoryStore:
                                 self._count("SELECT COUNT(*) FROM memory_archive"), limit, None)
             ranked.sort(key=lambda row: -row[2])
         if query_vector is not None:
-            ranked = embeddings.fuse(ranked, self._nearest(tuple(wanted), query_vector))
+            ranked = embeddings.fuse(ranked, self._nearest(tuple(wanted), query_vector, limit))
         items = [self._item(kind, ref, score) for kind, ref, score in ranked[:k]]
         return [item for item in items if item is not None]
 
@@ -360,8 +360,9 @@ class MemoryStore:
         return None if task is None else MemoryItem(task.id, "archive", task.input, _text_of(task.result), score,
                                                     task.created_at)
 
-    def _nearest(self, kinds: tuple[Kind, ...], query: list[float]) -> list[tuple[str, str, float]]:
-        """Every row with a vector, by cosine similarity to ``query`` (finds what shares no word with the text)."""
+    def _nearest(self, kinds: tuple[Kind, ...], query: list[float], limit: int) -> list[tuple[str, str, float]]:
+        """The ``limit`` rows with a vector most similar to ``query`` (finds what shares no word with the text);
+        fused with as many of the full-text ranking."""
         rows: list[tuple[str, str, bytes]] = []
         if "fact" in kinds:
             rows += [("fact", p, v) for p, v in self.database.db.execute(
@@ -369,7 +370,7 @@ class MemoryStore:
         if "episode" in kinds:
             rows += [("episode", str(i), v) for i, v in self.database.db.execute(
                 "SELECT episode_id, vector FROM memory_episodes WHERE vector IS NOT NULL")]
-        return embeddings.nearest(rows, query)
+        return embeddings.nearest(rows, query, limit)
 
 
 def _fts(kind: str) -> str:

@@ -113,3 +113,22 @@ def test_fusion_ranks_by_both_lists_and_keeps_what_either_found() -> None:
     assert fused[0] == "a"  # near the top of both
     assert set(fused) == {"a", "b", "c"}
     assert [ref for _, ref, _ in fuse([], vectors)] == ["c", "a", "b"]  # no shared word: the vectors' order
+
+
+def test_nearest_ranks_alike_with_and_without_numpy_and_leaves_out_another_models_vectors(monkeypatch) -> None:
+    """numpy is the fast path (the embeddings extra); pure Python must rank the same."""
+    import random
+    import sys
+
+    from pegasus.memory.embeddings import nearest
+
+    rng = random.Random(7)
+    query = [rng.gauss(0, 1) for _ in range(16)]
+    rows = [("episode", str(i), pack([rng.gauss(0, 1) for _ in range(16)])) for i in range(50)]
+    rows.append(("fact", "other-model", pack([1.0, 2.0, 3.0])))
+    fast = nearest(rows, query, 10)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy fails
+    slow = nearest(rows, query, 10)
+    assert [r[:2] for r in fast] == [r[:2] for r in slow] and len(fast) == 10
+    assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(fast, slow))
+    assert "other-model" not in [ref for _, ref, _ in nearest(rows, query)]

@@ -533,6 +533,10 @@ async function poolsPage() {
       h("div", { class: "card", id: "system" }, h("p", {}, `queue ${stats.queue_length}, running ${stats.active} of ` +
         `${stats.max_active_tasks}; task actors: ${actors.hosts ?? "?"} (${actors.running ?? 0} runs); model usage ` +
         `${usage.calls || 0} calls, ${usage.total_tokens || 0} tokens; supervisor pid ${stats.supervisor_pid}`)),
+      // memory's embedding vectors (issue 29): rows still without one, and the endpoint's last failure
+      ...(stats.embeddings ? [h("div", { class: "card", id: "embeddings" }, h("p", {}, `vectors (${stats.embeddings.model}): ` +
+        `${stats.embeddings.rows_without_vector ?? "?"} rows without one, ${stats.embeddings.recall_without_vector || 0} recalls ` +
+        `by full text alone` + (stats.embeddings.healthy === false ? `; failing: ${clip(stats.embeddings.last_error, 200)}` : "")))] : []),
       ...pools,
       h("div", { class: "card", id: "members" }, h("h2", {}, "Members"), h("table", {}, h("thead", {}, h("tr", {},
         ["member", "address", "workers", "capabilities"].map((c) => h("th", {}, c)))), h("tbody", {}, members))));
