@@ -18,7 +18,7 @@ from typing import Any
 from actors import messages as m
 from pegasus.memory import MemoryStore
 from pegasus.memory.embeddings import configured, unpack
-from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
+from pegasus.memory.vectors import BACKFILL_TASK, Backfill, Breaker, missing, missing_count, store_vectors
 from pegasus.task.events import utc_now
 from pegasus.task.names import PoolName, StageName
 
@@ -39,6 +39,7 @@ class Vectors:
     _recall: Callable[..., None]  # actors.supervisor_reflect: answer an AskRecall
     _recall_waits: dict[tuple[str, int], tuple[Any, Any]] | None = None  # (task, token) -> (ask, asker)
     _backfill: Backfill | None = None
+    _vector_breaker: Breaker | None = None
     _recall_fallbacks: int = 0
     _recall_error: str | None = None
 
@@ -50,17 +51,38 @@ class Vectors:
         """Whether ``ask`` now waits for its query's vector (embeddings configured); else answer it at once."""
         if not self._embeddings_on() or not ask.query.strip():
             return False
+        breaker = self._breaker
+        if not breaker.closed(time.monotonic()):  # failed a moment ago: full text at once, saying why
+            self._recall_without_vector((ask, sender), f"embeddings: {breaker.error} (not asked again for "
+                                        f"{breaker.open_until - time.monotonic():.0f}s)")
+            return True
         if self._recall_waits is None:
             self._recall_waits = {}
         self._recall_waits[(ask.task_id, ask.token)] = (ask, sender)
         timeout = self.settings.memory.embeddings_timeout_s
-        self._to_pool(PoolName.LLM, m.StageRequest(ask.task_id, ask.token, StageName.EMBED_QUERY, texts=(ask.query,),
-                                                   timeout_s=timeout + STAGE_MARGIN_S))
         self.wakeupAfter(timedelta(seconds=2 * timeout + STAGE_MARGIN_S),
                          payload=m.RecallVectorDue(ask.task_id, ask.token))
+        self._to_pool(PoolName.LLM, m.StageRequest(ask.task_id, ask.token, StageName.EMBED_QUERY, texts=(ask.query,),
+                                                   timeout_s=timeout + STAGE_MARGIN_S))
         return True
 
+    @property
+    def _breaker(self) -> Breaker:
+        if self._vector_breaker is None:
+            self._vector_breaker = Breaker()
+        return self._vector_breaker
+
+    def _endpoint_answered(self, result: m.StageResult) -> None:
+        """Every embed stage's answer opens or closes the breaker."""
+        if result.ok:
+            self._breaker.succeeded()
+        elif result.error_kind == "exception":  # the endpoint's failure (not a pool's queue_full, a dead worker)
+            wait = self._backfill.next_delay() if self._backfill is not None else \
+                self.settings.memory.embeddings_backfill_s
+            self._breaker.failed(time.monotonic(), wait, result.error or "failed")
+
     def _on_query_vector(self, result: m.StageResult) -> None:
+        self._endpoint_answered(result)
         waiting = (self._recall_waits or {}).pop((result.task_id, result.token), None)
         if waiting is None:
             return  # answered already, with full text alone
@@ -127,6 +149,7 @@ class Vectors:
         if backfill is None:
             return
         rows, more = backfill.answered(result.token, result.ok, result.error, utc_now().isoformat())
+        self._endpoint_answered(result)  # after the back-off grew: the breaker waits as long
         if not result.ok:
             self.log.warning("vectors_failed", error=result.error, next_try_s=backfill.next_delay())
         vectors = result.payload.get("vectors") or []

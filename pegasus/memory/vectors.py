@@ -160,3 +160,22 @@ class Backfill:
         return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight), "failures": self.failures,
                 "last_error": self.last_error, "last_error_at": self.last_error_at, "last_ok_at": self.last_ok_at,
                 "next_try_s": self.next_delay()}
+
+
+@dataclass
+class Breaker:
+    """Whether a recall asks the endpoint for its query's vector: not for ``wait`` seconds after a call failed
+    (the background job's back-off), so an endpoint that is down or hung costs one timeout, not one per recall
+    (each would hold an llm worker that long).  Any call that succeeds closes it again."""
+
+    open_until: float = 0.0
+    error: str | None = None
+
+    def closed(self, now: float) -> bool:
+        return now >= self.open_until
+
+    def failed(self, now: float, wait: float, error: str) -> None:
+        self.open_until, self.error = now + wait, error
+
+    def succeeded(self) -> None:
+        self.open_until, self.error = 0.0, None

@@ -132,3 +132,17 @@ def test_nearest_ranks_alike_with_and_without_numpy_and_leaves_out_another_model
     assert [r[:2] for r in fast] == [r[:2] for r in slow] and len(fast) == 10
     assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(fast, slow))
     assert "other-model" not in [ref for _, ref, _ in nearest(rows, query)]
+
+
+def test_after_a_failed_call_recalls_do_not_ask_the_endpoint_until_the_wait_passes() -> None:
+    """A hung endpoint costs one timeout, not one per recall (each would hold an llm worker that long)."""
+    from pegasus.memory.vectors import Breaker
+
+    breaker = Breaker()
+    assert breaker.closed(now=0.0)
+    breaker.failed(now=100.0, wait=20.0, error="did not answer within 10s")
+    assert not breaker.closed(now=119.9) and breaker.error == "did not answer within 10s"
+    assert breaker.closed(now=120.0)  # then one recall asks again
+    breaker.failed(now=120.0, wait=40.0, error="again")
+    breaker.succeeded()  # e.g. the background job's batch went through
+    assert breaker.closed(now=121.0) and breaker.error is None
