@@ -59,6 +59,24 @@ class _Stats(Collector):
         for kind, records in sorted((stats.get("quarantined") or {}).items()):
             quarantined.add_metric([kind], len(records))
         yield quarantined
+        yield from _embeddings(stats.get("embeddings"))
+
+
+def _embeddings(view: dict[str, Any] | None) -> Iterator[Metric]:
+    """Memory's embedding vectors (issue 29), labelled by model; no sample when no endpoint is configured."""
+    missing = GaugeMetricFamily("pegasus_memory_rows_without_vector", "Facts and episodes still without an "
+                                "embedding vector", labels=["model"])
+    failing = GaugeMetricFamily("pegasus_embeddings_failing", "1 while the embeddings endpoint's last call failed",
+                                labels=["model"])
+    fallbacks = CounterMetricFamily("pegasus_recall_without_vector", "Recalls answered by full text alone (the "
+                                    "query got no vector)", labels=["model"])
+    if view:
+        model = [str(view.get("model", ""))]
+        if view.get("rows_without_vector") is not None:
+            missing.add_metric(model, view["rows_without_vector"])
+        failing.add_metric(model, 0 if view.get("healthy", True) else 1)
+        fallbacks.add_metric(model, view.get("recall_without_vector", 0))
+    yield from (missing, failing, fallbacks)
 
 
 class GatewayMetrics:

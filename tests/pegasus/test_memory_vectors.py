@@ -146,3 +146,14 @@ def test_after_a_failed_call_recalls_do_not_ask_the_endpoint_until_the_wait_pass
     breaker.failed(now=120.0, wait=40.0, error="again")
     breaker.succeeded()  # e.g. the background job's batch went through
     assert breaker.closed(now=121.0) and breaker.error is None
+
+
+def test_metrics_show_rows_without_a_vector_a_failing_endpoint_and_recalls_by_full_text_alone() -> None:
+    from pegasus.gateway.metrics import GatewayMetrics  # noqa: PLC0415 - the gateway's, only here
+
+    text = GatewayMetrics().render({"embeddings": {"model": "e5", "rows_without_vector": 3, "healthy": False,
+                                                   "recall_without_vector": 2}}).decode()
+    assert 'pegasus_memory_rows_without_vector{model="e5"} 3.0' in text
+    assert 'pegasus_embeddings_failing{model="e5"} 1.0' in text
+    assert 'pegasus_recall_without_vector_total{model="e5"} 2.0' in text
+    assert 'model="' not in GatewayMetrics().render({"embeddings": None}).decode()  # off: no sample
