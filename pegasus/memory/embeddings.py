@@ -24,6 +24,7 @@ from typing import Any
 from pegasus.config import LLMSettings, MemorySettings
 from pegasus.requests.memory import MAX_DIMENSIONS
 
+MAX_ANSWER_BYTES = 4 << 20  # of an embed stage's vectors: 256 rows of 3,072 floats are 3 MiB
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): rank, not raw score, is what is fused
 
 
@@ -130,7 +131,11 @@ def embed_payload(texts: list[str], memory: MemorySettings, llm: LLMSettings) ->
     found = embed(texts, memory, llm)
     if found.vectors is None:
         return {}, found.error or "no vectors"
-    return {"vectors": [pack(vector) for vector in found.vectors]}, None
+    vectors = [pack(vector) for vector in found.vectors]
+    size = sum(map(len, vectors))
+    if size > MAX_ANSWER_BYTES:  # a message must fit a frame ([system] max_frame_bytes, 16 MiB by default)
+        return {}, f"{len(vectors)} vectors are {size} bytes, over {MAX_ANSWER_BYTES}: lower [memory] embeddings_batch"
+    return {"vectors": vectors}, None
 
 
 def _short(text: str, limit: int = 200) -> str:
