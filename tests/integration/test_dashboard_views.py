@@ -181,11 +181,12 @@ def test_the_diagrams_labels_never_overlap_a_state_or_each_other_and_are_never_c
         width, height = drawn["size"]
         labels = drawn["labels"]
         for i, label in enumerate(labels):
-            x, y, w, h = label["box"]
-            assert w > 0 and 0 <= x and x + w <= width and 0 <= y and y + h <= height, (name, label)
-            assert not any(meets(label["box"], state) for state in drawn["states"]), (name, label)
             for other in labels[i + 1:]:
                 assert not meets(label["box"], other["box"]), (name, label, other)
+            assert not any(meets(label["box"], state) for state in drawn["states"]), (name, label)
+            x, y, w, h = label["box"]
+            assert w > 0 and 0 <= x and x + w <= width and 0 <= y and y + h <= height, (name, label)
+        for label in labels:
             events = label["title"].split(": ", 1)[1].split(" / ")
             assert label["lines"] == events and not any("\u2026" in line for line in label["lines"]), (name, label)
 
