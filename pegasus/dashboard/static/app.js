@@ -267,7 +267,8 @@ async function tasksPage(params) {
       h("td", { class: "lifecycle" }, lifecycleBadges(task)),
       h("td", { class: "cognitive" }, badge(task.state)),
       h("td", {}, task.machine), h("td", {}, task.priority),
-      h("td", { class: "age", "data-created": task.created_at || "" }, task.created_at ? age(task.created_at) : "-"),
+      h("td", { class: "age", "data-created": task.created_at || "", title: task.created_at ? localTime(task.created_at).textContent : null },
+        task.created_at ? age(task.created_at) : "-"),
       h("td", { class: "stage" }, currentStage(task)));
     return tr;
   }
@@ -618,7 +619,8 @@ async function schedulesPage() {
   const view = state.view;
   // The form is drawn once: the tables' redraws (every 5 s) never wipe what is typed or a refusal shown.
   const tables = h("div", { id: "schedule-tables" });
-  main().replaceChildren(h("h1", {}, "Schedules and webhooks"), canAdmin() ? scheduleForm(() => draw().catch(() => {})) : null, tables);
+  const problem = h("p", { class: "error", id: "schedule-error", role: "alert" });  // a refusal, kept until the next try
+  main().replaceChildren(h("h1", {}, "Schedules and webhooks"), canAdmin() ? scheduleForm(problem, () => draw().catch(() => {})) : null, tables);
   const draw = async () => {
     const part = async (path, build) => {
       try { return build(await get(path)); }
@@ -626,7 +628,9 @@ async function schedulesPage() {
     };
     const list = (data, key) => (Array.isArray(data) ? data : data[key] || []);
     const control = (sc, verb, label) => h("button", { class: "plain", "data-action": verb, onclick: async () => {
-      try { await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`); } catch (e) { alert(e.message); }
+      problem.textContent = "";
+      try { await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`); }
+      catch (e) { problem.textContent = `${label} ${sc.name} refused: ${e.message}`; }
       draw().catch(() => {});
     } }, label);
     const when = (sc) => sc.cron ? `${sc.cron} (${sc.tz || "UTC"})` : (sc.every_s ? `every ${sc.every_s} s` : "");
@@ -657,7 +661,7 @@ async function schedulesPage() {
 }
 
 // A new schedule, through POST /v1/schedules (its checks are the CLI's): a refusal is shown until the next try.
-function scheduleForm(done) {
+function scheduleForm(problem, done) {
   const field = (id, attrs) => h("input", { id, ...attrs });
   const name = field("schedule-name", { required: true, maxlength: 64, placeholder: "name", size: 12 });
   const text = field("schedule-text", { required: true, placeholder: "what each run should do", size: 28 });
@@ -668,7 +672,6 @@ function scheduleForm(done) {
     title: "the time zone of a cron rule (IANA name)" });
   const overlap = h("select", { id: "schedule-overlap", title: "when the previous run still runs" },
     ["skip", "buffer_one", "allow_all", "cancel_other"].map((o) => h("option", { value: o }, o)));
-  const problem = h("p", { class: "error", id: "schedule-error", role: "alert" });
   const added = h("p", { class: "muted", id: "schedule-added" });
   return h("form", { class: "card", id: "schedule-form", onsubmit: async (event) => {
     event.preventDefault();
