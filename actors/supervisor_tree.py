@@ -32,10 +32,10 @@ class TreeRequests:
         """A page of ``list``: each task with its parent and whether it waits for its sub-tasks (the
         dashboard nests sub-tasks and tells a parent waiting for them from a task waiting for a person)."""
         assert self.admission is not None
-        store, records = self.admission.store, self.admission.records
+        records = self.admission.records
+        parents = self.admission.store.parents_of([task["task_id"] for task in tasks])
         for task in tasks:
-            link = store.link_of(task["task_id"])
             record = records.get(task["task_id"])
-            task["parent_id"] = link.parent_id if link else None
+            task["parent_id"] = parents.get(task["task_id"])
             task["waiting_for_children"] = bool(record is not None and waiting_steps(record))
         return tasks
