@@ -98,13 +98,15 @@ def test_a_parent_waiting_for_sub_tasks_is_not_offered_resume_and_a_refusal_stay
     """A parent waiting for its sub-tasks: "waiting for sub-tasks", its children nested under it, no Resume
     nor message box (only Cancel). A task asking a person: "waiting for you", Resume offered; a refused
     resume's error is still shown after the page redrew. Blocked is not coloured as failed."""
+    login(wide, dashboard, "admin")  # first: the rows come and change live
     # the parent waits as long as its first child waits for a person: the test's whole length
     parent, asking = dashboard.submit("in parallel: help me; echo nested"), dashboard.submit("help me")
     for task_id in (parent, asking):
         assert dashboard.cli.wait_for(task_id, {"blocked"})["lifecycle_state"] == "blocked"
     assert dashboard.status(parent)["waiting_for"]
     children = dashboard.status(parent)["children"]
-    login(wide, dashboard, "admin")
+    wide.wait_for_selector(f'tr[data-task="{parent}"][data-waiting="children"]')
+    wide.wait_for_selector(f'tr[data-task="{asking}"][data-waiting="person"]')
     for child in children:
         wide.wait_for_selector(f'tr[data-task="{child}"][data-parent="{parent}"][data-depth="1"]')
     rows = wide.eval_on_selector_all("#task-rows tr.task-row", "rows => rows.map(r => [r.dataset.task, r.dataset.depth])")

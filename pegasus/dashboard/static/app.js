@@ -349,6 +349,10 @@ async function tasksPage(params) {
       if (data.machine === "lifecycle") task.lifecycle_state = data.to_state;
       else task.state = data.to_state;
       task.updated_at = data.timestamp;
+      if (data.machine === "lifecycle" && data.to_state === "blocked") {
+        task.waiting_unknown = true;  // why it waits (sub-tasks, a person) is in the list's row: read it again
+        reading();
+      }
       draw();
     } else if (view.page === 0 && data.machine === "lifecycle" && data.from_state === "-") {
       reading();  // a task submitted since the page was read: the newest page again (a burst: a few reads)
@@ -445,7 +449,7 @@ const refused = new Map();  // task id -> the last refusal of an action on its p
 
 // Why a blocked task waits: for its sub-tasks (it goes on by itself), or for a person (an answer, a resume).
 function waitingFor(task) {
-  if (task.lifecycle_state !== "blocked") return null;
+  if (task.lifecycle_state !== "blocked" || task.waiting_unknown) return null;
   if ((task.waiting_for || []).length || task.waiting_for_children) return "children";
   return "person";
 }
