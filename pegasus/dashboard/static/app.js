@@ -231,7 +231,7 @@ async function tasksPage(params) {
   const counts = h("div", { class: "counts", id: "counts" });
   const stateSelect = h("select", { id: "state-filter", onchange: () => { view.state = stateSelect.value; restart(); } },
     h("option", { value: "" }, "every state"));
-  const text = h("input", { id: "text-filter", type: "search", placeholder: "filter by text or id", value: view.text,
+  const text = h("input", { id: "text-filter", type: "search", placeholder: "filter this page by text or id", value: view.text,
     oninput: () => { view.text = text.value.toLowerCase(); draw(); } });
   const body = h("tbody", { id: "task-rows" });
   const prev = h("button", { class: "plain", id: "prev", onclick: () => { view.page -= 1; load(); } }, "\u2190 newer");
@@ -451,7 +451,7 @@ const refused = new Map();  // task id -> the last refusal of an action on its p
 function waitingFor(task) {
   if (task.lifecycle_state !== "blocked" || task.waiting_unknown) return null;
   if ((task.waiting_for || []).length || task.waiting_for_children) return "children";
-  return "person";
+  return task.state === "suspended" ? "person" : null;  // only a suspended task is resumed (Admission.resume)
 }
 function lifecycleBadges(task) {
   const why = waitingFor(task);
@@ -488,7 +488,9 @@ function actions(task, redraw) {
   message.value = typed.get(id) || "";
   const buttons = [];
   if (canAdmin() && allows(lifecycle, "TASK_APPROVED")) buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
-  if (canAdmin() && lifecycle === "running") buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
+  const machine = state.machines && state.machines[task.machine];
+  const active = Boolean(machine && machine.active.includes(task.state));  // TASK_SUSPENDED's rows: from an active state
+  if (canAdmin() && lifecycle === "running" && active) buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
   if (why === "person") {  // suspended, or waiting for the information it asked for
     buttons.push(message, h("button", { class: "action", id: "resume",
       onclick: () => { typed.delete(id); return act("resume", message.value ? { message: message.value } : {})(); } },
