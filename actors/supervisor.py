@@ -203,7 +203,8 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vecto
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset, request.before),
+        tasks = self.store.list_tasks(request.state, request.limit, request.offset, request.before)
+        return {"tasks": self._listed_with_tree(tasks),
                 "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
 
     @request_handler

@@ -8,6 +8,12 @@ Layout: a state's column is its distance from the initial state along the table'
 first), so the usual path reads left to right; states reached only by a special row (an event
 allowed from every active or non-terminal state: failed, suspended) go in the last column, and
 their edges are drawn only when a task took one (``special`` edges, hidden until lit).
+
+Labels: an edge's events, one a line, in a monospace font whose advance is known here (``CHAR_W``), so
+each label's box is known before the browser draws it. Each is put at the first place along its edge
+(then above or below it) where its box meets no state and no label placed before it, special edges'
+included (they must not collide once lit); the drawing grows to hold every box, so none is cut.
+tests/integration/test_dashboard_views.py measures the boxes the browser draws.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 NODE_W, NODE_H = 118, 34
-COL_GAP, ROW_GAP = 96, 26
+COL_GAP, ROW_GAP = 104, 34
+CHAR_W, LINE_H = 5.6, 11.0  # a label's advance per character and line height (9 px monospace, app.css), a bit over
+PAD = 3.0  # space kept around each label's box
 MARGIN = 24
 LOOP_H = 22  # a self-loop's height above its state
 BELOW = 28  # how far below the lowest state a backward edge runs (more per column it spans)
@@ -41,14 +49,30 @@ class Node:
         return self.y + NODE_H / 2
 
 
+Point = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Box:
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def meets(self, other: Box) -> bool:
+        return (self.x < other.x + other.w and other.x < self.x + self.w
+                and self.y < other.y + other.h and other.y < self.y + self.h)
+
+
 @dataclass(frozen=True)
 class Edge:
     source: str
     target: str
     labels: tuple[str, ...]
     path: str  # SVG path data
-    label_at: tuple[float, float]
+    label_at: tuple[float, float]  # the middle of the label's top line (its lines are centred there, downwards)
     special: bool
+    label_box: Box = Box(0, 0, 0, 0)  # where the label's lines go (their top left, their size)
 
 
 @dataclass(frozen=True)
@@ -99,32 +123,63 @@ def _kind(described: dict[str, Any], state: str) -> str:
     return "active" if state in described["active"] else "other"
 
 
-def _cubic(p0: tuple[float, float], p1: tuple[float, float], p2: tuple[float, float],
-           p3: tuple[float, float]) -> tuple[str, tuple[float, float]]:
-    """The path data of a cubic curve and its midpoint (where its label goes)."""
-    mid = tuple(0.125 * a + 0.375 * b + 0.375 * c + 0.125 * d for a, b, c, d in zip(p0, p1, p2, p3, strict=True))
-    path = (f"M{p0[0]:.1f},{p0[1]:.1f} C{p1[0]:.1f},{p1[1]:.1f} {p2[0]:.1f},{p2[1]:.1f} "
+def _at(curve: tuple[Point, Point, Point, Point], t: float) -> Point:
+    """The point of a cubic curve at ``t``."""
+    u = 1 - t
+    weights = (u ** 3, 3 * u * u * t, 3 * u * t * t, t ** 3)
+    return (sum(w * p[0] for w, p in zip(weights, curve, strict=True)),
+            sum(w * p[1] for w, p in zip(weights, curve, strict=True)))
+
+
+def _path(curve: tuple[Point, Point, Point, Point]) -> str:
+    p0, p1, p2, p3 = curve
+    return (f"M{p0[0]:.1f},{p0[1]:.1f} C{p1[0]:.1f},{p1[1]:.1f} {p2[0]:.1f},{p2[1]:.1f} "
             f"{p3[0]:.1f},{p3[1]:.1f}")
-    return path, (mid[0], mid[1])
 
 
-def _route(a: Node, b: Node, column: dict[str, int], bottom: float) -> tuple[str, tuple[float, float]]:
+def _route(a: Node, b: Node, column: dict[str, int], bottom: float) -> tuple[Point, Point, Point, Point]:
     """A curve from state ``a`` to ``b``: rightwards when ``b`` lies in a later column, else under the states."""
     if a.state == b.state:
         left, right, top = (a.x + NODE_W * 0.3, a.y), (a.x + NODE_W * 0.7, a.y), a.y - LOOP_H
-        return _cubic(right, (right[0] + 14, top), (left[0] - 14, top), left)
+        return right, (right[0] + 14, top), (left[0] - 14, top), left
     span = column[b.state] - column[a.state]
     if span > 0:
         start, end = (a.x + NODE_W, a.cy), (b.x, b.cy)
         bend = (end[0] - start[0]) / 2
-        return _cubic(start, (start[0] + bend, start[1]), (end[0] - bend, end[1]), end)
+        return start, (start[0] + bend, start[1]), (end[0] - bend, end[1]), end
     if span == 0:  # same column: along the right side
         start, end = (a.x + NODE_W, a.cy), (b.x + NODE_W, b.cy)
         out = a.x + NODE_W + COL_GAP * 0.45
-        return _cubic(start, (out, start[1]), (out, end[1]), end)
+        return start, (out, start[1]), (out, end[1]), end
     low = bottom + BELOW + 8 * (abs(span) - 1)
     start, end = (a.cx, a.y + NODE_H), (b.cx + 10, b.y + NODE_H)
-    return _cubic(start, (start[0], low), (end[0], low), end)
+    return start, (start[0], low), (end[0], low), end
+
+
+ALONG = (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8)
+ASIDE = (0.0, -1.0, 1.0, -2.0, 2.0, -3.0, 3.0)
+
+
+def _place(lines: tuple[str, ...], curve: tuple[Point, Point, Point, Point], taken: list[Box]) -> Box:
+    """The label's box: the first spot along the curve, then beside it, that meets no box ``taken``;
+    failing all, straight below its middle, lower until free (always ends: the boxes are finitely many)."""
+    w = max(len(line) for line in lines) * CHAR_W + 2 * PAD
+    h = len(lines) * LINE_H + 2 * PAD
+
+    def box_at(x: float, y: float) -> Box:
+        return Box(max(0.0, x - w / 2), max(0.0, y - h / 2), w, h)
+
+    for t in ALONG:
+        x, y = _at(curve, t)
+        for step in ASIDE:
+            box = box_at(x, y + step * (h / 2 + 4))
+            if not any(box.meets(other) for other in taken):
+                return box
+    x, y = _at(curve, 0.5)
+    box = box_at(x, y)
+    while any(box.meets(other) for other in taken):
+        box = Box(box.x, box.y + 6, w, h)
+    return box
 
 
 def layout(described: dict[str, Any]) -> Layout:
@@ -148,13 +203,20 @@ def layout(described: dict[str, Any]) -> Layout:
             if (source, special["to"], False) not in labels and source != special["to"]:
                 labels.setdefault((source, special["to"], True), []).append(special["event"])
     edges = []
-    for (source, target, special), events in labels.items():
-        path, at = _route(nodes[source], nodes[target], column, bottom)
-        edges.append(Edge(source, target, tuple(dict.fromkeys(events)), path, at, special))
+    taken = [Box(n.x - PAD, n.y - PAD, NODE_W + 2 * PAD, NODE_H + 2 * PAD) for n in nodes.values()]
+    # the table's rows first (always shown), then the special ones: none may land on another
+    for (source, target, special), events in sorted(labels.items(), key=lambda item: item[0][2]):
+        curve = _route(nodes[source], nodes[target], column, bottom)
+        lines = tuple(_short(event) for event in dict.fromkeys(events))
+        box = _place(lines, curve, taken)
+        taken.append(box)
+        edges.append(Edge(source, target, lines, _path(curve), (box.x + box.w / 2, box.y + PAD), special, box))
     spans = [column[e.target] - column[e.source] for e in edges if e.source != e.target]
     deepest = max((-s for s in spans if s < 0), default=0)
-    width = MARGIN * 2 + (max(column.values()) + 1) * (NODE_W + COL_GAP) - COL_GAP
-    height = bottom + MARGIN + (BELOW + 8 * deepest if deepest else 0)
+    width = max(MARGIN * 2 + (max(column.values()) + 1) * (NODE_W + COL_GAP) - COL_GAP,
+                max(e.label_box.x + e.label_box.w for e in edges) + MARGIN if edges else 0)
+    height = max(bottom + MARGIN + (BELOW + 8 * deepest if deepest else 0),
+                 max(e.label_box.y + e.label_box.h for e in edges) + MARGIN if edges else 0)
     return Layout(described["name"], width, height, nodes, tuple(edges))
 
 
@@ -170,10 +232,12 @@ def svg(described: dict[str, Any]) -> str:
              'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>']
     for edge in drawn.edges:
         text = " / ".join(edge.labels)
+        x, top = edge.label_at
+        lines = "".join(f'<tspan x="{x:.1f}" y="{top + LINE_H * (i + 1) - 2.5:.1f}">{escape(line)}</tspan>'
+                        for i, line in enumerate(edge.labels))
         parts.append(f'<g class="edge{" special" if edge.special else ""}" data-from={quoteattr(edge.source)} '
                      f'data-to={quoteattr(edge.target)}><title>{escape(f"{edge.source} -> {edge.target}: {text}")}'
-                     f'</title><path d="{edge.path}" marker-end="url(#{marker})"/>'
-                     f'<text x="{edge.label_at[0]:.1f}" y="{edge.label_at[1] - 3:.1f}">{escape(_short(text))}</text></g>')
+                     f'</title><path d="{edge.path}" marker-end="url(#{marker})"/><text>{lines}</text></g>')
     for node in drawn.nodes.values():
         parts.append(f'<g class="state {node.kind}" data-state={quoteattr(node.state)}><title>{escape(node.state)}'
                      f'</title><rect x="{node.x:.0f}" y="{node.y:.0f}" width="{NODE_W}" height="{NODE_H}" rx="8"/>'
@@ -182,6 +246,6 @@ def svg(described: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _short(label: str, limit: int = 28) -> str:
+def _short(label: str, limit: int = 32) -> str:
     """A label short enough to sit on its edge (the whole one is the edge's tooltip)."""
     return label if len(label) <= limit else label[: limit - 1] + "\u2026"

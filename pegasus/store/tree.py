@@ -42,6 +42,16 @@ class TreeTables:
         rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE child_id = ?", (child_id,))
         return Link(*rows[0]) if rows else None
 
+    def parents_of(self, task_ids: list[str]) -> dict[str, str]:
+        """The parent of each of ``task_ids`` that is a sub-task (one query for a page of ``list``)."""
+        parents: dict[str, str] = {}
+        for at in range(0, len(task_ids), 500):  # under SQLite's bound on a statement's parameters
+            chunk = task_ids[at:at + 500]
+            rows = self._query(f"SELECT child_id, parent_id FROM subtasks WHERE child_id IN ({', '.join('?' * len(chunk))})",
+                               tuple(chunk))
+            parents.update((child, parent) for child, parent in rows)
+        return parents
+
     def children_of(self, parent_id: str) -> list[Link]:
         """The task's children, in the order they were created."""
         rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE parent_id = ? ORDER BY rowid", (parent_id,))

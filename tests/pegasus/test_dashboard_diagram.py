@@ -6,8 +6,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pegasus.dashboard.diagram import NODE_H, NODE_W, layout, svg
+from pegasus.dashboard.diagram import NODE_H, NODE_W, Box, Layout, layout, svg
 from pegasus.task import machines
 from pegasus.task.render import describe
 
@@ -74,3 +76,44 @@ def test_describe_names_each_states_stage() -> None:
     assert describe(machines.get("classic"))["stages"]["acting"] == {"stage": "act", "pool": "tool"}
     assert describe(machines.get("reason_act"))["stages"]["reasoning"] == {"stage": "reason", "pool": "llm"}
     assert describe(machines.get("lifecycle"))["stages"] == {}
+
+
+def _clear_of_each_other(drawn: Layout) -> None:
+    """No label box meets a state's box or another label's; all lie inside the drawing."""
+    states = [Box(n.x, n.y, NODE_W, NODE_H) for n in drawn.nodes.values()]
+    labels = [e.label_box for e in drawn.edges]
+    for i, box in enumerate(labels):
+        assert 0 <= box.x and box.x + box.w <= drawn.width and 0 <= box.y and box.y + box.h <= drawn.height, box
+        assert not any(box.meets(state) for state in states), (drawn.edges[i], box)
+        assert not any(box.meets(other) for other in labels[i + 1:]), (drawn.edges[i], box)
+
+
+@pytest.mark.parametrize("name", machines.names())
+def test_labels_meet_no_state_and_no_other_label(name: str) -> None:
+    """Each shipped machine: every label (special ones too) has a box of its own, each event on its own line,
+    whole (the browser's boxes: tests/integration/test_dashboard_views.py)."""
+    drawn = layout(describe(machines.get(name)))
+    _clear_of_each_other(drawn)
+    assert all("\u2026" not in line for e in drawn.edges for line in e.labels)
+
+
+EVENT = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", min_size=1, max_size=24)
+
+
+@st.composite
+def _described(draw: st.DrawFn) -> dict:
+    states = draw(st.lists(st.text("abcdefgh", min_size=1, max_size=8), min_size=2, max_size=9, unique=True))
+    rows = draw(st.lists(st.tuples(st.sampled_from(states), EVENT, st.sampled_from(states)), max_size=24))
+    return {"name": "m", "states": states, "initial": states[0], "terminal": [states[-1]], "active": states[1:-1],
+            "transitions": [{"from": a, "event": e, "kind": "static", "to": b} for a, e, b in rows],
+            "special": draw(st.lists(st.fixed_dictionaries({"event": EVENT, "to": st.sampled_from(states),
+                                                            "from": st.sampled_from(["active", "non_terminal"])}),
+                                     max_size=2))}
+
+
+@given(_described())
+@settings(max_examples=150, deadline=None)
+def test_any_machines_labels_are_clear_of_each_other(described: dict) -> None:
+    """Whatever the table (self-loops, backward and same-column edges, many events on one edge), the placed
+    labels meet no state and no other label and fit in the drawing."""
+    _clear_of_each_other(layout(described))

@@ -50,13 +50,14 @@ def test_the_page_and_its_assets_come_from_the_package_with_a_strict_policy(serv
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert headers["Content-Security-Policy"] == SECURITY_HEADERS["Content-Security-Policy"]
     assets = re.findall(rb'(?:src|href)="(/[^"]+)"', body)
-    assert {a.decode() for a in assets} == {"/dashboard/static/app.css", "/dashboard/static/app.js"}
+    assert {a.decode() for a in assets} == {"/dashboard/static/app.css", "/dashboard/static/charts.js",
+                                            "/dashboard/static/app.js"}
     for asset in assets:
         status, headers, content = _get(served + asset.decode())
         assert status == 200 and content, asset
         assert headers["X-Content-Type-Options"] == "nosniff" and "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     # Nothing the page loads or calls is on another origin (no CDN; the API is this gateway's /v1).
-    for name in ("index.html", "app.js", "app.css"):
+    for name in ("index.html", "charts.js", "app.js", "app.css"):
         text = (static_dir() + "/" + name)
         assert not re.search(r"https?://", open(text, encoding="utf-8").read().replace("http://www.w3.org/2000/svg", "")), name
 

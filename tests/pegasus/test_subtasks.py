@@ -119,6 +119,8 @@ def test_with_one_active_slot_a_parent_with_five_children_completes(tmp_path: Pa
     assert admission.running == {starts(effects)[0].task_id}  # the first child took the one slot
     children = [link.child_id for link in admission.store.children_of(parent.task_id)]
     assert len(children) == 5 and admission.tree.view_of(parent.task_id)["waiting_for"] == children
+    # a page of ``list`` names each sub-task's parent in one query (the dashboard nests them)
+    assert admission.store.parents_of([parent.task_id, *children, "unknown"]) == dict.fromkeys(children, parent.task_id)
     for n in range(5):
         [child] = starts(effects)
         assert child.task_id == children[n] and len(admission.running) == 1

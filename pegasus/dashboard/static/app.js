@@ -48,6 +48,15 @@ function age(iso) {
   if (seconds < 86400) return `${Math.floor(seconds / 3600)}h ${Math.floor((seconds % 3600) / 60)}m`;
   return `${Math.floor(seconds / 86400)}d`;
 }
+// A time in the browser's own time zone: "2026-05-01 14:03:07" (".123" with ms), its UTC form on hover.
+function localTime(when, ms = false, day = true) {
+  const date = typeof when === "number" ? new Date(when * 1000) : new Date(when);
+  if (when === null || when === undefined || when === "" || isNaN(date)) return String(when ?? "-");
+  const p = (n, w = 2) => String(n).padStart(w, "0");
+  const text = (day ? `${date.getFullYear()}-${p(date.getMonth() + 1)}-${p(date.getDate())} ` : "") + `${p(date.getHours())}:${p(date.getMinutes())}:` +
+    `${p(date.getSeconds())}${ms ? "." + p(date.getMilliseconds(), 3) : ""}`;
+  return h("time", { datetime: date.toISOString(), title: date.toISOString() }, text);
+}
 function throttle(fn, ms) {
   let timer = null, again = false;
   return () => {
@@ -165,6 +174,18 @@ function currentStage(task) {
   return runs ? (runs.stage || runs) : "";
 }
 
+// The stage a running task runs now, for the Gantt chart: its pool and since when (its latest transition into
+// its current cognitive state); null when none runs (a stage that ended is in task.stages).
+function runningStage(task, history) {
+  const stage = currentStage(task);
+  if (!stage) return null;
+  const machine = state.machines[task.machine], into = (history.cognitive || []).filter((t) => t.to_state === task.state);
+  if (!into.length) return null;
+  const started = Date.parse(into[into.length - 1].timestamp) / 1000;
+  const ended = (task.stages || []).some((st) => st.stage === stage && st.started >= started);
+  return ended || !isFinite(started) ? null : { stage, pool: machine.stages[task.state].pool || "", started };
+}
+
 const canWrite = () => WRITE_SCOPES.has(state.scope);
 const canAdmin = () => ADMIN_SCOPES.has(state.scope);
 
@@ -210,7 +231,7 @@ async function tasksPage(params) {
   const counts = h("div", { class: "counts", id: "counts" });
   const stateSelect = h("select", { id: "state-filter", onchange: () => { view.state = stateSelect.value; restart(); } },
     h("option", { value: "" }, "every state"));
-  const text = h("input", { id: "text-filter", type: "search", placeholder: "filter by text or id", value: view.text,
+  const text = h("input", { id: "text-filter", type: "search", placeholder: "filter this page by text or id", value: view.text,
     oninput: () => { view.text = text.value.toLowerCase(); draw(); } });
   const body = h("tbody", { id: "task-rows" });
   const prev = h("button", { class: "plain", id: "prev", onclick: () => { view.page -= 1; load(); } }, "\u2190 newer");
@@ -233,14 +254,21 @@ async function tasksPage(params) {
   }
   stateSelect.value = view.state;
 
-  function row(task) {
-    const tr = h("tr", { class: "task-row", "data-task": task.task_id, onclick: () => { location.hash = `#/task/${task.task_id}`; } },
-      h("td", { class: "mono" }, h("a", { href: `#/task/${task.task_id}` }, short(task.task_id))),
-      h("td", {}, clip(task.input, 70)),
-      h("td", { class: "lifecycle" }, badge(task.lifecycle_state)),
+  function row(task, depth) {
+    const parent = task.parent_id;
+    const tr = h("tr", { class: `task-row${depth ? " sub-task" : ""}`, "data-task": task.task_id, "data-parent": parent || null,
+      "data-depth": depth, "data-waiting": waitingFor(task), onclick: () => { location.hash = `#/task/${task.task_id}`; } },
+      h("td", { class: `mono task-id depth-${Math.min(depth, 4)}` },  // no style attribute: the CSP forbids inline styles
+        depth ? h("span", { class: "muted", "aria-hidden": "true" }, "\u21b3 ") : null,
+        h("a", { href: `#/task/${task.task_id}` }, short(task.task_id))),
+      h("td", {}, clip(task.input, 70),
+        parent && !depth ? h("span", { class: "muted parent-link" }, " (sub-task of ",
+          h("a", { href: `#/task/${parent}`, onclick: (e) => e.stopPropagation() }, short(parent)), ")") : null),
+      h("td", { class: "lifecycle" }, lifecycleBadges(task)),
       h("td", { class: "cognitive" }, badge(task.state)),
       h("td", {}, task.machine), h("td", {}, task.priority),
-      h("td", { class: "age", "data-created": task.created_at || "" }, task.created_at ? age(task.created_at) : "-"),
+      h("td", { class: "age", "data-created": task.created_at || "", title: task.created_at ? localTime(task.created_at).textContent : null },
+        task.created_at ? age(task.created_at) : "-"),
       h("td", { class: "stage" }, currentStage(task)));
     return tr;
   }
@@ -249,9 +277,28 @@ async function tasksPage(params) {
     if (!view.text) return true;
     return `${task.task_id} ${task.input} ${task.machine}`.toLowerCase().includes(view.text);
   }
+  // Each sub-task right under its parent (indented, depth-first) when the parent is on this page; one whose
+  // parent is on another page stays in place, naming its parent.
+  function nested(tasks) {
+    const shown = new Set(tasks.map((t) => t.task_id)), under = new Map();
+    for (const t of tasks) if (t.parent_id && shown.has(t.parent_id)) {
+      if (!under.has(t.parent_id)) under.set(t.parent_id, []);
+      under.get(t.parent_id).push(t);
+    }
+    const out = [], placed = new Set();
+    const place = (t, depth) => {
+      if (placed.has(t.task_id)) return;
+      placed.add(t.task_id);
+      out.push(row(t, depth));
+      for (const kid of (under.get(t.task_id) || []).slice().sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0))) place(kid, depth + 1);
+    };
+    for (const t of tasks) if (!(t.parent_id && shown.has(t.parent_id))) place(t, 0);
+    for (const t of tasks) place(t, 0);  // a cycle cannot happen; anything left unplaced still shows
+    return out;
+  }
   function draw() {
     const tasks = [...view.rows.values()].filter(matches);
-    body.replaceChildren(...tasks.map(row));
+    body.replaceChildren(...nested(tasks));
     if (!tasks.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "no tasks")));
     prev.disabled = view.page === 0;
     next.disabled = !view.cursors[view.page + 1];
@@ -274,13 +321,16 @@ async function tasksPage(params) {
       ...Object.entries(stats.tasks || {}).map(([name, n]) =>
         h("button", { class: view.state === name ? "selected" : "", "data-state": name, onclick: () => choose(name) },
           badge(name), ` ${n}`)));
-    const waiting = await get("/v1/tasks?state=queued&limit=10");
-    const drafts = await get("/v1/tasks?state=draft&limit=10");
+    const [waiting, drafts] = await Promise.all([get("/v1/tasks?state=queued&limit=10"), get("/v1/tasks?state=draft&limit=10")]);
     const item = (t) => h("li", {}, h("a", { href: `#/task/${t.task_id}` }, short(t.task_id)), " ", clip(t.input, 50),
       " ", h("span", { class: "muted" }, `priority ${t.priority}`));
+    // The count is the listing's own total (tasks in the queued state), so it agrees with the tasks listed;
+    // stats.queue_length leaves out the queued tasks not yet in the admission queue (a retry's back-off).
+    const queued = waiting.tasks || [], more = (waiting.total ?? queued.length) - queued.length;
     queue.replaceChildren(
-      h("p", {}, `${stats.queue_length ?? 0} queued, ${stats.active ?? 0} running of ${stats.max_active_tasks ?? "?"} at most`),
-      h("ul", { id: "queued" }, ...(waiting.tasks || []).map(item)),
+      h("p", { id: "queue-summary" }, h("span", { id: "queued-count" }, `${waiting.total ?? queued.length} queued`),
+        `, ${stats.active ?? 0} running of ${stats.max_active_tasks ?? "?"} at most`),
+      h("ul", { id: "queued" }, ...queued.map(item)), h("p", { class: "muted" }, more > 0 ? `and ${more} more` : ""),
       h("h2", {}, "Waiting for approval"),
       (drafts.tasks || []).length ? h("ul", { id: "drafts" }, ...drafts.tasks.map(item)) : h("p", { class: "muted" }, "none"));
   }
@@ -299,6 +349,10 @@ async function tasksPage(params) {
       if (data.machine === "lifecycle") task.lifecycle_state = data.to_state;
       else task.state = data.to_state;
       task.updated_at = data.timestamp;
+      if (data.machine === "lifecycle" && data.to_state === "blocked") {
+        task.waiting_unknown = true;  // why it waits (sub-tasks, a person) is in the list's row: read it again
+        reading();
+      }
       draw();
     } else if (view.page === 0 && data.machine === "lifecycle" && data.from_state === "-") {
       reading();  // a task submitted since the page was read: the newest page again (a burst: a few reads)
@@ -341,6 +395,8 @@ async function taskPage(id) {
       get(`/v1/tasks/${encodeURIComponent(id)}/history`),
       get(`/v1/tasks/${encodeURIComponent(id)}/context`).catch(() => ({}))]);
     const context = known.context || {};
+    shown = { task, history };
+    const chart = h("div", { class: "card", id: "gantt" });
     const content = [
       h("h1", {}, "Task ", h("span", { class: "mono" }, task.task_id)),
       h("div", { class: "card" }, fields(task), actions(task, draw)),
@@ -348,21 +404,34 @@ async function taskPage(id) {
       h("div", { class: "card", id: "diagram" }, await lit(task.machine, task.state, history.cognitive || [], "cognitive")),
       h("div", { class: "card", id: "lifecycle-diagram" },
         await lit("lifecycle", task.lifecycle_state, (history.lifecycle || []).filter((t) => t.from_state !== "-"), "lifecycle")),
-      h("h2", {}, "Stages by worker"), h("div", { class: "card", id: "gantt" }, gantt(task.stages || [])),
+      h("h2", {}, "Stages by worker"), chart,
       h("div", { class: "grid2" },
         h("div", {}, h("h2", {}, "Transitions"), h("div", { class: "card" }, timeline(history))),
         h("div", {}, plan(context), memories(task, context), children(task))),
     ];
-    if (showing(view)) main().replaceChildren(...content.filter(Boolean));
+    if (showing(view)) { main().replaceChildren(...content.filter(Boolean)); drawGantt(); }
+  };
+  let shown = null;
+  // The chart is as wide as its card; a stage running now grows to the present every second.
+  const drawGantt = () => {
+    const card = document.getElementById("gantt");
+    if (!card || !shown) return;
+    const style = getComputedStyle(card);
+    const width = card.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    card.replaceChildren(gantt(shown.task.stages || [], runningStage(shown.task, shown.history), Date.now() / 1000, width));
   };
   await draw();
+  state.timers.push(setInterval(() => { if (shown && shown.task.lifecycle_state === "running") drawGantt(); }, 1000));
+  const resized = throttle(drawGantt, 200);
+  window.addEventListener("resize", resized);
+  state.streams.push({ abort: () => window.removeEventListener("resize", resized) });
   stream(`/v1/tasks/${encodeURIComponent(id)}/events`, throttle(() => draw().catch(() => {}), 300), live);
   void ms;
 }
 
 function fields(task) {
-  const rows = [["lifecycle", badge(task.lifecycle_state)], ["state", badge(task.state)], ["stage", currentStage(task) || "-"],
-    ["machine", task.machine], ["priority", task.priority], ["source", task.source], ["created", task.created_at],
+  const rows = [["lifecycle", lifecycleBadges(task)], ["state", badge(task.state)], ["stage", currentStage(task) || "-"],
+    ["machine", task.machine], ["priority", task.priority], ["source", task.source], ["created", localTime(task.created_at)],
     ["input", task.input]];
   if (task.question) rows.push(["question", task.question]);
   if (task.suspend_reason) rows.push(["suspended", task.suspend_reason]);
@@ -376,30 +445,65 @@ function fields(task) {
 }
 
 const typed = new Map();  // task id -> the resume message being typed on its page
+const refused = new Map();  // task id -> the last refusal of an action on its page: shown until the next action
 
+// Why a blocked task waits: for its sub-tasks (it goes on by itself), or for a person (an answer, a resume).
+function waitingFor(task) {
+  if (task.lifecycle_state !== "blocked" || task.waiting_unknown) return null;
+  if ((task.waiting_for || []).length || task.waiting_for_children) return "children";
+  return task.state === "suspended" ? "person" : null;  // only a suspended task is resumed (Admission.resume)
+}
+function lifecycleBadges(task) {
+  const why = waitingFor(task);
+  return [badge(task.lifecycle_state), why ? " " : null,
+    why === "children" ? h("span", { class: "badge children", "data-waiting": why, title: "it goes on by itself when they end" },
+      "waiting for sub-tasks") : null,
+    why === "person" ? h("span", { class: "badge person", "data-waiting": why, title: "resume it, answering its question if it asked one" },
+      "waiting for you") : null];
+}
+
+// Whether the lifecycle table has a row from ``from`` on ``event`` (an action the gateway can carry out).
+function allows(from, event) {
+  const lifecycle = state.machines && state.machines.lifecycle;
+  return Boolean(lifecycle && lifecycle.transitions.some((row) => row.from === from && row.event === event));
+}
+
+// Only the actions that can succeed: allowed from the task's state by the lifecycle table, by this token's
+// scope (approve, suspend, cancel, retry need admin; resume needs submit), and not a resume of a parent that
+// waits for its sub-tasks (it resumes by itself). A refusal stays shown across the live redraws.
 function actions(task, redraw) {
   if (!canWrite()) return null;
-  const lifecycle = task.lifecycle_state;
-  const problem = h("span", { class: "error", id: "action-error" });
+  const id = task.task_id, lifecycle = task.lifecycle_state, why = waitingFor(task);
+  const problem = h("span", { class: "error", id: "action-error", role: "alert" }, refused.get(id) || "");
   const act = (verb, body) => async () => {
-    try { await api("POST", `/v1/tasks/${encodeURIComponent(task.task_id)}/${verb}`, body || {}); problem.textContent = ""; }
-    catch (e) { problem.textContent = `${verb}: ${e.message}`; }
+    refused.delete(id);
+    try { await api("POST", `/v1/tasks/${encodeURIComponent(id)}/${verb}`, body || {}); }
+    catch (e) { refused.set(id, `${verb} refused: ${e.message}`); }
+    problem.textContent = refused.get(id) || "";
     redraw().catch(() => {});
   };
   // What is typed survives the page's live redraws (a transition arriving while a person types).
-  const message = h("input", { id: "resume-message", placeholder: "message for the task (optional)",
-    oninput: (e) => { typed.set(task.task_id, e.target.value); } });
-  message.value = typed.get(task.task_id) || "";
+  const message = h("input", { id: "resume-message", placeholder: task.question ? "your answer" : "message for the task (optional)",
+    oninput: (e) => { typed.set(id, e.target.value); } });
+  message.value = typed.get(id) || "";
   const buttons = [];
-  if (lifecycle === "draft") buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
-  if (lifecycle === "running") buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
-  if (lifecycle === "blocked") {  // suspended, or waiting for the information it asked for
+  if (canAdmin() && allows(lifecycle, "TASK_APPROVED")) buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
+  const machine = state.machines && state.machines[task.machine];
+  const active = Boolean(machine && machine.active.includes(task.state));  // TASK_SUSPENDED's rows: from an active state
+  if (canAdmin() && lifecycle === "running" && active) buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
+  if (why === "person") {  // suspended, or waiting for the information it asked for
     buttons.push(message, h("button", { class: "action", id: "resume",
-      onclick: () => { typed.delete(task.task_id); return act("resume", message.value ? { message: message.value } : {})(); } },
+      onclick: () => { typed.delete(id); return act("resume", message.value ? { message: message.value } : {})(); } },
       "Resume"));
   }
-  if (lifecycle === "failed") buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
-  if (!TERMINAL.has(lifecycle)) buttons.push(h("button", { class: "action danger", id: "cancel", onclick: act("cancel") }, "Cancel"));
+  if (why === "children") {
+    const n = (task.waiting_for || []).length;
+    buttons.push(h("span", { class: "muted", id: "waiting-note" },
+      `waiting for ${n || "its"} sub-task${n === 1 ? "" : "s"}: it goes on by itself when they end`));
+  }
+  if (canAdmin() && allows(lifecycle, "TASK_RETRIED")) buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
+  if (canAdmin() && allows(lifecycle, "TASK_CANCELED")) buttons.push(h("button", { class: "action danger", id: "cancel", onclick: act("cancel") }, "Cancel"));
+  if (!buttons.length && !problem.textContent) return null;
   return h("div", { class: "actions", id: "actions" }, ...buttons, problem);
 }
 
@@ -426,42 +530,9 @@ function timeline(history) {
     ...(history.cognitive || []).map((t) => ({ ...t, machine: "cognitive" })),
   ].sort((a, b) => String(a.timestamp).localeCompare(String(b.timestamp)));
   return h("ul", { class: "timeline", id: "timeline" }, items.map((t) =>
-    h("li", { class: t.machine }, h("span", { class: "mono muted" }, String(t.timestamp).slice(11, 23)), " ",
+    h("li", { class: t.machine }, h("span", { class: "mono muted" }, localTime(t.timestamp, true, false)), " ",
       `${t.from_state} \u2192 ${t.to_state}`, " ", h("span", { class: "muted" }, t.event || ""),
       t.reason ? h("span", { class: "muted" }, ` (${t.reason})`) : null)));
-}
-
-// Stages as a Gantt chart: one lane per worker (pool, member, pid), a bar per stage from start to end.
-function gantt(stages) {
-  const done = stages.filter((st) => st.started);
-  if (!done.length) return h("p", { class: "muted" }, "no stage has run yet");
-  const lanes = [...new Set(done.map((st) => `${st.pool} ${st.member || st.host || ""} pid ${st.pid}`))];
-  const t0 = Math.min(...done.map((st) => st.started));
-  const t1 = Math.max(...done.map((st) => st.finished || st.started));
-  const span = Math.max(t1 - t0, 0.001);
-  const left = 240, width = 720, laneH = 26;
-  const x = (t) => left + ((t - t0) / span) * width;
-  const svg = s("svg", { class: "gantt", width: left + width + 60, height: lanes.length * laneH + 30 });
-  lanes.forEach((lane, i) => svg.append(s("text", { class: "lane-label", x: 4, y: i * laneH + 17 }, lane)));
-  for (const st of done) {
-    const lane = lanes.indexOf(`${st.pool} ${st.member || st.host || ""} pid ${st.pid}`);
-    const end = st.finished || t1;
-    const tokens = st.usage ? st.usage.total_tokens : 0;
-    const tip = `${st.stage} on ${st.pool} (pid ${st.pid}, ${st.member || st.host}): ${((end - st.started) * 1000).toFixed(1)} ms, ` +
-      `CPU ${st.cpu_ms ?? "?"} ms, ${tokens || 0} tokens${st.ok === false ? `, failed: ${st.error}` : ""}`;
-    svg.append(s("g", { class: "stage", "data-stage": st.stage },
-      s("rect", { class: `bar ${st.pool} ${st.ok === false ? "failed" : ""}`, x: x(st.started), y: lane * laneH + 4,
-        width: Math.max(2, x(end) - x(st.started)), height: laneH - 8, rx: 3 }, s("title", {}, tip)),
-      s("text", { x: x(st.started) + 3, y: lane * laneH + 17 }, st.stage)));
-  }
-  const axis = s("g", { class: "axis" });
-  for (let i = 0; i <= 4; i++) {
-    const at = left + (width * i) / 4;
-    axis.append(s("line", { x1: at, x2: at, y1: 0, y2: lanes.length * laneH }),
-      s("text", { x: at - 10, y: lanes.length * laneH + 16 }, `${((span * i) / 4 * 1000).toFixed(0)} ms`));
-  }
-  svg.prepend(axis);
-  return svg;
 }
 
 function plan(context) {
@@ -511,6 +582,14 @@ function children(task) {
         " ", clip(kid.input || "", 60)); }))));
 }
 
+// A member's capabilities as "name value" chips (a nested value as compact JSON); none: said so.
+function capabilities(caps) {
+  const entries = Object.entries(caps || {});
+  if (!entries.length) return h("span", { class: "muted" }, "none advertised");
+  return entries.map(([key, value]) => h("span", { class: "chip", title: key }, key.replace(/^pegasus\./, ""), " ",
+    h("strong", {}, typeof value === "object" && value !== null ? JSON.stringify(value) : String(value))));
+}
+
 // -- pools and members -----------------------------------------------------------------------------------
 async function poolsPage() {
   const view = state.view;
@@ -526,7 +605,7 @@ async function poolsPage() {
           h("td", {}, w.held || 0), h("td", {}, (w.tasks || []).map((t) => h("a", { href: `#/task/${t}`, class: "mono" }, short(t), " ")))))))));
     const members = (stats.members || []).map((m) => h("tr", {}, h("td", {}, m.name), h("td", {}, m.local ? "this machine" : m.address),
       h("td", {}, Object.entries(m.workers || {}).map(([p, n]) => `${p} ${n}`).join(", ")),
-      h("td", { class: "mono" }, JSON.stringify(m.capabilities || {}))));
+      h("td", { class: "capabilities" }, capabilities(m.capabilities))));
     const usage = stats.usage || {}, actors = stats.task_actors || {};
     if (!showing(view)) return;
     main().replaceChildren(h("h1", {}, "Pools and members"),
@@ -548,6 +627,10 @@ async function poolsPage() {
 // -- schedules and webhooks --------------------------------------------------------------------------------
 async function schedulesPage() {
   const view = state.view;
+  // The form is drawn once: the tables' redraws (every 5 s) never wipe what is typed or a refusal shown.
+  const tables = h("div", { id: "schedule-tables" });
+  const problem = h("p", { class: "error", id: "schedule-error", role: "alert" });  // a refusal, kept until the next try
+  main().replaceChildren(h("h1", {}, "Schedules and webhooks"), canAdmin() ? scheduleForm(problem, () => draw().catch(() => {})) : null, tables);
   const draw = async () => {
     const part = async (path, build) => {
       try { return build(await get(path)); }
@@ -555,7 +638,9 @@ async function schedulesPage() {
     };
     const list = (data, key) => (Array.isArray(data) ? data : data[key] || []);
     const control = (sc, verb, label) => h("button", { class: "plain", "data-action": verb, onclick: async () => {
-      try { await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`); } catch (e) { alert(e.message); }
+      problem.textContent = "";
+      try { await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`); }
+      catch (e) { problem.textContent = `${label} ${sc.name} refused: ${e.message}`; }
       draw().catch(() => {});
     } }, label);
     const when = (sc) => sc.cron ? `${sc.cron} (${sc.tz || "UTC"})` : (sc.every_s ? `every ${sc.every_s} s` : "");
@@ -565,7 +650,7 @@ async function schedulesPage() {
       h("tbody", {}, list(data, "schedules").map((sc) => h("tr", { "data-schedule": sc.name },
         h("td", {}, sc.name), h("td", { class: "mono" }, when(sc)), h("td", {}, clip(sc.text, 60)),
         // a quarantined one (a stored value the supervisor could not follow): its error where its next time would be
-        h("td", sc.quarantined ? { class: "quarantine" } : {}, sc.quarantined ? clip(sc.quarantined, 160) : (sc.next_time || "-")),
+        h("td", sc.quarantined ? { class: "quarantine" } : {}, sc.quarantined ? clip(sc.quarantined, 160) : (sc.next_time ? localTime(sc.next_time) : "-")),
         h("td", {}, sc.fired ?? 0), h("td", {}, sc.skipped ?? 0),
         h("td", {}, sc.last_task ? h("a", { href: `#/task/${sc.last_task}`, class: "mono" }, short(sc.last_task)) : "-"),
         h("td", {}, sc.overlap || ""), h("td", {}, badge(sc.quarantined ? "quarantined" : sc.paused ? "paused" : "active")),
@@ -578,11 +663,41 @@ async function schedulesPage() {
         w.quarantined ? h("td", { class: "quarantine" }, clip(w.quarantined, 160)) : h("td", {}, clip(w.text, 80)),
         h("td", {}, w.secret_file ? "yes" : "no"))))));
     if (!showing(view)) return;
-    main().replaceChildren(h("h1", {}, "Schedules and webhooks"), h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
+    tables.replaceChildren(h("div", { class: "card" }, h("h2", {}, "Schedules"), schedules),
       h("div", { class: "card" }, h("h2", {}, "Webhooks"), webhooks));
   };
   await draw();
   state.timers.push(setInterval(() => draw().catch(() => {}), 5000));
+}
+
+// A new schedule, through POST /v1/schedules (its checks are the CLI's): a refusal is shown until the next try.
+function scheduleForm(problem, done) {
+  const field = (id, attrs) => h("input", { id, ...attrs });
+  const name = field("schedule-name", { required: true, maxlength: 64, placeholder: "name", size: 12 });
+  const text = field("schedule-text", { required: true, placeholder: "what each run should do", size: 28 });
+  const kind = h("select", { id: "schedule-kind" }, h("option", { value: "every" }, "every"), h("option", { value: "cron" }, "cron"));
+  const rule = field("schedule-rule", { required: true, placeholder: "1h, 30m, 90s", size: 14 });
+  kind.addEventListener("change", () => { rule.placeholder = kind.value === "cron" ? "0 9 * * 1-5" : "1h, 30m, 90s"; });
+  const zone = field("schedule-tz", { size: 16, value: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
+    title: "the time zone of a cron rule (IANA name)" });
+  const overlap = h("select", { id: "schedule-overlap", title: "when the previous run still runs" },
+    ["skip", "buffer_one", "allow_all", "cancel_other"].map((o) => h("option", { value: o }, o)));
+  const added = h("p", { class: "muted", id: "schedule-added" });
+  return h("form", { class: "card", id: "schedule-form", onsubmit: async (event) => {
+    event.preventDefault();
+    const body = { name: name.value.trim(), text: text.value, overlap: overlap.value };
+    if (kind.value === "cron") { body.cron = rule.value.trim(); body.tz = zone.value.trim() || "UTC"; }
+    else body.every = /^\d+(\.\d+)?$/.test(rule.value.trim()) ? Number(rule.value.trim()) : rule.value.trim();
+    problem.textContent = added.textContent = "";
+    try {
+      const made = await api("POST", "/v1/schedules", body);
+      added.textContent = `added ${made.name || body.name}`;
+      name.value = text.value = rule.value = "";
+      done();
+    } catch (e) { problem.textContent = `not added: ${e.message}`; }
+  } }, h("h2", {}, "New schedule"),
+  h("div", { class: "actions" }, name, text, kind, rule, zone, overlap, h("button", { class: "action", type: "submit", id: "schedule-add" }, "Add")),
+  problem, added);
 }
 
 // -- the router ----------------------------------------------------------------------------------------------
