@@ -31,10 +31,8 @@ from actors.system import (
 from pegasus import bounds
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
-from pegasus.gateway.auth import new_token, token_hash
 from pegasus.requests import R
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
-from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
 QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the supervisor is the same one
@@ -52,6 +50,12 @@ class RequestError(PegasusError):
         self.error_type = error_type or "Error"
         self.data = data  # what the refusal says beyond its text (a webhook's status and code)
         super().__init__(message)
+
+
+def _preflight(settings: Settings) -> None:
+    """The plugins' checks before a start (imported here: the tools are no cost of a command that only asks)."""
+    from pegasus.tools.plugins import preflight
+    preflight(settings)
 
 
 def spec_for(settings: Settings) -> SystemSpec:
@@ -98,7 +102,7 @@ class Client(MemoryClient, TriggersClient):
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
         settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        preflight(settings)
+        _preflight(settings)
         spec = spec_for(settings)
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
@@ -112,7 +116,7 @@ class Client(MemoryClient, TriggersClient):
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
         settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        preflight(settings)
+        _preflight(settings)
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
@@ -254,6 +258,7 @@ class Client(MemoryClient, TriggersClient):
     # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
     def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
         """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
+        from pegasus.gateway.auth import new_token, token_hash  # here: starlette is not every command's cost
         token = new_token()
         record = self.ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
         return {**record, "token": token}
@@ -452,10 +457,9 @@ class Client(MemoryClient, TriggersClient):
                     next_check = now + WATCH_S
                     self._check_supervisor()
                 message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
-                if isinstance(message, (m.TransitionNotice, m.TextDelta)):
-                    self._keep(message)
-                    continue
-                if not isinstance(message, m.Reply):
+                if not isinstance(message, m.Reply):  # a Reply first: naming a notice's class imports it
+                    if isinstance(message, (m.TransitionNotice, m.TextDelta)):
+                        self._keep(message)
                     continue
                 if message.request_id != request_id and not (not message.ok and message.request_id == ""):
                     self._replies[message.request_id] = message  # another request's (a check's) answer

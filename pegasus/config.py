@@ -37,7 +37,7 @@ def home_dir(environ: Mapping[str, str]) -> Path:
 
 class _Section(BaseModel):
     # No setting may be inf or nan: each becomes a timer, a size or a count (docs/security.md, bounds).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 # One process per worker: past this a typo (100000) would fork the host to a standstill.
