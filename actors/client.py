@@ -24,6 +24,7 @@ from thespian.actors import ActorAddress, ActorSystem, ActorSystemException
 
 from actors import messages as m
 from actors.client_memory import MemoryClient
+from actors.client_ops import OpsClient
 from actors.client_triggers import TriggersClient
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
@@ -71,7 +72,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client(MemoryClient, TriggersClient):
+class Client(MemoryClient, TriggersClient, OpsClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -190,16 +191,21 @@ class Client(MemoryClient, TriggersClient):
     def get(self, task_id: str) -> dict[str, Any]:
         return self.ask(m.Get(task_id=task_id))
 
-    def list(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+    def list(self, state: str | None = None, limit: int = 1000, offset: int = 0, *, text: str | None = None,
+             metadata: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Tasks, newest first: ``limit`` of them after skipping ``offset``; ``state`` is a lifecycle or a
-        cognitive state (``messages.LIST_STATES``; another is refused)."""
-        return self.list_page(state, limit, offset)["tasks"]
+        cognitive state (``messages.LIST_STATES``; another is refused); ``text``: every word of it in the
+        input or the result; ``metadata``: tasks whose metadata has these values (as text)."""
+        return self.list_page(state, limit, offset, text=text, metadata=metadata)["tasks"]
 
     def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0,
-                  before: int | None = None) -> dict[str, Any]:
-        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit;
+                  before: int | None = None, *, text: str | None = None,
+                  metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        """``list``'s page with ``total``, how many tasks there are in all (that match), offset and limit;
         ``before``: only tasks older than the one whose ``seq`` it is (a cursor that new tasks do not shift)."""
-        return self.ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
+        return self.ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before, text=text,
+                                    metadata=dict(metadata or {})))
+
 
     def history(self, task_id: str) -> dict[str, Any]:
         return self.ask(m.History(task_id=task_id))

@@ -31,6 +31,7 @@ from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
 from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_inspect import Inspection
+from actors.supervisor_ops import OpsRequests
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_children import STATS_WAIT_S, Children
 from actors.supervisor_tokens import TokenRequests
@@ -54,7 +55,7 @@ from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, Ta
 from pegasus.views import history_view, stored_view
 
 class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Schedules, Webhooks, TokenRequests, TreeRequests,
-                 Inspection, TaskMessages, ActorTypeDispatcher):
+                 Inspection, TaskMessages, OpsRequests, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -121,6 +122,7 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
         except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
             self._store_failed(exc)
         self._tick_schedules()  # slots missed while the system was down: fired or skipped now
+        self._retention_timer()
         assert self.admission is not None
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
@@ -202,8 +204,9 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset, request.before),
-                "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
+        found = (request.text, request.metadata)  # pegasus.store.search
+        return {"tasks": self.store.list_tasks(request.state, request.limit, request.offset, request.before, *found),
+                "total": self.store.count_tasks(request.state, *found), "offset": request.offset, "limit": request.limit}
 
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
@@ -321,6 +324,8 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Sched
             self._check_pools()
         elif isinstance(wakeup.payload, m.StatsDue):
             self._stats_due(wakeup.payload)
+        elif isinstance(wakeup.payload, m.RetentionDue):
+            self._retention_due()
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

@@ -125,6 +125,17 @@ def _list(c: _Commands) -> None:
     p.add_argument("--limit", type=count(1, r.MAX_PAGE), default=50, metavar="N", help="tasks on the page (default 50)")
     p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N",
                    help="newest tasks to skip (default 0)")
+    p.add_argument("--text", metavar="WORDS", help="only tasks with every one of these words in their input or result")
+    p.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
+                   help="only tasks whose metadata has this value (a string, number or boolean); repeatable")
+
+
+def meta_pair(text: str) -> tuple[str, str]:
+    """An argparse type: ``key=value`` (a metadata filter of ``list --meta``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not KEY=VALUE")
+    return key, value
 
 
 def _system(c: _Commands) -> None:
@@ -182,6 +193,7 @@ GROUPS: list[tuple[tuple[str, ...], Callable[[_Commands], None]]] = [
     (("wait",), _module("progress", "add_command")),
     (("tree",), _tree),
     (("list",), _list),
+    (("logs", "delete", "purge"), _module("ops", "add_commands")),
     (("start", "stop", "join", "stats", "backup", "restore"), _system),
     (("token",), _module("tokens", "add_commands", "on_system")),
     (("dashboard",), _module("dashboard", "add_command", "on_system")),

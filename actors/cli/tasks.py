@@ -147,7 +147,8 @@ def task_command(asked: type[m.Request[View]], **extra: str) -> Callable[[argpar
 
 
 def list_tasks(args: argparse.Namespace) -> int:
-    page = ask(args, m.ListTasks(state=args.state, limit=args.limit, offset=args.offset))
+    page = ask(args, m.ListTasks(state=args.state, limit=args.limit, offset=args.offset, text=args.text,
+                                 metadata=dict(args.meta or [])))
     emit(args, page, views.list_text(page))
     return EXIT_OK
 

@@ -25,10 +25,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pegasus.requests import (
-    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeliverWebhook, Get, History,
-    ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow, MemoryWrite, Reply,
+    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeleteTask, DeliverWebhook,
+    Get, History, ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow,
+    MemoryWrite, Purge, Reply,
     Request, Resume, Retry, ScheduleAdd, ScheduleControl, ScheduleList, SendMessage, Stats, StoreStatus, Submit,
-    SubmitMany, Subscribe, Suspend, TaskContextRequest, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
+    SubmitMany, Subscribe, Suspend, TaskContextRequest, TaskLog, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
     WebhookAdd, WebhookList, WebhookRemove, revalidate,
 )
 
@@ -40,7 +41,10 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from actors.messages.stage_work import CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work, WorkDone, WorkerInit, WorkerReady
     from actors.messages.gateway import GatewayCheck, StartGateway
     from actors.messages.recall import AskRecall, Recalled
-    from actors.messages.supervision import GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue
+    from actors.messages.supervision import (
+        GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue,
+        RetentionDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
+    )
     from actors.messages.task_messages import MessageTask
     from actors.messages.triggers import ScheduleDue
     from actors.messages.task_run import DropTask, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned
@@ -57,8 +61,8 @@ _HOMES = {
     "actors.messages.gateway": ("GatewayCheck", "StartGateway"),
     "actors.messages.recall": ("AskRecall", "Recalled"),
     "actors.messages.supervision": ("GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue",
-                                    "PoolReady", "PoolReplaced", "PoolsCheck", "RestartDue", "RetryDue", "StatsDue",
-                                    "StoreProbe", "TaskActorsDue"),
+                                    "PoolReady", "PoolReplaced", "PoolsCheck", "RestartDue", "RetentionDue", "RetryDue",
+                                    "StatsDue", "StoreProbe", "TaskActorsDue"),
     "actors.messages.task_messages": ("MessageTask",),
     "actors.messages.triggers": ("ScheduleDue",),
     "actors.messages.task_run": ("DropTask", "StartTask", "SuspendTask", "TaskAbandoned", "TaskReports",
@@ -81,7 +85,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
+    "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "DeleteTask", "Purge", "TaskLog", "AskRecall", "Recalled", "Backup", "Cancel", "CancelTask", "Configure",
     "Get", "History", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Retry", "RetryDue",
@@ -89,5 +93,5 @@ __all__ = [
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
-    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue",
+    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
 ]
