@@ -74,6 +74,13 @@ def test_delete_refuses_a_running_task_and_purge_deletes_old_ones(ops: Pegasus) 
     assert_failure(ops("status", sleeping), sleeping)
     assert ops.json("list", "--text", "sleep")["tasks"] == []
 
+    failed = ops.ok("submit", "what is 1/0").strip()  # a failed task is kept in the supervisor's memory for a retry
+    assert ops.wait_for(failed, ENDED)["lifecycle_state"] == "failed"
+    assert any(e["kind"] == "tool" and not e["success"] for e in ops.json("logs", failed)["entries"])
+    assert ops.json("delete", failed)["deleted"] == [failed]
+    assert_failure(ops("status", failed), failed)  # gone from memory too, not only from the store
+    assert_failure(ops("retry", failed), failed)
+
     done = ops.ok("submit", "echo purge me").strip()
     ops.wait_for(done, ENDED)
     assert ops.json("purge", "--older-than", "1")["count"] == 0  # nothing a day old
