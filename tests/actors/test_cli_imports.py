@@ -46,12 +46,12 @@ def test_version_imports_no_runtime(tmp_path: Path) -> None:
 
 
 def test_status_imports_only_what_asking_needs(tmp_path: Path) -> None:
-    """``pegasus status ID`` (no system here: it says so) loads the client, not the tools, the admission core, the
-    memory, the machines' tables, rich or Starlette, nor the other commands' modules."""
+    """``pegasus status ID`` (no system here) loads the client, not the tools, the admission core, the memory, rich
+    or Starlette, nor the other commands' modules (the machines' tables may come with reading the store)."""
     status, modules = imported(tmp_path, "status", "abc")
     assert status == 1
     assert "actors.client" in modules
     assert loaded(modules, "rich", "starlette", "pegasus.tools", "pegasus.admission.core", "pegasus.memory",
-                  "pegasus.task.machines", "actors.supervisor", "actors.guardian", "actors.cli.watch",
+                  "actors.supervisor", "actors.guardian", "actors.cli.watch",
                   "actors.cli.system", "actors.cli.memory", "actors.cli.local", "actors.cli.progress") == []
 
