@@ -119,7 +119,7 @@ class Store(TaskMessages, TreeTables, Database):
             if cursor.rowcount != 1:
                 actual = db.execute("SELECT lifecycle_state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
                 raise StaleStateError(task_id, expected, actual[0] if actual else None)
-            if updates and "result" in updates:
+            if updates and updates.get("result") is not None:  # the answer, once: at done
                 search.index_result(db, task_id, updates["result"])
             db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
                        " VALUES (?, 'lifecycle', ?, ?, ?, ?, ?, ?)",
