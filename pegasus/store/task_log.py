@@ -21,7 +21,7 @@ from pegasus import codec
 from pegasus.context_view import clipped
 from pegasus.store.checkpoint import rebuild
 
-MAX_ENTRIES = 2000  # entries of one answer; ``next`` is the cursor for the rest
+MAX_ENTRIES = 500  # transitions read for one answer (each makes 1-3 entries); ``next`` is the cursor for the rest
 TERMINAL = ("done", "failed", "canceled")
 
 
