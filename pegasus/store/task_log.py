@@ -33,7 +33,8 @@ def _tool_entries(store: Any, task_id: str) -> list[dict[str, Any]]:
         done = rebuild(task_id, rows).context.actions_done
     except Exception:  # noqa: BLE001 - a checkpoint that will not rebuild loses the outputs, not the log
         return []
-    return [{"kind": "tool", "step_index": action.step_index, "tool": action.tool, "success": action.success,
+    return [{"kind": "tool", "step_index": action.step_index, "tool": action.tool or action.action_type,
+             "success": action.success,
              "output": clipped(action.output), "error": clipped(action.error), "duration_ms": action.duration_ms}
             for action in done]
 
