@@ -24,6 +24,7 @@ from thespian.actors import ActorAddress, ActorSystem, ActorSystemException
 
 from actors import messages as m
 from actors.client_memory import MemoryClient
+from actors.client_ops import OpsClient
 from actors.client_triggers import TriggersClient
 from actors.system import (
     SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
@@ -31,10 +32,8 @@ from actors.system import (
 from pegasus import bounds
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
-from pegasus.gateway.auth import new_token, token_hash
 from pegasus.requests import R
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
-from pegasus.tools.plugins import preflight
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
 QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the supervisor is the same one
@@ -54,6 +53,12 @@ class RequestError(PegasusError):
         super().__init__(message)
 
 
+def _preflight(settings: Settings) -> None:
+    """The plugins' checks before a start (imported here: the tools are no cost of a command that only asks)."""
+    from pegasus.tools.plugins import preflight
+    preflight(settings)
+
+
 def spec_for(settings: Settings) -> SystemSpec:
     """The SystemSpec of the system these settings describe (they are what its guardian configures it with)."""
     system = settings.system
@@ -67,7 +72,7 @@ def resolved(settings: Settings) -> Settings:
     return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
 
 
-class Client(MemoryClient, TriggersClient):
+class Client(MemoryClient, TriggersClient, OpsClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -98,7 +103,7 @@ class Client(MemoryClient, TriggersClient):
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
         settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        preflight(settings)
+        _preflight(settings)
         spec = spec_for(settings)
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
@@ -112,7 +117,7 @@ class Client(MemoryClient, TriggersClient):
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
         settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        preflight(settings)
+        _preflight(settings)
         spec = spec_for(settings)
         pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
         return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
@@ -186,16 +191,21 @@ class Client(MemoryClient, TriggersClient):
     def get(self, task_id: str) -> dict[str, Any]:
         return self.ask(m.Get(task_id=task_id))
 
-    def list(self, state: str | None = None, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+    def list(self, state: str | None = None, limit: int = 1000, offset: int = 0, *, text: str | None = None,
+             metadata: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Tasks, newest first: ``limit`` of them after skipping ``offset``; ``state`` is a lifecycle or a
-        cognitive state (``messages.LIST_STATES``; another is refused)."""
-        return self.list_page(state, limit, offset)["tasks"]
+        cognitive state (``messages.LIST_STATES``; another is refused); ``text``: every word of it in the
+        input or the result; ``metadata``: tasks whose metadata has these values (as text)."""
+        return self.list_page(state, limit, offset, text=text, metadata=metadata)["tasks"]
 
     def list_page(self, state: str | None = None, limit: int = 1000, offset: int = 0,
-                  before: int | None = None) -> dict[str, Any]:
-        """``list``'s page with ``total``, how many tasks there are in all (of that state), offset and limit;
+                  before: int | None = None, *, text: str | None = None,
+                  metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        """``list``'s page with ``total``, how many tasks there are in all (that match), offset and limit;
         ``before``: only tasks older than the one whose ``seq`` it is (a cursor that new tasks do not shift)."""
-        return self.ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before))
+        return self.ask(m.ListTasks(state=state, limit=limit, offset=offset, before=before, text=text,
+                                    metadata=dict(metadata or {})))
+
 
     def history(self, task_id: str) -> dict[str, Any]:
         return self.ask(m.History(task_id=task_id))
@@ -254,6 +264,7 @@ class Client(MemoryClient, TriggersClient):
     # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
     def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
         """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
+        from pegasus.gateway.auth import new_token, token_hash  # here: starlette is not every command's cost
         token = new_token()
         record = self.ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
         return {**record, "token": token}
@@ -452,10 +463,9 @@ class Client(MemoryClient, TriggersClient):
                     next_check = now + WATCH_S
                     self._check_supervisor()
                 message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
-                if isinstance(message, (m.TransitionNotice, m.TextDelta)):
-                    self._keep(message)
-                    continue
-                if not isinstance(message, m.Reply):
+                if not isinstance(message, m.Reply):  # a Reply first: naming a notice's class imports it
+                    if isinstance(message, (m.TransitionNotice, m.TextDelta)):
+                        self._keep(message)
                     continue
                 if message.request_id != request_id and not (not message.ok and message.request_id == ""):
                     self._replies[message.request_id] = message  # another request's (a check's) answer

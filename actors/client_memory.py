@@ -15,17 +15,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors import messages as m
 from pegasus.config import Settings
-from pegasus.memory import Episode, Fact, MemoryStore, markdown
-from pegasus.memory.answers import answer_memory
-from pegasus.memory.embeddings import Embedded, embed
-from pegasus.memory.values import normalise
-from pegasus.memory.vectors import fact_text
 from pegasus.requests import R
-from pegasus.store import Store
+
+if TYPE_CHECKING:
+    from pegasus.memory import markdown
+    from pegasus.memory.embeddings import Embedded
 
 IMPORT_PAGE_BYTES = 96 * 1024  # an import request stays well under [runtime] max_message_bytes (256 KiB)
 
@@ -40,6 +38,7 @@ class MemoryClient:
 
     def _embedded(self, text: str) -> Embedded:
         """``text``'s vector (one bounded call, no retry), or why there is none."""
+        from pegasus.memory.embeddings import embed  # imported when used: memory is no cost of other commands
         return embed([text], self.settings.memory, self.settings.llm)
 
     def memory_list(self, prefix: str = "", episodes: int = 20) -> dict[str, Any]:
@@ -59,6 +58,8 @@ class MemoryClient:
 
     def memory_write(self, path: str, content: str) -> dict[str, Any]:
         """A new version of fact ``path`` (``unchanged``: it already held ``content``)."""
+        from pegasus.memory.values import normalise
+        from pegasus.memory.vectors import fact_text
         found = self._embedded(fact_text(normalise(content)))
         reply = self.ask(m.MemoryWrite(path=path, content=content, vector=found.vectors[0] if found.vectors else None))
         return _with_warning(reply, found.error, "stored without a vector (a running system's background job gives "
@@ -80,6 +81,7 @@ class MemoryClient:
             if not page["more"] or not page["episodes"]:
                 break
             after = page["episodes"][-1]["episode_id"]
+        from pegasus.memory import Episode, Fact, markdown
         dump = markdown.Dump([Fact(**f) for f in facts], [Episode(**e) for e in episodes])
         target = Path(directory).expanduser().resolve()
         files = markdown.write_dir(target, markdown.render(dump))
@@ -88,6 +90,7 @@ class MemoryClient:
     def memory_import(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Merge the Markdown in ``directory`` (as ``memory_export`` writes it) into the memory.  Every file is
         read and checked before anything is sent (a bad one: MemoryFormatError naming the file and line)."""
+        from pegasus.memory import markdown
         dump = markdown.read_dir(Path(directory).expanduser().resolve())
         totals: dict[str, int] = {}
         for facts, episodes in _pages(dump):
@@ -120,10 +123,13 @@ class LocalMemory(MemoryClient):
     """The memory of a state directory with no system running: the same answers, on the store file."""
 
     def __init__(self, settings: Settings) -> None:
+        from pegasus.store import Store
         self.settings = settings
         self.store = Store.in_state_dir(settings.state_dir())
 
     def ask(self, request: m.Request[R]) -> R:
+        from pegasus.memory import MemoryStore
+        from pegasus.memory.answers import answer_memory
         return answer_memory(MemoryStore(self.store, self.settings.memory), m.revalidate(request))
 
     def close(self) -> None:

@@ -75,6 +75,6 @@ DEFERRED = object()
 WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry,  # refused while the store fails
           m.MemoryWrite, m.MemoryForget, m.MemoryImport,
           m.ScheduleAdd, m.ScheduleControl, m.WebhookAdd, m.WebhookRemove, m.DeliverWebhook,
-          m.TokenCreate, m.TokenRevoke, m.SendMessage)
+          m.TokenCreate, m.TokenRevoke, m.SendMessage, m.DeleteTask, m.Purge)
 
 

@@ -31,6 +31,7 @@ from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
 from actors.supervisor_reflect import RecallAndReflect
 from actors.supervisor_inspect import Inspection
+from actors.supervisor_ops import OpsRequests
 from actors.supervisor_runs import RunsAndStore
 from actors.supervisor_children import STATS_WAIT_S, Children
 from actors.supervisor_tokens import TokenRequests
@@ -55,7 +56,7 @@ from pegasus.task import CognitiveState, LifecycleState, PoolName, StageName, Ta
 from pegasus.views import history_view, stored_view
 
 class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vectors, Schedules, Webhooks, TokenRequests,
-                 TreeRequests, Inspection, TaskMessages, ActorTypeDispatcher):
+                 TreeRequests, Inspection, TaskMessages, OpsRequests, ActorTypeDispatcher):
     """One per system; see the module docstring."""
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
@@ -122,6 +123,7 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vecto
         except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
             self._store_failed(exc)
         self._tick_schedules()  # slots missed while the system was down: fired or skipped now
+        self._retention_timer()
         assert self.admission is not None
         self.log.info("configured", llm_workers=settings.pools.llm_workers, tool_workers=settings.pools.tool_workers,
                       max_active_tasks=settings.runtime.max_active_tasks, restored=len(self.admission.records),
@@ -203,9 +205,10 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vecto
     @request_handler
     def receiveMsg_ListTasks(self, request: m.ListTasks, sender: Any) -> Any:
         assert self.store is not None
-        tasks = self.store.list_tasks(request.state, request.limit, request.offset, request.before)
+        found = (request.text, request.metadata)  # pegasus.store.search
+        tasks = self.store.list_tasks(request.state, request.limit, request.offset, request.before, *found)
         return {"tasks": self._listed_with_tree(tasks),
-                "total": self.store.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
+                "total": self.store.count_tasks(request.state, *found), "offset": request.offset, "limit": request.limit}
 
     @request_handler
     def receiveMsg_History(self, request: m.History, sender: Any) -> Any:
@@ -327,6 +330,8 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vecto
             self._recall_vector_due(wakeup.payload)
         elif isinstance(wakeup.payload, m.VectorsDue):
             self._vectors_due()
+        elif isinstance(wakeup.payload, m.RetentionDue):
+            self._retention_due()
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
-    checkpoint, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, retrieval, scale, stops,
+    checkpoint, cli, compare, fanout, hop, hosts, http, inflight, machine, mcp, pool, recovery, retrieval, scale, stops,
     streaming,
 )
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight, http, fanout, retrieval, stops)}
+                                                inflight, http, fanout, retrieval, stops, cli)}
 # Run only when named (--only): hosts needs root to make network namespaces.
 OPT_IN = {hosts.NAME: hosts}
 

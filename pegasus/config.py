@@ -37,7 +37,7 @@ def home_dir(environ: Mapping[str, str]) -> Path:
 
 class _Section(BaseModel):
     # No setting may be inf or nan: each becomes a timer, a size or a count (docs/security.md, bounds).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 # One process per worker: past this a typo (100000) would fork the host to a standstill.
@@ -333,6 +333,14 @@ class StateSettings(_Section):
     home: str = ""  # empty: $PEGASUS_HOME, else ~/.pegasus
 
 
+class StoreSettings(_Section):
+    """Retention of finished tasks (pegasus.store.retention, docs/durability.md)."""
+
+    # Days a finished task tree is kept after its last change; the supervisor deletes older ones hourly (their
+    # transitions, checkpoints and journal with them; memory stays).  0: kept for good.
+    retain_days: float = Field(0.0, ge=0, le=36500)
+
+
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     # Task text, prompts, model and tool output in the log; off: their length only (pegasus.logs).
@@ -387,6 +395,7 @@ class Settings(_Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

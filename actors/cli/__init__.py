@@ -10,6 +10,16 @@
     memory.py  memory list|search|show|write|forget|export|import, identity
 """
 
-from actors.cli.main import main
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: ``actors.cli.main.main``, imported only when run (this package's modules import
+    this ``__init__`` first; it stays free of them)."""
+    from actors.cli.main import main as run
+    return run(argv)
+
 
 __all__ = ["main"]

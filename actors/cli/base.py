@@ -7,13 +7,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.cli.views import clean
-from actors.client import Client
-from pegasus import bounds, config
+from pegasus import bounds
 from pegasus.errors import InvalidRequest, PegasusError
-from pegasus.requests import R, Request
+
+if TYPE_CHECKING:  # the client, the settings and the requests are imported by the commands that use them
+    from pegasus import config
+    from pegasus.requests import R, Request
 
 # 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
 # information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
@@ -70,6 +72,7 @@ def error_type(exc: BaseException) -> str:
 
 
 def settings_of(args: argparse.Namespace) -> config.Settings:
+    from pegasus import config
     settings = config.load(args.config)
     if getattr(args, "port", None) is not None:
         settings = settings.with_overrides({"system": {"admin_port": args.port}})
@@ -78,5 +81,6 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
 
 def ask(args: argparse.Namespace, request: Request[R]) -> R:
     """``request`` asked of the running system (SystemNotRunningError when there is none): its reply."""
+    from actors.client import Client
     with Client.connect(settings_of(args)) as client:
         return client.ask(request)

@@ -12,7 +12,6 @@ import webbrowser
 from typing import Any
 
 from actors.cli.base import EXIT_OK, emit, settings_of
-from actors.guardian import read_settings
 from pegasus.config import HttpSettings
 from pegasus.errors import PegasusError
 
@@ -45,6 +44,7 @@ def _answers(url: str) -> bool:
 def dashboard(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     try:  # the running system's own settings (pegasus start --http PORT writes its port there)
+        from actors.guardian import read_settings  # imported when used: the guardian is no cost of other commands
         settings = read_settings(settings.state_dir())
     except PegasusError:
         pass

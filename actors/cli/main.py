@@ -8,23 +8,21 @@ Each command's handler takes the parsed arguments and returns the exit status;
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
-
-import shtab
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, get_args
 
 import pegasus
-from actors import messages as m
-from actors.cli import dashboard, local, memory, progress, schedules, system, talk, tasks, tokens, watch, webhooks
-from actors.cli.tree import tree
 from actors.cli.base import (
     EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, count, duration, error, error_type,
 )
 from pegasus.errors import PegasusError
 from pegasus.metadata import INT64_MAX
-from pegasus.task import machines
+from pegasus.task.names import CognitiveMachineName
 
 RUN_EXIT_STATUS = ("exit status: 0 done (every step it rests on succeeded), 1 failed or canceled (or the command "
                    "failed), 3 waiting for information (pegasus resume), 4 failed or canceled with an effect "
@@ -32,6 +30,8 @@ RUN_EXIT_STATUS = ("exit status: 0 done (every step it rests on succeeded), 1 fa
 COMPLETION_HELP = ("bash: pegasus completion bash > ~/.local/share/bash-completion/completions/pegasus; "
                    "zsh: pegasus completion zsh > ~/.zfunc/_pegasus, with fpath=(~/.zfunc $fpath) before compinit "
                    "in ~/.zshrc. Then open a new shell.")
+COGNITIVE_MACHINES = get_args(CognitiveMachineName)
+FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}  # shtab.FILE, without importing shtab
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,7 +41,196 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage(), self.prog)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def later(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The handler ``name`` of ``actors.cli.<module>``, imported when the command runs: a command costs
+    the imports of its own module only (issue 31: ``--version``, ``status``, ``list`` in under 0.3 s)."""
+    def handler(args: argparse.Namespace) -> int:
+        run = getattr(_imported(f"actors.cli.{module}"), name)
+        status: int = run(args)
+        return status
+    handler.__name__ = name
+    return handler
+
+
+def _imported(module: str) -> Any:
+    """``module``, imported with the cyclic garbage collector paused: importing allocates only what stays (the
+    collector's passes over it cost a command ~5% of its time); it runs again for the command itself."""
+    gc.disable()
+    try:
+        return importlib.import_module(module)
+    finally:
+        gc.enable()
+
+
+def task_request(request: str, **extra: str) -> Callable[[argparse.Namespace], int]:
+    """status, suspend, ...: ``actors.cli.tasks.task_command`` of the request class named ``request``."""
+    def handler(args: argparse.Namespace) -> int:
+        tasks, requests = _imported("actors.cli.tasks"), _imported("pegasus.requests")
+        return tasks.task_command(getattr(requests, request), **extra)(args)
+    handler.__name__ = request.lower()
+    return handler
+
+
+@dataclass
+class _Commands:
+    """What each group of commands is declared on: the subparsers and the shared parents."""
+
+    sub: Any
+    common: _Parser
+    configured: _Parser
+    on_system: _Parser
+
+    def command(self, name: str, handler: Any, help_text: str, parent: _Parser | None = None,
+                **kwargs: Any) -> argparse.ArgumentParser:
+        p = self.sub.add_parser(name, parents=[parent or self.on_system], help=help_text, description=help_text,
+                                **kwargs)
+        p.set_defaults(handler=handler)
+        return p
+
+
+def _task_commands(c: _Commands) -> None:
+    from pegasus import requests as r
+
+    def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
+        p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
+        p.add_argument("--machine", choices=COGNITIVE_MACHINES, help="cognitive machine (default from config)")
+        p.add_argument("--priority", type=count(0, r.MAX_PRIORITY), default=5, metavar="N",
+                       help="lower runs first (default 5)")
+
+    task_options(p := c.command("run", later("tasks", "run"), "run one task, showing each transition live",
+                                epilog=RUN_EXIT_STATUS))
+    p.add_argument("--timeout", type=duration, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
+    task_options(p := c.command("submit", later("tasks", "submit"), "submit a task (or a file of them) and print the ids"), "?")
+    p.add_argument("--file", metavar="PATH", help=f"one task per line ('-': standard input), sent {r.MAX_BATCH} "
+                   "to a request, each request all or none").complete = FILE  # type: ignore[attr-defined]
+    p.add_argument("--key", help="idempotency key: a key used before answers the task it created "
+                   "(with --file, the task of line n gets KEY:n)")
+
+
+def _task_actions(c: _Commands) -> None:
+    for name, handler, help_text in (
+        ("status", task_request("Get"), "show a task"),
+        ("history", later("tasks", "history"), "a task's transitions"),
+        ("suspend", task_request("Suspend"), "suspend a running task"),
+        ("resume", task_request("Resume", message="message"), "resume a suspended or blocked task"),
+        ("cancel", task_request("Cancel"), "cancel a task"),
+        ("approve", task_request("Approve"), "approve a draft task (manual approval)"),
+        ("retry", task_request("Retry"), "retry a failed task"),
+    ):
+        p = c.command(name, handler, help_text)
+        p.add_argument("task_id", metavar="TASK_ID")
+        if name == "resume":
+            p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
+
+
+def _tree(c: _Commands) -> None:
+    p = c.command("tree", later("tree", "tree"), "show a task and its sub-tasks, each with its states")
+    p.add_argument("task_id", metavar="TASK_ID")
+
+
+def _list(c: _Commands) -> None:
+    from pegasus import requests as r
+    p = c.command("list", later("tasks", "list_tasks"), "list tasks, newest first, a page at a time")
+    p.add_argument("--state", choices=r.LIST_STATES, metavar="STATE",
+                   help=f"only tasks in this lifecycle or cognitive state: {', '.join(r.LIST_STATES)}")
+    p.add_argument("--limit", type=count(1, r.MAX_PAGE), default=50, metavar="N", help="tasks on the page (default 50)")
+    p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N",
+                   help="newest tasks to skip (default 0)")
+    p.add_argument("--text", metavar="WORDS", help="only tasks with every one of these words in their input or result")
+    p.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
+                   help="only tasks whose metadata has this value (a string, number or boolean); repeatable")
+
+
+def meta_pair(text: str) -> tuple[str, str]:
+    """An argparse type: ``key=value`` (a metadata filter of ``list --meta``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not KEY=VALUE")
+    return key, value
+
+
+def _system(c: _Commands) -> None:
+    p = c.command("start", later("system", "start"), "start a system in the background")
+    p.add_argument("--leader", action="store_true",
+                   help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
+    p.add_argument("--http", type=count(1, 65535), metavar="PORT",
+                   help="also serve the HTTP API on this port ([http] enabled; docs/http.md)")
+    c.command("stop", later("system", "stop"), "stop the background system")
+    p = c.command("join", later("system", "join"), "add this machine to a convention: a background member admin")
+    p.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
+                   help="the leader's address and admin port (default: [convention] leader)")
+    p.add_argument("--key-file", metavar="PATH", help="the leader's system key (a copy of <leader state dir>/"
+                   "system.key); kept in this machine's state directory, so later joins need it only when it "
+                   "changes").complete = FILE  # type: ignore[attr-defined]
+    p.add_argument("--capability", action="append", metavar="NAME=VALUE",
+                   help="advertise a capability, e.g. pegasus.llm_workers=4 or pegasus.tool_workers=0 "
+                        "(worker counts default to this machine's [pools]); repeatable")
+    c.command("stats", later("system", "stats"), "tasks, queue, pools and convention members")
+    p = c.command("backup", later("system", "backup"), "copy the database (consistent while tasks run)")
+    p.add_argument("path", metavar="PATH", help="where to write the copy (mode 0600)"
+                   ).complete = FILE  # type: ignore[attr-defined]
+    p.add_argument("--force", action="store_true", help="replace the file if it exists")
+    p = c.command("restore", later("system", "restore"), "put a backup in place of the database (the system stopped)")
+    p.add_argument("path", metavar="PATH", help="the backup (pegasus backup wrote it)"
+                   ).complete = FILE  # type: ignore[attr-defined]
+
+
+def _machines(c: _Commands) -> None:
+    from pegasus.task import machines
+    p = c.command("machines", later("local", "machines"), "show a state machine's states and transitions", c.common)
+    p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")
+    p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")
+
+
+def _tools(c: _Commands) -> None:
+    c.command("tools", later("local", "tools"), "list every tool: description, arguments, effect class", c.configured)
+
+
+def _module(name: str, registrar: str, *parents: str) -> Callable[[_Commands], None]:
+    """A group that ``actors.cli.<name>.<registrar>`` declares (on ``command``, or on the subparsers and the
+    parents named)."""
+    def register(c: _Commands) -> None:
+        add = getattr(importlib.import_module(f"actors.cli.{name}"), registrar)
+        add(c.command) if not parents else add(c.sub, *(getattr(c, parent) for parent in parents))
+    return register
+
+
+# Each group of commands and the command names it declares: a command line builds its own group only.
+GROUPS: list[tuple[tuple[str, ...], Callable[[_Commands], None]]] = [
+    (("run", "submit"), _task_commands),
+    (("status", "history", "suspend", "resume", "cancel", "approve", "retry"), _task_actions),
+    (("message",), _module("talk", "add_commands")),
+    (("watch",), _module("watch", "add_command")),
+    (("wait",), _module("progress", "add_command")),
+    (("tree",), _tree),
+    (("list",), _list),
+    (("logs", "delete", "purge"), _module("ops", "add_commands")),
+    (("start", "stop", "join", "stats", "backup", "restore"), _system),
+    (("token",), _module("tokens", "add_commands", "on_system")),
+    (("dashboard",), _module("dashboard", "add_command", "on_system")),
+    (("schedule",), _module("schedules", "register", "on_system")),
+    (("webhook",), _module("webhooks", "register", "on_system")),
+    (("memory", "identity"), _module("memory", "add_commands", "on_system", "configured")),
+    (("machines",), _machines),
+    (("tools",), _tools),
+]
+
+
+def _wanted(argv: Sequence[str] | None) -> set[str] | None:
+    """The command ``argv`` names, alone (None: every command, for help, completion and a name not known).
+    ``--version`` alone, or no command, builds none: argparse answers those from the top level."""
+    if argv is None:
+        return None
+    words = [word for word in argv if not word.startswith("-")]
+    if not words:
+        return None if {"-h", "--help"} & set(argv) else set()
+    known = {name for names, _ in GROUPS for name in names}
+    return {words[0]} if words[0] in known else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given ``argv``, of the command it names only (the others' modules are
+    not imported)."""
     parser = _Parser(prog="pegasus", description="Run LLM agent tasks as state machines on actors.",
                      epilog="Every command takes -h, and all but completion take --json. Exit status: 0 ok, "
                             "1 failed, 2 usage error (run has more: pegasus run -h).")
@@ -50,99 +239,27 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output (errors too, on stderr)")
     configured = _Parser(add_help=False, parents=[common])
     configured.add_argument("--config", metavar="PATH", help="configuration file (default: $PEGASUS_CONFIG or "
-                            "<state dir>/pegasus.toml)").complete = shtab.FILE  # type: ignore[attr-defined]
+                            "<state dir>/pegasus.toml)").complete = FILE  # type: ignore[attr-defined]
     on_system = _Parser(add_help=False, parents=[configured])
     on_system.add_argument("--port", type=count(1, 65535), metavar="PORT",
                            help="admin port of the system (default from config)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, handler: Any, help_text: str, parent: _Parser = on_system,
-                **kwargs: Any) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[parent], help=help_text, description=help_text, **kwargs)
-        p.set_defaults(handler=handler)
-        return p
-
-    def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
-        p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
-        p.add_argument("--machine", choices=machines.COGNITIVE_MACHINES, help="cognitive machine (default from config)")
-        p.add_argument("--priority", type=count(0, m.MAX_PRIORITY), default=5, metavar="N",
-                       help="lower runs first (default 5)")
-
-    task_options(p := command("run", tasks.run, "run one task, showing each transition live", epilog=RUN_EXIT_STATUS))
-    p.add_argument("--timeout", type=duration, default=300.0, metavar="SECONDS", help="how long to wait (default 300)")
-    task_options(p := command("submit", tasks.submit, "submit a task (or a file of them) and print the ids"), "?")
-    p.add_argument("--file", metavar="PATH", help=f"one task per line ('-': standard input), sent {m.MAX_BATCH} "
-                   "to a request, each request all or none").complete = shtab.FILE  # type: ignore[attr-defined]
-    p.add_argument("--key", help="idempotency key: a key used before answers the task it created "
-                   "(with --file, the task of line n gets KEY:n)")
-    for name, handler, help_text in (
-        ("status", tasks.task_command(m.Get), "show a task"),
-        ("history", tasks.history, "a task's transitions"),
-        ("suspend", tasks.task_command(m.Suspend), "suspend a running task"),
-        ("resume", tasks.task_command(m.Resume, message="message"), "resume a suspended or blocked task"),
-        ("cancel", tasks.task_command(m.Cancel), "cancel a task"),
-        ("approve", tasks.task_command(m.Approve), "approve a draft task (manual approval)"),
-        ("retry", tasks.task_command(m.Retry), "retry a failed task"),
-    ):
-        p = command(name, handler, help_text)
-        p.add_argument("task_id", metavar="TASK_ID")
-        if name == "resume":
-            p.add_argument("--message", metavar="TEXT", help="the information the task asked for")
-    talk.add_commands(command)
-    watch.add_command(command)
-    progress.add_command(command)
-    p = command("tree", tree, "show a task and its sub-tasks, each with its states")
-    p.add_argument("task_id", metavar="TASK_ID")
-    p = command("list", tasks.list_tasks, "list tasks, newest first, a page at a time")
-    p.add_argument("--state", choices=m.LIST_STATES, metavar="STATE",
-                   help=f"only tasks in this lifecycle or cognitive state: {', '.join(m.LIST_STATES)}")
-    p.add_argument("--limit", type=count(1, m.MAX_PAGE), default=50, metavar="N", help="tasks on the page (default 50)")
-    p.add_argument("--offset", type=count(0, INT64_MAX), default=0, metavar="N",
-                   help="newest tasks to skip (default 0)")
-
-    p = command("start", system.start, "start a system in the background")
-    p.add_argument("--leader", action="store_true",
-                   help="lead a convention: other machines join with `pegasus join` (docs/convention.md)")
-    p.add_argument("--http", type=count(1, 65535), metavar="PORT",
-                   help="also serve the HTTP API on this port ([http] enabled; docs/http.md)")
-    command("stop", system.stop, "stop the background system")
-    p = command("join", system.join, "add this machine to a convention: a background member admin")
-    p.add_argument("leader_address", nargs="?", metavar="HOST:PORT",
-                   help="the leader's address and admin port (default: [convention] leader)")
-    p.add_argument("--key-file", metavar="PATH", help="the leader's system key (a copy of <leader state dir>/"
-                   "system.key); kept in this machine's state directory, so later joins need it only when it "
-                   "changes").complete = shtab.FILE  # type: ignore[attr-defined]
-    p.add_argument("--capability", action="append", metavar="NAME=VALUE",
-                   help="advertise a capability, e.g. pegasus.llm_workers=4 or pegasus.tool_workers=0 "
-                        "(worker counts default to this machine's [pools]); repeatable")
-    command("stats", system.stats, "tasks, queue, pools and convention members")
-    p = command("backup", system.backup, "copy the database (consistent while tasks run)")
-    p.add_argument("path", metavar="PATH", help="where to write the copy (mode 0600)"
-                   ).complete = shtab.FILE  # type: ignore[attr-defined]
-    p.add_argument("--force", action="store_true", help="replace the file if it exists")
-    p = command("restore", system.restore, "put a backup in place of the database (the system stopped)")
-    p.add_argument("path", metavar="PATH", help="the backup (pegasus backup wrote it)"
-                   ).complete = shtab.FILE  # type: ignore[attr-defined]
-
-    tokens.add_commands(sub, on_system)
-    dashboard.add_command(sub, on_system)
-    schedules.register(sub, on_system)
-    webhooks.register(sub, on_system)
-    memory.add_commands(sub, on_system, configured)
-
-    p = command("machines", local.machines, "show a state machine's states and transitions", common)
-    p.add_argument("name", nargs="?", choices=machines.names(), help="machine to show (default: list them)")
-    p.add_argument("--mermaid", action="store_true", help="print a Mermaid state diagram")
-    command("tools", local.tools, "list every tool: description, arguments, effect class", configured)
-    p = sub.add_parser("completion", help="print the shell completion script (bash or zsh)",
-                       description="Print the completion script of a shell. " + COMPLETION_HELP)
-    p.add_argument("shell", choices=("bash", "zsh"))
-    p.set_defaults(handler=completion)
+    commands = _Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+                         common, configured, on_system)
+    wanted = _wanted(argv)
+    for names, register in GROUPS:
+        if wanted is None or wanted & set(names):
+            register(commands)
+    if wanted is None:
+        p = commands.sub.add_parser("completion", help="print the shell completion script (bash or zsh)",
+                                    description="Print the completion script of a shell. " + COMPLETION_HELP)
+        p.add_argument("shell", choices=("bash", "zsh"))
+        p.set_defaults(handler=completion)
     return parser
 
 
 def completion(args: argparse.Namespace) -> int:
     # shtab writes a static script from the parser: every command, flag and choice, no Python run per Tab.
+    import shtab
     print(shtab.complete(build_parser(), shell=args.shell))
     return EXIT_OK
 
@@ -151,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv  # until the arguments are parsed: a usage error is JSON too
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         as_json = getattr(args, "json", False)
         status: int = args.handler(args)
         return status

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import messages as m
-from actors.cli import progress, views
+from actors.cli import views
 from actors.cli.base import (
     EXIT_EFFECTS_UNKNOWN, EXIT_FAILURE, EXIT_OK, EXIT_WAITING, ask, emit, error, settings_of,
 )
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{', embedded system' if started else ''})", flush=True)
         notices = []
         answer = views.AnswerPrinter()
+        from actors.cli import progress  # rich: imported by the commands that draw
         spinner = progress.StageSpinner.on(progress.on_terminal(args, sys.stdout))  # a terminal only
         try:
             for notice in client.follow(task["task_id"], timeout=args.timeout, subscribe=False):
@@ -112,6 +113,7 @@ def _submit_file(args: argparse.Namespace) -> int:
     tasks = [{"text": line, "metadata": {"workspace": os.getcwd()}, "source": "cli",
               **({"key": f"{args.key}:{n}"} if args.key else {})} for n, line in enumerate(lines, 1)]
     submitted: list[dict[str, Any]] = []
+    from actors.cli import progress
     with Client.connect(settings_of(args)) as client, \
             progress.bar(progress.on_terminal(args, sys.stderr), "tasks submitted", len(tasks)) as advance:
         for first in range(0, len(tasks), m.MAX_BATCH):
@@ -145,7 +147,8 @@ def task_command(asked: type[m.Request[View]], **extra: str) -> Callable[[argpar
 
 
 def list_tasks(args: argparse.Namespace) -> int:
-    page = ask(args, m.ListTasks(state=args.state, limit=args.limit, offset=args.offset))
+    page = ask(args, m.ListTasks(state=args.state, limit=args.limit, offset=args.offset, text=args.text,
+                                 metadata=dict(args.meta or [])))
     emit(args, page, views.list_text(page))
     return EXIT_OK
 

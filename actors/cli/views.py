@@ -11,9 +11,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-from actors.convention import WORKER_CAPABILITIES
-from pegasus.llm.cost import cost_text
-from pegasus.streaming import AnswerExtractor
 
 # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI to some terminals) and the bidirectional
 # overrides that can make a line read otherwise than it is (CVE-2021-42574).
@@ -72,6 +69,7 @@ def usage_text(usage: dict[str, Any]) -> str:
     cached = f" ({usage['cached_tokens']:,} cached)" if usage.get("cached_tokens") else ""
     estimated = usage.get("estimated_calls") or 0
     guessed = f" (estimated for {estimated} call{'' if estimated == 1 else 's'})" if estimated else ""
+    from pegasus.llm.cost import cost_text  # imported when used: views is every command's import
     priced = cost_text(usage) or ("cost unknown" if estimated else "")
     return (f"{usage.get('calls', 0)} call{'' if usage.get('calls') == 1 else 's'}, "
             f"{'~' if estimated else ''}{usage.get('total_tokens', 0):,} tokens{cached}{guessed}"
@@ -117,6 +115,11 @@ def notice_line(notice: Any) -> str:
             f"{notice.event}{extra}")
 
 
+def _extractor() -> Any:
+    from pegasus.streaming import AnswerExtractor  # imported when used: views is every command's import
+    return AnswerExtractor()
+
+
 class AnswerPrinter:
     """``run``'s live answer: the answer inside each stage's streamed reply, printed as it comes
     (``pegasus.streaming.AnswerExtractor``), escaped like any text of a task, newlines kept."""
@@ -124,13 +127,13 @@ class AnswerPrinter:
     def __init__(self, out: Any = None) -> None:
         self.out = out
         self.reply: tuple[str, int, int] | None = None
-        self.extractor = AnswerExtractor()
+        self.extractor = _extractor()
         self.open = False  # a line of answer is being written
 
     def write(self, delta: Any) -> None:
         if (delta.stage, delta.token, delta.call) != self.reply:  # another reply: another answer
             self.end()
-            self.reply, self.extractor = (delta.stage, delta.token, delta.call), AnswerExtractor()
+            self.reply, self.extractor = (delta.stage, delta.token, delta.call), _extractor()
         text = self.extractor.feed(delta.text)
         if text:
             if not self.open:
@@ -277,6 +280,7 @@ def members_text(stats: dict[str, Any]) -> str:
     lines = ["members:"]
     for row in rows:
         counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
+        from actors.convention import WORKER_CAPABILITIES
         extra = capabilities_text(row["capabilities"], (*WORKER_CAPABILITIES, "pegasus.member", "pegasus.home"))
         lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
                      + (f"  ({extra})" if extra else "") + contact_text(row.get("contact"), stats.get("now")))

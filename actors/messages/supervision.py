@@ -70,3 +70,7 @@ class ChildTrouble:
 @dataclass(frozen=True)
 class KeeperDue:
     """Wakeup payload of the guardian: start the HTTP gateway's keeper again now (its back-off passed)."""
+
+@dataclass(frozen=True)
+class RetentionDue:
+    """Wakeup payload of the supervisor: delete the task trees older than ``[store] retain_days`` now."""

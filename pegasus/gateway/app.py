@@ -149,9 +149,30 @@ async def list_tasks(gw: Gateway, op: Operation, request: Request) -> Response:
     if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_PAGE:
         raise ApiError(400, "bad_request", f"limit: a whole number from 1 to {MAX_PAGE}")
     limit, before = int(raw_limit), _cursor(query.get("cursor"))
-    page = await gw.ask(r.ListTasks(state=query.get("state"), limit=limit, offset=0, before=before))
+    page = await gw.ask(r.ListTasks(state=query.get("state"), limit=limit, offset=0, before=before,
+                                    text=query.get("text"), metadata=_meta(query.getlist("meta"))))
     tasks = page["tasks"]
     return _json({"tasks": tasks, "total": page["total"], "next_cursor": _next_cursor(tasks, limit)})
+
+
+def _meta(pairs: list[str]) -> dict[str, str]:
+    """``meta=key=value`` query parameters (repeatable): the metadata values a task must have."""
+    if len(pairs) > r.MAX_META:
+        raise ApiError(400, "bad_request", f"meta: at most {r.MAX_META} filters")
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ApiError(400, "bad_request", f"meta: {pair[:40]!r} is not key=value")
+        found[key] = value
+    return found
+
+
+async def task_log(gw: Gateway, op: Operation, request: Request) -> Response:
+    raw = request.query_params.get("after", "0")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise ApiError(400, "bad_request", "after: a whole number (the next of the previous answer)")
+    return _json(await gw.ask(r.TaskLog(task_id=request.path_params["task_id"], after=int(raw))))
 
 
 async def task_read(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -249,10 +270,16 @@ SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
                "its task)", SubmitBody, 201, request=r.Submit), submit),
-    (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor)",
-               query=("state", "limit", "cursor"), request=r.ListTasks), list_tasks),
+    (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor; text: every word in "
+               "the input or result; meta=key=value, repeatable)",
+               query=("state", "limit", "cursor", "text", "meta"), request=r.ListTasks), list_tasks),
     (Operation("GET", TASK, Scope.READ, "A task", request=r.Get), task_read),
     (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit", request=r.History), task_read),
+    (Operation("GET", TASK + "/logs", Scope.READ, "A task's log: transitions, stage errors, model step-downs, tool "
+               "output, in order (after: the next of the previous answer)", query=("after",), request=r.TaskLog),
+     task_log),
+    (Operation("DELETE", TASK, Scope.ADMIN, "Delete a task and its sub-tasks (every one finished)",
+               request=r.DeleteTask), task_read),
     (Operation("GET", TASK + "/events", Scope.READ, "A task's transitions live (Server-Sent Events; resume "
                "with Last-Event-ID)", query=("last_event_id",)), task_events),
     (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody, request=r.Cancel), _action("reason")),

@@ -49,6 +49,7 @@ _UPSTREAM: dict[str, tuple[int, str]] = {
     "TaskAlreadyInStateError": (409, "invalid_transition"),
     "RetryNotAllowedError": (409, "invalid_transition"),
     "IdempotencyConflict": (409, "idempotency_conflict"),
+    "TaskTreeNotFinished": (409, "not_finished"),
     "TokenError": (409, "conflict"),
     "QueueFull": (429, "queue_full"),
     "MessageLimitReached": (409, "limit_reached"),

@@ -12,8 +12,8 @@ from pegasus.requests.memory import (
     MemoryWrite,
 )
 from pegasus.requests.tasks import (
-    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, MAX_REASON, Approve, Backup, Cancel, Configure, Get, History,
-    ListTasks, Locate, Resume, Retry, SendMessage, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend,
+    LIST_STATES, MAX_BATCH, MAX_META, MAX_PAGE, MAX_PRIORITY, MAX_REASON, Approve, Backup, Cancel, Configure,
+    DeleteTask, Get, History, ListTasks, Locate, Purge, TaskLog, Resume, Retry, SendMessage, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend,
     TaskContextRequest, Tree, Unsubscribe,
 )
 from pegasus.requests.tokens import TOKEN_NAME, TokenCreate, TokenList, TokenRevoke
@@ -23,7 +23,7 @@ from pegasus.requests.triggers import (
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "MAX_DIMENSIONS", "MAX_IMPORT_ITEMS", "MAX_PAGE", "MAX_PRIORITY", "MAX_REASON",
-    "TOKEN_NAME", "Approve", "Backup", "Cancel", "Configure", "DeliverWebhook", "Get", "History", "ListTasks",
+    "MAX_META", "TOKEN_NAME", "Approve", "DeleteTask", "Purge", "TaskLog", "Backup", "Cancel", "Configure", "DeliverWebhook", "Get", "History", "ListTasks",
     "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow",
     "MemoryWrite", "OverlapName", "R", "ScheduleAction", "Reply", "Request", "Resume", "Retry", "ScheduleAdd", "ScheduleControl",
     "ScheduleList", "SendMessage", "Stats", "StoreStatus", "Submit", "SubmitMany", "Subscribe", "Suspend",

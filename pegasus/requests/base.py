@@ -23,7 +23,7 @@ Views = list[dict[str, Any]]  # a reply that is a list of records
 class Request(BaseModel, Generic[R]):
     """Base of every client request; ``request_id`` comes back in the Reply, whose data is an ``R``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False, defer_build=True)
     request_id: str = Field("", max_length=256)
 
     def __init__(self, /, **data: Any) -> None:

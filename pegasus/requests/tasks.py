@@ -5,7 +5,7 @@ Every number is bounded (a priority, a page, a cursor: within SQLite's integers)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -13,11 +13,11 @@ from pegasus.config import Settings
 from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.metadata import INT64_MAX
 from pegasus.requests.base import Request, View, Views
-from pegasus.task.machines import COGNITIVE_MACHINES, MACHINES
-from pegasus.task.names import CognitiveMachineName, MachineName
+from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState
 
 MAX_PRIORITY = 1_000_000  # a task's priority: 0 (first) to this
 MAX_REASON = 4096  # characters of a suspend's or a cancel's reason
+MAX_META = 16  # metadata filters of one ListTasks
 
 
 class Configure(Request[View]):
@@ -46,9 +46,9 @@ class SubmitMany(Request[Views]):
 class Get(Request[View]):
     task_id: str
 
-# What ``ListTasks.state`` may name: a lifecycle state or a cognitive state of any machine.
-LIST_STATES = tuple(dict.fromkeys(state for name in (MachineName.LIFECYCLE, *COGNITIVE_MACHINES)
-                                  for state in MACHINES[name].states))
+# What ``ListTasks.state`` may name: a lifecycle state or a cognitive state of any machine (from the names, not
+# the machines' tables: a command line builds no machine; tests/pegasus/test_requests_lean.py checks they agree).
+LIST_STATES = tuple(dict.fromkeys(str(state) for state in [*LifecycleState, *CognitiveState]))
 
 class ListTasks(Request[View]):
     """A page of tasks, newest first (Reply data: tasks, total, offset, limit)."""
@@ -57,6 +57,8 @@ class ListTasks(Request[View]):
     limit: int = Field(1000, ge=1, le=MAX_PAGE)
     offset: int = Field(0, ge=0, le=INT64_MAX)
     before: int | None = Field(None, ge=1, le=INT64_MAX)  # only tasks older than the one of this seq (a cursor)
+    text: str | None = Field(None, min_length=1, max_length=1000)  # every word in the input or the result
+    metadata: dict[str, str] = Field(default_factory=dict, max_length=MAX_META)  # top-level metadata values, as text
 
     @field_validator("state")
     @classmethod
@@ -64,6 +66,29 @@ class ListTasks(Request[View]):
         if state is not None and state not in LIST_STATES:
             raise ValueError(f"unknown state {state!r}; the states are: {', '.join(LIST_STATES)}")
         return state
+
+class TaskLog(Request[View]):
+    """A task's log: its transitions, stage errors, model step-downs and tool output, in order, after the
+    transition ``after`` (pegasus.store.task_log; Reply data: entries, next, more, finished)."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    after: int = Field(0, ge=0, le=INT64_MAX)
+
+
+class DeleteTask(Request[View]):
+    """Delete a task and its sub-tasks, every one finished, in one transaction (pegasus.store.retention)."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+
+
+class Purge(Request[View]):
+    """Delete the finished task trees last changed more than ``older_than_days`` ago (``state``: only those
+    whose root ended so), oldest first, ``limit`` trees at most (Reply data: deleted, count, skipped, more)."""
+
+    older_than_days: float = Field(ge=0, le=36500)
+    state: Literal["done", "failed", "canceled"] | None = None
+    limit: int = Field(1000, ge=1, le=1000)
+
 
 class History(Request[View]):
     task_id: str

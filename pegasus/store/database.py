@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pegasus.files import PRIVATE_FILE, open_private, private_dir
-from pegasus.store import backup as backups, integrity
+from pegasus.store import backup as backups, integrity, search
 from pegasus.store.errors import StoreCorrupt, StoreDamaged, StoreError, StoreUnavailable, classify
 from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -59,6 +59,7 @@ class Database:
             # process; only a power loss may drop the last few (documented).
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
+            search.register(self.db)  # the functions its migration reads packed columns with
             self._migrate(version)
             integrity.check_tables(self.db, self.path, TABLES)
             self.identity = integrity.FileIdentity.of(self.path)

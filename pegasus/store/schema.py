@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from pegasus.store import search
+
 MIGRATIONS: list[list[str]] = [
     [
         """CREATE TABLE tasks (
@@ -130,6 +132,9 @@ MIGRATIONS: list[list[str]] = [
     [  # 12: a message no handler can read is quarantined with its error, not read again (issue 28)
         "ALTER TABLE task_messages ADD COLUMN quarantined TEXT",
     ],
+    # 13: tasks found by the words of their input and result, and by metadata (issue 31: pegasus.store.search),
+    # filled for the tasks already stored
+    [*search.MIGRATION],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -29,6 +29,7 @@ from pegasus.files import write_private
 from pegasus.idempotency import Claim
 from pegasus.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
+from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
@@ -95,6 +96,7 @@ class Store(TaskMessages, TreeTables, Database):
                 " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
                  row["source"], pack(row.get("metadata") or {}), stamp, stamp))
+            search.index_new(db, row["task_id"], row["input"], row.get("metadata"))
             db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
                        " VALUES (?, 'lifecycle', 0, '-', 'draft', 'TASK_CREATED', ?, ?)",
                        (row["task_id"], pack({"reason": "submitted"}), stamp))
@@ -117,6 +119,8 @@ class Store(TaskMessages, TreeTables, Database):
             if cursor.rowcount != 1:
                 actual = db.execute("SELECT lifecycle_state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
                 raise StaleStateError(task_id, expected, actual[0] if actual else None)
+            if updates and updates.get("result") is not None:  # the answer, once: at done
+                search.index_result(db, task_id, updates["result"])
             db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
                        " VALUES (?, 'lifecycle', ?, ?, ?, ?, ?, ?)",
                        (task_id, run, expected, target, event, pack({"reason": reason}), stamp))
@@ -196,16 +200,17 @@ class Store(TaskMessages, TreeTables, Database):
         return list(sift(rows, _task_row, lambda row, error: set_aside(_task_row(row, lenient=True), error)))
 
     def list_tasks(self, state: str | None = None, limit: int = 50, offset: int = 0,
-                   before: int | None = None) -> list[dict[str, Any]]:
+                   before: int | None = None, text: str | None = None,
+                   metadata: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """A page of tasks, newest first; ``state`` matches the lifecycle or the cognitive state; ``before``
-        (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come)."""
+        (a task's ``seq``): only tasks submitted before that one (a cursor: pages do not shift as tasks come);
+        ``text``: every word of it in the input or the result; ``metadata``: these values (pegasus.store.search)."""
         columns = ", ".join(f"CAST({c} AS BLOB)" if c in _TEXT else c for c in (
             "task_id", "machine", "priority", "lifecycle_state", "cognitive_state", "input", "exit_reason",
             "updated_at", "seq", "created_at"))  # text as bytes: one row that is not UTF-8 fails no page
-        where, state_params = _state_filter(state)
-        params: tuple[Any, ...] = state_params
+        where, params = _filters(state, text, metadata)
         if before is not None:
-            where = f" WHERE ({where[len(' WHERE '):]}) AND seq < ?" if where else " WHERE seq < ?"
+            where = f"{where} AND seq < ?" if where else " WHERE seq < ?"
             params = (*params, before)
         rows = self._query(f"SELECT {columns} FROM tasks{where} ORDER BY seq DESC LIMIT ? OFFSET ?",
                            (*params, limit, offset))
@@ -214,9 +219,10 @@ class Store(TaskMessages, TreeTables, Database):
         return [{name: value.decode("utf-8", "replace") if isinstance(value, bytes) else value
                  for name, value in zip(names, row)} for row in rows]
 
-    def count_tasks(self, state: str | None = None) -> int:
+    def count_tasks(self, state: str | None = None, text: str | None = None,
+                    metadata: dict[str, str] | None = None) -> int:
         """How many tasks ``list_tasks`` pages through."""
-        where, params = _state_filter(state)
+        where, params = _filters(state, text, metadata)
         return int(self._query(f"SELECT COUNT(*) FROM tasks{where}", params)[0][0])
 
     def counts(self) -> dict[str, int]:
@@ -326,11 +332,15 @@ def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:
     return {k: (pack(v) if k in _PACKED and v is not None else v) for k, v in updates.items()}
 
 
-def _state_filter(state: str | None) -> tuple[str, tuple[str, ...]]:
-    """The WHERE clause (and its parameters) of tasks in ``state``, lifecycle or cognitive."""
-    if state is None:
-        return "", ()
-    return " WHERE lifecycle_state = ? OR cognitive_state = ?", (state, state)
+def _filters(state: str | None, text: str | None = None,
+             metadata: dict[str, str] | None = None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its parameters) of tasks in ``state`` (lifecycle or cognitive), holding every word
+    of ``text``, with these ``metadata`` values."""
+    where, params = search.conditions(text, metadata)
+    if state is not None:
+        where.insert(0, "(lifecycle_state = ? OR cognitive_state = ?)")
+        params[:0] = [state, state]
+    return (f" WHERE {' AND '.join(where)}" if where else ""), tuple(params)
 
 
 def _task_row(row: tuple[Any, ...], *, lenient: bool = False) -> dict[str, Any]:

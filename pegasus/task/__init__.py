@@ -2,34 +2,53 @@
 constant for each machine, state, stage and pool name (``pegasus.task.names``).
 
 Nothing here does I/O or imports Thespian (tests/pegasus/test_purity.py keeps it so).
+
+Its names are imported on first use (PEP 562): ``pegasus.task.names`` alone costs nothing of the
+machines' tables, which a command line that only asks a request never builds (issue 31).
 """
 
-from pegasus.task import machines
-from pegasus.task.engine import Machine, build_machine
-from pegasus.task.errors import (
-    InvalidStateTransition,
-    InvalidTransitionError,
-    MachineDefinitionError,
-    RetryNotAllowedError,
-    StateEntryGateError,
-    TaskAlreadyInStateError,
-    TaskNotFoundError,
-    TaskStateError,
-    UnknownMachineError,
-)
-from pegasus.task.events import Event, EventType
-from pegasus.task.fsm import TaskFSM
-from pegasus.task.names import CognitiveState, LifecycleState, MachineName, PoolName, StageName
-from pegasus.task.models import (
-    ActionResult,
-    Plan,
-    PlanStep,
-    PostTaskReflection,
-    Reflection,
-    StateTransition,
-    TaskContext,
-    TaskSnapshot,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as a type checker sees them
+    from pegasus.task import machines
+    from pegasus.task.engine import Machine, build_machine
+    from pegasus.task.errors import InvalidStateTransition, InvalidTransitionError, MachineDefinitionError, RetryNotAllowedError, StateEntryGateError, TaskAlreadyInStateError, TaskNotFoundError, TaskStateError, UnknownMachineError
+    from pegasus.task.events import Event, EventType
+    from pegasus.task.fsm import TaskFSM
+    from pegasus.task.names import CognitiveState, LifecycleState, MachineName, PoolName, StageName
+    from pegasus.task.models import ActionResult, Plan, PlanStep, PostTaskReflection, Reflection, StateTransition, TaskContext, TaskSnapshot
+
+_HOMES = {
+    "pegasus.task.engine": ("Machine", "build_machine"),
+    "pegasus.task.errors": ("InvalidStateTransition", "InvalidTransitionError", "MachineDefinitionError",
+                            "RetryNotAllowedError", "StateEntryGateError", "TaskAlreadyInStateError",
+                            "TaskNotFoundError", "TaskStateError", "UnknownMachineError"),
+    "pegasus.task.events": ("Event", "EventType"),
+    "pegasus.task.fsm": ("TaskFSM",),
+    "pegasus.task.names": ("CognitiveState", "LifecycleState", "MachineName", "PoolName", "StageName"),
+    "pegasus.task.models": ("ActionResult", "Plan", "PlanStep", "PostTaskReflection", "Reflection",
+                            "StateTransition", "TaskContext", "TaskSnapshot"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "machines":
+        return importlib.import_module("pegasus.task.machines")
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME_OF) | {"machines"})
+
 
 __all__ = [
     "ActionResult", "CognitiveState", "Event", "EventType", "InvalidStateTransition", "InvalidTransitionError",

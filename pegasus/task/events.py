@@ -70,7 +70,7 @@ class Event(BaseModel):
     events on a fresh machine reproduces the task exactly.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: EventType
     task_id: str | None = None

@@ -21,7 +21,7 @@ Verdict = Literal["complete", "continue", "replan"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
 
 class PlanStep(_Model):

@@ -27,6 +27,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "SubmitMany": {"tasks": [m.Submit(text="x")]}, "TaskContextRequest": {"task_id": "t"},
     "TokenCreate": {"name": "n", "token_hash": "a" * 64}, "TokenRevoke": {"name": "n"}, "Tree": {"task_id": "t"},
     "WebhookAdd": {"name": "w", "text": "x"}, "WebhookRemove": {"name": "w"},
+    "DeleteTask": {"task_id": "t"}, "TaskLog": {"task_id": "t"}, "Purge": {"older_than_days": 1.0},
 }
 
 
