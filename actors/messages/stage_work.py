@@ -82,7 +82,8 @@ class StageResult(_Brief):
     event_type: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", ""] = ""
+    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited",
+                        ""] = ""
     worker: dict[str, Any] = field(default_factory=dict)
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class Work(_Brief):
     job: int
     request: StageRequest
     reply_to: Any = None
+    timeout_s: float = 0.0  # the pool's deadline for it: the worker fits its model calls inside
+    known: tuple[tuple[str, dict[str, Any]], ...] = ()  # what the pool's workers learnt of endpoints (ladder)
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):

@@ -4,8 +4,10 @@ What it owns: the first shape a model is asked with (from ``[llm]`` settings),
 the request body a shape gives, and the next shape after a refusal: a 400, 422 or
 500 whose body names one of the parameters sent and refuses it (read from what it
 says, not its status: llama-cpp-python answers a response_format it lacks with a
-500 carrying pydantic's ``literal_error`` at ``loc`` body, response_format, type).  What it must not do: call the model or remember anything
-(pegasus.llm.ladder keeps what each model took, for the life of the process).
+500 carrying pydantic's ``literal_error`` at ``loc`` body, response_format,
+type), and the shape below two (``lower``: what two workers learnt, put
+together by their pool).  What it must not do: call the model or remember
+anything (pegasus.llm.ladder keeps what each model took).
 
 The rungs, highest first (``auto`` starts at the top and steps down only when a
 refusal names the parameter; a fixed setting never steps):
@@ -149,6 +151,23 @@ def named(text: str, sent: Collection[str]) -> str | None:
 
 def _carried(parameter: str, sent: Collection[str]) -> bool:
     return parameter in sent or (parameter == "tools" and "tool_choice" in sent)
+
+
+_TOKEN_RUNGS = (MAX_TOKENS, MAX_COMPLETION_TOKENS, "")
+
+
+def lower(a: Shape, b: Shape) -> Shape:
+    """The shape below both: each rung the lower of the two (what two workers learnt, put together)."""
+    structured = max(_rung(STRUCTURED_RUNGS, a.structured), _rung(STRUCTURED_RUNGS, b.structured))
+    token = max(_rung(_TOKEN_RUNGS, a.token_param), _rung(_TOKEN_RUNGS, b.token_param))
+    return Shape(structured=STRUCTURED_RUNGS[structured], tools=PROMPTED if PROMPTED in (a.tools, b.tools) else a.tools,
+                 token_param=_TOKEN_RUNGS[token],
+                 temperature=a.temperature and b.temperature,
+                 reasoning_effort=a.reasoning_effort and b.reasoning_effort)
+
+
+def _rung(rungs: Sequence[str], value: str) -> int:
+    return rungs.index(value) if value in rungs else 0
 
 
 def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: str) -> Step | None:
