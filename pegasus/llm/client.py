@@ -221,8 +221,8 @@ class ChatClient:
             raise self._status_error(exc, request) from None
         except openai.APITimeoutError:
             cut = "" if timeout_s == self.config.timeout_s else \
-                f", cut to {timeout_s:g}s by the stage's deadline (pools.llm_timeout_s)"
-            raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {self.config.timeout_s:g}s "
+                f" = {self.config.timeout_s:g}s, cut to what was left of the stage's pools.llm_timeout_s"
+            raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {timeout_s:.3g}s "
                                         f"(llm.timeout_s{cut}; {self.config.max_retries} retries)")) from None
         except openai.APIConnectionError as exc:
             raise _Transient(LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}")) from None
