@@ -109,10 +109,14 @@ class Completion:
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None."""
+    """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None.
+    LiteLLM's proxy passes its provider's as ``llm_provider-retry-after``: read as the same."""
     if not headers:
         return None
     lower = {str(key).lower(): str(value) for key, value in headers.items()}
+    for name in ("retry-after-ms", "retry-after"):
+        if name not in lower and f"llm_provider-{name}" in lower:
+            lower[name] = lower[f"llm_provider-{name}"]
     if "retry-after-ms" in lower:
         try:
             return max(0.0, float(lower["retry-after-ms"]) / 1000.0)

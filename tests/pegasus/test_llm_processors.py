@@ -175,6 +175,15 @@ def test_429_beyond_the_retries_raises_rate_limited_with_retry_after(server: Fak
     assert (type(copy), copy.retry_after_s, copy.stage) == (RateLimited, 7.0, "perceive")
 
 
+def test_a_429_through_litellm_carries_its_providers_retry_after() -> None:
+    """LiteLLM's proxy (1.108.7, measured) answers a provider's 429 with ``llm_provider-retry-after: 2``."""
+    from pegasus.llm.client import retry_after_seconds  # noqa: PLC0415
+
+    assert retry_after_seconds({"llm_provider-retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"Retry-After": "1", "llm_provider-retry-after": "2"}) == 1.0  # its own first
+    assert retry_after_seconds({"x-litellm-timeout": "6000.0"}) is None
+
+
 def test_a_429_is_not_retried_by_the_client_its_pool_schedules_it(server: FakeOpenAI) -> None:
     """One layer of retries for a 429: the llm pool's, which pauses every call to the model (issue 29:
     the client's retries inside the pool's made 12 requests of 3 x 4)."""
