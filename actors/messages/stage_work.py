@@ -175,6 +175,8 @@ class PoolStats:
     members: list[dict[str, Any]] = field(default_factory=list)
     # What is left of the llm pool's rate budget, per limited tier (LlmBudget.view); None: no limit.
     budget: dict[str, dict[str, Any]] | None = None
+    # What the llm pool's workers learnt of each endpoint (pegasus.llm.ladder.ladder_view): model -> shape.
+    ladder: dict[str, str] = field(default_factory=dict)
 
 @dataclass(frozen=True)
 class StopStage:

@@ -103,6 +103,15 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
                         "", 400)
 
 
+def ladder_view(known: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """What a pool knows, for ``pegasus stats``: "MODEL at BASE_URL" -> the shape it is asked with."""
+    out = {}
+    for key, fields in known.items():
+        base_url, model, _ = json.loads(key)
+        out[f"{model} at {base_url or 'the OpenAI API'}"] = Shape(**fields).describe()
+    return out
+
+
 def _held(client: ChatClient, shape: Shape, sent: Any, detail: str) -> str:
     """Why the ladder did not step: which setting fixes the refused parameter, if one does."""
     parameter = capabilities.named(detail, sent)

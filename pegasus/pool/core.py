@@ -52,7 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
-from pegasus.llm.ladder import merged
+from pegasus.llm.ladder import ladder_view, merged
 from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
@@ -413,7 +413,7 @@ class PoolCore(Pinging):
         out.append(SendStats(event.requester, event.ask_id, {
             "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
             "replaced": self.replaced, "workers": workers, "members": members,
-            "budget": self.budget.view() if self.budget is not None else None}))
+            "budget": self.budget.view() if self.budget is not None else None, "ladder": ladder_view(self.known)}))
 
     def _closing(self, event: Closing, out: Out) -> None:
         # Every worker is told to exit (remote ones too: their member does not know they are

@@ -33,6 +33,9 @@ def test_a_strict_endpoint_is_paid_for_once_per_parameter_across_the_pools_worke
             task = client.wait(client.submit("what is 17 * 23?", machine=machine)["task_id"], timeout=60)
             assert (task["lifecycle_state"], task["state"]) == ("done", "completed"), task.get("error")
         requests = list(server.requests)
+        ladder = client.stats()["pools"]["llm"]["ladder"]  # what the pool knows, for pegasus stats --json
+    assert ladder == {f"strict at {server.url}": "structured_output=prompted, tool_calls=prompted, "
+                                                 "token_limit_param=max_completion_tokens, temperature omitted"}
     late = {}
     for parameter in REFUSABLE:
         # The first refusals of this very parameter (one parameter is refused at a time; response_format's

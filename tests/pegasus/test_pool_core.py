@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_an_unconfigured_pool_answers_stats_with_nothing() -> None:
     core = PoolCore()
     [answer] = core.step(StatsAsked(3, "asker"))
     assert answer == SendStats("asker", 3, {"name": "?", "size": 0, "busy": 0, "queued": 0, "replaced": 0,
-                                            "workers": [], "members": [], "budget": None})
+                                            "workers": [], "members": [], "budget": None, "ladder": {}})
     assert core.step(DeadlineDue()) == []  # a timer before configuration: nothing to do
 
 
@@ -200,13 +201,16 @@ def test_what_a_worker_learnt_of_an_endpoint_goes_with_every_later_job() -> None
     pool = model_pool()
     first = of(Dispatch, pool.ask("a"))[0]
     assert first.known == () and first.timeout_s > 0
+    key = json.dumps(["http://127.0.0.1:8000/v1", "m", {}])
     shape = {"structured": "json_object", "tools": "native", "token_param": "max_tokens", "temperature": False,
              "reasoning_effort": False}
-    pool.finish(1, usage={"total_tokens": 9}, known=(("k", shape),))
-    assert of(Dispatch, pool.ask("b"))[0].known == (("k", shape),)
+    pool.finish(1, usage={"total_tokens": 9}, known=((key, shape),))
+    assert of(Dispatch, pool.ask("b"))[0].known == ((key, shape),)
     lower = {**shape, "tools": "prompted", "temperature": True}  # another worker learnt tools only
-    pool.finish(2, known=(("k", lower),))
-    assert of(Dispatch, pool.ask("c"))[0].known == (("k", {**shape, "tools": "prompted"}),)  # each rung the lower
+    pool.finish(2, known=((key, lower),))
+    assert of(Dispatch, pool.ask("c"))[0].known == ((key, {**shape, "tools": "prompted"}),)  # each rung the lower
+    assert stats(pool)["ladder"] == {"m at http://127.0.0.1:8000/v1": "structured_output=json_object, "
+                                     "tool_calls=prompted, token_limit_param=max_tokens, temperature omitted"}
 
 
 def test_a_request_over_the_rate_budget_waits_for_it_with_one_timer() -> None:
