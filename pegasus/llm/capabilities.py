@@ -25,9 +25,10 @@ refusal names the parameter; a fixed setting never steps):
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pegasus.config import LLMSettings
@@ -170,6 +171,27 @@ def _rung(rungs: Sequence[str], value: str) -> int:
     return rungs.index(value) if value in rungs else 0
 
 
+# -- what a pool gathers from its workers (pegasus.llm.ladder.learned), as plain data ---------------
+
+
+def merged(known: Mapping[str, Mapping[str, Any]],
+           more: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``known`` with ``more`` taken in (the pool's gathering; pure)."""
+    out = {key: dict(fields) for key, fields in known.items()}
+    for key, fields in more:
+        out[key] = asdict(lower(Shape(**out[key]), Shape(**fields))) if key in out else dict(fields)
+    return out
+
+
+def ladder_view(known: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """What a pool knows, for ``pegasus stats``: "MODEL at BASE_URL" -> the shape it is asked with."""
+    out = {}
+    for key, fields in known.items():
+        base_url, model, _ = json.loads(key)
+        out[f"{model} at {base_url or 'the OpenAI API'}"] = Shape(**fields).describe()
+    return out
+
+
 def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: str) -> Step | None:
     """The next shape after a 400 whose message is ``text``; None when there is none to take (the
     message refuses nothing the request carried, the setting is fixed, or the ladder is at its foot)."""
@@ -188,8 +210,8 @@ def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: 
         if settings.structured_output != AUTO or shape.structured == PROMPTED:
             return None
         # "json_schema" named while on json_schema: the schema kind is refused, json_object may pass.
-        lower = STRUCTURED_RUNGS[STRUCTURED_RUNGS.index(shape.structured) + 1]
-        return Step(replace(shape, structured=lower), f"response_format {shape.structured} refused: using {lower}")
+        below = STRUCTURED_RUNGS[STRUCTURED_RUNGS.index(shape.structured) + 1]
+        return Step(replace(shape, structured=below), f"response_format {shape.structured} refused: using {below}")
     if parameter == "tools":
         if settings.tool_calls != AUTO or shape.tools == PROMPTED:
             return None

@@ -70,15 +70,6 @@ def adopt(known: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
             KNOWN[key] = capabilities.lower(KNOWN[key], shape) if key in KNOWN else shape
 
 
-def merged(known: Mapping[str, Mapping[str, Any]],
-           more: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """``known`` with ``more`` taken in (the pool's gathering; pure)."""
-    out = {key: dict(fields) for key, fields in known.items()}
-    for key, fields in more:
-        out[key] = asdict(capabilities.lower(Shape(**out[key]), Shape(**fields))) if key in out else dict(fields)
-    return out
-
-
 def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]], *,
              tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None,
              schema: Schema | None = None) -> tuple[Completion, Shape]:
@@ -101,15 +92,6 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
             shape = step.shape
     raise LLMBadRequest(f"{client.endpoint} refused {MAX_STEPS} request shapes; the last: {shape.describe()}",
                         "", 400)
-
-
-def ladder_view(known: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """What a pool knows, for ``pegasus stats``: "MODEL at BASE_URL" -> the shape it is asked with."""
-    out = {}
-    for key, fields in known.items():
-        base_url, model, _ = json.loads(key)
-        out[f"{model} at {base_url or 'the OpenAI API'}"] = Shape(**fields).describe()
-    return out
 
 
 def _held(client: ChatClient, shape: Shape, sent: Any, detail: str) -> str:

@@ -52,7 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
-from pegasus.llm.ladder import ladder_view, merged
+from pegasus.llm.capabilities import ladder_view, merged
 from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (

@@ -84,4 +84,4 @@ def test_a_process_adopts_what_another_learnt_and_reports_only_its_own_steps(mon
     no_temperature = Shape(structured=capabilities.PROMPTED, tools=capabilities.PROMPTED, temperature=False)
     ladder._learn(client, ladder.known(client), no_temperature)
     assert ladder.learned() == ((key, asdict(no_temperature)),) and ladder.learned() == ()
-    assert ladder.merged({key: asdict(top)}, ((key, asdict(no_temperature)),)) == {key: asdict(no_temperature)}
+    assert capabilities.merged({key: asdict(top)}, ((key, asdict(no_temperature)),)) == {key: asdict(no_temperature)}
