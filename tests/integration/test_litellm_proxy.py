@@ -112,19 +112,29 @@ def proxy(tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAI) -> Ite
                 server.wait(timeout=15)
 
 
-@pytest.fixture
-def through(pegasus, proxy: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def start(pegasus: Any, proxy: str, model: str, **sections: Any) -> Any:
     """A Pegasus system on one of the proxy's models, with the shipped defaults otherwise."""
+    return pegasus(memory={"reflector": False}, **sections,
+                   llm={"provider": "openai", "base_url": proxy, "model": model, "api_key_env": KEY_ENV})
+
+
+def test_each_litellm_case_of_issue_29_ends_as_described(pegasus, proxy: str, upstream: FakeOpenAI,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test, one proxy (its start is most of the time: ~25 s), a system per case, each stopped before the
+    next starts on the same port and state directory."""
     monkeypatch.setenv(KEY_ENV, KEY)
+    cases = ((prose_finishes_both_machines, "prose", {}),
+             (a_429_waits_out_retry_after_then_fails_as_rate_limited, "upstream", {}),
+             (a_hung_provider_fails_naming_the_models_timeout, "hung", {"pools": {"llm_timeout_s": 10.0}}))
+    for case, model, sections in cases:
+        client = start(pegasus, proxy, model, **sections)
+        try:
+            case(client, upstream)
+        finally:
+            client.close()
 
-    def start(model: str, **sections: Any) -> Any:
-        return pegasus(memory={"reflector": False}, **sections,
-                       llm={"provider": "openai", "base_url": proxy, "model": model, "api_key_env": KEY_ENV})
-    return start
 
-
-def test_a_model_answering_in_prose_finishes_both_machines(through) -> None:
-    client = through("prose")
+def prose_finishes_both_machines(client: Any, upstream: FakeOpenAI) -> None:
     for machine in ("classic", "reason_act"):
         task = client.wait(client.submit(QUESTION, machine=machine)["task_id"], timeout=120)
         assert (task["lifecycle_state"], task["state"]) == ("done", "completed"), (machine, task.get("error"))
@@ -133,8 +143,7 @@ def test_a_model_answering_in_prose_finishes_both_machines(through) -> None:
         assert degraded, task["stages"]  # the record says the stage read prose
 
 
-def test_a_429_waits_out_retry_after_then_fails_as_rate_limited_in_bounded_requests(through, upstream) -> None:
-    client = through("upstream")
+def a_429_waits_out_retry_after_then_fails_as_rate_limited(client: Any, upstream: FakeOpenAI) -> None:
     upstream.requests.clear()
     upstream.arrivals.clear()
     upstream.script(http_error(429, "slow down", {"Retry-After": "1"}), completion({"answer": "391"}))
@@ -153,9 +162,8 @@ def test_a_429_waits_out_retry_after_then_fails_as_rate_limited_in_bounded_reque
     assert all(gap >= 1.0 for gap in gaps), gaps
 
 
-def test_a_hung_proxy_fails_the_stage_naming_the_models_timeout_within_the_stage_deadline(through) -> None:
+def a_hung_provider_fails_naming_the_models_timeout(client: Any, upstream: FakeOpenAI) -> None:
     """llm.timeout_s 60 x 3 attempts (shipped) inside a 10 s pools.llm_timeout_s: fitted, not overrun."""
-    client = through("hung", pools={"llm_timeout_s": 10.0})
     task = client.wait(client.submit(QUESTION, machine="reason_act")["task_id"], timeout=120)
     assert (task["lifecycle_state"], task["exit_reason"]) == ("failed", "timeout"), task
     assert "llm.timeout_s = 60s" in task["error"] and "pools.llm_timeout_s" in task["error"], task["error"]
