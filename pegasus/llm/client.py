@@ -203,7 +203,7 @@ class ChatClient:
         left = deadline.left_s()
         if left is None or left >= self.config.timeout_s:
             return self.config.timeout_s
-        if left < deadline.MIN_ATTEMPT_S:
+        if left < (deadline.MIN_ATTEMPT_S if attempt else deadline.MIN_FIRST_S):  # a stage's first call always tries
             stage = deadline.current()
             raise LLMTimeout(f"{self.endpoint} did not answer: {attempt} attempt(s) of at most "
                              f"{self.config.timeout_s:g}s (llm.timeout_s) filled the stage's "

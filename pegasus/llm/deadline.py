@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-MIN_ATTEMPT_S = 0.5  # less left than this: no attempt is started (it could not be answered in time)
+MIN_ATTEMPT_S = 0.5  # less left than this: no retry is started (it could not be answered in time)
+MIN_FIRST_S = 0.01  # a call's first attempt is made with whatever is left (a deadline under MIN_ATTEMPT_S works)
 
 
 @dataclass(frozen=True)

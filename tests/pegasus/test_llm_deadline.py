@@ -45,6 +45,11 @@ def test_no_retry_starts_without_time_for_it() -> None:
         assert 1 <= len(server.requests) < 5
 
 
+def test_a_deadline_shorter_than_a_retry_still_gets_its_first_attempt() -> None:
+    with FakeOpenAI([completion({"intents": []})]) as server, deadline.within(0.4):
+        assert stage(server).event_type == "PERCEIVE_DONE"
+
+
 def test_without_a_deadline_each_attempt_waits_timeout_s() -> None:
     with FakeOpenAI([completion({"intents": []}, delay_s=1.0)]) as server:
         with pytest.raises(ModelTimedOut, match=r"did not answer within 0.3s \(llm.timeout_s; 0 retries\)"):
