@@ -36,6 +36,7 @@ from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
     StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
+from actors.messages.stage_work import ErrorKind
 from pegasus import logs
 from pegasus.cognitive.llm import ModelTimedOut, RateLimited
 from pegasus.cognitive.stages import Processors, StageError, processors_for, run_stage
@@ -338,8 +339,8 @@ class StageWorker(ActorTypeDispatcher):
             extra: dict[str, Any] = {"usage": getattr(exc, "usage", None)} if getattr(exc, "usage", None) else {}
             if isinstance(exc, RateLimited):
                 extra["retry_after_s"] = exc.retry_after_s
-            kind = "rate_limited" if isinstance(exc, RateLimited) else "timeout" if isinstance(exc, ModelTimedOut) \
-                else "exception"
+            kind: ErrorKind = "rate_limited" if isinstance(exc, RateLimited) else \
+                "timeout" if isinstance(exc, ModelTimedOut) else "exception"
             return StageResult(request.task_id, request.token, request.stage, ok=False,
                                # The message alone: the result names the stage, the task says it once.
                                error=exc.message, error_kind=kind, worker=extra)

@@ -46,6 +46,9 @@ class _PickledOnce:
             state = {**state, self.slot: _Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))}
         return state
 
+# Why a stage failed (pegasus.run.core maps it to the task's exit_reason); "": it did not.
+ErrorKind = Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited", ""]
+
 @dataclass(frozen=True, repr=False)
 class StageRequest(_Brief):
     """Run one stage (or one verification gate) for a task, before the deadline.
@@ -82,8 +85,7 @@ class StageResult(_Brief):
     event_type: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited",
-                        ""] = ""
+    error_kind: ErrorKind = ""
     worker: dict[str, Any] = field(default_factory=dict)
 
 @dataclass(frozen=True)

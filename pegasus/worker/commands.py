@@ -209,4 +209,4 @@ class Log:
 
 
 WorkerCommand = (SetUp | Ready | Journal | Run | Stream | CloseStream | Delta | Answer | Return | Free | FindHost
-                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log)
+                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log | Adopt)
