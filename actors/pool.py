@@ -94,7 +94,8 @@ class StagePool(ActorTypeDispatcher):
 
     # -- commands ------------------------------------------------------------------------------
     def _dispatch(self, command: c.Dispatch) -> None:
-        self.send(command.worker, Work(command.job, command.request, command.requester))  # type: ignore[arg-type]
+        self.send(command.worker, Work(command.job, command.request, command.requester,  # type: ignore[arg-type]
+                                       command.timeout_s, command.known))
 
     def _forward(self, command: c.Forward) -> None:
         self.send(command.to, command.result)

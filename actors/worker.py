@@ -36,10 +36,12 @@ from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
     StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
+from actors.messages.stage_work import ErrorKind
 from pegasus import logs
-from pegasus.cognitive.llm import RateLimited
+from pegasus.cognitive.llm import ModelTimedOut, RateLimited
 from pegasus.cognitive.stages import EMBED_STAGES, Processors, StageError, processors_for, run_stage
 from pegasus.config import LLMSettings, MemorySettings
+from pegasus.llm import deadline, ladder
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
 from pegasus.memory.embeddings import embed_payload
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
@@ -60,6 +62,7 @@ class _Streamed:
 
     request: StageRequest
     wake: int  # the write end of the worker's pipe
+    budget_s: float = 0.0
     buffer: TextBuffer = field(default_factory=TextBuffer)
     sink: DeltaSink | None = None
     result: StageResult | None = None
@@ -128,7 +131,7 @@ class StageWorker(ActorTypeDispatcher):
             c.Stream: self._stream, c.CloseStream: self._close_stream, c.Delta: self._delta, c.Answer: self._answer,
             c.Return: self._return, c.Free: self._free, c.FindHost: self._find_host, c.CallHost: self._call_host,
             c.AskHeld: self._ask_held, c.ShowListing: self._show_listing, c.Prepare: self._prepare,
-            c.Pong: self._pong, c.Arm: self._arm, c.Exit: self._exit, c.Log: self._log,
+            c.Pong: self._pong, c.Arm: self._arm, c.Exit: self._exit, c.Log: self._log, c.Adopt: self._adopt,
         }
 
     def _step(self, event: i.WorkerInput) -> None:
@@ -220,7 +223,7 @@ class StageWorker(ActorTypeDispatcher):
         request: StageRequest = command.request  # type: ignore[assignment]
         self.cpu_started = None
         try:
-            result = self._run(request)
+            result = self._run(request, command.budget_s)
         except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
             result = StageResult(request.task_id, request.token, request.stage, ok=False,
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
@@ -229,7 +232,7 @@ class StageWorker(ActorTypeDispatcher):
         self._step(i.Ran(command.job, result, cpu_s))
 
     def _stream(self, command: c.Stream) -> None:
-        stream = self.stream = _Streamed(command.request, self.wake_w)  # type: ignore[arg-type]
+        stream = self.stream = _Streamed(command.request, self.wake_w, command.budget_s)  # type: ignore[arg-type]
         stream.sink = DeltaSink(stream.on_text)
         threading.Thread(target=self._stream_thread, args=(stream,), daemon=True,
                          name=f"stage-{command.job}").start()
@@ -240,7 +243,7 @@ class StageWorker(ActorTypeDispatcher):
         cpu = time.thread_time()
         try:
             with listening(stream.sink):
-                stream.result = self._run(stream.request)
+                stream.result = self._run(stream.request, stream.budget_s)
         except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes a message
             request = stream.request
             stream.result = StageResult(request.task_id, request.token, request.stage, ok=False,
@@ -298,8 +301,18 @@ class StageWorker(ActorTypeDispatcher):
     def _log(self, command: c.Log) -> None:
         getattr(self.log, command.level)(command.event, **command.fields)
 
+    def _adopt(self, command: c.Adopt) -> None:
+        ladder.adopt(command.known)
+
     # -- running a stage -----------------------------------------------------------------------
-    def _run(self, request: StageRequest) -> StageResult:
+    def _run(self, request: StageRequest, budget_s: float = 0.0) -> StageResult:
+        """The stage's result, with what this process learnt of its endpoint meanwhile (for the pool)."""
+        with deadline.within(budget_s):
+            result = self._run_stage(request)
+        known = ladder.learned()
+        return replace(result, worker={**result.worker, "known": known}) if known else result
+
+    def _run_stage(self, request: StageRequest) -> StageResult:
         if request.stage == StageName.GATE:
             self.cpu_started = time.thread_time()
             return _run_gate(request)
@@ -335,9 +348,11 @@ class StageWorker(ActorTypeDispatcher):
             extra: dict[str, Any] = {"usage": getattr(exc, "usage", None)} if getattr(exc, "usage", None) else {}
             if isinstance(exc, RateLimited):
                 extra["retry_after_s"] = exc.retry_after_s
+            kind: ErrorKind = "rate_limited" if isinstance(exc, RateLimited) else \
+                "timeout" if isinstance(exc, ModelTimedOut) else "exception"
             return StageResult(request.task_id, request.token, request.stage, ok=False,
                                # The message alone: the result names the stage, the task says it once.
-                               error=exc.message, error_kind="exception", worker=extra)
+                               error=exc.message, error_kind=kind, worker=extra)
         reported: dict[str, Any] = {"usage": outcome.usage} if outcome.usage else {}
         if outcome.context:
             reported["context"] = outcome.context  # the context budget's fits: the task's history shows them

@@ -46,6 +46,9 @@ class _PickledOnce:
             state = {**state, self.slot: _Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))}
         return state
 
+# Why a stage failed (pegasus.run.core maps it to the task's exit_reason); "": it did not.
+ErrorKind = Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited", ""]
+
 @dataclass(frozen=True, repr=False)
 class StageRequest(_Brief):
     """Run one stage (or one verification gate) for a task, before the deadline.
@@ -83,7 +86,7 @@ class StageResult(_Brief):
     event_type: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", ""] = ""
+    error_kind: ErrorKind = ""
     worker: dict[str, Any] = field(default_factory=dict)
 
 @dataclass(frozen=True)
@@ -143,6 +146,8 @@ class Work(_Brief):
     job: int
     request: StageRequest
     reply_to: Any = None
+    timeout_s: float = 0.0  # the pool's deadline for it: the worker fits its model calls inside
+    known: tuple[tuple[str, dict[str, Any]], ...] = ()  # what the pool's workers learnt of endpoints (ladder)
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):
@@ -173,6 +178,8 @@ class PoolStats:
     members: list[dict[str, Any]] = field(default_factory=list)
     # What is left of the llm pool's rate budget, per limited tier (LlmBudget.view); None: no limit.
     budget: dict[str, dict[str, Any]] | None = None
+    # What the llm pool's workers learnt of each endpoint (pegasus.llm.ladder.ladder_view): model -> shape.
+    ladder: dict[str, str] = field(default_factory=dict)
 
 @dataclass(frozen=True)
 class StopStage:

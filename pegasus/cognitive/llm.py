@@ -3,10 +3,11 @@
 What it owns: asking the model for each stage's structured output (JSON validated
 into the stage's model, native function calls mapped to tool_call steps),
 feeding an invalid reply's error back once, and turning every failure into a
-StageError that says what happened (``RateLimited`` for a 429 that outlasted the
-SDK's retries, with ``retry_after_s``).  What it must not do: import Thespian,
-sleep for rate limits (the llm pool schedules), or run tools (the act stage runs
-tool_call steps through the ToolRegistry, as the offline step runner does).
+StageError that says what happened (``RateLimited`` for a 429, with
+``retry_after_s``; ``ModelTimedOut`` for an endpoint that did not answer in
+time).  What it must not do: import Thespian, sleep for rate limits (the llm
+pool schedules), or run tools (the act stage runs tool_call steps through the
+ToolRegistry, as the offline step runner does).
 
 Where the answer comes from (the brief left it to us):
 
@@ -46,7 +47,7 @@ from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
 from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.context import fit_call
-from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited
+from pegasus.llm.client import ChatClient, Completion, LLMError, LLMRateLimited, LLMTimeout
 from pegasus.task.models import ActionResult, Plan, PlanStep, PostTaskReflection, Reflection, TaskContext
 from pegasus.task.names import StageName
 from pegasus.tools.registry import ToolArgumentError, ToolError, ToolNotFoundError, ToolRegistry
@@ -56,8 +57,12 @@ Messages = list[dict[str, Any]] | Callable[[prompts.ToolSpecs | None], list[dict
 ATTEMPTS = 2  # the first reply, and one more after its error was fed back
 
 
+class ModelTimedOut(StageError):
+    """The endpoint did not answer within ``llm.timeout_s`` (or what the stage's deadline left of it)."""
+
+
 class RateLimited(StageError):
-    """The endpoint answered 429 after the SDK's retries; ``retry_after_s`` is its Retry-After (or None)."""
+    """The endpoint answered 429; ``retry_after_s`` is its Retry-After (or None): the pool decides."""
 
     def __init__(self, stage: str, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(stage, message)
@@ -120,6 +125,8 @@ class ModelCaller:
                                                 tool_choice=tool_choice, schema=schema)
             except LLMRateLimited as exc:
                 raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
+            except LLMTimeout as exc:
+                raise _with_usage(ModelTimedOut(stage, str(exc))) from None
             except LLMError as exc:
                 raise _with_usage(StageError(stage, str(exc))) from None
             self._record(completion)

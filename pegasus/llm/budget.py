@@ -4,9 +4,9 @@ The pool asks ``admit(request_context, key)`` before it hands a request to a
 worker (0.0: go; otherwise the seconds to wait, while the request stays first
 in the pool's queue), and ``settle(key, worker_report)`` when the result comes
 back: the estimate is replaced by the reported usage, and a stage that the
-endpoint rate-limited (a 429 beyond the SDK's own retries) pauses admission for
-its Retry-After and asks to be queued again instead of failing its task, a few
-times at most.  Pure: the clock is a parameter; no Thespian.
+endpoint rate-limited (a 429: the client does not retry it) pauses admission for
+its Retry-After (at most a minute) and asks to be queued again instead of
+failing its task, ``[llm] max_retries`` times at most.  Pure: the clock is a parameter; no Thespian.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pegasus.llm.ratelimit import RateLimiter, RateLimiters, estimate_tokens
 from pegasus.task.models import TaskContext
 from pegasus.task.names import PoolName
 
-MAX_REQUEUES = 3  # a stage rate-limited this often fails after all
+MAX_REQUEUES = 3  # a stage rate-limited this often fails after all (without settings: [llm] max_retries)
 DEFAULT_PAUSE_S = 5.0  # a 429 without Retry-After
+MAX_PAUSE_S = 60.0  # a longer Retry-After is waited this long (the openai SDK's own ceiling)
 
 
 class LlmBudget:
@@ -32,6 +33,7 @@ class LlmBudget:
                  clock: Callable[[], float] = time.monotonic, *, llm: LLMSettings | None = None) -> None:
         self.limiter, self.max_output_tokens, self.clock, self.llm = limiter, max_output_tokens, clock, llm
         self.limiters: dict[str, RateLimiter] = {DEFAULT_TIER: limiter}
+        self.max_requeues = llm.max_retries if llm is not None else MAX_REQUEUES  # one layer of 429 retries: ours
         self._tiers: dict[Hashable, str] = {}  # admitted call -> its tier
         # How many tiers stages can name: once that many refuse, no queued request can run.
         self.tier_count = 1 + len(set(llm.stages.values()) - {DEFAULT_TIER}) if llm is not None else 1
@@ -80,8 +82,9 @@ class LlmBudget:
         if "retry_after_s" not in worker:
             return False
         pause = worker.get("retry_after_s")
-        limiter.pause_until(self.clock() + (float(pause) if pause is not None else DEFAULT_PAUSE_S))
-        return requeues < MAX_REQUEUES
+        pause_s = min(max(0.0, float(pause)), MAX_PAUSE_S) if pause is not None else DEFAULT_PAUSE_S
+        limiter.pause_until(self.clock() + pause_s)
+        return requeues < self.max_requeues
 
     def release(self, key: Hashable) -> None:
         """A call that never reported (its worker died or overran): forget its estimate."""

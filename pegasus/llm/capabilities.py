@@ -4,8 +4,10 @@ What it owns: the first shape a model is asked with (from ``[llm]`` settings),
 the request body a shape gives, and the next shape after a refusal: a 400, 422 or
 500 whose body names one of the parameters sent and refuses it (read from what it
 says, not its status: llama-cpp-python answers a response_format it lacks with a
-500 carrying pydantic's ``literal_error`` at ``loc`` body, response_format, type).  What it must not do: call the model or remember anything
-(pegasus.llm.ladder keeps what each model took, for the life of the process).
+500 carrying pydantic's ``literal_error`` at ``loc`` body, response_format,
+type), and the shape below two (``lower``: what two workers learnt, put
+together by their pool).  What it must not do: call the model or remember
+anything (pegasus.llm.ladder keeps what each model took).
 
 The rungs, highest first (``auto`` starts at the top and steps down only when a
 refusal names the parameter; a fixed setting never steps):
@@ -23,9 +25,10 @@ refusal names the parameter; a fixed setting never steps):
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pegasus.config import LLMSettings
@@ -151,6 +154,44 @@ def _carried(parameter: str, sent: Collection[str]) -> bool:
     return parameter in sent or (parameter == "tools" and "tool_choice" in sent)
 
 
+_TOKEN_RUNGS = (MAX_TOKENS, MAX_COMPLETION_TOKENS, "")
+
+
+def lower(a: Shape, b: Shape) -> Shape:
+    """The shape below both: each rung the lower of the two (what two workers learnt, put together)."""
+    structured = max(_rung(STRUCTURED_RUNGS, a.structured), _rung(STRUCTURED_RUNGS, b.structured))
+    token = max(_rung(_TOKEN_RUNGS, a.token_param), _rung(_TOKEN_RUNGS, b.token_param))
+    return Shape(structured=STRUCTURED_RUNGS[structured], tools=PROMPTED if PROMPTED in (a.tools, b.tools) else a.tools,
+                 token_param=_TOKEN_RUNGS[token],
+                 temperature=a.temperature and b.temperature,
+                 reasoning_effort=a.reasoning_effort and b.reasoning_effort)
+
+
+def _rung(rungs: Sequence[str], value: str) -> int:
+    return rungs.index(value) if value in rungs else 0
+
+
+# -- what a pool gathers from its workers (pegasus.llm.ladder.learned), as plain data ---------------
+
+
+def merged(known: Mapping[str, Mapping[str, Any]],
+           more: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``known`` with ``more`` taken in (the pool's gathering; pure)."""
+    out = {key: dict(fields) for key, fields in known.items()}
+    for key, fields in more:
+        out[key] = asdict(lower(Shape(**out[key]), Shape(**fields))) if key in out else dict(fields)
+    return out
+
+
+def ladder_view(known: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """What a pool knows, for ``pegasus stats``: "MODEL at BASE_URL" -> the shape it is asked with."""
+    out = {}
+    for key, fields in known.items():
+        base_url, model, _ = json.loads(key)
+        out[f"{model} at {base_url or 'the OpenAI API'}"] = Shape(**fields).describe()
+    return out
+
+
 def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: str) -> Step | None:
     """The next shape after a 400 whose message is ``text``; None when there is none to take (the
     message refuses nothing the request carried, the setting is fixed, or the ladder is at its foot)."""
@@ -169,8 +210,8 @@ def step_down(settings: LLMSettings, shape: Shape, sent: Collection[str], text: 
         if settings.structured_output != AUTO or shape.structured == PROMPTED:
             return None
         # "json_schema" named while on json_schema: the schema kind is refused, json_object may pass.
-        lower = STRUCTURED_RUNGS[STRUCTURED_RUNGS.index(shape.structured) + 1]
-        return Step(replace(shape, structured=lower), f"response_format {shape.structured} refused: using {lower}")
+        below = STRUCTURED_RUNGS[STRUCTURED_RUNGS.index(shape.structured) + 1]
+        return Step(replace(shape, structured=below), f"response_format {shape.structured} refused: using {below}")
     if parameter == "tools":
         if settings.tool_calls != AUTO or shape.tools == PROMPTED:
             return None

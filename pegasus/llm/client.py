@@ -8,12 +8,14 @@ it must not do: parse stage outputs, retry invalid replies, or wait for rate
 budgets.
 
 Retries are ours, not the SDK's (its ``max_retries`` is 0): a transient failure
-(429, 408, 409, a 5xx, a timeout, a lost connection) is sent again up to
-``llm.max_retries`` times with the SDK's backoff, but a refusal -- a 400, 422 or 500
-whose body names a parameter the request carried (pegasus.llm.capabilities.named)
--- is raised at once as LLMBadRequest for the ladder to step down: no retry is
-spent on what will be refused again.  After the retries a 429 is an
-LLMRateLimited carrying Retry-After, for the caller to schedule.  A reply without
+(408, 409, a 5xx, a timeout, a lost connection) is sent again up to
+``llm.max_retries`` times with the SDK's backoff, each attempt within the stage's
+deadline (pegasus.llm.deadline), but a refusal -- a 400, 422 or 500 whose body
+names a parameter the request carried (pegasus.llm.capabilities.named) -- is
+raised at once as LLMBadRequest for the ladder to step down: no retry is spent on
+what will be refused again.  A 429 is raised at once too, as LLMRateLimited
+carrying Retry-After: the llm pool pauses every call to that model and runs the
+stage again (pegasus.llm.budget), one layer of retries, not two.  A reply without
 usage (llama-cpp-python's streams) gets one estimated from the text, marked so.
 
 The ``openai`` package is imported on first use, so the offline set never loads it.
@@ -32,7 +34,7 @@ from typing import Any
 
 from pegasus.config import LLMSettings
 from pegasus.errors import PegasusError
-from pegasus.llm import capabilities, listen, shared
+from pegasus.llm import capabilities, deadline, listen, shared
 
 PLACEHOLDER_KEY = "not-needed"  # sent to servers that need no key: the SDK insists on one
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"  # llm.api_key_env's default
@@ -78,7 +80,7 @@ class LLMBadRequest(LLMError):
 
 
 class LLMRateLimited(LLMError):
-    """The endpoint answered 429 after the SDK's retries; ``retry_after_s`` from Retry-After (or None)."""
+    """The endpoint answered 429; ``retry_after_s`` from Retry-After (or None)."""
 
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -107,10 +109,14 @@ class Completion:
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None."""
+    """Seconds from a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date), or None.
+    LiteLLM's proxy passes its provider's as ``llm_provider-retry-after``: read as the same."""
     if not headers:
         return None
     lower = {str(key).lower(): str(value) for key, value in headers.items()}
+    for name in ("retry-after-ms", "retry-after"):
+        if name not in lower and f"llm_provider-{name}" in lower:
+            lower[name] = lower[f"llm_provider-{name}"]
     if "retry-after-ms" in lower:
         try:
             return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
@@ -172,24 +178,44 @@ class ChatClient:
 
     def send(self, request: Mapping[str, Any], sleep: Any = time.sleep) -> Completion:
         """One chat completion of ``request`` (a request body), sent again after a transient failure up
-        to ``max_retries`` times; LLMError (LLMTimeout, LLMRateLimited, LLMBadRequest) on failure."""
+        to ``max_retries`` times, each attempt within the stage's deadline (pegasus.llm.deadline); LLMError
+        (LLMTimeout, LLMRateLimited, LLMBadRequest) on failure.  A 429 is raised at once: its pool pauses
+        every call to the model for its Retry-After and runs the stage again (pegasus.llm.budget)."""
         for attempt in range(self.config.max_retries + 1):
             try:
-                completion = self._send_once(request)
+                completion = self._send_once(request, self._attempt_s(attempt))
             except _Transient as exc:
-                if attempt == self.config.max_retries:
+                if attempt == self.config.max_retries or isinstance(exc.error, LLMRateLimited):
                     raise exc.error from None
-                sleep(_backoff(attempt, exc.retry_after_s))
+                pause = _backoff(attempt, exc.retry_after_s)
+                left = deadline.left_s()
+                if left is not None and left - pause < deadline.MIN_ATTEMPT_S:
+                    raise exc.error from None  # no time for another attempt: this failure is the stage's
+                sleep(pause)
                 continue
             if not completion.usage:  # the server reported none: estimated from the text, and marked so
                 completion = _with_estimate(completion, request)
             return completion
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _send_once(self, request: Mapping[str, Any]) -> Completion:
+    def _attempt_s(self, attempt: int) -> float:
+        """How long this attempt may wait: ``timeout_s``, or less where the stage's deadline comes first."""
+        left = deadline.left_s()
+        if left is None or left >= self.config.timeout_s:
+            return self.config.timeout_s
+        if left < (deadline.MIN_ATTEMPT_S if attempt else deadline.MIN_FIRST_S):  # a stage's first call always tries
+            stage = deadline.current()
+            raise LLMTimeout(f"{self.endpoint} did not answer: {attempt} attempt(s) of at most "
+                             f"{self.config.timeout_s:g}s (llm.timeout_s) filled the stage's "
+                             f"{stage.budget_s if stage else 0:g}s (pools.llm_timeout_s, less its margin)")
+        return left
+
+    def _send_once(self, request: Mapping[str, Any], timeout_s: float) -> Completion:
         import openai  # noqa: PLC0415
 
         client = self._client()
+        if timeout_s != self.config.timeout_s:
+            client = client.with_options(timeout=timeout_s)
         try:
             streamed = self._streamed(client, request)
             if streamed is not None:
@@ -198,8 +224,10 @@ class ChatClient:
         except openai.APIStatusError as exc:
             raise self._status_error(exc, request) from None
         except openai.APITimeoutError:
-            raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {self.config.timeout_s:g}s "
-                                        f"(llm.timeout_s; {self.config.max_retries} retries)")) from None
+            cut = "" if timeout_s == self.config.timeout_s else \
+                f" = {self.config.timeout_s:g}s, cut to what was left of the stage's pools.llm_timeout_s"
+            raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {timeout_s:.3g}s "
+                                        f"(llm.timeout_s{cut}; {self.config.max_retries} retries)")) from None
         except openai.APIConnectionError as exc:
             raise _Transient(LLMError(f"cannot reach {self.endpoint}: {exc.__cause__ or exc}")) from None
         except openai.OpenAIError as exc:
@@ -218,8 +246,7 @@ class ChatClient:
         if isinstance(exc, openai.RateLimitError):
             wait = retry_after_seconds(dict(exc.response.headers))
             after = f"; retry after {wait:g}s" if wait is not None else ""
-            return _Transient(LLMRateLimited(f"{self.endpoint} answered 429 Too Many Requests after "
-                                             f"{self.config.max_retries} retries{after}", wait), wait)
+            return _Transient(LLMRateLimited(f"{self.endpoint} answered 429 Too Many Requests{after}", wait), wait)
         if status in (408, 409) or status >= 500:
             return _Transient(LLMError(said), retry_after_seconds(dict(exc.response.headers)))
         return LLMError(said)

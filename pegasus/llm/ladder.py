@@ -1,17 +1,25 @@
 """One model call that steps down the capability ladder when the endpoint refuses a parameter.
 
 What it owns: what each (base_url, model) is known to take in this process
-(``KNOWN``; a worker learns once and every later call starts there), and the
-loop: build the request for the known shape, send it, and on a 400 that names a
-parameter the request carried, take the next shape at once and send again (a
-refusal is not a task failure).  What it must not do: decide the next shape
-(pegasus.llm.capabilities does, purely) or parse stage replies.
+(``KNOWN``; every later call starts there), and the loop: build the request for
+the known shape, send it, and on a 400 that names a parameter the request
+carried, take the next shape at once and send again (a refusal is not a task
+failure).  What it must not do: decide the next shape (pegasus.llm.capabilities
+does, purely) or parse stage replies.
+
+What one worker learns, its pool knows: ``learned()`` gives what this process
+stepped down to since it was last asked (the worker reports it to its pool with
+the stage's end), and ``adopt(known)`` takes what the pool has gathered from
+all its workers (handed with every job), so a system pays for each refusal
+once, not once per worker process.  Both travel as plain data (``Known``).
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pegasus.llm import capabilities, usage
@@ -19,14 +27,16 @@ from pegasus.llm.capabilities import Schema, Shape
 from pegasus.llm.client import ChatClient, Completion, LLMBadRequest
 
 _lock = threading.Lock()
-# (base_url, model, the ladder's settings) -> the shape it takes, for the life of the process.
-KNOWN: dict[tuple[Any, ...], Shape] = {}
+# (base_url, model, the ladder's settings), as JSON text -> the shape it takes, for the life of the process.
+KNOWN: dict[str, Shape] = {}
+_LEARNED: dict[str, Shape] = {}  # stepped down to here since learned() was last asked
 MAX_STEPS = 8  # more than the ladder has rungs: a server that refuses everything fails clearly
+Known = tuple[tuple[str, dict[str, Any]], ...]  # (key, the shape's fields): what a pool gathers and hands on
 
 
-def _key(client: ChatClient) -> tuple[Any, ...]:
+def _key(client: ChatClient) -> str:
     config = client.config  # the settings are part of the key: a fixed rung is not overridden by what auto learnt
-    return (config.base_url, config.model, capabilities.initial(config))
+    return json.dumps([config.base_url, config.model, asdict(capabilities.initial(config))], sort_keys=True)
 
 
 def known(client: ChatClient) -> Shape:
@@ -41,8 +51,23 @@ def known(client: ChatClient) -> Shape:
 def _learn(client: ChatClient, old: Shape, new: Shape) -> None:
     key = _key(client)
     with _lock:
-        if KNOWN.get(key, old) == old:  # another thread may have learnt the same first
-            KNOWN[key] = new
+        KNOWN[key] = _LEARNED[key] = capabilities.lower(KNOWN.get(key, old), new)  # another thread may have too
+
+
+def learned() -> Known:
+    """What this process stepped down to since it was last asked (and forgets having told)."""
+    with _lock:
+        out = tuple((key, asdict(shape)) for key, shape in _LEARNED.items())
+        _LEARNED.clear()
+    return out
+
+
+def adopt(known: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Take what other processes learnt (a shape only ever steps down: each rung the lower of the two)."""
+    with _lock:
+        for key, fields in known:
+            shape = Shape(**fields)
+            KNOWN[key] = capabilities.lower(KNOWN[key], shape) if key in KNOWN else shape
 
 
 def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]], *,

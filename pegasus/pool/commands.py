@@ -23,12 +23,15 @@ class SetUp:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Hand ``request`` to the worker at ``worker`` as pool job ``job``; it answers ``requester`` itself."""
+    """Hand ``request`` to the worker at ``worker`` as pool job ``job``; it answers ``requester`` itself,
+    within ``timeout_s`` (the pool's deadline for it), knowing what the pool knows of endpoints (``known``)."""
 
     worker: Any
     job: int
     request: StageAsk
     requester: Any
+    timeout_s: float = 0.0
+    known: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

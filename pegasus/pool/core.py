@@ -52,6 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
+from pegasus.llm.capabilities import ladder_view, merged
 from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
 from pegasus.pool.inputs import (
@@ -238,24 +239,20 @@ class PoolCore(Pinging):
             return  # its tier waits for the armed BudgetDue: reading the queue again would admit nothing
         self._dispatch(out)
 
-
-
-
-
-
     def _finished(self, event: Finished, out: Out) -> None:
         job = self.jobs.pop(event.job, None)
         if job is None:
             # Answered already (deadline, member lost).  A late result the worker sent straight
             # to the requester carries that request's token, which the requester has moved past.
             return
+        worker = (getattr(event.result, "worker", None) if event.result is not None else event.worker) or {}
+        if worker.get("known"):  # what the worker learnt of an endpoint: every later job starts there
+            self.known = merged(self.known, worker["known"])
         if job.canceled:  # nobody waits for its answer (its task was canceled, or it overran and was stopped)
             if self.budget is not None:  # its calls count all the same
-                self.budget.settle(event.job, (event.result.worker if event.result is not None else event.worker)
-                                   or {}, job.requeues)
-        elif self.budget is not None and self._rate_limited(event, job, out):
-            self.next_seq += 1  # admission pauses; the request waits first in line
-            self.queue.appendleft(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1))
+                self.budget.settle(event.job, worker, job.requeues)
+        elif self.budget is not None and self._rate_limited(event, job, worker, out):
+            pass  # queued again, or failed as rate-limited
         elif event.result is not None:  # (None: the worker answered the requester itself)
             out.append(Forward(job.requester, event.result))
         slot = self.slots.get(job.slot)
@@ -269,16 +266,24 @@ class PoolCore(Pinging):
                 self._started(slot, out)  # the worker has already begun the request it held
         self._dispatch(out)
 
-
-    def _rate_limited(self, event: Finished, job: Job, out: Out) -> bool:
-        """Account for a model call; True when the endpoint rate-limited it and it should run again."""
+    def _rate_limited(self, event: Finished, job: Job, worker: dict[str, Any], out: Out) -> bool:
+        """Account for a model call; True when the endpoint rate-limited it: it waits first in line while
+        admission pauses for its Retry-After, or, past ``llm.max_retries`` such returns, fails as rate-limited."""
         assert self.budget is not None
-        worker = (event.result.worker if event.result is not None else event.worker) or {}
-        if not self.budget.settle(event.job, worker, job.requeues):
+        again = self.budget.settle(event.job, worker, job.requeues)
+        if "retry_after_s" not in worker:
             return False
         out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                    "retry_after_s": worker.get("retry_after_s"),
-                                                   "requeues": job.requeues + 1}))
+                                                   "requeues": job.requeues + 1, "again": again}))
+        if again:
+            self.next_seq += 1
+            self.queue.appendleft(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1))
+        else:
+            error = getattr(event.result, "error", None) or "the endpoint answered 429"
+            out.append(Fail(job.requester, job.request, f"RateLimited: {error} (sent {job.requeues + 1} times: "
+                            f"llm.max_retries = {self.budget.max_requeues})", "rate_limited",
+                            {key: value for key, value in worker.items() if key != "known"}))
         return True
 
     # -- failures ----------------------------------------------------------------------------
@@ -297,7 +302,6 @@ class PoolCore(Pinging):
                               kill=True)
         self._arm(out)
 
-
     def _starve_due(self, event: StarveDue, out: Out) -> None:
         waiting = next((w for w in self.queue if w.seq == event.seq), None)
         if waiting is None:
@@ -313,7 +317,6 @@ class PoolCore(Pinging):
     def _budget_due(self, event: BudgetDue, out: Out) -> None:
         self.budget_armed = False
         self._dispatch(out)
-
 
     def _health_due(self, event: HealthDue, out: Out) -> None:
         self.health_armed = False
@@ -363,8 +366,6 @@ class PoolCore(Pinging):
             self._spawn(event.index, event.member, out)
             self._dispatch(out)
 
-
-
     def _canceled(self, event: Canceled, out: Out) -> None:
         """A canceled task's work: queued requests are dropped, a running stage's worker is
         ended and replaced (a blocking call cannot be interrupted otherwise), a held one
@@ -412,7 +413,7 @@ class PoolCore(Pinging):
         out.append(SendStats(event.requester, event.ask_id, {
             "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
             "replaced": self.replaced, "workers": workers, "members": members,
-            "budget": self.budget.view() if self.budget is not None else None}))
+            "budget": self.budget.view() if self.budget is not None else None, "ladder": ladder_view(self.known)}))
 
     def _closing(self, event: Closing, out: Out) -> None:
         # Every worker is told to exit (remote ones too: their member does not know they are

@@ -110,6 +110,8 @@ class PoolState:
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.closing = False  # told to exit: replace nothing any more
+        # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to every job: one refusal a system.
+        self.known: dict[str, dict[str, Any]] = {}
         self.next_job = self.next_seq = self.next_serial = self.next_index = self.replaced = 0
 
     def _new_index(self) -> int:
@@ -149,7 +151,8 @@ class PoolState:
             self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
                                  reruns=waiting.reruns)
             slot.jobs.append(job)
-            out.append(Dispatch(slot.address, job, waiting.request, waiting.requester))
+            out.append(Dispatch(slot.address, job, waiting.request, waiting.requester, self._timeout(waiting.request),
+                                tuple(self.known.items())))
             if len(slot.jobs) == 1:
                 self._started(slot, out)
 

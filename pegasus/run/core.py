@@ -57,7 +57,7 @@ from pegasus.tools.registry import Effect
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
 EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
-                       "exception": "exception"}
+                       "exception": "exception", "rate_limited": "retry_exhausted"}
 STEP_ENDS = frozenset({EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_FAILED, EventType.STEP_COMPLETED})
 LOST = ("worker_died", "timeout")  # a tool step whose worker is gone: it may have run
 

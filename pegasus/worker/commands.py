@@ -53,6 +53,7 @@ class Run:
 
     job: int
     request: StageAsk
+    budget_s: float = 0.0  # its model calls end within this (pegasus.llm.deadline; 0: no deadline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,14 @@ class Stream:
 
     job: int
     request: StageAsk
+    budget_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """Take what the pool knows of endpoints (pegasus.llm.ladder.adopt) before running anything more."""
+
+    known: tuple[tuple[str, dict[str, Any]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,4 +209,4 @@ class Log:
 
 
 WorkerCommand = (SetUp | Ready | Journal | Run | Stream | CloseStream | Delta | Answer | Return | Free | FindHost
-                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log)
+                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log | Adopt)

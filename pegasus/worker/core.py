@@ -37,7 +37,7 @@ from pegasus.config import ConventionSettings, Settings
 from pegasus.llm.listen import streams
 from pegasus.pool.contact import PoolWatch, orphan_after_s
 from pegasus.worker.commands import (
-    Answer, Arm, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused, Return, Run,
+    Adopt, Answer, Arm, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused, Return, Run,
     SetUp, ShowListing, Stream, WorkerCommand,
 )
 from pegasus.worker.host_calls import Asked, HostCalls
@@ -48,6 +48,7 @@ from pegasus.worker.inputs import (
 from pegasus.worker.steps import machine_call, tool_of
 
 Out = list[WorkerCommand]
+STAGE_MARGIN_S = 5.0
 
 
 @dataclass
@@ -139,6 +140,8 @@ class WorkerCore:
     def _requested(self, event: Requested, out: Out) -> None:
         self.watch.touch(self.clock())
         work = event.work
+        if work.known:  # (shapes only step down: taking them before a held job runs is never wrong)
+            out.append(Adopt(work.known))
         streamed = self.streams and work.request.stage in LLM_STAGES
         if self.awaiting_listing or (streamed and self.streaming is not None):
             self.held.append((work, event.pool))
@@ -147,7 +150,7 @@ class WorkerCore:
         request = work.request
         if streamed:
             self.streaming = Streaming(job)
-            out.append(Stream(work.job, request))
+            out.append(Stream(work.job, request, stage_budget_s(work.timeout_s)))
         elif request.journal_to is None or request.idempotency_key is None:
             self._serve(job, out)
         else:
@@ -179,7 +182,7 @@ class WorkerCore:
             self.calls.ask(job, call, request.idempotency_key, out)
             return
         self.running[job.number] = job
-        out.append(Run(job.number, request))
+        out.append(Run(job.number, request, stage_budget_s(job.work.timeout_s)))
 
     def _ran(self, event: Ran, out: Out) -> None:
         job = self.running.pop(event.job, None)
@@ -197,8 +200,13 @@ class WorkerCore:
             # Rate-limited by the endpoint: the pool decides whether it runs again.
             out.append(Return(job.pool, job.number, work.request, outcome, worker))
             return
-        out.append(Answer(work.reply_to, job.number, work.request, outcome, worker))  # the requester first
-        out.append(Free(job.pool, job.number, {"usage": worker["usage"]} if "usage" in worker else {}))
+        known = worker.pop("known", None)  # what the pool must know (the ladder), not the task's record
+        pooled = {key: value for key, value in (("usage", worker.get("usage")), ("known", known)) if value}
+        answer = Answer(work.reply_to, job.number, work.request, outcome, worker)
+        # The requester first, except when this stage learnt something of its endpoint: then the pool hears
+        # first, so the requester's next request is handed out with it.
+        free = Free(job.pool, job.number, pooled)
+        out.extend([free, answer] if known else [answer, free])
 
     def _serve_held(self, out: Out) -> None:
         # One Run at a time: the next held job is served once the carrier says the running one Ran.
@@ -308,6 +316,12 @@ class WorkerCore:
         return (any(work.job == job for work, _ in self.held) or job in self.starting or job in self.running
                 or (self.streaming is not None and self.streaming.job.number == job)
                 or any(asked.work.number == job for asked in self.calls.asking.values()))
+
+
+def stage_budget_s(timeout_s: float) -> float:
+    """The time a stage's model calls may take: the pool's deadline less a margin to answer in (a tenth,
+    at most 5 s), so the worker's own timeout, naming the model's, comes before the pool's."""
+    return timeout_s - min(STAGE_MARGIN_S, timeout_s / 10) if timeout_s > 0 else 0.0
 
 
 def _answered(job: int, out: Out) -> bool:

@@ -46,6 +46,10 @@ class WorkAsk(Protocol):
     def request(self) -> StageAsk: ...
     @property
     def reply_to(self) -> Any: ...  # the requester (None: the answer goes through the pool)
+    @property
+    def timeout_s(self) -> float: ...  # the pool's deadline for it (0: none given)
+    @property
+    def known(self) -> tuple[tuple[str, dict[str, Any]], ...]: ...  # what the pool knows of endpoints
 
 
 class Outcome(Protocol):

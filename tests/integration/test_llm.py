@@ -70,7 +70,7 @@ def test_both_machines_run_end_to_end_on_a_model_server(pegasus, server: FakeOpe
 
 def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: FakeOpenAI) -> None:
     """Malformed then valid: done.  Malformed twice, a 429, a timeout: each task fails with a clear
-    error and exit_reason 'exception'; the system keeps serving."""
+    error (exit_reason 'exception', 'retry_exhausted', 'timeout'); the system keeps serving."""
     client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0, timeout_s=1.5))
 
     def run(text: str) -> dict[str, Any]:
@@ -88,11 +88,12 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
     assert broken["error"].startswith("reason stage failed: the model's reply was invalid 2 times")
     assert broken["error"].count("reason") == 1, broken["error"]  # the stage is named once
 
-    # Rate-limited past the pool's patience (MAX_REQUEUES): the task fails with the 429 named.
-    server.script(*[http_error(429, "slow down", {"Retry-After": "0.2"})] * 4)
+    # Rate-limited past the pool's patience (max_retries: 0 here, so one request): the task fails as
+    # RateLimited, exit_reason retry_exhausted (docs/llm.md), with the 429 named.
+    server.script(http_error(429, "slow down", {"Retry-After": "0.2"}))
     limited = run("what is the answer?")
-    assert (limited["lifecycle_state"], limited["exit_reason"]) == ("failed", "exception")
-    assert "429" in limited["error"]
+    assert (limited["lifecycle_state"], limited["exit_reason"]) == ("failed", "retry_exhausted")
+    assert limited["error"].startswith("reason stage failed: RateLimited: ") and "429" in limited["error"]
     assert _llm_stages(limited)[-1]["retry_after_s"] == 0.2
 
     server.script(completion({"answer": "late"}, delay_s=4.0))
@@ -106,7 +107,7 @@ def test_invalid_replies_rate_limits_and_timeouts_fail_cleanly(pegasus, server: 
 def test_a_429_pauses_the_llm_pool_for_retry_after_then_the_same_stage_runs(pegasus, server: FakeOpenAI) -> None:
     """The endpoint says 429 with Retry-After: 1.  The pool holds every llm call for that long,
     then runs the same stage again: the task completes, nothing failed."""
-    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=0))
+    client = pegasus(memory=NO_REFLECTOR, llm=llm(server, max_retries=1))  # the pool's one retry of a 429
     server.script(http_error(429, "slow down", {"Retry-After": "1"}), completion({"answer": "42"}))
     done = client.wait(client.submit("what is the answer?", machine="reason_act")["task_id"], timeout=60)
     assert (done["lifecycle_state"], done["result"]) == ("done", "42"), done.get("error")

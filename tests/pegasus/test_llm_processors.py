@@ -175,10 +175,22 @@ def test_429_beyond_the_retries_raises_rate_limited_with_retry_after(server: Fak
     assert (type(copy), copy.retry_after_s, copy.stage) == (RateLimited, 7.0, "perceive")
 
 
-def test_a_429_within_the_retries_is_waited_out_by_the_sdk(server: FakeOpenAI) -> None:
+def test_a_429_through_litellm_carries_its_providers_retry_after() -> None:
+    """LiteLLM's proxy (1.108.7, measured) answers a provider's 429 with ``llm_provider-retry-after: 2``."""
+    from pegasus.llm.client import retry_after_seconds  # noqa: PLC0415
+
+    assert retry_after_seconds({"llm_provider-retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"Retry-After": "1", "llm_provider-retry-after": "2"}) == 1.0  # its own first
+    assert retry_after_seconds({"x-litellm-timeout": "6000.0"}) is None
+
+
+def test_a_429_is_not_retried_by_the_client_its_pool_schedules_it(server: FakeOpenAI) -> None:
+    """One layer of retries for a 429: the llm pool's, which pauses every call to the model (issue 29:
+    the client's retries inside the pool's made 12 requests of 3 x 4)."""
     server.script(http_error(429, "slow down", {"Retry-After": "0.2"}), completion({"intents": []}))
-    outcome = stage(server, "perceive", TaskContext(input_text="hi"), max_retries=1)
-    assert outcome.event_type == EventType.PERCEIVE_DONE and len(server.requests) == 2
+    with pytest.raises(RateLimited) as caught:
+        stage(server, "perceive", TaskContext(input_text="hi"), max_retries=1)
+    assert caught.value.retry_after_s == 0.2 and len(server.requests) == 1
 
 
 def test_a_slow_server_is_a_clear_timeout(server: FakeOpenAI) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pegasus.config import Settings
-from pegasus.llm.budget import MAX_REQUEUES
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, Log, SendStats, SetUp, StartWorker
 from pegasus.pool.core import PoolCore
 from pegasus.pool.inputs import (
@@ -47,7 +47,7 @@ def test_an_unconfigured_pool_answers_stats_with_nothing() -> None:
     core = PoolCore()
     [answer] = core.step(StatsAsked(3, "asker"))
     assert answer == SendStats("asker", 3, {"name": "?", "size": 0, "busy": 0, "queued": 0, "replaced": 0,
-                                            "workers": [], "members": [], "budget": None})
+                                            "workers": [], "members": [], "budget": None, "ladder": {}})
     assert core.step(DeadlineDue()) == []  # a timer before configuration: nothing to do
 
 
@@ -187,10 +187,30 @@ def test_a_rate_limited_call_waits_first_in_line_and_runs_again_after_retry_afte
     assert dispatched(out) == [] and of(Arm, out) == [Arm(2.0, BudgetDue())]
     assert stats(pool)["queued"] == 2
     assert dispatched(pool.fire(out, BudgetDue)) == [("a", "w1", 2)]
-    for attempt in range(1, MAX_REQUEUES):
+    retries = Settings().llm.max_retries  # one layer of 429 retries, the pool's: [llm] max_retries of them
+    for attempt in range(1, retries):
         out = pool.finish(attempt + 1, limited)
         pool.fire(out, BudgetDue)
-    assert of(Forward, pool.finish(MAX_REQUEUES + 1, limited)) == [Forward("requester-a", limited)]  # patience used
+    out = pool.finish(retries + 1, limited)  # patience used: it fails as rate-limited (exit_reason retry_exhausted)
+    assert of(Forward, out) == [] and [(f.to, f.kind) for f in of(Fail, out)] == [("requester-a", "rate_limited")]
+    assert of(Fail, out)[0].error.startswith("RateLimited: ") and f"sent {retries + 1} times" in of(Fail, out)[0].error
+
+
+def test_what_a_worker_learnt_of_an_endpoint_goes_with_every_later_job() -> None:
+    """Issue 29: the ladder's state is the pool's; a worker reports what it learnt, every dispatch carries it."""
+    pool = model_pool()
+    first = of(Dispatch, pool.ask("a"))[0]
+    assert first.known == () and first.timeout_s > 0
+    key = json.dumps(["http://127.0.0.1:8000/v1", "m", {}])
+    shape = {"structured": "json_object", "tools": "native", "token_param": "max_tokens", "temperature": False,
+             "reasoning_effort": False}
+    pool.finish(1, usage={"total_tokens": 9}, known=((key, shape),))
+    assert of(Dispatch, pool.ask("b"))[0].known == ((key, shape),)
+    lower = {**shape, "tools": "prompted", "temperature": True}  # another worker learnt tools only
+    pool.finish(2, known=((key, lower),))
+    assert of(Dispatch, pool.ask("c"))[0].known == ((key, {**shape, "tools": "prompted"}),)  # each rung the lower
+    assert stats(pool)["ladder"] == {"m at http://127.0.0.1:8000/v1": "structured_output=json_object, "
+                                     "tool_calls=prompted, token_limit_param=max_tokens, temperature omitted"}
 
 
 def test_a_request_over_the_rate_budget_waits_for_it_with_one_timer() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pegasus.config import Settings
 from pegasus.tools.mcp_policy import ServerView
 from pegasus.tools.registry import ToolOutcomeUnknown
 from pegasus.worker.commands import (
-    Answer, Arm, CallHost, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused,
+    Adopt, Answer, Arm, CallHost, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused,
     Return, Run, SetUp, ShowListing, Stream,
 )
 from pegasus.worker.inputs import (
@@ -46,6 +48,28 @@ def test_a_stage_is_answered_to_its_requester_first_then_the_pool_is_told_with_t
     assert answer.worker == {"usage": {"tokens": 7}, "context": "fits", **IDENTITY, "pool": "tool", "index": 1,
                              "started": 1_700_000_001.0, "finished": 1_700_000_001.0, "cpu_ms": 2.0}
     assert out[2] == Free(POOL, 3, {"usage": {"tokens": 7}})
+
+
+KNOWN = (("endpoint-key", {"structured": "prompted", "tools": "prompted", "token_param": "", "temperature": False,
+                           "reasoning_effort": False}),)
+
+
+def test_what_the_pool_knows_of_endpoints_is_adopted_before_the_stage_runs_within_its_deadline() -> None:
+    """Issue 29: the ladder's state is the pool's, handed with each job; the stage's model calls get the
+    pool's deadline less a margin, so the model's timeout is named before the pool's."""
+    out = Worker().ask(1, known=KNOWN, timeout_s=120.0)
+    assert kinds(out)[:2] == ["Adopt", "Run"] and out[0] == Adopt(KNOWN)
+    assert of(Run, out)[0].budget_s == 115.0  # a tenth, at most 5 s, to answer in
+    assert of(Run, Worker().ask(1, timeout_s=6.0))[0].budget_s == pytest.approx(5.4)
+    assert "Adopt" not in kinds(Worker().ask(1)) and of(Run, Worker().ask(1))[0].budget_s == 0.0
+
+
+def test_a_stage_that_learnt_of_its_endpoint_tells_the_pool_first_and_keeps_it_out_of_the_task_record() -> None:
+    worker = Worker(run=lambda request: Result("ok", {"usage": {"tokens": 7}, "known": KNOWN}))
+    out = worker.ask(3)
+    assert kinds(out) == ["Run", "Free", "Answer"]  # the requester's next request is handed out knowing it
+    assert out[1] == Free(POOL, 3, {"usage": {"tokens": 7}, "known": KNOWN})
+    assert "known" not in out[2].worker  # type: ignore[attr-defined]
 
 
 def test_a_rate_limited_stage_or_one_without_a_requester_goes_back_through_the_pool() -> None:

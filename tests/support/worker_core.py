@@ -40,6 +40,8 @@ class Job:
     job: int
     request: Ask
     reply_to: Any = "requester"
+    timeout_s: float = 0.0
+    known: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class Worker:
 
     def ask(self, job: int, task_id: str | None = None, **fields: Any) -> list[WorkerCommand]:
         reply_to = fields.pop("reply_to", "requester")
-        return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to), POOL))
+        timeout_s, known = fields.pop("timeout_s", 0.0), fields.pop("known", ())
+        return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to, timeout_s, known), POOL))
 
 
 def of(kind: type[C], commands: list[WorkerCommand]) -> list[C]:

@@ -1,0 +1,48 @@
+"""What one worker learns about an endpoint, its pool knows: on a strict endpoint (refusing tools,
+response_format, max_tokens and temperature, each worded as OpenAI words it), a system of three llm
+workers pays for each refused parameter once, not once per worker process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI, Quirks, refusal
+from tests.support.model_like import ModelLike
+
+pytestmark = pytest.mark.integration
+STRICT = Quirks(refuse_tools="openai", refuse_response_format="all", reasoning=True)
+REFUSABLE = ("tools", "response_format", "max_tokens", "temperature")
+
+
+def carried(body: dict[str, Any], parameter: str) -> bool:
+    if parameter == "temperature":
+        return body.get("temperature", 1) != 1  # a reasoning model takes only its default
+    return parameter in body
+
+
+def test_a_strict_endpoint_is_paid_for_once_per_parameter_across_the_pools_workers(pegasus) -> None:
+    """Three llm workers share one task's stages (each goes to the next idle worker); after the first
+    refusal of each parameter no request carries it, whichever worker sends it."""
+    with FakeOpenAI(responder=ModelLike(STRICT), quirks=STRICT) as server:
+        client = pegasus(memory={"reflector": False}, pools={"llm_workers": 3, "tool_workers": 1},
+                         llm={"provider": "openai", "base_url": server.url, "model": "strict", "api_key_env": "",
+                              "max_retries": 0})
+        for machine in ("classic", "reason_act"):
+            task = client.wait(client.submit("what is 17 * 23?", machine=machine)["task_id"], timeout=60)
+            assert (task["lifecycle_state"], task["state"]) == ("done", "completed"), task.get("error")
+        requests = list(server.requests)
+        ladder = client.stats()["pools"]["llm"]["ladder"]  # what the pool knows, for pegasus stats --json
+    assert ladder == {f"strict at {server.url}": "structured_output=prompted, tool_calls=prompted, "
+                                                 "token_limit_param=max_completion_tokens, temperature omitted"}
+    late = {}
+    for parameter in REFUSABLE:
+        # The first refusals of this very parameter (one parameter is refused at a time; response_format's
+        # types in a row: json_schema, json_object with a schema, json_object), then no request carries it.
+        refused = [parameter in str(refusal(body, STRICT) or "") for body in requests]
+        end = refused.index(True)
+        while end + 1 < len(requests) and refused[end + 1]:
+            end += 1
+        late[parameter] = sum(1 for body in requests[end + 1:] if carried(body, parameter))
+    assert late == dict.fromkeys(REFUSABLE, 0), (late, len(requests))
