@@ -25,7 +25,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, WakeupMessage
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
@@ -37,7 +37,7 @@ from actors.supervisor_tokens import TokenRequests
 from actors.supervisor_schedules import Schedules
 from actors.supervisor_tree import TreeRequests
 from actors.supervisor_webhooks import Webhooks
-from actors.frames import UnreadableMessage, rejected_count
+from actors.wire.frames import UnreadableMessage, rejected_count
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs

@@ -38,7 +38,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.mcp_host import MCP_HOST, McpHostActor
 from pegasus import logs
 from pegasus.config import Settings

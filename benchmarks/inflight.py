@@ -46,8 +46,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from benchmarks.common import (
     TERMINAL,
     MemorySampler,

@@ -11,7 +11,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from actors.convention import WORKER_CAPABILITIES
+from actors.runtime.convention import WORKER_CAPABILITIES
 from pegasus.llm.cost import cost_text
 from pegasus.streaming import AnswerExtractor
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from actors import convention as conv, procs
-from actors.system import SystemStartError, system_pids
+from actors.runtime import convention as conv, procs
+from actors.runtime.system import SystemStartError, system_pids
 
 from .conftest import FAST_CONVENTION, PROJECT_ROOT, Convention
 from tests.support.tools import append_key_request, keys_in
