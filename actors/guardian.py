@@ -39,7 +39,7 @@ from actors.runtime.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.stats import supervision_view
+from pegasus.views import supervision_view
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
 GUARDIAN_NAME = m.GUARDIAN_NAME

@@ -44,7 +44,7 @@ from pegasus import logs
 from pegasus.admission import Admission, Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.stats import members_view, usage_view
+from pegasus.views import members_view, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreUnavailable
 from pegasus.store import reflections
