@@ -53,7 +53,7 @@ from pegasus.task.fsm import Clock, IdFactory, TaskFSM
 from pegasus.memory.tools import is_memory_tool
 from pegasus.task.models import TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState, PoolName, StageName
-from pegasus.tools.registry import Effect
+from pegasus.tools.registry import EffectClass
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
 EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
@@ -61,7 +61,7 @@ EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_
 STEP_ENDS = frozenset({EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_FAILED, EventType.STEP_COMPLETED})
 LOST = ("worker_died", "timeout")  # a tool step whose worker is gone: it may have run
 
-EffectOf = Callable[[str], Effect | None]
+EffectOf = Callable[[str], EffectClass | None]
 """A tool's effect class by name (None: unknown, which counts as effectful)."""
 
 
@@ -120,7 +120,7 @@ def delta_of(state: RunSnapshot, delta: TextDelta) -> list[Command]:
     return [replace(delta, run=state.run)] if current(state, delta.task_id, delta.token) else []
 
 
-def _unknown(tool: str) -> Effect | None:
+def _unknown(tool: str) -> EffectClass | None:
     return None
 
 
@@ -441,7 +441,7 @@ class TaskRun:
             return None
         return str(step.action_params.get("tool"))
 
-    def _effect(self, step_index: int) -> Effect:
+    def _effect(self, step_index: int) -> EffectClass:
         """The step's effect class; an unknown tool counts as effectful (never repeated)."""
         tool = self._tool(step_index)
         if tool is None:
