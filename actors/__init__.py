@@ -12,12 +12,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors.client import Client, RequestError, SupervisorReplaced
+    from actors.client.client import Client
+    from actors.client.errors import RequestError, SupervisorReplaced
     from actors.runtime.spec import SystemNotRunningError, SystemStartError
     from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
 
 _HOMES = {
-    "Client": "actors.client", "RequestError": "actors.client", "SupervisorReplaced": "actors.client",
+    "Client": "actors.client.client", "RequestError": "actors.client.errors",
+    "SupervisorReplaced": "actors.client.errors",
     "SystemNotRunningError": "actors.runtime.spec", "SystemStartError": "actors.runtime.spec",
     "InvalidRequest": "pegasus.errors", "PegasusError": "pegasus.errors", "WebhookRefused": "pegasus.errors",
 }

@@ -15,8 +15,9 @@ from typing import Any
 
 from actors.cli.base import EXIT_OK, count, emit, settings_of
 from actors.cli.views import clean
-from actors.client.client import Client, resolved
+from actors.client.client import Client
 from actors.client.memory import LocalMemory, MemoryClient
+from actors.runtime.spec import resolved
 from actors.runtime.system import SystemNotRunningError
 from pegasus.memory import load_identity
 

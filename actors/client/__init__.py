@@ -10,12 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors.client.client import Client, RequestError, SupervisorReplaced
+    from actors.client.client import Client
+    from actors.client.errors import RequestError, SupervisorReplaced
 
+_HOMES = {"Client": "actors.client.client", "RequestError": "actors.client.errors",
+          "SupervisorReplaced": "actors.client.errors"}
 __all__ = ["Client", "RequestError", "SupervisorReplaced"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("actors.client.client"), name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'actors.client' has no attribute {name!r}")

@@ -12,26 +12,28 @@ requests by request id; transition notices that arrive meanwhile are kept for
 
 from __future__ import annotations
 
-import builtins
 import itertools
 import os
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 from thespian.actors import ActorAddress, ActorSystem, ActorSystemException
 
 from actors import messages as m
+from actors.client.errors import RequestError, SupervisorReplaced, refusal
+from actors.client.admin import AdminClient
 from actors.client.memory import MemoryClient
+from actors.client.notices import Notices
 from actors.client.triggers import TriggersClient
 from actors.runtime.system import (
-    SystemNotRunningError, SystemSpec, SystemStartError, attach, detach, send, shutdown, start_daemon, start_system,
+    SystemNotRunningError, SystemSpec, attach, detach, send, shutdown, start_daemon, start_system,
 )
+from actors.runtime import convention
+from actors.runtime.spec import resolved, spec_for
 from pegasus import bounds
 from pegasus.config import Settings
-from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
-from pegasus.gateway.auth import new_token, token_hash
+from pegasus.errors import InvalidRequest, PegasusError
 from pegasus.requests import R
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 from pegasus.tools.plugins import preflight
@@ -41,33 +43,7 @@ QUIET_CHECK_S = 2.0  # follow: after this long without a notice, check the super
 WATCH_S = 2.0  # a request: after this long without its reply, check the supervisor is the same one
 
 
-class SupervisorReplaced(SystemNotRunningError):
-    """The supervisor a request went to died and was replaced before it answered (ask again)."""
-
-
-class RequestError(PegasusError):
-    """The supervisor refused a request; ``error_type`` names the kind of error."""
-
-    def __init__(self, message: str, error_type: str | None, data: Any = None) -> None:
-        self.error_type = error_type or "Error"
-        self.data = data  # what the refusal says beyond its text (a webhook's status and code)
-        super().__init__(message)
-
-
-def spec_for(settings: Settings) -> SystemSpec:
-    """The SystemSpec of the system these settings describe (they are what its guardian configures it with)."""
-    system = settings.system
-    return SystemSpec(admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind,
-                      base=system.base, allow_non_loopback=system.allow_non_loopback,
-                      max_frame_bytes=system.max_frame_bytes, settings_json=settings.model_dump_json())
-
-
-def resolved(settings: Settings) -> Settings:
-    """Settings with the state directory made absolute, as every actor process needs it."""
-    return settings.with_overrides({"state": {"home": str(settings.state_dir())}})
-
-
-class Client(MemoryClient, TriggersClient):
+class Client(MemoryClient, TriggersClient, AdminClient):
     """A connection to one system's supervisor, found through its guardian (see the module docstring)."""
 
     def __init__(self, asys: ActorSystem, spec: SystemSpec, settings: Settings, *, owns_system: bool,
@@ -82,8 +58,7 @@ class Client(MemoryClient, TriggersClient):
         self._incarnation: tuple[str, int] = ("", 0)  # (guardian, generation) of the supervisor asked
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}"
-        self._notices: dict[str, deque[m.TransitionNotice | m.TextDelta]] = {}  # by task: each follow reads its own
-        self._following: Counter[str] = Counter()  # tasks followed now, and by how many follows
+        self._notices = Notices()  # by task: each follow reads its own
         self._replies: dict[str, m.Reply] = {}  # answers that came while another was awaited
 
     # -- getting a client ------------------------------------------------------------------
@@ -97,25 +72,39 @@ class Client(MemoryClient, TriggersClient):
     @classmethod
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
-        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
+        settings = resolved(settings)
+        return cls._launch(settings, spec_for(settings), timeout, daemon=False)[0]
+
+    @classmethod
+    def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
+        """Start a detached background system (up, supervisor configured); a client and the admin pid."""
+        settings = resolved(settings)
+        client, pid = cls._launch(settings, spec_for(settings), timeout, daemon=True)
+        assert pid is not None
+        return client, pid
+
+    @classmethod
+    def start_leader(cls, settings: Settings, *, daemon: bool = True,
+                     timeout: float = 30.0) -> tuple[Client, int | None]:
+        """Start a convention's leader (``[convention] lead = true``: its pools place workers on members as
+        they join); in the background like ``pegasus start``, or with ``daemon=False`` in this process's care."""
+        return cls._launch(*convention.leader(settings), timeout, daemon=daemon)
+
+    @classmethod
+    def _launch(cls, settings: Settings, spec: SystemSpec, timeout: float, *,
+                daemon: bool) -> tuple[Client, int | None]:
+        timeout = bounds.seconds(timeout, "timeout")
         preflight(settings)
-        spec = spec_for(settings)
+        if daemon:
+            pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured
+            return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
         client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
         try:
             client.locate()
         except BaseException:
             client.close()
             raise
-        return client
-
-    @classmethod
-    def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
-        """Start a detached background system (up, supervisor configured); a client and the admin pid."""
-        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        preflight(settings)
-        spec = spec_for(settings)
-        pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
-        return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
+        return client, None
 
     @property
     def supervisor(self) -> ActorAddress:
@@ -240,35 +229,15 @@ class Client(MemoryClient, TriggersClient):
 
     def queued(self, task_id: str) -> int:
         """How many transitions of the task came and wait for a ``follow`` to read them."""
-        return sum(isinstance(notice, m.TransitionNotice) for notice in self._notices.get(task_id, ()))
+        return self._notices.queued(task_id)
 
     def discard(self, task_id: str) -> None:
         """Forget the notices of a task no follow will read (late ones after its unsubscribe)."""
-        if not self._following[task_id]:
-            self._notices.pop(task_id, None)
+        self._notices.discard(task_id)
 
     def subscribe(self, task_id: str | None) -> dict[str, Any]:
         """Have the task's transitions (every task's: None) sent here; read them with ``follow(subscribe=False)``."""
         return self.ask(m.Subscribe(task_id=task_id))
-
-    # -- the HTTP gateway's bearer tokens (pegasus.store.tokens): only their hash leaves this process --------
-    def token_create(self, name: str, scope: Literal["read", "submit", "admin"] = "read") -> dict[str, Any]:
-        """A new token for the HTTP API: its record and, this once, the ``token`` itself."""
-        token = new_token()
-        record = self.ask(m.TokenCreate(name=name, scope=scope, token_hash=token_hash(token)))
-        return {**record, "token": token}
-
-    def token_list(self) -> builtins.list[dict[str, Any]]:
-        return self.ask(m.TokenList())
-
-    def token_revoke(self, name: str) -> dict[str, Any]:
-        return self.ask(m.TokenRevoke(name=name))
-
-    def backup(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> dict[str, Any]:
-        """Copy the system's database to ``path`` (SQLite's online backup API: consistent while
-        tasks run; mode 0600); an existing file is replaced only with ``overwrite``.
-        Answers path, bytes, tasks, schema_version and seconds."""
-        return self.ask(m.Backup(path=os.path.abspath(os.path.expanduser(path)), overwrite=overwrite))
 
     def wait(self, task_id: str, timeout: float = 60.0, until: frozenset[str] = TERMINAL_LIFECYCLE) -> dict[str, Any]:
         """Poll until the task's lifecycle state is in ``until`` (terminal by default).
@@ -302,8 +271,7 @@ class Client(MemoryClient, TriggersClient):
             self.ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + bounds.seconds(timeout, "timeout", forever=True)
         subscribed_to = self._incarnation
-        self._following[task_id] += 1
-        mine = self._notices.setdefault(task_id, deque())
+        mine = self._notices.follow(task_id)
         try:
             current = self.get(task_id)["lifecycle_state"]
             quiet_since = time.monotonic()
@@ -328,7 +296,7 @@ class Client(MemoryClient, TriggersClient):
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
                 message = self.asys.listen(min(remaining, 1.0))
                 if isinstance(message, (m.TransitionNotice, m.TextDelta)):
-                    self._keep(message)
+                    self._notices.keep(message)
                 elif time.monotonic() - quiet_since >= QUIET_CHECK_S:
                     # Quiet: is the supervisor that streams to us still the one running?
                     quiet_since = time.monotonic()
@@ -339,10 +307,7 @@ class Client(MemoryClient, TriggersClient):
                         self.ask(m.Subscribe(task_id=task_id))
                         subscribed_to = self._incarnation
         finally:
-            self._following[task_id] -= 1
-            if not self._following[task_id]:
-                del self._following[task_id]
-                self._notices.pop(task_id, None)
+            self._notices.unfollow(task_id)
             try:
                 self.ask(m.Unsubscribe(task_id=task_id))  # this follow's subscription, not the others'
             except (PegasusError, ActorSystemException):
@@ -358,17 +323,13 @@ class Client(MemoryClient, TriggersClient):
     def notices(self, seconds: float) -> tuple[m.TransitionNotice | m.TextDelta, ...]:
         """The notices of ``subscribe(None)`` that came (waiting up to ``seconds`` for one when none is here),
         less those of the tasks a ``follow`` reads."""
-        if not any(queue for task_id, queue in self._notices.items() if task_id not in self._following):
+        if not self._notices.unfollowed_waiting():
             message = self.asys.listen(bounds.seconds(seconds, "seconds", inclusive=True))
             if isinstance(message, (m.TransitionNotice, m.TextDelta)):
-                self._keep(message)
+                self._notices.keep(message)
             elif isinstance(message, m.Reply):
                 self._replies[message.request_id] = message  # a late answer: kept for its request
-        out = tuple(notice for task_id, queue in self._notices.items() if task_id not in self._following
-                    for notice in queue)
-        for task_id in [task_id for task_id in self._notices if task_id not in self._following]:
-            del self._notices[task_id]
-        return out
+        return self._notices.take_unfollowed()
     def _asks(self, task_id: str) -> bool:
         """Whether a sub-task under the task waits for a person (suspended): its parent waits on it."""
         nodes = [self.tree(task_id)]
@@ -378,10 +339,6 @@ class Client(MemoryClient, TriggersClient):
                 return True
             nodes += node.get("children") or []
         return False
-
-    def _keep(self, notice: m.TransitionNotice | m.TextDelta) -> None:
-        """Queue a notice for the follow of its task (one may start later: ``submit(follow=True)``)."""
-        self._notices.setdefault(notice.task_id, deque()).append(notice)
 
     def _while_restarting(self, call: Callable[[], Any], deadline: float) -> Any:
         """``call()``, or None when the system does not answer now (a supervisor or the system restarting)."""
@@ -453,7 +410,7 @@ class Client(MemoryClient, TriggersClient):
                     self._check_supervisor()
                 message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
                 if isinstance(message, (m.TransitionNotice, m.TextDelta)):
-                    self._keep(message)
+                    self._notices.keep(message)
                     continue
                 if not isinstance(message, m.Reply):
                     continue
@@ -463,13 +420,7 @@ class Client(MemoryClient, TriggersClient):
             # A reply without an id is the supervisor saying it could not read a request
             # at all; this client has one request in flight: this one.
             if not message.ok:
-                if message.error_type == "SystemNotRunning":
-                    raise SystemNotRunningError(message.error or "not running", self.spec.admin_port)
-                if message.error_type == "StartFailed":
-                    raise SystemStartError(message.error or "the system did not start", self.spec.admin_port)
-                if message.error_type == "WebhookRefused" and isinstance(message.data, dict):
-                    raise WebhookRefused(int(message.data["status"]), str(message.data["code"]), message.error or "")
-                raise RequestError(message.error or "request failed", message.error_type, message.data)
+                raise refusal(message, self.spec.admin_port)
             return message.data
 
     def _check_supervisor(self) -> None:

@@ -8,7 +8,7 @@ workers the leader's pools place on it: ``pegasus.llm_workers`` /
 ``pegasus.tool_workers`` capabilities say how many (pegasus/pool/core.py, "Placement").
 
 This module turns settings into the SystemSpec of a leader or a member and
-starts them; it owns no actor.  A convention belongs on a trusted network, a VPN or a
+starts a member (a leader: ``Client.start_leader``); it owns no actor.  A convention belongs on a trusted network, a VPN or a
 tunnel, never on an open one (``[system] allow_non_loopback`` must say so): its
 frames are authenticated with the leader's system key (members get a copy by
 file, ``pegasus join --key-file``) but not encrypted.
@@ -24,14 +24,13 @@ from typing import Any
 
 from actors.wire import frames
 from actors.runtime import ownership
-from actors.client.client import Client, resolved
+from actors.runtime.spec import resolved
 from actors.runtime.system import (
-    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, start_system, stop_daemon, validate,
+    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, stop_daemon, validate,
 )
 from pegasus import files
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.tools.plugins import preflight
 
 WORKER_CAPABILITIES = ("pegasus.llm_workers", "pegasus.tool_workers")
 
@@ -124,29 +123,11 @@ def member_spec(settings: Settings, leader: str | None = None,
     return _spec(settings, parse_address(address), caps)
 
 
-def start_leader(settings: Settings, *, daemon: bool = True) -> tuple[Any, int | None]:
-    """Start a leader, its guardian and supervisor; (Client, admin pid or None).
-
-    ``daemon``: in the background like ``pegasus start`` (the client only
-    detaches on close); otherwise forked from this process and shut down when
-    the client closes (tests, embedded use).  The settings given to the
-    supervisor say ``[convention] lead = true``, so its pools place workers on
-    members as they join.
-    """
-
+def leader(settings: Settings) -> tuple[Settings, SystemSpec]:
+    """A leader's settings (``[convention] lead = true``, state directory resolved) and spec
+    (``Client.start_leader`` starts it)."""
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
-    preflight(settings)
-    spec = leader_spec(settings)
-    if daemon:
-        pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured
-        return Client(attach(spec), spec, settings, owns_system=False), pid
-    client = Client(start_system(spec), spec, settings, owns_system=True)
-    try:
-        client.locate()
-    except BaseException:
-        client.close()
-        raise
-    return client, None
+    return settings, leader_spec(settings)
 
 
 def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pegasus import files
+from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.pool.placement import HOME_CAPABILITY as HOME_CAPABILITY, MEMBER_CAPABILITY as MEMBER_CAPABILITY
 
@@ -218,3 +219,16 @@ def _validate_leader(spec: SystemSpec) -> None:
             "both must be loopback (one machine) or both reachable addresses (several machines)",
             spec.admin_port,
         )
+
+
+def spec_for(settings: Settings) -> SystemSpec:
+    """The SystemSpec of the system these settings describe (they are what its guardian configures it with)."""
+    system = settings.system
+    return SystemSpec(admin_port=system.admin_port, state_dir=settings.state_dir(), bind=system.bind,
+                      base=system.base, allow_non_loopback=system.allow_non_loopback,
+                      max_frame_bytes=system.max_frame_bytes, settings_json=settings.model_dump_json())
+
+
+def resolved(settings: Settings) -> Settings:
+    """Settings with the state directory made absolute, as every actor process needs it."""
+    return settings.with_overrides({"state": {"home": str(settings.state_dir())}})

@@ -140,9 +140,7 @@ class Convention:
         return Settings().with_overrides(base)
 
     def leader(self, **overrides: Any) -> Client:
-        from actors.runtime.convention import start_leader
-
-        self.client, _ = start_leader(self.settings(self.leader_port, "leader", **overrides), daemon=False)
+        self.client, _ = Client.start_leader(self.settings(self.leader_port, "leader", **overrides), daemon=False)
         self.leader_seen = procs.identities(system_pids(self.client.spec))
         return self.client
 

@@ -214,7 +214,8 @@ def test_a_request_to_an_address_that_is_no_longer_the_supervisor_is_noticed(peg
     """Regression: after a whole-system restart the new guardian counts supervisors from 1 again, and a
     request that went to the old supervisor's address (another actor's now, which ignores it) waited
     the client's whole 30 s timeout.  The guardian's incarnation tells the client within one check."""
-    from actors.client.client import WATCH_S, SupervisorReplaced
+    from actors.client.client import WATCH_S
+    from actors.client.errors import SupervisorReplaced
 
     client = pegasus()
     task = client.submit("echo hi")["task_id"]
