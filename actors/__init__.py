@@ -12,13 +12,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors.client import Client, RequestError, SupervisorReplaced
-    from actors.spec import SystemNotRunningError, SystemStartError
+    from actors.client.client import Client
+    from actors.client.errors import RequestError, SupervisorReplaced
+    from actors.runtime.spec import SystemNotRunningError, SystemStartError
     from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
 
 _HOMES = {
-    "Client": "actors.client", "RequestError": "actors.client", "SupervisorReplaced": "actors.client",
-    "SystemNotRunningError": "actors.spec", "SystemStartError": "actors.spec",
+    "Client": "actors.client.client", "RequestError": "actors.client.errors",
+    "SupervisorReplaced": "actors.client.errors",
+    "SystemNotRunningError": "actors.runtime.spec", "SystemStartError": "actors.runtime.spec",
     "InvalidRequest": "pegasus.errors", "PegasusError": "pegasus.errors", "WebhookRefused": "pegasus.errors",
 }
 __all__ = ["Client", "InvalidRequest", "PegasusError", "RequestError", "SupervisorReplaced", "SystemNotRunningError",

@@ -32,14 +32,14 @@ from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors import messages as m
 from actors.boundary import Boundary
-from actors import procs
-from actors.gateway_keeper import GatewayKeeper
+from actors.runtime import procs
+from actors.client.gateway_keeper import GatewayKeeper
 from actors.supervisor import Supervisor
-from actors.system import HOME_CAPABILITY, SETTINGS_FILE
+from actors.runtime.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.stats import supervision_view
+from pegasus.views import supervision_view
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
 GUARDIAN_NAME = m.GUARDIAN_NAME

@@ -23,7 +23,7 @@ from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher, WakeupMessage
 
-from actors import procs, titles
+from actors.runtime import procs, titles
 from actors.messages import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
 from pegasus import logs
 from pegasus.tools.mcp import McpHost

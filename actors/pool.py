@@ -21,12 +21,12 @@ from thespian.actors import (
     ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage,
 )
 
-from actors import procs, sharing, titles
+from actors.runtime import procs, sharing, titles
 from actors.messages import (
     CancelTask, PoolConfig, PoolReady, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
     WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
-from actors.system import member_name
+from actors.runtime.system import member_name
 from actors.worker import StageWorker
 from pegasus import logs
 from pegasus.pool import commands as c

@@ -25,7 +25,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorSystemMessage, ActorTypeDispatcher, WakeupMessage
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.request_handler import DEFERRED, request_handler
 from actors.supervisor_messages import TaskMessages
 from actors.supervisor_memory import MemoryRequests
@@ -39,14 +39,14 @@ from actors.supervisor_schedules import Schedules
 from actors.supervisor_tree import TreeRequests
 from actors.supervisor_vectors import Vectors
 from actors.supervisor_webhooks import Webhooks
-from actors.frames import UnreadableMessage, rejected_count
+from actors.wire.frames import UnreadableMessage, rejected_count
 from actors.task_actor import TaskActor, effect_registry
 from actors.task_actors import TaskActors
 from pegasus import logs
 from pegasus.admission import Admission, Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.stats import members_view, usage_view
+from pegasus.views import members_view, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreUnavailable
 from pegasus.store import reflections

@@ -36,7 +36,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ChildActorExited
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.pool import StagePool
 from pegasus.supervision import (
     Alarm, ChildSpec, Dropped, Escalate, Exited, Removed, Restart, StartAgain, Started, Supervision,

@@ -11,7 +11,7 @@ from typing import Any
 
 from actors import messages as m
 from actors.request_handler import request_handler
-from pegasus.context_view import context_view
+from pegasus.views import context_view
 from pegasus.store.checkpoint import rebuild
 from pegasus.task import TaskNotFoundError
 

@@ -1,7 +1,7 @@
 """The supervisor's schedules: client requests (add, list, pause, resume, trigger, remove) and its timer.
 
 A mixin of ``actors.supervisor.Supervisor``.  At every wakeup it reads the schedules from the store,
-asks ``pegasus.schedules.step`` what is due, submits a task per fire -- keyed by its slot
+asks ``pegasus.triggers.schedules.step`` what is due, submits a task per fire -- keyed by its slot
 (``slot_key``, idempotency scope ``schedule``), so a slot fired before a crash answers its task
 again instead of firing twice -- and saves each schedule's new cursor in the same commit.  One
 timer is armed for the earliest next time; a wakeup for another time than the one armed last is
@@ -20,7 +20,7 @@ from actors import messages as m
 from actors.request_handler import request_handler
 from pegasus.errors import PegasusError
 from pegasus.idempotency import SCHEDULE
-from pegasus.schedules import (
+from pegasus.triggers.schedules import (
     Fire, Overlap, ScheduleError, ScheduleSpec, ScheduleState, ScheduleNotFound, make_spec, next_slot, resume, slot_key,
     slot_time, step, timer_delay, trigger,
 )

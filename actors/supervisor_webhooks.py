@@ -2,7 +2,7 @@
 
 A mixin of ``actors.supervisor.Supervisor``.  A delivery comes as its raw body and headers
 (``DeliverWebhook``, from ``Client.deliver_webhook``: the HTTP gateway's route); its signature is
-checked by ``pegasus.webhooks`` before anything in the body is read.  A refusal is a Reply with
+checked by ``pegasus.triggers.webhooks`` before anything in the body is read.  A refusal is a Reply with
 error_type ``WebhookRefused`` and data ``{status, code}``; a redelivery (the same delivery id, or
 the same timestamped signature) answers the task its first delivery made.
 
@@ -27,11 +27,11 @@ from actors.request_handler import DEFERRED, request_handler
 from pegasus.errors import PegasusError, WebhookRefused
 from pegasus.files import private_dir, write_private
 from pegasus.idempotency import WEBHOOK
-from pegasus.schedules import check_name
+from pegasus.triggers.schedules import check_name
 from pegasus.store import triggers
 from pegasus.submission import check_task
 from pegasus.task.events import EventType
-from pegasus.webhooks import deliver, parse_template
+from pegasus.triggers.webhooks import deliver, parse_template
 
 SOURCE = EventType.WEBHOOK_TRIGGERED.value  # a delivered task's source
 MAX_SECRET_BYTES = 4096

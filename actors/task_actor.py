@@ -38,7 +38,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.mcp_host import MCP_HOST, McpHostActor
 from pegasus import logs
 from pegasus.config import Settings
@@ -46,6 +46,8 @@ from pegasus.run import (
     Abandon, AskRecall, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, current,
     delta_of,
 )
+from pegasus.run import inputs as i
+from pegasus.streaming import TextDelta
 from pegasus.task.names import PoolName
 from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
@@ -83,6 +85,15 @@ class TaskActor(ActorTypeDispatcher):
         self.dead_pools: list[Any] = []  # replaced pools' addresses: a StartTask sent before may still name one
         self.asked: dict[str, tuple[str, m.StageRequest]] = {}  # task -> its unanswered stage request and its pool
         self.log = logs.get("task")
+        # Commands -> sends.  Stage requests go first: the next stage waits for no report or log line.
+        self._first: dict[type, Callable[[Any], None]] = {
+            SendStage: self._send_stage, AskRecall: self._to_supervisor, TextDelta: self._to_supervisor}
+        self._then: dict[type, Callable[[Any], None]] = {
+            TaskTransitioned: self._report, TaskStopped: self._report, Log: self._log, Abandon: self._abandon}
+        self._reports: list[TaskTransitioned | TaskStopped] = []
+        self._abandoned: str | None = None
+        self._active: TaskRun | None = None  # the run being activated: its log lines name it
+        self._run_log: Any = None
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # The boundary: a run's own failure is handled in _activate; nothing else raises into Thespian.
@@ -91,79 +102,51 @@ class TaskActor(ActorTypeDispatcher):
         except Exception:  # noqa: BLE001
             self.log.exception("task_actor_error")
 
+    # -- messages -> inputs --------------------------------------------------------------------
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
-        if self.supervisor is None:  # once per process: its runs all come from one system's settings
-            logs.configure_from(start.settings)
-            self.log = logs.get("task")
-        # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
-        known, self.supervisor = self.pools, sender
-        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: sender}
-        for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one
-            if self.pools[name] in self.dead_pools and name in known:
-                self.pools[name] = known[name]
-        if self.registry is None:
-            try:
-                # Effect classes only: effect_of answers from the configuration and never
-                # starts an MCP server in this process.
-                self.registry = effect_registry(start.settings)
-            except ToolError as exc:
-                self.log.error("tool_registry_unavailable", error=str(exc))
-            if any(server.scope == "machine" for server in start.settings.mcp.servers):
-                # Annotation-derived effect classes: until the first listing arrives, the config's.
-                self.send(self.createActor(McpHostActor, globalName=MCP_HOST), m.McpSubscribe(start.settings))
+        self._configure(start, sender)
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
         self.runs.pop(task_id, None)  # an earlier run of the task held here is over: the supervisor started this one
         self.asked.pop(task_id, None)
         state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
                             start.journal, self.token, inbox=start.inbox, recall_k=start.settings.memory.recall_k,
                             identity=start.identity)
-        self._activate(task_id, start.run, lambda: TaskRun.begin(
-            state, resume_event=start.resume_event, resume_payload=start.resume_payload, effect_of=self._effect_of(),
-            pid=os.getpid()))
-
-    def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
-        _MCP_LISTINGS.views = dict(listing.views)
+        self._activate(task_id, state, i.Started(start.resume_event, dict(start.resume_payload or {})))
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
-        held = self.runs.get(result.task_id)
-        if held is None or not current(held, result.task_id, result.token):
-            self.log.info("stale_result_dropped", task_id=result.task_id, stage=result.stage, token=result.token,
-                          current=held.token if held is not None else None)
-            return
-        self.asked.pop(result.task_id, None)
-        self._activate(result.task_id, held.run, lambda: self._restored(held, lambda run: run.on_result(result)))
+        held = self._current(result.task_id, result.token, "stale_result_dropped", stage=result.stage)
+        if held is not None:
+            self.asked.pop(result.task_id, None)
+            self._activate(result.task_id, held, i.Answered(result))
 
     def receiveMsg_Recalled(self, answer: m.Recalled, sender: Any) -> None:
-        """The supervisor's memories for a stage waiting on them (stale ones dropped, like a stage's answer)."""
-        held = self.runs.get(answer.task_id)
-        if held is None or not current(held, answer.task_id, answer.token):
-            self.log.info("stale_recall_dropped", task_id=answer.task_id, token=answer.token)
-            return
-        self._activate(answer.task_id, held.run, lambda: self._restored(held, lambda run: run.on_recalled(answer)))
+        held = self._current(answer.task_id, answer.token, "stale_recall_dropped")
+        if held is not None:
+            self._activate(answer.task_id, held, i.MemoriesRecalled(answer))
 
     def receiveMsg_TextDelta(self, delta: m.TextDelta, sender: Any) -> None:
         held = self.runs.get(delta.task_id)
         if held is not None:  # passed on without activating the run
-            for forward in delta_of(held, delta):
-                self.send(self.supervisor, forward)
+            self._active = None
+            self._carry_out(delta_of(held, delta))
 
     def receiveMsg_SuspendTask(self, request: m.SuspendTask, sender: Any) -> None:
         held = self.runs.get(request.task_id)
         if held is not None:  # else a run that is over (the request crossed its TaskStopped)
-            self._activate(request.task_id, held.run,
-                           lambda: self._restored(held, lambda run: run.suspend(request.task_id, request.reason)))
+            self._activate(request.task_id, held, i.SuspendAsked(request.task_id, request.reason))
 
     def receiveMsg_MessageTask(self, request: m.MessageTask, sender: Any) -> None:
         held = self.runs.get(request.task_id)
         if held is not None and held.run == request.run:  # else over: the supervisor gives them to the next
-            self._activate(request.task_id, held.run,
-                           lambda: self._restored(held, lambda run: run.message(request.task_id, request.inbox)))
+            self._activate(request.task_id, held, i.MessagesSent(request.task_id, request.inbox))
+
+    def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
+        _MCP_LISTINGS.views = dict(listing.views)
 
     def receiveMsg_DropTask(self, drop: m.DropTask, sender: Any) -> None:
         held = self.runs.get(drop.task_id)
         if held is not None and held.run == drop.run:
-            del self.runs[drop.task_id]
-            self.asked.pop(drop.task_id, None)
+            self._forget(drop.task_id)
 
     def receiveMsg_PoolReplaced(self, replaced: m.PoolReplaced, sender: Any) -> None:
         """A pool died and was started again: what it was asked and never answered is asked of the new one,
@@ -186,59 +169,79 @@ class TaskActor(ActorTypeDispatcher):
         self.asked.clear()
 
     # -- activation ----------------------------------------------------------------------------
-    def _effect_of(self) -> Callable[[str], Any]:
-        return self.registry.effect_of if self.registry is not None else (lambda tool: None)
-
-    def _restored(self, held: RunSnapshot, event: Callable[[TaskRun], list[Command]]) -> tuple[TaskRun, list[Command]]:
-        run = TaskRun(held, effect_of=self._effect_of(), pid=os.getpid())
-        return run, event(run)
-
-    def _activate(self, task_id: str, run_number: int,
-                  step: Callable[[], tuple[TaskRun | None, list[Command]]]) -> None:
-        """One activation: the run restored (or begun), one event applied, its commands carried out,
-        the run passivated again -- or forgotten when it stopped or cannot go on."""
+    def _configure(self, start: m.StartTask, sender: Any) -> None:
+        """The supervisor's pools and the tools' effect classes, from the StartTask in hand."""
+        if self.supervisor is None:  # once per process: its runs all come from one system's settings
+            logs.configure_from(start.settings)
+            self.log = logs.get("task")
+        # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
+        known, self.supervisor = self.pools, sender
+        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: sender}
+        for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one
+            if self.pools[name] in self.dead_pools and name in known:
+                self.pools[name] = known[name]
+        if self.registry is not None:
+            return
         try:
-            run, commands = step()
-            if run is not None:
-                self.token = max(self.token, run.token)
-            abandon = self._carry_out(run, commands)
-        except Exception as exc:  # noqa: BLE001 - this run cannot go on; the others here can
+            # Effect classes only: effect_of answers from the configuration and never
+            # starts an MCP server in this process.
+            self.registry = effect_registry(start.settings)
+        except ToolError as exc:
+            self.log.error("tool_registry_unavailable", error=str(exc))
+        if any(server.scope == "machine" for server in start.settings.mcp.servers):
+            # Annotation-derived effect classes: until the first listing arrives, the config's.
+            self.send(self.createActor(McpHostActor, globalName=MCP_HOST), m.McpSubscribe(start.settings))
+
+    def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> RunSnapshot | None:
+        """The run an answer is for, or None (logged) when it is for no run held here, or a stale one."""
+        held = self.runs.get(task_id)
+        if held is None or not current(held, task_id, token):
+            self.log.info(stale, task_id=task_id, token=token, current=held.token if held is not None else None,
+                          **fields)
+            return None
+        return held
+
+    def _activate(self, task_id: str, held: RunSnapshot, event: i.RunInput) -> None:
+        """One activation: the run restored, one input stepped, its commands carried out, the run
+        passivated again -- or forgotten when it stopped or cannot go on."""
+        effect_of = self.registry.effect_of if self.registry is not None else _unknown
+        try:
+            run = TaskRun(held, effect_of=effect_of, pid=os.getpid())
+            self._active, self._run_log = run, None
+            commands = run.step(event)
+            self.token = max(self.token, run.token)
+            abandon = self._carry_out(commands)
+        except Exception as exc:  # noqa: BLE001 - a command that raised: this run cannot go on; the others can
             self.log.exception("task_actor_error", task_id=task_id)
-            run, abandon = None, f"{type(exc).__name__}: {exc}"
+            abandon, run = f"{type(exc).__name__}: {exc}", None
         if abandon is not None or run is None or run.stopped:
-            self.runs.pop(task_id, None)
-            self.asked.pop(task_id, None)
+            self._forget(task_id)
             if abandon is not None and self.supervisor is not None:
-                self.send(self.supervisor, m.TaskAbandoned(task_id, run_number, abandon))
+                self.send(self.supervisor, m.TaskAbandoned(task_id, held.run, abandon))
         else:
             self.runs[task_id] = run.snapshot()
 
-    def _carry_out(self, run: TaskRun | None, commands: list[Command]) -> str | None:
-        """Send the stage requests, then the reports; answer why the run is abandoned, if it is."""
-        for command in commands:  # stage requests first: the next stage waits for no log line
-            if isinstance(command, SendStage):
-                self._send_stage(command)
-            elif isinstance(command, AskRecall):  # the store is the supervisor's: it answers Recalled
-                self.send(self.supervisor, command)
-        reports: list[TaskTransitioned | TaskStopped] = []
-        abandon = None
-        log = None
+    def _carry_out(self, commands: list[Command]) -> str | None:
+        """Each command to its send, the first table before the second; the reports go as one
+        TaskReports.  Answers why the run is abandoned, if it is."""
+        self._reports, self._abandoned = [], None
         for command in commands:
-            if isinstance(command, (TaskTransitioned, TaskStopped)):
-                reports.append(command)
-            elif isinstance(command, Log):
-                if log is None:
-                    log = self.log if run is None else logs.get("task", task_id=run.task_id,
-                                                                machine=run.fsm.machine.name, run=run.run)
-                fields = command.fields if command.error is None else {**command.fields, "exc_info": command.error}
-                getattr(log, command.level)(command.event, **fields)
-            elif isinstance(command, Abandon):
-                abandon = command.reason
-        if reports:
-            self.send(self.supervisor, m.TaskReports(reports[0].task_id, reports[0].run, tuple(reports),
+            if type(command) in self._first:
+                self._first[type(command)](command)
+        for command in commands:
+            if type(command) in self._then:
+                self._then[type(command)](command)
+        if self._reports:
+            first = self._reports[0]
+            self.send(self.supervisor, m.TaskReports(first.task_id, first.run, tuple(self._reports),
                                                      time.process_time()))
-        return abandon
+        return self._abandoned
 
+    def _forget(self, task_id: str) -> None:
+        self.runs.pop(task_id, None)
+        self.asked.pop(task_id, None)
+
+    # -- commands ------------------------------------------------------------------------------
     def _send_stage(self, command: SendStage) -> None:
         """An effectful step goes with the supervisor's address: its worker journals it as
         started there before it runs the tool (only these steps pay that round trip)."""
@@ -248,3 +251,24 @@ class TaskActor(ActorTypeDispatcher):
             run=command.run)
         self.asked[command.task_id] = (command.pool, request)  # sent again should its pool die unanswered
         self.send(self.pools[command.pool], request)
+
+    def _to_supervisor(self, command: AskRecall | TextDelta) -> None:
+        self.send(self.supervisor, command)  # recall: the store is the supervisor's (it answers Recalled)
+
+    def _report(self, command: TaskTransitioned | TaskStopped) -> None:
+        self._reports.append(command)
+
+    def _log(self, command: Log) -> None:
+        run = self._active
+        if self._run_log is None and run is not None and run.unreadable is None:
+            self._run_log = logs.get("task", task_id=run.task_id, machine=run.fsm.machine.name, run=run.run)
+        log = self._run_log or self.log
+        fields = command.fields if command.error is None else {**command.fields, "exc_info": command.error}
+        getattr(log, command.level)(command.event, **fields)
+
+    def _abandon(self, command: Abandon) -> None:
+        self._abandoned = command.reason
+
+
+def _unknown(tool: str) -> None:
+    return None

@@ -30,7 +30,7 @@ from thespian.actors import (
     ActorExitRequest, ActorTypeDispatcher, ChildActorExited, ThespianWatch, WakeupMessage, WatchMessage,
 )
 
-from actors import procs, sharing, titles
+from actors.runtime import procs, sharing, titles
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,

@@ -1,6 +1,10 @@
-"""PNG charts of a benchmark run (``python -m benchmarks --plots DIR``, or ``--from RUN.json`` for a run
-already written): the hop latency distribution, pool efficiency against N, throughput and memory against
-task count, and Pegasus against the baseline.
+"""The benchmarks' one chart writer (matplotlib).
+
+PNG charts of a run (``python -m benchmarks --plots DIR``, or ``--from RUN.json`` for a run already
+written): the hop latency distribution, pool efficiency against N, throughput and memory against task
+count, and Pegasus against the baseline.  ``python -m benchmarks.charts BENCH.json[=label] ... OUT.svg``:
+the inflight scenario of several runs in one picture (peak PSS, and throughput beside its bound, against
+tasks in flight; docs/inflight.svg).
 
 matplotlib with its Agg backend (no display, no window): a chart is drawn from the run's JSON alone, so
 docs/performance.md's charts are regenerated from docs/benchmark-run.json.  A scenario the run lacks (an
@@ -9,6 +13,9 @@ docs/performance.md's charts are regenerated from docs/benchmark-run.json.  A sc
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,9 +23,12 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: files only, never a display
+matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words stay text (searchable, and smaller)
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from benchmarks.inflight import NAME as INFLIGHT, TARGETS  # noqa: E402
 
 MACHINES = ("classic", "reason_act")
 PERCENTILES = ("p50_ms", "mean_ms", "p99_ms", "max_ms")
@@ -159,3 +169,103 @@ def write(report: dict[str, Any], directory: Path) -> list[Path]:
             plt.close(fig)
         written.append(directory / name)
     return written
+
+
+# -- the inflight scenario of several runs ------------------------------------------------------------
+
+
+def load(argument: str) -> tuple[str, dict[str, Any]]:
+    """A report and its label, from ``path`` or ``path=label`` (by default its git commit)."""
+    path, label = argument, ""
+    if not Path(argument).exists() and "=" in argument:
+        path, label = argument.split("=", 1)
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    if INFLIGHT not in report.get("scenarios", {}):
+        raise ValueError(f"{path}: no {INFLIGHT!r} scenario in this report")
+    if not label:
+        machine = report.get("machine", {})
+        commit = machine.get("git_commit", "")[:8] or "unknown commit"
+        label = f"commit {commit}{'+dirty' if machine.get('git_dirty') else ''}"
+    return label, report
+
+
+def series(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """label -> its runs (N, peak PSS, throughput and bound when completed), by N; sizes run separately
+    under one label join up.  Several runs of one N under one label: the median by throughput."""
+    out: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for label, report in reports:
+        for run in report["scenarios"][INFLIGHT].get("figures", {}).get("runs", []):
+            if "peak_pss_mib" not in run:
+                continue  # a size that raised before it measured anything
+            completed = not run.get("stopped") and "tasks_per_s" in run
+            out.setdefault(label, {}).setdefault(int(run["tasks"]), []).append({
+                "tasks": int(run["tasks"]), "pss_mib": float(run["peak_pss_mib"]), "completed": completed,
+                "tasks_per_s": float(run["tasks_per_s"]) if completed else None,
+                "bound_tasks_per_s": float(run["bound_tasks_per_s"]) if completed else None})
+    return {label: [_median(runs[n]) for n in sorted(runs)] for label, runs in out.items()}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The middle run by throughput (a stopped run counts as none), the lower of two middles."""
+    ordered = sorted(runs, key=lambda run: run["tasks_per_s"] or 0.0)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def inflight_chart(lines: dict[str, list[dict[str, Any]]]) -> Figure:
+    """Peak PSS (left; hollow: stopped before done, x: issue 18's targets) and throughput with its bound
+    (right, dashed squares) against tasks in flight, one colour per label."""
+    if not any(lines.values()):
+        raise ValueError("no inflight run to plot")
+    ns = sorted({run["tasks"] for runs in lines.values() for run in runs})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
+    for index, (label, runs) in enumerate(lines.items()):
+        colour = f"C{index}"
+        left.plot([r["tasks"] for r in runs], [r["pss_mib"] for r in runs], "-", color=colour, label=label)
+        for run in runs:
+            left.plot(run["tasks"], run["pss_mib"], "o", color=colour,
+                      markerfacecolor=colour if run["completed"] else "white")
+        done = [r for r in runs if r["completed"]]
+        right.plot([r["tasks"] for r in done], [r["tasks_per_s"] for r in done], "o-", color=colour)
+        right.plot([r["tasks"] for r in done], [r["bound_tasks_per_s"] for r in done], "s--", color=colour)
+    for n, target in TARGETS.items():
+        if "pss_mib" in target and n in ns:
+            left.plot(n, target["pss_mib"], "x", color="black")
+            left.annotate(f"≤ {target['pss_mib']:,.0f}", (n, target["pss_mib"]), textcoords="offset points",
+                          xytext=(6, 4), fontsize="small")
+    logarithmic = max(ns) / min(ns) >= 10
+    for ax, title, unit in ((left, "Peak total PSS of the system", "MiB"),
+                            (right, "Throughput (dashed: the bound)", "tasks / s")):
+        if logarithmic:
+            ax.set_xscale("log")
+        ax.set_xticks(ns, [f"{n:,}" for n in ns])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("tasks in flight (N" + (", log scale)" if logarithmic else ")"))
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+    fig.legend(loc="lower center", ncol=max(len(lines), 1), fontsize="small", frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.charts",
+                                     description="the inflight scenario of several runs, in one picture")
+    parser.add_argument("reports", nargs="+", metavar="BENCH.json[=label]", help="benchmark reports (--json)")
+    parser.add_argument("out", type=Path, metavar="OUT.svg", help="the picture (its format by its suffix)")
+    args = parser.parse_args(argv)
+    try:
+        fig = inflight_chart(series([load(argument) for argument in args.reports]))
+    except (OSError, ValueError, KeyError) as error:
+        print(f"python -m benchmarks.charts: {error}", file=sys.stderr)
+        return 2
+    try:
+        fig.savefig(args.out, dpi=100)
+    finally:
+        plt.close(fig)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from actors import procs
-from actors.procs import free_port
+from actors.runtime import procs
+from actors.runtime.procs import free_port
 from actors.client import Client
-from actors.system import SystemSpec, shutdown, system_pids
+from actors.runtime.system import SystemSpec, shutdown, system_pids
 from pegasus.config import Settings
 
 TERMINAL = frozenset({"done", "failed", "canceled"})
@@ -183,7 +183,7 @@ class CpuAccount:
     """CPU time by process role over a run, from /proc (clock ticks).
 
     The roles come from the processes' titles when the account opens (``pegasus:
-    supervisor [...]``, ``pegasus: llm worker 3 [...]``: actors/titles.py); the
+    supervisor [...]``, ``pegasus: llm worker 3 [...]``: actors/runtime/titles.py); the
     guardian, the MCP host, the admin and the logger count as "admin+logger".
     Task actors come and go (each serves up to ``task_actor_runs`` runs): their
     CPU is what the live ones used plus the growth of the supervisor's ``cutime +

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from benchmarks.common import CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from pegasus.config import Settings
 
 NAME = "fanout"

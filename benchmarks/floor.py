@@ -19,7 +19,7 @@ from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
-from actors.system import SystemSpec, shutdown, start_system
+from actors.runtime.system import SystemSpec, shutdown, start_system
 from benchmarks.common import free_port, stage_hops, summary_ms
 
 PAYLOAD = {"context": "x" * 1000}

@@ -21,7 +21,7 @@ import httpx
 
 from actors import messages as m
 from actors.client import Client
-from actors.procs import free_port
+from actors.runtime.procs import free_port
 from benchmarks.common import check, pegasus_system, percentile, state_dir
 
 NAME = "http"

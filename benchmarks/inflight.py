@@ -32,7 +32,7 @@ the timeout per N (120 s + 3 x the bound guessed before the run; env
 ``PEGASUS_BENCH_INFLIGHT_TIMEOUT`` in seconds).  Pick the sizes with
 ``PEGASUS_BENCH_INFLIGHT=150,1000 python -m benchmarks --only inflight --json x.json``;
 ``--quick`` runs N = 20 with 200 ms stages and 8 + 4 workers (a few seconds).
-``python -m benchmarks.plot x.json docs/inflight.svg`` draws peak PSS and
+``python -m benchmarks.charts x.json docs/inflight.svg`` draws peak PSS and
 throughput against tasks in flight from the JSON.
 """
 
@@ -46,8 +46,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from benchmarks.common import (
     TERMINAL,
     MemorySampler,

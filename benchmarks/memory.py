@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from actors.system import SystemSpec, system_pids
+from actors.runtime.system import SystemSpec, system_pids
 from benchmarks.common import pegasus_system, role_of, state_dir, title_of, wait_counts, wait_workers
 
 FIELDS = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Shared_Clean", "Shared_Dirty", "Private_Clean", "Private_Dirty")

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from actors import procs
+from actors.runtime import procs
 from benchmarks.common import System, check, free_port, pegasus_system, state_dir, wait_counts
 
 NAME = "recovery"

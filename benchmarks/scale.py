@@ -5,7 +5,7 @@ as fast as the supervisor answers), then polls ``stats`` until every task is
 done.  Throughput is tasks divided by the time from the first submit to the
 last task's ``done`` (its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
 (/proc/<pid>/smaps_rollup) of every process of the system
-(``actors.system.system_pids``: admin, logger, supervisor, pools, workers,
+(``actors.runtime.system.system_pids``: admin, logger, supervisor, pools, workers,
 task actors), sampled every 2 s in a thread (reading smaps_rollup walks each
 process's page tables: the sampler's own CPU is reported apart).  CPU: milliseconds of CPU per
 task by process role over the same run (``benchmarks.common.CpuAccount``), and

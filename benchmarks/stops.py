@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actors import procs
+from actors.runtime import procs
 from benchmarks.common import check, pegasus_system, state_dir
 from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 

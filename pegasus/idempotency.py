@@ -19,8 +19,8 @@ from typing import Any
 from pegasus.errors import PegasusError
 
 SUBMIT = "submit"
-SCHEDULE = "schedule"  # a schedule's slot (pegasus.schedules.slot_key)
-WEBHOOK = "webhook"  # a webhook's delivery id (pegasus.webhooks)
+SCHEDULE = "schedule"  # a schedule's slot (pegasus.triggers.schedules.slot_key)
+WEBHOOK = "webhook"  # a webhook's delivery id (pegasus.triggers.webhooks)
 MAX_KEY_LENGTH = 200
 
 

@@ -1,6 +1,8 @@
-"""What ``get`` and ``history`` answer for a task the store holds: plain data built from its rows.
+"""What a system's read requests answer, as plain data built from what its parts hold: a stored task
+(``get``, ``history``), its context (``context``) and the system's statistics (``stats``).
 
-Pure: the rows come in (``Store.task_row``, ``Store.transitions``, ``Store.audit``), dicts go out.
+Pure: rows, snapshots and reports in (``Store``, ``pegasus.store.checkpoint.rebuild``, pool stats),
+dicts out; no actors, no I/O.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.llm.cost import usage_sum
+from pegasus.pool import contact
+from pegasus.task.models import TaskSnapshot
 from pegasus.task.names import MachineName
 
 
@@ -47,3 +51,74 @@ def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[di
                   **({"recall_error": t["detail"]["recall_error"]} if t["detail"].get("recall_error") else {})}
                  for seq, t in enumerate(transitions, 1) if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}
+
+
+# The system's statistics (stats, /healthz).
+
+def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every convention member the pools know, with its workers per pool (for the stats reply).
+
+    ``pools`` maps a pool name to its stats part (``members`` as in PoolStats).
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for name, part in pools.items():
+        for member in part.get("members", []):
+            row = merged.setdefault(member["name"], {
+                "name": member["name"], "address": member["address"], "local": member["local"],
+                "capabilities": member["capabilities"], "joined": member["joined"], "workers": {}})
+            row["workers"][name] = member["workers"]
+            if member.get("contact") is not None:
+                row.setdefault("contacts", []).append(member["contact"])
+    for row in merged.values():  # each pool pings the member's workers: one view of how well it is heard
+        row["contact"] = None if row["local"] else contact.merged(row.pop("contacts", []))
+    return sorted(merged.values(), key=lambda row: (not row["local"], row["name"]))
+
+
+def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model usage of every task so far (``Store.usage_totals`` rows): the total, with its cost when
+    any model had a price, and each model and tier's share."""
+    models = []
+    for row in rows:
+        model = {key: value for key, value in row.items() if key not in ("cost_usd", "unpriced_calls")}
+        if row.get("cost_usd") is not None:
+            model["cost_usd"] = round(float(row["cost_usd"]), 8)
+            if row.get("unpriced_calls"):
+                model["unpriced_calls"] = row["unpriced_calls"]
+        models.append(model)
+    return {**usage_sum(models), "models": models}
+
+
+def supervision_view(children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A parent's view of its children (``Supervision.view``) for stats and /healthz: each one's restarts and
+    status, and the names of those that crash-loop (more deaths within a period than their spec allows)."""
+    return {"supervision": children,
+            "crash_looping": sorted(name for name, child in children.items() if child.get("status") == "crash_looping")}
+
+
+# A task's context (context).
+
+MAX_TEXT = 4000  # characters of one output, error or text kept; the rest is counted, not sent
+
+# The task's view (``get``) has these already.
+INPUT_FIELDS = frozenset({"input_text", "input_metadata", "source", "suspended_state"})
+
+
+def clipped(value: Any, limit: int = MAX_TEXT) -> Any:
+    """``value`` with every string longer than ``limit`` cut, saying how much was left out."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else f"{value[:limit]}... [{len(value) - limit} more characters]"
+    if isinstance(value, dict):
+        return {key: clipped(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [clipped(item, limit) for item in value]
+    return value
+
+
+def context_view(task_id: str, snapshot: TaskSnapshot | None) -> dict[str, Any]:
+    """The task's context as its last checkpoint holds it (None: no checkpoint yet)."""
+    if snapshot is None:
+        return {"task_id": task_id, "state": None, "context": {}}
+    context = snapshot.context.model_dump(mode="json")
+    # Every other field comes along, those later issues add too (the memories given to the task, say).
+    shown = {key: value for key, value in context.items() if key not in INPUT_FIELDS}
+    return {"task_id": task_id, "state": snapshot.state, "context": clipped(shown)}

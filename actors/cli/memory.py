@@ -2,7 +2,7 @@
 
 With a system running, every request goes to its supervisor (the store's one
 writer); with none, the command opens the store file itself, as ``pegasus
-backup`` does (``actors.client_memory.LocalMemory``).  Export and import read
+backup`` does (``actors.client.memory.LocalMemory``).  Export and import read
 and write the Markdown files here, in the command's process.
 """
 
@@ -16,9 +16,10 @@ from typing import Any
 
 from actors.cli.base import EXIT_OK, count, emit, settings_of
 from actors.cli.views import clean
-from actors.client import Client, resolved
-from actors.client_memory import LocalMemory, MemoryClient
-from actors.system import SystemNotRunningError
+from actors.client.client import Client
+from actors.client.memory import LocalMemory, MemoryClient
+from actors.runtime.spec import resolved
+from actors.runtime.system import SystemNotRunningError
 from pegasus.memory import load_identity
 
 

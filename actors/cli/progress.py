@@ -21,7 +21,7 @@ from rich.text import Text
 
 from actors import messages as m
 from actors.cli.base import EXIT_FAILURE, EXIT_OK, EXIT_WAITING, duration, emit, error, settings_of
-from actors.client import TERMINAL_LIFECYCLE, Client
+from actors.client.client import TERMINAL_LIFECYCLE, Client
 from pegasus.errors import PegasusError
 from pegasus.task import machines
 from pegasus.task.names import LifecycleState, MachineName

@@ -9,7 +9,7 @@ from actors import messages as m
 from actors.cli.base import EXIT_OK, ask, emit
 from actors.cli.views import clean
 from pegasus.requests import ScheduleAction
-from pegasus.schedules import DEFAULT_CATCHUP_S, Overlap
+from pegasus.triggers.schedules import DEFAULT_CATCHUP_S, Overlap
 from pegasus.task import machines
 
 OVERLAP_HELP = ("while the previous task still runs: skip the slot (default), buffer_one (start it when the "

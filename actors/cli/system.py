@@ -6,13 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from actors import convention
+from actors.runtime import convention
 from actors import messages as m
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
-from actors.client import Client, resolved, spec_for
-from actors.ownership import address_in_use
-from actors.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
+from actors.client.client import Client
+from actors.runtime.ownership import address_in_use
+from actors.runtime.spec import resolved, spec_for
+from actors.runtime.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
 from pegasus.errors import PegasusError
 from pegasus.store.backup import backup_file, restore_file
 from pegasus.store.sqlite import DB_FILE
@@ -23,7 +24,7 @@ def start(args: argparse.Namespace) -> int:
     if getattr(args, "http", None) is not None:
         settings = settings.with_overrides({"http": {"enabled": True, "port": args.http}})
     if args.leader or settings.convention.lead:
-        client, pid = convention.start_leader(settings)
+        client, pid = Client.start_leader(settings)
         client.close()
         spec = client.spec
         emit(args, {"pid": pid, "port": spec.admin_port, "state_dir": str(spec.state_dir), "leader": True,

@@ -21,7 +21,7 @@ from actors.cli.base import (
     EXIT_EFFECTS_UNKNOWN, EXIT_FAILURE, EXIT_OK, EXIT_WAITING, ask, emit, error, settings_of,
 )
 from actors.client import Client
-from actors.system import SystemNotRunningError
+from actors.runtime.system import SystemNotRunningError
 from pegasus.errors import PegasusError
 from pegasus.idempotency import MAX_KEY_LENGTH
 from pegasus.requests import View

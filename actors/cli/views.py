@@ -280,7 +280,7 @@ def members_text(stats: dict[str, Any]) -> str:
     lines = ["members:"]
     for row in rows:
         counts = ", ".join(f"{pool} {row['workers'].get(pool, 0)}" for pool in pools)
-        from actors.convention import WORKER_CAPABILITIES
+        from actors.runtime.convention import WORKER_CAPABILITIES
         extra = capabilities_text(row["capabilities"], (*WORKER_CAPABILITIES, "pegasus.member", "pegasus.home"))
         lines.append(f"  {row['name']:<22} {'local' if row['local'] else 'member':<7} workers: {counts}"
                      + (f"  ({extra})" if extra else "") + contact_text(row.get("contact"), stats.get("now")))

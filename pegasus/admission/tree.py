@@ -28,7 +28,7 @@ from pegasus.errors import PegasusError
 from pegasus.idempotency import Claim, submit_claim
 from pegasus.quarantine import sift
 from pegasus.run.commands import ChildStep
-from pegasus.run.core import sub_task_key
+from pegasus.run.snapshot import sub_task_key
 from pegasus.store.journal import ENDED
 from pegasus.store.tree import Link
 from pegasus.submission import check_task

@@ -1,6 +1,6 @@
 """The HTTP gateway's core: routes, request models, authentication, errors, events and metrics.
 
-Pure of actors: the app is built over a ``Backend`` (``actors.gateway`` gives one made of
+Pure of actors: the app is built over a ``Backend`` (``actors.client.gateway`` gives one made of
 Python clients of the supervisor) and a token lookup, so it is tested without a socket.
 
 Its names are imported on first use (PEP 562): ``pegasus.gateway.auth`` alone (the CLI's token scopes)

@@ -38,7 +38,7 @@ TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState
 
 
 class Backend(Protocol):
-    """What the app calls, each in a worker thread (``actors.gateway.ClientBackend`` over Python clients)."""
+    """What the app calls, each in a worker thread (``actors.client.gateway.ClientBackend`` over Python clients)."""
 
     def ask(self, request: r.Request[r.R]) -> r.R: ...  # the request's reply, as the request declares it
     def ready(self) -> dict[str, Any]: ...  # /healthz: the guardian's and the store's view

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from pydantic_core import PydanticCustomError
 
 from pegasus.gateway.errors import ApiError
-from pegasus.schedules import ScheduleError, make_spec
+from pegasus.triggers.schedules import ScheduleError, make_spec
 from pegasus.task.names import CognitiveMachineName
 
 

@@ -4,7 +4,7 @@ The SDK makes a TLS context for each client it creates, and the context parses t
 trust store: ~0.8 MiB per client, in every llm worker, for each tier's endpoint.  One
 context per process serves them all (an ``SSLContext`` serves any number of
 connections), and a pool that makes it before forking its workers shares its pages
-with all of them (actors/sharing.py).  It is the context the SDK's HTTP library would
+with all of them (actors/runtime/sharing.py).  It is the context the SDK's HTTP library would
 make itself (``create_ssl_context()``: the same trust store, ``SSL_CERT_FILE`` and
 ``SSL_CERT_DIR`` honoured), so certificates are checked exactly as before.
 """

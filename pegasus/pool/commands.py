@@ -15,7 +15,7 @@ from pegasus.pool.inputs import (
 @dataclass(frozen=True, slots=True)
 class SetUp:
     """Configure logging from ``settings``; log under pool ``pool`` from now on; load what the workers
-    forked next will need (actors/sharing.py)."""
+    forked next will need (actors/runtime/sharing.py)."""
 
     settings: Settings
     pool: str

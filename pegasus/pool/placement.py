@@ -1,6 +1,6 @@
 """Where a pool's workers run: the capabilities a convention member advertises and the requirement that places a worker.
 
-Stdlib only (actors/system.py reads these names when it builds an admin's
+Stdlib only (actors/runtime/system.py reads these names when it builds an admin's
 capabilities, and must not load the pool core to do so).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-MEMBER_CAPABILITY = "pegasus.member"  # an admin's name in a convention (actors.system.member_name)
+MEMBER_CAPABILITY = "pegasus.member"  # an admin's name in a convention (actors.runtime.system.member_name)
 HOME_CAPABILITY = "pegasus.home"  # its state directory: where the workers placed on it log
 POOL_REQUIREMENT = "pegasus.pool"  # with MEMBER_CAPABILITY: where a pool places a worker
 MAX_WORKERS_PER_MEMBER = 256  # a typo in a member's capability must not fork thousands of processes

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pegasus.requests.base import Request, View, Views
-from pegasus.schedules import DEFAULT_CATCHUP_S, make_spec
+from pegasus.triggers.schedules import DEFAULT_CATCHUP_S, make_spec
 from pegasus.task.names import CognitiveMachineName
 
 OverlapName = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
@@ -17,7 +17,7 @@ ScheduleAction = Literal["pause", "resume", "trigger", "remove"]
 
 
 class ScheduleAdd(Request[View]):
-    """A new schedule (pegasus.schedules.make_spec checks it): exactly one of ``cron`` and ``every``."""
+    """A new schedule (pegasus.triggers.schedules.make_spec checks it): exactly one of ``cron`` and ``every``."""
 
     name: str = Field(min_length=1, max_length=64)
     text: str = Field(min_length=1)
@@ -27,7 +27,7 @@ class ScheduleAdd(Request[View]):
     machine: CognitiveMachineName | None = None
     priority: int = Field(5, ge=0, le=1_000_000)
     overlap: OverlapName = "skip"
-    catchup: str | None = Field(None, max_length=64)  # a duration (pegasus.schedules.parse_duration); None: default
+    catchup: str | None = Field(None, max_length=64)  # a duration (pegasus.triggers.schedules.parse_duration); None: default
 
     @classmethod
     def of(cls, name: str, *, text: str, cron: str | None = None, every: str | float | None = None, tz: str = "UTC",

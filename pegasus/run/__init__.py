@@ -1,16 +1,18 @@
-"""The task-run core: one run of a task's cognitive machine, events in, commands out.
+"""The task-run core: one run of a task's cognitive machine, ``TaskRun.step(input) -> list[Command]``.
 
-``actors.task_actor`` carries it: it turns messages into calls of ``TaskRun``
-and the returned commands into sends.  No Thespian here, no I/O.
+``actors.task_actor`` carries it: it turns messages into inputs and the returned commands into
+sends.  No Thespian here, no I/O.
 """
 
-from pegasus.run.commands import (
-    Abandon, AskRecall, ChildStep, Command, Log, RecallAnswer, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+from pegasus.run.commands import Abandon, AskRecall, ChildStep, Command, Log, SendStage, TaskStopped, TaskTransitioned
+from pegasus.run.core import EXIT_REASON_BY_KIND, TaskRun
+from pegasus.run.inputs import (
+    Answered, MemoriesRecalled, MessagesSent, RecallAnswer, RunInput, StageAnswer, Started, Streamed, SuspendAsked,
 )
-from pegasus.run.core import EXIT_REASON_BY_KIND, RunSnapshot, TaskRun, current, delta_of, step_key, sub_task_key
+from pegasus.run.snapshot import RunSnapshot, current, delta_of, step_key, sub_task_key
 
 __all__ = [
-    "EXIT_REASON_BY_KIND", "Abandon", "AskRecall", "ChildStep", "Command", "Log", "RecallAnswer", "RunSnapshot",
-    "SendStage", "StageAnswer", "TaskRun", "TaskStopped", "TaskTransitioned", "current", "delta_of", "step_key",
-    "sub_task_key",
+    "EXIT_REASON_BY_KIND", "Abandon", "Answered", "AskRecall", "ChildStep", "Command", "Log", "MemoriesRecalled",
+    "MessagesSent", "RecallAnswer", "RunInput", "RunSnapshot", "SendStage", "StageAnswer", "Started", "Streamed",
+    "SuspendAsked", "TaskRun", "TaskStopped", "TaskTransitioned", "current", "delta_of", "step_key", "sub_task_key",
 ]

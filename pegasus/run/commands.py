@@ -1,4 +1,4 @@
-"""What goes in and out of the task-run core: a stage's answer in, commands out.
+"""What the task-run core returns: ``TaskRun.step(input) -> list[Command]``.
 
 The commands are plain values; the task actor carries each out (a send, a line
 of log, a report in its next batch to the supervisor).  Nothing here knows an
@@ -10,34 +10,11 @@ The two reports are the task-run conversation's messages themselves
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pegasus.store.journal import StepEnd
 from pegasus.streaming import TextDelta
 from pegasus.task.models import TaskContext, TaskSnapshot
-
-
-class StageAnswer(Protocol):
-    """A stage's outcome as the core reads it (``actors.messages.StageResult`` is one)."""
-
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def token(self) -> int: ...
-    @property
-    def stage(self) -> str: ...
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def event_type(self) -> str | None: ...
-    @property
-    def payload(self) -> dict[str, Any]: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def error_kind(self) -> str: ...
-    @property
-    def worker(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -63,29 +40,13 @@ class SendStage:
 @dataclass(frozen=True)
 class AskRecall:
     """Ask the supervisor (where the memory store is) for the identity and the ``k`` memories most
-    relevant to ``query``; its answer (``RecallAnswer``) must carry ``token``.  The stage waits for it."""
+    relevant to ``query``; its answer (``inputs.RecallAnswer``) must carry ``token``.  The stage waits for it."""
 
     task_id: str
     run: int
     token: int
     query: str
     k: int
-
-
-class RecallAnswer(Protocol):
-    """The supervisor's answer to AskRecall as the core reads it (``actors.messages.Recalled`` is one).
-    ``items``: dicts with id, kind (fact / episode), title, text and score."""
-
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def token(self) -> int: ...
-    @property
-    def identity(self) -> str: ...
-    @property
-    def items(self) -> tuple[dict[str, Any], ...]: ...
-    @property
-    def error(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -152,4 +113,4 @@ class Abandon:
 
 
 Command = SendStage | AskRecall | TaskTransitioned | TaskStopped | Log | Abandon | TextDelta
-"""(A TextDelta is passed on to the supervisor at once, as it is: see ``TaskRun.on_delta``.)"""
+"""(A TextDelta is passed on to the supervisor at once, as it is: see ``inputs.Streamed``.)"""

@@ -1,11 +1,9 @@
-"""The task-run core: one run of a task's cognitive machine, one event at a time.
+"""The task-run core: one run of a task's cognitive machine, ``TaskRun.step(input) -> list[Command]``.
 
-``TaskRun.begin`` starts (or continues) a run from the task's snapshot; then
-``on_result`` takes a stage's answer and ``suspend`` a request to suspend.  Each
-returns the commands to carry out (``pegasus.run.commands``) and never raises:
-an error fails the task, and when even that fails the activation is abandoned
-(the supervisor restarts the run from its checkpoint).  ``snapshot()`` is the
-whole run as a value; ``TaskRun(snapshot)`` brings it back in any process.
+Each input (``pegasus.run.inputs``) returns the commands to carry out (``pegasus.run.commands``);
+``step`` never raises: an error fails the task, and when even that fails (or the snapshot cannot
+be read) the activation is abandoned and the supervisor restarts the run from its checkpoint.
+``snapshot()`` is the whole run as a value; ``TaskRun(snapshot)`` brings it back in any process.
 
 What it owns:
 
@@ -19,11 +17,11 @@ What it owns:
 - Checkpoints (``pegasus.store.checkpoint``): each transition report carries the
   checkpoint the seeds ask for.
 - The journal of tool steps.  A step whose tool is not ``pure`` carries an
-  idempotency key (task, attempt, iteration, step) and its end is reported with
-  the transition that applies it; an effectful one is journalled as started by
-  the worker about to run it.  On a restarted run a finished step is replayed
-  from the journal, never run again; a started-but-unfinished one runs again
-  only when its tool is idempotent, otherwise it is reported interrupted.
+  idempotency key (``snapshot.step_key``) and its end is reported with the
+  transition that applies it; an effectful one is journalled as started by the
+  worker about to run it.  On a restarted run a finished step is replayed from
+  the journal, never run again; a started-but-unfinished one runs again only
+  when its tool is idempotent, otherwise it is reported interrupted.
 - Exit reasons: why a stage failed becomes seed 002's ``exit_reason``.
 - Messages sent to the running task (``pegasus message``): kept in its inbox until
   the stage in flight answers (none is cut short), then taken at that transition:
@@ -32,28 +30,28 @@ What it owns:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
-from pegasus.run.commands import (
-    Abandon, AskRecall, ChildStep, Command, Log, RecallAnswer, SendStage, StageAnswer, TaskStopped, TaskTransitioned,
+from pegasus.memory.tools import is_memory_tool
+from pegasus.run.commands import Abandon, AskRecall, ChildStep, Command, Log, SendStage, TaskStopped, TaskTransitioned
+from pegasus.run.inputs import (
+    Answered, MemoriesRecalled, MessagesSent, RecallAnswer, RunInput, StageAnswer, Started, Streamed, SuspendAsked,
 )
 from pegasus.run.recall import RECALL_STAGES, needs_recall, recall_query, recalled
+from pegasus.run.snapshot import RunSnapshot, ended, step_key, sub_task_key
 from pegasus.store.checkpoint import Checkpointer, kind_for
-from pegasus.streaming import TextDelta
 from pegasus.store.journal import ENDED, FINISHED, INTERRUPTED_STATUS, StepEnd
 from pegasus.task.dispatch import RaiseEvent, RunStage, next_work
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import Event, EventType, new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory, TaskFSM
-from pegasus.memory.tools import is_memory_tool
-from pegasus.task.models import TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState, PoolName, StageName
-from pegasus.tools.registry import Effect
+from pegasus.tools.registry import EffectClass
 
 # Why a stage failed (its answer's error_kind) -> seed 002's exit_reason for the failed task.
 EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_full": "exception",
@@ -61,104 +59,49 @@ EXIT_REASON_BY_KIND = {"timeout": "timeout", "worker_died": "exception", "queue_
 STEP_ENDS = frozenset({EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_FAILED, EventType.STEP_COMPLETED})
 LOST = ("worker_died", "timeout")  # a tool step whose worker is gone: it may have run
 
-EffectOf = Callable[[str], Effect | None]
+EffectOf = Callable[[str], EffectClass | None]
 """A tool's effect class by name (None: unknown, which counts as effectful)."""
 
 
-def step_key(task_id: str, generation: str, iteration: int, step_index: int) -> str:
-    """The idempotency key of one tool step (task, attempt, iteration, step).
-
-    ``generation`` names the attempt: it changes when the task is deliberately
-    run again (retry, a failed gate) and stays the same across restarts after a
-    crash, so a restarted run finds its own steps in the journal.
-    """
-    return f"{task_id}/a{generation}/i{iteration}/s{step_index}"
-
-
-def sub_task_key(task_id: str, generation: str, context: TaskContext, step_index: int) -> str:
-    """The key of a sub_task step: its child is made once per key.  reason_act's iteration stays 0
-    across its rounds, so the key also names the plan, by the number of results before it
-    (``r``): a later round's step 0 is another step, with another child."""
-    plan = context.plan
-    done = sum(step.completed for step in plan.steps) if plan is not None else 0
-    return f"{task_id}/a{generation}/i{context.iteration}/r{len(context.actions_done) - done}/s{step_index}"
-
-
-@dataclass(frozen=True)
-class RunSnapshot:
-    """A run between two events, as a value: the task and what the run keeps besides.
-
-    ``journal``: the task's journal rows when the run started (key -> row);
-    ``step_in_flight``: the key of the journalled step whose answer is awaited;
-    ``checkpoint_base``: the context as the last checkpoint left it (None: the task's).
-    """
-
-    task: TaskSnapshot
-    run: int
-    max_iterations: int
-    generation: str = "1"
-    journal: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    token: int = 0
-    step_in_flight: str | None = None
-    redispatched: frozenset[str] = frozenset()
-    checkpoint_base: dict[str, Any] | None = None
-    exit_reason: str | None = None
-    stopped: bool = False
-    inbox: tuple[tuple[int, str], ...] = ()  # (number, text) of messages not yet taken
-    recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
-    identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
-
-
-def current(state: RunSnapshot, task_id: str, token: int) -> bool:
-    """Whether an answer (or streamed text) with ``token`` is for the run passivated as ``state``:
-    a carrier drops any other without activating the run (``TaskRun.on_result`` would drop it too)."""
-    return not state.stopped and token == state.token and task_id == state.task.task_id
-
-
-def delta_of(state: RunSnapshot, delta: TextDelta) -> list[Command]:
-    """``TaskRun.on_delta`` of the run passivated as ``state``, without activating it."""
-    return [replace(delta, run=state.run)] if current(state, delta.task_id, delta.token) else []
-
-
-def _unknown(tool: str) -> Effect | None:
+def _unknown(tool: str) -> EffectClass | None:
     return None
 
 
 class TaskRun:
-    """One run of one task; see the module docstring.  Build it with ``begin``."""
+    """One run of one task; see the module docstring."""
 
     def __init__(self, state: RunSnapshot, *, effect_of: EffectOf = _unknown, clock: Clock = utc_now,
                  ids: IdFactory = new_id, pid: int = 0) -> None:
-        self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids)
+        self.task_id: str = getattr(state.task, "task_id", "")
+        self.run, self.token, self.stopped = state.run, state.token, state.stopped
+        self.unreadable: Exception | None = None  # the snapshot could not be restored: step abandons
+        try:
+            self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids)
+            self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
+        except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the activation go
+            self.unreadable, self.stopped = exc, True
         self.clock, self.ids = clock, ids
-        self.run, self.generation, self.journal = state.run, state.generation, state.journal
+        self.generation, self.journal = state.generation, state.journal
         self.max_iterations = state.max_iterations
-        self.token = state.token  # only grows: an answer to an earlier request stays stale
         self.step_in_flight = state.step_in_flight
         self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
         self.exit_reason = state.exit_reason
-        self.stopped = state.stopped
         self.inbox = state.inbox
         self.recall_k, self.identity = state.recall_k, state.identity
-        self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         self.effect_of = effect_of
         self.pid = pid  # the process carrying the run (named in its transition reports)
         self._out: list[Command] = []
 
-    @classmethod
-    def begin(cls, state: RunSnapshot, *, resume_event: str | None = None,
-              resume_payload: dict[str, Any] | None = None, effect_of: EffectOf = _unknown,
-              clock: Clock = utc_now, ids: IdFactory = new_id, pid: int = 0) -> tuple[TaskRun | None, list[Command]]:
-        """Start the run: apply ``resume_event`` first, else run what the state asks for.
-
-        (None, [.., Abandon]) when the snapshot cannot be read.
-        """
+    def step(self, event: RunInput) -> list[Command]:
+        """Apply one input; the commands to carry out, in order.  Never raises."""
+        if self.unreadable is not None:
+            exc = self.unreadable
+            return [Log("error", "task_actor_error", {}, exc),
+                    Abandon(f"the run cannot start: {type(exc).__name__}: {exc}")]
         try:
-            run = cls(state, effect_of=effect_of, clock=clock, ids=ids, pid=pid)
-        except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the process go
-            return None, [Log("error", "task_actor_error", {}, exc),
-                          Abandon(f"the run cannot start: {type(exc).__name__}: {exc}")]
-        return run, run._handle(run._start, resume_event, dict(resume_payload or {}))
+            return self._HANDLERS[type(event)](self, event)
+        except Exception as exc:  # noqa: BLE001 - an input the handlers could not even read
+            return [Log("error", "task_actor_error", {"input": type(event).__name__}, exc)]
 
     def snapshot(self) -> RunSnapshot:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
@@ -166,24 +109,46 @@ class TaskRun:
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
                            self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity)
 
-    @property
-    def task_id(self) -> str:
-        return self.fsm.task_id
+    def _current(self, task_id: str, token: int) -> bool:
+        return not self.stopped and token == self.token and task_id == self.task_id
 
-    # -- events -------------------------------------------------------------------------------
-    def on_result(self, answer: StageAnswer) -> list[Command]:
-        """A stage's answer: applied when it answers the request in flight, else dropped."""
-        if self.stopped or answer.token != self.token or answer.task_id != self.task_id:
+    # -- inputs -------------------------------------------------------------------------------
+    def _started(self, event: Started) -> list[Command]:
+        return self._handle(self._start, event.resume_event, dict(event.resume_payload))
+
+    def _answered_input(self, event: Answered) -> list[Command]:
+        answer = event.answer
+        if not self._current(answer.task_id, answer.token):
             return [Log("info", "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
 
-    def on_recalled(self, answer: RecallAnswer) -> list[Command]:
-        """The supervisor's memories for the stage waiting on them: recorded in the context, then the
-        stage is sent.  A stale answer (the task moved on, was suspended) is dropped like a stage's."""
-        if self.stopped or answer.token != self.token or answer.task_id != self.task_id:
+    def _recalled_input(self, event: MemoriesRecalled) -> list[Command]:
+        answer = event.answer
+        if not self._current(answer.task_id, answer.token):
             return [Log("info", "stale_recall_dropped", {"token": answer.token, "current": self.token})]
         return self._handle(self._recalled, answer)
+
+    def _streamed(self, event: Streamed) -> list[Command]:
+        delta = event.delta
+        return [replace(delta, run=self.run)] if self._current(delta.task_id, delta.token) else []
+
+    def _suspend_asked(self, event: SuspendAsked) -> list[Command]:
+        if self.stopped or event.task_id != self.task_id:
+            return []
+        return self._handle(self._suspend, event.reason)
+
+    def _messages_sent(self, event: MessagesSent) -> list[Command]:
+        if self.stopped or event.task_id != self.task_id:
+            return []
+        known = {number for number, _ in self.inbox}
+        self.inbox += tuple(entry for entry in event.entries if entry[0] not in known)
+        return [Log("info", "message_waiting", {"messages": len(self.inbox)})]
+
+    _HANDLERS: ClassVar[dict[type, Callable[[TaskRun, Any], list[Command]]]] = {
+        Started: _started, Answered: _answered_input, MemoriesRecalled: _recalled_input, Streamed: _streamed,
+        SuspendAsked: _suspend_asked, MessagesSent: _messages_sent,
+    }
 
     def _recalled(self, answer: RecallAnswer) -> None:
         self.token += 1
@@ -192,28 +157,6 @@ class TaskRun:
             self._log("warning", "recall_failed", error=answer.error)
         self.fsm.context.recall = recall  # checkpointed with the stage's transition (else recalled again)
         self._advance()
-
-    def on_delta(self, delta: TextDelta) -> list[Command]:
-        """Streamed text of the stage in flight: passed on to the supervisor (with the run), else dropped.
-        Never stored: the stage's result carries the whole reply."""
-        if self.stopped or delta.token != self.token or delta.task_id != self.task_id:
-            return []
-        return [replace(delta, run=self.run)]
-
-    def suspend(self, task_id: str, reason: str) -> list[Command]:
-        """A request to suspend; one for a run that is over (it crossed the stop) is ignored."""
-        if self.stopped or task_id != self.task_id:
-            return []
-        return self._handle(self._suspend, reason)
-
-    def message(self, task_id: str, entries: tuple[tuple[int, str], ...]) -> list[Command]:
-        """Messages for the task, (number, text) each: taken at the next transition (when the stage
-        in flight answers).  One for a run that is over is ignored: the supervisor gives it to the next."""
-        if self.stopped or task_id != self.task_id:
-            return []
-        known = {number for number, _ in self.inbox}
-        self.inbox += tuple(entry for entry in entries if entry[0] not in known)
-        return [Log("info", "message_waiting", {"messages": len(self.inbox)})]
 
     def _handle(self, step: Callable[..., None], *args: Any) -> list[Command]:
         try:
@@ -341,7 +284,7 @@ class TaskRun:
         if self._step_type(work.step_index) == "sub_task":
             key = sub_task_key(self.task_id, self.generation, self.fsm.context, work.step_index)
         known = self.journal.get(key)
-        if self._step_type(work.step_index) == "sub_task" and not _ended(known):
+        if self._step_type(work.step_index) == "sub_task" and not ended(known):
             self._await_children()  # never sent to a worker: a worker waiting on a child would hold its slot
         elif known is not None:
             self._replay(work, key, known)
@@ -443,7 +386,7 @@ class TaskRun:
             return None
         return str(step.action_params.get("tool"))
 
-    def _effect(self, step_index: int) -> Effect:
+    def _effect(self, step_index: int) -> EffectClass:
         """The step's effect class; an unknown tool counts as effectful (never repeated)."""
         tool = self._tool(step_index)
         if tool is None:
@@ -466,10 +409,6 @@ class TaskRun:
 
     def _log(self, level: Literal["info", "warning", "error"], event: str, **fields: Any) -> None:
         self._out.append(Log(level, event, fields))
-
-
-def _ended(row: Mapping[str, Any] | None) -> bool:
-    return row is not None and row.get("status") in ENDED and bool(row.get("result"))
 
 
 def _iso(moment: datetime) -> str:

@@ -67,7 +67,7 @@ MIGRATIONS: list[list[str]] = [
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
-    [  # schedules and webhooks (issue 21: pegasus.schedules, pegasus.webhooks; pegasus/store/triggers.py)
+    [  # schedules and webhooks (issue 21: pegasus.triggers.schedules, pegasus.triggers.webhooks; pegasus/store/triggers.py)
         """CREATE TABLE schedules (
             name TEXT PRIMARY KEY, id TEXT NOT NULL, spec TEXT NOT NULL, paused INTEGER NOT NULL,
             cursor REAL NOT NULL, buffered REAL, fired INTEGER NOT NULL, skipped INTEGER NOT NULL,

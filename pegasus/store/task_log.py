@@ -10,7 +10,7 @@ Every entry comes from a stored transition (its ``id`` is the transition's, the 
   its context, as the last checkpoint holds it, has that run's steps).
 
 Effects started whose outcome is unknown come last, in ``effects_unknown``.  Long texts are cut
-(``pegasus.context_view.clipped``).  Pure over the store: ``task_log(store, request, now) -> reply``.
+(``pegasus.views.clipped``).  Pure over the store: ``task_log(store, request, now) -> reply``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus import codec
-from pegasus.context_view import clipped
+from pegasus.views import clipped
 from pegasus.store.checkpoint import rebuild
 
 MAX_ENTRIES = 500  # transitions read for one answer (each makes 1-3 entries); ``next`` is the cursor for the rest

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pegasus.quarantine import reason, sift
-from pegasus.schedules import Overlap, ScheduleError, ScheduleSpec, ScheduleState
+from pegasus.triggers.schedules import Overlap, ScheduleError, ScheduleSpec, ScheduleState
 from pegasus.store.database import Database, now_iso
 
 _SCHEDULE = "name, id, spec, paused, cursor, buffered, fired, skipped, last_task, created_at"

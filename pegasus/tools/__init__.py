@@ -9,7 +9,7 @@ from pegasus.tools.builtin import BUILTIN_TOOLS, default_registry, workspace_too
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import (
     EFFECTS,
-    Effect,
+    EffectClass,
     Tool,
     ToolArgumentError,
     ToolContext,
@@ -21,7 +21,7 @@ from pegasus.tools.registry import (
 )
 
 __all__ = [
-    "BUILTIN_TOOLS", "EFFECTS", "Effect", "Tool", "ToolArgumentError", "ToolContext", "ToolError",
+    "BUILTIN_TOOLS", "EFFECTS", "EffectClass", "Tool", "ToolArgumentError", "ToolContext", "ToolError",
     "ToolExecutionError", "ToolNotFoundError", "ToolRegistrationError", "ToolRegistry", "default_registry",
     "registry_for", "workspace_tools",
 ]

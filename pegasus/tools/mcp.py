@@ -39,7 +39,7 @@ from pegasus.tools.mcp_schema import args_model
 from pegasus.tools.mcp_session import (
     CLOSE_TIMEOUT_S, McpServerSpec, Session, StartError, error_reason, first_attr, leaf_error, output_of,
 )
-from pegasus.tools.registry import ToolArgumentError, ToolError, ToolExecutionError, ToolOutcomeUnknown
+from pegasus.tools.registry import EffectClass, ToolArgumentError, ToolError, ToolExecutionError, ToolOutcomeUnknown
 
 __all__ = ["McpHost", "McpServerSpec", "close_all", "host_for"]
 
@@ -160,7 +160,7 @@ class McpHost:
             lost = ToolOutcomeUnknown if self.effect(server, tool) == "effectful" else ToolExecutionError
             raise lost(name, f"{name}: the MCP host did not answer") from None
 
-    def effect(self, server: str, tool: str) -> p.Effect:
+    def effect(self, server: str, tool: str) -> EffectClass:
         """The tool's effect class: its override, else its listed annotations, else the server's."""
         spec = self.specs[server]
         listed = self.policy.listing()[server].tools

@@ -29,11 +29,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Effect = Literal["pure", "idempotent", "effectful"]
+from pegasus.tools.registry import EffectClass
+
 Phase = Literal["idle", "starting", "ready", "failed"]
 
 
-def tool_effect(annotations: dict[str, Any] | None, override: Effect | None, default: Effect | None) -> Effect:
+def tool_effect(annotations: dict[str, Any] | None, override: EffectClass | None,
+                default: EffectClass | None) -> EffectClass:
     """A tool's effect class: its ``[mcp.servers.tools]`` override, else what its annotations say,
     else the server's ``effect``, else effectful.
 

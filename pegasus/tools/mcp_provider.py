@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pegasus.tools.mcp import McpHost, McpServerSpec
 from pegasus.tools.mcp_policy import ServerView, tool_effect
 from pegasus.tools.mcp_schema import args_model
-from pegasus.tools.registry import Effect, Tool, ToolContext, ToolError, ToolExecutionError
+from pegasus.tools.registry import EffectClass, Tool, ToolContext, ToolError, ToolExecutionError
 
 
 class McpSource(Protocol):
@@ -104,7 +104,7 @@ class McpProvider:
         return self.spec.name
 
     @property
-    def effect(self) -> Effect:
+    def effect(self) -> EffectClass:
         return self.spec.effect
 
     def view(self) -> ServerView:
@@ -130,7 +130,7 @@ class McpProvider:
         """Every tool name this server is known to have (its last listing), whatever its phase."""
         return [f"{self.name}.{entry['name']}" for entry in self.view().tools]
 
-    def effect_of(self, name: str) -> Effect:
+    def effect_of(self, name: str) -> EffectClass:
         """Override, else annotations (when listed), else the server's effect."""
         tool = name.partition(".")[2]
         overrides = dict(self.spec.tools)

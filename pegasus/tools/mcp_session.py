@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from pegasus.config import McpSettings
 from pegasus.files import open_private
 from pegasus.tools import mcp_policy as p
-from pegasus.tools.registry import Effect, ToolExecutionError
+from pegasus.tools.registry import EffectClass, ToolExecutionError
 
 CLOSE_TIMEOUT_S = 5.0
 STDERR_TAIL_CHARS = 800
@@ -30,12 +30,12 @@ class McpServerSpec:
     command: str
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
-    effect: Effect
+    effect: EffectClass
     timeout_s: float
     start_timeout_s: float
     errlog: str | None = None  # a file for the server's stderr; None: a temporary file (for its tail)
     url: str = ""
-    tools: tuple[tuple[str, Effect], ...] = ()  # per-tool effect overrides
+    tools: tuple[tuple[str, EffectClass], ...] = ()  # per-tool effect overrides
     scope: str = "machine"
     max_calls: int = 4
     backoff_s: float = 1.0

@@ -33,8 +33,8 @@ from pydantic import BaseModel, ValidationError
 from pegasus.config import ToolSettings
 from pegasus.errors import PegasusError
 
-Effect = Literal["pure", "idempotent", "effectful"]
-EFFECTS: tuple[Effect, ...] = ("pure", "idempotent", "effectful")
+EffectClass = Literal["pure", "idempotent", "effectful"]
+EFFECTS: tuple[EffectClass, ...] = ("pure", "idempotent", "effectful")
 DEFAULT_MAX_OUTPUT_CHARS = ToolSettings().max_output_chars  # the config's default, not typed again
 
 
@@ -116,7 +116,7 @@ class Tool:
     name: str
     description: str
     args_model: type[BaseModel]
-    effect: Effect
+    effect: EffectClass
     timeout_s: float
     func: ToolFunc
 
@@ -141,13 +141,13 @@ class ToolProvider(Protocol):
     def name(self) -> str: ...
 
     @property
-    def effect(self) -> Effect: ...
+    def effect(self) -> EffectClass: ...
 
     def tools(self) -> dict[str, Tool]: ...
 
     def known(self) -> list[str]: ...
 
-    def effect_of(self, name: str) -> Effect: ...
+    def effect_of(self, name: str) -> EffectClass: ...
 
     def passthrough(self, name: str) -> Tool: ...
 
@@ -245,7 +245,7 @@ class ToolRegistry:
                 names += [f"{n} (server {why})" for n in provider.known()] or [f"{provider.name}.* (server {why})"]
         return names
 
-    def effect_of(self, name: str) -> Effect | None:
+    def effect_of(self, name: str) -> EffectClass | None:
         """The effect class of ``name`` without waiting for any provider (None for an unknown tool)."""
         if name in self._tools:
             return self._tools[name].effect

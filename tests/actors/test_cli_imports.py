@@ -42,7 +42,7 @@ def test_version_imports_no_runtime(tmp_path: Path) -> None:
     status, modules = imported(tmp_path, "--version")
     assert status == 0
     assert loaded(modules, "thespian", "pydantic", "rich", "starlette", "shtab", "actors.client", "actors.messages",
-                  "pegasus.config", "pegasus.requests", "pegasus.task.machines", "actors.system") == []
+                  "pegasus.config", "pegasus.requests", "pegasus.task.machines", "actors.runtime.system") == []
 
 
 def test_status_imports_only_what_asking_needs(tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import actors.thespian_patches as patches
-from actors.thespian_patches import Kind, PatchRefused, base, robustness, security, speed
-from actors.thespian_patches.base import Target, fingerprint
-from actors.thespian_patches.robustness import fresh_retry, logger_restart
-from actors.thespian_patches.speed import whole_messages
+import actors.wire.thespian_patches as patches
+from actors.wire.thespian_patches import Kind, PatchRefused, base, robustness, security, speed
+from actors.wire.thespian_patches.base import Target, fingerprint
+from actors.wire.thespian_patches.robustness import fresh_retry, logger_restart
+from actors.wire.thespian_patches.speed import whole_messages
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / base.DOCS

@@ -1,4 +1,4 @@
-"""Three speed patches of Thespian's TCP transport (actors/thespian_patches/speed): the selector
+"""Three speed patches of Thespian's TCP transport (actors/wire/thespian_patches/speed): the selector
 of its loop, whole messages per pass, and its per-pass look at idle sockets.
 
 poll_selector: ``PollSet`` answers as ``selectors.PollSelector`` does, over real sockets.
@@ -28,8 +28,8 @@ from thespian.system.timing import ExpirationTimer
 from thespian.system.transport.IPBase import RoutedTCPv4ActorAddress, TCPv4ActorAddress
 from thespian.system.transport.streamBuffer import ReceiveBuffer, ackMsg, toSendBuffer
 
-from actors.thespian_patches.security import frame_auth
-from actors.thespian_patches.speed import poll_selector, quick_idle_checks, whole_messages
+from actors.wire.thespian_patches.security import frame_auth
+from actors.wire.thespian_patches.speed import poll_selector, quick_idle_checks, whole_messages
 
 PEER = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40001, external=False))
 ME = ActorAddress(TCPv4ActorAddress("127.0.0.1", 40002, external=False))

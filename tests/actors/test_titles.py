@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from setproctitle import getproctitle
 
-from actors import titles
+from actors.runtime import titles
 
 
 def test_a_title_names_the_role_and_the_state_directory(monkeypatch: pytest.MonkeyPatch) -> None:

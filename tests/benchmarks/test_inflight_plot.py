@@ -1,18 +1,15 @@
-"""The inflight scenario's pure parts -- its bound, its sizes, its target rows -- and its SVG plot writer."""
+"""The inflight scenario's pure parts -- its bound, its sizes, its target rows -- and its chart (benchmarks.charts)."""
 
 from __future__ import annotations
 
 import json
 import math
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks import inflight, plot
-
-SVG = "{http://www.w3.org/2000/svg}"
+from benchmarks import charts, inflight
 
 
 def _run(tasks: int, pss: float, tasks_per_s: float | None, stopped: str = "") -> dict[str, Any]:
@@ -71,34 +68,37 @@ def test_plot_draws_pss_and_throughput_against_tasks_in_flight(tmp_path: Path) -
     before_a = _report(tmp_path / "a.json", "aaaaaaaa11", [_run(150, 3180.0, 7.9)])
     before_b = _report(tmp_path / "b.json", "aaaaaaaa11", [_run(1000, 11000.0, 8.5), _run(5000, 14000.0, None, "guard")])
     after = _report(tmp_path / "c.json", "bbbbbbbb22", [_run(150, 600.0, 12.0), _run(1000, 900.0, 12.3)])
+    lines = charts.series([charts.load(str(before_a)), charts.load(str(before_b)),
+                           charts.load(f"{after}=virtual task actors")])
+    assert list(lines) == ["commit aaaaaaaa", "virtual task actors"]
+    fig = charts.inflight_chart(lines)
+    pss, throughput = fig.axes
+    joined = [line for line in pss.get_lines() if len(line.get_xdata()) > 1]
+    assert sorted(len(line.get_xdata()) for line in joined) == [2, 3]  # before: 150, 1,000, 5,000; after: two
+    hollow = [line for line in pss.get_lines() if line.get_markerfacecolor() == "white"]
+    assert [(line.get_xdata()[0], line.get_ydata()[0]) for line in hollow] == [(5000, 14000.0)]  # the stopped run
+    # Throughput: measured (circles) and the bound (dashed squares), completed runs only: 2 of before, 2 of after.
+    assert sorted((line.get_marker(), len(line.get_xdata())) for line in throughput.get_lines()) == [
+        ("o", 2), ("o", 2), ("s", 2), ("s", 2)]
+    assert "≤ 2,560" in [text.get_text() for text in pss.texts]
     out = tmp_path / "inflight.svg"
-    assert plot.main([str(before_a), str(before_b), f"{after}=virtual task actors", str(out)]) == 0
-    root = ET.fromstring(out.read_text(encoding="utf-8"))
-    assert root.tag == f"{SVG}svg"
-    lines = root.findall(f"{SVG}polyline")
-    # PSS: before (3 points), after (2); throughput: measured and bound for before (2 done) and after (2).
-    assert sorted(len(line.get("points", "").split()) for line in lines) == [2, 2, 2, 2, 2, 3]
-    circles = root.findall(f"{SVG}circle")
-    assert len(circles) == 3 + 2 + 2 + 2  # PSS, then measured throughput; the bound's points are squares
-    assert len([r for r in root.findall(f"{SVG}rect") if r.get("width") == "6"]) == 2 + 2
-    hollow = [c for c in circles if c.get("fill") == "white"]
-    assert any("N=5,000" in (c.findtext(f"{SVG}title") or "") for c in hollow)  # the stopped run
-    text = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
-    assert "commit aaaaaaaa" in text and "virtual task actors" in text
-    assert all(n in text for n in ("150", "1,000", "5,000")) and "≤ 2,560" in text
+    assert charts.main([str(before_a), str(before_b), f"{after}=virtual task actors", str(out)]) == 0
+    picture = out.read_text(encoding="utf-8")
+    assert picture.lstrip().startswith("<?xml") and "<svg" in picture
+    assert "commit aaaaaaaa" in picture and "virtual task actors" in picture and "5,000" in picture
 
 
 def test_repeated_runs_of_one_size_draw_their_median() -> None:
     """A noisy host: three runs of N=1000 under one label draw the middle one by throughput."""
     runs = [_run(1000, pss, tps) for pss, tps in ((11000.0, 5.1), (11800.0, 8.6), (11200.0, 8.0))]
     report = {"scenarios": {"inflight": {"figures": {"runs": runs}}}}
-    (point,) = plot.series([("main", report)])["main"]
+    (point,) = charts.series([("main", report)])["main"]
     assert point["tasks_per_s"] == 8.0 and point["pss_mib"] == 11200.0
 
 
 def test_plot_refuses_a_report_without_the_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"machine": {}, "scenarios": {"hop": {}}}))
-    assert plot.main([str(other), str(tmp_path / "out.svg")]) == 2
+    assert charts.main([str(other), str(tmp_path / "out.svg")]) == 2
     assert "no 'inflight' scenario" in capsys.readouterr().err
     assert not (tmp_path / "out.svg").exists()

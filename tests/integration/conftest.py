@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
-from actors.system import SystemSpec, shutdown, start_system, system_pids
+from actors.runtime.system import SystemSpec, shutdown, start_system, system_pids
 from pegasus.config import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -140,9 +140,7 @@ class Convention:
         return Settings().with_overrides(base)
 
     def leader(self, **overrides: Any) -> Client:
-        from actors.convention import start_leader
-
-        self.client, _ = start_leader(self.settings(self.leader_port, "leader", **overrides), daemon=False)
+        self.client, _ = Client.start_leader(self.settings(self.leader_port, "leader", **overrides), daemon=False)
         self.leader_seen = procs.identities(system_pids(self.client.spec))
         return self.client
 
@@ -160,7 +158,7 @@ class Convention:
 
     def join(self, name: str, port: int | None = None, **capabilities: Any) -> SystemSpec:
         """A member offering ``llm_workers=``/``tool_workers=`` (and any other capability)."""
-        from actors.convention import join
+        from actors.runtime.convention import join
 
         caps = {(k if "." in k else f"pegasus.{k}"): v for k, v in capabilities.items()}
         spec, _ = join(self.member_settings(name, port), self.leader_address, caps, key_file=self.key_file)

@@ -19,12 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from actors import messages as m, procs
+from actors import messages as m
+from actors.runtime import procs
 from actors.client import Client, RequestError
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, WebhookRefused
-from pegasus.webhooks import sign
+from pegasus.triggers.webhooks import sign
 from tests.integration.conftest import ensure_gone
 from tests.integration.test_http_gateway import _wait_up
 

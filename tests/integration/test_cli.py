@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import SystemSpec, is_running, stop_daemon, system_pids
+from actors.runtime import procs
+from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -452,7 +452,7 @@ def _title(pid: int) -> str:
 
 
 def test_background_processes_have_readable_titles(background: tuple[Pegasus, dict[str, Any]]) -> None:
-    """Issue 16: every process of a system showed as ``python3 -P -c from actors._daemon import main; main()``."""
+    """Issue 16: every process of a system showed as ``python3 -P -c from actors.runtime.launcher import main; main()``."""
     pegasus, info = background
     assert pegasus("run", "echo titles").returncode == 0  # a run: a task actor is kept for the next
     pegasus.track()

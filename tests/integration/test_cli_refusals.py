@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.system import is_running
+from actors.runtime.system import is_running
 from tests.integration.test_cli import ARITHMETIC, Pegasus, Sampler, _make, _stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from actors import convention as conv, procs
-from actors.system import SystemStartError, system_pids
+from actors.client import Client
+from actors.runtime import convention as conv, procs
+from actors.runtime.system import SystemStartError, system_pids
 
 from .conftest import FAST_CONVENTION, PROJECT_ROOT, Convention
 from tests.support.tools import append_key_request, keys_in
@@ -178,7 +179,7 @@ def test_leader_and_join_refuse_a_non_loopback_bind_without_the_setting(conventi
     with pytest.raises(SystemStartError, match="refusing to bind"):
         conv.join(settings, "127.0.0.1:19999", {})
     with pytest.raises(SystemStartError, match="refusing to bind|needs \\[system\\] advertise"):
-        conv.start_leader(settings, daemon=False)
+        Client.start_leader(settings, daemon=False)
     # One machine or several, not both: a loopback member cannot serve a leader elsewhere.
     with pytest.raises(SystemStartError, match="both must be loopback"):
         conv.join(convention.member_settings("n"), "10.11.12.13:19999", {})

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 from tests.support.waiting import wait_for
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from tests.integration.test_cli import _make, _start_background, _stop_and_check
 from tests.integration.test_dashboard import WAIT_MS, Dashboard, browser, login
 from tests.integration.test_http_gateway import _wait_up

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from actors import convention as conv
-from actors.system import system_pids
+from actors.runtime import convention as conv
+from actors.runtime.system import system_pids
 from pegasus import config, files
 from tests.support import netns
 from tests.support.hosts import Machines, time_bound

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from tests.support import netns
 from tests.support.hosts import Driver, Machines, listening_on, time_bound
 from tests.support.waiting import wait_for

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.integration.test_http_gateway import _wait_up
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from pegasus.config import Settings
 from tests.integration.conftest import ensure_gone
 
@@ -358,7 +358,7 @@ def test_the_gateway_is_a_process_of_the_system_and_comes_back_when_killed(api: 
 def test_a_signed_webhook_makes_one_task_without_a_token_and_refusals_keep_their_status(api: Api, tmp_path: Path) -> None:
     """POST /v1/webhooks/NAME (no bearer token: the signature is the authentication): 201 and a task, the
     redelivery 200 and the same task; a bad signature 401, a missing template field 400, an unknown webhook 404."""
-    from pegasus.webhooks import sign
+    from pegasus.triggers.webhooks import sign
 
     secret_file = tmp_path / "gh.secret"
     secret_file.write_bytes(b"http secret\n")

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from tests.support.fake_openai import FakeOpenAI, completion, http_error
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

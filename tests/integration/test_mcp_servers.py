@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from pegasus.llm.prompts import api_name
 from tests.pegasus.test_mcp_servers import HUNG, git_repo
 from tests.support.fake_openai import FakeOpenAI, completion, tool_call

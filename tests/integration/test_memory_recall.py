@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.support.fake_openai import FakeOpenAI, Reply, http_error
 from tests.support.model_like import ModelLike
 from tests.support.waiting import wait_for

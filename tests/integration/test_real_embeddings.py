@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.client_memory import LocalMemory
+from actors.runtime import procs
+from actors.client.memory import LocalMemory
 from pegasus.config import Settings
 from tests.support.waiting import wait_for
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 
 pytestmark = pytest.mark.integration
 

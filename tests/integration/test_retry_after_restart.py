@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.system import shutdown
+from actors.runtime.system import shutdown
 
 pytestmark = pytest.mark.integration
 

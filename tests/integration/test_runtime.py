@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from actors import messages as m, procs
+from actors import messages as m
+from actors.runtime import procs
 from actors.client import Client, RequestError
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest
 from tests.support.waiting import wait_for

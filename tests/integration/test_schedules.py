@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from actors import messages as m
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client, RequestError
-from actors.system import system_pids
-from pegasus.schedules import ScheduleError
+from actors.runtime.system import system_pids
+from pegasus.triggers.schedules import ScheduleError
 from pegasus.store import Store
 from tests.integration.test_http_gateway import _wait_up
 from tests.support.waiting import wait_for

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
-from actors.system import SystemSpec, is_running, system_pids
+from actors.runtime.system import SystemSpec, is_running, system_pids
 from pegasus.config import Settings
 from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 from tests.support.waiting import wait_for
@@ -214,7 +214,8 @@ def test_a_request_to_an_address_that_is_no_longer_the_supervisor_is_noticed(peg
     """Regression: after a whole-system restart the new guardian counts supervisors from 1 again, and a
     request that went to the old supervisor's address (another actor's now, which ignores it) waited
     the client's whole 30 s timeout.  The guardian's incarnation tells the client within one check."""
-    from actors.client import WATCH_S, SupervisorReplaced
+    from actors.client.client import WATCH_S
+    from actors.client.errors import SupervisorReplaced
 
     client = pegasus()
     task = client.submit("echo hi")["task_id"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from actors.client import RequestError
-from actors.system import SystemStartError
+from actors.runtime.system import SystemStartError
 from pegasus.store import Store
 from tests.integration.test_cli import Pegasus, _start_background, assert_failure
 from tests.support.waiting import wait_for

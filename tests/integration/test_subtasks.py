@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from pegasus.errors import PegasusError
 from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.tools import keys_in

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
 from pegasus.errors import PegasusError
 from tests.integration.test_fault_matrix import titled

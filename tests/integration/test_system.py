@@ -1,4 +1,4 @@
-"""The Thespian system boundary (actors/system.py) against real multiprocTCPBase systems.
+"""The Thespian system boundary (actors/runtime/system.py) against real multiprocTCPBase systems.
 
 What is proven here: every listening socket of every process of a system is on
 127.0.0.1; a background start from a piped CLI returns promptly and leaves no
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors import procs
-from actors.system import (
+from actors.runtime import procs
+from actors.runtime.system import (
     SystemNotRunningError,
     SystemSpec,
     SystemStartError,
@@ -94,7 +94,7 @@ def test_thespian_addresses_bind_to_the_configured_host(tcp_system):
 
 
 def test_actors_select_with_one_poll_call(tcp_system):
-    # Thespian's speed patches (actors/thespian_patches/speed), asked of an actor forked from the
+    # Thespian's speed patches (actors/wire/thespian_patches/speed), asked of an actor forked from the
     # admin and of its child: both inherit them.  poll_selector: not a new epoll set per loop.
     spec, asys = tcp_system
     parent = asys.createActor(EchoActor)
@@ -113,7 +113,7 @@ def test_actors_select_with_one_poll_call(tcp_system):
 
 
 def test_the_stack_chunk_frame_is_wider_than_a_chunk_and_passes_calls_through():
-    from actors.thespian_patches.speed.own_stack_chunk import on_own_stack_chunk
+    from actors.wire.thespian_patches.speed.own_stack_chunk import on_own_stack_chunk
 
     code = on_own_stack_chunk.__code__
     assert (code.co_nlocals + code.co_stacksize) * 8 > 32 * 1024  # more than two 16 KiB chunks: a 64 KiB one
@@ -165,14 +165,14 @@ def test_start_refuses_a_running_port_and_detach_keeps_the_system(tcp_system):
 START_DAEMON = """
 import sys
 from pathlib import Path
-from actors.system import SystemSpec, start_daemon
+from actors.runtime.system import SystemSpec, start_daemon
 print(start_daemon(SystemSpec(admin_port=int(sys.argv[1]), state_dir=Path(sys.argv[2]))))
 """
 
 ATTACH_AND_ASK = """
 import sys
 from pathlib import Path
-from actors.system import SystemSpec, attach, detach
+from actors.runtime.system import SystemSpec, attach, detach
 from tests.support.echo_actor import EchoActor
 asys = attach(SystemSpec(admin_port=int(sys.argv[1]), state_dir=Path(sys.argv[2])))
 echo = asys.createActor(EchoActor)
@@ -245,7 +245,7 @@ def test_daemon_stop_ends_actors_orphaned_by_a_killed_parent(free_port, state_di
 RUN_AND_LOG = """
 import sys
 from pathlib import Path
-from actors.system import SystemSpec, start_system, shutdown
+from actors.runtime.system import SystemSpec, start_system, shutdown
 from tests.support.echo_actor import EchoActor
 spec = SystemSpec(admin_port=int(sys.argv[1]), state_dir=Path(sys.argv[2]), thesplog_level="INFO")
 asys = start_system(spec)
@@ -284,8 +284,8 @@ def test_a_deferred_message_description_is_thespians_own_and_still_logged(tmp_pa
     from thespian.actors import ActorAddress
     from thespian.system import transport, utilis
 
-    from actors.thespian_patches.security import thespian_log
-    from actors.thespian_patches.speed import deferred_descriptions
+    from actors.wire.thespian_patches.security import thespian_log
+    from actors.wire.thespian_patches.speed import deferred_descriptions
 
     for name in ("_thesplog_control_settings", "_thesplog_file", "_thesplog_old_file"):
         monkeypatch.setattr(utilis, name, getattr(utilis, name))  # put back afterwards

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from tests.support.tools import append_key_request, keys_in
 from tests.support.waiting import wait_for
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from actors import procs
-from actors.system import system_pids
+from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.integration.test_cli import Pegasus, assert_failure
 from tests.support.hold import hold_request
 from tests.support.waiting import wait_for

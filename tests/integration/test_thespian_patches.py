@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from actors import procs
-from actors.system import SystemSpec, is_running, system_pids
+from actors.runtime import procs
+from actors.runtime.system import SystemSpec, is_running, system_pids
 from tests.integration.conftest import PROJECT_ROOT, ensure_gone
 from tests.integration.test_cli import ARITHMETIC, Pegasus, Sampler, _make, _stop_and_check, assert_failure
 
@@ -84,7 +84,7 @@ def test_a_changed_security_or_robustness_target_refuses_to_start_naming_it(kind
             from thespian.system.transport import IPBase, TCPTransport
             {change}
             from pathlib import Path
-            from actors.system import SystemSpec, SystemStartError, start_system
+            from actors.runtime.system import SystemSpec, SystemStartError, start_system
             try:
                 start_system(SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r})))
             except SystemStartError as exc:
@@ -108,7 +108,7 @@ def test_a_changed_speed_target_runs_without_that_patch_after_one_warning(free_p
                 return self.validity.view().expired()
             TCPTransport.IdleSocket.expired = expired
             from pathlib import Path
-            from actors.system import SystemSpec, shutdown, start_system
+            from actors.runtime.system import SystemSpec, shutdown, start_system
             from tests.support.echo_actor import EchoActor
             spec = SystemSpec(admin_port={free_port}, state_dir=Path({str(state_dir)!r}))
             asys = start_system(spec)

@@ -2,11 +2,11 @@
 
 * Thespian's logger (``pegasus: logger``, the admin's child): the admin starts a new one on the
   same address and stays (same pid), embedded or in the background; actors created before the
-  death log through it again (actors/thespian_patches/robustness/logger_restart.py).
+  death log through it again (actors/wire/thespian_patches/robustness/logger_restart.py).
 * The launcher of a background system: its watcher takes its place (same lock, never released),
   and a later admin death is recovered as before; a concurrent ``pegasus start`` is refused
-  throughout, and ``pegasus stop`` still ends everything (actors/_daemon.py), also a system its
-  launcher is starting again as the stop comes (actors/system.py ``shutdown``).
+  throughout, and ``pegasus stop`` still ends everything (actors/runtime/launcher.py), also a system its
+  launcher is starting again as the stop comes (actors/runtime/system.py ``shutdown``).
 
 Each checks what the fault matrix checks: every task ends without a person, no effect key is
 written twice, and a task whose key was never written is reported ``unknown``.
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from actors import procs
+from actors.runtime import procs
 from actors.client import Client
-from actors.system import SystemSpec, is_running, read_owner, system_pids
+from actors.runtime.system import SystemSpec, is_running, read_owner, system_pids
 from pegasus.config import Settings
 from tests.support.echo_actor import EchoActor
 from tests.support.tools import keys_in

@@ -32,11 +32,12 @@ from typing import Any
 
 import pytest
 
-from actors import frames, procs
-from actors.ownership import key_path, load_key
-from actors import convention as conv
+from actors.wire import frames
+from actors.runtime import procs
+from actors.runtime.ownership import key_path, load_key
+from actors.runtime import convention as conv
 from actors.client import Client, RequestError
-from actors.system import SystemSpec, is_running, system_pids
+from actors.runtime.system import SystemSpec, is_running, system_pids
 from tests.integration.conftest import Convention
 from tests.support.waiting import wait_for
 

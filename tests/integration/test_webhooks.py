@@ -13,7 +13,7 @@ import pytest
 
 from actors.client import Client, RequestError
 from pegasus.errors import WebhookRefused
-from pegasus.webhooks import sign
+from pegasus.triggers.webhooks import sign
 
 pytestmark = pytest.mark.integration
 

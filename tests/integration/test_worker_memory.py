@@ -1,4 +1,4 @@
-"""What a stage worker loads (actors/sharing.py, docs/memory.md): the model SDK only where model calls are
+"""What a stage worker loads (actors/runtime/sharing.py, docs/memory.md): the model SDK only where model calls are
 made, and there once, in the pool its workers are forked from -- not again in each worker.
 
 The systems run in the background (``pegasus(daemon=True)``): their processes descend from a fresh
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from actors.client import Client
-from actors.system import system_pids
+from actors.runtime.system import system_pids
 from benchmarks.common import role_of, title_of
 from tests.support.fake_openai import FakeOpenAI, completion
 
@@ -52,7 +52,7 @@ def test_only_the_llm_pool_on_a_model_endpoint_loads_the_sdk_and_its_workers_sha
 
 def test_offline_processes_never_load_the_sdk(pegasus) -> None:
     """provider offline (the default): no process of the system loads the model SDK, after a task too.
-    (A guard: true before actors/sharing.py as well.)"""
+    (A guard: true before actors/runtime/sharing.py as well.)"""
     client = pegasus(daemon=True, pools={"llm_workers": 1, "tool_workers": 1})
     done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=60)
     assert done["lifecycle_state"] == "done", done.get("error")

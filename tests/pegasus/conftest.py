@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
+from pegasus.run import Command, RunSnapshot, Started, TaskRun
 from pegasus.task import TaskContext, TaskFSM
 
 EPOCH = datetime(2026, 1, 30, 10, 0, tzinfo=timezone.utc)
@@ -43,3 +45,10 @@ def clock() -> FixedClock:
 @pytest.fixture
 def ids() -> Ids:
     return Ids()
+
+
+def start_run(state: RunSnapshot, *, resume_event: str | None = None, resume_payload: dict[str, Any] | None = None,
+              **kwargs: Any) -> tuple[TaskRun, list[Command]]:
+    """A run built from ``state`` and started: ``TaskRun(state).step(Started(...))``, run and commands."""
+    run = TaskRun(state, **kwargs)
+    return run, run.step(Started(resume_event, dict(resume_payload or {})))

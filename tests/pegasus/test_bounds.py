@@ -26,7 +26,7 @@ from pegasus.metadata import INT64_MAX
 from pegasus.pool.commands import Arm
 from pegasus.pool.inputs import HealthDue
 from pegasus.run.hosts import WakeIn
-from pegasus.webhooks import deliver, sign
+from pegasus.triggers.webhooks import deliver, sign
 
 NUMBERS = (st.floats(allow_nan=True, allow_infinity=True) | st.integers()
            | st.sampled_from([10**400, -(10**400), math.inf, math.nan, 1e308]))

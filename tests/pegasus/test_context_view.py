@@ -1,10 +1,10 @@
-"""What ``context`` answers (pegasus.context_view): the parts of a task's context a person reads, long texts cut."""
+"""What ``context`` answers (pegasus.views): the parts of a task's context a person reads, long texts cut."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pegasus.context_view import MAX_TEXT, context_view
+from pegasus.views import MAX_TEXT, context_view
 from pegasus.task.models import ActionResult, Plan, PlanStep, TaskContext, TaskSnapshot
 
 

@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from actors import procs
+from actors.runtime import procs
 from pegasus.dashboard.routes import SECURITY_HEADERS, routes, static_dir
 
 

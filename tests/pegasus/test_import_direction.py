@@ -102,6 +102,28 @@ def test_the_core_imports_neither_actors_nor_thespian() -> None:
     assert {name: found for name, found in upward.items() if found} == {}
 
 
+# Below the carriers: what each lower folder of actors/ may import of actors/ (issue 30's layout).
+BELOW = {"actors.wire": ("actors.wire",), "actors.messages": ("actors.messages",),
+         "actors.runtime": ("actors.runtime", "actors.wire", "actors.messages")}
+UP_ON_PURPOSE = {("actors.runtime.launcher", "actors.guardian")}  # the launcher creates the top actor
+
+
+def test_the_runtime_the_wire_and_the_messages_import_nothing_above_them() -> None:
+    """Issue 30: the convention module imported the client (start_leader built one), so starting a system
+    walked runtime -> client -> runtime; a leader is Client.start_leader's now."""
+    upward = set()
+    for name, path in MODULES.items():
+        allowed = next((below for folder, below in BELOW.items() if name == folder or name.startswith(folder + ".")),
+                       None)
+        if allowed is None:
+            continue
+        for imported in _imports(name, path):
+            if imported.split(".")[0] == "actors" and imported != "actors" \
+                    and not imported.startswith(tuple(f"{a}." for a in allowed) + allowed):
+                upward.add((name, imported))
+    assert upward - UP_ON_PURPOSE == set()
+
+
 def test_no_module_imports_itself_through_others() -> None:
     assert _cycles(_edges()) == []
 

@@ -18,9 +18,8 @@ from pegasus.llm.cost import call_cost, cost_text, usage_sum
 from pegasus.llm.usage import UsageMeter
 from pegasus.pool.commands import Arm
 from pegasus.pool.inputs import BudgetDue
-from pegasus.stats import usage_view
 from pegasus.task.models import TaskContext
-from pegasus.views import usage_total
+from pegasus.views import usage_total, usage_view
 from tests.support.fake_openai import FakeOpenAI, completion, http_error
 from tests.support.pool_core import Pool, Spec, dispatched, of
 

@@ -11,7 +11,7 @@ from pegasus.config import ConventionSettings, Settings
 from pegasus.pool.commands import Arm, Ping, SendStats
 from pegasus.pool.contact import Contact, PoolWatch, merged, orphan_after_s, ping_period_s
 from pegasus.pool.inputs import MemberChanged, PingDue, Pong, Reported, StatsAsked
-from pegasus.stats import members_view
+from pegasus.views import members_view
 from tests.support.pool_core import Pool, Spec, of
 
 MEMBER = "10.0.0.2:19190"

@@ -7,19 +7,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from pegasus import codec
-from pegasus.run import AskRecall, Command, RunSnapshot, SendStage, TaskRun, TaskTransitioned
+from pegasus.run import Answered, MemoriesRecalled, SuspendAsked, AskRecall, Command, RunSnapshot, SendStage, TaskRun, TaskTransitioned
 from pegasus.run.recall import needs_recall, recall_query
 from pegasus.task import TaskFSM
 from pegasus.task.models import Recall, TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState as S, StageName
-from tests.pegasus.conftest import FixedClock, Ids
+from tests.pegasus.conftest import FixedClock, Ids, start_run
 
 FACT = {"id": "fact:deploy-key@1", "kind": "fact", "title": "deploy-key", "text": "The deploy key is in the vault.",
         "score": 1.5}
 
 
 def begin(task: TaskFSM, recall_k: int = 5, identity: str = "") -> tuple[TaskRun, list[Command]]:
-    run, commands = TaskRun.begin(RunSnapshot(task.snapshot(), 1, 5, recall_k=recall_k, identity=identity),
+    run, commands = start_run(RunSnapshot(task.snapshot(), 1, 5, recall_k=recall_k, identity=identity),
                                   clock=FixedClock(), ids=Ids())
     assert run is not None
     return run, commands
@@ -44,12 +44,12 @@ def test_a_reason_stage_waits_for_its_memories_and_gets_them_in_its_context() ->
     [ask] = of(AskRecall, commands)
     assert of(SendStage, commands) == []  # the stage waits for the recall
     assert (ask.query, ask.k) == ("where is the deploy key?", 5)
-    [send] = of(SendStage, run.on_recalled(recalled(ask)))
+    [send] = of(SendStage, run.step(MemoriesRecalled(recalled(ask))))
     assert send.stage == StageName.REASON and send.token > ask.token
     assert send.context.recall.identity == "I am Pegasus."
     assert send.context.recall.ids == ["fact:deploy-key@1"]
     plan = {"goal": "g", "steps": [{"index": 0, "description": "respond", "action_type": "respond"}]}
-    out = run.on_result(answered(send, "REASON_DONE", {"reasoning": {}, "plan": plan}))
+    out = run.step(Answered(answered(send, "REASON_DONE", {"reasoning": {}, "plan": plan})))
     [moved] = of(TaskTransitioned, out)
     assert moved.stage["memories"] == ["fact:deploy-key@1"]  # the history says what the stage was given
     assert of(AskRecall, out) == []  # acting next: no recall
@@ -59,10 +59,10 @@ def test_a_classic_task_recalls_before_think_once_per_iteration() -> None:
     run, commands = begin(TaskFSM.create("classic", "count the lines in README.md", task_id="t1"))
     [perceive] = of(SendStage, commands)
     assert of(AskRecall, commands) == []  # perceive does not recall
-    out = run.on_result(answered(perceive, "PERCEIVE_DONE", {"perception": {"intents": [{"tool": "count"}]}}))
+    out = run.step(Answered(answered(perceive, "PERCEIVE_DONE", {"perception": {"intents": [{"tool": "count"}]}})))
     [ask] = of(AskRecall, out)
     assert "count the lines in README.md" in ask.query
-    [think] = of(SendStage, run.on_recalled(recalled(ask, items=())))
+    [think] = of(SendStage, run.step(MemoriesRecalled(recalled(ask, items=()))))
     assert think.stage == StageName.THINK and think.context.recall.memories == []
     assert not needs_recall(StageName.THINK, think.context, 5)  # iteration 0 has its recall
     think.context.iteration = 1
@@ -72,16 +72,16 @@ def test_a_classic_task_recalls_before_think_once_per_iteration() -> None:
 def test_a_stale_or_late_recall_is_dropped() -> None:
     run, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"))
     [ask] = of(AskRecall, commands)
-    assert of(SendStage, run.on_recalled(recalled(ask, token=ask.token - 1))) == []
-    out = run.suspend("t1", "by request")
+    assert of(SendStage, run.step(MemoriesRecalled(recalled(ask, token=ask.token - 1)))) == []
+    out = run.step(SuspendAsked("t1", "by request"))
     assert [(r.from_state, r.to_state) for r in of(TaskTransitioned, out)] == [(S.REASONING, S.SUSPENDED)]
-    assert of(SendStage, run.on_recalled(recalled(ask))) == []  # the task moved on: nothing applied
+    assert of(SendStage, run.step(MemoriesRecalled(recalled(ask)))) == []  # the task moved on: nothing applied
 
 
 def test_a_failed_recall_lets_the_stage_run_without_memories() -> None:
     run, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"))
     [ask] = of(AskRecall, commands)
-    [send] = of(SendStage, run.on_recalled(recalled(ask, items=(), identity="", error="StoreError: locked")))
+    [send] = of(SendStage, run.step(MemoriesRecalled(recalled(ask, items=(), identity="", error="StoreError: locked"))))
     assert send.context.recall.error == "StoreError: locked" and send.context.recall.memories == []
 
 
@@ -95,7 +95,7 @@ def test_with_recall_off_the_stage_goes_at_once_with_the_identity_it_was_started
 def test_the_recall_survives_passivation_and_a_checkpoint_of_an_older_version_loads() -> None:
     run, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"))
     [ask] = of(AskRecall, commands)
-    run.on_recalled(recalled(ask))
+    run.step(MemoriesRecalled(recalled(ask)))
     again = TaskRun(run.snapshot())
     assert again.fsm.context.recall == run.fsm.context.recall and again.recall_k == 5
     old = run.fsm.snapshot().model_dump(mode="json")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pegasus.gateway.errors import ApiError
 from pegasus.gateway.models import ScheduleBody, parse
-from pegasus.schedules import (
+from pegasus.triggers.schedules import (
     HORIZON_S, MAX_TIMER_S, ScheduleError, ScheduleSpec, ScheduleState, make_spec, next_slot, step, timer_delay,
 )
 from pegasus.store import Store

@@ -1,4 +1,4 @@
-"""The schedule core (pegasus.schedules): slots of cron and every, DST, catch-up and overlap, clock passed in."""
+"""The schedule core (pegasus.triggers.schedules): slots of cron and every, DST, catch-up and overlap, clock passed in."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pegasus.admission import Admission
 from pegasus.config import Settings
 from pegasus.idempotency import SCHEDULE
-from pegasus.schedules import (
+from pegasus.triggers.schedules import (
     BUFFER_POLL_S, MAX_CATCHUP_FIRES, Overlap, ScheduleError, ScheduleState, make_spec, parse_duration, resume,
     slot_key, step, trigger,
 )

@@ -13,11 +13,11 @@ from pegasus.admission import Admission, StartRun, StopRun, TransitionNotice
 from pegasus.cognitive.grammar import parallel_parts
 from pegasus.cognitive.offline import OfflinePlanner, compose_answer
 from pegasus.config import Settings
-from pegasus.run import RunSnapshot, SendStage, TaskRun, TaskStopped
+from pegasus.run import Answered, RunSnapshot, SendStage, TaskRun, TaskStopped
 from pegasus.store import Store
 from pegasus.task import InvalidStateTransition, Plan, PlanStep, TaskContext, TaskFSM
 from pegasus.task.names import CognitiveState as S, LifecycleState as L, StageName
-from tests.pegasus.conftest import FixedClock, Ids
+from tests.pegasus.conftest import FixedClock, Ids, start_run
 
 
 def make(store: Store | None = None, **overrides: Any) -> Admission:
@@ -36,7 +36,7 @@ def sub_plan(*texts: str, respond: bool = True) -> Plan:
 
 def run_of(start: StartRun) -> tuple[TaskRun, list[Any]]:
     state = RunSnapshot(start.snapshot, start.run, 5, start.generation, start.journal, 0)
-    run, commands = TaskRun.begin(state, resume_event=start.resume_event, resume_payload=start.resume_payload,
+    run, commands = start_run(state, resume_event=start.resume_event, resume_payload=start.resume_payload,
                                   clock=FixedClock(), ids=Ids())
     assert run is not None
     return run, commands
@@ -102,7 +102,7 @@ def test_a_later_reason_act_round_makes_a_new_child_for_its_step_0_not_the_first
     answer = type("Answer", (), {"task_id": "p", "token": send.token, "stage": "reason", "ok": True,
                                  "event_type": "REASON_DONE", "error": None, "error_kind": "", "worker": {},
                                  "payload": {"plan": sub_plan("b", respond=False).model_dump(mode="json")}})()
-    [again] = [c for c in run.on_result(answer) if isinstance(c, TaskStopped)]
+    [again] = [c for c in run.step(Answered(answer)) if isinstance(c, TaskStopped)]
     [second] = again.children
     assert (first.key, second.key) == ("p/a1.0/i0/r0/s0", "p/a1.0/i0/r1/s0") and second.params == {"text": "b"}
 

@@ -11,17 +11,17 @@ import pytest
 from pegasus.admission import Admission, MessageRun, StartRun
 from pegasus.admission.messages import taken_through
 from pegasus.config import Settings
-from pegasus.run import Command, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned
+from pegasus.run import Answered, MessagesSent, Command, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned
 from pegasus.task import InvalidStateTransition, Plan, PlanStep, TaskFSM
 from pegasus.task.names import CognitiveState as S, StageName
-from tests.pegasus.conftest import FixedClock, Ids
+from tests.pegasus.conftest import FixedClock, Ids, start_run
 from tests.pegasus.test_admission import finish, starts
 from tests.pegasus.test_task_run import acting, answer, of, step_done
 
 
 def begin(task: TaskFSM, inbox: tuple[tuple[int, str], ...] = (), **kwargs: Any) -> tuple[TaskRun, list[Command]]:
     state = RunSnapshot(task.snapshot(), 1, 5, "1.0", {}, 0, inbox=inbox)
-    run, commands = TaskRun.begin(state, effect_of={"echo": "pure"}.get, clock=FixedClock(), ids=Ids(), **kwargs)
+    run, commands = start_run(state, effect_of={"echo": "pure"}.get, clock=FixedClock(), ids=Ids(), **kwargs)
     assert run is not None
     return run, commands
 
@@ -47,10 +47,10 @@ def test_a_message_waits_for_the_stage_in_flight_then_the_task_suspends_and_reth
         machine: str, rethink: str, stage: str) -> None:
     run, commands = begin(two_steps(machine))
     [send] = of(SendStage, commands)
-    assert run.message("t1", ((1, "only papers from 2024"),))[0].event == "message_waiting"
-    assert run.message("t9", ((2, "not this task"),)) == []
+    assert run.step(MessagesSent("t1", ((1, "only papers from 2024"),)))[0].event == "message_waiting"
+    assert run.step(MessagesSent("t9", ((2, "not this task"),))) == []
     assert not run.stopped and run.snapshot().inbox == ((1, "only papers from 2024"),)  # nothing cut short
-    commands = run.on_result(answer(send, "TOOL_CALL_COMPLETED", step_done(0, "echo")))
+    commands = run.step(Answered(answer(send, "TOOL_CALL_COMPLETED", step_done(0, "echo"))))
     assert moves(commands) == [(S.ACTING, S.ACTING, "TOOL_CALL_COMPLETED"),
                                (S.ACTING, S.SUSPENDED, "TASK_SUSPENDED"),
                                (S.SUSPENDED, rethink, "MESSAGE_RECEIVED")]
@@ -78,8 +78,8 @@ def test_a_task_that_suspends_for_information_takes_a_waiting_message_at_once() 
     task.transition("PERCEIVE_DONE")
     run, commands = begin(task)
     [send] = of(SendStage, commands)
-    run.message("t1", ((1, "README.md"),))
-    commands = run.on_result(answer(send, "NEED_MORE_INFO", {"question": "which file?"}))
+    run.step(MessagesSent("t1", ((1, "README.md"),)))
+    commands = run.step(Answered(answer(send, "NEED_MORE_INFO", {"question": "which file?"})))
     assert moves(commands) == [(S.THINKING, S.SUSPENDED, "NEED_MORE_INFO"),
                                (S.SUSPENDED, S.THINKING, "MESSAGE_RECEIVED")]
     assert not of(TaskStopped, commands)
@@ -92,9 +92,9 @@ def test_a_message_that_arrives_as_the_task_completes_is_not_taken() -> None:
     task.transition("REASON_DONE", plan=plan.model_dump(mode="json"))
     run, commands = begin(task)
     [send] = of(SendStage, commands)
-    run.message("t1", ((1, "late"),))
-    commands = run.on_result(answer(send, "STEP_COMPLETED", {"result": {"step_index": 0, "action_type": "respond",
-                                                                         "success": True}, "final_result": "ok"}))
+    run.step(MessagesSent("t1", ((1, "late"),)))
+    commands = run.step(Answered(answer(send, "STEP_COMPLETED", {"result": {"step_index": 0, "action_type": "respond",
+                                                                         "success": True}, "final_result": "ok"})))
     assert moves(commands)[-1][1] == S.COMPLETED and of(TaskStopped, commands)[0].state == S.COMPLETED
 
 

@@ -12,10 +12,10 @@ import pytest
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
 from pegasus.cognitive.stages import offline_processors, run_stage
-from pegasus.run import Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, step_key
+from pegasus.run import Answered, Streamed, SuspendAsked, Abandon, Command, Log, RunSnapshot, SendStage, TaskRun, TaskStopped, TaskTransitioned, step_key
 from pegasus.task import Plan, PlanStep, TaskFSM
 from pegasus.task.names import CognitiveState as S, PoolName, StageName
-from tests.pegasus.conftest import FixedClock, Ids
+from tests.pegasus.conftest import FixedClock, Ids, start_run
 
 
 EFFECTS = {"append_key": "effectful", "fetch": "idempotent", "echo": "pure"}
@@ -24,7 +24,7 @@ EFFECTS = {"append_key": "effectful", "fetch": "idempotent", "echo": "pure"}
 def begin(task: TaskFSM, *, token: int = 0, journal: dict[str, Any] | None = None, max_iterations: int = 5,
           **kwargs: Any) -> tuple[TaskRun, list[Command]]:
     state = RunSnapshot(task.snapshot(), 1, max_iterations, "1.0", journal or {}, token)
-    run, commands = TaskRun.begin(state, effect_of=EFFECTS.get, clock=FixedClock(), ids=Ids(), **kwargs)
+    run, commands = start_run(state, effect_of=EFFECTS.get, clock=FixedClock(), ids=Ids(), **kwargs)
     assert run is not None
     return run, commands
 
@@ -73,9 +73,21 @@ def test_a_new_task_starts_and_asks_the_llm_pool_for_its_first_stage() -> None:
 
 
 def test_a_snapshot_that_cannot_be_read_abandons_the_activation() -> None:
-    run, commands = TaskRun.begin(RunSnapshot(None, 1, 5))  # type: ignore[arg-type]
-    assert run is None and isinstance(commands[-1], Abandon)
+    run, commands = start_run(RunSnapshot(None, 1, 5))  # type: ignore[arg-type]
+    assert run.stopped and isinstance(commands[-1], Abandon)
     assert of(Log, commands)[0].event == "task_actor_error"
+    assert isinstance(run.step(SuspendAsked("t1", "hold"))[-1], Abandon)  # every input: still nothing to run
+
+
+def test_step_is_the_one_entry_and_never_raises() -> None:
+    """Issue 30: one core shape.  An input the core cannot read (an answer without its fields, a type
+    it has no row for) is a log line, never an exception into the carrier."""
+    run, _ = begin(acting("echo"))
+    before = run.snapshot()
+    for event in (Answered(SimpleNamespace()), "not an input"):
+        [line] = run.step(event)  # type: ignore[arg-type]
+        assert isinstance(line, Log) and line.event == "task_actor_error"
+    assert run.snapshot() == before
 
 
 def test_a_resumed_task_applies_its_resume_event_first() -> None:
@@ -95,9 +107,9 @@ def test_only_the_answer_to_the_request_in_flight_is_applied() -> None:
     [send] = of(SendStage, commands)
     current = answer(send, "PERCEIVE_DONE", {"perception": {}})
     for stale in (answer(send, "PERCEIVE_DONE", token=send.token - 1), answer(send, "PERCEIVE_DONE", task_id="t9")):
-        assert [(type(c), c.event) for c in run.on_result(stale)] == [(Log, "stale_result_dropped")]
-    assert moves(run.on_result(current)) == [(S.PERCEIVING, S.THINKING)]
-    assert of(Log, run.on_result(current))[0].event == "stale_result_dropped"  # a duplicate is stale too
+        assert [(type(c), c.event) for c in run.step(Answered(stale))] == [(Log, "stale_result_dropped")]
+    assert moves(run.step(Answered(current))) == [(S.PERCEIVING, S.THINKING)]
+    assert of(Log, run.step(Answered(current)))[0].event == "stale_result_dropped"  # a duplicate is stale too
 
 
 def test_streamed_text_of_the_stage_in_flight_goes_on_with_the_run_and_stale_text_does_not() -> None:
@@ -106,25 +118,25 @@ def test_streamed_text_of_the_stage_in_flight_goes_on_with_the_run_and_stale_tex
     run, commands = begin(TaskFSM.create("classic", "x", task_id="t1"))
     [send] = of(SendStage, commands)
     delta = TextDelta("t1", send.token, StageName.PERCEIVE, 1, '{"task_type"')
-    assert run.on_delta(delta) == [TextDelta("t1", send.token, StageName.PERCEIVE, 1, '{"task_type"', run=1)]
+    assert run.step(Streamed(delta)) == [TextDelta("t1", send.token, StageName.PERCEIVE, 1, '{"task_type"', run=1)]
     for stale in (TextDelta("t1", send.token - 1, "perceive", 1, "x"), TextDelta("t9", send.token, "perceive", 1, "x")):
-        assert run.on_delta(stale) == []
-    run.on_result(answer(send, "PERCEIVE_DONE", {"perception": {}}))
-    assert run.on_delta(delta) == []  # its stage has answered
+        assert run.step(Streamed(stale)) == []
+    run.step(Answered(answer(send, "PERCEIVE_DONE", {"perception": {}})))
+    assert run.step(Streamed(delta)) == []  # its stage has answered
 
 
 def test_suspending_stops_the_run_and_makes_what_is_in_flight_stale() -> None:
     run, commands = begin(TaskFSM.create("classic", "x", task_id="t1"))
     [send] = of(SendStage, commands)
-    assert run.suspend("t9", "not this task") == []
-    commands = run.suspend("t1", "hold")
+    assert run.step(SuspendAsked("t9", "not this task")) == []
+    commands = run.step(SuspendAsked("t1", "hold"))
     [moved] = of(TaskTransitioned, commands)
     [stop] = of(TaskStopped, commands)
     assert (moved.to_state, moved.checkpoint[0]) == (S.SUSPENDED, "full")
     assert (stop.state, stop.exit_reason, stop.snapshot.context.suspended_state) == (S.SUSPENDED, None, S.PERCEIVING)
     assert run.stopped and run.token > send.token
-    assert of(Log, run.on_result(answer(send, "PERCEIVE_DONE")))[0].event == "stale_result_dropped"
-    assert run.suspend("t1", "again") == []
+    assert of(Log, run.step(Answered(answer(send, "PERCEIVE_DONE"))))[0].event == "stale_result_dropped"
+    assert run.step(SuspendAsked("t1", "again")) == []
 
 
 # -- exit reasons and limits ---------------------------------------------------------------------
@@ -135,7 +147,7 @@ def test_suspending_stops_the_run_and_makes_what_is_in_flight_stale() -> None:
 def test_a_failed_llm_stage_fails_the_task_with_its_exit_reason(kind: str, reason: str) -> None:
     run, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"))
     [send] = of(SendStage, commands)
-    commands = run.on_result(answer(send, None, error="deadline", error_kind=kind))
+    commands = run.step(Answered(answer(send, None, error="deadline", error_kind=kind)))
     assert moves(commands) == [(S.REASONING, S.FAILED)]
     [stop] = of(TaskStopped, commands)
     assert (stop.state, stop.exit_reason) == (S.FAILED, reason)
@@ -145,7 +157,7 @@ def test_a_failed_llm_stage_fails_the_task_with_its_exit_reason(kind: str, reaso
 def test_a_stage_that_gives_up_names_its_own_exit_reason() -> None:
     run, commands = begin(TaskFSM.create("reason_act", "x", task_id="t1"))
     [send] = of(SendStage, commands)
-    commands = run.on_result(answer(send, "TASK_FAILED", {"exit_reason": "retry_exhausted", "error": "no"}))
+    commands = run.step(Answered(answer(send, "TASK_FAILED", {"exit_reason": "retry_exhausted", "error": "no"})))
     assert of(TaskStopped, commands)[0].exit_reason == "retry_exhausted"
 
 
@@ -156,7 +168,7 @@ def test_a_task_past_max_iterations_fails() -> None:
     run, commands = begin(task, max_iterations=0)
     [send] = of(SendStage, commands)
     reflection = {"verdict": "continue", "assessment": "again"}
-    commands = run.on_result(answer(send, "REFLECT_DONE", {"reflection": reflection, "verdict": "continue"}))
+    commands = run.step(Answered(answer(send, "REFLECT_DONE", {"reflection": reflection, "verdict": "continue"})))
     assert moves(commands) == [(S.REFLECTING, S.THINKING), (S.THINKING, S.FAILED)]
     assert not of(SendStage, commands)
     assert of(TaskStopped, commands)[0].exit_reason == "max_iterations"
@@ -167,7 +179,7 @@ def test_an_internal_error_fails_the_task_instead_of_raising() -> None:
         raise RuntimeError("registry gone")
 
     state = RunSnapshot(acting("append_key").snapshot(), 1, 5)
-    run, commands = TaskRun.begin(state, effect_of=broken)
+    run, commands = start_run(state, effect_of=broken)
     assert run is not None and of(Log, commands)[0].error is not None
     [stop] = of(TaskStopped, commands)
     assert (stop.state, stop.exit_reason) == (S.FAILED, "exception")
@@ -181,7 +193,7 @@ def test_when_even_stopping_fails_the_activation_is_abandoned() -> None:
         raise MemoryError("no snapshot")
 
     run.fsm.snapshot = unreadable  # type: ignore[method-assign]
-    commands = run.suspend("t1", "hold")  # its full checkpoint needs the snapshot
+    commands = run.step(SuspendAsked("t1", "hold"))  # its full checkpoint needs the snapshot
     assert [log.event for log in of(Log, commands)].count("task_actor_error") == 1
     assert isinstance(commands[-1], Abandon) and not of(TaskStopped, commands)
 
@@ -208,11 +220,11 @@ def test_a_memory_step_goes_to_the_memory_pool_the_supervisor_with_its_key(tool:
     effects = {"memory.write": "idempotent", "memory.append": "idempotent", "memory.read": "pure",
                "memory.search": "pure"}
     state = RunSnapshot(acting(tool).snapshot(), 1, 5, "1.0", {}, 0)
-    run, commands = TaskRun.begin(state, effect_of=effects.get, clock=FixedClock(), ids=Ids())
+    run, commands = start_run(state, effect_of=effects.get, clock=FixedClock(), ids=Ids())
     [send] = of(SendStage, commands)
     assert (send.pool, send.stage, send.idempotency_key, send.journal) == (PoolName.MEMORY, StageName.ACT, key, False)
     assert run is not None
-    [moved] = of(TaskTransitioned, run.on_result(answer(send, "TOOL_CALL_COMPLETED", step_done(tool=tool))))
+    [moved] = of(TaskTransitioned, run.step(Answered(answer(send, "TOOL_CALL_COMPLETED", step_done(tool=tool)))))
     end = moved.journal_finish
     assert (end.key, end.effect) == (KEY, "idempotent") if end is not None else key is None
 
@@ -220,7 +232,7 @@ def test_a_memory_step_goes_to_the_memory_pool_the_supervisor_with_its_key(tool:
 def test_a_finished_step_ends_in_the_journal_with_the_transition_that_applies_it() -> None:
     run, commands = begin(acting("append_key"))
     [send] = of(SendStage, commands)
-    [moved] = of(TaskTransitioned, run.on_result(answer(send, "TOOL_CALL_COMPLETED", step_done())))
+    [moved] = of(TaskTransitioned, run.step(Answered(answer(send, "TOOL_CALL_COMPLETED", step_done()))))
     end = moved.journal_finish
     assert (end.key, end.status, end.step_index, end.tool) == (KEY, "finished", 0, "append_key")
     assert end.effect == "effectful"
@@ -261,9 +273,9 @@ def test_a_step_that_never_started_runs() -> None:
 def test_a_lost_worker_s_effectful_step_is_sent_once_more_then_interrupted() -> None:
     run, commands = begin(acting("append_key"))
     [first] = of(SendStage, commands)
-    [again] = of(SendStage, run.on_result(answer(first, None, error="died", error_kind="worker_died")))
+    [again] = of(SendStage, run.step(Answered(answer(first, None, error="died", error_kind="worker_died"))))
     assert (again.idempotency_key, again.journal, again.token) == (KEY, True, first.token + 1)
-    commands = run.on_result(answer(again, None, error="died", error_kind="worker_died"))
+    commands = run.step(Answered(answer(again, None, error="died", error_kind="worker_died")))
     [moved] = of(TaskTransitioned, commands)
     assert moved.event == "TOOL_CALL_FAILED" and moved.journal_finish.status == "interrupted"
     assert moved.stage["error"] == "died"
@@ -274,7 +286,7 @@ def test_a_refused_start_replays_the_row_the_journal_holds() -> None:
     run, commands = begin(acting("append_key"))
     [send] = of(SendStage, commands)
     row = {"status": "finished", "result": {"event_type": "TOOL_CALL_COMPLETED", "payload": step_done()}}
-    commands = run.on_result(answer(send, None, {"journal": row}, error="already finished", error_kind="not_started"))
+    commands = run.step(Answered(answer(send, None, {"journal": row}, error="already finished", error_kind="not_started")))
     assert moves(commands) == [(S.ACTING, S.REFLECTING)]
 
 
@@ -282,7 +294,7 @@ def test_a_refused_start_replays_the_row_the_journal_holds() -> None:
 def test_other_failed_steps_are_the_reflection_s_to_judge(tool: str, kind: str) -> None:
     run, commands = begin(acting(tool))
     [send] = of(SendStage, commands)
-    commands = run.on_result(answer(send, None, error="boom", error_kind=kind))
+    commands = run.step(Answered(answer(send, None, error="boom", error_kind=kind)))
     assert moves(commands) == [(S.ACTING, S.REFLECTING)] and not of(TaskStopped, commands)
     assert run.fsm.context.actions_done[-1].error == "boom"
 
@@ -303,7 +315,7 @@ def drive(task: TaskFSM, passivate: bool) -> list[Command]:
     as a pickled snapshot between every two events and is restored to take the next."""
     processors = offline_processors(timer=lambda: 0.0)  # step durations too are reproducible
     clock, ids = FixedClock(), Ids()
-    run, out = TaskRun.begin(RunSnapshot(task.snapshot(), 1, 5), effect_of=EFFECTS.get, clock=clock, ids=ids)
+    run, out = start_run(RunSnapshot(task.snapshot(), 1, 5), effect_of=EFFECTS.get, clock=clock, ids=ids)
     sends = of(SendStage, out)
     while sends and run is not None:
         [send] = sends
@@ -311,7 +323,7 @@ def drive(task: TaskFSM, passivate: bool) -> list[Command]:
         result = answer(send, outcome.event_type, outcome.payload)
         if passivate:
             run = TaskRun(pickle.loads(pickle.dumps(run.snapshot())), effect_of=EFFECTS.get, clock=clock, ids=ids)
-        commands = run.on_result(result)
+        commands = run.step(Answered(result))
         out += commands
         sends = of(SendStage, commands)
     return out

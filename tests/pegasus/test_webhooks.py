@@ -1,4 +1,4 @@
-"""The webhook core (pegasus.webhooks): both signature forms, replays, templates and delivery keys."""
+"""The webhook core (pegasus.triggers.webhooks): both signature forms, replays, templates and delivery keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pegasus.errors import WebhookRefused
-from pegasus.webhooks import deliver, parse_template, render, sign, verify
+from pegasus.triggers.webhooks import deliver, parse_template, render, sign, verify
 
 SECRET = b"s3cret"
 BODY = json.dumps({"pull_request": {"title": "Fix {the} bug", "number": 7, "labels": ["a", "b"]},

@@ -7,7 +7,7 @@ Requests are plain tuples/strings so no other test module must be imported:
 - ("spawn",)           -> address of a new child EchoActor
 - ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
 - "selector"           -> the name of the selector class Thespian's TCP transport uses here
-- "steps"              -> the names of Thespian's transport steps patched by actors/thespian_patches/speed (whole_messages, quick_idle_checks)
+- "steps"              -> the names of Thespian's transport steps patched by actors/wire/thespian_patches/speed (whole_messages, quick_idle_checks)
 - "stack"              -> the names of the functions on this actor's call stack
 - "described"          -> the type name of what Thespian's ``TransmitIntent.identify()`` returns here
 - anything else        -> echoed back

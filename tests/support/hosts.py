@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from actors import convention as conv, procs
-from actors.spec import SystemSpec
-from actors.system import system_pids
+from actors.runtime import convention as conv, procs
+from actors.runtime.spec import SystemSpec
+from actors.runtime.system import system_pids
 from pegasus import config, files
 from pegasus.config import Settings
 from tests.support.netns import Hosts, Loopback

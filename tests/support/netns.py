@@ -119,7 +119,7 @@ class Loopback:
     """The same hosts on one network stack: 127.0.0.1, a free port each (a comparison, not a partition)."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        from actors import procs
+        from actors.runtime import procs
 
         self.names = list(names)
         self.ports = {host: procs.free_port() for host in self.names}

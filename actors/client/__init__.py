@@ -1,0 +1,24 @@
+"""The Python client of a system and the HTTP gateway's process (which serves Python clients).
+
+``Client`` and its errors are named here; they load on first use, so an actor process importing
+``actors.client.gateway_keeper`` does not load the client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.client.client import Client
+    from actors.client.errors import RequestError, SupervisorReplaced
+
+_HOMES = {"Client": "actors.client.client", "RequestError": "actors.client.errors",
+          "SupervisorReplaced": "actors.client.errors"}
+__all__ = ["Client", "RequestError", "SupervisorReplaced"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'actors.client' has no attribute {name!r}")

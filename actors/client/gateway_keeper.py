@@ -1,0 +1,97 @@
+"""The gateway keeper: the actor that runs the HTTP gateway process, and starts it again when it dies.
+
+Created by the guardian when ``[http] enabled``.  The gateway is a separate program (uvicorn and
+the app, ``actors.client.gateway``) started from here, so it descends from the system's lock holders:
+``pegasus stop`` ends it with the rest.  It dies with this actor (``PR_SET_PDEATHSIG`` set before it
+execs), which dies with the guardian.  A gateway that exits is started again with the doubling
+pause of ``pegasus.restarts``; its output goes to ``logs/gateway.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from thespian.actors import ActorExitRequest, WakeupMessage
+
+from actors import messages as m
+from actors.boundary import Boundary
+from actors.runtime import procs, titles
+from pegasus import files, logs
+from pegasus.restarts import Restarts
+
+HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
+CHECK_S = 0.5  # how soon a dead gateway is noticed
+STOP_GRACE_S = 2.0
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class GatewayKeeper(Boundary):
+    """See the module docstring."""
+
+    error_event = "gateway_keeper_error"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        procs.die_with_parent()
+        self.state_dir: Path | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = Restarts()
+        self.exiting = False
+        self.log = logs.get("gateway")
+
+    def receiveMsg_StartGateway(self, start: m.StartGateway, sender: Any) -> None:
+        if self.state_dir is None:
+            self.state_dir = Path(start.state_dir)
+            titles.set_title("gateway keeper")
+            self._start()
+
+    def _start(self) -> None:
+        assert self.state_dir is not None
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env[HOME_ENV] = str(self.state_dir)
+        out = files.open_private(self.state_dir / "logs" / "gateway.log", os.O_WRONLY | os.O_APPEND)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-P", "-c", "from actors.client.gateway import main; main()"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, close_fds=True, cwd=self.state_dir, env=env,
+                preexec_fn=procs.exec_dies_with_parent)  # noqa: PLW1509 - only a prctl, before exec
+        finally:
+            os.close(out)
+        self.restarts.started(time.monotonic())
+        self.log.info("gateway_started", pid=self.process.pid)
+        self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
+
+    def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
+        check = wakeup.payload
+        if not isinstance(check, m.GatewayCheck) or self.exiting or self.process is None:
+            return
+        if check.start:
+            self._start()
+            return
+        status = self.process.poll()
+        if status is None:
+            self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
+            return
+        delay = self.restarts.died(time.monotonic())
+        self.log.warning("gateway_died", status=status, restart_in_s=delay, deaths=self.restarts.count)
+        self.wakeupAfter(timedelta(seconds=max(delay, 0.01)), payload=m.GatewayCheck(start=True))
+
+    def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
+        self.exiting = True
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)  # uvicorn closes its connections and exits
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(1.0)

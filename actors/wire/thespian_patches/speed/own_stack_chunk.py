@@ -1,0 +1,43 @@
+"""Every actor and admin process runs its loop in a frame-stack chunk of its own.
+
+CPython 3.11 keeps Python frames in 16 KiB chunks, mapped when a call does not fit and unmapped
+when the frame that opened the chunk returns: a call made over and over at a chunk boundary
+costs an ``mmap`` and a ``munmap`` each time.  This wraps Thespian 4.0.1's process starters
+(``multiprocCommon.startChild`` / ``startAdmin``) to call through a function whose frame needs
+~33 KiB: CPython gives it a 64 KiB chunk of its own, never unmapped, in which the actor's whole
+loop runs.  Measured, why and the upstream proposal: docs/thespian-patches.md#own-stack-chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thespian.system import multiprocCommon as _multiproc
+
+from actors.wire.thespian_patches.base import Kind, Patch, Target, wrap
+
+_STARTERS = (Target(_multiproc, "startChild", "source 607959bb35500ad9"), Target(_multiproc, "startAdmin", "source 7ed08672cf9706e9"))
+PATCH = Patch("own_stack_chunk", Kind.SPEED, "own-stack-chunk", _STARTERS)
+
+# A frame of ~4,200 slots (8 bytes each, ~33 KiB) fits no 16 or 32 KiB chunk: CPython maps a
+# 64 KiB chunk for it, and the actor's loop runs in the ~31 KiB left above it (~150 frames).
+_WIDE_FRAME_SLOTS = 4200
+_wide_source = "def _on_own_stack_chunk(run, args, kwargs):\n" \
+    "    if run is None:\n        " + " = ".join(f"_{i}" for i in range(_WIDE_FRAME_SLOTS)) + " = None\n" \
+    "    return run(*args, **kwargs)\n"
+_namespace: dict[str, Any] = {}
+exec(compile(_wide_source, "<own_stack_chunk>", "exec"), _namespace)  # noqa: S102 - generated locals only
+on_own_stack_chunk = _namespace["_on_own_stack_chunk"]
+
+
+def _on_own_chunk(start: Any) -> Any:
+    def start_on_own_stack_chunk(*args: Any, **kwargs: Any) -> Any:
+        return on_own_stack_chunk(start, args, kwargs)
+
+    return start_on_own_stack_chunk
+
+
+def install() -> None:
+    """Every admin and actor process forked from this one runs in a stack chunk of its own."""
+    for target in _STARTERS:
+        wrap(target, PATCH.name, _on_own_chunk)
