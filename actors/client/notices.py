@@ -7,10 +7,14 @@ those of the tasks no follow reads.
 from __future__ import annotations
 
 from collections import Counter, deque
+from typing import TYPE_CHECKING
 
 from actors import messages as m
 
-Notice = m.TransitionNotice | m.TextDelta
+if TYPE_CHECKING:  # named, not imported: the admission's notice is no cost of a command that only asks
+    from typing import TypeAlias
+
+    Notice: TypeAlias = m.TransitionNotice | m.TextDelta
 
 
 class Notices:
