@@ -169,7 +169,9 @@ def history_text(history: dict[str, Any]) -> str:
     lines += [(_when(h["timestamp"]), f"{h['timestamp'][11:23]}  run {h['run']}      {h['from_state']:>10} -> "
                                       f"{h['to_state']:<10} {h['event']}"
                + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or [])
-               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else ""))
+               + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else "")
+               + (f"\n{'':<14}done before: {h['done_before'].get('id')} ({h['done_before'].get('text')})"
+                  if h.get("done_before") else ""))
               for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').

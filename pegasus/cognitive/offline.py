@@ -33,6 +33,7 @@ from pegasus.tools.builtin import default_registry
 from pegasus.tools.registry import ToolContext, ToolError, ToolOutcomeUnknown, ToolRegistry
 
 FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
+DONE_BEFORE = "done_before"  # reasoning key: the recalled episode of the same request (shown in the stage's history)
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
 MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
@@ -95,6 +96,13 @@ class OfflineThinker:
     perceiver: OfflinePerceiver = field(default_factory=OfflinePerceiver)
 
     def run(self, context: TaskContext) -> dict[str, Any]:
+        reasoning = self._reason(context)
+        episode = earlier_episode(context.input_text, context.recall)
+        if episode is not None:  # what recall contributed: in the reasoning, not in the answer
+            reasoning[DONE_BEFORE] = {"id": episode.id, "title": episode.title, "text": (episode.text.splitlines() or [""])[0]}
+        return reasoning
+
+    def _reason(self, context: TaskContext) -> dict[str, Any]:
         perception = context.perception
         if perception is None or context.messages:  # messages came after the perception
             perception = self.perceiver.run(context)
@@ -213,9 +221,10 @@ _VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic
 
 
 def compose_answer(context: TaskContext) -> str:
-    """The final answer: from memory when a recalled fact answers the request, from every tool
-    result so far (the latest of each call, failures explained), naming the episode of the same
-    request done before when one was recalled."""
+    """The final answer: from memory when a recalled fact answers the request, else from every tool
+    result so far (the latest of each call, failures explained).  Only the answer: an episode of the
+    same request recalled is named in the reasoning (``DONE_BEFORE``), never here, where the next
+    episode would carry it on and nest it at every run (issue 31)."""
     lines = []
     fact = (context.reasoning or {}).get(FROM_MEMORY)
     if isinstance(fact, dict):
@@ -223,9 +232,6 @@ def compose_answer(context: TaskContext) -> str:
     results = _results_answer(context)
     if results or not lines:
         lines.append(results or "There was nothing to do.")
-    episode = earlier_episode(context.input_text, context.recall)
-    if episode is not None:
-        lines.append(f"(Done before: {episode.id}, {episode.title!r}: {episode.text.splitlines()[0]})")
     return "\n".join(lines)
 
 
