@@ -122,7 +122,7 @@ class Tree:
             except (PegasusError, ValueError) as exc:  # refused: the step's result says why
                 self._finish(parent.task_id, parent.run, child.key, child.step_index,
                              _result(child.step_index, str(child.params.get("text", "")), None, False, None,
-                                     f"sub_task refused: {exc}"))
+                                     f"sub_task refused: {exc}", refused=True))
                 continue
             started += new
             effects += made
@@ -325,7 +325,7 @@ def _outcome(step_index: int, child_id: str, text: str, state: str, output: Any,
 
 
 def _result(step_index: int, text: str, child_id: str | None, success: bool, output: Any,
-            error: str | None) -> dict[str, Any]:
+            error: str | None, refused: bool = False) -> dict[str, Any]:
     params = {"text": text, **({"task_id": child_id} if child_id else {})}
     return ActionResult(step_index=step_index, action_type="sub_task", tool=SUB_TASK, params=params,
-                        success=success, output=output, error=error).model_dump(mode="json")
+                        success=success, output=output, error=error, refused=refused).model_dump(mode="json")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pegasus.config import ToolSettings
 from pegasus.tools.beneath import EscapeError, open_beneath
-from pegasus.tools.registry import ToolExecutionError
+from pegasus.tools.registry import ToolConfinementError
 
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
 
@@ -80,24 +80,25 @@ class Workspace:
              reading: bool, make_parents: bool = False) -> int:
         """A descriptor of ``path`` (relative to the task's workspace, or absolute).
 
-        ToolExecutionError when it is outside what ``tool`` may reach; OSError as the open fails.
+        ToolConfinementError (a refusal, never retried) when it is outside what ``tool`` may reach;
+        OSError as the open fails.
         """
         try:
             base = self.task_dir(workspace)
         except WorkspaceError as exc:
-            raise ToolExecutionError(tool, str(exc)) from None
+            raise ToolConfinementError(tool, str(exc)) from None
         shown = self.shown(base, path)
         if reading and not self.confine_reads:
             return os.open(shown, flags | os.O_CLOEXEC, mode)
         top, relative = _within(shown, [base, *self._allowed()] if reading else [base])
         if top is None:
-            raise ToolExecutionError(tool, f"{shown} is outside the workspace {base}: refused" +
-                                     (" (add its directory to [tools] read_allow)" if reading else ""))
+            raise ToolConfinementError(tool, f"{shown} is outside the workspace {base}: refused" +
+                                       (" (add its directory to [tools] read_allow)" if reading else ""))
         top_fd = self._open_dir(top, base)
         try:
             return open_beneath(top_fd, relative, flags, mode, make_parents=make_parents)
         except EscapeError:
-            raise ToolExecutionError(tool, f"{shown} leads outside the workspace {top}: refused") from None
+            raise ToolConfinementError(tool, f"{shown} leads outside the workspace {top}: refused") from None
         finally:
             os.close(top_fd)
 

@@ -135,6 +135,15 @@ def test_shell_runs_a_command_list_without_a_shell(workspace: Path) -> None:
     assert registry.get("shell").effect == "effectful"
 
 
+def test_a_shell_timeout_over_the_configured_limit_is_refused_not_cut(workspace: Path) -> None:
+    """Issue 31: the limit is in the tool's schema, and a call past it is refused before anything runs."""
+    registry = tools(shell_enabled=True, shell_timeout_s=5)
+    assert registry.get("shell").schema()["properties"]["timeout_s"]["anyOf"][0]["maximum"] == 5
+    with pytest.raises(ToolArgumentError, match="timeout_s: Input should be less than or equal to 5"):
+        registry.call("shell", {"command": ["touch", "ran"], "timeout_s": 30}, ToolContext(workspace))
+    assert not (workspace / "ran").exists()
+
+
 def test_shell_kills_a_command_at_its_timeout(workspace: Path) -> None:
     """The command is killed at its timeout: the call says so, and the process is gone (not left to run)."""
     registry = tools(shell_enabled=True, shell_timeout_s=0.3)
