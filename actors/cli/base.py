@@ -11,9 +11,12 @@ from typing import Any
 
 from actors.cli.views import clean
 from actors.client import Client
+from actors.system import SystemNotRunningError
 from pegasus import bounds, config
 from pegasus.errors import InvalidRequest, PegasusError
 from pegasus.requests import R, Request
+from pegasus.store import StoreError
+from pegasus.store.reader import READS, StoreReader, answer_read
 
 # 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
 # information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
@@ -77,6 +80,22 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
 
 
 def ask(args: argparse.Namespace, request: Request[R]) -> R:
-    """``request`` asked of the running system (SystemNotRunningError when there is none): its reply."""
-    with Client.connect(settings_of(args)) as client:
+    """``request`` asked of the running system: its reply.  With none running, a read (status, history,
+    tree, list) is answered from the store file, read-only (issue 31); anything else, or a state directory
+    with no store, is SystemNotRunningError."""
+    settings = settings_of(args)
+    try:
+        client = Client.connect(settings)
+    except SystemNotRunningError as not_running:
+        if not isinstance(request, READS):
+            raise
+        try:
+            reader = StoreReader.of_state_dir(settings.state_dir())
+        except StoreError:
+            raise not_running from None  # nothing to read either: the first reason stands
+        try:
+            return answer_read(reader, request)  # type: ignore[no-any-return]
+        finally:
+            reader.close()
+    with client:
         return client.ask(request)
