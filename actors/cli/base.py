@@ -12,7 +12,7 @@ from typing import Any
 from actors.cli.views import clean
 from actors.client import Client
 from actors.system import SystemNotRunningError
-from pegasus import bounds, config
+from pegasus import bounds, config, settings_mismatch
 from pegasus.errors import InvalidRequest, PegasusError
 from pegasus.requests import R, Request
 from pegasus.store import StoreError
@@ -77,6 +77,18 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     if getattr(args, "port", None) is not None:
         settings = settings.with_overrides({"system": {"admin_port": args.port}})
     return settings
+
+
+def refuse_other_task_settings(settings: config.Settings, client: Client) -> None:
+    """Refuse (PegasusError) when this command's settings differ from the running system's in what changes a
+    task (issue 31: the system's would be used, silently); the system's own file says what it runs with."""
+    try:
+        running = config.Settings.model_validate_json(client.spec.settings_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a system of another Pegasus, or its file unreadable: nothing to compare with
+    found = settings_mismatch.differences(settings, running)
+    if found:
+        raise PegasusError(settings_mismatch.refusal(found, client.spec.admin_port))
 
 
 def ask(args: argparse.Namespace, request: Request[R]) -> R:

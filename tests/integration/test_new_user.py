@@ -3,6 +3,7 @@ a task with no system running."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from actors.client import RequestError
-from tests.integration.test_cli import Pegasus, assert_failure
+from tests.integration.test_cli import Pegasus, _start_background, assert_failure
 
 pytestmark = pytest.mark.integration
 
@@ -49,3 +50,11 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
     assert tree.stdout.startswith(task_id) and tree.stdout.count("done/completed") == 3
     assert json.loads(listed.stdout)["total"] == 3
     assert_failure(cli("cancel", short), "no Pegasus system is running")  # a write needs the system
+
+    # With a system running: a command whose own settings would change its task refuses, naming them.
+    _start_background(cli)
+    openai = dataclasses.replace(cli, env_extra={"PEGASUS_LLM__PROVIDER": "openai", "PEGASUS_LLM__MODEL": "m"})
+    for refused in (openai("run", "what is 17 * 23?"), openai("submit", "what is 17 * 23?")):
+        assert_failure(refused, "llm.provider is 'openai' here, 'offline' in the system", "pegasus stop")
+    assert json.loads(cli.ok("list", "--json"))["total"] == 3  # nothing was submitted
+    assert cli.ok("status", short).startswith(f"task {task_id}")  # the running system takes the prefix too
