@@ -36,6 +36,7 @@ from pegasus.task.errors import TaskNotFoundError
 from pegasus.task.events import EventType
 from pegasus.task.machines import COGNITIVE_MACHINES
 from pegasus.task.models import ActionResult
+from pegasus.tools.workspace import LOCAL
 from pegasus.task.names import CognitiveState, LifecycleState
 
 if TYPE_CHECKING:
@@ -163,8 +164,9 @@ class Tree:
         metadata = params.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
-        metadata = {**metadata, "workspace": _narrowed(parent.snapshot.context.input_metadata.get("workspace"),
-                                                       metadata.get("workspace"))}
+        inherited = parent.snapshot.context.input_metadata
+        metadata = {**metadata, "workspace": _narrowed(inherited.get("workspace"), metadata.get("workspace")),
+                    LOCAL: inherited.get(LOCAL) is True}  # the parent's mark, never the step's
         if metadata["workspace"] is None:
             del metadata["workspace"]
         check_task(text, metadata, machine, runtime)

@@ -31,6 +31,7 @@ from pegasus.cognitive.remember import MEMORY_WRITE, answering_fact, earlier_epi
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
 from pegasus.tools.registry import ToolContext, ToolError, ToolOutcomeUnknown, ToolRefused, ToolRegistry
+from pegasus.tools.workspace import LOCAL
 
 FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
 DONE_BEFORE = "done_before"  # reasoning key: the recalled episode of the same request (shown in the stage's history)
@@ -288,8 +289,10 @@ class OfflineStepRunner:
         refused = False
         if step.action_type == "tool_call":
             workspace = context.input_metadata.get("workspace")  # none: the configured workspace root
+            local = context.input_metadata.get(LOCAL) is True  # set by the supervisor alone
             try:
-                output = self.tools.call(str(tool), args, ToolContext(Path(str(workspace)) if workspace else None, key))
+                output = self.tools.call(str(tool), args,
+                                         ToolContext(Path(str(workspace)) if workspace else None, key, local))
             except ToolOutcomeUnknown as exc:  # it may have had its effect: never run again
                 error = f"{INTERRUPTED} ({exc.message})"
             except ToolRefused as exc:  # the same call is refused again: never retried

@@ -88,6 +88,7 @@ class ShellArgs(_Args):
 def _open(space: Workspace, tool: str, ctx: ToolContext, path: str, flags: int, *, reading: bool = True,
           make_parents: bool = False, mode: int = 0o644) -> tuple[int, Path]:
     """(descriptor, path shown) of ``path`` as ``tool`` may open it; the OS error in the user's words."""
+    space = space.rooted_at(ctx.workspace) if ctx.local else space
     fd = -1
     try:
         fd = space.open(tool, ctx.workspace, path, flags, mode, reading=reading, make_parents=make_parents)

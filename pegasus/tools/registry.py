@@ -113,6 +113,7 @@ class ToolContext:
 
     workspace: Path | None = None
     idempotency_key: str | None = None
+    local: bool = False  # a local client's task: its workspace is its own root (pegasus.tools.workspace)
 
 
 ToolFunc = Callable[[Any, ToolContext], Any]
