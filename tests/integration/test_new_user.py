@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.client import RequestError
-from tests.integration.test_cli import Pegasus, _start_background, assert_failure
+from actors import procs
+from actors.ownership import is_running
+from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +61,22 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
         assert_failure(refused, "llm.provider is 'openai' here, 'offline' in the system", "pegasus stop")
     assert json.loads(cli.ok("list", "--json"))["total"] == 3  # nothing was submitted
     assert cli.ok("status", short).startswith(f"task {task_id}")  # the running system takes the prefix too
+
+
+def test_join_to_a_system_not_started_as_leader_fails_and_start_http_says_what_runs(cli: Pegasus,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 31: join printed "pegasus joined", exit 0, and the member never appeared; start --http P on the
+    home's own running system said the port was "used by another program"."""
+    _start_background(cli)
+    http = procs.free_port()
+    assert_failure(cli("start", "--http", str(http)), f"{cli.home} is already running (admin port {cli.port}, "
+                   f"no HTTP API): to serve HTTP on port {http}, stop it (pegasus stop)")
+    member = _make(tmp_path, "member")
+    try:
+        joined = member("join", f"127.0.0.1:{cli.port}", "--key-file", str(cli.home / "system.key"))
+        assert_failure(joined, f"the system at 127.0.0.1:{cli.port} is no convention leader",
+                       "pegasus start --leader")
+        member.track()
+        assert not is_running(member.spec)
+    finally:
+        _stop_and_check(member)
