@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"task {task['task_id']} submitted ({task['machine']}"
                   f"{', embedded system' if started else ''})", flush=True)
+            if task["lifecycle_state"] == LifecycleState.DRAFT:  # manual approval: say what it waits for
+                print(f"  waiting for approval ([runtime] approval_policy = \"manual\"): "
+                      f"pegasus approve {task['task_id'][:8]}", flush=True)
         notices = []
         answer = views.AnswerPrinter()
         spinner = progress.StageSpinner.on(progress.on_terminal(args, sys.stdout))  # a terminal only

@@ -80,3 +80,18 @@ def test_join_to_a_system_not_started_as_leader_fails_and_start_http_says_what_r
         assert not is_running(member.spec)
     finally:
         _stop_and_check(member)
+
+
+def test_run_under_manual_approval_says_how_to_approve(tmp_path: Path) -> None:
+    """Issue 31: `pegasus run` showed only "draft 3.4s", no hint to approve."""
+    manual = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual")
+    try:
+        _start_background(manual)
+        ran = manual("run", "echo hi", "--timeout", "1")
+        task_id = ran.stdout.split()[1]
+        assert f"waiting for approval ([runtime] approval_policy = \"manual\"): pegasus approve {task_id[:8]}" in (
+            ran.stdout), ran.stdout
+        manual.ok("approve", task_id[:8])
+        assert manual.wait_for(task_id, {"done"})["lifecycle_state"] == "done"
+    finally:
+        _stop_and_check(manual)
