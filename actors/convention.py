@@ -200,7 +200,8 @@ def _not_a_leader(spec: SystemSpec) -> bool:
     try:
         mine = asys.ask(asys._systemBase.adminAddr, Thespian_StatusReq(), 2.0)
         leader = getattr(mine, "conventionLeader", None)
-        theirs = asys.ask(leader, Thespian_StatusReq(), 5.0) if leader is not None else None
+        answered = leader is not None and getattr(mine, "conventionAttendees", None)  # else: not up yet
+        theirs = asys.ask(leader, Thespian_StatusReq(), 5.0) if answered else None
     finally:
         detach(asys)
     capabilities = getattr(theirs, "capabilities", None) or {}
