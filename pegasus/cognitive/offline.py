@@ -287,7 +287,10 @@ class OfflineStepRunner:
         output: Any = None
         error: str | None = None
         refused = False
-        if step.action_type == "tool_call":
+        before = _refused_before(context, tool, args) if step.action_type == "tool_call" else None
+        if before is not None:  # a model planned it again: refused again, without calling (issue 31)
+            error, refused = f"{before.error} (refused before: not tried again)", True
+        elif step.action_type == "tool_call":
             workspace = context.input_metadata.get("workspace")  # none: the configured workspace root
             local = context.input_metadata.get(LOCAL) is True  # set by the supervisor alone
             try:
@@ -309,6 +312,13 @@ class OfflineStepRunner:
                             output=jsonable(output), error=error,
                             duration_ms=round((self.timer() - started) * 1000.0, 3), idempotency_key=key,
                             refused=refused)
+
+
+def _refused_before(context: TaskContext, tool: Any, args: Any) -> ActionResult | None:
+    """The refusal of this very call earlier in the task (a refusal is deterministic: the same call again is
+    refused again), or None."""
+    return next((r for r in context.actions_done if r.refused and r.action_type == "tool_call" and r.tool == tool
+                 and r.params == args), None)
 
 
 class OfflineReflector:

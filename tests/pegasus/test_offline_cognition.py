@@ -27,6 +27,7 @@ from pegasus.cognitive.stages import (
     run_stage,
 )
 from pegasus.task import ActionResult, EventType, Plan, PlanStep, Reflection, TaskContext, TaskFSM
+from pegasus.tools.registry import ToolRegistry
 from tests.pegasus.conftest import FixedClock, Ids
 
 STAGE_OF = {"perceiving": "perceive", "thinking": "think", "planning": "plan", "acting": "act",
@@ -170,6 +171,21 @@ def test_a_deterministic_refusal_fails_once_saying_why(machine: str, text: str, 
     assert len(calls) == 1 and calls[0].refused and why in (calls[0].error or ""), calls
     assert "tried" not in fsm.context.final_result and why in fsm.context.final_result
     assert all(r.verdict != "replan" for r in fsm.context.reflections)
+
+
+def test_a_refused_call_planned_again_is_refused_without_calling_the_tool() -> None:
+    """A model's planner may plan a refused call again: the act stage answers the refusal, the tool is not run."""
+    calls = []
+    registry = ToolRegistry()
+    refused = ActionResult(step_index=0, tool="shout", params={"text": "hi"}, success=False, refused=True,
+                           error="unknown tool 'shout'; known tools: (none)")
+    context = TaskContext(input_text="x", actions_done=[refused])
+    runner = dataclasses.replace(_processors().step_runner, tools=registry)
+    registry.call = lambda *a, **k: calls.append(a)  # type: ignore[method-assign]
+    again = runner.run_step(context, PlanStep(index=1, description="again", action_type="tool_call",
+                                              action_params={"tool": "shout", "args": {"text": "hi"}}))
+    assert (again.success, again.refused, calls) == (False, True, [])
+    assert again.error == "unknown tool 'shout'; known tools: (none) (refused before: not tried again)"
 
 
 def test_a_failed_sub_task_is_not_retried_by_its_parent() -> None:
