@@ -27,6 +27,7 @@ from pegasus.cognitive.stages import (
     run_stage,
 )
 from pegasus.task import ActionResult, EventType, Plan, PlanStep, Reflection, TaskContext, TaskFSM
+from pegasus.llm.prompts import result_view
 from pegasus.tools.registry import ToolRegistry
 from tests.pegasus.conftest import FixedClock, Ids
 
@@ -186,6 +187,7 @@ def test_a_refused_call_planned_again_is_refused_without_calling_the_tool() -> N
                                               action_params={"tool": "shout", "args": {"text": "hi"}}))
     assert (again.success, again.refused, calls) == (False, True, [])
     assert again.error == "unknown tool 'shout'; known tools: (none) (refused before: not tried again)"
+    assert "do not repeat it" in result_view(again)["refused"]  # what a model is shown of it
 
 
 def test_a_failed_sub_task_is_not_retried_by_its_parent() -> None:
