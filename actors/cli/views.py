@@ -58,6 +58,10 @@ def task_text(task: dict[str, Any]) -> str:
         lines.append(f"  messages waiting: {task['messages_waiting']} (taken when the current stage ends)")
     if task.get("result") is not None:
         lines.append(field("result", task["result"]))
+    recalled = [s for s in task.get("stages") or [] if s.get("done_before")]  # what recall gave: beside the result
+    if recalled:
+        episode = recalled[-1]["done_before"]
+        lines.append(field("recalled", f"done before: {episode.get('id')} ({episode.get('text')})"))
     if task.get("error"):
         lines.append(field("error", f"{task['error']} (exit_reason: {task.get('exit_reason')})"))
     lines += usage_lines(task)
