@@ -166,8 +166,8 @@ def test_classic_failing_step_replans_once_then_fails_explained(workspace: Path)
 def test_a_deterministic_refusal_fails_once_saying_why(machine: str, text: str, why: str, tmp_path: Path) -> None:
     """Issue 31: a limit, confinement or an unknown tool is refused again on a retry: tried once, never cut."""
     fsm = start(machine, text, workspace=str(tmp_path))
-    drive(fsm)
-    assert fsm.state == "failed"
+    outcomes = drive(fsm)
+    assert fsm.state == "failed" and outcomes[-1][1].payload["exit_reason"] == "fatal_error"  # not retry_exhausted
     calls = [a for a in fsm.context.actions_done if a.action_type == "tool_call"]
     assert len(calls) == 1 and calls[0].refused and why in (calls[0].error or ""), calls
     assert "tried" not in fsm.context.final_result and why in fsm.context.final_result
