@@ -36,7 +36,6 @@ from pegasus.quarantine import reason
 from pegasus.run.commands import ChildStep
 from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.tree import Link
-from pegasus.tools.workspace import with_local_mark
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
     TaskSnapshot,
@@ -124,7 +123,6 @@ class Admission(Messages):
         """A new task, or with a ``key`` already used (in ``scope``), the task that key created and no
         effects (a retried request changes nothing).  ``claim`` and ``link``: a sub-task's
         (its parent's step key, and its place in the tree; the link's child_id is filled in)."""
-        metadata = with_local_mark(metadata, source)  # the runtime's mark alone, never the request's
         claim = claim if claim is not None else self.claim(key, text, machine, priority, metadata, scope)
         known = self.task_for(claim)
         if known is not None:
