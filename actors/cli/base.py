@@ -106,7 +106,7 @@ def ask(args: argparse.Namespace, request: Request[R]) -> R:
         except StoreError:
             raise not_running from None  # nothing to read either: the first reason stands
         try:
-            return answer_read(reader, request)  # type: ignore[no-any-return]
+            return answer_read(reader, request)
         finally:
             reader.close()
     with client:

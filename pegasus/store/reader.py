@@ -64,7 +64,7 @@ def answer_read(reader: Store, request: r.Request[Any]) -> Any:
     if isinstance(request, r.ListTasks):
         return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before),
                 "total": reader.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
-    task_id = full_task_id(reader._query, request.task_id)
+    task_id = full_task_id(reader._query, str(getattr(request, "task_id", "")))
     if isinstance(request, r.Tree):
         return subtree(reader, task_id)
     row = reader.task_row(task_id, lenient=True)
