@@ -16,12 +16,14 @@ from actors import messages as m
 from pegasus.errors import PegasusError
 from pegasus.store import StoreUnavailable
 from pegasus.store.health import StoreHealth
+from pegasus.store.task_ids import full_task_id
 
 
 class Answering(Protocol):
     """What a request handler needs of the actor it runs in (the supervisor)."""
 
     admission: Any
+    store: Any
     store_health: StoreHealth
     log: Any
 
@@ -42,7 +44,7 @@ def request_handler(method: Callable[[Any, Any, Any], Any]) -> Handler:
     def wrapper(self: Answering, request: m.Request, sender: Any) -> None:
         request_id = str(getattr(request, "request_id", "") or "")
         try:
-            request = m.revalidate(request)
+            request = with_full_task_id(m.revalidate(request), self.store)
             if self.admission is None and not isinstance(request, m.Configure):
                 raise PegasusError("the supervisor is not configured yet (start the system with pegasus start)")
             if not self.store_health.writable and isinstance(request, WRITES):
@@ -69,6 +71,16 @@ def request_handler(method: Callable[[Any, Any, Any], Any]) -> Handler:
             self.send(sender, m.Reply(request_id, True, data=data))
 
     return wrapper
+
+
+def with_full_task_id(request: m.Request[Any], store: Any) -> m.Request[Any]:
+    """The request with its ``task_id`` whole when it was given as a unique prefix (issue 31: the 8-character
+    ids the dashboard and ``watch`` show); an ambiguous one is refused, listing its matches."""
+    task_id = getattr(request, "task_id", None)
+    if not isinstance(task_id, str) or store is None:
+        return request
+    full = full_task_id(store._query, task_id)
+    return request if full == task_id else request.model_copy(update={"task_id": full})
 
 
 DEFERRED = object()

@@ -14,6 +14,7 @@ from pegasus import bounds
 from pegasus.errors import InvalidRequest, PegasusError
 
 if TYPE_CHECKING:  # the client, the settings and the requests are imported by the commands that use them
+    from actors.client import Client
     from pegasus import config
     from pegasus.requests import R, Request
 
@@ -79,8 +80,40 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     return settings
 
 
+def refuse_other_task_settings(settings: config.Settings, client: Client) -> None:
+    """Refuse (PegasusError) when this command's settings differ from the running system's in what changes a
+    task (issue 31: the system's would be used, silently); the system's own file says what it runs with."""
+    from pegasus import config, settings_mismatch
+    try:
+        running = config.Settings.model_validate_json(client.spec.settings_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a system of another Pegasus, or its file unreadable: nothing to compare with
+    found = settings_mismatch.differences(settings, running)
+    if found:
+        raise PegasusError(settings_mismatch.refusal(found, client.spec.admin_port))
+
+
 def ask(args: argparse.Namespace, request: Request[R]) -> R:
-    """``request`` asked of the running system (SystemNotRunningError when there is none): its reply."""
+    """``request`` asked of the running system: its reply.  With none running, a read (status, history,
+    tree, list) is answered from the store file, read-only (issue 31); anything else, or a state directory
+    with no store, is SystemNotRunningError."""
     from actors.client import Client
-    with Client.connect(settings_of(args)) as client:
+    from actors.runtime.system import SystemNotRunningError
+    from pegasus.store import StoreError
+    from pegasus.store.reader import READS, StoreReader, answer_read
+    settings = settings_of(args)
+    try:
+        client = Client.connect(settings)
+    except SystemNotRunningError as not_running:
+        if not isinstance(request, READS):
+            raise
+        try:
+            reader = StoreReader.of_state_dir(settings.state_dir())
+        except StoreError:
+            raise not_running from None  # nothing to read either: the first reason stands
+        try:
+            return answer_read(reader, request)
+        finally:
+            reader.close()
+    with client:
         return client.ask(request)

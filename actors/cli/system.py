@@ -11,9 +11,10 @@ from actors import messages as m
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client.client import Client
-from actors.runtime.ownership import address_in_use
-from actors.runtime.spec import resolved, spec_for
+from actors.runtime.ownership import address_in_use, is_running, read_owner
+from actors.runtime.spec import SystemSpec, resolved, spec_for
 from actors.runtime.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
+from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store.backup import backup_file, restore_file
 from pegasus.store.sqlite import DB_FILE
@@ -34,6 +35,8 @@ def start(args: argparse.Namespace) -> int:
         return EXIT_OK
     spec = spec_for(resolved(settings))
     http = settings.http
+    if http.enabled and is_running(spec):  # said first: its own HTTP port is no "other program" (issue 31)
+        raise SystemStartError(_already_running(spec, http.port), spec.admin_port)
     if http.enabled and address_in_use(http.bind, http.port):
         raise SystemStartError(f"the HTTP port {http.bind}:{http.port} is used by another program: choose another "
                                "(--http PORT or [http] port)", spec.admin_port)
@@ -44,6 +47,21 @@ def start(args: argparse.Namespace) -> int:
                 **({"http": f"{http.bind}:{http.port}"} if http.enabled else {})},
          f"pegasus started: admin pid {pid} on {spec.bind}:{spec.admin_port}, state in {spec.state_dir}{where}")
     return EXIT_OK
+
+
+def _already_running(spec: SystemSpec, http_port: int) -> str:
+    """What is true when this state directory's system runs: where, its HTTP API, how to get what was asked."""
+    port = (read_owner(spec) or {}).get("admin_port", spec.admin_port)
+    try:
+        running = Settings.model_validate_json(spec.settings_file.read_text(encoding="utf-8")).http
+        serving = f"{running.bind}:{running.port}" if running.enabled else None
+    except (OSError, ValueError):
+        serving = None
+    said = f"the system of state directory {spec.state_dir} is already running (admin port {port}, " + (
+        f"HTTP API on {serving})" if serving else "no HTTP API)")
+    if serving and serving.endswith(f":{http_port}"):
+        return said
+    return f"{said}: to serve HTTP on port {http_port}, stop it (pegasus stop) and start it with --http {http_port}"
 
 
 def join(args: argparse.Namespace) -> int:

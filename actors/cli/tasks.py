@@ -18,7 +18,8 @@ from typing import Any
 from actors import messages as m
 from actors.cli import views
 from actors.cli.base import (
-    EXIT_EFFECTS_UNKNOWN, EXIT_FAILURE, EXIT_OK, EXIT_WAITING, ask, emit, error, settings_of,
+    EXIT_EFFECTS_UNKNOWN, EXIT_FAILURE, EXIT_OK, EXIT_WAITING, ask, emit, error, refuse_other_task_settings,
+    settings_of,
 )
 from actors.client import Client
 from actors.runtime.system import SystemNotRunningError
@@ -37,11 +38,16 @@ def run(args: argparse.Namespace) -> int:
         client = Client.start(settings)
         started = True
     with client:
+        if not started:
+            refuse_other_task_settings(settings, client)
         task = client.submit(args.text, machine=args.machine, priority=args.priority, follow=True,
                              metadata={"workspace": os.getcwd()}, source="cli")
         if not args.json:
             print(f"task {task['task_id']} submitted ({task['machine']}"
                   f"{', embedded system' if started else ''})", flush=True)
+            if task["lifecycle_state"] == LifecycleState.DRAFT:  # manual approval: say what it waits for
+                print(f"  waiting for approval ([runtime] approval_policy = \"manual\"): "
+                      f"pegasus approve {task['task_id'][:8]}", flush=True)
         notices = []
         answer = views.AnswerPrinter()
         from actors.cli import progress  # rich: imported by the commands that draw
@@ -91,8 +97,11 @@ def submit(args: argparse.Namespace) -> int:
         raise PegasusError(f"--key must be 1 to {MAX_KEY_LENGTH - 8} characters")
     if args.file is not None:
         return _submit_file(args)
-    task = ask(args, m.Submit(text=args.text, machine=args.machine, priority=args.priority,
-                              metadata={"workspace": os.getcwd()}, source="cli", key=args.key))
+    settings = settings_of(args)
+    with Client.connect(settings) as client:
+        refuse_other_task_settings(settings, client)
+        task = client.ask(m.Submit(text=args.text, machine=args.machine, priority=args.priority,
+                                   metadata={"workspace": os.getcwd()}, source="cli", key=args.key))
     if task.get("existing") and not args.json:
         print(f"pegasus: key {views.clean(args.key)!r} was used before: its task is {task['task_id']}",
               file=sys.stderr)
@@ -114,8 +123,10 @@ def _submit_file(args: argparse.Namespace) -> int:
               **({"key": f"{args.key}:{n}"} if args.key else {})} for n, line in enumerate(lines, 1)]
     submitted: list[dict[str, Any]] = []
     from actors.cli import progress
-    with Client.connect(settings_of(args)) as client, \
+    settings = settings_of(args)
+    with Client.connect(settings) as client, \
             progress.bar(progress.on_terminal(args, sys.stderr), "tasks submitted", len(tasks)) as advance:
+        refuse_other_task_settings(settings, client)
         for first in range(0, len(tasks), m.MAX_BATCH):
             try:
                 submitted += client.submit_many(tasks[first:first + m.MAX_BATCH], machine=args.machine,

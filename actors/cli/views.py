@@ -55,6 +55,10 @@ def task_text(task: dict[str, Any]) -> str:
         lines.append(f"  messages waiting: {task['messages_waiting']} (taken when the current stage ends)")
     if task.get("result") is not None:
         lines.append(field("result", task["result"]))
+    recalled = [s for s in task.get("stages") or [] if s.get("done_before")]  # what recall gave: beside the result
+    if recalled:
+        episode = recalled[-1]["done_before"]
+        lines.append(field("recalled", f"done before: {episode.get('id')} ({episode.get('text')})"))
     if task.get("error"):
         lines.append(field("error", f"{task['error']} (exit_reason: {task.get('exit_reason')})"))
     lines += usage_lines(task)
@@ -173,7 +177,9 @@ def history_text(history: dict[str, Any]) -> str:
                                       f"{h['to_state']:<10} {h['event']}"
                + "".join(f"\n{'':<14}context: {context_text(h['run'], fit)}" for fit in h.get("context") or [])
                + (f"\n{'':<14}memories: {', '.join(h['memories'])}" if h.get("memories") else "")
-               + (f"\n{'':<14}recall: {clean(h['recall_error'])}" if h.get("recall_error") else ""))
+               + (f"\n{'':<14}recall: {clean(h['recall_error'])}" if h.get("recall_error") else "")
+               + (f"\n{'':<14}done before: {h['done_before'].get('id')} ({h['done_before'].get('text')})"
+                  if h.get("done_before") else ""))
               for h in history["cognitive"]]
     # Order by time, not by the text: lines with the same displayed millisecond were sorted
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').

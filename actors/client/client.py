@@ -36,6 +36,7 @@ from pegasus import bounds
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, PegasusError
 from pegasus.requests import R
+from pegasus.store.task_ids import FULL_CHARS
 from pegasus.task.names import CognitiveMachineName, CognitiveState, LifecycleState, MachineName
 
 TERMINAL_LIFECYCLE = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
@@ -272,6 +273,8 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
         in between is not repeated: ``history`` has it) and goes on.
         """
+        if len(task_id) < FULL_CHARS:  # a prefix: notices carry the whole id (issue 31)
+            task_id = self.get(task_id)["task_id"]
         if subscribe:
             self.ask(m.Subscribe(task_id=task_id))
         deadline = time.monotonic() + bounds.seconds(timeout, "timeout", forever=True)

@@ -156,16 +156,38 @@ def join(settings: Settings, leader: str | None = None, capabilities: dict[str, 
         raise ConventionError("a member needs the leader's system key: pegasus join HOST:PORT --key-file PATH "
                               "(a copy of the leader's <state dir>/system.key, sent over a secure channel)")
     pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
+    leader_at = "{}:{}".format(*spec.convention_leader)  # type: ignore[misc]
     if _refused_by_leader(spec):
         stop_daemon(spec)
-        leader_at = "{}:{}".format(*spec.convention_leader)  # type: ignore[misc]
         raise ConventionError(f"the leader at {leader_at} refused this member: their frames fail authentication, "
                               "so the two hold different system keys (give the leader's system.key with "
                               "--key-file)")
+    if _not_a_leader(spec):  # issue 31: it took the member in, then never used it ("pegasus joined", exit 0)
+        stop_daemon(spec)
+        raise ConventionError(f"the system at {leader_at} is no convention leader: start it with "
+                              "pegasus start --leader, then join it")
     return spec, pid
 
 
 REGISTER_WAIT_S = 3.0
+
+
+def _not_a_leader(spec: SystemSpec) -> bool:
+    """Whether the system at the leader's address answers as a Pegasus system that leads no convention (its
+    own capabilities name no convention address).  No answer (not up yet, another program): False, as
+    before -- a member may start first and keeps trying."""
+    from thespian.system.messages.status import Thespian_StatusReq
+
+    asys = attach(spec)
+    try:
+        mine = asys.ask(asys._systemBase.adminAddr, Thespian_StatusReq(), 2.0)
+        leader = getattr(mine, "conventionLeader", None)
+        answered = leader is not None and getattr(mine, "conventionAttendees", None)  # else: not up yet
+        theirs = asys.ask(leader, Thespian_StatusReq(), 5.0) if answered else None
+    finally:
+        detach(asys)
+    capabilities = getattr(theirs, "capabilities", None) or {}
+    return "Admin Port" in capabilities and "Convention Address.IPv4" not in capabilities
 
 
 def _refused_by_leader(spec: SystemSpec) -> bool:

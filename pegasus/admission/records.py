@@ -11,6 +11,7 @@ from pegasus.quarantine import sift
 from pegasus.task import TaskContext, TaskFSM, TaskSnapshot
 from pegasus.task.models import StateTransition
 from pegasus.task.names import CognitiveState, MachineName
+from pegasus.tools.workspace import with_local_mark
 from pegasus.views import usage_total
 
 
@@ -102,5 +103,6 @@ def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
 
 def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
              metadata: dict[str, Any]) -> TaskFSM:
-    context = TaskContext(input_text=text, input_metadata=dict(metadata), source=source)
+    # The context's metadata (what the tools read) carries the local mark, set by origin, never by a request
+    context = TaskContext(input_text=text, input_metadata=with_local_mark(metadata, source), source=source)
     return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))

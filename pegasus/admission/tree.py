@@ -36,6 +36,7 @@ from pegasus.task.errors import TaskNotFoundError
 from pegasus.task.events import EventType
 from pegasus.task.machines import COGNITIVE_MACHINES
 from pegasus.task.models import ActionResult
+from pegasus.tools.workspace import LOCAL
 from pegasus.task.names import CognitiveState, LifecycleState
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class Tree:
             except (PegasusError, ValueError) as exc:  # refused: the step's result says why
                 self._finish(parent.task_id, parent.run, child.key, child.step_index,
                              _result(child.step_index, str(child.params.get("text", "")), None, False, None,
-                                     f"sub_task refused: {exc}"))
+                                     f"sub_task refused: {exc}", refused=True))
                 continue
             started += new
             effects += made
@@ -163,8 +164,9 @@ class Tree:
         metadata = params.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
-        metadata = {**metadata, "workspace": _narrowed(parent.snapshot.context.input_metadata.get("workspace"),
-                                                       metadata.get("workspace"))}
+        inherited = parent.snapshot.context.input_metadata
+        metadata = {**metadata, "workspace": _narrowed(inherited.get("workspace"), metadata.get("workspace")),
+                    LOCAL: inherited.get(LOCAL) is True}  # the parent's mark, never the step's
         if metadata["workspace"] is None:
             del metadata["workspace"]
         check_task(text, metadata, machine, runtime)
@@ -325,7 +327,7 @@ def _outcome(step_index: int, child_id: str, text: str, state: str, output: Any,
 
 
 def _result(step_index: int, text: str, child_id: str | None, success: bool, output: Any,
-            error: str | None) -> dict[str, Any]:
+            error: str | None, refused: bool = False) -> dict[str, Any]:
     params = {"text": text, **({"task_id": child_id} if child_id else {})}
     return ActionResult(step_index=step_index, action_type="sub_task", tool=SUB_TASK, params=params,
-                        success=success, output=output, error=error).model_dump(mode="json")
+                        success=success, output=output, error=error, refused=refused).model_dump(mode="json")

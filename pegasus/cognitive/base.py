@@ -57,7 +57,8 @@ def failed_steps(context: TaskContext) -> tuple[str, str] | None:
     when an effectful step was interrupted in this attempt (its effect may or may
     not have happened: never repeated, listed in the task's ``effects_unknown``),
     else ``retry_exhausted`` when a tool step of the last plan failed (the answer
-    is built from that plan; the offline processors have retried it once by then).
+    is built from that plan; the offline processors have retried it once by then),
+    ``fatal_error`` when every such step was refused (deterministic: never retried).
     """
     interrupted = [r for r in context.actions_done if (r.error or "").startswith(INTERRUPTED)]
     if interrupted:
@@ -65,7 +66,8 @@ def failed_steps(context: TaskContext) -> tuple[str, str] | None:
                            "unknown: " + "; ".join(_step_name(r) for r in interrupted))
     failed = [r for r in plan_results(context) if r.action_type in ("tool_call", "sub_task") and not r.success]
     if failed:
-        return "retry_exhausted", (f"{len(failed)} tool step(s) failed: "
+        reason = "fatal_error" if all(r.refused for r in failed) else "retry_exhausted"
+        return reason, (f"{len(failed)} tool step(s) failed: "
                                    + "; ".join(f"{_step_name(r)}: {r.error}" for r in failed))
     return None
 

@@ -30,9 +30,11 @@ from pegasus.cognitive.grammar import SUB_TASK, perceive_text
 from pegasus.cognitive.remember import MEMORY_WRITE, answering_fact, earlier_episode, remembered
 from pegasus.task.models import ActionResult, Plan, PlanStep, Reflection, TaskContext
 from pegasus.tools.builtin import default_registry
-from pegasus.tools.registry import ToolContext, ToolError, ToolOutcomeUnknown, ToolRegistry
+from pegasus.tools.registry import ToolContext, ToolError, ToolOutcomeUnknown, ToolRefused, ToolRegistry
+from pegasus.tools.workspace import LOCAL
 
 FROM_MEMORY = "from_memory"  # reasoning key: the recalled fact that answers the request
+DONE_BEFORE = "done_before"  # reasoning key: the recalled episode of the same request (shown in the stage's history)
 MAX_ATTEMPTS = 2  # a failed tool call is tried once more (the failure may be transient)
 MAX_INTENTS = 50  # per task: a longer plan is a pasted document, not a request
 MAX_PARALLEL = 1000  # sub-tasks of one ``in parallel``: [subtasks] max_children refuses those past it
@@ -60,6 +62,14 @@ def call_of(result: ActionResult) -> tuple[str | None, dict[str, Any]]:
 
 
 REQUESTS = ("tool_call", "sub_task")  # results that answer a request of the plan
+
+
+def retryable(result: ActionResult) -> bool:
+    """Whether a failed call may be tried once more: not a refusal (the same call is refused again), not an
+    interrupted call (it may have had its effect), not a sub-task (it had its own tries: another would be a
+    new tree of tasks, multiplied at every level, issue 31)."""
+    return not (result.success or result.refused or result.action_type == "sub_task"
+                or (result.error or "").startswith(INTERRUPTED))
 
 
 # -- the processors ---------------------------------------------------------------------
@@ -95,6 +105,13 @@ class OfflineThinker:
     perceiver: OfflinePerceiver = field(default_factory=OfflinePerceiver)
 
     def run(self, context: TaskContext) -> dict[str, Any]:
+        reasoning = self._reason(context)
+        episode = earlier_episode(context.input_text, context.recall)
+        if episode is not None:  # what recall contributed: in the reasoning, not in the answer
+            reasoning[DONE_BEFORE] = {"id": episode.id, "title": episode.title, "text": (episode.text.splitlines() or [""])[0]}
+        return reasoning
+
+    def _reason(self, context: TaskContext) -> dict[str, Any]:
         perception = context.perception
         if perception is None or context.messages:  # messages came after the perception
             perception = self.perceiver.run(context)
@@ -139,7 +156,7 @@ class OfflinePlanner:
         if context.reflections and context.reflections[-1].verdict == "replan":
             # An interrupted call may have had its effect already: it is reported, never retried.
             failed = [{"tool": call_of(r)[0], "args": call_of(r)[1]} for r in plan_results(context)
-                      if not r.success and r.tool and not (r.error or "").startswith(INTERRUPTED)]
+                      if r.tool and retryable(r)]
             if failed:
                 return _plan(context, failed, f"retry {len(failed)} failed call(s) once: a failure can be transient")
             return _plan(context, [], "nothing can be retried: respond with what happened")
@@ -213,9 +230,10 @@ _VERBS = {"read_file": "read", "list_dir": "list", "count": "count", "arithmetic
 
 
 def compose_answer(context: TaskContext) -> str:
-    """The final answer: from memory when a recalled fact answers the request, from every tool
-    result so far (the latest of each call, failures explained), naming the episode of the same
-    request done before when one was recalled."""
+    """The final answer: from memory when a recalled fact answers the request, else from every tool
+    result so far (the latest of each call, failures explained).  Only the answer: an episode of the
+    same request recalled is named in the reasoning (``DONE_BEFORE``), never here, where the next
+    episode would carry it on and nest it at every run (issue 31)."""
     lines = []
     fact = (context.reasoning or {}).get(FROM_MEMORY)
     if isinstance(fact, dict):
@@ -223,9 +241,6 @@ def compose_answer(context: TaskContext) -> str:
     results = _results_answer(context)
     if results or not lines:
         lines.append(results or "There was nothing to do.")
-    episode = earlier_episode(context.input_text, context.recall)
-    if episode is not None:
-        lines.append(f"(Done before: {episode.id}, {episode.title!r}: {episode.text.splitlines()[0]})")
     return "\n".join(lines)
 
 
@@ -271,12 +286,20 @@ class OfflineStepRunner:
         key = params.get("idempotency_key")
         output: Any = None
         error: str | None = None
-        if step.action_type == "tool_call":
+        refused = False
+        before = _refused_before(context, tool, args) if step.action_type == "tool_call" else None
+        if before is not None:  # a model planned it again: refused again, without calling (issue 31)
+            error, refused = f"{before.error} (refused before: not tried again)", True
+        elif step.action_type == "tool_call":
             workspace = context.input_metadata.get("workspace")  # none: the configured workspace root
+            local = context.input_metadata.get(LOCAL) is True  # set by the supervisor alone
             try:
-                output = self.tools.call(str(tool), args, ToolContext(Path(str(workspace)) if workspace else None, key))
+                output = self.tools.call(str(tool), args,
+                                         ToolContext(Path(str(workspace)) if workspace else None, key, local))
             except ToolOutcomeUnknown as exc:  # it may have had its effect: never run again
                 error = f"{INTERRUPTED} ({exc.message})"
+            except ToolRefused as exc:  # the same call is refused again: never retried
+                error, refused = exc.message, True
             except ToolError as exc:
                 error = exc.message
         elif step.action_type in ("respond", "generate"):
@@ -287,7 +310,15 @@ class OfflineStepRunner:
                             tool=str(tool) if tool is not None else None,
                             params=dict(args) if isinstance(args, dict) else {}, success=error is None,
                             output=jsonable(output), error=error,
-                            duration_ms=round((self.timer() - started) * 1000.0, 3), idempotency_key=key)
+                            duration_ms=round((self.timer() - started) * 1000.0, 3), idempotency_key=key,
+                            refused=refused)
+
+
+def _refused_before(context: TaskContext, tool: Any, args: Any) -> ActionResult | None:
+    """The refusal of this very call earlier in the task (a refusal is deterministic: the same call again is
+    refused again), or None."""
+    return next((r for r in context.actions_done if r.refused and r.action_type == "tool_call" and r.tool == tool
+                 and r.params == args), None)
 
 
 class OfflineReflector:
@@ -304,11 +335,13 @@ class OfflineReflector:
         if not failed:
             return Reflection(verdict="complete", assessment=f"all {len(results)} step(s) succeeded")
         problems = [f"{_about(r.tool or r.action_type, r.params)}: {_unprefixed(r.error, r.tool)}" for r in failed]
-        retryable = [r for r in failed if not (r.error or "").startswith(INTERRUPTED)]
-        if retryable and not any(reflection.verdict == "replan" for reflection in context.reflections):
+        again = [r for r in failed if retryable(r)]
+        if again and not any(reflection.verdict == "replan" for reflection in context.reflections):
             return Reflection(verdict="replan", assessment=f"{len(failed)} step(s) failed: " + "; ".join(problems),
                               next_focus="retry the failed step(s) once; the failure may be transient")
-        why = "still failed after a retry" if retryable else "were interrupted (never repeated)"
+        why = ("still failed after a retry" if again else "were refused (never retried)" if all(r.refused for r in failed)
+               else "were interrupted (never repeated)" if all((r.error or "").startswith(INTERRUPTED) for r in failed)
+               else "cannot be retried (refused, interrupted, or sub-tasks that ended)")
         return Reflection(verdict="complete", assessment=f"gave up: {len(failed)} step(s) {why}: " + "; ".join(problems),
                           lessons=[f"{problem} (gave up)" for problem in problems])
 
@@ -329,12 +362,12 @@ class OfflineReasoner:
         if needs_more_info(reasoning):
             return reasoning, None
         tries: dict[str, list[bool]] = {}
-        settled: set[str] = set()  # interrupted calls: their effect may have happened, never retried
+        settled: set[str] = set()  # failures never retried: refused, interrupted, a sub-task's end
         for result in context.actions_done:
             if result.action_type in REQUESTS:
                 key = call_key(*call_of(result))
                 tries.setdefault(key, []).append(result.success)
-                if (result.error or "").startswith(INTERRUPTED):
+                if not result.success and not retryable(result):
                     settled.add(key)
 
         def pending(intent: dict[str, Any]) -> bool:  # never succeeded, and tried fewer than MAX_ATTEMPTS times

@@ -30,6 +30,7 @@ from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, Schedule
 from pegasus.gateway.openapi import document
 from pegasus.gateway.streams import EventStream, Stream
 from pegasus.metadata import INT64_MAX
+from pegasus.store.task_ids import FULL_CHARS
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
 
@@ -200,6 +201,8 @@ async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
     """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
     ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
     task_id = request.path_params["task_id"]
+    if len(task_id) < FULL_CHARS:  # a prefix (issue 31): the stream's events carry the whole id
+        task_id = (await gw.ask(r.Get(task_id=task_id)))["task_id"]
     after = events.last_event_id(request.headers.get("last-event-id") or request.query_params.get("last_event_id"))
     if gw.streams >= gw.settings.max_streams:
         raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "

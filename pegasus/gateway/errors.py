@@ -42,6 +42,7 @@ _UPSTREAM: dict[str, tuple[int, str]] = {
     "BadRequest": (400, "bad_request"),
     "UnknownMachineError": (400, "bad_request"),
     "TaskNotFoundError": (404, "not_found"),
+    "AmbiguousTaskId": (409, "ambiguous_id"),  # a prefix of several tasks' ids: the error lists them
     "TokenNotFound": (404, "not_found"),
     "UnknownRequest": (404, "not_found"),
     "InvalidStateTransition": (409, "invalid_transition"),

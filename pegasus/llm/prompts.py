@@ -112,6 +112,9 @@ def prompted_tools(tools: ToolSpecs) -> str:
     return PROMPTED_TOOLS + ("\n".join(listed) or "(none)")
 
 
+REFUSED_NOTE = "refused: the same call is refused again, do not repeat it"
+
+
 def retry_message(error: str) -> str:
     """What the model is told after an invalid reply."""
     return f"Your reply could not be used: {error}\nReply again, correctly. {ANSWER_JSON_ONLY}"
@@ -177,6 +180,8 @@ def result_view(result: ActionResult) -> dict[str, Any]:
         view.update(tool=result.tool, args=result.params)
     view["success"] = result.success
     view["output" if result.success else "error"] = result.output if result.success else result.error
+    if result.refused:  # deterministic: the model is told so, and a repeat is refused without a call
+        view["refused"] = REFUSED_NOTE
     return view
 
 
@@ -273,7 +278,8 @@ def reason_messages(context: TaskContext, *, must_answer: bool = False,
         messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function",
              "function": {"name": api_name(result.tool), "arguments": _json(result.params)}}]})
-        content = result.output if result.success else {"error": result.error}
+        content = result.output if result.success else {"error": result.error,
+                                                        **({"refused": REFUSED_NOTE} if result.refused else {})}
         messages.append({"role": "tool", "tool_call_id": call_id,
                          "content": content if isinstance(content, str) else _json(content)})
     if must_answer:

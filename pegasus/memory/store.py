@@ -133,8 +133,10 @@ class MemoryStore:
     def add_episode(self, task_id: str | None, title: str, summary: str, details: str = "", lesson: str = "", *,
                     vector: bytes | None = None, created_at: str | None = None,
                     episode_id: int | None = None) -> Episode:
-        """A new episode; the task's episode when it has one already (one per task: idempotent).  Past
-        ``[memory] episodes_max`` the oldest episode is dropped (the reflector must never start failing for good)."""
+        """A new episode; the task's episode when it has one already (one per task: idempotent), or the
+        episode of the same request and outcome (title, summary, details and lesson all equal: a repeat, a
+        schedule's tick, adds nothing, issue 31).  Past ``[memory] episodes_max`` the oldest episode is
+        dropped (the reflector must never start failing for good)."""
         title, (summary, details, lesson) = one_line(title), (normalise(text) for text in (summary, details, lesson))
         if not title:
             raise MemoryStoreError("an episode needs a title")
@@ -142,6 +144,12 @@ class MemoryStore:
             if task_id is not None:
                 row = db.execute(f"SELECT {EPISODE_COLUMNS} FROM memory_episodes WHERE task_id = ?",
                                  (task_id,)).fetchone()
+                if row is not None:
+                    return Episode(*row)
+            if episode_id is None:  # an import keeps its ids; a task's repeat is the episode there is
+                row = db.execute(f"SELECT {EPISODE_COLUMNS} FROM memory_episodes WHERE title = ? AND summary = ? "
+                                 "AND details = ? AND lesson = ? ORDER BY episode_id LIMIT 1",
+                                 (title, summary, details, lesson)).fetchone()
                 if row is not None:
                     return Episode(*row)
             when = created_at or self._now()

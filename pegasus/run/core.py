@@ -196,6 +196,9 @@ class TaskRun:
             stage["memories"] = recall.ids  # what the stage was given: the history says why it answered so
             if recall.error:
                 stage["recall_error"] = recall.error  # e.g. no vector for the query: recalled by full text alone
+            done_before = (answer.payload.get("reasoning") or {}).get("done_before") if answer.ok else None
+            if isinstance(done_before, dict):  # the recalled episode of the same request (issue 31: not in the result)
+                stage["done_before"] = done_before
         if answer.ok and answer.event_type is not None:
             if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)
                 self.exit_reason = str(answer.payload.get("exit_reason") or "exception")

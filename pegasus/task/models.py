@@ -72,6 +72,9 @@ class ActionResult(_Model):
     error: str | None = None
     duration_ms: float = 0.0
     idempotency_key: str | None = None
+    # A deterministic refusal (a limit, confinement, an unknown tool, a bad argument): the same call is
+    # refused again, so it is never retried (issue 31)
+    refused: bool = False
 
 
 class Reflection(_Model):

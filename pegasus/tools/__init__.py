@@ -12,16 +12,18 @@ from pegasus.tools.registry import (
     EffectClass,
     Tool,
     ToolArgumentError,
+    ToolConfinementError,
     ToolContext,
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
+    ToolRefused,
     ToolRegistrationError,
     ToolRegistry,
 )
 
 __all__ = [
-    "BUILTIN_TOOLS", "EFFECTS", "EffectClass", "Tool", "ToolArgumentError", "ToolContext", "ToolError",
-    "ToolExecutionError", "ToolNotFoundError", "ToolRegistrationError", "ToolRegistry", "default_registry",
-    "registry_for", "workspace_tools",
+    "BUILTIN_TOOLS", "EFFECTS", "EffectClass", "Tool", "ToolArgumentError", "ToolConfinementError", "ToolContext",
+    "ToolError", "ToolExecutionError", "ToolNotFoundError", "ToolRefused", "ToolRegistrationError", "ToolRegistry",
+    "default_registry", "registry_for", "workspace_tools",
 ]

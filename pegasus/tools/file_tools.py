@@ -23,9 +23,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from pegasus.tools.registry import Tool, ToolContext, ToolExecutionError
+from pegasus.tools.registry import Tool, ToolArgumentError, ToolContext, ToolExecutionError
 from pegasus.tools.workspace import Workspace
 
 MAX_COUNT_BYTES = 64 * 1024 * 1024
@@ -88,6 +88,7 @@ class ShellArgs(_Args):
 def _open(space: Workspace, tool: str, ctx: ToolContext, path: str, flags: int, *, reading: bool = True,
           make_parents: bool = False, mode: int = 0o644) -> tuple[int, Path]:
     """(descriptor, path shown) of ``path`` as ``tool`` may open it; the OS error in the user's words."""
+    space = space.rooted_at(ctx.workspace) if ctx.local else space
     fd = -1
     try:
         fd = space.open(tool, ctx.workspace, path, flags, mode, reading=reading, make_parents=make_parents)
@@ -216,8 +217,11 @@ def _stream(data: bytes) -> str:
 
 
 def _shell(space: Workspace, args: ShellArgs, ctx: ToolContext, limit_s: float) -> dict[str, Any]:
+    if args.timeout_s is not None and args.timeout_s > limit_s:  # refused, never cut silently (issue 31)
+        raise ToolArgumentError("shell", ["timeout_s"], f"tool 'shell': bad argument(s) timeout_s: "
+                                f"{args.timeout_s:g} s is over the configured shell_timeout_s ({limit_s:g} s)")
     fd, _ = _open(space, "shell", ctx, args.cwd, _PATH_DIRECTORY, reading=False)
-    timeout = min(args.timeout_s or limit_s, limit_s)
+    timeout = args.timeout_s or limit_s
     try:
         # The child changes into the directory opened (its inherited descriptor), not into a path.
         process = subprocess.Popen(args.command, cwd=f"/proc/self/fd/{fd}", stdin=subprocess.DEVNULL,
@@ -240,6 +244,12 @@ def _shell(space: Workspace, args: ShellArgs, ctx: ToolContext, limit_s: float) 
     return {"returncode": process.returncode, "stdout": _stream(out), "stderr": _stream(err)}
 
 
+def _shell_args(limit_s: float) -> type[ShellArgs]:
+    """ShellArgs whose schema holds the configured limit: a longer timeout_s is refused, not cut."""
+    return create_model("ShellArgs", __base__=ShellArgs,
+                        timeout_s=(float | None, Field(None, gt=0, le=limit_s, description=f"at most {limit_s:g} s")))
+
+
 def write_tools(space: Workspace, *, shell_enabled: bool, shell_timeout_s: float) -> tuple[Tool, ...]:
     """write_file (and shell when enabled), reaching only the task's workspace."""
     tools = [Tool("write_file", "Write (or append) UTF-8 text to a file inside the workspace.", WriteFileArgs,
@@ -247,6 +257,6 @@ def write_tools(space: Workspace, *, shell_enabled: bool, shell_timeout_s: float
     if shell_enabled:
         tools.append(Tool("shell", f"Run a command (a list: program and arguments, no shell) in the workspace; "
                                    f"at most {shell_timeout_s:g}s. Returns returncode, stdout and stderr.",
-                          ShellArgs, "effectful", shell_timeout_s + 5.0,
+                          _shell_args(shell_timeout_s), "effectful", shell_timeout_s + 5.0,
                           lambda args, ctx: _shell(space, args, ctx, shell_timeout_s)))
     return tuple(tools)

@@ -53,7 +53,12 @@ class ToolError(PegasusError):
         return (type(self), (self.tool, self.message))
 
 
-class ToolNotFoundError(ToolError):
+class ToolRefused(ToolError):
+    """A deterministic refusal: the same call is refused again (a limit, confinement, an unknown tool, a bad
+    argument), so it is never retried."""
+
+
+class ToolNotFoundError(ToolRefused):
     """No tool of that name; ``known`` lists the names there are."""
 
     def __init__(self, tool: str, known: Iterable[str]) -> None:
@@ -68,7 +73,7 @@ class ToolRegistrationError(ToolError):
     """A tool could not be registered (a duplicate name, a bad effect class or timeout)."""
 
 
-class ToolArgumentError(ToolError):
+class ToolArgumentError(ToolRefused):
     """The arguments do not fit the tool's model; ``fields`` names the bad ones."""
 
     def __init__(self, tool: str, fields: list[str], message: str) -> None:
@@ -81,6 +86,10 @@ class ToolArgumentError(ToolError):
 
 class ToolExecutionError(ToolError):
     """The tool ran and failed; the message says why in the user's terms."""
+
+
+class ToolConfinementError(ToolExecutionError, ToolRefused):
+    """A path outside what the tool may reach: refused before anything is opened."""
 
 
 class ToolOutcomeUnknown(ToolExecutionError):
@@ -104,6 +113,7 @@ class ToolContext:
 
     workspace: Path | None = None
     idempotency_key: str | None = None
+    local: bool = False  # a local client's task: its workspace is its own root (pegasus.tools.workspace)
 
 
 ToolFunc = Callable[[Any, ToolContext], Any]

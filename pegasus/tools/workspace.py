@@ -8,6 +8,11 @@ The rule (``[tools]`` settings):
   directory) may only narrow the root: a file tool called for a task whose
   workspace lies outside it is refused (checked at the tool, so a task that
   touches no file runs from anywhere); a task without one works in the root;
+- except a local client's task (``pegasus run``/``submit``, the Python client:
+  they hold the system's key, so they are the Pegasus user), marked ``LOCAL`` by
+  the supervisor alone: its workspace is its own root, wherever the user cloned
+  into (issue 31).  Tasks from other origins (HTTP, webhooks, schedules) never
+  carry the mark, whatever their metadata says; a sub-task has its parent's;
 - write_file and the shell reach only the task's workspace; the read tools reach
   it and the directories of ``read_allow`` (with ``confine_reads = false``, any
   path, as before issue 15).
@@ -21,14 +26,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pegasus.config import ToolSettings
 from pegasus.tools.beneath import EscapeError, open_beneath
-from pegasus.tools.registry import ToolExecutionError
+from pegasus.tools.registry import ToolConfinementError
 
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
+
+
+LOCAL = "workspace_local"  # metadata the supervisor alone sets: a local client's task (see the module docstring)
+LOCAL_SOURCES = frozenset({"cli", "python"})  # Submit.source of the clients that hold the system's key
+SUB_TASK_SOURCE = "sub_task"
+
+
+def with_local_mark(metadata: dict[str, Any], source: str) -> dict[str, Any]:
+    """``metadata`` as a task of ``source`` keeps it: ``LOCAL`` true for a local client's task, and for a
+    sub-task whose parent's was (its tree carries it over), removed from any other."""
+    marked = {key: value for key, value in metadata.items() if key != LOCAL}
+    if source in LOCAL_SOURCES or (source == SUB_TASK_SOURCE and metadata.get(LOCAL) is True):
+        marked[LOCAL] = True
+    return marked
 
 
 class WorkspaceError(ValueError):
@@ -51,6 +71,10 @@ class Workspace:
     def of(cls, tools: ToolSettings) -> Workspace:
         """The confinement the ``[tools]`` settings describe."""
         return cls(tools.workspace_root, tools.confine_reads, tuple(tools.read_allow))
+
+    def rooted_at(self, workspace: Path | None) -> Workspace:
+        """The confinement of a local client's task: its own workspace is its root (see the module docstring)."""
+        return self if workspace is None else replace(self, root_setting=str(workspace))
 
     def root(self) -> Path:
         """The configured root, absolute and resolved."""
@@ -80,24 +104,25 @@ class Workspace:
              reading: bool, make_parents: bool = False) -> int:
         """A descriptor of ``path`` (relative to the task's workspace, or absolute).
 
-        ToolExecutionError when it is outside what ``tool`` may reach; OSError as the open fails.
+        ToolConfinementError (a refusal, never retried) when it is outside what ``tool`` may reach;
+        OSError as the open fails.
         """
         try:
             base = self.task_dir(workspace)
         except WorkspaceError as exc:
-            raise ToolExecutionError(tool, str(exc)) from None
+            raise ToolConfinementError(tool, str(exc)) from None
         shown = self.shown(base, path)
         if reading and not self.confine_reads:
             return os.open(shown, flags | os.O_CLOEXEC, mode)
         top, relative = _within(shown, [base, *self._allowed()] if reading else [base])
         if top is None:
-            raise ToolExecutionError(tool, f"{shown} is outside the workspace {base}: refused" +
-                                     (" (add its directory to [tools] read_allow)" if reading else ""))
+            raise ToolConfinementError(tool, f"{shown} is outside the workspace {base}: refused" +
+                                       (" (add its directory to [tools] read_allow)" if reading else ""))
         top_fd = self._open_dir(top, base)
         try:
             return open_beneath(top_fd, relative, flags, mode, make_parents=make_parents)
         except EscapeError:
-            raise ToolExecutionError(tool, f"{shown} leads outside the workspace {top}: refused") from None
+            raise ToolConfinementError(tool, f"{shown} leads outside the workspace {top}: refused") from None
         finally:
             os.close(top_fd)
 

@@ -120,3 +120,14 @@ def test_a_members_row_shows_its_round_trip_and_last_contact_and_the_local_admin
         f"{'':<32}rtt 0.93 ms (avg 1.20, max 4.10), last contact 0.6 s ago",
         "  10.8.0.3:19190         member  workers: llm 1, tool 0",
         f"{'':<32}rtt -, never heard from"]
+
+
+def test_what_recall_gave_is_shown_beside_the_result_never_in_it() -> None:
+    """Issue 31: the earlier episode of the same request is a line of its own (status and history)."""
+    stage = {"stage": "think", "done_before": {"id": "episode:7", "title": "echo hi", "text": "hi"}}
+    text = views.task_text(task(result="hi", stages=[stage]))
+    assert "  result:    hi\n  recalled:  done before: episode:7 (hi)" in text
+    history = views.history_text({"lifecycle": [], "cognitive": [
+        {"run": 1, "from_state": "thinking", "to_state": "planning", "event": "THINK_DONE",
+         "timestamp": "2026-11-26T08:00:00.000000+00:00", "seq": 1, **stage}]})
+    assert "done before: episode:7 (hi)" in history

@@ -149,6 +149,19 @@ def test_submit_get_history_and_an_idempotent_retry(api: Api) -> None:
     api.post(f"/v1/tasks/{task_id}/cancel")
 
 
+def test_a_task_is_named_by_a_unique_prefix_of_its_id(api: Api) -> None:
+    """Issue 31: the 8-character ids the dashboard and ``watch`` show work in every route."""
+    task_id = api.submit("named by a prefix")["task_id"]
+    short = task_id[:8]
+    assert api.get(f"/v1/tasks/{short}").json()["task_id"] == task_id
+    assert api.get(f"/v1/tasks/{short}/history").json()["task_id"] == task_id
+    canceled = api.post(f"/v1/tasks/{short}/cancel")
+    assert canceled.status_code == 200 and canceled.json()["task_id"] == task_id, canceled.text
+    with api.http.stream("GET", f"/v1/tasks/{short}/events", headers=api.auth("read")) as events:
+        assert events.status_code == 200
+        assert all(event["data"]["task_id"] == task_id for event in _events(events))
+
+
 @pytest.mark.parametrize("body,field", [({}, "text"), ({"text": ""}, "text"), ({"text": "x", "priority": -1}, "priority"),
                                          ({"text": "x", "machine": "nope"}, "machine"), ({"text": "x", "color": 1}, "color")])
 def test_bad_input_is_a_400_naming_the_field(api: Api, body: dict[str, Any], field: str) -> None:

@@ -52,8 +52,11 @@ def test_a_remembered_fact_answers_the_next_task_which_lists_the_memory_it_was_g
 
     episode = reflection(client, second["task_id"])["reflection"]["episode"]
     again = client.wait(client.submit("where is the deploy key?", machine="reason_act")["task_id"], timeout=60)
-    assert again["result"].startswith("From memory (deploy-key)")  # a repeated request names the earlier episode
-    assert f"(Done before: episode:2, 'where is the deploy key?': {episode['summary'][:30]}" in again["result"]
+    assert again["result"] == second["result"]  # the answer only (issue 31): the earlier episode is not appended
+    [reason] = [s for s in again["stages"] if s["stage"] == "reason"]  # it is named in the stage's history
+    assert reason["done_before"]["id"] == "episode:2" and reason["done_before"]["title"] == episode["title"]
+    assert reflection(client, again["task_id"])["reflection"]["episode"] == episode  # same request and outcome
+    assert len(client.memory_list()["episodes"]) == 2  # ... one episode: the repeat adds none
 
 
 @pytest.fixture

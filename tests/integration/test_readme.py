@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from actors.runtime import procs
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -91,3 +93,54 @@ def test_the_plugin_example_runs(tmp_path: Path, free_port: int) -> None:
                          env=env, capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"result:\s+.*HI", out.stdout), out.stdout
+
+
+def _sh_blocks() -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def _clone(into: Path) -> Path:
+    """The project's files (as git lists them, as they are now) in ``into``: a clone, without the network."""
+    root = README.parent
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True)
+    for name in filter(None, files.stdout.split("\0")):
+        source, target = root / name, into / name
+        if source.is_file() and not source.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    return into
+
+
+@pytest.mark.integration
+def test_the_command_blocks_run_from_a_clone_outside_home(tmp_path: Path, free_port: int) -> None:
+    """Issue 31: from a clone outside $HOME, ``pegasus run "read setup.cfg"`` was refused (the workspace root
+    is $HOME); the README's HTTP block failed on its second ``token create me``."""
+    clone = _clone(tmp_path / "clone")
+    assert not clone.resolve().is_relative_to(Path.home().resolve())
+    http = procs.free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")},
+           "PEGASUS_HOME": str(tmp_path / "home"), "PEGASUS_SYSTEM__ADMIN_PORT": str(free_port)}
+
+    def sh(script: str, timeout: float = 90) -> str:
+        out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=env,
+                             capture_output=True, text=True, timeout=timeout)
+        assert out.returncode == 0, f"{script}\n-> {out.returncode}\n{out.stdout}{out.stderr}"
+        return out.stdout
+
+    [install_and_run] = [b for b in _sh_blocks() if b.startswith("pip install -e . && pegasus run")]
+    assert re.search(r"result:\s+2 \+ 3 \* 4 = 14", sh(install_and_run.removeprefix("pip install -e . && ")))
+    for example in ("read setup.cfg", "count the lines in README.md"):  # the README's file examples
+        assert f"`{example}`" in README.read_text(encoding="utf-8").replace("\n", " ")
+        assert "result:" in sh(f"pegasus run {example!r}")
+    [api] = [b for b in _sh_blocks() if "/v1/tasks" in b]
+    dashboard = re.search(r"`(pegasus start --http 8470 && pegasus token create me --scope admin)", README.read_text(
+        encoding="utf-8"))
+    try:
+        sh(dashboard.group(1).replace("8470", str(http)))  # type: ignore[union-attr]
+        lines = api.replace("8470", str(http)).strip().splitlines()
+        events = lines.pop().replace("TASK_ID", "$(echo \"$SUBMITTED\" | python3 -c 'import json,sys; "
+                                                 "print(json.load(sys.stdin)[\"task_id\"])')")
+        out = sh("\n".join([lines[0], f"SUBMITTED=$({lines[1]})", "echo \"$SUBMITTED\"", events]))
+        assert '"task_id"' in out and "event: end" in out, out
+    finally:
+        subprocess.run(["pegasus", "stop"], cwd=clone, env=env, capture_output=True, timeout=90)

@@ -65,6 +65,17 @@ def test_one_episode_per_task(tmp_path: Path) -> None:
     assert first.id == "episode:1" and store.episodes() == [first]
 
 
+def test_identical_repeats_of_a_request_and_its_outcome_keep_one_episode(tmp_path: Path) -> None:
+    """Issue 31: a schedule's "echo tick" every minute, or the same question asked again, adds nothing."""
+    store = memory(tmp_path)
+    first = store.add_episode("task-1", "echo tick", "tick", "Request: echo tick\nResult: tick")
+    again = [store.add_episode(f"task-{n}", "echo tick", "tick", "Request: echo tick\nResult: tick")
+             for n in range(2, 50)]
+    assert set(again) == {first} and store.episodes() == [first]
+    other = store.add_episode("task-50", "echo tick", "tock", "Request: echo tick\nResult: tock")
+    assert other != first and len(store.episodes()) == 2  # another outcome is another episode
+
+
 def test_the_facts_cap_refuses_with_its_config_key_and_writes_nothing(tmp_path: Path) -> None:
     store = memory(tmp_path, facts_max_bytes=100)
     store.write_fact("a", "x" * 60)
@@ -196,7 +207,7 @@ def test_a_request_repeated_thousands_of_times_is_recalled_without_ranking_every
     costs = []
     for total in (1500, 6000):
         for n in range(len(store.episodes()), total):
-            store.add_episode(f"t{n}", "count the lines in setup.cfg", "setup.cfg has 80 lines")
+            store.add_episode(f"t{n}", "count the lines in setup.cfg", f"setup.cfg has {n} lines")  # distinct outcomes
         steps, found = _search_steps(store, "count the lines in setup.cfg")
         assert found[0] == f"episode:{total}"  # the newest first
         costs.append(steps)

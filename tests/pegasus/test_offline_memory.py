@@ -58,10 +58,16 @@ def test_a_question_no_recalled_fact_answers_still_asks_for_more() -> None:
     assert outcome.event_type == "NEED_MORE_INFO"
 
 
-def test_a_repeated_request_names_the_earlier_episode() -> None:
+def test_a_repeated_request_names_the_earlier_episode_in_its_reasoning_never_in_its_answer() -> None:
+    """Issue 31: the answer is only the answer (the earlier episode, appended to it, nested at every run)."""
     earlier = Memory(id="episode:7", kind="episode", title="echo hello", text="hello\nLesson: ")
-    assert answer(TaskContext(input_text="echo hello", recall=Recall(memories=[earlier]))) == (
-        "hello\n(Done before: episode:7, 'echo hello': hello)")
+    context = TaskContext(input_text="echo hello", recall=Recall(memories=[earlier]))
+    assert answer(context) == "hello"
+    assert context.reasoning["done_before"] == {"id": "episode:7", "title": "echo hello", "text": "hello"}
+    for machine, stage in (("classic", "think"), ("reason_act", "reason")):
+        fresh = TaskContext(input_text="echo hello", recall=Recall(memories=[earlier]))
+        outcome = run_stage(offline_processors(), stage, fresh, machine=machine)
+        assert outcome.payload["reasoning"]["done_before"]["id"] == "episode:7"
 
 
 def test_the_offline_post_reflector_keeps_an_episode_and_the_remembered_facts() -> None:

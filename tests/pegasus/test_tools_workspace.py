@@ -135,6 +135,15 @@ def test_shell_runs_a_command_list_without_a_shell(workspace: Path) -> None:
     assert registry.get("shell").effect == "effectful"
 
 
+def test_a_shell_timeout_over_the_configured_limit_is_refused_not_cut(workspace: Path) -> None:
+    """Issue 31: the limit is in the tool's schema, and a call past it is refused before anything runs."""
+    registry = tools(shell_enabled=True, shell_timeout_s=5)
+    assert registry.get("shell").schema()["properties"]["timeout_s"]["anyOf"][0]["maximum"] == 5
+    with pytest.raises(ToolArgumentError, match="timeout_s: Input should be less than or equal to 5"):
+        registry.call("shell", {"command": ["touch", "ran"], "timeout_s": 30}, ToolContext(workspace))
+    assert not (workspace / "ran").exists()
+
+
 def test_shell_kills_a_command_at_its_timeout(workspace: Path) -> None:
     """The command is killed at its timeout: the call says so, and the process is gone (not left to run)."""
     registry = tools(shell_enabled=True, shell_timeout_s=0.3)
@@ -171,3 +180,32 @@ def test_the_step_runner_uses_the_task_workspace(workspace: Path) -> None:
     ok = step.model_copy(update={"action_params": {"tool": "write_file", "args": {"path": "y.txt", "content": "y"}}})
     assert runner.run_step(TaskContext(input_metadata={"workspace": str(workspace)}), ok).success
     assert (workspace / "y.txt").read_text() == "y" and not os.path.exists(workspace.parent / "x.txt")
+
+
+def test_a_local_clients_task_works_in_its_directory_outside_the_root_and_no_further(tmp_path: Path) -> None:
+    """Issue 31: a clone outside $HOME.  Its workspace is its own root; others stay inside the configured one."""
+    clone = tmp_path / "elsewhere" / "clone"
+    clone.mkdir(parents=True)
+    (clone / "setup.cfg").write_text("[metadata]\n")
+    (clone.parent / "beside.txt").write_text("not the task's")
+    registry = tools(workspace_root=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    local, remote = ToolContext(clone, local=True), ToolContext(clone)
+    assert registry.call("read_file", {"path": "setup.cfg"}, local) == "[metadata]\n"
+    registry.call("write_file", {"path": "out.txt", "content": "x"}, local)
+    with pytest.raises(ToolExecutionError, match="outside the workspace root"):
+        registry.call("read_file", {"path": "setup.cfg"}, remote)
+    for path in ("../beside.txt", str(clone.parent / "beside.txt")):
+        with pytest.raises(ToolExecutionError, match="outside the workspace"):
+            registry.call("read_file", {"path": path}, local)
+
+
+def test_only_the_runtime_marks_a_task_local() -> None:
+    """A request's own metadata never makes a task local: only its origin (a local client) or its parent's."""
+    from pegasus.tools.workspace import LOCAL, with_local_mark
+
+    assert with_local_mark({"workspace": "/x", LOCAL: True}, "http") == {"workspace": "/x"}
+    assert with_local_mark({LOCAL: True}, "webhook") == {} and with_local_mark({LOCAL: True}, "schedule") == {}
+    assert with_local_mark({"workspace": "/x"}, "cli") == {"workspace": "/x", LOCAL: True}
+    assert with_local_mark({LOCAL: True}, "sub_task") == {LOCAL: True}  # the tree set it from the parent
+    assert with_local_mark({LOCAL: False}, "sub_task") == {}
