@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +30,7 @@ from actors import procs
 from actors.frames import UnreadableMessage
 from actors.supervisor import children, lookups, memory, runs, schedules, stats, store, tasks, webhooks
 from actors.supervisor.commands import admit
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from actors.supervisor.replies import Row, answer, lookup
 from actors.supervisor.task_actors import TaskActors
 from actors.task_actor import TaskActor, effect_registry
@@ -76,19 +75,19 @@ def configure(ctx: Context, request: m.Configure, sender: ActorAddress) -> Any:
             "pid": os.getpid()}
 
 
-def _requests(*tables: dict[type, Callable[..., Any]]) -> dict[type, Row]:
+def _requests(*tables: Rows) -> dict[type, Row]:
     return {kind: lookup(row) for table in tables for kind, row in table.items()}
 
 
 # Requests: message -> row.  The (ctx, request) rows, then those that need the sender.
-ROWS: dict[type, Row] = {
+ROWS: Rows = {
     **_requests(lookups.REQUESTS, memory.REQUESTS, store.REQUESTS, tasks.REQUESTS, schedules.REQUESTS,
                 webhooks.REQUESTS),
     **tasks.FROM_SENDER, **webhooks.FROM_SENDER, m.Stats: stats.stats, m.Configure: configure,
 }
 
 # What children and workers send: message -> row (ctx, message, sender).
-REPORTS: dict[type, Callable[[Context, Any, ActorAddress], None]] = {
+REPORTS: Rows = {
     m.TaskReports: runs.task_reports, m.TextDelta: runs.text_delta, m.StepStarting: runs.step_starting,
     m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: memory.memory_step,
     m.AskRecall: memory.recall, m.PoolReady: children.pool_ready, m.PoolStats: stats.pool_stats,
@@ -102,7 +101,7 @@ def _retry_due(ctx: Context, due: m.RetryDue) -> None:
 
 
 # The supervisor's own timers: wakeup payload -> row (ctx, payload).
-TIMERS: dict[type, Callable[[Context, Any], None]] = {
+TIMERS: Rows = {
     m.RetryDue: _retry_due, m.StoreProbe: lambda ctx, probe: store.step(ctx, ProbeDue()),
     m.TaskActorsDue: lambda ctx, due: ctx.task_actors.tick(), m.ScheduleDue: schedules.woken,
     m.PoolDue: children.pool_due, m.PoolsCheck: children.check_pools, m.StatsDue: stats.stats_due,

@@ -36,6 +36,7 @@ SPECS = {
 Send = Callable[[ActorAddress, object], None]
 Wake = Callable[[float, object], None]  # (seconds, payload): the payload comes back in a WakeupMessage
 Log = FilteringBoundLogger  # pegasus.logs.get
+Rows = dict[type, Callable[..., object]]  # message class -> its row (a plain function of the Context)
 
 
 @dataclass

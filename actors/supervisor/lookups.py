@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors import messages as m
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from pegasus.context_view import context_view
 from pegasus.store import tokens
 from pegasus.store.checkpoint import rebuild
@@ -46,5 +46,5 @@ def task_context(ctx: Context, request: m.TaskContextRequest) -> Any:
     return context_view(request.task_id, rebuild(request.task_id, rows) if rows else None)
 
 
-REQUESTS = {m.TokenCreate: token_create, m.TokenList: token_list, m.TokenRevoke: token_revoke, m.Tree: tree,
+REQUESTS: Rows = {m.TokenCreate: token_create, m.TokenList: token_list, m.TokenRevoke: token_revoke, m.Tree: tree,
            m.TaskContextRequest: task_context}

@@ -19,7 +19,7 @@ from typing import Any
 from thespian.actors import ActorAddress
 
 from actors import messages as m
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from pegasus.admission import TransitionNotice
 from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
 from pegasus.cognitive.stages import offline_processors, run_stage
@@ -62,7 +62,7 @@ def forget(ctx: Context, request: m.MemoryForget) -> Any:
     return forgotten
 
 
-REQUESTS = {m.MemoryList: answer, m.MemorySearch: answer, m.MemoryShow: answer, m.MemoryWrite: answer,
+REQUESTS: Rows = {m.MemoryList: answer, m.MemorySearch: answer, m.MemoryShow: answer, m.MemoryWrite: answer,
            m.MemoryExport: answer, m.MemoryImport: answer, m.MemoryForget: forget}
 
 

@@ -18,8 +18,7 @@ from actors.supervisor.store import store_failed
 from pegasus.errors import PegasusError
 from pegasus.store import StoreUnavailable
 
-Row = Callable[[Context, m.Request, ActorAddress], object]  # a request's handler: the Reply's data, or DEFERRED
-Lookup = Callable[[Context, m.Request], object]  # one that only reads or writes the store
+Row = Callable[..., object]  # (ctx, request, sender): the Reply's data, or DEFERRED
 
 DEFERRED = object()
 WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry,  # refused while the store fails
@@ -58,7 +57,7 @@ def answer(ctx: Context, row: Row, request: m.Request, sender: ActorAddress) -> 
         ctx.send(sender, m.Reply(request_id, True, data=data))
 
 
-def lookup(row: Lookup) -> Row:
+def lookup(row: Callable[..., object]) -> Row:
     """A row that needs no sender (it only reads or writes the store) as a request row."""
     return lambda ctx, request, sender: row(ctx, request)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from actors import messages as m
 from actors.supervisor.commands import admit, carry_out, stepped
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from actors.supervisor.store import store_failed
 from actors.supervisor.views import task_view
 from pegasus import schedule_timer as timer
@@ -88,7 +88,7 @@ def schedule_control(ctx: Context, request: m.ScheduleControl) -> Any:
     return {**_view(_schedule(ctx, spec.name), now), **({"task": task} if task is not None else {})}
 
 
-REQUESTS = {m.ScheduleAdd: schedule_add, m.ScheduleList: schedule_list, m.ScheduleControl: schedule_control}
+REQUESTS: Rows = {m.ScheduleAdd: schedule_add, m.ScheduleList: schedule_list, m.ScheduleControl: schedule_control}
 
 
 # -- the timer ------------------------------------------------------------------------------------

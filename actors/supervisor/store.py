@@ -12,7 +12,7 @@ from typing import Any
 from actors import messages as m
 from actors.supervisor import memory
 from actors.supervisor.commands import carry_out
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from pegasus.admission import Admission, Refused, StopRun
 from pegasus.admission.inputs import Restore
 from pegasus.files import write_private
@@ -165,4 +165,4 @@ def task_counts(ctx: Context) -> dict[str, int]:
         return dict(Counter(record.state for record in ctx.admission.records.values()))
 
 
-REQUESTS = {m.Backup: backup, m.StoreStatus: store_status}
+REQUESTS: Rows = {m.Backup: backup, m.StoreStatus: store_status}

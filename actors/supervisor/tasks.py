@@ -8,7 +8,7 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.commands import admit, carry_out, stepped
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from actors.supervisor.replies import DEFERRED
 from actors.supervisor.views import answer_suspends, task_view
 from pegasus.admission import Command, MessageAccepted, Submitted
@@ -154,7 +154,7 @@ def unsubscribe(ctx: Context, request: m.Unsubscribe, sender: ActorAddress) -> A
     return {"removed": 1}
 
 
-REQUESTS = {m.Get: get, m.ListTasks: list_tasks, m.History: history, m.Resume: resume, m.Cancel: cancel,
+REQUESTS: Rows = {m.Get: get, m.ListTasks: list_tasks, m.History: history, m.Resume: resume, m.Cancel: cancel,
             m.Approve: approve, m.Retry: retry, m.SendMessage: send_message}
-FROM_SENDER = {m.Submit: submit, m.SubmitMany: submit_many, m.Suspend: suspend, m.Subscribe: subscribe,
+FROM_SENDER: Rows = {m.Submit: submit, m.SubmitMany: submit_many, m.Suspend: suspend, m.Subscribe: subscribe,
                m.Unsubscribe: unsubscribe}

@@ -25,7 +25,7 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.commands import carry_out, stepped
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, Rows
 from actors.supervisor.replies import DEFERRED
 from actors.supervisor.views import task_view
 from pegasus.admission import Submitted
@@ -91,8 +91,8 @@ def deliver_webhook(ctx: Context, request: m.DeliverWebhook, sender: ActorAddres
         return DEFERRED
 
 
-REQUESTS = {m.WebhookAdd: webhook_add, m.WebhookList: webhook_list, m.WebhookRemove: webhook_remove}
-FROM_SENDER = {m.DeliverWebhook: deliver_webhook}
+REQUESTS: Rows = {m.WebhookAdd: webhook_add, m.WebhookList: webhook_list, m.WebhookRemove: webhook_remove}
+FROM_SENDER: Rows = {m.DeliverWebhook: deliver_webhook}
 
 
 def _deliver(ctx: Context, request: m.DeliverWebhook) -> dict[str, Any]:

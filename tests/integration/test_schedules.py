@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
