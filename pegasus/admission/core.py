@@ -25,9 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pegasus.admission.commands import (
-    Command, Refused, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
-)
+from pegasus.admission.commands import Command, Refused, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.admission import inputs as i
 from pegasus.admission.steps import STEPS
 from pegasus.admission.messages import Inbox
@@ -71,6 +69,7 @@ class Admission:
         self._seq = itertools.count(self.store.seq_high_water() + 1)
         self.tree = Tree(self)  # sub-tasks (pegasus.admission.tree)
         self.inbox = Inbox(self)  # messages to tasks (pegasus.admission.messages)
+
     def step(self, event: i.Input) -> list[Command]:
         """Apply one input; the commands to carry out, in order.  Never raises: an input that fails
         (a bad request, the store's failure) changes nothing it has not written and is ``Refused``."""
