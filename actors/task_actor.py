@@ -174,7 +174,7 @@ class TaskActor(ActorTypeDispatcher):
         if self.supervisor is None:  # once per process: its runs all come from one system's settings
             logs.configure_from(start.settings)
             self.log = logs.get("task")
-        # Memory steps run where the store is: the supervisor (actors/supervisor_memory.py).
+        # Memory steps run where the store is: the supervisor (actors/supervisor/memory.py).
         known, self.supervisor = self.pools, sender
         self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: sender}
         for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one

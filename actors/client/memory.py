@@ -1,6 +1,6 @@
 """The memory methods of ``Client`` (a mixin), and the same over the store file when no system runs.
 
-Reads and writes go to the supervisor (``actors/supervisor_memory.py``); the
+Reads and writes go to the supervisor (``actors/supervisor/memory.py``); the
 files of ``memory_export`` / ``memory_import`` are written and read here, in
 the client's process, and travel as values a page at a time.  An embedding
 vector (``[memory] embeddings_model``) is computed here too, never in the

@@ -1,15 +1,19 @@
 """Admission: the supervisor's view of every task, as seed 002's lifecycle (pure).
 
-``core`` holds Admission itself; ``effects`` what it asks its carrier to do;
-``records`` a task as it keeps one; ``ports`` what it writes through.
+``core`` holds Admission itself (``step(input) -> list[Command]``); ``inputs`` what it is told;
+``commands`` what it asks its carrier to do; ``steps`` which call handles each input; ``records``
+a task as it keeps one; ``ports`` what it writes through.
 """
 
+from pegasus.admission import inputs
 from pegasus.admission.core import EVICTED, MAX_RESTARTS, Admission
-from pegasus.admission.effects import (
-    Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
+from pegasus.admission.commands import (
+    Command, MessageAccepted, MessageRun, Refused, RunGate, StartRun, StopRun, Submitted, SuspendRun, TransitionNotice,
+    WakeAfter,
 )
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord
 
-__all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Effect", "MessageRun", "NullStore", "RunGate", "StartRun", "StopRun",
-           "StorePort", "SuspendRun", "TaskRecord", "TransitionNotice", "WakeAfter"]
+__all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Command", "MessageAccepted", "MessageRun", "NullStore", "Refused",
+           "RunGate", "StartRun", "StopRun", "StorePort", "Submitted", "SuspendRun", "TaskRecord", "TransitionNotice",
+           "WakeAfter", "inputs"]

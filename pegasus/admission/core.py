@@ -7,11 +7,13 @@ canceled and blocked as in the seed.  A suspended task is ``blocked`` (waiting
 for a person, seed 002 T10) and holds no slot; resuming it unblocks it (T17)
 and queues it again.
 
-No Thespian, and no I/O of its own: every method returns the effects the
-supervisor actor must carry out (start a run, stop one, run a gate, notify
-subscribers, wake up later), and every change is written through the store
-port it is given (``NullStore`` in unit tests, the SQLite store in a system).
-The clock is a parameter.
+No Thespian, and no I/O of its own: ``step(input) -> list[Command]`` (never
+raises: an input refused is a ``Refused`` command) says what the supervisor
+actor must carry out (start a run, stop one, run a gate, notify subscribers,
+wake up later), and every change is written through the store port it is given
+(``NullStore`` in unit tests, the SQLite store in a system).  The clock and the
+id factory are parameters.  Built by composition: ``inbox`` (messages to
+tasks), ``tree`` (sub-tasks).
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pegasus.admission.effects import (
-    Effect, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter,
-)
-from pegasus.admission.messages import Messages
+from pegasus.admission.commands import Command, Refused, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
+from pegasus.admission import inputs as i
+from pegasus.admission.steps import STEPS
+from pegasus.admission.messages import Inbox
 from pegasus.admission.ports import NullStore, StorePort
-from pegasus.admission.records import TaskRecord, new_fsm, record_from_row, restorable
+from pegasus.admission.records import ACTORS, TaskRecord, new_fsm, record_from_row, restorable, stage_detail
 from pegasus.admission.tree import Tree
 from pegasus.config import Settings
 from pegasus.idempotency import SUBMIT, Claim, submit_claim
@@ -49,7 +51,7 @@ MAX_RESTARTS = 3  # restarts of one run after its task actor died, before the ta
 EVICTED = frozenset({LifecycleState.DONE, LifecycleState.CANCELED})  # lifecycle states whose records leave memory
 
 
-class Admission(Messages):
+class Admission:
     """All tasks of one supervisor: records, the priority queue and the running set."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
@@ -66,6 +68,15 @@ class Admission(Messages):
         self._delayed: dict[str, float] = {}
         self._seq = itertools.count(self.store.seq_high_water() + 1)
         self.tree = Tree(self)  # sub-tasks (pegasus.admission.tree)
+        self.inbox = Inbox(self)  # messages to tasks (pegasus.admission.messages)
+
+    def step(self, event: i.Input) -> list[Command]:
+        """Apply one input; the commands to carry out, in order.  Never raises: an input that fails
+        (a bad request, the store's failure) changes nothing it has not written and is ``Refused``."""
+        try:
+            return STEPS[type(event)](self, event)
+        except Exception as exc:  # noqa: BLE001 - the carrier answers or reports it
+            return [Refused(exc)]
 
     # -- queries -------------------------------------------------------------------------------
     def get(self, task_id: str) -> TaskRecord:
@@ -119,7 +130,7 @@ class Admission(Messages):
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
                source: str, key: str | None = None, scope: str = SUBMIT, *, claim: Claim | None = None,
-               link: Link | None = None) -> tuple[TaskRecord, list[Effect]]:
+               link: Link | None = None) -> tuple[TaskRecord, list[Command]]:
         """A new task, or with a ``key`` already used (in ``scope``), the task that key created and no
         effects (a retried request changes nothing).  ``claim`` and ``link``: a sub-task's
         (its parent's step key, and its place in the tree; the link's child_id is filled in)."""
@@ -138,19 +149,19 @@ class Admission(Messages):
                                 "link": None if link is None else replace(link, child_id=task_id)},
                                encode_full(record.snapshot), claim)
         self.records[task_id] = record
-        effects: list[Effect] = [self._notify(record, "-", LifecycleState.DRAFT, "TASK_CREATED")]
+        effects: list[Command] = [self._notify(record, "-", LifecycleState.DRAFT, "TASK_CREATED")]
         if self.settings.runtime.approval_policy == "auto":
             effects += self._approve(record, "auto-approved")
         return record, effects
 
-    def approve(self, task_id: str) -> list[Effect]:
+    def approve(self, task_id: str) -> list[Command]:
         record = self.get(task_id)
         if record.state != LifecycleState.DRAFT:
             raise TaskAlreadyInStateError(task_id, record.state) if record.state == LifecycleState.APPROVED else \
                 InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_APPROVED, "only a draft is approved")
         return self._approve(record, "approved by request", actor="user")
 
-    def cancel(self, task_id: str, reason: str) -> list[Effect]:
+    def cancel(self, task_id: str, reason: str) -> list[Command]:
         record = self.get(task_id)
         was = record.state
         effects = self._lifecycle(record, EventType.TASK_CANCELED, reason=reason)
@@ -164,14 +175,14 @@ class Admission(Messages):
             effects += self._fill()
         return effects + self.tree.cancel_descendants(task_id, reason)
 
-    def suspend(self, task_id: str, reason: str) -> list[Effect]:
+    def suspend(self, task_id: str, reason: str) -> list[Command]:
         record = self.get(task_id)
         if record.state != LifecycleState.RUNNING:
             raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_SUSPENDED,
                                          self.tree.refuse_suspend(record) or "only a running task can be suspended")
         return [SuspendRun(task_id, record.run, reason)]
 
-    def resume(self, task_id: str, message: str | None) -> list[Effect]:
+    def resume(self, task_id: str, message: str | None) -> list[Command]:
         record = self.get(task_id)
         if record.state != LifecycleState.BLOCKED or record.snapshot.state != CognitiveState.SUSPENDED:
             raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_RESUMED,
@@ -184,7 +195,7 @@ class Admission(Messages):
         self._enqueue(record)
         return effects + self._fill()
 
-    def retry(self, task_id: str) -> list[Effect]:
+    def retry(self, task_id: str) -> list[Command]:
         record = self.get(task_id)
         if record.state != LifecycleState.FAILED:
             raise InvalidStateTransition(MachineName.LIFECYCLE, record.state, EventType.TASK_RETRIED, "only a failed task is retried")
@@ -203,7 +214,11 @@ class Admission(Messages):
         self._enqueue(record)
         return effects + self._fill()
 
-    def wake(self, task_id: str) -> list[Effect]:
+    def message(self, task_id: str, text: str) -> tuple[dict[str, Any], list[Command]]:
+        """Add ``text`` to the task's conversation (pegasus.admission.messages)."""
+        return self.inbox.message(task_id, text)
+
+    def wake(self, task_id: str) -> list[Command]:
         """A backoff has passed (maybe): queue what is due."""
         now = self.clock()
         for due_id, due in list(self._delayed.items()):
@@ -214,7 +229,7 @@ class Admission(Messages):
 
     # -- reports from task actors and gates -----------------------------------------------------
     def on_transition(self, task_id: str, run: int, from_state: str, to_state: str, event: str,
-                      timestamp: str, stage: dict[str, Any] | None) -> list[Effect]:
+                      timestamp: str, stage: dict[str, Any] | None) -> list[Command]:
         record = self.records.get(task_id)
         if record is None or run != record.run:
             return []
@@ -224,10 +239,10 @@ class Admission(Messages):
             record.stages.append({"run": run, **stage})
         record.snapshot = record.snapshot.model_copy(update={"state": to_state})
         return [TransitionNotice(task_id, record.machine, from_state, to_state, event, timestamp,
-                                 _stage_detail(stage) if stage else {})]
+                                 stage_detail(stage) if stage else {})]
 
     def on_stopped(self, task_id: str, run: int, state: str, snapshot: TaskSnapshot,
-                   exit_reason: str | None, children: tuple[ChildStep, ...] = ()) -> list[Effect]:
+                   exit_reason: str | None, children: tuple[ChildStep, ...] = ()) -> list[Command]:
         record = self.records.get(task_id)
         if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []  # a run that was canceled or replaced: its end changes nothing
@@ -244,9 +259,9 @@ class Admission(Messages):
             effects += self._next_gate(record)
         else:
             effects = self._fail(record, exit_reason or "exception", snapshot.context.error or "failed")
-        return effects + self._after_stop(record, state) + self._fill()
+        return effects + self.inbox._after_stop(record, state) + self._fill()
 
-    def on_run_lost(self, task_id: str, run: int, why: str) -> list[Effect]:
+    def on_run_lost(self, task_id: str, run: int, why: str) -> list[Command]:
         """The task actor died without reporting: restart the run from its last checkpoint.
 
         The lifecycle stays ``running`` (T19); the new run number makes anything
@@ -275,14 +290,14 @@ class Admission(Messages):
         return rebuild(record.task_id, rows)
 
     # -- recovery ----------------------------------------------------------------------------------
-    def restore(self) -> list[Effect]:
+    def restore(self) -> list[Command]:
         """Bring back every unfinished task from the store (on system start).
 
         draft stays draft; approved and queued are queued; running tasks resume from their last checkpoint;
         verifying runs its gates again; verified is done; blocked (suspended) stays blocked.  A task whose
         rows cannot be followed (any error) is quarantined (pegasus.quarantine): it fails alone, fatal_error.
         """
-        effects: list[Effect] = []
+        effects: list[Command] = []
         restarts: list[TaskRecord] = []
         for record in restorable(self.store, self.quarantined):  # a row it cannot follow: quarantined
             self.records[record.task_id] = record
@@ -298,7 +313,7 @@ class Admission(Messages):
             elif record.state == LifecycleState.QUEUED:
                 self._enqueue(record)
             elif record.state == LifecycleState.RUNNING:
-                self._restore_inbox(record)
+                self.inbox._restore_inbox(record)
                 restarts.append(record)
             elif record.state == LifecycleState.VERIFYING:
                 record.gate_index = 0
@@ -314,7 +329,7 @@ class Admission(Messages):
             record.pending_resume = None
         return effects + self.tree.restore() + self._fill()
 
-    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Effect]:
+    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Command]:
         """Fail a task whose checkpoints cannot be read, by legal lifecycle moves only.
 
         ``failed`` is entered from running (T8) or verifying (T12), so a task
@@ -323,14 +338,14 @@ class Admission(Messages):
         walks: dict[str, list[EventType]] = {LifecycleState.DRAFT: [EventType.TASK_APPROVED, EventType.TASK_QUEUED, EventType.TASK_STARTED],
                 LifecycleState.APPROVED: [EventType.TASK_QUEUED, EventType.TASK_STARTED], LifecycleState.QUEUED: [EventType.TASK_STARTED],
                 LifecycleState.BLOCKED: [EventType.TASK_UNBLOCKED, EventType.TASK_STARTED]}
-        effects: list[Effect] = []
+        effects: list[Command] = []
         for event_type in walks.get(record.state, []):
             effects += self._lifecycle(record, event_type, reason="restore: checkpoint unreadable")
         if record.state in (LifecycleState.RUNNING, LifecycleState.VERIFYING):
             effects += self._fail(record, "fatal_error", error)
         return effects
 
-    def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Effect]:
+    def on_gate(self, task_id: str, token: int, ok: bool, detail: dict[str, Any]) -> list[Command]:
         record = self.records.get(task_id)
         if record is None or token != record.gate_token or record.state != LifecycleState.VERIFYING:
             return []
@@ -347,7 +362,7 @@ class Admission(Messages):
         return self._fail(record, "gate_failed", str(detail.get("error", "verification gate failed")))
 
     # -- internals -------------------------------------------------------------------------------------
-    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Effect]:
+    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Command]:
         effects = self._lifecycle(record, EventType.TASK_APPROVED, actor=actor, reason=reason)
         effects += self._lifecycle(record, EventType.TASK_QUEUED, reason="waiting for a slot")
         self._enqueue(record)
@@ -358,8 +373,8 @@ class Admission(Messages):
             self._queued.add(record.task_id)
             heapq.heappush(self._queue, (record.priority, next(self._seq), record.task_id))
 
-    def _fill(self) -> list[Effect]:
-        effects: list[Effect] = []
+    def _fill(self) -> list[Command]:
+        effects: list[Command] = []
         while self._queue and len(self.running) < self.settings.runtime.max_active_tasks:
             _, _, task_id = heapq.heappop(self._queue)
             if task_id not in self._queued:
@@ -377,9 +392,9 @@ class Admission(Messages):
     def _start(self, record: TaskRecord, event: str | None = None, payload: dict[str, Any] | None = None) -> StartRun:
         generation = f"{record.attempts}.{record.gate_failures}"
         return StartRun(record.task_id, record.run, record.snapshot, generation, event, payload or {},
-                        self.store.journal(record.task_id), tuple(self._unread(record)))
+                        self.store.journal(record.task_id), tuple(self.inbox._unread(record)))
 
-    def _next_gate(self, record: TaskRecord) -> list[Effect]:
+    def _next_gate(self, record: TaskRecord) -> list[Command]:
         gates = self.settings.verification.gates
         if record.gate_index < len(gates):
             record.gate_token += 1
@@ -387,7 +402,7 @@ class Admission(Messages):
         effects = self._lifecycle(record, EventType.TASK_VERIFIED, reason=f"{len(gates)} gate(s) passed")
         return effects + self._lifecycle(record, EventType.TASK_DONE, reason="verified")
 
-    def _fail(self, record: TaskRecord, exit_reason: str, error: str) -> list[Effect]:
+    def _fail(self, record: TaskRecord, exit_reason: str, error: str) -> list[Command]:
         record.exit_reason, record.error = exit_reason, error
         return self._lifecycle(record, EventType.TASK_FAILED, exit_reason=exit_reason, reason=error)
 
@@ -403,7 +418,7 @@ class Admission(Messages):
                                   encode_full(record.snapshot))
 
     def _lifecycle(self, record: TaskRecord, event_type: EventType, *, actor: str | None = None,
-                   **payload: Any) -> list[Effect]:
+                   **payload: Any) -> list[Command]:
         """Apply a lifecycle event in memory, then write it (compare-and-set) with its audit row."""
         source = record.lifecycle.state
         target = record.lifecycle.transition(Event(type=event_type, task_id=record.task_id, payload=payload))
@@ -411,7 +426,7 @@ class Admission(Messages):
             return []
         context = record.snapshot.context
         self.store.lifecycle_transition(
-            record.task_id, source, target, event_type.value, actor=actor or _ACTORS.get(event_type, "system"),
+            record.task_id, source, target, event_type.value, actor=actor or ACTORS.get(event_type, "system"),
             reason=str(payload.get("reason", "")), metadata={k: v for k, v in payload.items() if k != "reason"},
             run=record.run,
             updates={"cognitive_state": record.snapshot.state, "attempts": record.attempts, "runs": record.run,
@@ -432,19 +447,3 @@ class Admission(Messages):
         return TransitionNotice(record.task_id, MachineName.LIFECYCLE, source, target, event,
                       record.lifecycle.updated_at.isoformat(), {"reason": reason} if reason else {})
 
-
-def _stage_detail(stage: dict[str, Any]) -> dict[str, Any]:
-    """What a subscriber learns of a finished stage: its name and, when its worker timed it, its seconds
-    (the HTTP gateway's stage latency histogram)."""
-    detail: dict[str, Any] = {"stage": stage["stage"]}
-    started, finished = stage.get("started"), stage.get("finished")
-    if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
-        detail["seconds"] = round(max(0.0, finished - started), 6)
-    return detail
-
-
-_ACTORS = {
-    EventType.TASK_STARTED: "runner", EventType.EXECUTION_COMPLETED: "runner", EventType.TASK_BLOCKED: "runner",
-    EventType.TASK_FAILED: "runner", EventType.TASK_VERIFIED: "verifier", EventType.GATE_FAILED: "verifier",
-    EventType.TASK_CANCELED: "user", EventType.TASK_UNBLOCKED: "user", EventType.TASK_RETRIED: "user",
-}

@@ -17,16 +17,15 @@ together: past either, ``MessageLimitReached`` names the cap and nothing is stor
 Every message is written to the store, numbered per task, before anything else
 (the request is answered after the commit), and ``TaskContext.messages_taken``
 says which ones a checkpoint holds: a run restarted after a crash is given the
-others, none twice.  A mixin of ``Admission``: it uses its records, queue and
-lifecycle writes.
+others, none twice.  A part of ``Admission`` (composed, as ``Admission.inbox``): it
+uses its records, queue and lifecycle writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from pegasus.admission.effects import Effect, MessageRun
+from pegasus.admission.commands import Command, MessageRun
 from pegasus.admission.ports import StorePort
 from pegasus.admission.records import TaskRecord
 from pegasus.config import Settings
@@ -48,19 +47,27 @@ def resume_payload(entries: list[tuple[int, str]]) -> dict[str, Any]:
     return {"messages": [text for _, text in entries], "through": max(number for number, _ in entries)}
 
 
-class Messages:
-    """``message`` and the inbox of running tasks; see the module docstring."""
+class _Admission(Protocol):
+    """What the inbox uses of Admission (which builds it)."""
 
     store: StorePort
     settings: Settings
-    get: Callable[[str], TaskRecord]
-    _lifecycle: Callable[..., list[Effect]]
-    _enqueue: Callable[[TaskRecord], None]
-    _fill: Callable[[], list[Effect]]
 
-    def message(self, task_id: str, text: str) -> tuple[dict[str, Any], list[Effect]]:
+    def get(self, task_id: str) -> TaskRecord: ...
+    def _lifecycle(self, record: TaskRecord, event_type: EventType, **payload: Any) -> list[Command]: ...
+    def _enqueue(self, record: TaskRecord) -> None: ...
+    def _fill(self) -> list[Command]: ...
+
+
+class Inbox:
+    """``message`` and the inbox of running tasks; see the module docstring."""
+
+    def __init__(self, admission: _Admission) -> None:
+        self.admission = admission
+
+    def message(self, task_id: str, text: str) -> tuple[dict[str, Any], list[Command]]:
         """Add ``text`` to the task's conversation: its number and when it reaches the task, and the effects."""
-        record = self.get(task_id)
+        record = self.admission.get(task_id)
         state = record.state
         suspended = state == LifecycleState.BLOCKED and record.snapshot.state == CognitiveState.SUSPENDED
         if state not in NOT_STARTED and state not in (LifecycleState.RUNNING, LifecycleState.BLOCKED):
@@ -69,14 +76,14 @@ class Messages:
                 f"task {task_id} has finished its work ({state}); a message reaches a task that is "
                 "waiting to start, running or suspended")
         self._check_caps(task_id, text)
-        entry = (self.store.add_message(task_id, text), text)
+        entry = (self.admission.store.add_message(task_id, text), text)
         delivery, effects = self._deliver(record, entry, suspended)
         return {"number": entry[0], "delivery": delivery}, effects
 
     def _check_caps(self, task_id: str, text: str) -> None:
         """MessageLimitReached when one more message would pass the task's count or bytes cap."""
-        runtime = self.settings.runtime
-        count, size = self.store.message_totals(task_id)
+        runtime = self.admission.settings.runtime
+        count, size = self.admission.store.message_totals(task_id)
         if count >= runtime.task_messages_max:
             raise MessageLimitReached(task_id, "task_messages_max", runtime.task_messages_max,
                                       f"task {task_id} has {count} messages: [runtime] task_messages_max is "
@@ -87,7 +94,7 @@ class Messages:
                                       f"task {task_id}'s messages would be {size} bytes together: [runtime] "
                                       f"task_messages_max_bytes is {runtime.task_messages_max_bytes}")
 
-    def _deliver(self, record: TaskRecord, entry: tuple[int, str], suspended: bool) -> tuple[str, list[Effect]]:
+    def _deliver(self, record: TaskRecord, entry: tuple[int, str], suspended: bool) -> tuple[str, list[Command]]:
         task_id, state = record.task_id, record.state
         if state == LifecycleState.RUNNING:
             record.inbox.append(entry)
@@ -101,7 +108,7 @@ class Messages:
             _, payload = record.pending_resume
             before = [(0, str(t)) for t in payload.get("messages") or [payload.get("text")] if t]
             record.pending_resume = (EventType.MESSAGE_RECEIVED.value, resume_payload([*before, entry]))
-            self.store.update_task(task_id, pending_resume=record.pending_resume)
+            self.admission.store.update_task(task_id, pending_resume=record.pending_resume)
             return "when it resumes", []
         self._fold(record, [entry])
         return "when it starts", []
@@ -112,15 +119,15 @@ class Messages:
         context.messages += [{"role": "user", "content": text} for _, text in entries]
         context.messages_taken = max(number for number, _ in entries)
         record.snapshot = record.snapshot.model_copy(update={"context": context})
-        self.store.add_checkpoint(record.task_id, record.run, "full", record.snapshot.state,
+        self.admission.store.add_checkpoint(record.task_id, record.run, "full", record.snapshot.state,
                                   encode_full(record.snapshot))
 
-    def _resume_with(self, record: TaskRecord, entries: list[tuple[int, str]]) -> list[Effect]:
+    def _resume_with(self, record: TaskRecord, entries: list[tuple[int, str]]) -> list[Command]:
         """Resume a suspended (blocked) task with messages: it re-thinks with them once it has a slot."""
         record.pending_resume = (EventType.MESSAGE_RECEIVED.value, resume_payload(entries))
-        effects = self._lifecycle(record, EventType.TASK_UNBLOCKED, reason="a message arrived")
-        self._enqueue(record)
-        return effects + self._fill()
+        effects = self.admission._lifecycle(record, EventType.TASK_UNBLOCKED, reason="a message arrived")
+        self.admission._enqueue(record)
+        return effects + self.admission._fill()
 
     def _unread(self, record: TaskRecord) -> list[tuple[int, str]]:
         """The inbox less what the task's snapshot already holds."""
@@ -128,7 +135,7 @@ class Messages:
         record.inbox = [entry for entry in record.inbox if entry[0] > through]
         return record.inbox
 
-    def _after_stop(self, record: TaskRecord, state: str) -> list[Effect]:
+    def _after_stop(self, record: TaskRecord, state: str) -> list[Command]:
         """A run stopped with messages it did not take.  Suspended for more information: resumed with
         them.  Suspended by request: it stays so (the request is answered), the messages in its
         context for when it is resumed.  Finished: too late for them (the store keeps them)."""
@@ -144,5 +151,5 @@ class Messages:
 
     def _restore_inbox(self, record: TaskRecord) -> None:
         """A running task restored from the store: the messages its checkpoint does not hold yet."""
-        record.inbox = self.store.messages_after(record.task_id, taken_through(record),  # bad rows: quarantined
-                                                 self.settings.runtime.max_input_bytes)
+        record.inbox = self.admission.store.messages_after(record.task_id, taken_through(record),  # bad rows: quarantined
+                                                 self.admission.settings.runtime.max_input_bytes)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pegasus.cognitive.base import needs_more_info
 from pegasus.quarantine import sift
-from pegasus.task import TaskContext, TaskFSM, TaskSnapshot
+from pegasus.task import EventType, TaskContext, TaskFSM, TaskSnapshot
 from pegasus.task.models import StateTransition
 from pegasus.task.names import CognitiveState, MachineName
 from pegasus.tools.workspace import with_local_mark
@@ -106,3 +106,20 @@ def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
     # The context's metadata (what the tools read) carries the local mark, set by origin, never by a request
     context = TaskContext(input_text=text, input_metadata=with_local_mark(metadata, source), source=source)
     return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))
+
+
+def stage_detail(stage: dict[str, Any]) -> dict[str, Any]:
+    """What a subscriber learns of a finished stage: its name and, when its worker timed it, its seconds
+    (the HTTP gateway's stage latency histogram)."""
+    detail: dict[str, Any] = {"stage": stage["stage"]}
+    started, finished = stage.get("started"), stage.get("finished")
+    if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+        detail["seconds"] = round(max(0.0, finished - started), 6)
+    return detail
+
+
+ACTORS = {
+    EventType.TASK_STARTED: "runner", EventType.EXECUTION_COMPLETED: "runner", EventType.TASK_BLOCKED: "runner",
+    EventType.TASK_FAILED: "runner", EventType.TASK_VERIFIED: "verifier", EventType.GATE_FAILED: "verifier",
+    EventType.TASK_CANCELED: "user", EventType.TASK_UNBLOCKED: "user", EventType.TASK_RETRIED: "user",
+}

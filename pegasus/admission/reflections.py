@@ -1,6 +1,6 @@
 """When the supervisor runs a done task's post-task reflector, and what it makes of the answer (issue 19).
 
-Pure: the supervisor's mixin (actors/supervisor_reflect.py) carries out what
+Pure: the supervisor (actors/supervisor/memory.py) carries out what
 this decides against the store (``pegasus.store.reflections``) and the llm pool.
 
 - A task that becomes done is reflected once: handed to the llm pool, whose

@@ -40,7 +40,7 @@ from pegasus.tools.workspace import LOCAL
 from pegasus.task.names import CognitiveState, LifecycleState
 
 if TYPE_CHECKING:
-    from pegasus.admission.effects import Effect
+    from pegasus.admission.commands import Command
     from pegasus.admission.ports import StorePort
     from pegasus.admission.records import TaskRecord
     from pegasus.config import Settings
@@ -87,15 +87,15 @@ class _Admission(Protocol):
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any], source: str,
                key: str | None = None, *, claim: Claim | None = None,
-               link: Link | None = None) -> tuple[TaskRecord, list[Effect]]: ...
+               link: Link | None = None) -> tuple[TaskRecord, list[Command]]: ...
     def task_for(self, claim: Claim | None) -> str | None: ...
-    def cancel(self, task_id: str, reason: str) -> list[Effect]: ...
+    def cancel(self, task_id: str, reason: str) -> list[Command]: ...
     def _lifecycle(self, record: TaskRecord, event_type: EventType, *, actor: str | None = None,
-                   **payload: Any) -> list[Effect]: ...
-    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Effect]: ...
+                   **payload: Any) -> list[Command]: ...
+    def _approve(self, record: TaskRecord, reason: str, actor: str = "system") -> list[Command]: ...
     def _enqueue(self, record: TaskRecord) -> None: ...
-    def _fill(self) -> list[Effect]: ...
-    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Effect]: ...
+    def _fill(self) -> list[Command]: ...
+    def _fail_unrecoverable(self, record: TaskRecord, error: str) -> list[Command]: ...
 
 
 class Tree:
@@ -105,7 +105,7 @@ class Tree:
         self.admission = admission
 
     # -- fan-out ------------------------------------------------------------------------------
-    def wait(self, parent: TaskRecord, children: tuple[ChildStep, ...]) -> list[Effect]:
+    def wait(self, parent: TaskRecord, children: tuple[ChildStep, ...]) -> list[Command]:
         """The parent's run stopped at sub_task steps: block it, make its children (or refuse them)."""
         admission, store = self.admission, self.admission.store
         effects = admission._lifecycle(parent, EventType.TASK_BLOCKED,
@@ -129,7 +129,7 @@ class Tree:
             effects += made
         return effects + self.fan_in(parent)
 
-    def _spawn(self, parent: TaskRecord, child: ChildStep, depth: int, started: int) -> tuple[list[Effect], int]:
+    def _spawn(self, parent: TaskRecord, child: ChildStep, depth: int, started: int) -> tuple[list[Command], int]:
         """The child of one step: created (effects, 1), or the one its key made before ([] , 0)."""
         admission, settings = self.admission, self.admission.settings
         text, machine, priority, metadata = self._checked(parent, child)
@@ -173,7 +173,7 @@ class Tree:
         return text, str(machine), priority, metadata
 
     # -- fan-in ---------------------------------------------------------------------------------
-    def ended(self, child: TaskRecord, state: str, reason: str) -> list[Effect]:
+    def ended(self, child: TaskRecord, state: str, reason: str) -> list[Command]:
         """A task reached done, failed or canceled: if it is a sub-task, its parent's step has its result."""
         store = self.admission.store
         link = store.link_of(child.task_id)
@@ -186,7 +186,7 @@ class Tree:
         parent = self.admission.records.get(link.parent_id)
         return self.fan_in(parent) if parent is not None else []
 
-    def fan_in(self, parent: TaskRecord) -> list[Effect]:
+    def fan_in(self, parent: TaskRecord) -> list[Command]:
         """Queue the parent again once every step it waits for has ended."""
         steps = waiting_steps(parent)
         if not steps:
@@ -198,7 +198,7 @@ class Tree:
         self.admission._enqueue(parent)
         return effects + self.admission._fill()
 
-    def _ended_before(self, child_id: str) -> list[Effect]:
+    def _ended_before(self, child_id: str) -> list[Command]:
         """A child made before whose end the parent's journal may lack (a crash between the two)."""
         record = self.admission.records.get(child_id)
         if record is not None:
@@ -212,11 +212,11 @@ class Tree:
                               row["error"], row["exit_reason"] or ""))
         return []
 
-    def restore(self) -> list[Effect]:
+    def restore(self) -> list[Command]:
         """After a restart: every waiting parent's children looked at again; a parent whose steps all
         ended (a crash came between the last child's end and the parent's queueing) is queued.  A parent
         whose rows (journal, links, children) cannot be followed is quarantined: it fails alone."""
-        effects: list[Effect] = []
+        effects: list[Command] = []
 
         def set_aside(record: TaskRecord, error: str) -> None:
             self.admission.quarantined[record.task_id] = error
@@ -226,8 +226,8 @@ class Tree:
             effects += more
         return effects
 
-    def _restore_one(self, record: TaskRecord) -> list[Effect]:
-        effects: list[Effect] = []
+    def _restore_one(self, record: TaskRecord) -> list[Command]:
+        effects: list[Command] = []
         steps = waiting_steps(record)
         journal = self.admission.store.journal(record.task_id) if steps else {}
         for key, _ in steps:
@@ -243,9 +243,9 @@ class Tree:
                                          codec.pack({"event_type": event.value, "payload": {"result": result}}))
 
     # -- control --------------------------------------------------------------------------------
-    def cancel_descendants(self, task_id: str, reason: str) -> list[Effect]:
+    def cancel_descendants(self, task_id: str, reason: str) -> list[Command]:
         """Cancel each child still going (and, through it, its own)."""
-        effects: list[Effect] = []
+        effects: list[Command] = []
         for link in self.admission.store.children_of(task_id):
             child = self.admission.records.get(link.child_id)
             if child is None or child.state in ENDS:

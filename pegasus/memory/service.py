@@ -1,6 +1,6 @@
 """The memory operations of the command line and the client, as JSON-able answers over one ``MemoryStore``.
 
-The supervisor runs them for a running system (``actors/supervisor_memory.py``)
+The supervisor runs them for a running system (``actors/supervisor/memory.py``)
 and the command line runs them on the store file itself when no system runs,
 so both answer alike.  Export and import travel as values (``markdown.Dump``
 pieces), a page at a time: the files are written and read by the client, never

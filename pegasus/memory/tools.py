@@ -5,7 +5,7 @@ idempotent (the same path and content, or the same append key -- a step's own
 idempotency key -- change nothing the second time), so the task-run core
 journals their end like any other non-pure step.  They run where the store is:
 a step calling one goes to ``PoolName.MEMORY``, which is the supervisor
-(``actors/supervisor_memory.py``); a tool worker or a convention member never
+(``actors/supervisor/memory.py``); a tool worker or a convention member never
 opens the database.  Every registry lists them (effect classes, the model's
 tool list); only the supervisor's is bound to a store.
 """

@@ -13,7 +13,7 @@ A write (or read) that fails for want of a store moves it from writable to one o
   unfinished tasks is saved beside a damaged store first (``SaveTasks``).
 
 The first failure stops the work (``HaltWork``); each state is reported once, when it is entered.
-The supervisor carries the commands out (actors/supervisor_runs.py).
+The supervisor carries the commands out (actors/supervisor/store.py).
 """
 
 from __future__ import annotations
@@ -77,6 +77,47 @@ class Report:
 Command = HaltWork | ProbeAfter | TruncateWal | TryWrite | CheckFile | SaveTasks | Report
 
 
+# -- inputs of ``StoreHealth.step`` (the clock is each one's ``now``) ---------------------------------------
+@dataclass(frozen=True)
+class Failed:
+    """A write or read failed for want of a store."""
+
+    error: StoreUnavailable
+    now: float
+
+
+@dataclass(frozen=True)
+class ProbeDue:
+    """The timer ``ProbeAfter`` armed fired."""
+
+
+@dataclass(frozen=True)
+class WalFolded:
+    """``TruncateWal(probing=True)`` worked (``error`` None) or failed."""
+
+    error: StoreUnavailable | None
+    now: float
+    freed: int = 0
+
+
+@dataclass(frozen=True)
+class ProbeFailed:
+    """``TryWrite`` found the store still refusing."""
+
+    error: StoreUnavailable
+    now: float
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A write worked again (or the system started)."""
+
+    now: float
+
+
+Input = Failed | ProbeDue | WalFolded | ProbeFailed | Recovered
+
+
 def state_of(error: StoreUnavailable | None) -> str:
     if error is None:
         return WRITABLE
@@ -97,6 +138,18 @@ class StoreHealth:
         self.since: float | None = None  # when writes were first refused
         self.probes = 0  # probes failed since
         self.wal_freed = 0  # bytes the WAL gave back to a full disk, since the start
+
+    def step(self, event: Input) -> list[Command]:
+        """The commands for one input, in order (the methods below, one per input)."""
+        if isinstance(event, Failed):
+            return self.failed(event.error, event.now)
+        if isinstance(event, ProbeDue):
+            return self.probe()
+        if isinstance(event, WalFolded):
+            return self.wal_folded(event.error, event.now, event.freed)
+        if isinstance(event, ProbeFailed):
+            return self.probe_failed(event.error, event.now)
+        return self.recovered(event.now)
 
     @property
     def state(self) -> str:

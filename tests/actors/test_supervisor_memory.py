@@ -6,27 +6,38 @@ from __future__ import annotations
 from pathlib import Path
 
 from actors import messages as m
-from actors.supervisor_memory import MemoryRequests
+from actors.supervisor import memory
+from actors.supervisor.context import Context
+from actors.supervisor.task_actors import TaskActors
 from pegasus.config import Settings
 from pegasus.store import Store
 from pegasus.store.checkpoint import encode_full
 from pegasus.task import Plan, PlanStep, TaskFSM
 
 
-class Supervisor(MemoryRequests):
-    """The mixin with what it reads of the supervisor: its store and settings (and a log that keeps lines)."""
+class Supervisor:
+    """The supervisor's context with what memory reads of it: its store and settings (and a log that keeps lines)."""
 
     def __init__(self, store: Store) -> None:
-        self.store, self.settings, self.sent, self.lines = store, Settings(), [], []
-        self.log = self
-
-    def send(self, target: object, message: object) -> None:
-        self.sent.append((target, message))
+        self.sent, self.lines = [], []
+        self.ctx = Context(send=lambda to, message: self.sent.append((to, message)), wake=lambda s, p: None,
+                           create=lambda kind: None, exit=lambda: None, task_actors=TaskActors(None, None, None),
+                           log=self, store=store, settings=Settings())
+        self.store = store
 
     def info(self, event: str, **fields: object) -> None:
         self.lines.append((event, fields))
 
     exception = info
+
+    def _archive_task(self, task_id: str) -> None:
+        memory.archive_task(self.ctx, task_id)
+
+    def _memory(self):
+        return memory.memory_of(self.ctx)
+
+    def receiveMsg_StageRequest(self, request: m.StageRequest, sender: object) -> None:
+        memory.memory_step(self.ctx, request, sender)
 
 
 def stored_task(store: Store, text: str) -> TaskFSM:

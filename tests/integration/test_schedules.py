@@ -1,12 +1,11 @@
-"""Schedules on a real system: slots fire once each, pause stops them, and a whole-system SIGKILL and a restart
-fire each missed slot inside the catch-up window once, skip (and count) the older ones, and fire no slot twice."""
+"""Schedules on a real system: slots fire once each, pause stops them, and after a whole-system SIGKILL and a
+restart no slot fires twice and every missed one is fired or counted (which: tests/pegasus/test_schedule_timer.py)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import time
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,13 +52,14 @@ def test_every_second_fires_once_per_slot_and_pause_stops_it(pegasus) -> None:
     assert len(tasks) == paused["fired"] >= 3 and paused["skipped"] == 0
     assert [b - a for a, b in zip(slots, slots[1:])] == [1.0] * (len(slots) - 1)
     assert all(t["machine"] == "classic" and t["input"] == "what is 2 + 2?" for t in tasks)
-    time.sleep(2.5)  # paused: no slot fires meanwhile
-    assert len(fired(client, "tick")) == len(tasks) and schedule(client, "tick")["fired"] == paused["fired"]
+    # Paused, no slot fires however long: tests/pegasus/test_schedule_timer.py, in simulated time.
+    before_resume = time.time()
     resumed = client.schedule_resume("tick")
     assert not resumed["paused"]
     wait_for(lambda: len(fired(client, "tick")) > len(tasks), timeout=30, what="a slot after the resume")
+    assert schedule(client, "tick")["skipped"] == 0
     after = slots_of(fired(client, "tick"))[len(tasks)]
-    assert after - slots[-1] >= 3.0  # the slots that passed while paused did not fire on resume
+    assert after > before_resume  # the slots that passed while paused did not fire on resume
 
 
 def test_trigger_fires_now_and_remove_ends_the_schedule(pegasus) -> None:
@@ -83,7 +83,9 @@ def test_trigger_fires_now_and_remove_ends_the_schedule(pegasus) -> None:
     assert info.value.error_type == "ScheduleNotFound"
 
 
-def test_after_a_whole_system_kill_missed_slots_in_the_window_fire_once_and_older_are_counted(pegasus) -> None:
+def test_after_a_whole_system_kill_no_slot_fires_twice_and_each_missed_one_is_fired_or_counted(pegasus) -> None:
+    """The window itself (missed slots inside it fired once, late; older ones counted) is
+    tests/pegasus/test_schedule_timer.py's, in simulated time: here the store's side, across a SIGKILL."""
     client = pegasus()
     client.schedule_add("tick", text="what is 3 + 4?", every="1s", overlap="allow_all", catchup="3s")
     wait_for(lambda: schedule(client, "tick")["fired"] >= 2, timeout=60, what="two slots")
@@ -92,26 +94,19 @@ def test_after_a_whole_system_kill_missed_slots_in_the_window_fire_once_and_olde
     assert procs.wait_gone(killed, timeout=60) == []
     client.closed = True
     down = time.time()
-    time.sleep(5)
 
     restarted = pegasus()
-    wait_for(lambda: schedule(restarted, "tick")["skipped"] > 0, timeout=60, what="the missed slots counted")
+    wait_for(lambda: any(slot > down for slot in slots_of(fired(restarted, "tick"))), timeout=60,
+             what="a slot after the restart")
     restarted.schedule_pause("tick")
     tasks = fired(restarted, "tick")
     slots = slots_of(tasks)
     view = schedule(restarted, "tick")
     assert len(slots) == len(set(slots)) == view["fired"]  # no slot twice
-    keys = Counter(slots)
-    assert max(keys.values()) == 1
-    # One gap: the slots missed while the system was down and older than the window, each counted.
+    # Every slot from the first on is fired or counted skipped: the gaps are exactly the slots skipped.
     steps = [round(b - a) for a, b in zip(slots, slots[1:])]
-    gaps = [s for s in steps if s != 1]
-    assert len(gaps) == 1 and gaps[0] - 1 == view["skipped"], (steps, view)
-    # The slots inside the window fired late, at the restart: at least one was due seconds before.
-    late = [t for t, slot in zip(tasks, slots)
-            if slot > down and datetime.fromisoformat(t["created_at"]).timestamp() - slot > 1.5]
-    assert late, [(t["metadata"]["scheduled_time"], t["created_at"]) for t in tasks]
-    print(f"\n{len(slots)} slots fired, {view['skipped']} skipped while down, {len(late)} caught up late")
+    assert sum(s - 1 for s in steps) == view["skipped"], (steps, view)
+    print(f"\n{len(slots)} slots fired, {view['skipped']} skipped while down")
 
 
 def test_overlap_skip_starts_no_slot_while_the_last_task_runs(pegasus) -> None:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from pegasus import bounds
-from pegasus.admission.effects import WakeAfter
+from pegasus.admission.commands import WakeAfter
 from pegasus.errors import InvalidRequest, WebhookRefused
 from pegasus.gateway.app import _cursor
 from pegasus.gateway.errors import ApiError

@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 
 from pegasus.store import DiskFull, Store, StoreCorrupt, StoreReplaced, StoreUnavailable
 from pegasus.store.health import (
-    CheckFile, HaltWork, ProbeAfter, PROBE_MAX_S, Report, SaveTasks, StoreHealth, TruncateWal, TryWrite,
+    CheckFile, Failed, HaltWork, ProbeAfter, ProbeDue, ProbeFailed, PROBE_MAX_S, Recovered, Report, SaveTasks,
+    StoreHealth, TruncateWal, TryWrite, WalFolded,
 )
 
 DB = Path("/state/pegasus.db")
@@ -34,6 +35,18 @@ def test_a_full_disk_halts_once_folds_the_wal_in_before_any_write_and_resumes() 
     report, = health.recovered(now=12.5)
     assert report.event == "store_available" and report.fields["refused_s"] == 2.5
     assert health.writable and health.probe() == []
+
+
+def test_in_the_one_core_shape_each_input_is_a_step_with_its_clock() -> None:
+    """The supervisor steps the health core as every core: ``step(input)``, the time in the input."""
+    health = StoreHealth()
+    assert kinds(health.step(Failed(StoreUnavailable(DB, "I/O error"), now=10.0))) == [
+        Report, HaltWork, CheckFile, ProbeAfter]
+    assert health.step(ProbeDue()) == [TryWrite()]
+    assert health.step(ProbeFailed(StoreUnavailable(DB, "I/O error"), now=11.0)) == [ProbeAfter(2.0)]  # backing off
+    assert health.step(WalFolded(None, now=12.0)) == [TryWrite()]
+    report, = health.step(Recovered(now=15.0))
+    assert report.fields["refused_s"] == 5.0 and health.writable
 
 
 def test_a_damaged_store_is_said_once_saved_and_never_probed() -> None:

@@ -1,4 +1,8 @@
-"""What Admission asks its carrier (the supervisor actor) to do: the effects its methods return."""
+"""What ``Admission.step`` returns: the commands its carrier (the supervisor actor) carries out, in order.
+
+``Submitted`` and ``MessageAccepted`` answer the request that made them; ``Refused`` is an input that
+changed nothing, with the error the request is answered with (Admission never raises).
+"""
 
 from __future__ import annotations
 
@@ -77,4 +81,31 @@ class WakeAfter:
         object.__setattr__(self, "seconds", timer_s(self.seconds))
 
 
-Effect = StartRun | StopRun | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter
+@dataclass(frozen=True)
+class Submitted:
+    """A task a submit asked for; ``existing``: its key made it before (nothing else happened)."""
+
+    task_id: str
+    machine: str
+    priority: int
+    lifecycle_state: str
+    existing: bool
+
+
+@dataclass(frozen=True)
+class MessageAccepted:
+    """A message stored with its number, and when the task sees it."""
+
+    number: int
+    delivery: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The input changed nothing: ``error`` says why (a PegasusError for the client, or the store's failure)."""
+
+    error: Exception
+
+
+Command = (StartRun | StopRun | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter | Submitted
+           | MessageAccepted | Refused)

@@ -8,9 +8,7 @@ supervisor sends the runs' messages and arms the timer the policy asks for.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from thespian.actors import ActorExitRequest
+from thespian.actors import ActorAddress, ActorExitRequest
 
 from pegasus.config import RuntimeSettings
 from pegasus.run.hosts import HostCommand, RetireHost, StartHost, TaskHosts, WakeIn
@@ -23,42 +21,42 @@ class TaskActors:
     ``wake`` arms the supervisor's timer for ``tick`` (seconds).
     """
 
-    def __init__(self, create: Callable[[], Any], send: Callable[[Any, Any], None],
+    def __init__(self, create: Callable[[], ActorAddress], send: Callable[[ActorAddress, object], None],
                  wake: Callable[[float], None]) -> None:
         self.create, self.send, self.wake = create, send, wake
         self.policy = TaskHosts()
-        self.address: dict[int, Any] = {}
+        self.address: dict[int, ActorAddress] = {}
 
     def configure(self, runtime: RuntimeSettings) -> None:
         self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
                                 runtime.task_actors_idle_s)
 
-    def take(self, task_id: str, run: int) -> Any:
+    def take(self, task_id: str, run: int) -> ActorAddress:
         """The address of the task actor the new run goes to (created now when the policy says so)."""
         key, commands = self.policy.place(task_id, run)
         self._carry_out(commands)
         return self.address[key]
 
-    def address_of(self, task_id: str, run: int | None = None) -> Any:
+    def address_of(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The task actor of the task's running run (of ``run`` when given), or None."""
         held = self.policy.host_of(task_id)
         if held is None or (run is not None and held[1] != run):
             return None
         return self.address.get(held[0])
 
-    def release(self, task_id: str, run: int | None = None) -> Any:
+    def release(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The run stopped: the address of its task actor (None when it held no such run)."""
         key, commands = self.policy.release(task_id, run)
         address = self.address.get(key) if key is not None else None
         self._carry_out(commands)
         return address
 
-    def report(self, address: Any, cpu_s: float) -> None:
+    def report(self, address: ActorAddress, cpu_s: float) -> None:
         key = self._key(address)
         if key is not None:
             self.policy.report(key, cpu_s)
 
-    def exited(self, address: Any) -> list[tuple[str, int]] | None:
+    def exited(self, address: ActorAddress) -> list[tuple[str, int]] | None:
         """A task actor exited: the runs it held (None: not one of ours any more, e.g. one retired)."""
         key = self._key(address)
         if key is None:
@@ -72,13 +70,13 @@ class TaskActors:
     def running(self) -> list[str]:
         return list(self.policy.placed)
 
-    def addresses(self) -> list[Any]:
+    def addresses(self) -> list[ActorAddress]:
         return list(self.address.values())
 
     def view(self) -> dict[str, int]:
         return self.policy.view()
 
-    def _key(self, address: Any) -> int | None:
+    def _key(self, address: ActorAddress) -> int | None:
         return next((key for key, known in self.address.items() if known == address), None)
 
     def _carry_out(self, commands: list[HostCommand]) -> None:

@@ -1,0 +1,187 @@
+"""The supervisor on Thespian: a thin carrier, one per system (global name ``pegasus-supervisor``).
+
+Each message finds its row in one table (``ROWS`` for requests, ``REPORTS``
+for what its children send, ``TIMERS`` for its own wakeups); each row is a
+plain function of the supervisor's ``Context``.  What the rows decide is the
+pure cores' (``Admission``, ``StoreHealth``, ``ScheduleTimer``,
+``Supervision``, ``TaskHosts``); their commands are carried out by tables too
+(``commands.COMMANDS``, ``store.HEALTH``).  A malformed, unknown or oversized
+request gets an error Reply; nothing a client sends can raise into Thespian
+(which would re-deliver it and answer with PoisonMessage).
+
+A new operation is a message (``pegasus.requests``), a row in its module's
+``REQUESTS`` (or ``FROM_SENDER`` when it answers later or keeps the sender),
+and its tests.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from datetime import timedelta
+from typing import Any
+
+from thespian.actors import (
+    Actor, ActorAddress, ActorExitRequest, ActorSystemMessage, ChildActorExited, WakeupMessage,
+)
+
+from actors import messages as m
+from actors.runtime import procs
+from actors.wire.frames import UnreadableMessage
+from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
+from actors.supervisor.commands import admit
+from actors.supervisor.context import Context, Rows
+from actors.supervisor.replies import Row, answer, lookup
+from actors.supervisor.task_actors import TaskActors
+from actors.task_actor import TaskActor, effect_registry
+from pegasus import logs
+from pegasus.admission.inputs import Wake
+from pegasus.errors import PegasusError
+from pegasus.store import Store, StoreUnavailable
+from pegasus.store.health import ProbeDue
+from pegasus.task import PoolName
+
+
+def configure(ctx: Context, request: m.Configure, sender: ActorAddress) -> Any:
+    settings = request.settings
+    if ctx.settings is not None:
+        if settings != ctx.settings:
+            raise PegasusError("the supervisor is already configured with other settings")
+        return {"configured": True}
+    opened = Store.in_state_dir(settings.state_dir())  # first: a damaged store refuses the start (file, check)
+    # Before any worker starts: an unloadable plugin fails Configure (the ToolError names it).
+    # Task actors forked from here inherit the registry built.
+    effect_registry(settings)
+    ctx.settings = settings
+    logs.configure_from(settings)
+    ctx.log = logs.get("supervisor")
+    ctx.parent = sender
+    pools = settings.pools
+    for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
+                                          (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, 0)):
+        children.start_pool(ctx, name, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
+    ctx.task_actors.configure(settings.runtime)
+    ctx.store = opened
+    try:
+        store.restore(ctx)
+    except StoreUnavailable as exc:  # e.g. a full disk: configured all the same, and it resumes by itself
+        store.store_failed(ctx, exc)
+    schedules.changed(ctx)  # slots missed while the system was down: fired or skipped now
+    ops.retention_timer(ctx)
+    assert ctx.admission is not None
+    ctx.log.info("configured", llm_workers=pools.llm_workers, tool_workers=pools.tool_workers,
+                 max_active_tasks=settings.runtime.max_active_tasks, restored=len(ctx.admission.records),
+                 store=str(opened.path))
+    return {"configured": True, "restored": len(ctx.admission.records), "store": store.store_status(ctx),
+            "pid": os.getpid()}
+
+
+def _requests(*tables: Rows) -> dict[type, Row]:
+    return {kind: lookup(row) for table in tables for kind, row in table.items()}
+
+
+# Requests: message -> row.  The (ctx, request) rows, then those that need the sender.
+ROWS: Rows = {
+    **_requests(lookups.REQUESTS, memory.REQUESTS, store.REQUESTS, tasks.REQUESTS, schedules.REQUESTS,
+                webhooks.REQUESTS, ops.REQUESTS),
+    **tasks.FROM_SENDER, **webhooks.FROM_SENDER, m.Stats: stats.stats, m.Configure: configure,
+}
+
+# What children and workers send: message -> row (ctx, message, sender).
+REPORTS: Rows = {
+    m.TaskReports: runs.task_reports, m.TextDelta: runs.text_delta, m.StepStarting: runs.step_starting,
+    m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: memory.memory_step,
+    m.AskRecall: vectors.recall, m.PoolReady: children.pool_ready, m.PoolStats: stats.pool_stats,
+    ChildActorExited: children.child_exited,
+}
+
+
+def _retry_due(ctx: Context, due: m.RetryDue) -> None:
+    if ctx.admission is not None:
+        admit(ctx, Wake(due.task_id))
+
+
+# The supervisor's own timers: wakeup payload -> row (ctx, payload).
+TIMERS: Rows = {
+    m.RetryDue: _retry_due, m.StoreProbe: lambda ctx, probe: store.step(ctx, ProbeDue()),
+    m.TaskActorsDue: lambda ctx, due: ctx.task_actors.tick(), m.ScheduleDue: schedules.woken,
+    m.PoolDue: children.pool_due, m.PoolsCheck: children.check_pools, m.StatsDue: stats.stats_due,
+    m.RecallVectorDue: vectors.recall_vector_due, m.VectorsDue: vectors.vectors_due, m.RetentionDue: ops.retention_due,
+}
+
+
+class Supervisor(Actor):
+    """One per system; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
+        task_actors = TaskActors(lambda: children.task_actor_started(self.ctx, self._fork(TaskActor)), self.send,
+                                 lambda seconds: self._wake(seconds, m.TaskActorsDue()))  # limits set by Configure
+        self.ctx = Context(send=self.send, wake=self._wake, create=self._fork,
+                           exit=lambda: self.send(self.myAddress, ActorExitRequest()),
+                           task_actors=task_actors, log=logs.get("supervisor"))
+
+    def receiveMessage(self, message: Any, sender: ActorAddress) -> None:
+        ctx = self.ctx
+        if ctx.exiting:
+            # Told to exit: the store is closed.  Reports and exits of children that end
+            # with us change nothing (a restart restores from the store); a request is told.
+            if isinstance(message, m.Request):
+                self.send(sender, m.Reply(str(message.request_id or ""), False, error="the system is stopping",
+                                          error_type="SystemStopping"))
+            return
+        try:
+            self._handle(ctx, message, sender)
+        except StoreUnavailable as exc:
+            store.store_failed(ctx, exc)
+        except Exception as exc:  # noqa: BLE001 - requests answer their own errors: this is the rest
+            ctx.log.exception("supervisor_error", message_type=type(message).__name__)
+            children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
+
+    def _handle(self, ctx: Context, message: Any, sender: ActorAddress) -> None:  # not _receive: Thespian's
+        kind = type(message)
+        if kind in ROWS:
+            answer(ctx, ROWS[kind], message, sender)
+        elif kind in REPORTS:
+            REPORTS[kind](ctx, message, sender)
+        elif kind is WakeupMessage:
+            timer = TIMERS.get(type(message.payload))
+            if timer is not None:
+                timer(ctx, message.payload)
+        elif kind is ActorExitRequest:
+            self._exit(ctx)
+        elif kind is UnreadableMessage:  # an authentic request this process cannot unpickle
+            self.send(sender, m.Reply("", False, error=f"the supervisor could not read the request: {message.error}",
+                                      error_type="BadRequest"))
+        elif not isinstance(message, ActorSystemMessage):
+            request_id = str(getattr(message, "request_id", "") or "")
+            self.send(sender, m.Reply(request_id, False, error=f"unknown request type {kind.__name__}",
+                                      error_type="UnknownRequest"))
+
+    def _exit(self, ctx: Context) -> None:
+        ctx.exiting = True
+        # Tell every child to exit: a child created just before shutdown may not be told otherwise.
+        for address in ctx.task_actors.addresses():
+            self.send(address, ActorExitRequest())
+        for pool in ctx.pools.address.values():
+            self.send(pool, ActorExitRequest())
+        if ctx.store is not None:
+            ctx.store.close()
+            ctx.store = None
+
+    def _wake(self, seconds: float, payload: object) -> None:
+        self.wakeupAfter(timedelta(seconds=seconds), payload=payload)
+
+    def _fork(self, actor_class: type) -> ActorAddress:
+        """createActor with the supervisor's objects frozen out of the garbage collector.
+
+        A task actor is forked from this (large) process; a collection in the
+        child would touch every inherited object's header and copy its page.
+        Frozen, they stay shared (THESPIAN.md: halves a child's private memory).
+        """
+        gc.freeze()
+        try:
+            return self.createActor(actor_class)
+        finally:
+            gc.unfreeze()

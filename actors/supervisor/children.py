@@ -1,0 +1,196 @@
+"""The supervisor's children -- the two stage pools and the task actors -- supervised (``pegasus.supervision``).
+
+Every ``ChildActorExited`` comes here, whatever the child.  What a death means
+is declared per kind (``context.SPECS``) and decided by the pure core; this
+module pays its cost:
+
+- a task actor (temporary): its runs restart from their checkpoints, placed anew;
+- a pool (permanent): started again with the same configuration, at once, then
+  with a doubling pause.  Every task actor is told its address
+  (``PoolReplaced``) and sends again each request it sent the dead pool and had
+  no answer to; so does the supervisor for its verification gates and post-task
+  reflections.  A request sent again keeps its token: a model stage simply runs
+  again; an effectful tool step asks the journal first (StepStarting), and one
+  that started on the dead pool is refused and ends ``unknown``, never run twice.
+  More than ``intensity`` pool deaths within ``period_s`` and the supervisor
+  gives up: it tells the guardian why and ends, and the guardian starts a new
+  one (which restores every task from the store).
+
+A pool whose process is stopped (SIGSTOP, a debugger) is not dead and nothing
+reports it; every ``POOL_CHECK_S`` the supervisor reads its /proc state, and
+one seen stopped on two looks in a row is killed -- only when /proc shows it is
+this process's own child -- and so replaced as above.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from thespian.actors import ActorAddress, ChildActorExited
+
+from actors import messages as m
+from actors.runtime import procs
+from actors.pool import StagePool
+from actors.supervisor.commands import admit
+from actors.supervisor.context import Context
+from actors.supervisor.views import answer_suspends
+from pegasus.admission.inputs import RunLost
+from pegasus.supervision import (
+    Alarm, Dropped, Escalate, Exited, Removed, StartAgain, Started, SupervisionCommand,
+)
+
+POOL_CHECK_S = 2.5  # how often the pools' processes are looked at (two stopped looks: killed)
+STOPPED_STATES = frozenset({"T", "t"})
+GIVE_UP_S = 5.0  # a supervisor giving up that has not ended by then ends itself
+TROUBLE_EVERY_S = 1.0  # at most one handler error a second is told to the guardian
+
+
+# -- starting --------------------------------------------------------------------------------------
+def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
+    pools = ctx.pools
+    address = ctx.create(StagePool)
+    ctx.send(address, config)
+    pools.config[name], pools.address[name] = config, address
+    pools.stopped[name] = 0
+    pools.pid.pop(name, None)
+    ctx.supervision.step(Started(name, "pool", time.monotonic()))
+    if len(pools.config) == 1:
+        ctx.wake(POOL_CHECK_S, m.PoolsCheck())
+    return address
+
+
+def task_actor_started(ctx: Context, address: ActorAddress) -> ActorAddress:
+    ctx.supervision.step(Started(_actor_name(address), "task_actor", time.monotonic()))
+    return address
+
+
+def pool_ready(ctx: Context, ready: m.PoolReady, sender: ActorAddress) -> None:
+    if ctx.pools.address.get(ready.name) == sender:
+        ctx.pools.pid[ready.name] = ready.pid
+
+
+# -- deaths ----------------------------------------------------------------------------------------
+def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -> None:
+    address = exited.childAddress
+    name = next((pool for pool, known in ctx.pools.address.items() if known == address), None)
+    if name is not None:
+        ctx.pools.pid.pop(name, None)
+        ctx.log.warning("pool_died", pool=name)
+        _supervise(ctx, ctx.supervision.step(Exited(name, time.monotonic(), f"the {name} pool died")))
+        return
+    lost = ctx.task_actors.exited(address)
+    if lost is None:
+        ctx.supervision.step(Removed(_actor_name(address)))
+        return  # not a child of ours any more (a task actor retired, a pool replaced)
+    _supervise(ctx, ctx.supervision.step(Exited(_actor_name(address), time.monotonic(),
+                                                "the task actor exited unexpectedly")))
+    if ctx.admission is None:
+        return
+    for task_id, run in lost:  # each restarted from its checkpoint, placed anew
+        ctx.log.warning("task_actor_lost", task_id=task_id, run=run)
+        admit(ctx, RunLost(task_id, run, "the task actor exited unexpectedly"))
+        answer_suspends(ctx, task_id)
+
+
+def _supervise(ctx: Context, commands: list[SupervisionCommand]) -> None:
+    for command in commands:
+        if isinstance(command, StartAgain) and command.kind == "pool":
+            if command.delay_s <= 0:
+                _replace_pool(ctx, command.child)
+            else:
+                ctx.log.warning("pool_restart_delayed", pool=command.child, restart_in_s=command.delay_s,
+                                deaths=command.deaths)
+                ctx.wake(command.delay_s, m.PoolDue(command.child))
+        elif isinstance(command, Alarm):
+            ctx.log.error("child_crash_loop", child=command.child, kind=command.kind, deaths=command.deaths,
+                          period_s=command.period_s, reason=command.reason)
+        elif isinstance(command, Escalate):
+            _give_up(ctx, f"the {command.child} pool died {command.deaths} times within "
+                          f"{command.period_s:g}s (last: {command.reason})")
+        elif isinstance(command, Dropped) and command.kind != "task_actor":
+            ctx.log.warning("child_dropped", child=command.child, kind=command.kind, reason=command.reason)
+
+
+def _replace_pool(ctx: Context, name: str) -> None:
+    config = ctx.pools.config.get(name)
+    if config is None or ctx.giving_up:
+        return
+    dead = ctx.pools.address[name]
+    address = start_pool(ctx, name, config)
+    resent = [request for pool, request in ctx.pools.requests.values() if pool == name]
+    for request in resent:
+        ctx.send(address, request)
+    for host in ctx.task_actors.addresses():
+        ctx.send(host, m.PoolReplaced(name, address, dead))
+    ctx.log.warning("pool_restarted", pool=name, requests_sent_again=len(resent))
+
+
+def _give_up(ctx: Context, reason: str) -> None:
+    """Escalate: the guardian is told why, and starts a new supervisor once this one has ended.
+
+    Ended for sure: should Thespian's orderly exit wait for a child that never answers (one
+    killed before it had connected, say), the process ends itself after ``GIVE_UP_S``; its
+    children die with it and the store needs no closing (each commit is whole)."""
+    ctx.giving_up = True
+    ctx.log.error("supervisor_giving_up", reason=reason)
+    if ctx.parent is not None:
+        ctx.send(ctx.parent, m.ChildTrouble(reason))
+    ctx.exit()
+    ender = threading.Timer(GIVE_UP_S, os._exit, (70,))
+    ender.daemon = True
+    ender.start()
+
+
+def tell_trouble(ctx: Context, error: str) -> None:
+    """A handler's error, told to the guardian (at most one a second): it names it if this process dies."""
+    now = time.monotonic()
+    if ctx.parent is not None and now - ctx.told_trouble_at >= TROUBLE_EVERY_S:
+        ctx.told_trouble_at = now
+        ctx.send(ctx.parent, m.ChildTrouble(error))
+
+
+# -- timers: a pool due again, stopped pools --------------------------------------------------------
+def pool_due(ctx: Context, due: m.PoolDue) -> None:
+    view = ctx.supervision.view(time.monotonic()).get(due.name)
+    if view is not None and view["status"] == "restarting":
+        _replace_pool(ctx, due.name)
+
+
+def check_pools(ctx: Context, check: m.PoolsCheck) -> None:
+    pools = ctx.pools
+    for name, pid in list(pools.pid.items()):
+        stat = procs.read_stat(pid)
+        stopped = stat is not None and stat.state in STOPPED_STATES
+        pools.stopped[name] = pools.stopped.get(name, 0) + 1 if stopped else 0
+        if pools.stopped[name] >= 2 and _kill_child(pid):
+            ctx.log.error("pool_stopped_killed", pool=name, pid=pid)  # its ChildActorExited replaces it
+            pools.stopped[name] = 0
+    ctx.wake(POOL_CHECK_S, m.PoolsCheck())
+
+
+def pools_view(ctx: Context, parts: dict[str, dict[str, object]]) -> dict[str, object]:
+    """Each pool's figures (those it sent), its supervision, and whether it answered in time."""
+    supervised = ctx.supervision.view(time.monotonic())
+    pools = ctx.pools
+    return {name: {**(parts.get(name) or {}), "responsive": name in parts, "pid": pools.pid.get(name),
+                   "stopped": pools.stopped.get(name, 0) > 0, "supervision": supervised.get(name)}
+            for name in pools.address}
+
+
+def _actor_name(address: ActorAddress) -> str:
+    return f"task-actor {address}"
+
+
+def _kill_child(pid: int) -> bool:
+    """SIGKILL ``pid`` only when /proc shows it is this process's own living child (never a reused pid)."""
+    stat = procs.read_stat(pid)
+    if pid == os.getpid() or stat is None or stat.ppid != os.getpid() or stat.is_zombie:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,115 @@
+"""What every row of the supervisor reads and writes: one typed object, given to each handler.
+
+The carrier (``actors.supervisor.carrier``) builds it with the actor's own
+operations (send, a timer, a child) and keeps nothing else; the handlers are
+plain functions of it.  The pure cores it holds decide: ``Admission`` (tasks),
+``StoreHealth`` (the store), ``ScheduleTimer`` (when schedules are looked at),
+``Supervision`` (children's deaths), ``PostReflections`` (post-task reflections).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from structlog.typing import FilteringBoundLogger
+from thespian.actors import ActorAddress
+
+from actors import messages as m
+from actors.supervisor.task_actors import TaskActors
+from pegasus.admission import Admission, TransitionNotice
+from pegasus.admission.reflections import PostReflections
+from pegasus.config import Settings
+from pegasus.memory.vectors import Backfill, Breaker
+from pegasus.schedule_timer import ScheduleTimer
+from pegasus.store import Store
+from pegasus.store.health import StoreHealth
+from pegasus.supervision import ChildSpec, Restart, Supervision
+
+SPECS = {
+    "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, first_s=0.0, then_s=0.5, max_s=5.0,
+                      stable_s=30.0),
+    "task_actor": ChildSpec(Restart.TEMPORARY),
+}
+
+Send = Callable[[ActorAddress, object], None]
+Wake = Callable[[float, object], None]  # (seconds, payload): the payload comes back in a WakeupMessage
+Log = FilteringBoundLogger  # pegasus.logs.get
+Rows = dict[type, Callable[..., object]]  # message class -> its row (a plain function of the Context)
+
+
+@dataclass
+class Pools:
+    """The two stage pools as the supervisor knows them."""
+
+    address: dict[str, ActorAddress] = field(default_factory=dict)
+    config: dict[str, m.PoolConfig] = field(default_factory=dict)
+    pid: dict[str, int] = field(default_factory=dict)
+    stopped: dict[str, int] = field(default_factory=dict)  # stopped looks in a row (SIGSTOP)
+    requests: dict[tuple[str, str], tuple[str, m.StageRequest]] = field(default_factory=dict)  # sent again if one dies
+
+
+@dataclass
+class Vectors:
+    """Embedding vectors as the supervisor knows them (``actors.supervisor.vectors``)."""
+
+    recall_waits: dict[tuple[str, int], tuple[m.AskRecall, ActorAddress]] = field(default_factory=dict)
+    backfill: Backfill | None = None  # made once embeddings are configured (at the first restore)
+    breaker: Breaker = field(default_factory=Breaker)
+    recall_fallbacks: int = 0  # recalls answered by full text alone
+    recall_error: str | None = None  # why the last of them was
+
+
+@dataclass
+class Context:
+    """The supervisor's state and the actor's operations; see the module docstring."""
+
+    send: Send
+    wake: Wake
+    create: Callable[[type], ActorAddress]  # a child actor (forked with the garbage collector frozen)
+    exit: Callable[[], None]  # tell this actor to exit (ActorExitRequest to itself)
+    task_actors: TaskActors
+    log: Log
+    settings: Settings | None = None
+    store: Store | None = None
+    admission: Admission | None = None
+    store_health: StoreHealth = field(default_factory=StoreHealth)
+    timer: ScheduleTimer = field(default_factory=ScheduleTimer)
+    supervision: Supervision = field(default_factory=lambda: Supervision(SPECS))
+    pools: Pools = field(default_factory=Pools)
+    vectors: Vectors = field(default_factory=Vectors)
+    post: PostReflections | None = None  # made at Configure (its limit is the llm pool's size)
+    subscribers: list[tuple[ActorAddress, str | None]] = field(default_factory=list)
+    pending_suspend: dict[str, list[tuple[ActorAddress, str]]] = field(default_factory=dict)
+    pending_stats: dict[int, tuple[ActorAddress, str, dict[str, Any]]] = field(default_factory=dict)
+    asked: int = 0  # the last stats ask id
+    identity: tuple[object, str] | None = None  # (what identity.md was read from, its text)
+    schedules_quarantined: dict[str, str] = field(default_factory=dict)  # name -> error, as the store said last
+    parent: ActorAddress | None = None  # the guardian (it sent Configure)
+    told_trouble_at: float = 0.0
+    giving_up: bool = False
+    exiting: bool = False  # told to exit: nothing is handled any more
+    pid: int = field(default_factory=os.getpid)
+
+    # The configured supervisor: every row but Configure runs only once these are set (actors.supervisor.replies).
+    @property
+    def configured(self) -> tuple[Settings, Store, Admission]:
+        assert self.settings is not None and self.store is not None and self.admission is not None
+        return self.settings, self.store, self.admission
+
+    def notify(self, notice: TransitionNotice | m.TextDelta) -> None:
+        for address, task_id in self.subscribers:
+            if task_id is None or task_id == notice.task_id:
+                self.send(address, notice)
+
+    def to_pool(self, name: str, request: m.StageRequest) -> None:
+        """The supervisor's own stage requests (gates, reflections): kept until answered, sent again to a new pool."""
+        self.pools.requests[(request.task_id, request.stage)] = (name, request)
+        self.send(self.pools.address[name], request)
+
+    def answered_by_pool(self, task_id: str, stage: str, token: int | None = None) -> None:
+        held = self.pools.requests.get((task_id, stage))
+        if held is not None and (token is None or held[1].token == token):
+            del self.pools.requests[(task_id, stage)]

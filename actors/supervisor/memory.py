@@ -1,0 +1,262 @@
+"""The supervisor's side of memory, where the store is (convention members and task actors never open it).
+
+- requests (list, search, show, write, forget, export, import): rows answered by ``answer_memory``;
+- a task's memory step (``memory.*`` tools; only a task actor sends the supervisor a StageRequest),
+  answered as a tool worker would: a step is one or a few SQLite statements, well under a
+  millisecond, so it does not hold the mailbox up;
+- recall before a think / reason stage (``AskRecall``: the identity and the k most relevant facts
+  and episodes; a store that cannot answer sends none, the stage runs without);
+- the post-task reflector: a task just done is archived and its reflection handed to the llm pool
+  at the lowest priority; ``pegasus.admission.reflections`` decides, ``pegasus.store.reflections``
+  keeps the durable rows.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from thespian.actors import ActorAddress
+
+from actors import messages as m
+from actors.supervisor.context import Context, Rows
+from pegasus.admission import TransitionNotice
+from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
+from pegasus.cognitive.stages import offline_processors, run_stage
+from pegasus.memory import MemoryStore, load_identity
+from pegasus.memory.answers import answer_memory
+from pegasus.memory.errors import MemoryStoreError
+from pegasus.memory.identity import IDENTITY_FILE
+from pegasus.memory.tools import register
+from pegasus.quarantine import reason
+from pegasus.store import Store, StoreUnavailable, reflections
+from pegasus.store.checkpoint import rebuild
+from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot
+from pegasus.task.models import PostTaskReflection, deep_copy
+from pegasus.tools.registry import ToolRegistry
+
+RECALL_KEYS = ("id", "kind", "title", "text", "score")
+RECALL_TEXT_CHARS = 2000  # of one recalled memory in a task's context (checkpointed with it): k of them at most
+
+
+def memory_of(ctx: Context) -> MemoryStore:
+    """The memory over the supervisor's store (a view: cheap, and always the store open now)."""
+    if ctx.store is None or ctx.settings is None:
+        raise RuntimeError("the supervisor has no store yet")
+    return MemoryStore(ctx.store, ctx.settings.memory)
+
+
+def _store(ctx: Context) -> Store:
+    assert ctx.store is not None  # memory is reached only once the supervisor is configured
+    return ctx.store
+
+
+# -- requests ------------------------------------------------------------------------------------
+def answer(ctx: Context, request: m.Request) -> Any:
+    return answer_memory(memory_of(ctx), request)
+
+
+def forget(ctx: Context, request: m.MemoryForget) -> Any:
+    forgotten = answer_memory(memory_of(ctx), request)
+    ctx.log.info("memory_forgotten", ids=forgotten["forgotten"])
+    return forgotten
+
+
+REQUESTS: Rows = {m.MemoryList: answer, m.MemorySearch: answer, m.MemoryShow: answer, m.MemoryWrite: answer,
+           m.MemoryExport: answer, m.MemoryImport: answer, m.MemoryForget: forget}
+
+
+# -- a task's memory step ---------------------------------------------------------------------------
+def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> None:
+    try:
+        result = _step(ctx, request)
+    except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes the step's answer
+        ctx.log.exception("memory_step_failed", task_id=request.task_id)
+        result = m.StageResult(request.task_id, request.token, request.stage, ok=False,
+                               error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+    ctx.send(sender, result)
+
+
+def _step(ctx: Context, request: m.StageRequest) -> m.StageResult:
+    if request.stage != StageName.ACT or request.context is None:
+        return m.StageResult(request.task_id, request.token, request.stage, ok=False, error_kind="exception",
+                             error=f"the supervisor runs memory steps only, not {request.stage!r}")
+    assert ctx.settings is not None
+    context = request.context
+    if request.idempotency_key and context.plan is not None:
+        context = deep_copy(context)  # the step's key is the append key (ToolContext.idempotency_key)
+        for step in context.plan.steps:
+            if step.index == request.step_index:
+                step.action_params["idempotency_key"] = request.idempotency_key
+    registry = register(ToolRegistry(max_output_chars=ctx.settings.tools.max_output_chars), memory_of(ctx))
+    outcome = run_stage(offline_processors(registry), StageName.ACT, context, machine=request.machine,
+                        step_index=request.step_index)
+    return m.StageResult(request.task_id, request.token, request.stage, ok=True,
+                         event_type=str(outcome.event_type), payload=outcome.payload,
+                         worker={"pool": "memory", "worker": "supervisor"})
+
+
+def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = None) -> None:
+    """Archive a done task's full context (idempotent): ``snapshot`` when the caller has it, else rebuilt
+    from the store's checkpoints."""
+    store = _store(ctx)
+    row = store.task_row(task_id)
+    if row is None:
+        return
+    if snapshot is None:
+        snapshot = rebuild(task_id, store.checkpoints(task_id))
+    memory_of(ctx).archive(task_id, str(row["input"]), row.get("result"), snapshot.context.model_dump(mode="json"))
+
+
+# -- recall ---------------------------------------------------------------------------------------
+def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress, query_vector: list[float] | None = None,
+           note: str | None = None) -> None:
+    """Answer ``ask``: full text, fused with ``query_vector`` when there is one (``actors.supervisor.vectors``
+    asks it first); ``note``: why there is none."""
+    identity, error = "", note
+    items: tuple[dict[str, Any], ...] = ()
+    try:
+        identity = _current_identity(ctx)
+        found = memory_of(ctx).search(ask.query, ask.k, kinds=("fact", "episode"), query_vector=query_vector)
+        items = tuple({**{key: getattr(item, key) for key in RECALL_KEYS}, "text": item.text[:RECALL_TEXT_CHARS]}
+                      for item in found)
+    except Exception as exc:  # noqa: BLE001 - recorded in the task's context, logged here
+        error = f"{type(exc).__name__}: {exc}"
+        ctx.log.warning("recall_failed", task_id=ask.task_id, error=error)
+    ctx.send(sender, m.Recalled(ask.task_id, ask.token, identity, items, error))
+
+
+def _current_identity(ctx: Context) -> str:
+    """The identity text, read again only when identity.md changed (it is asked for before every think /
+    reason stage); MemoryStoreError when the file cannot be used."""
+    assert ctx.settings is not None
+    path = ctx.settings.state_dir() / IDENTITY_FILE
+    try:
+        info = os.lstat(path)
+        found: tuple[int, ...] | None = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_mode, info.st_uid)
+    except FileNotFoundError:
+        found = None
+    signature = (found, ctx.settings.agent)  # the file, or [agent] when there is none
+    if ctx.identity is None or ctx.identity[0] != signature:
+        ctx.identity = (signature, load_identity(ctx.settings).text)
+    return ctx.identity[1]
+
+
+def identity(ctx: Context) -> str:
+    """The identity text ('' when it cannot be read: a run never fails for it)."""
+    try:
+        return _current_identity(ctx)
+    except Exception as exc:  # noqa: BLE001 - an unreadable identity.md: logged, the task runs without
+        ctx.log.warning("identity_unreadable", error=f"{type(exc).__name__}: {exc}")
+        return ""
+
+
+# -- the post-task reflector -----------------------------------------------------------------------
+def _post(ctx: Context) -> PostReflections:
+    if ctx.post is None:
+        assert ctx.settings is not None
+        ctx.post = PostReflections(limit=max(1, ctx.settings.pools.llm_workers))
+    return ctx.post
+
+
+def after_notice(ctx: Context, notice: TransitionNotice) -> None:
+    """Every transition the supervisor carries out: a task just done is archived and reflected."""
+    if notice.machine == MachineName.LIFECYCLE and notice.to_state == LifecycleState.DONE:
+        try:
+            _task_done(ctx, notice.task_id)
+        except StoreUnavailable:
+            raise  # the supervisor stops every run and restores: the reflection is pending then
+        except Exception:  # noqa: BLE001 - the task is done whatever its reflection does
+            ctx.log.exception("reflection_not_started", task_id=notice.task_id)
+
+
+def _task_done(ctx: Context, task_id: str) -> None:
+    settings, store = ctx.settings, _store(ctx)
+    assert settings is not None
+    try:
+        snapshot = rebuild(task_id, store.checkpoints(task_id))
+    except Exception as exc:  # noqa: BLE001 - quarantined: nothing to archive or reflect on, the task is done
+        reflections.finished(store, task_id, reflections.FAILED, error=reason(exc))
+        return
+    try:
+        archive_task(ctx, task_id, snapshot)
+    except MemoryStoreError as exc:  # the archive is a copy: the task is done all the same
+        ctx.log.warning("archive_failed", task_id=task_id, error=str(exc))
+    if not settings.memory.reflector:
+        reflections.finished(store, task_id, reflections.SKIPPED, error="[memory] reflector is off")
+        return
+    _hand_out(ctx, _post(ctx).want(task_id), snapshot)
+
+
+def reflections_restored(ctx: Context) -> None:
+    """After a (re)start: the done tasks whose reflection never committed go again."""
+    if ctx.store is None or ctx.settings is None or not ctx.settings.memory.reflector:
+        return
+    for task_id, _ in reflections.pending(ctx.store):
+        _hand_out(ctx, _post(ctx).want(task_id))
+
+
+def _hand_out(ctx: Context, task_ids: list[str], known: TaskSnapshot | None = None) -> None:
+    """Hand these reflections to the llm pool (each counted first); one given up lets the next go."""
+    store = _store(ctx)
+    post = _post(ctx)
+    for task_id in task_ids:
+        decision = post.handed_out(task_id, reflections.started(store, task_id))
+        if isinstance(decision, GiveUp):
+            _reflection_failed(ctx, task_id, decision.error)
+            _hand_out(ctx, post.release())
+            continue
+        assert isinstance(decision, Dispatch)
+        try:
+            snapshot = known if known is not None and known.task_id == task_id else \
+                rebuild(task_id, store.checkpoints(task_id))
+        except Exception as exc:  # noqa: BLE001 - quarantined: this reflection fails, the others go
+            post.dropped(task_id)
+            _reflection_failed(ctx, task_id, reason(exc))
+            _hand_out(ctx, post.release())
+            continue
+        ctx.to_pool(PoolName.LLM, m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
+                                                 snapshot.machine, snapshot.context))
+
+
+def on_post_reflection(ctx: Context, result: m.StageResult) -> None:
+    post = _post(ctx)
+    decision = post.answered(result.task_id, result.token, result.ok, result.payload, result.error,
+                             result.error_kind)
+    if decision is None:
+        return  # a late answer of an earlier hand-out
+    if isinstance(decision, Again):
+        post.again(decision.task_id)
+    elif isinstance(decision, GiveUp):
+        _reflection_failed(ctx, decision.task_id, decision.error)
+    elif isinstance(decision, Keep):
+        _keep(ctx, decision.task_id, decision.reflection)
+    _hand_out(ctx, post.release())
+
+
+def _keep(ctx: Context, task_id: str, reflection: PostTaskReflection) -> None:
+    """The reflection, its facts and its episode, and the done-marker: one transaction."""
+    store = _store(ctx)
+    data = reflection.model_dump(mode="json")
+    try:
+        written = reflections.finished(store, task_id, reflections.COMPLETE, reflection=data,
+                                       write=lambda: _remember(ctx, task_id, reflection))
+    except MemoryStoreError as exc:  # a cap, a bad path: nothing of it written, the failure recorded
+        _reflection_failed(ctx, task_id, f"the reflection's memories were refused: {exc}", data)
+        return
+    ctx.log.info("reflection_complete", task_id=task_id, memories=written)
+
+
+def _remember(ctx: Context, task_id: str, reflection: PostTaskReflection) -> list[str]:
+    memory = memory_of(ctx)
+    ids = [memory.write_fact(fact.path, fact.content, task_id=task_id).id for fact in reflection.facts]
+    if reflection.episode is not None:
+        episode = reflection.episode
+        ids.append(memory.add_episode(task_id, episode.title, episode.summary, episode.details,
+                                      episode.lesson).id)
+    return ids
+
+
+def _reflection_failed(ctx: Context, task_id: str, error: str, data: dict[str, Any] | None = None) -> None:
+    ctx.log.warning("reflection_failed", task_id=task_id, error=error)
+    reflections.finished(_store(ctx), task_id, reflections.FAILED, reflection=data, error=error)

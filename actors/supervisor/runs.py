@@ -1,0 +1,106 @@
+"""The supervisor's side of its tasks' runs: reports of task actors, workers' effectful steps, verification
+gates and post-task reflections answered by the pools, runs a task actor let go."""
+
+from __future__ import annotations
+
+from thespian.actors import ActorAddress
+
+from actors import messages as m
+from actors.supervisor import memory, vectors
+from actors.supervisor.commands import admit
+from actors.supervisor.context import Context
+from actors.supervisor.views import answer_suspends
+from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
+from pegasus.task import LifecycleState, StageName
+
+
+def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> None:
+    """A task actor's reports, in order; their store writes share one commit."""
+    if ctx.store is None or ctx.admission is None:
+        return
+    if ctx.task_actors.address_of(batch.task_id) != sender:
+        return  # not the actor of the task's run (one stopped when the store failed, say)
+    ctx.task_actors.report(sender, batch.cpu_s)
+    with ctx.store.group():
+        for report in batch.reports:
+            if isinstance(report, m.TaskTransitioned):
+                _transitioned(ctx, report)
+            elif isinstance(report, m.TaskStopped):
+                _stopped(ctx, report)
+
+
+def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
+    _, store, admission = ctx.configured
+    record = admission.records.get(report.task_id)
+    if record is None or record.run != report.run:
+        return  # a run that was canceled or replaced
+    record.actor_pid = report.pid
+    store.cognitive_transition(report.task_id, report.run, record.machine, report.from_state, report.to_state,
+                               report.event, report.stage, report.checkpoint, report.journal_finish)
+    admit(ctx, Transitioned(report.task_id, report.run, report.from_state, report.to_state, report.event,
+                            report.timestamp, report.stage))
+
+
+def _stopped(ctx: Context, report: m.TaskStopped) -> None:
+    ctx.task_actors.release(report.task_id, report.run)  # before the next run is placed
+    admit(ctx, Stopped(report.task_id, report.run, report.state, report.snapshot, report.exit_reason,
+                       report.children))
+    answer_suspends(ctx, report.task_id)
+
+
+def text_delta(ctx: Context, delta: m.TextDelta, sender: ActorAddress) -> None:
+    """Streamed text of a task's stage, from its task actor: to the task's subscribers, never stored."""
+    if ctx.task_actors.address_of(delta.task_id, delta.run) == sender:
+        ctx.notify(delta)
+
+
+def step_starting(ctx: Context, step: m.StepStarting, sender: ActorAddress) -> None:
+    """A worker is about to run an effectful step: commit its ``started`` row, then answer go.
+
+    Refused when the task's run is over (canceled, suspended, replaced after a
+    crash) or the key already has a row (it started before: never run twice).
+    The commit comes before the answer, so a step never runs unjournalled.
+    """
+    if ctx.store is None or ctx.admission is None:
+        return
+    record = ctx.admission.records.get(step.task_id)
+    if record is None or record.run != step.run or record.state != LifecycleState.RUNNING:
+        ctx.send(sender, m.StepGo(step.key, step.job, False, reason="the task's run is over"))
+        return
+    try:
+        existing = ctx.store.journal_start(step.key, step.task_id, step.run, step.step_index, step.tool, "effectful")
+    except Exception as exc:  # noqa: BLE001 - not journalled, so not run: the task sees a failed step
+        ctx.log.error("journal_write_failed", task_id=step.task_id, key=step.key, error=str(exc))
+        ctx.send(sender, m.StepGo(step.key, step.job, False, reason=f"the journal could not be written: {exc}"))
+        return
+    if existing is not None:
+        ctx.send(sender, m.StepGo(step.key, step.job, False, reason=f"already {existing['status']}",
+                                  existing=existing))
+    else:
+        ctx.send(sender, m.StepGo(step.key, step.job, True))
+
+
+def stage_result(ctx: Context, result: m.StageResult, sender: ActorAddress) -> None:
+    if ctx.admission is None:
+        return
+    ctx.answered_by_pool(result.task_id, result.stage, result.token)  # nothing to send again to a new pool
+    if result.stage == StageName.POST_REFLECT:
+        memory.on_post_reflection(ctx, result)
+        return
+    if result.stage in (StageName.EMBED_QUERY, StageName.EMBED_ROWS):
+        (vectors.query_vector if result.stage == StageName.EMBED_QUERY else vectors.row_vectors)(ctx, result)
+        return
+    if result.stage != StageName.GATE:
+        return
+    detail = {**result.payload, "error": result.error, "worker": result.worker}
+    admit(ctx, GateAnswered(result.task_id, result.token, result.ok, detail))
+
+
+def task_abandoned(ctx: Context, abandoned: m.TaskAbandoned, sender: ActorAddress) -> None:
+    """A task actor let a run go (see the message): restarted from its checkpoint, as after a crash."""
+    if ctx.admission is None or ctx.task_actors.address_of(abandoned.task_id, abandoned.run) != sender:
+        return
+    ctx.task_actors.release(abandoned.task_id, abandoned.run)
+    ctx.log.warning("task_run_abandoned", task_id=abandoned.task_id, run=abandoned.run, reason=abandoned.reason)
+    admit(ctx, RunLost(abandoned.task_id, abandoned.run, f"the task actor let the run go: {abandoned.reason}"))
+    answer_suspends(ctx, abandoned.task_id)

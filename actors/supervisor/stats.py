@@ -1,0 +1,73 @@
+"""``stats``: the supervisor's figures with each pool's, never waiting for a pool more than ``STATS_WAIT_S``
+(one that has not answered is shown unresponsive)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from thespian.actors import ActorAddress
+
+from actors import messages as m
+from actors.wire.frames import rejected_count
+from actors.supervisor.children import pools_view
+from actors.supervisor.context import Context
+from actors.supervisor.replies import DEFERRED
+from actors.supervisor.schedules import quarantined_view
+from actors.supervisor.store import store_status, task_counts
+from actors.supervisor.vectors import embeddings_view
+from pegasus.views import members_view, usage_view
+from pegasus.store import StoreError
+
+STATS_WAIT_S = 2.0  # stats answer without a pool that has not answered by then
+
+
+def stats(ctx: Context, request: m.Stats, sender: ActorAddress) -> Any:
+    ctx.asked += 1
+    ctx.pending_stats[ctx.asked] = (sender, request.request_id, {})
+    for pool in ctx.pools.address.values():
+        ctx.send(pool, m.PoolStatsRequest(ctx.asked))
+    ctx.wake(STATS_WAIT_S, m.StatsDue(ctx.asked))  # a stopped pool must not hold it
+    return DEFERRED
+
+
+def pool_stats(ctx: Context, stats: m.PoolStats, sender: ActorAddress) -> None:
+    pending = ctx.pending_stats.get(stats.ask_id)
+    if pending is None or ctx.admission is None:
+        return
+    # Every figure the pool sent (the message's fields but its ask id and name): one list of them, PoolStats'.
+    pending[2][stats.name] = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)
+                              if f.name not in ("ask_id", "name")}
+    if len(pending[2]) == len(ctx.pools.address):
+        _answer(ctx, stats.ask_id)
+
+
+def stats_due(ctx: Context, due: m.StatsDue) -> None:
+    if due.ask_id in ctx.pending_stats:
+        _answer(ctx, due.ask_id)
+
+
+def _answer(ctx: Context, ask_id: int) -> None:
+    """The stats request answered with the pools that answered (the others shown unresponsive)."""
+    client, request_id, parts = ctx.pending_stats.pop(ask_id)
+    admission = ctx.admission
+    if admission is None:
+        ctx.send(client, m.Reply(request_id, False, error="the supervisor is not configured",
+                                 error_type="SystemNotRunning"))
+        return
+    ctx.send(client, m.Reply(request_id, True, data={
+        "queue_length": admission.queue_length(), "active": len(admission.running),
+        "max_active_tasks": admission.settings.runtime.max_active_tasks,
+        "tasks": task_counts(ctx), "pools": pools_view(ctx, parts), "subscribers": len(ctx.subscribers),
+        "task_actors": ctx.task_actors.view(), "store": store_status(ctx),
+        "rejected_frames": rejected_count(admission.settings.state_dir()),
+        "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
+        "members": members_view(parts), "embeddings": embeddings_view(ctx)}))
+
+
+def _usage(ctx: Context) -> dict[str, Any] | None:
+    """Every task's model usage and cost so far; None when the store cannot be read."""
+    try:
+        return usage_view(ctx.store.usage_totals()) if ctx.store is not None else None
+    except StoreError:
+        return None

@@ -1,0 +1,167 @@
+"""The supervisor's side of embedding vectors (issue 29): a recall's query vector, and the background job
+giving memory rows theirs.  The supervisor never calls the endpoint: it hands the texts to the llm pool
+(stages EMBED_QUERY and EMBED_ROWS, the latter at the pool's lowest priority) and reads the answers.
+
+With ``[memory] embeddings_model`` set, a recall waits for its query's vector at most
+``2 x embeddings_timeout_s`` (+ a margin), then is answered with full text alone, saying why
+(``Recalled.error``, the task's ``recall.error``).  The policy of the background job is
+``pegasus.memory.vectors.Backfill``; what it shows is ``stats``' ``embeddings``.  State: ``Context.vectors``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from thespian.actors import ActorAddress
+
+from actors import messages as m
+from actors.supervisor import memory
+from actors.supervisor.context import Context
+from pegasus.memory.embeddings import configured, unpack
+from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
+from pegasus.task.events import utc_now
+from pegasus.task.names import PoolName, StageName
+
+STAGE_MARGIN_S = 5.0  # the pool's deadline past the call's own timeout: the worker answers first
+
+
+def _on(ctx: Context) -> bool:
+    return ctx.settings is not None and configured(ctx.settings.memory)
+
+
+# -- a recall's query --------------------------------------------------------------------------
+def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress) -> None:
+    """AskRecall: with embeddings configured, its query's vector is asked of the llm pool first."""
+    if not _on(ctx) or not ask.query.strip():
+        memory.recall(ctx, ask, sender)
+        return
+    assert ctx.settings is not None
+    breaker = ctx.vectors.breaker
+    if not breaker.closed(time.monotonic()):  # failed a moment ago: full text at once, saying why
+        _without_vector(ctx, (ask, sender), f"embeddings: {breaker.error} (not asked again for "
+                        f"{breaker.open_until - time.monotonic():.0f}s)")
+        return
+    ctx.vectors.recall_waits[(ask.task_id, ask.token)] = (ask, sender)
+    timeout = ctx.settings.memory.embeddings_timeout_s
+    ctx.wake(2 * timeout + STAGE_MARGIN_S, m.RecallVectorDue(ask.task_id, ask.token))
+    ctx.to_pool(PoolName.LLM, m.StageRequest(ask.task_id, ask.token, StageName.EMBED_QUERY, texts=(ask.query,),
+                                             timeout_s=timeout + STAGE_MARGIN_S))
+
+
+def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
+    """Every embed stage's answer opens or closes the breaker."""
+    assert ctx.settings is not None
+    if result.ok:
+        ctx.vectors.breaker.succeeded()
+    elif result.error_kind == "exception":  # the endpoint's failure (not a pool's queue_full, a dead worker)
+        backfill = ctx.vectors.backfill
+        wait = backfill.next_delay() if backfill is not None else ctx.settings.memory.embeddings_backfill_s
+        ctx.vectors.breaker.failed(time.monotonic(), wait, result.error or "failed")
+
+
+def query_vector(ctx: Context, result: m.StageResult) -> None:
+    _endpoint_answered(ctx, result)
+    waiting = ctx.vectors.recall_waits.pop((result.task_id, result.token), None)
+    if waiting is None:
+        return  # answered already, with full text alone
+    vectors = result.payload.get("vectors") if result.ok else None
+    if vectors:
+        memory.recall(ctx, *waiting, query_vector=unpack(vectors[0]))
+    else:
+        _without_vector(ctx, waiting, f"embeddings: {result.error or 'no vector'}")
+
+
+def recall_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
+    waiting = ctx.vectors.recall_waits.pop((due.task_id, due.token), None)
+    if waiting is not None and ctx.settings is not None:
+        ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
+        _without_vector(ctx, waiting, "embeddings: no vector within "
+                        f"{2 * ctx.settings.memory.embeddings_timeout_s + STAGE_MARGIN_S:g}s "
+                        "(the llm pool busy, or the endpoint hung)")
+
+
+def _without_vector(ctx: Context, waiting: tuple[m.AskRecall, ActorAddress], why: str) -> None:
+    note = f"{why}; recalled by full text alone"
+    ctx.vectors.recall_fallbacks += 1
+    ctx.vectors.recall_error = note
+    ctx.log.warning("recall_without_vector", task_id=waiting[0].task_id, error=note)
+    memory.recall(ctx, *waiting, note=note)
+
+
+# -- the background job ----------------------------------------------------------------------
+def restored(ctx: Context) -> None:
+    """After a (re)start: the background job's timer (once)."""
+    if not _on(ctx):
+        return
+    assert ctx.settings is not None
+    if ctx.vectors.backfill is None:
+        settings = ctx.settings.memory
+        ctx.vectors.backfill = Backfill(settings.embeddings_backfill_s, settings.embeddings_batch,
+                                        settings.embeddings_timeout_s)
+    _arm(ctx, ctx.vectors.backfill)
+
+
+def _arm(ctx: Context, backfill: Backfill) -> None:
+    if backfill.arm():
+        ctx.wake(backfill.next_delay(), m.VectorsDue())
+
+
+def vectors_due(ctx: Context, due: m.VectorsDue) -> None:
+    backfill = ctx.vectors.backfill
+    if backfill is None:
+        return
+    if backfill.due(time.monotonic()):
+        _next_batch(ctx, backfill)
+    _arm(ctx, backfill)
+
+
+def _next_batch(ctx: Context, backfill: Backfill) -> None:
+    if ctx.store is None:
+        return
+    try:
+        rows = missing(ctx.store.db, backfill.batch)
+    except Exception as exc:  # noqa: BLE001 - a store that cannot be read now: the next timer looks again
+        ctx.log.warning("vectors_not_read", error=f"{type(exc).__name__}: {exc}")
+        return
+    token = backfill.start(rows, time.monotonic())
+    if token is not None:
+        ctx.to_pool(PoolName.LLM, m.StageRequest(
+            BACKFILL_TASK, token, StageName.EMBED_ROWS, texts=tuple(row.text for row in backfill.in_flight),
+            timeout_s=backfill.timeout_s + STAGE_MARGIN_S))
+
+
+def row_vectors(ctx: Context, result: m.StageResult) -> None:
+    backfill = ctx.vectors.backfill
+    if backfill is None:
+        return
+    rows, more = backfill.answered(result.token, result.ok, result.error, utc_now().isoformat())
+    _endpoint_answered(ctx, result)  # after the back-off grew: the breaker waits as long
+    if not result.ok:
+        ctx.log.warning("vectors_failed", error=result.error, next_try_s=backfill.next_delay())
+    vectors = result.payload.get("vectors") or []
+    if rows and len(vectors) == len(rows) and ctx.store is not None:
+        try:
+            backfill.kept(store_vectors(ctx.store, rows, vectors))
+        except Exception as exc:  # noqa: BLE001 - not kept (a full disk): those rows go in a later batch
+            ctx.log.warning("vectors_not_kept", error=f"{type(exc).__name__}: {exc}")
+            return
+        if more:
+            _next_batch(ctx, backfill)
+
+
+def embeddings_view(ctx: Context) -> dict[str, Any] | None:
+    """``stats``' embeddings: what the background job did and what recall lacked; None when off."""
+    if not _on(ctx):
+        return None
+    assert ctx.settings is not None
+    view: dict[str, Any] = {"model": ctx.settings.memory.embeddings_model,
+                            "recall_without_vector": ctx.vectors.recall_fallbacks,
+                            "last_recall_error": ctx.vectors.recall_error}
+    try:
+        view["rows_without_vector"] = missing_count(ctx.store.db) if ctx.store is not None else None
+    except Exception:  # noqa: BLE001 - a store that cannot be read: shown as unknown, stats still answers
+        view["rows_without_vector"] = None
+    if ctx.vectors.backfill is not None:
+        view.update(ctx.vectors.backfill.view())
+    return view
