@@ -46,3 +46,13 @@ def supervision_view(children: dict[str, dict[str, Any]]) -> dict[str, Any]:
     status, and the names of those that crash-loop (more deaths within a period than their spec allows)."""
     return {"supervision": children,
             "crash_looping": sorted(name for name, child in children.items() if child.get("status") == "crash_looping")}
+
+
+def store_facts(store: Any) -> dict[str, Any] | None:
+    """The store's counts for ``/metrics`` (``Store.metric_facts``); None without a store or when it cannot be read."""
+    from pegasus.store.errors import StoreError
+
+    try:
+        return store.metric_facts() if store is not None else None
+    except StoreError:
+        return None

@@ -173,6 +173,8 @@ class PoolStats:
     members: list[dict[str, Any]] = field(default_factory=list)
     # What is left of the llm pool's rate budget, per limited tier (LlmBudget.view); None: no limit.
     budget: dict[str, dict[str, Any]] | None = None
+    # Model stages settled per tier and status (LlmBudget.counts); None: not the llm pool.
+    model_requests: list[dict[str, Any]] | None = None
 
 @dataclass(frozen=True)
 class StopStage:

@@ -224,10 +224,16 @@ async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:
 # -- webhooks and schedules -------------------------------------------------------------------------
 
 async def webhook(gw: Gateway, op: Operation, request: Request) -> Response:
-    raw = await gw.body(request)
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
-    return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
+    try:
+        raw = await gw.body(request)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
+    except Exception as exc:
+        gw.metrics.webhook(api_error(exc).status)
+        raise
+    existing = isinstance(task, dict) and bool(task.get("existing"))
+    gw.metrics.webhook(200 if existing else 201, redelivered=existing)
+    return _json(task, 200 if existing else 201)
 
 
 async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response:

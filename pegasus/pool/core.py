@@ -274,7 +274,7 @@ class PoolCore(Pinging):
         """Account for a model call; True when the endpoint rate-limited it and it should run again."""
         assert self.budget is not None
         worker = (event.result.worker if event.result is not None else event.worker) or {}
-        if not self.budget.settle(event.job, worker, job.requeues):
+        if not self.budget.settle(event.job, worker, job.requeues, ok=event.result is None or event.result.ok):
             return False
         out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                    "retry_after_s": worker.get("retry_after_s"),
@@ -412,7 +412,8 @@ class PoolCore(Pinging):
         out.append(SendStats(event.requester, event.ask_id, {
             "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
             "replaced": self.replaced, "workers": workers, "members": members,
-            "budget": self.budget.view() if self.budget is not None else None}))
+            "budget": self.budget.view() if self.budget is not None else None,
+            "model_requests": self.budget.counts() if self.budget is not None else None}))
 
     def _closing(self, event: Closing, out: Out) -> None:
         # Every worker is told to exit (remote ones too: their member does not know they are
