@@ -54,34 +54,25 @@ def _outcomes(facts: dict[str, Any], machines: list[str]) -> Iterator[Metric]:
     for row in facts.get("outcomes", []):
         ended[(row["machine"], row["state"])] = ended.get((row["machine"], row["state"]), 0) + row["count"]
         if row["state"] == "failed":
-            key = (row["machine"], row["exit_reason"] or "unknown")
-            failed[key] = failed.get(key, 0) + row["count"]
-    for labels, count in sorted(ended.items()):
-        ends.add_metric(list(labels), count)
-    for labels, count in sorted(failed.items()):
-        failures.add_metric(list(labels), count)
+            why = (row["machine"], row["exit_reason"] or "unknown")
+            failed[why] = failed.get(why, 0) + row["count"]
+    for pair, count in sorted(ended.items()):
+        ends.add_metric(list(pair), count)
+    for pair, count in sorted(failed.items()):
+        failures.add_metric(list(pair), count)
     yield ends
     yield failures
     for name, key, text in (("pegasus_task_retries", "retries", "Task retries (pegasus retry), by machine (from the "
                              "store)"), ("pegasus_task_runs", "runs", "Task runs started, a run resumed after a "
                                          "crash included, by machine (from the store)")):
-        family = CounterMetricFamily(name, text, labels=["machine"])
-        counted = facts.get(key) or {}
-        for machine in sorted({*known, *counted}):
-            family.add_metric([machine], counted.get(machine, 0))
-        yield family
+        yield _per_machine(CounterMetricFamily(name, text, labels=["machine"]), facts.get(key) or {}, known)
     bounds = facts.get("buckets") or list(DURATION_BUCKETS)
-    for name, key, text in (("pegasus_task_duration_seconds", "durations", "Seconds from a task's submission to its "
-                             "end, by machine (from the store)"),
-                            ("pegasus_task_queue_wait_seconds", "queue_waits", "Seconds from a task's submission to "
-                             "its first run, by machine (from the store)")):
-        family = HistogramMetricFamily(name, text, labels=["machine"])
-        rows = {row["machine"]: row for row in facts.get(key, [])}
-        for machine in sorted({*known, *rows}):
-            row = rows.get(machine) or {"count": 0, "sum": 0.0, "buckets": [0] * len(bounds)}
-            buckets = [(_le(bound), count) for bound, count in zip(bounds, row["buckets"], strict=True)]
-            family.add_metric([machine], [*buckets, ("+Inf", row["count"])], sum_value=row["sum"])
-        yield family
+    yield _histogram(HistogramMetricFamily("pegasus_task_duration_seconds", "Seconds from a task's submission to its "
+                                           "end, by machine (from the store)", labels=["machine"]),
+                     facts.get("durations", []), bounds, known)
+    yield _histogram(HistogramMetricFamily("pegasus_task_queue_wait_seconds", "Seconds from a task's submission to "
+                                           "its first run, by machine (from the store)", labels=["machine"]),
+                     facts.get("queue_waits", []), bounds, known)
     slots = CounterMetricFamily("pegasus_schedule_slots", "Schedule slots fired and skipped, by schedule (from "
                                 "the store)", labels=["schedule", "result"])
     for row in facts.get("schedules", []):
@@ -90,8 +81,21 @@ def _outcomes(facts: dict[str, Any], machines: list[str]) -> Iterator[Metric]:
     yield slots
 
 
-def _le(bound: float) -> str:
-    return str(float(bound))
+def _per_machine(family: CounterMetricFamily, counted: dict[str, int], known: list[str]) -> CounterMetricFamily:
+    for machine in sorted({*known, *counted}):
+        family.add_metric([machine], counted.get(machine, 0))
+    return family
+
+
+def _histogram(family: HistogramMetricFamily, rows: list[dict[str, Any]], bounds: list[float],
+               known: list[str]) -> HistogramMetricFamily:
+    """Cumulative bucket counts per machine (``metric_facts``' rows), a machine without any at zero."""
+    by_machine = {row["machine"]: row for row in rows}
+    for machine in sorted({*known, *by_machine}):
+        row = by_machine.get(machine) or {"count": 0, "sum": 0.0, "buckets": [0] * len(bounds)}
+        buckets = [(str(float(bound)), count) for bound, count in zip(bounds, row["buckets"], strict=True)]
+        family.add_metric([machine], [*buckets, ("+Inf", row["count"])], sum_value=row["sum"])
+    return family
 
 
 def _processes(stats: dict[str, Any]) -> Iterator[Metric]:

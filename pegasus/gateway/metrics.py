@@ -93,7 +93,8 @@ class GatewayMetrics:
 
     def webhook(self, status: int, redelivered: bool = False) -> None:
         """A webhook delivery answered ``status``."""
-        result = "error" if status >= 500 else "refused" if status >= 400 else "redelivered" if redelivered else "created"
+        result = ("error" if status >= 500 else "refused" if status >= 400 else
+                  "redelivered" if redelivered else "created")
         self.webhooks.labels(result).inc()
 
     def render(self, stats: dict[str, Any]) -> bytes:

@@ -274,7 +274,7 @@ class PoolCore(Pinging):
         """Account for a model call; True when the endpoint rate-limited it and it should run again."""
         assert self.budget is not None
         worker = (event.result.worker if event.result is not None else event.worker) or {}
-        if not self.budget.settle(event.job, worker, job.requeues, ok=event.result is None or event.result.ok):
+        if not self.budget.settle(event.job, worker, job.requeues, ok=getattr(event.result, "ok", True)):
             return False
         out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                    "retry_after_s": worker.get("retry_after_s"),

@@ -28,14 +28,16 @@ def _histograms(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def metric_facts(query: Query) -> dict[str, Any]:
-    """Outcomes per machine, state and exit reason; retries (``pegasus retry``) and runs per machine; duration and queue-wait buckets per
-    machine (cumulative counts at ``DURATION_BUCKETS``); schedule slots fired and skipped per schedule."""
+    """Outcomes per machine, state and exit reason; retries (``pegasus retry``) and runs per machine; duration
+    and queue-wait buckets per machine (cumulative counts at ``DURATION_BUCKETS``); schedule slots fired and
+    skipped per schedule."""
     terminal = ", ".join(f"'{state}'" for state in TERMINAL)
     outcomes = [{"machine": machine, "state": state, "exit_reason": reason or "", "count": count}
                 for machine, state, reason, count in query(
                     f"SELECT machine, lifecycle_state, exit_reason, COUNT(*) FROM tasks WHERE lifecycle_state IN "
                     f"({terminal}) GROUP BY machine, lifecycle_state, exit_reason ORDER BY 1, 2, 3", ())]
-    retries, runs = {}, {}
+    retries: dict[str, int] = {}
+    runs: dict[str, int] = {}
     for machine, retried, ran in query("SELECT machine, COALESCE(SUM(MAX(attempts - 1, 0)), 0), COALESCE(SUM(runs), 0) "
                                        "FROM tasks GROUP BY machine ORDER BY machine", ()):
         retries[machine], runs[machine] = int(retried), int(ran)
@@ -49,5 +51,5 @@ def metric_facts(query: Query) -> dict[str, Any]:
                               f"FROM tasks t) WHERE w IS NOT NULL GROUP BY machine ORDER BY machine", ()))
     schedules = [{"schedule": name, "fired": int(fired), "skipped": int(skipped)}
                  for name, fired, skipped in query("SELECT name, fired, skipped FROM schedules ORDER BY name", ())]
-    return {"buckets": list(DURATION_BUCKETS), "outcomes": outcomes, "retries": retries, "runs": runs, "durations": durations,
-            "queue_waits": waits, "schedules": schedules}
+    return {"buckets": list(DURATION_BUCKETS), "outcomes": outcomes, "retries": retries, "runs": runs,
+            "durations": durations, "queue_waits": waits, "schedules": schedules}
