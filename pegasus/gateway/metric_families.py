@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from pegasus.store.metric_facts import DURATION_BUCKETS
 from pegasus.task.names import LifecycleState
 
-OUTCOMES = ("done", "failed", "canceled", "blocked")
+OUTCOMES = ("done", "failed", "canceled")
 MODEL_STATUSES = ("ok", "error", "rate_limited")
 
 
@@ -45,11 +45,13 @@ def _system(stats: dict[str, Any]) -> Iterator[Metric]:
 
 def _outcomes(facts: dict[str, Any], machines: list[str]) -> Iterator[Metric]:
     known = sorted({*machines, *(row["machine"] for row in facts.get("outcomes", []))})
-    ends = CounterMetricFamily("pegasus_task_outcomes", "Tasks ended, by machine and outcome (from the store)",
-                               labels=["machine", "outcome"])
-    failures = CounterMetricFamily("pegasus_task_failures", "Tasks failed, by machine and exit reason (from the "
-                                   "store)", labels=["machine", "exit_reason"])
+    ends = CounterMetricFamily("pegasus_task_outcomes", "Task ends, by machine and outcome; a failure later retried "
+                               "still counts (from the store)", labels=["machine", "outcome"])
+    failures = GaugeMetricFamily("pegasus_tasks_failed", "Tasks failed now (not retried since), by machine and exit "
+                                 "reason (from the store)", labels=["machine", "exit_reason"])
     ended: dict[tuple[str, str], int] = {(machine, outcome): 0 for machine in known for outcome in OUTCOMES}
+    for machine, retried in (facts.get("retries") or {}).items():  # only a failed task is retried: each was an end
+        ended[(machine, "failed")] = ended.get((machine, "failed"), 0) + retried
     failed: dict[tuple[str, str], int] = {}
     for row in facts.get("outcomes", []):
         ended[(row["machine"], row["state"])] = ended.get((row["machine"], row["state"]), 0) + row["count"]

@@ -12,7 +12,8 @@ from typing import Any
 
 # Seconds: from a task's submission to its end (duration), to its first run (queue wait).
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0, 86400.0)
-TERMINAL = ("done", "failed", "canceled", "blocked")
+# Ends that stay ends (a blocked task may resume; a failed one retried comes back in ``attempts``).
+TERMINAL = ("done", "failed", "canceled")
 
 Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
