@@ -72,7 +72,7 @@ class LlmBudget:
     def settle(self, key: Hashable, worker: dict[str, Any], requeues: int, ok: bool = True) -> bool:
         """Account for a finished call; True when the request should be queued again (rate-limited)."""
         tier = self._tiers.pop(key, DEFAULT_TIER)
-        status = "rate_limited" if "retry_after_s" in worker else "ok" if ok else "error"
+        status = "rate_limited" if "retry_after_s" in worker else "ok" if ok and not worker.get("failed") else "error"
         self.settled[(tier, status)] = self.settled.get((tier, status), 0) + 1
         limiter = self._limiter(tier)
         usage = worker.get("usage") or {}

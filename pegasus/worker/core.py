@@ -198,7 +198,9 @@ class WorkerCore:
             out.append(Return(job.pool, job.number, work.request, outcome, worker))
             return
         out.append(Answer(work.reply_to, job.number, work.request, outcome, worker))  # the requester first
-        out.append(Free(job.pool, job.number, {"usage": worker["usage"]} if "usage" in worker else {}))
+        # What the pool accounts for: the usage, and a failed stage (the model requests' error count).
+        report = {"usage": worker["usage"]} if "usage" in worker else {}
+        out.append(Free(job.pool, job.number, report if getattr(outcome, "ok", True) else {**report, "failed": True}))
 
     def _serve_held(self, out: Out) -> None:
         # One Run at a time: the next held job is served once the carrier says the running one Ran.
