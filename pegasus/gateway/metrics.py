@@ -72,8 +72,10 @@ class GatewayMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._stats = _Stats()
         self.registry.register(self._stats)
-        self.stage_seconds = Histogram("pegasus_stage_seconds", "Seconds a stage took, as its worker timed it",
-                                       ["stage"], registry=self.registry, buckets=STAGE_BUCKETS)
+        self.stage_seconds = Histogram("pegasus_stage_seconds", "Seconds a stage took, as its worker timed it, by "
+                                       "stage, pool and model tier (counted from the gateway's first scrape; resets "
+                                       "when it restarts)", ["stage", "pool", "tier"], registry=self.registry,
+                                       buckets=STAGE_BUCKETS)
         self.webhooks = Counter("pegasus_webhook_deliveries", "Webhook deliveries by result (created, redelivered: "
                                 "the same delivery again, refused: a 4xx, error: a 5xx; resets when the gateway "
                                 "restarts)", ["result"], registry=self.registry)
@@ -89,7 +91,8 @@ class GatewayMetrics:
         """A transition's detail: a finished stage with its seconds is counted."""
         seconds, stage = detail.get("seconds"), detail.get("stage")
         if isinstance(seconds, (int, float)) and stage:
-            self.stage_seconds.labels(str(stage)).observe(float(seconds))
+            self.stage_seconds.labels(str(stage), str(detail.get("pool") or ""),
+                                      str(detail.get("tier") or "")).observe(float(seconds))
 
     def webhook(self, status: int, redelivered: bool = False) -> None:
         """A webhook delivery answered ``status``."""

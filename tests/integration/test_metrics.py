@@ -107,6 +107,7 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         assert {key: after.get(key) for key in expected} == expected
         assert value(after, "pegasus_tasks_failed", machine="reason_act", exit_reason="exception") == -1  # retried
         assert value(after, "pegasus_model_calls_total", model="test-model", tier="default") >= 4
+        assert value(after, "pegasus_stage_seconds_count", stage="reason", pool="llm", tier="default") >= 4
         assert any(name == "process_resident_memory_bytes" for name, _ in after)
         assert any(name == "pegasus_build_info" for name, _ in after)
 
