@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pegasus import __version__
+from pegasus.config import DEFAULT_TIER
 from pegasus.gateway.metric_families import families
 from pegasus.task.machines import MACHINES
 
@@ -91,8 +92,9 @@ class GatewayMetrics:
         """A transition's detail: a finished stage with its seconds is counted."""
         seconds, stage = detail.get("seconds"), detail.get("stage")
         if isinstance(seconds, (int, float)) and stage:
-            self.stage_seconds.labels(str(stage), str(detail.get("pool") or ""),
-                                      str(detail.get("tier") or "")).observe(float(seconds))
+            pool = str(detail.get("pool") or "")  # an llm stage's usage names its tier unless it is the default
+            tier = str(detail.get("tier") or (DEFAULT_TIER if pool == "llm" else ""))
+            self.stage_seconds.labels(str(stage), pool, tier).observe(float(seconds))
 
     def webhook(self, status: int, redelivered: bool = False) -> None:
         """A webhook delivery answered ``status``."""
