@@ -109,3 +109,20 @@ def test_webhook_deliveries_are_counted_by_result() -> None:
     text = metrics.render({}).decode()
     for result in ("created", "redelivered", "refused"):
         assert f'pegasus_webhook_deliveries_total{{result="{result}"}} 1.0' in text
+
+
+def test_the_documented_alerts_and_dashboard_name_only_metrics_that_are_exported() -> None:
+    """docs/pegasus-alerts.yml, docs/grafana-dashboard.json and docs/http.md's table: every pegasus_* name they use
+    is in a scrape (a renamed metric cannot leave them silently empty)."""
+    import json
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    text = GatewayMetrics().render({}).decode()
+    exported = set(re.findall(r"^# HELP (\w+)", text, re.M))  # every family, with samples or not
+    exported |= {f"{name}_{suffix}" for name in exported for suffix in ("bucket", "count", "sum")}
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    for doc in (*exprs, (docs / "pegasus-alerts.yml").read_text(), (docs / "http.md").read_text()):
+        used = set(re.findall(r"\b(pegasus_[a-z_]+)\b", doc)) - {"pegasus_"}
+        assert used <= exported, sorted(used - exported)
