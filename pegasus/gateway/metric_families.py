@@ -44,25 +44,19 @@ def _system(stats: dict[str, Any]) -> Iterator[Metric]:
 
 
 def _outcomes(facts: dict[str, Any], machines: list[str]) -> Iterator[Metric]:
-    known = sorted({*machines, *(row["machine"] for row in facts.get("outcomes", []))})
+    known = sorted({*machines, *(row["machine"] for row in facts.get("ends", []))})
     ends = CounterMetricFamily("pegasus_task_outcomes", "Task ends, by machine and outcome; a failure later retried "
-                               "still counts (from the store)", labels=["machine", "outcome"])
-    failures = GaugeMetricFamily("pegasus_tasks_failed", "Tasks failed now (not retried since), by machine and exit "
-                                 "reason (from the store)", labels=["machine", "exit_reason"])
+                               "still counts (the store's transitions)", labels=["machine", "outcome"])
     ended: dict[tuple[str, str], int] = {(machine, outcome): 0 for machine in known for outcome in OUTCOMES}
-    for machine, retried in (facts.get("retries") or {}).items():  # only a failed task is retried: each was an end
-        ended[(machine, "failed")] = ended.get((machine, "failed"), 0) + retried
-    failed: dict[tuple[str, str], int] = {}
-    for row in facts.get("outcomes", []):
-        ended[(row["machine"], row["state"])] = ended.get((row["machine"], row["state"]), 0) + row["count"]
-        if row["state"] == "failed":
-            why = (row["machine"], row["exit_reason"] or "unknown")
-            failed[why] = failed.get(why, 0) + row["count"]
+    for row in facts.get("ends", []):
+        ended[(row["machine"], row["outcome"])] = row["count"]
     for pair, count in sorted(ended.items()):
         ends.add_metric(list(pair), count)
-    for pair, count in sorted(failed.items()):
-        failures.add_metric(list(pair), count)
     yield ends
+    failures = GaugeMetricFamily("pegasus_tasks_failed", "Tasks failed now (not retried since), by machine and exit "
+                                 "reason (from the store)", labels=["machine", "exit_reason"])
+    for row in facts.get("failed", []):
+        failures.add_metric([row["machine"], row["exit_reason"] or "unknown"], row["count"])
     yield failures
     for name, key, text in (("pegasus_task_retries", "retries", "Task retries (pegasus retry), by machine (from the "
                              "store)"), ("pegasus_task_runs", "runs", "Task runs started, a run resumed after a "

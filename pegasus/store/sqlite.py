@@ -32,7 +32,7 @@ from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
-from pegasus.store.metric_facts import metric_facts
+from pegasus.store.metric_facts import Tally, metric_facts
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
@@ -272,8 +272,9 @@ class Store(TaskMessages, TreeTables, Database):
         return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
 
     def metric_facts(self) -> dict[str, Any]:
-        """The store's counts for ``/metrics`` (``pegasus.store.metric_facts``)."""
-        return metric_facts(self._query)
+        """The store's counts for ``/metrics`` (``pegasus.store.metric_facts``), folded since the last call."""
+        tally = self.__dict__.setdefault("_metric_tally", Tally())  # this Store's: one per supervisor
+        return metric_facts(self._query, tally)
 
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])

@@ -97,7 +97,7 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         expected = {("pegasus_task_outcomes_total", (("machine", "reason_act"), ("outcome", "done"))): 3,
                     ("pegasus_task_outcomes_total", (("machine", "reason_act"), ("outcome", "failed"))): 1,
                     ("pegasus_task_retries_total", (("machine", "reason_act"),)): 1,
-                    ("pegasus_task_duration_seconds_count", (("machine", "reason_act"),)): 3,
+                    ("pegasus_task_duration_seconds_count", (("machine", "reason_act"),)): 4,  # every end
                     ("pegasus_task_queue_wait_seconds_count", (("machine", "reason_act"),)): 3,
                     ("pegasus_model_requests_total", (("status", "rate_limited"), ("tier", "default"))): 1,
                     ("pegasus_model_requests_total", (("status", "error"), ("tier", "default"))): 1,

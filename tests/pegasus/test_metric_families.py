@@ -41,14 +41,19 @@ def _store_with_tasks(path: Path) -> Store:
     store = Store(path)
     db = sqlite3.connect(path)
     rows = [("t1", "classic", "done", None, 1, 1, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:03+00:00"),
-            ("t2", "classic", "failed", "max_steps", 3, 4, "2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00"),
+            ("t2", "classic", "failed", "max_steps", 2, 4, "2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00"),
             ("t3", "reason_act", "running", None, 1, 1, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:01+00:00")]
     for task_id, machine, state, reason, attempts, runs, created, updated in rows:
         db.execute("INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, attempts, "
                    "runs, exit_reason, input, source, created_at, updated_at) VALUES (?, ?, ?, 'x', 0, 0, ?, ?, ?, "
                    "'in', 'cli', ?, ?)", (task_id, machine, state, attempts, runs, reason, created, updated))
+    moves = [("t1", "running", "00:00:02"), ("t1", "done", "00:00:03"), ("t2", "running", "00:00:01"),
+             ("t2", "failed", "00:00:10"), ("t2", "running", "00:00:20"), ("t2", "failed", "00:01:00"),
+             ("t3", "running", "00:00:01")]
+    for task_id, target, at in moves:
+        _move(db, task_id, target, at)
     db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, created_at) VALUES "
-               "('t1', 'lifecycle', 1, 'queued', 'running', 'TASK_STARTED', '2026-01-01T00:00:02+00:00')")
+               "('t1', 'reason_act', 1, 'x', 'done', 'E', '2026-01-01T00:00:02+00:00')")  # a cognitive state: not an end
     db.execute("INSERT INTO schedules (name, id, spec, paused, cursor, fired, skipped, created_at) VALUES "
                "('nightly', 's1', '{}', 0, 0, 5, 2, '2026-01-01T00:00:00+00:00')")
     db.commit()
@@ -56,25 +61,45 @@ def _store_with_tasks(path: Path) -> Store:
     return store
 
 
+def _move(db: sqlite3.Connection, task_id: str, target: str, at: str) -> None:
+    db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, created_at) VALUES "
+               "(?, 'lifecycle', 1, 'x', ?, 'E', ?)", (task_id, target, f"2026-01-01T{at}+00:00"))
+
+
 def test_outcomes_retries_durations_and_schedule_slots_come_from_the_store(tmp_path: Path) -> None:
     facts = _store_with_tasks(tmp_path / "p.db").metric_facts()
     samples = _samples({"facts": facts})
     assert samples[("pegasus_task_outcomes_total", (("machine", "classic"), ("outcome", "done")))] == 1
-    # t2 failed now and twice before (two retries): three failures, none lost when a retry brings it back
-    assert samples[("pegasus_task_outcomes_total", (("machine", "classic"), ("outcome", "failed")))] == 3
+    # t2 failed, was retried, failed again: two failures, the first not lost when the retry brought it back
+    assert samples[("pegasus_task_outcomes_total", (("machine", "classic"), ("outcome", "failed")))] == 2
     assert samples[("pegasus_task_outcomes_total", (("machine", "reason_act"), ("outcome", "done")))] == 0
     assert samples[("pegasus_tasks_failed", (("exit_reason", "max_steps"), ("machine", "classic")))] == 1
-    assert samples[("pegasus_task_retries_total", (("machine", "classic"),))] == 2
+    assert samples[("pegasus_task_retries_total", (("machine", "classic"),))] == 1
     assert samples[("pegasus_task_runs_total", (("machine", "classic"),))] == 5
-    assert samples[("pegasus_task_duration_seconds_count", (("machine", "classic"),))] == 2
-    assert abs(samples[("pegasus_task_duration_seconds_sum", (("machine", "classic"),))] - 63) < 0.01
+    assert samples[("pegasus_task_duration_seconds_count", (("machine", "classic"),))] == 3  # each end: 3, 10, 60 s
+    assert abs(samples[("pegasus_task_duration_seconds_sum", (("machine", "classic"),))] - 73) < 0.01
     assert samples[("pegasus_task_duration_seconds_bucket", (("le", "5.0"), ("machine", "classic")))] == 1
-    assert samples[("pegasus_task_duration_seconds_bucket", (("le", "60.0"), ("machine", "classic")))] == 2
-    assert samples[("pegasus_task_queue_wait_seconds_count", (("machine", "classic"),))] == 1
-    assert samples[("pegasus_task_queue_wait_seconds_bucket", (("le", "2.5"), ("machine", "classic")))] == 1
-    assert samples[("pegasus_task_queue_wait_seconds_bucket", (("le", "1.0"), ("machine", "classic")))] == 0
+    assert samples[("pegasus_task_duration_seconds_bucket", (("le", "60.0"), ("machine", "classic")))] == 3
+    assert samples[("pegasus_task_queue_wait_seconds_count", (("machine", "classic"),))] == 2  # first runs only
+    assert samples[("pegasus_task_queue_wait_seconds_count", (("machine", "reason_act"),))] == 1
+    assert samples[("pegasus_task_queue_wait_seconds_bucket", (("le", "1.0"), ("machine", "classic")))] == 1
+    assert samples[("pegasus_task_queue_wait_seconds_bucket", (("le", "2.5"), ("machine", "classic")))] == 2
     assert samples[("pegasus_schedule_slots_total", (("result", "skipped"), ("schedule", "nightly")))] == 2
     assert len(facts["durations"][0]["buckets"]) == len(DURATION_BUCKETS)
+
+
+def test_the_tally_reads_only_new_transitions_and_a_new_store_object_counts_the_same(tmp_path: Path) -> None:
+    """Incremental across scrapes; a restarted supervisor (a new Store) folds everything again to the same counts."""
+    store = _store_with_tasks(tmp_path / "p.db")
+    store.metric_facts()
+    db = sqlite3.connect(tmp_path / "p.db")
+    _move(db, "t3", "canceled", "00:00:05")
+    db.commit()
+    db.close()
+    later = store.metric_facts()
+    assert {(row["outcome"], row["count"]) for row in later["ends"] if row["machine"] == "reason_act"} == {
+        ("canceled", 1)}
+    assert Store(tmp_path / "p.db").metric_facts() == later
 
 
 def test_pools_give_restarts_by_kind_model_requests_by_status_and_the_429_pause() -> None:
