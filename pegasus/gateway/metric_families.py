@@ -101,8 +101,8 @@ def _processes(stats: dict[str, Any]) -> Iterator[Metric]:
     responsive = GaugeMetricFamily("pegasus_pool_up", "1 while the pool answered the last stats request in time",
                                    labels=["pool"])
     restarts = CounterMetricFamily("pegasus_restarts", "Processes started again after they died, by kind (pool: "
-                                   "a stage pool; worker: a stage worker; resets when the supervisor restarts)",
-                                   labels=["kind"])
+                                   "a stage pool; worker: a stage worker; resets when the supervisor or the pool "
+                                   "restarts)", labels=["kind"])
     pool_restarts = replaced = 0
     for pool, part in sorted(pools.items()):
         size, busy = int(part.get("size", 0) or 0), int(part.get("busy", 0) or 0)
