@@ -214,7 +214,9 @@ async def metrics(gw: Gateway, op: Operation, request: Request) -> Response:
     if not gw._watching:  # stage latencies are counted from the first scrape on
         gw._watching = True
         await anyio.to_thread.run_sync(lambda: gw.backend.watch(gw.metrics.observe))
-    return Response(gw.metrics.render(await gw.ask(r.Stats())), media_type=CONTENT_TYPE)
+    stats = await gw.ask(r.Stats())  # and the guardian's view (its children's restarts), as /healthz reads it
+    return Response(gw.metrics.render({**stats, "guardian": await anyio.to_thread.run_sync(gw.backend.ready)}),
+                    media_type=CONTENT_TYPE)
 
 
 async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:

@@ -18,6 +18,7 @@ from pegasus.task.names import LifecycleState
 
 OUTCOMES = ("done", "failed", "canceled")
 MODEL_STATUSES = ("ok", "error", "rate_limited")
+GUARDED = ("supervisor", "gateway_keeper")  # the guardian's children (actors/guardian.py)
 
 
 def families(stats: dict[str, Any], machines: Iterable[str]) -> Iterator[Metric]:
@@ -100,9 +101,10 @@ def _processes(stats: dict[str, Any]) -> Iterator[Metric]:
     queued = GaugeMetricFamily("pegasus_pool_queued", "Stage requests waiting in a pool", labels=["pool"])
     responsive = GaugeMetricFamily("pegasus_pool_up", "1 while the pool answered the last stats request in time",
                                    labels=["pool"])
-    restarts = CounterMetricFamily("pegasus_restarts", "Processes started again after they died, by kind (pool: "
-                                   "a stage pool; worker: a stage worker; resets when the supervisor or the pool "
-                                   "restarts)", labels=["kind"])
+    restarts = CounterMetricFamily("pegasus_restarts", "Processes started again after they died, by kind "
+                                   "(supervisor, gateway_keeper: the guardian's count, reset when the system "
+                                   "restarts; pool: a stage pool, reset when the supervisor restarts; worker: a "
+                                   "stage worker, reset when its pool restarts)", labels=["kind"])
     pool_restarts = replaced = 0
     for pool, part in sorted(pools.items()):
         size, busy = int(part.get("size", 0) or 0), int(part.get("busy", 0) or 0)
@@ -112,6 +114,9 @@ def _processes(stats: dict[str, Any]) -> Iterator[Metric]:
         responsive.add_metric([pool], 1 if part.get("responsive", True) else 0)
         pool_restarts += int((part.get("supervision") or {}).get("restarts", 0) or 0)
         replaced += int(part.get("replaced", 0) or 0)
+    guardian = (stats.get("guardian") or {}).get("supervision") or {}
+    for kind in sorted({*GUARDED, *guardian}):
+        restarts.add_metric([kind], int((guardian.get(kind) or {}).get("restarts", 0) or 0))
     restarts.add_metric(["pool"], pool_restarts)
     restarts.add_metric(["worker"], replaced)
     yield from (workers, queued, responsive, restarts)

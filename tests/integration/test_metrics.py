@@ -59,6 +59,7 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         text, before = scrape(base, token)
         assert value(before, "pegasus_task_outcomes_total", machine="reason_act", outcome="failed") == 0
         assert value(before, "pegasus_model_requests_total", tier="default", status="rate_limited") == 0
+        assert value(before, "pegasus_restarts_total", kind="supervisor") == 0  # the guardian's view
 
         def run(*replies: Any) -> dict[str, Any]:
             server.script(*replies)

@@ -107,7 +107,11 @@ def test_pools_give_restarts_by_kind_model_requests_by_status_and_the_429_pause(
            "model_requests": [{"tier": "default", "status": "ok", "count": 4},
                               {"tier": "default", "status": "rate_limited", "count": 1}],
            "budget": {"default": {"paused_s": 2.5}}}
-    samples = _samples({"pools": {"llm": llm, "tool": {"size": 1, "busy": 0, "replaced": 1, "responsive": False}}})
+    guardian = {"supervision": {"supervisor": {"kind": "supervisor", "restarts": 2}}}
+    samples = _samples({"pools": {"llm": llm, "tool": {"size": 1, "busy": 0, "replaced": 1, "responsive": False}},
+                        "guardian": guardian})
+    assert samples[("pegasus_restarts_total", (("kind", "supervisor"),))] == 2
+    assert samples[("pegasus_restarts_total", (("kind", "gateway_keeper"),))] == 0
     assert samples[("pegasus_restarts_total", (("kind", "worker"),))] == 4
     assert samples[("pegasus_restarts_total", (("kind", "pool"),))] == 1
     assert samples[("pegasus_pool_up", (("pool", "tool"),))] == 0
