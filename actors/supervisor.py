@@ -46,7 +46,7 @@ from pegasus import logs
 from pegasus.admission import Admission, Effect, MessageRun, RunGate, StartRun, StopRun, SuspendRun, TransitionNotice, WakeAfter
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
-from pegasus.views import members_view, usage_view
+from pegasus.views import members_view, store_facts, usage_view
 from pegasus.idempotency import IdempotencyConflict, check_batch
 from pegasus.store import Store, StoreError, StoreUnavailable
 from pegasus.store import reflections
@@ -302,7 +302,7 @@ class Supervisor(Children, RunsAndStore, MemoryRequests, RecallAndReflect, Vecto
             "task_actors": self.task_actors.view(), "store": self._store_status(),
             "rejected_frames": rejected_count(self.admission.settings.state_dir()),
             "supervisor_pid": os.getpid(), "usage": self._usage(), "quarantined": self.quarantined_view(),
-            "members": members_view(parts), "embeddings": self._embeddings_view()}))
+            "members": members_view(parts), "embeddings": self._embeddings_view(), "facts": store_facts(self.store)}))
 
     def _usage(self) -> dict[str, Any] | None:
         """Every task's model usage and cost so far; None when the store cannot be read."""

@@ -124,3 +124,13 @@ def context_view(task_id: str, snapshot: TaskSnapshot | None) -> dict[str, Any]:
     # Every other field comes along, those later issues add too (the memories given to the task, say).
     shown = {key: value for key, value in context.items() if key not in INPUT_FIELDS}
     return {"task_id": task_id, "state": snapshot.state, "context": clipped(shown)}
+
+
+def store_facts(store: Any) -> dict[str, Any] | None:
+    """The store's counts for ``/metrics`` (``Store.metric_facts``); None without a store or when it cannot be read."""
+    from pegasus.store.errors import StoreError
+
+    try:
+        return store.metric_facts() if store is not None else None
+    except StoreError:
+        return None

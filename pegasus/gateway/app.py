@@ -238,7 +238,9 @@ async def metrics(gw: Gateway, op: Operation, request: Request) -> Response:
     if not gw._watching:  # stage latencies are counted from the first scrape on
         gw._watching = True
         await anyio.to_thread.run_sync(lambda: gw.backend.watch(gw.metrics.observe))
-    return Response(gw.metrics.render(await gw.ask(r.Stats())), media_type=CONTENT_TYPE)
+    stats = await gw.ask(r.Stats())  # and the guardian's view (its children's restarts), as /healthz reads it
+    return Response(gw.metrics.render({**stats, "guardian": await anyio.to_thread.run_sync(gw.backend.ready)}),
+                    media_type=CONTENT_TYPE)
 
 
 async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -248,10 +250,16 @@ async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:
 # -- webhooks and schedules -------------------------------------------------------------------------
 
 async def webhook(gw: Gateway, op: Operation, request: Request) -> Response:
-    raw = await gw.body(request)
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
-    return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
+    try:
+        raw = await gw.body(request)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
+    except Exception as exc:
+        gw.metrics.webhook(api_error(exc).status)
+        raise
+    existing = isinstance(task, dict) and bool(task.get("existing"))
+    gw.metrics.webhook(200 if existing else 201, redelivered=existing)
+    return _json(task, 200 if existing else 201)
 
 
 async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response:

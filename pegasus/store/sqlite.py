@@ -33,6 +33,7 @@ from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
+from pegasus.store.metric_facts import Tally, metric_facts
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
@@ -275,6 +276,11 @@ class Store(TaskMessages, TreeTables, Database):
         """The model usage of every task so far, per model and tier (what ``pegasus stats`` sums)."""
         rows = self._query(f"SELECT {', '.join(USAGE_COLUMNS)} FROM usage_totals ORDER BY model, tier", ())
         return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
+
+    def metric_facts(self) -> dict[str, Any]:
+        """The store's counts for ``/metrics`` (``pegasus.store.metric_facts``), folded since the last call."""
+        tally = self.__dict__.setdefault("_metric_tally", Tally())  # this Store's: one per supervisor
+        return metric_facts(self._query, tally)
 
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])
