@@ -227,7 +227,8 @@ async def webhook(gw: Gateway, op: Operation, request: Request) -> Response:
     raw = await gw.body(request)
     headers = {name.lower(): value for name, value in request.headers.items()}
     task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
-    return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
+    answered = isinstance(task, dict) and (task.get("existing") or task.get("task_id") is None)  # again, or no task
+    return _json(task, 200 if answered else 201)
 
 
 async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response:

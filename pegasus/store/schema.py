@@ -130,6 +130,9 @@ MIGRATIONS: list[list[str]] = [
     [  # 12: a message no handler can read is quarantined with its error, not read again (issue 28)
         "ALTER TABLE task_messages ADD COLUMN quarantined TEXT",
     ],
+    [  # a webhook's event filter (issue 32): GitHub event names, comma-separated; NULL takes every event
+        "ALTER TABLE webhooks ADD COLUMN events TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

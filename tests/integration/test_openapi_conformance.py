@@ -29,7 +29,7 @@ from tests.integration.test_http_gateway import _wait_up
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = 8
+EXAMPLES = 5
 SEED = "20261126"
 CONFIG = """
 [[operations]]
@@ -88,7 +88,7 @@ def test_schemathesis_finds_no_failure(gateway: tuple[str, str], tmp_path: Path)
     command = [sys.executable, "-c", "from schemathesis.cli import schemathesis; schemathesis()",
                "--config-file", str(config), "--no-color", "run", base + "/openapi.json",
                "-H", f"Authorization: Bearer {token}", "--checks", "all", "--max-examples", str(EXAMPLES),
-               "--seed", SEED, "--exclude-path", "/v1/events", "--request-timeout", "30",
+               "--workers", "2", "--seed", SEED, "--exclude-path", "/v1/events", "--request-timeout", "30",
                "--report-dir", str(tmp_path / "report")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
