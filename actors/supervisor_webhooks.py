@@ -112,7 +112,7 @@ class Webhooks:
         template, secret, events = found
         delivery = deliver(request.name, template, secret, request.headers, request.body, time.time(), events)
         if isinstance(delivery, NoTask):  # a ping, or an event this hook does not take: 200, no task
-            self.log.info("webhook_no_task", name=request.name, event=delivery.event)
+            self.log.info("webhook_no_task", name=request.name, github_event=delivery.event)
             return {"task_id": None, "event": delivery.event, "message": delivery.reason}
         try:
             machine, _ = check_task(delivery.text, delivery.metadata, None, runtime)

@@ -53,7 +53,8 @@ def list_webhooks(args: argparse.Namespace) -> int:
     views = ask(args, m.WebhookList())
     lines = [f"{'NAME':<20} {'SECRET FILE':<40} TEXT"] + [
         f"{clean(v['name']):<20} QUARANTINED: {clean(v['quarantined'])}" if v.get("quarantined") else
-        f"{clean(v['name']):<20} {clean(v['secret_file'] or '-'):<40} {clean(v['text'])[:60]}" for v in views]
+        f"{clean(v['name']):<20} {clean(v['secret_file'] or '-'):<40} {clean(v['text'])[:60]}"
+        + (f"  (events: {clean(','.join(v['events']))})" if v.get("events") else "") for v in views]
     emit(args, views, "\n".join(lines) if views else "no webhooks (add one: pegasus webhook add NAME --text TEMPLATE)")
     return EXIT_OK
 

@@ -1,5 +1,6 @@
-"""``/openapi.json`` against a real gateway (issue 32): Schemathesis, all its checks, finds no failure, and every
-route the router serves is in the document.
+"""``/openapi.json`` against a real gateway (issue 32): Schemathesis, all its checks, finds no failure; every
+route the router serves is in the document; a client generated from it (openapi-python-client) submits and
+follows a task.
 
 Schemathesis runs as its own CLI in a subprocess, a bounded number of examples per operation, a fixed seed (a
 failure is reproducible with the command it prints). ``/v1/events`` is left out: it streams every task's
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +95,35 @@ def test_schemathesis_finds_no_failure(gateway: tuple[str, str], tmp_path: Path)
                "--report-dir", str(tmp_path / "report")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("openapi-python-client") is None,
+                    reason="openapi-python-client is not installed (the [test] extra: pip install -e '.[test]')")
+def test_a_client_generated_from_the_schema_submits_and_follows_a_task(gateway: tuple[str, str],
+                                                                       tmp_path: Path) -> None:
+    base, token = gateway
+    schema = tmp_path / "openapi.json"
+    schema.write_bytes(httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {token}"},
+                                 timeout=30).content)
+    made = subprocess.run(["openapi-python-client", "generate", "--path", str(schema), "--output-path",
+                           str(tmp_path / "pegasus_api"), "--meta", "none"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from pegasus_api import AuthenticatedClient  # type: ignore[import-not-found]
+        from pegasus_api.api.default import get_v1_tasks_task_id, post_v1_tasks  # type: ignore[import-not-found]
+        from pegasus_api.models import SubmitBody  # type: ignore[import-not-found]
+
+        with AuthenticatedClient(base_url=base, token=token, timeout=httpx.Timeout(30)) as client:
+            submitted = post_v1_tasks.sync_detailed(client=client, body=SubmitBody(text="what is 2 + 3 * 4?"))
+            assert submitted.status_code == 201, submitted.content
+            task_id = submitted.parsed["task_id"]
+            deadline = time.monotonic() + 60
+            while (task := get_v1_tasks_task_id.sync(task_id, client=client))["lifecycle_state"] != "done":
+                assert time.monotonic() < deadline and task["lifecycle_state"] not in ("failed", "canceled"), task
+                time.sleep(0.2)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [name for name in sys.modules if name == "pegasus_api" or name.startswith("pegasus_api.")]:
+            del sys.modules[name]

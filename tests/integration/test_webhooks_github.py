@@ -23,7 +23,8 @@ SECRET = b"it is a secret"
 
 def test_ping_form_encoded_deliveries_and_an_event_filter(cli: Any, tmp_path: Path) -> None:
     port = procs.free_port()
-    cli.ok("start", "--http", str(port), timeout=60)
+    started = cli("start", "--http", str(port), timeout=60)
+    assert started.returncode == 0, started.stdout + started.stderr
     base = f"http://127.0.0.1:{port}"
     _wait_up(base, 60)
     secret_file = tmp_path / "gh.secret"
