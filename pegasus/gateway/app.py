@@ -62,6 +62,7 @@ class Operation:
     headers: tuple[tuple[str, dict[str, Any]], ...] = ()  # request headers it reads, with their schemas
     accepts: tuple[str, ...] = ()  # a raw body's media types (no body model)
     plain_not_found: bool = False  # a 404 may be plain text (the dashboard's files)
+    makes: str | None = None  # the field of its answer that names what it made (OpenAPI links to its routes)
 
 
 class Gateway:
@@ -253,7 +254,7 @@ EVENT_ID = {"type": "string", "pattern": r"^[0-9]{0,18}$"}  # as events.last_eve
 SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
-               "its task)", SubmitBody, 201, request=r.Submit, also=(200,), headers=(("Idempotency-Key", KEY),)), submit),
+               "its task)", SubmitBody, 201, request=r.Submit, also=(200,), headers=(("Idempotency-Key", KEY),), makes="task_id"), submit),
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor)",
                query=ListQuery, request=r.ListTasks), list_tasks),
     (Operation("GET", TASK, Scope.READ, "A task", request=r.Get), task_read),
@@ -275,7 +276,8 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)",
                request=r.DeliverWebhook, status=201, also=(200,), accepts=(JSON, FORM)), webhook),
     (Operation("GET", "/v1/schedules", Scope.READ, "Schedules", request=r.ScheduleList), ask_plain),
-    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd),
+    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd,
+               makes="name"),
      add_schedule),
     (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.ScheduleControl),
      _schedule_action("pause")),

@@ -37,7 +37,7 @@ def _responses(op: Any) -> dict[str, Any]:
 def _operation(op: Any, schemas: dict[str, Any]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "summary": op.summary,
-        "operationId": re.sub(r"[^a-zA-Z0-9]+", "_", f"{op.method.lower()}{op.path}").strip("_"),
+        "operationId": _operation_id(op),
         "responses": _responses(op),
     }
     if op.request is not None:  # the pegasus.requests class the route asks (docs/architecture.md, "Requests")
@@ -69,11 +69,29 @@ def _operation(op: Any, schemas: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _links(op: Any, operations: list[Any], entry: dict[str, Any]) -> None:
+    """OpenAPI links from a route that makes a resource (``op.makes``: its id's field) to the routes of it, so a
+    client (and Schemathesis's stateful phase) can follow one; never to a stream, which lasts as long as it."""
+    param = "{" + op.makes + "}"
+    links = {_operation_id(other): {"operationId": _operation_id(other),
+                                    "parameters": {op.makes: f"$response.body#/{op.makes}"}}
+             for other in operations
+             if other.path.startswith(f"{op.path}/{param}") and "text/event-stream" not in other.produces}
+    if links:
+        entry["responses"][str(op.status)] = {**entry["responses"][str(op.status)], "links": links}
+
+
+def _operation_id(op: Any) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "_", f"{op.method.lower()}{op.path}").strip("_")
+
+
 def document(operations: list[Any]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     schemas: dict[str, Any] = {"Error": _ERROR}
     for op in operations:
-        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
+        entry = paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
+        if op.makes:
+            _links(op, operations, entry)
     return {"openapi": "3.1.0",
             "info": {"title": "Pegasus HTTP API", "version": pegasus.__version__,
                      "description": "Tasks as state machines on actors (docs/http.md)"},
