@@ -221,8 +221,8 @@ def deliver(name: str, template: str, secret: bytes, headers: Mapping[str, str],
     if event == PING:
         return NoTask(event, "ping: the hook is set up; a ping makes no task")
     if events and event not in events:
-        return NoTask(event or "", f"event {event!r} is not one this webhook takes ({', '.join(sorted(events))}): "
-                                   "no task")
+        named = f"event {event!r}" if event else f"a delivery without {EVENT_HEADER}"
+        return NoTask(event or "", f"{named} is not one this webhook takes ({', '.join(sorted(events))}): no task")
     payload = payload_of(headers, body)
     try:  # what the task keeps, checked before the template reads it (json.dumps of a deep value recurses)
         check_metadata({"body": payload}, max_bytes=len(body) * 8 + 1024, name="the body")

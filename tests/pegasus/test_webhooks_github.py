@@ -62,6 +62,8 @@ def test_a_hooks_event_filter_answers_other_events_with_no_task_saying_so() -> N
     assert isinstance(taken, Delivery) and taken.text == "pull_request: opened"
     skipped = deliver("gh", "{@event}", SECRET, github(PULL, "issues"), PULL, NOW, events)
     assert isinstance(skipped, NoTask) and "issues" in skipped.reason and "pull_request, push" in skipped.reason
+    unnamed = deliver("gh", "{action}", SECRET, {"X-Hub-Signature-256": sign(SECRET, PULL)}, PULL, NOW, events)
+    assert isinstance(unnamed, NoTask) and "without x-github-event" in unnamed.reason
     with pytest.raises(ValueError):
         check_events(["Push Event"])
 
