@@ -34,7 +34,12 @@ pytestmark = pytest.mark.integration
 
 EXAMPLES = 5
 SEED = "20261126"
+# One worker: hypothesis's lambda descriptions in threads met CPython 3.11's "AST constructor recursion depth
+# mismatch" once (a Schemathesis error, not the API's). One undeclared method per path is enough to see Allow.
 CONFIG = """
+[phases.coverage]
+unexpected-methods = ["trace"]
+
 [[operations]]
 include-path = "/v1/schedules"
 include-method = "POST"
@@ -91,7 +96,7 @@ def test_schemathesis_finds_no_failure(gateway: tuple[str, str], tmp_path: Path)
     command = [sys.executable, "-c", "from schemathesis.cli import schemathesis; schemathesis()",
                "--config-file", str(config), "--no-color", "run", base + "/openapi.json",
                "-H", f"Authorization: Bearer {token}", "--checks", "all", "--max-examples", str(EXAMPLES),
-               "--workers", "2", "--seed", SEED, "--exclude-path", "/v1/events", "--request-timeout", "30",
+               "--seed", SEED, "--exclude-path", "/v1/events", "--request-timeout", "30",
                "--report-dir", str(tmp_path / "report")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
