@@ -8,7 +8,6 @@ join it under the same authentication.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,7 +26,7 @@ from pegasus.gateway.errors import ApiError, api_error
 from pegasus.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, ScheduleBody, SubmitBody, parse
 from pegasus.gateway.openapi import JSON, document
-from pegasus.gateway.params import CURSOR, MAX_PAGE, EventsQuery, ListQuery, Query, parse_query
+from pegasus.gateway.params import EventsQuery, ListQuery, Query, parse_query
 from pegasus.gateway.streams import EventStream, Stream
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
