@@ -135,6 +135,9 @@ MIGRATIONS: list[list[str]] = [
     # 13: tasks found by the words of their input and result, and by metadata (issue 31: pegasus.store.search),
     # filled for the tasks already stored
     [*search.MIGRATION],
+    [  # 14: a webhook's event filter (issue 32): GitHub event names, comma-separated; NULL takes every event
+        "ALTER TABLE webhooks ADD COLUMN events TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
