@@ -130,6 +130,9 @@ MIGRATIONS: list[list[str]] = [
     [  # 12: a message no handler can read is quarantined with its error, not read again (issue 28)
         "ALTER TABLE task_messages ADD COLUMN quarantined TEXT",
     ],
+    [  # 13: calls whose usage the server did not report (estimated): stats says so, and its cost is unknown
+        "ALTER TABLE usage_totals ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
