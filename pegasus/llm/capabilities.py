@@ -218,6 +218,8 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
         if bounded and out.get("type") == "array":
             out["items"] = out.get("items") or SCALAR
             out.setdefault("maxItems", MAX_ITEMS)
+        if bounded and out.get("type") == "string" and "enum" not in out:
+            out.setdefault("maxLength", MAX_CHARS)
         return out
 
     closed = close(dict(schema), False)
@@ -257,5 +259,10 @@ def _written_late(node: Any) -> int:
 # on 3 of 6 simple tasks; with the ask left to the model (and the prompt's plain form without it), on 0
 # of 6.  The json_schema rung keeps every field required (OpenAI's strict mode takes no other schema).
 WHEN_MEANT = "x-written-when-meant"
-SCALAR: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+# A grammar holds a model inside a string until the string may end: SmolLM2-135M, held so, wrote on to
+# max_tokens (1,023 tokens, 54-74 s a call at a load of 15; think and plan overran their 120 s deadline on
+# 6 of 6 classic tasks).  So in the grammar every string has an end it must reach.
+MAX_CHARS = 1000
+SCALAR: dict[str, Any] = {"anyOf": [{"type": "string", "maxLength": MAX_CHARS}, {"type": "number"},
+                                    {"type": "boolean"}]}
 MAX_ITEMS = 10

@@ -184,3 +184,24 @@ def test_the_grammar_rung_sends_a_closed_bounded_schema() -> None:
     assert body["response_format"]["type"] == "json_object" and grammar["additionalProperties"] is False
     assert grammar["properties"]["entities"]["additionalProperties"] == cap.SCALAR
     assert grammar["properties"]["intents"] == {"type": "array", "items": cap.SCALAR, "maxItems": cap.MAX_ITEMS}
+
+
+def test_every_string_of_the_grammar_has_an_end() -> None:
+    """Held inside a string by a grammar, SmolLM2-135M wrote on to max_tokens (1,023 tokens, 54-74 s at a load
+    of 15): think and plan overran their deadline.  In the grammar every string is bounded; the strict
+    json_schema rung is left as the model's schema."""
+    from pegasus.cognitive.llm import PlanReply, ThinkReply
+
+    def strings(node: Any) -> list[dict[str, Any]]:
+        if isinstance(node, list):
+            return [s for item in node for s in strings(item)]
+        if not isinstance(node, dict):
+            return []
+        own = [node] if node.get("type") == "string" and "enum" not in node else []
+        return own + [s for value in node.values() for s in strings(value)]
+
+    for model in (ThinkReply, PlanReply):
+        schema = cap.reply_schema(model.__name__, model.model_json_schema())
+        found = strings(schema.grammar)
+        assert found and all(s["maxLength"] == cap.MAX_CHARS for s in found), model.__name__
+    assert not any("maxLength" in s for s in strings(cap.reply_schema("T", ThinkReply.model_json_schema()).schema))
