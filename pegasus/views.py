@@ -78,10 +78,14 @@ def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The model usage of every task so far (``Store.usage_totals`` rows): the total, with its cost when
-    any model had a price, and each model and tier's share."""
+    any model had a price, and each model and tier's share; ``estimated_calls`` where the server reported
+    no usage (their cost is unknown, never 0)."""
     models = []
     for row in rows:
-        model = {key: value for key, value in row.items() if key not in ("cost_usd", "unpriced_calls")}
+        model = {key: value for key, value in row.items()
+                 if key not in ("cost_usd", "unpriced_calls", "estimated_calls")}
+        if row.get("estimated_calls"):
+            model["estimated_calls"] = row["estimated_calls"]
         if row.get("cost_usd") is not None:
             model["cost_usd"] = round(float(row["cost_usd"]), 8)
             if row.get("unpriced_calls"):

@@ -305,11 +305,12 @@ _JOURNAL = ", ".join(JOURNAL_COLUMNS)
 
 
 USAGE_COLUMNS = ("model", "tier", "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens",
-                 "cost_usd", "unpriced_calls")
+                 "cost_usd", "unpriced_calls", "estimated_calls")
 
 
 def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
-    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost."""
+    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost,
+    and its estimated calls (the server reported no usage) are counted as such."""
     def number(key: str) -> int:
         value = usage.get(key)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
@@ -318,17 +319,19 @@ def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
     cost = float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) else None
     unpriced = number("calls") if cost is None else number("unpriced_calls")
     db.execute("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_tokens, completion_tokens,"
-               " total_tokens, cost_usd, unpriced_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (model, tier)"
+               " total_tokens, cost_usd, unpriced_calls, estimated_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " ON CONFLICT (model, tier)"
                " DO UPDATE SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
                " cached_tokens = cached_tokens + excluded.cached_tokens,"
                " completion_tokens = completion_tokens + excluded.completion_tokens,"
                " total_tokens = total_tokens + excluded.total_tokens,"
                " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
                " ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
-               " unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+               " unpriced_calls = unpriced_calls + excluded.unpriced_calls,"
+               " estimated_calls = estimated_calls + excluded.estimated_calls",
                (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
                 number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
-                cost, unpriced))
+                cost, unpriced, number("estimated_calls")))
 
 
 def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:
