@@ -78,10 +78,14 @@ def members_view(pools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def usage_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The model usage of every task so far (``Store.usage_totals`` rows): the total, with its cost when
-    any model had a price, and each model and tier's share."""
+    any model had a price, and each model and tier's share; ``estimated_calls`` where the server reported
+    no usage (their cost is unknown, never 0)."""
     models = []
     for row in rows:
-        model = {key: value for key, value in row.items() if key not in ("cost_usd", "unpriced_calls")}
+        model = {key: value for key, value in row.items()
+                 if key not in ("cost_usd", "unpriced_calls", "estimated_calls")}
+        if row.get("estimated_calls"):
+            model["estimated_calls"] = row["estimated_calls"]
         if row.get("cost_usd") is not None:
             model["cost_usd"] = round(float(row["cost_usd"]), 8)
             if row.get("unpriced_calls"):
@@ -124,3 +128,13 @@ def context_view(task_id: str, snapshot: TaskSnapshot | None) -> dict[str, Any]:
     # Every other field comes along, those later issues add too (the memories given to the task, say).
     shown = {key: value for key, value in context.items() if key not in INPUT_FIELDS}
     return {"task_id": task_id, "state": snapshot.state, "context": clipped(shown)}
+
+
+def store_facts(store: Any) -> dict[str, Any] | None:
+    """The store's counts for ``/metrics`` (``Store.metric_facts``); None without a store or when it cannot be read."""
+    from pegasus.store.errors import StoreError
+
+    try:
+        return store.metric_facts() if store is not None else None
+    except StoreError:
+        return None

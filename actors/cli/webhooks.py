@@ -26,6 +26,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     add.add_argument("--secret-file", metavar="F", help="the shared secret, in a file only you may read (default: "
                      "one is made and written to a private file, which the answer names)"
                      ).complete = shtab.FILE
+    add.add_argument("--events", type=_events, default=[], metavar="E,E", help="the GitHub events it takes "
+                     "(X-GitHub-Event), comma-separated: pull_request,push (default: every event; a ping makes "
+                     "no task either way)")
     add.set_defaults(handler=add_webhook)
     actions.add_parser("list", parents=[parent], help="list the webhooks").set_defaults(handler=list_webhooks)
     remove = actions.add_parser("remove", parents=[parent], help="remove a webhook")
@@ -34,16 +37,24 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def add_webhook(args: argparse.Namespace) -> int:
-    view = ask(args, m.WebhookAdd.of(args.name, args.text, args.secret_file))
+    view = ask(args, m.WebhookAdd.of(args.name, args.text, args.secret_file, args.events))
     emit(args, view, f"webhook {view['name']} added; its secret is in {view['secret_file']}")
     return EXIT_OK
+
+
+def _events(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name one event at least: pull_request,push")
+    return names
 
 
 def list_webhooks(args: argparse.Namespace) -> int:
     views = ask(args, m.WebhookList())
     lines = [f"{'NAME':<20} {'SECRET FILE':<40} TEXT"] + [
         f"{clean(v['name']):<20} QUARANTINED: {clean(v['quarantined'])}" if v.get("quarantined") else
-        f"{clean(v['name']):<20} {clean(v['secret_file'] or '-'):<40} {clean(v['text'])[:60]}" for v in views]
+        f"{clean(v['name']):<20} {clean(v['secret_file'] or '-'):<40} {clean(v['text'])[:60]}"
+        + (f"  (events: {clean(','.join(v['events']))})" if v.get("events") else "") for v in views]
     emit(args, views, "\n".join(lines) if views else "no webhooks (add one: pegasus webhook add NAME --text TEMPLATE)")
     return EXIT_OK
 

@@ -180,6 +180,8 @@ class PoolStats:
     budget: dict[str, dict[str, Any]] | None = None
     # What the llm pool's workers learnt of each endpoint (pegasus.llm.ladder.ladder_view): model -> shape.
     ladder: dict[str, str] = field(default_factory=dict)
+    # Model stages settled per tier and status (LlmBudget.counts); None: not the llm pool.
+    model_requests: list[dict[str, Any]] | None = None
 
 @dataclass(frozen=True)
 class StopStage:

@@ -16,7 +16,7 @@ from actors.supervisor.replies import DEFERRED
 from actors.supervisor.schedules import quarantined_view
 from actors.supervisor.store import store_status, task_counts
 from actors.supervisor.vectors import embeddings_view
-from pegasus.views import members_view, usage_view
+from pegasus.views import members_view, store_facts, usage_view
 from pegasus.store import StoreError
 
 STATS_WAIT_S = 2.0  # stats answer without a pool that has not answered by then
@@ -62,7 +62,8 @@ def _answer(ctx: Context, ask_id: int) -> None:
         "task_actors": ctx.task_actors.view(), "store": store_status(ctx),
         "rejected_frames": rejected_count(admission.settings.state_dir()),
         "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
-        "members": members_view(parts), "embeddings": embeddings_view(ctx)}))
+        "members": members_view(parts), "embeddings": embeddings_view(ctx),
+        "facts": store_facts(ctx.store)}))
 
 
 def _usage(ctx: Context) -> dict[str, Any] | None:

@@ -37,7 +37,7 @@ from pegasus.triggers.schedules import check_name
 from pegasus.store import triggers
 from pegasus.submission import check_task
 from pegasus.task.events import EventType
-from pegasus.triggers.webhooks import deliver, parse_template
+from pegasus.triggers.webhooks import NoTask, check_events, deliver, parse_template
 
 SOURCE = EventType.WEBHOOK_TRIGGERED.value  # a delivered task's source
 MAX_SECRET_BYTES = 4096
@@ -55,12 +55,13 @@ class WebhookNotFound(PegasusError):
 def webhook_add(ctx: Context, request: m.WebhookAdd) -> Any:
     name = check_name(request.name, "webhook")
     parse_template(request.text)  # a stray brace is refused now, not at the first delivery
+    events = check_events(request.events)
     if request.secret_file is not None:
         secret, secret_file = _read_secret(request.secret_file), request.secret_file
     else:
         secret = secrets.token_hex(32).encode()
         secret_file = str(_secret_path(ctx, name))
-    triggers.add_webhook(ctx.configured[1], name, request.text, secret, secret_file)
+    triggers.add_webhook(ctx.configured[1], name, request.text, secret, secret_file, events)
     if request.secret_file is None:
         write_private(secret_file, secret + b"\n")
     ctx.log.info("webhook_added", name=name, secret_file=secret_file)
@@ -108,8 +109,11 @@ def _deliver(ctx: Context, request: m.DeliverWebhook) -> dict[str, Any]:
     if len(request.body) > runtime.max_message_bytes:
         raise WebhookRefused(413, "too_large", f"the body is {len(request.body)} bytes; the limit is "
                                                f"{runtime.max_message_bytes}")
-    template, secret = found
-    delivery = deliver(request.name, template, secret, request.headers, request.body, time.time())
+    template, secret, events = found
+    delivery = deliver(request.name, template, secret, request.headers, request.body, time.time(), events)
+    if isinstance(delivery, NoTask):  # a ping, or an event this hook does not take: 200, no task
+        ctx.log.info("webhook_no_task", name=request.name, github_event=delivery.event)
+        return {"task_id": None, "event": delivery.event, "message": delivery.reason}
     try:
         machine, _ = check_task(delivery.text, delivery.metadata, None, runtime)
     except ValueError as exc:

@@ -109,9 +109,10 @@ def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
 
 
 def stage_detail(stage: dict[str, Any]) -> dict[str, Any]:
-    """What a subscriber learns of a finished stage: its name and, when its worker timed it, its seconds
-    (the HTTP gateway's stage latency histogram)."""
-    detail: dict[str, Any] = {"stage": stage["stage"]}
+    """What a subscriber learns of a finished stage: its name, pool and model tier and, when its worker timed it,
+    its seconds (the HTTP gateway's stage latency histogram)."""
+    detail: dict[str, Any] = {"stage": stage["stage"], "pool": stage.get("pool"),
+                              "tier": (stage.get("usage") or {}).get("tier")}
     started, finished = stage.get("started"), stage.get("finished")
     if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
         detail["seconds"] = round(max(0.0, finished - started), 6)

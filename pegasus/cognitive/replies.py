@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pegasus.llm.capabilities import WHEN_MEANT
 from pegasus.task.models import Episode, Fact
 
 
@@ -33,15 +34,20 @@ class PerceptionReply(_Reply):
     summary: str = ""
 
 
+def _asking(default: Any) -> Any:
+    """An ask field: written by the model only when it asks (a grammar never demands it)."""
+    return Field(default, json_schema_extra={WHEN_MEANT: True})
+
+
 def _question_given(need_more_info: bool, question: str | None) -> None:
     if need_more_info and not (question or "").strip():
         raise ValueError("need_more_info is true, so question must say what to ask the user")
 
 
 class ThinkReply(_Reply):
-    need_more_info: bool = False
-    question: str | None = None
     approach: str = ""
+    need_more_info: bool = _asking(False)
+    question: str | None = _asking(None)
 
     @model_validator(mode="after")
     def _asks(self) -> ThinkReply:
@@ -90,8 +96,8 @@ class PostReflectReply(BaseModel):
 
 class ReasonReply(_Reply):
     thought: str = ""
-    need_more_info: bool = False
-    question: str | None = None
+    need_more_info: bool = _asking(False)
+    question: str | None = _asking(None)
     answer: str | None = None
     steps: list[StepReply] = Field(default_factory=list)
 

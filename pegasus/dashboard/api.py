@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -25,13 +25,14 @@ from pegasus import requests as r
 from pegasus.dashboard import routes as pages
 from pegasus.dashboard.feed import Feed, Reader
 from pegasus.gateway import events
-from pegasus.gateway.app import Gateway, _error_response
+from pegasus.gateway.app import Gateway, Operation, _error_response, ask_plain, task_read
 from pegasus.gateway.auth import Scope
 from pegasus.gateway.errors import ApiError
 
 
 def dashboard_routes(gw: Gateway) -> list[BaseRoute]:
-    """Everything the dashboard adds to the gateway: these routes, its page and assets, the diagrams (read scope)."""
+    """Everything the dashboard adds to the gateway: these routes, its page and assets, the diagrams (read scope),
+    each declared in /openapi.json."""
 
     async def check(request: Request) -> Response | None:
         try:
@@ -40,50 +41,48 @@ def dashboard_routes(gw: Gateway) -> list[BaseRoute]:
             return _error_response(exc)
         return None
 
+    for operation in PAGES:
+        gw.declare(operation)
     return [*api_routes(gw), *pages.routes(check)]
+
+
+PAGES = [
+    Operation("GET", "/", None, "The dashboard's page (no token: it asks for one)", produces=("text/html",)),
+    Operation("GET", "/dashboard/machines/{name}.svg", Scope.READ, "A state machine's diagram",
+              produces=("image/svg+xml",), plain_not_found=True),
+    Operation("GET", "/dashboard/static/{path}", None, "The page's scripts and styles",
+              produces=("text/css", "text/javascript", "text/html"), plain_not_found=True),
+]
 
 
 def api_routes(gw: Gateway) -> list[Route]:
     feed = Feed()
     watching = False
 
-    async def token(request: Request) -> Response:
-        try:
-            record = gw.authorize(request, Scope.READ)
-        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
-            return _error_response(exc)
+    async def token(gw: Gateway, op: Operation, request: Request) -> Response:
+        record = gw.authorize(request, Scope.READ)
         return JSONResponse({"name": record.get("name"), "scope": record.get("scope")})
 
-    async def all_events(request: Request) -> Response:
+    async def all_events(gw: Gateway, op: Operation, request: Request) -> Response:
         nonlocal watching
-        try:
-            gw.authorize(request, Scope.READ)
-            if gw.streams >= gw.settings.max_streams:
-                raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "
-                               f"{gw.settings.max_streams}", {"Retry-After": "1"})
-            if not watching:  # one subscription to the supervisor for every reader, made at the first
-                watching = True
-                await anyio.to_thread.run_sync(lambda: gw.backend.watch(feed.publish, whole=True))
-        except Exception as exc:  # noqa: BLE001
-            return _error_response(exc)
+        if gw.streams >= gw.settings.max_streams:
+            raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "
+                           f"{gw.settings.max_streams}", {"Retry-After": "1"})
+        if not watching:  # one subscription to the supervisor for every reader, made at the first
+            watching = True
+            await anyio.to_thread.run_sync(lambda: gw.backend.watch(feed.publish, whole=True))
         gw.streams += 1
         return _FeedResponse(gw, feed.open())
 
-    return [Route("/v1/token", token, methods=["GET"]), Route("/v1/events", all_events, methods=["GET"]),
-            Route("/v1/tasks/{task_id}/context", _reading(gw, r.TaskContextRequest, "task_id"), methods=["GET"]),
-            Route("/v1/webhooks", _reading(gw, r.WebhookList), methods=["GET"])]
-
-
-def _reading(gw: Gateway, asked: type[r.Request[Any]], param: str | None = None) -> Callable[[Request], Awaitable[Response]]:
-    """A read-scope route answering the request ``asked`` (of the path's ``param``, when given) as JSON."""
-    async def handler(request: Request) -> Response:
-        try:
-            gw.authorize(request, Scope.READ)
-            fields = {param: request.path_params[param]} if param else {}
-            return JSONResponse(await gw.ask(asked(**fields)))
-        except Exception as exc:  # noqa: BLE001 - the gateway's error shape
-            return _error_response(exc)
-    return handler
+    return [
+        gw.route(Operation("GET", "/v1/token", Scope.READ, "The name and scope of the token presented"), token),
+        gw.route(Operation("GET", "/v1/events", Scope.READ, "Every task's transitions live (Server-Sent Events; "
+                           "not resumable)", produces=("text/event-stream",)), all_events),
+        gw.route(Operation("GET", "/v1/tasks/{task_id}/context", Scope.READ, "What a task knows as of its last "
+                           "checkpoint", request=r.TaskContextRequest), task_read),
+        gw.route(Operation("GET", "/v1/webhooks", Scope.READ, "Webhooks (never their secrets)",
+                           request=r.WebhookList), ask_plain),
+    ]
 
 
 class _FeedResponse(StreamingResponse):

@@ -8,8 +8,6 @@ join it under the same authentication.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,7 +16,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 
 from pegasus import requests as r
 from pegasus.config import HttpSettings
@@ -27,14 +25,13 @@ from pegasus.gateway.auth import Lookup, Scope, authenticate
 from pegasus.gateway.errors import ApiError, api_error
 from pegasus.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from pegasus.gateway.models import MessageBody, ReasonBody, ResumeBody, ScheduleBody, SubmitBody, parse
-from pegasus.gateway.openapi import document
+from pegasus.gateway.openapi import JSON, document
+from pegasus.gateway.params import EventsQuery, ListQuery, LogQuery, Query, parse_query
 from pegasus.gateway.streams import EventStream, Stream
-from pegasus.metadata import INT64_MAX
 from pegasus.store.task_ids import FULL_CHARS
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
 
-MAX_PAGE = 1000
 TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
 
 
@@ -58,8 +55,14 @@ class Operation:
     summary: str
     body: type | None = None
     status: int = 200
-    query: tuple[str, ...] = ()
+    query: type[Query] | tuple[str, ...] | None = None  # a model the handler validates with (names: free text)
     request: type[r.Request[Any]] | None = None  # what the route asks (None: answered by the gateway or a stream)
+    produces: tuple[str, ...] = (JSON,)  # the media types of its answers
+    also: tuple[int, ...] = ()  # other success statuses (200: an existing task answered again)
+    headers: tuple[tuple[str, dict[str, Any]], ...] = ()  # request headers it reads, with their schemas
+    accepts: tuple[str, ...] = ()  # a raw body's media types (no body model)
+    plain_not_found: bool = False  # a 404 may be plain text (the dashboard's files)
+    makes: str | None = None  # the field of its answer that names what it made (OpenAPI links to its routes)
 
 
 class Gateway:
@@ -70,6 +73,16 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.streams = 0
         self._watching = False
+        self.operations: list[Operation] = []  # every route's declaration: /openapi.json describes these
+
+    def route(self, operation: Operation, handler: Handler) -> Route:
+        """A route of ``handler`` behind ``operation``'s authentication, declared in /openapi.json."""
+        self.operations.append(operation)
+        return Route(operation.path, _endpoint(self, operation, handler), methods=[operation.method])
+
+    def declare(self, operation: Operation) -> None:
+        """Declare a route served by a part's own Starlette route (the dashboard's page and files)."""
+        self.operations.append(operation)
 
     # -- the pieces every handler uses ------------------------------------------------------------
     def authorize(self, request: Request, needed: Scope) -> dict[str, Any]:
@@ -126,34 +139,20 @@ async def submit(gw: Gateway, op: Operation, request: Request) -> Response:
     return _json(task, 200 if task.get("existing") else 201)
 
 
-def _cursor(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        kind, _, value = base64.urlsafe_b64decode(text.encode() + b"==").decode().partition(":")
-        if kind == "seq" and value.isascii() and value.isdigit() and 0 < int(value) <= INT64_MAX:
-            return int(value)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
-    raise ApiError(400, "bad_request", "cursor: not a cursor of this API (use next_cursor as given)")
-
-
 def _next_cursor(tasks: list[dict[str, Any]], limit: int) -> str | None:
+    """The page's last task's seq (``ListQuery.cursor``), None on the last page."""
     if len(tasks) < limit or not tasks or "seq" not in tasks[-1]:
         return None
-    return base64.urlsafe_b64encode(f"seq:{tasks[-1]['seq']}".encode()).decode().rstrip("=")
+    return str(tasks[-1]["seq"])
 
 
 async def list_tasks(gw: Gateway, op: Operation, request: Request) -> Response:
-    query = request.query_params
-    raw_limit = query.get("limit", "50")
-    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_PAGE:
-        raise ApiError(400, "bad_request", f"limit: a whole number from 1 to {MAX_PAGE}")
-    limit, before = int(raw_limit), _cursor(query.get("cursor"))
-    page = await gw.ask(r.ListTasks(state=query.get("state"), limit=limit, offset=0, before=before,
-                                    text=query.get("text"), metadata=_meta(query.getlist("meta"))))
+    query = parse_query(ListQuery, request)
+    before = None if query.cursor is None else int(query.cursor)
+    page = await gw.ask(r.ListTasks(state=query.state, limit=query.limit, offset=0, before=before,
+                                    text=query.text, metadata=_meta(query.meta)))
     tasks = page["tasks"]
-    return _json({"tasks": tasks, "total": page["total"], "next_cursor": _next_cursor(tasks, limit)})
+    return _json({"tasks": tasks, "total": page["total"], "next_cursor": _next_cursor(tasks, query.limit)})
 
 
 def _meta(pairs: list[str]) -> dict[str, str]:
@@ -170,10 +169,8 @@ def _meta(pairs: list[str]) -> dict[str, str]:
 
 
 async def task_log(gw: Gateway, op: Operation, request: Request) -> Response:
-    raw = request.query_params.get("after", "0")
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise ApiError(400, "bad_request", "after: a whole number (the next of the previous answer)")
-    return _json(await gw.ask(r.TaskLog(task_id=request.path_params["task_id"], after=int(raw))))
+    query = parse_query(LogQuery, request)
+    return _json(await gw.ask(r.TaskLog(task_id=request.path_params["task_id"], after=query.after)))
 
 
 async def task_read(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -201,9 +198,10 @@ async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
     """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
     ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
     task_id = request.path_params["task_id"]
+    header = request.headers.get("last-event-id")  # a bad one is a 400 before the task is looked up
+    after = events.last_event_id(header) if header else parse_query(EventsQuery, request).last_event_id or 0
     if len(task_id) < FULL_CHARS:  # a prefix (issue 31): the stream's events carry the whole id
         task_id = (await gw.ask(r.Get(task_id=task_id)))["task_id"]
-    after = events.last_event_id(request.headers.get("last-event-id") or request.query_params.get("last_event_id"))
     if gw.streams >= gw.settings.max_streams:
         raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "
                        f"{gw.settings.max_streams}", {"Retry-After": "1"})
@@ -238,20 +236,29 @@ async def metrics(gw: Gateway, op: Operation, request: Request) -> Response:
     if not gw._watching:  # stage latencies are counted from the first scrape on
         gw._watching = True
         await anyio.to_thread.run_sync(lambda: gw.backend.watch(gw.metrics.observe))
-    return Response(gw.metrics.render(await gw.ask(r.Stats())), media_type=CONTENT_TYPE)
+    stats = await gw.ask(r.Stats())  # and the guardian's view (its children's restarts), as /healthz reads it
+    return Response(gw.metrics.render({**stats, "guardian": await anyio.to_thread.run_sync(gw.backend.ready)}),
+                    media_type=CONTENT_TYPE)
 
 
 async def openapi(gw: Gateway, op: Operation, request: Request) -> Response:
-    return _json(document(OPERATIONS))
+    return _json(document(gw.operations))
 
 
 # -- webhooks and schedules -------------------------------------------------------------------------
 
 async def webhook(gw: Gateway, op: Operation, request: Request) -> Response:
-    raw = await gw.body(request)
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
-    return _json(task, 200 if isinstance(task, dict) and task.get("existing") else 201)
+    try:
+        raw = await gw.body(request)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        task = await gw.ask(r.DeliverWebhook(name=request.path_params["name"], headers=headers, body=raw))
+    except Exception as exc:
+        gw.metrics.webhook(api_error(exc).status)
+        raise
+    existing = isinstance(task, dict) and bool(task.get("existing"))
+    answered = existing or (isinstance(task, dict) and task.get("task_id") is None)  # again, or no task
+    gw.metrics.webhook(200 if answered else 201, redelivered=existing)
+    return _json(task, 200 if answered else 201)
 
 
 async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -269,22 +276,27 @@ def _schedule_action(action: r.ScheduleAction) -> Handler:
 
 
 TASK = "/v1/tasks/{task_id}"
+EVENT_STREAM = "text/event-stream"
+FORM = "application/x-www-form-urlencoded"
+KEY = {"type": "string", "minLength": 1, "maxLength": 200}
+EVENT_ID = {"type": "string", "pattern": r"^[0-9]{0,18}$"}  # as events.last_event_id reads it (empty: none)
 SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
-               "its task)", SubmitBody, 201, request=r.Submit), submit),
+               "its task)", SubmitBody, 201, request=r.Submit, also=(200,), headers=(("Idempotency-Key", KEY),), makes="task_id"), submit),
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor; text: every word in "
                "the input or result; meta=key=value, repeatable)",
-               query=("state", "limit", "cursor", "text", "meta"), request=r.ListTasks), list_tasks),
+               query=ListQuery, request=r.ListTasks), list_tasks),
     (Operation("GET", TASK, Scope.READ, "A task", request=r.Get), task_read),
     (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit", request=r.History), task_read),
     (Operation("GET", TASK + "/logs", Scope.READ, "A task's log: transitions, stage errors, model step-downs, tool "
-               "output, in order (after: the next of the previous answer)", query=("after",), request=r.TaskLog),
+               "output, in order (after: the next of the previous answer)", query=LogQuery, request=r.TaskLog),
      task_log),
     (Operation("DELETE", TASK, Scope.ADMIN, "Delete a task and its sub-tasks (every one finished)",
                request=r.DeleteTask), task_read),
     (Operation("GET", TASK + "/events", Scope.READ, "A task's transitions live (Server-Sent Events; resume "
-               "with Last-Event-ID)", query=("last_event_id",)), task_events),
+               "with Last-Event-ID)", query=EventsQuery, produces=(EVENT_STREAM,),
+               headers=(("Last-Event-ID", EVENT_ID),)), task_events),
     (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody, request=r.Cancel), _action("reason")),
     (Operation("POST", TASK + "/suspend", Scope.ADMIN, "Suspend a running task", ReasonBody, request=r.Suspend),
      _action("reason")),
@@ -297,9 +309,10 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("GET", "/v1/stats", Scope.READ, "Tasks, queue, pools, usage", request=r.Stats), ask_plain),
     (Operation("GET", "/v1/machines", Scope.READ, "The state machines"), list_machines),
     (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)",
-               request=r.DeliverWebhook), webhook),
+               request=r.DeliverWebhook, status=201, also=(200,), accepts=(JSON, FORM)), webhook),
     (Operation("GET", "/v1/schedules", Scope.READ, "Schedules", request=r.ScheduleList), ask_plain),
-    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd),
+    (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd,
+               makes="name"),
      add_schedule),
     (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.ScheduleControl),
      _schedule_action("pause")),
@@ -310,10 +323,10 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleControl),
      _schedule_action("remove")),
     (Operation("GET", "/healthz", None, "Whether the system answers (no token)"), healthz),
-    (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics", request=r.Stats), metrics),
+    (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics", request=r.Stats, produces=("text/plain",)),
+     metrics),
     (Operation("GET", "/openapi.json", Scope.READ, "This API's OpenAPI document"), openapi),
 ]
-OPERATIONS = [operation for operation, _ in ROUTES]
 
 
 def _endpoint(gw: Gateway, operation: Operation, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -329,22 +342,34 @@ def _endpoint(gw: Gateway, operation: Operation, handler: Handler) -> Callable[[
 
 
 def routes(gw: Gateway) -> list[Route]:
-    return [Route(op.path, _endpoint(gw, op, handler), methods=[op.method]) for op, handler in ROUTES]
+    return [gw.route(op, handler) for op, handler in ROUTES]
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     status = getattr(exc, "status_code", 404)
     code = {404: "not_found", 405: "method_not_allowed"}.get(status, "bad_request")
+    headers = {"Allow": _allowed(request)} if status == 405 else None
     return JSONResponse({"error": {"code": code, "message": f"{request.method} {request.url.path}: "
-                                   f"{getattr(exc, 'detail', 'not found')}"}}, status_code=status)
+                                   f"{getattr(exc, 'detail', 'not found')}"}}, status_code=status, headers=headers)
+
+
+def _allowed(request: Request) -> str:
+    """The methods of every route of this path (one path may be served by several routes: GET and DELETE)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= set(route.methods or ())
+    return ", ".join(sorted(methods))
 
 
 def build_app(backend: Backend, lookup: Lookup, settings: HttpSettings,
               parts: Sequence[Callable[[Gateway], list[BaseRoute]]] = ()) -> Starlette:
     """The gateway's ASGI app over ``backend`` (tokens found with ``lookup``)."""
     gw = Gateway(backend, lookup, settings)
-    # parts: more routes on the same gateway, so under the same tokens (the web dashboard: pegasus.dashboard.api)
+    # parts: more routes on the same gateway, so under the same tokens (the web dashboard: pegasus.dashboard.api),
+    # each declared with gw.route or gw.declare so /openapi.json describes it
+    core = routes(gw)
     extra = [route for part in parts for route in part(gw)]
-    app = Starlette(routes=[*routes(gw), *extra], exception_handlers={404: _not_found, 405: _not_found})
+    app = Starlette(routes=[*core, *extra], exception_handlers={404: _not_found, 405: _not_found})
     app.state.gateway = gw
     return app

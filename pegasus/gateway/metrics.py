@@ -1,8 +1,9 @@
 """``GET /metrics``: the system in Prometheus's text format, with the official ``prometheus_client``.
 
-Gauges and counters are read from ``stats`` at each scrape (tasks by state, queue, active tasks,
-pool workers busy and idle, model calls and tokens); stage latencies are a histogram the gateway
-fills from the transitions it watches (each finished stage's seconds, as its worker timed it).
+Most families come from one ``stats`` answer per scrape (``metric_families``: task outcomes, durations and
+retries from the store, pools, restarts, model requests and usage); the gateway adds what only it sees:
+stage latencies from the transitions it watches (from its first scrape on), webhook deliveries, build info
+and its own process and Python collectors.  docs/http.md lists them all.
 """
 
 from __future__ import annotations
@@ -11,49 +12,35 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+import platform
+
+from prometheus_client import (
+    GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Histogram, Info,
+    disable_created_metrics, generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pegasus import __version__
+from pegasus.config import DEFAULT_TIER
+from pegasus.gateway.metric_families import families
+from pegasus.task.machines import MACHINES
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+disable_created_metrics()  # no *_created series: nothing alerts on them, and they double the counters' lines
+WEBHOOK_RESULTS = ("created", "redelivered", "refused", "error")
 STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class _Stats(Collector):
-    """The numbers of one ``stats`` answer, as metric families."""
+    """The numbers of one ``stats`` answer, as metric families (``metric_families``)."""
 
     def __init__(self) -> None:
         self.stats: dict[str, Any] = {}
 
     def collect(self) -> Iterator[Metric]:
         stats = self.stats
-        tasks = GaugeMetricFamily("pegasus_tasks", "Tasks by lifecycle state", labels=["state"])
-        for state, count in sorted((stats.get("tasks") or {}).items()):
-            tasks.add_metric([state], count)
-        yield tasks
-        yield GaugeMetricFamily("pegasus_queue_length", "Tasks waiting for a run", value=stats.get("queue_length", 0))
-        yield GaugeMetricFamily("pegasus_active_tasks", "Tasks running", value=stats.get("active", 0))
-        yield GaugeMetricFamily("pegasus_max_active_tasks", "The cap on running tasks",
-                                value=stats.get("max_active_tasks", 0))
-        workers = GaugeMetricFamily("pegasus_pool_workers", "Stage workers by pool and status",
-                                    labels=["pool", "status"])
-        queued = GaugeMetricFamily("pegasus_pool_queued", "Stage requests waiting in a pool", labels=["pool"])
-        for pool, part in sorted((stats.get("pools") or {}).items()):
-            size, busy = int(part.get("size", 0)), int(part.get("busy", 0))
-            workers.add_metric([pool, "busy"], busy)
-            workers.add_metric([pool, "idle"], max(0, size - busy))
-            queued.add_metric([pool], part.get("queued", 0))
-        yield workers
-        yield queued
-        calls = CounterMetricFamily("pegasus_model_calls", "Model calls", labels=["model", "tier"])
-        tokens = CounterMetricFamily("pegasus_model_tokens", "Model tokens", labels=["model", "tier", "kind"])
-        for row in (stats.get("usage") or {}).get("models", []):
-            labels = [str(row.get("model", "")), str(row.get("tier", ""))]
-            calls.add_metric(labels, row.get("calls", 0))
-            for kind in ("prompt", "completion", "cached"):
-                tokens.add_metric([*labels, kind], row.get(f"{kind}_tokens", 0) or 0)
-        yield calls
-        yield tokens
+        yield from families(stats, MACHINES)
         quarantined = GaugeMetricFamily("pegasus_quarantined", "Stored records set aside with an error (pegasus "
                                         "stats names them)", labels=["kind"])
         for kind, records in sorted((stats.get("quarantined") or {}).items()):
@@ -86,15 +73,34 @@ class GatewayMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._stats = _Stats()
         self.registry.register(self._stats)
-        self.stage_seconds = Histogram("pegasus_stage_seconds", "Seconds a stage took, as its worker timed it",
-                                       ["stage"], registry=self.registry, buckets=STAGE_BUCKETS)
+        self.stage_seconds = Histogram("pegasus_stage_seconds", "Seconds a stage took, as its worker timed it, by "
+                                       "stage, pool and model tier (counted from the gateway's first scrape; resets "
+                                       "when it restarts)", ["stage", "pool", "tier"], registry=self.registry,
+                                       buckets=STAGE_BUCKETS)
+        self.webhooks = Counter("pegasus_webhook_deliveries", "Webhook deliveries by result (created, redelivered: "
+                                "the same delivery again, refused: a 4xx, error: a 5xx; resets when the gateway "
+                                "restarts)", ["result"], registry=self.registry)
+        for result in WEBHOOK_RESULTS:
+            self.webhooks.labels(result)
+        Info("pegasus_build", "The running Pegasus", registry=self.registry).info(
+            {"version": __version__, "python": platform.python_version()})
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # the gateway's own process
+            self.registry.register(collector)
         self._lock = threading.Lock()
 
     def observe(self, detail: dict[str, Any]) -> None:
         """A transition's detail: a finished stage with its seconds is counted."""
         seconds, stage = detail.get("seconds"), detail.get("stage")
         if isinstance(seconds, (int, float)) and stage:
-            self.stage_seconds.labels(str(stage)).observe(float(seconds))
+            pool = str(detail.get("pool") or "")  # an llm stage's usage names its tier unless it is the default
+            tier = str(detail.get("tier") or (DEFAULT_TIER if pool == "llm" else ""))
+            self.stage_seconds.labels(str(stage), pool, tier).observe(float(seconds))
+
+    def webhook(self, status: int, redelivered: bool = False) -> None:
+        """A webhook delivery answered ``status``."""
+        result = ("error" if status >= 500 else "refused" if status >= 400 else
+                  "redelivered" if redelivered else "created")
+        self.webhooks.labels(result).inc()
 
     def render(self, stats: dict[str, Any]) -> bytes:
         with self._lock:

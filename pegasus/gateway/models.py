@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from pegasus.gateway.errors import ApiError
-from pegasus.triggers.schedules import ScheduleError, make_spec
+from pegasus.requests import OverlapName
+from pegasus.triggers.schedules import MAX_CATCHUP_S, MAX_EVERY_S, MIN_EVERY_S, NAME, ScheduleError, make_spec
 from pegasus.task.names import CognitiveMachineName
 
 
@@ -20,7 +21,7 @@ class Body(BaseModel):
 class SubmitBody(Body):
     text: str = Field(min_length=1, description="what the task should do")
     machine: CognitiveMachineName | None = Field(None, description="cognitive machine (default from config)")
-    priority: int = Field(5, ge=0, le=1_000_000, description="lower runs first")
+    priority: StrictInt = Field(5, ge=0, le=1_000_000, description="lower runs first")
     metadata: dict[str, Any] = Field(default_factory=dict, description="kept with the task")
 
 
@@ -33,25 +34,36 @@ class ResumeBody(Body):
 
 
 class MessageBody(Body):
-    text: str = Field(min_length=1, description="a message to the running task")
+    text: str = Field(pattern=r"\S", description="a message to the running task (not blank)")
 
 
-Duration = StrictStr | StrictInt | StrictFloat  # "90s", "1h30m", "2d", or seconds
+# A duration as pegasus.schedules.parse_duration reads it: "90s", "1h30m", "2d", or seconds (text or a number).
+DURATION = r"^\s*([0-9]+(\.[0-9]+)?|([0-9]+(\.[0-9]+)?([mM][sS]|[sSmMhHdDwW]))+)\s*$"
+DurationText = Annotated[StrictStr, Field(max_length=64, pattern=DURATION)]
+Every = (DurationText | Annotated[StrictInt, Field(ge=MIN_EVERY_S, le=MAX_EVERY_S)]
+         | Annotated[StrictFloat, Field(ge=MIN_EVERY_S, le=MAX_EVERY_S)])
+Catchup = (DurationText | Annotated[StrictInt, Field(ge=0, le=MAX_CATCHUP_S)]
+           | Annotated[StrictFloat, Field(ge=0, le=MAX_CATCHUP_S)])
+CRON = r"^\s*\S+(\s+\S+){4}\s*$"  # five fields; what each may hold is the supervisor's check (croniter's)
 
 
 class ScheduleBody(Body):
     """``pegasus schedule add``'s options, checked as the supervisor checks them (``make_spec``: bounds, and a
     next slot within the horizon) so a refusal is a 400 naming the field and stores nothing."""
 
-    name: str = Field(min_length=1, max_length=64)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"oneOf": [  # exactly one of the two
+        {"required": ["cron"], "properties": {"cron": {"type": "string"}}},
+        {"required": ["every"], "properties": {"every": {"type": ["string", "number"]}}}]})
+
+    name: str = Field(pattern=NAME.pattern)
     text: str = Field(min_length=1)
-    cron: str | None = Field(None, max_length=256, description="a cron expression (5 fields), in tz")
-    every: Duration | None = Field(None, description="an interval: 30s, 5m, 1h30m, 2d or seconds (1s to 366d)")
+    cron: str | None = Field(None, max_length=256, pattern=CRON, description="a cron expression (5 fields), in tz")
+    every: Every | None = Field(None, description="an interval: 30s, 5m, 1h30m, 2d or seconds (1s to 366d)")
     tz: str | None = Field(None, max_length=64, description="an IANA time zone (default UTC)")
     machine: CognitiveMachineName | None = None
-    priority: int | None = Field(None, ge=0, le=1_000_000)
-    overlap: str | None = Field(None, description="skip, buffer_one, allow_all or cancel_other")
-    catchup: Duration | None = Field(None, description="how old a missed slot may be and still fire (0 to 366d)")
+    priority: StrictInt | None = Field(None, ge=0, le=1_000_000)
+    overlap: OverlapName | None = Field(None, description="what a slot does while the last one's task runs")
+    catchup: Catchup | None = Field(None, description="how old a missed slot may be and still fire (0 to 366d)")
 
     @model_validator(mode="after")
     def _bounded(self) -> ScheduleBody:

@@ -34,6 +34,7 @@ class LlmBudget:
         self.limiter, self.max_output_tokens, self.clock, self.llm = limiter, max_output_tokens, clock, llm
         self.limiters: dict[str, RateLimiter] = {DEFAULT_TIER: limiter}
         self.max_requeues = llm.max_retries if llm is not None else MAX_REQUEUES  # one layer of 429 retries: ours
+        self.settled: dict[tuple[str, str], int] = {}  # (tier, ok | error | rate_limited) -> stages settled
         self._tiers: dict[Hashable, str] = {}  # admitted call -> its tier
         # How many tiers stages can name: once that many refuse, no queued request can run.
         self.tier_count = 1 + len(set(llm.stages.values()) - {DEFAULT_TIER}) if llm is not None else 1
@@ -70,9 +71,12 @@ class LlmBudget:
             self._tiers[key] = tier
         return wait
 
-    def settle(self, key: Hashable, worker: dict[str, Any], requeues: int) -> bool:
+    def settle(self, key: Hashable, worker: dict[str, Any], requeues: int, ok: bool = True) -> bool:
         """Account for a finished call; True when the request should be queued again (rate-limited)."""
-        limiter = self._limiter(self._tiers.pop(key, DEFAULT_TIER))
+        tier = self._tiers.pop(key, DEFAULT_TIER)
+        status = "rate_limited" if "retry_after_s" in worker else "ok" if ok and not worker.get("failed") else "error"
+        self.settled[(tier, status)] = self.settled.get((tier, status), 0) + 1
+        limiter = self._limiter(tier)
         usage = worker.get("usage") or {}
         total = usage.get("total_tokens")
         if isinstance(total, int):
@@ -89,6 +93,11 @@ class LlmBudget:
     def release(self, key: Hashable) -> None:
         """A call that never reported (its worker died or overran): forget its estimate."""
         self._limiter(self._tiers.pop(key, DEFAULT_TIER)).release(key)
+
+    def counts(self) -> list[dict[str, Any]]:
+        """Model stages settled since the pool started, per tier and status (``/metrics``; they reset with it)."""
+        return [{"tier": tier, "status": status, "count": count}
+                for (tier, status), count in sorted(self.settled.items())]
 
     def view(self) -> dict[str, dict[str, Any]] | None:
         """What is left of each limited tier's budget in the current window (``pegasus stats``, the

@@ -240,7 +240,7 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
         if not isinstance(node, dict):
             return node
         out = {key: close(value, bounded) for key, value in node.items()
-               if key not in ("default", "title", "properties", "$defs")}
+               if key not in ("default", "title", "properties", "$defs", WHEN_MEANT)}
         for key in ("properties", "$defs"):  # maps of names: a field called "title" stays
             if isinstance(node.get(key), dict):
                 out[key] = {name: close(value, bounded) for name, value in node[key].items()}
@@ -248,7 +248,9 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
             if out.get("properties") and bounded:  # decisions after what they rest on (see SCALAR)
                 out["properties"] = dict(sorted(out["properties"].items(), key=lambda item: _written_late(item[1])))
             if out.get("properties"):
-                out["required"] = list(out["properties"])
+                meant = {name for name, value in (node.get("properties") or {}).items()
+                         if isinstance(value, dict) and value.get(WHEN_MEANT)}
+                out["required"] = [name for name in out["properties"] if not (bounded and name in meant)]
                 out["additionalProperties"] = False
             else:
                 free = True
@@ -257,11 +259,22 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
         if bounded and out.get("type") == "array":
             out["items"] = out.get("items") or SCALAR
             out.setdefault("maxItems", MAX_ITEMS)
+        if bounded and out.get("type") == "string" and "enum" not in out:
+            out.setdefault("maxLength", MAX_CHARS)
         return out
 
     closed = close(dict(schema), False)
-    return Schema(name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64], schema=dict(schema) if free else closed,
+    return Schema(name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64], schema=_unmarked(schema) if free else closed,
                   strict=not free, grammar=close(dict(schema), True))
+
+
+def _unmarked(node: Any) -> Any:
+    """``node`` without the WHEN_MEANT marks (Pegasus's own, never sent)."""
+    if isinstance(node, list):
+        return [_unmarked(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {key: _unmarked(value) for key, value in node.items() if key != WHEN_MEANT}
 
 
 # The grammar a server builds from a schema holds a small model to it, but a free-form value lets it write
@@ -281,5 +294,16 @@ def _written_late(node: Any) -> int:
     return 0
 
 
-SCALAR: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+# A field a grammar never demands (the reply model marks it: ``Field(json_schema_extra={WHEN_MEANT: True})``):
+# asking the user.  Made to write need_more_info at every call, SmolLM2-135M wrote true, with a question
+# that restated the task or asked nothing ("What is the sum of 12 and 30?", "How can I help you today?"),
+# on 3 of 6 simple tasks; with the ask left to the model (and the prompt's plain form without it), on 0
+# of 6.  The json_schema rung keeps every field required (OpenAI's strict mode takes no other schema).
+WHEN_MEANT = "x-written-when-meant"
+# A grammar holds a model inside a string until the string may end: SmolLM2-135M, held so, wrote on to
+# max_tokens (1,023 tokens, 54-74 s a call at a load of 15; think and plan overran their 120 s deadline on
+# 6 of 6 classic tasks).  So in the grammar every string has an end it must reach.
+MAX_CHARS = 1000
+SCALAR: dict[str, Any] = {"anyOf": [{"type": "string", "maxLength": MAX_CHARS}, {"type": "number"},
+                                    {"type": "boolean"}]}
 MAX_ITEMS = 10

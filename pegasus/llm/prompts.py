@@ -31,9 +31,9 @@ Read the user's request and describe it as JSON:
 
 THINK = f"""You are the thinking stage of an agent runtime.
 Given the request and its perception, decide how to do it with the tools available:
-{{"need_more_info": false, "approach": "<how to do it, which tools>"}}
+{{"approach": "<how to do it, which tools>"}}
 Only when the request is empty, ambiguous, or cannot be started without an answer
-from the user, reply {{"need_more_info": true, "question": "<what to ask the user>"}}.
+from the user, add to it "need_more_info": true, "question": "<what to ask the user>".
 Tools available:
 {{tools}}
 {ANSWER_JSON_ONLY}"""

@@ -270,7 +270,7 @@ class PoolCore(Pinging):
         """Account for a model call; True when the endpoint rate-limited it: it waits first in line while
         admission pauses for its Retry-After, or, past ``llm.max_retries`` such returns, fails as rate-limited."""
         assert self.budget is not None
-        again = self.budget.settle(event.job, worker, job.requeues)
+        again = self.budget.settle(event.job, worker, job.requeues, ok=getattr(event.result, "ok", True))
         if "retry_after_s" not in worker:
             return False
         out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
@@ -413,7 +413,8 @@ class PoolCore(Pinging):
         out.append(SendStats(event.requester, event.ask_id, {
             "name": self.name, "size": len(slots), "busy": sum(1 for s in slots if s.jobs), "queued": len(self.queue),
             "replaced": self.replaced, "workers": workers, "members": members,
-            "budget": self.budget.view() if self.budget is not None else None, "ladder": ladder_view(self.known)}))
+            "budget": self.budget.view() if self.budget is not None else None, "ladder": ladder_view(self.known),
+            "model_requests": self.budget.counts() if self.budget is not None else None}))
 
     def _closing(self, event: Closing, out: Out) -> None:
         # Every worker is told to exit (remote ones too: their member does not know they are

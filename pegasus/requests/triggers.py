@@ -56,12 +56,14 @@ class WebhookAdd(Request[View]):
     name: str = Field(min_length=1, max_length=64)
     text: str = Field(min_length=1)
     secret_file: str | None = None
+    events: list[str] = Field(default_factory=list, max_length=100)  # GitHub events it takes (none: every one)
 
     @classmethod
-    def of(cls, name: str, text: str, secret_file: str | os.PathLike[str] | None = None) -> WebhookAdd:
+    def of(cls, name: str, text: str, secret_file: str | os.PathLike[str] | None = None,
+           events: list[str] | None = None) -> WebhookAdd:
         """With ``secret_file`` made absolute here, where it was named (the supervisor may run elsewhere)."""
         path = None if secret_file is None else os.path.abspath(os.path.expanduser(secret_file))
-        return cls(name=name, text=text, secret_file=path)
+        return cls(name=name, text=text, secret_file=path, events=list(events or []))
 
 class WebhookList(Request[Views]):
     """Every webhook (never its secret)."""

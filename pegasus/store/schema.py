@@ -135,6 +135,12 @@ MIGRATIONS: list[list[str]] = [
     # 13: tasks found by the words of their input and result, and by metadata (issue 31: pegasus.store.search),
     # filled for the tasks already stored
     [*search.MIGRATION],
+    [  # 14: a webhook's event filter (issue 32): GitHub event names, comma-separated; NULL takes every event
+        "ALTER TABLE webhooks ADD COLUMN events TEXT",
+    ],
+    [  # 15: calls whose usage the server did not report (estimated): stats says so, and its cost is unknown
+        "ALTER TABLE usage_totals ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

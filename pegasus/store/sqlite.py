@@ -33,6 +33,7 @@ from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
+from pegasus.store.metric_facts import Tally, metric_facts
 from pegasus.store.schema import JOURNAL_COLUMNS, TASK_COLUMNS
 from pegasus.store.tree import TreeTables, insert_link
 from pegasus.task.events import new_id
@@ -276,6 +277,11 @@ class Store(TaskMessages, TreeTables, Database):
         rows = self._query(f"SELECT {', '.join(USAGE_COLUMNS)} FROM usage_totals ORDER BY model, tier", ())
         return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
 
+    def metric_facts(self) -> dict[str, Any]:
+        """The store's counts for ``/metrics`` (``pegasus.store.metric_facts``), folded since the last call."""
+        tally = self.__dict__.setdefault("_metric_tally", Tally())  # this Store's: one per supervisor
+        return metric_facts(self._query, tally)
+
     def seq_high_water(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM tasks", ())[0][0])
 
@@ -299,11 +305,12 @@ _JOURNAL = ", ".join(JOURNAL_COLUMNS)
 
 
 USAGE_COLUMNS = ("model", "tier", "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens",
-                 "cost_usd", "unpriced_calls")
+                 "cost_usd", "unpriced_calls", "estimated_calls")
 
 
 def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
-    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost."""
+    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost,
+    and its estimated calls (the server reported no usage) are counted as such."""
     def number(key: str) -> int:
         value = usage.get(key)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
@@ -312,17 +319,19 @@ def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
     cost = float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) else None
     unpriced = number("calls") if cost is None else number("unpriced_calls")
     db.execute("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_tokens, completion_tokens,"
-               " total_tokens, cost_usd, unpriced_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (model, tier)"
+               " total_tokens, cost_usd, unpriced_calls, estimated_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " ON CONFLICT (model, tier)"
                " DO UPDATE SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
                " cached_tokens = cached_tokens + excluded.cached_tokens,"
                " completion_tokens = completion_tokens + excluded.completion_tokens,"
                " total_tokens = total_tokens + excluded.total_tokens,"
                " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
                " ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
-               " unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+               " unpriced_calls = unpriced_calls + excluded.unpriced_calls,"
+               " estimated_calls = estimated_calls + excluded.estimated_calls",
                (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
                 number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
-                cost, unpriced))
+                cost, unpriced, number("estimated_calls")))
 
 
 def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from pegasus.quarantine import reason, sift
 from pegasus.triggers.schedules import Overlap, ScheduleError, ScheduleSpec, ScheduleState
 from pegasus.store.database import Database, now_iso
+from pegasus.triggers.webhooks import check_events
 
 _SCHEDULE = "name, id, spec, paused, cursor, buffered, fired, skipped, last_task, created_at"
 MAX_ERROR = 1000  # a quarantined schedule's error is kept this long
@@ -80,17 +81,20 @@ def remove_schedule(store: Database, name: str) -> bool:
         return db.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
 
 
-def add_webhook(store: Database, name: str, template: str, secret: bytes, secret_file: str | None) -> None:
-    """A new webhook; ValueError when one of that name exists."""
+def add_webhook(store: Database, name: str, template: str, secret: bytes, secret_file: str | None,
+                events: list[str] | None = None) -> None:
+    """A new webhook (``events``: the GitHub events it takes; none: every one); ValueError when one of that
+    name exists."""
     with store.transaction() as db:
         if db.execute("SELECT 1 FROM webhooks WHERE name = ?", (name,)).fetchone():
             raise ValueError(f"a webhook named {name!r} exists (remove it first)")
-        db.execute("INSERT INTO webhooks (name, template, secret, secret_file, created_at) VALUES (?, ?, ?, ?, ?)",
-                   (name, template, secret, secret_file, now_iso()))
+        db.execute("INSERT INTO webhooks (name, template, secret, secret_file, created_at, events)"
+                   " VALUES (?, ?, ?, ?, ?, ?)", (name, template, secret, secret_file, now_iso(),
+                                                  ",".join(events) if events else None))
 
 
 _WEBHOOK = ("CAST(name AS BLOB), CAST(template AS BLOB), CAST(secret AS BLOB), CAST(secret_file AS BLOB),"
-            " created_at")
+            " created_at, CAST(events AS BLOB)")
 
 
 def webhooks(store: Database) -> list[dict[str, Any]]:
@@ -102,31 +106,33 @@ def webhooks(store: Database) -> list[dict[str, Any]]:
     def set_aside(row: tuple[Any, ...], error: str) -> None:
         name = bytes(row[0]).decode("utf-8", "replace") if isinstance(row[0], bytes) else str(row[0])
         views.append({"name": name, "text": None, "secret_file": None, "created_at": str(row[4]),
-                      "quarantined": error})
+                      "events": [], "quarantined": error})
 
     for view in sift(rows, _webhook_of, set_aside):
         views.append(view)
     return views
 
 
-def webhook(store: Database, name: str) -> tuple[str, bytes] | None:
-    """A webhook's template and secret (None: no such webhook); ValueError (``quarantined: ...``) for a row
-    that cannot be one."""
+def webhook(store: Database, name: str) -> tuple[str, bytes, list[str]] | None:
+    """A webhook's template, secret and event filter (None: no such webhook); ValueError (``quarantined:
+    ...``) for a row that cannot be one."""
     rows = store._query(f"SELECT {_WEBHOOK} FROM webhooks WHERE name = ?", (name,))
     if not rows:
         return None
     try:
-        return _webhook_of(rows[0])["text"], bytes(rows[0][2])
+        view = _webhook_of(rows[0])
+        return view["text"], bytes(rows[0][2]), view["events"]
     except Exception as exc:  # noqa: BLE001 - this webhook is refused, the supervisor goes on
         raise ValueError(reason(exc)) from None
 
 
 def _webhook_of(row: tuple[Any, ...]) -> dict[str, Any]:
-    name, template, secret, secret_file, created_at = row
+    name, template, secret, secret_file, created_at, events = row
     if not isinstance(secret, bytes) or not secret:
         raise ValueError("its secret is empty")
     return {"name": _text(name), "text": _text(template), "created_at": str(created_at), "quarantined": None,
-            "secret_file": None if secret_file is None else _text(secret_file)}
+            "secret_file": None if secret_file is None else _text(secret_file),
+            "events": [] if events is None else check_events(_text(events).split(","))}
 
 
 def _text(raw: Any) -> str:

@@ -11,8 +11,13 @@ Two signature forms, both HMAC-SHA256 with the webhook's secret, compared in con
   HMAC(secret, "<timestamp>." + body)>``; a timestamp more than ``REPLAY_WINDOW_S`` from now is refused.
 
 Templates name fields of the JSON body with dots: ``Review "{pull_request.title}"``, ``{commits.0.id}``
-(a number indexes a list); ``{{`` and ``}}`` are literal braces.  They are parsed here, never given
-to ``str.format`` (whose ``{0.__class__}`` would read attributes of the values).
+(a number indexes a list), and ``{@event}`` the delivery's event (GitHub's ``X-GitHub-Event``); ``{{`` and
+``}}`` are literal braces.  They are parsed here, never given to ``str.format`` (whose ``{0.__class__}``
+would read attributes of the values).
+
+GitHub as it sends: the body JSON or form-encoded (``payload=<JSON>``, the signature over the raw body);
+its ``ping`` (sent when a hook is made) answered with no task; a hook's event filter (``events``) answers
+the other events with no task, saying so.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from pegasus.errors import WebhookRefused
 from pegasus.metadata import MAX_DEPTH, check_metadata
@@ -33,11 +39,17 @@ GITHUB_SIGNATURE = "x-hub-signature-256"
 SIGNATURE = "x-pegasus-signature"
 TIMESTAMP = "x-pegasus-timestamp"
 DELIVERY_HEADERS = ("x-github-delivery", "idempotency-key")  # a redelivery carries the same id
+EVENT_HEADER = "x-github-event"
+EVENT_FIELD = "@event"  # the template's name of the delivery's event
+PING = "ping"
+FORM = "application/x-www-form-urlencoded"
+MAX_EVENT = 64
+EVENT_NAME = re.compile(r"^[a-z0-9_.-]{1,64}$")  # GitHub's event names: pull_request, push, check_run...
 MAX_TEMPLATE = 4096
 MAX_DELIVERY_ID = 128
 MAX_TIMESTAMP_DIGITS = 12  # Unix seconds until the year 33658: more is no timestamp (10**400 made a float overflow)
 
-_FIELD = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
+_FIELD = r"@?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
 _TOKEN = re.compile(r"\{\{|\}\}|\{(" + _FIELD + r")\}|[{}]")
 
 
@@ -64,6 +76,9 @@ def parse_template(template: str) -> list[Part]:
         if token in ("{{", "}}"):
             parts.append(Part(token[0]))
         elif match.group(1) is not None:
+            if match.group(1).startswith("@") and match.group(1) != EVENT_FIELD:
+                raise ValueError(f"template: {{{match.group(1)}}} at character {match.start() + 1}: a delivery's "
+                                 f"own field is {{{EVENT_FIELD}}}")
             parts.append(Part(field=match.group(1)))
         else:
             raise ValueError(f"template: a stray {token!r} at character {match.start() + 1} (write {token * 2} for "
@@ -74,13 +89,19 @@ def parse_template(template: str) -> list[Part]:
     return parts
 
 
-def render(template: str, body: Any) -> str:
-    """The template with each field replaced by the body's value (a string as is, anything else as JSON);
-    WebhookRefused(400, "missing_field") naming the first field the body lacks."""
+def render(template: str, body: Any, event: str | None = None) -> str:
+    """The template with each field replaced by the body's value (a string as is, anything else as JSON) and
+    ``{@event}`` by ``event``; WebhookRefused(400, "missing_field") naming the first field the body lacks."""
     out = []
     for part in parse_template(template):
         if part.field is None:
             out.append(part.text)
+            continue
+        if part.field == EVENT_FIELD:
+            if event is None:
+                raise WebhookRefused(400, "missing_field", f"the delivery names no event ({EVENT_HEADER}); the "
+                                                           "template reads {@event}")
+            out.append(event)
             continue
         value = lookup(body, part.field)
         out.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
@@ -144,16 +165,65 @@ class Delivery:
     key: str | None
 
 
-def deliver(name: str, template: str, secret: bytes, headers: Mapping[str, str], body: bytes,
-            now: float) -> Delivery:
-    """A delivery checked (signature first: nothing of an unsigned body is read) and turned into a task."""
-    signature = verify(secret, headers, body, now)
+@dataclass(frozen=True)
+class NoTask:
+    """A verified delivery answered without a task (200): a ping, or an event the hook does not take."""
+
+    event: str
+    reason: str
+
+
+def check_events(events: Collection[str]) -> list[str]:
+    """A hook's event filter: GitHub event names, sorted, each once; ValueError naming a bad one."""
+    for event in events:
+        if not EVENT_NAME.match(event):
+            raise ValueError(f"event {event[:80]!r}: a GitHub event name (lower case, such as pull_request or push)")
+    return sorted(set(events))
+
+
+def event_of(headers: Mapping[str, str]) -> str | None:
+    """The delivery's event (``X-GitHub-Event``), None when it names none; WebhookRefused(400) for a bad one."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    event = lowered.get(EVENT_HEADER, "").strip()
+    if not event:
+        return None
+    if not EVENT_NAME.match(event):
+        raise WebhookRefused(400, "bad_event", f"{EVENT_HEADER}: {event[:MAX_EVENT]!r} is not an event name")
+    return event
+
+
+def payload_of(headers: Mapping[str, str], body: bytes) -> Any:
+    """The delivery's JSON: the body, or its ``payload`` field when it is form-encoded (GitHub's option)."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    raw = body
+    if lowered.get("content-type", "").split(";")[0].strip().lower() == FORM:
+        try:
+            fields = parse_qs(body.decode("ascii"), keep_blank_values=True, strict_parsing=True, max_num_fields=10)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise WebhookRefused(400, "bad_body", f"the form-encoded body cannot be read: {exc}") from None
+        if list(fields) != ["payload"] or len(fields["payload"]) != 1:
+            raise WebhookRefused(400, "bad_body", "a form-encoded delivery has one field, payload (its JSON)")
+        raw = fields["payload"][0].encode("utf-8")
     try:
-        payload = json.loads(body)
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WebhookRefused(400, "bad_body", f"the body is not JSON: {exc}") from None
     except RecursionError:  # nested deeper than the parser's stack (100,000 levels was a 500)
         raise WebhookRefused(400, "bad_body", f"the body is nested more than {MAX_DEPTH} levels deep") from None
+
+
+def deliver(name: str, template: str, secret: bytes, headers: Mapping[str, str], body: bytes,
+            now: float, events: Collection[str] = ()) -> Delivery | NoTask:
+    """A delivery checked (signature first: nothing of an unsigned body is read) and turned into a task, or
+    answered without one (a ping; an event not among ``events`` when the hook names some)."""
+    signature = verify(secret, headers, body, now)
+    event = event_of(headers)
+    if event == PING:
+        return NoTask(event, "ping: the hook is set up; a ping makes no task")
+    if events and event not in events:
+        named = f"event {event!r}" if event else f"a delivery without {EVENT_HEADER}"
+        return NoTask(event or "", f"{named} is not one this webhook takes ({', '.join(sorted(events))}): no task")
+    payload = payload_of(headers, body)
     try:  # what the task keeps, checked before the template reads it (json.dumps of a deep value recurses)
         check_metadata({"body": payload}, max_bytes=len(body) * 8 + 1024, name="the body")
     except ValueError as exc:
@@ -162,9 +232,11 @@ def deliver(name: str, template: str, secret: bytes, headers: Mapping[str, str],
     delivery = next((lowered[h].strip() for h in DELIVERY_HEADERS if lowered.get(h, "").strip()), None)
     if delivery is not None and len(delivery) > MAX_DELIVERY_ID:
         raise WebhookRefused(400, "bad_delivery_id", f"the delivery id is over {MAX_DELIVERY_ID} characters")
-    text = render(template, payload)
+    text = render(template, payload, event)
     key = f"{name}:{delivery}" if delivery is not None else (f"{name}:{signature}" if signature else None)
     metadata: dict[str, Any] = {"webhook": name, "body": payload}
     if delivery is not None:
         metadata["delivery"] = delivery
+    if event is not None:
+        metadata["event"] = event
     return Delivery(text, metadata, key)

@@ -202,6 +202,8 @@ class WorkerCore:
             return
         known = worker.pop("known", None)  # what the pool must know (the ladder), not the task's record
         pooled = {key: value for key, value in (("usage", worker.get("usage")), ("known", known)) if value}
+        if not getattr(outcome, "ok", True):
+            pooled["failed"] = True  # what the pool accounts for: the model requests' error count
         answer = Answer(work.reply_to, job.number, work.request, outcome, worker)
         # The requester first, except when this stage learnt something of its endpoint: then the pool hears
         # first, so the requester's next request is handed out with it.

@@ -148,7 +148,7 @@ ACTION_FLAGS = {  # pegasus schedule ACTION, pegasus webhook ACTION, pegasus mem
     "schedule": {"add": [*SYSTEM, "--cron", "--every", "--text", "--tz", "--machine", "--priority", "--overlap",
                          "--catchup"],
                  "list": SYSTEM, "pause": SYSTEM, "resume": SYSTEM, "trigger": SYSTEM, "remove": SYSTEM},
-    "webhook": {"add": [*SYSTEM, "--text", "--secret-file"], "list": SYSTEM, "remove": SYSTEM},
+    "webhook": {"add": [*SYSTEM, "--text", "--secret-file", "--events"], "list": SYSTEM, "remove": SYSTEM},
     "memory": {"list": [*SYSTEM, "--prefix"], "search": [*SYSTEM, "-k", "--archive"], "show": SYSTEM,
                "write": SYSTEM, "forget": SYSTEM, "export": SYSTEM, "import": SYSTEM},
 }

@@ -255,3 +255,24 @@ def test_a_stream_whose_reader_left_before_its_first_event_is_closed_once() -> N
     response.close()
     response.close()
     assert closed == [1] and freed == [1] and response.stop.is_set()
+
+
+def test_a_405_names_every_method_its_path_is_served_with(app: Any) -> None:
+    client, _, auth = app
+    response = client.request("TRACE", "/v1/schedules/tidy", headers=auth)
+    assert response.status_code == 405 and response.headers["allow"] == "DELETE"
+    response = client.put("/v1/tasks", headers=auth)
+    assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD, POST"  # HEAD: served with GET
+
+
+def test_query_parameters_are_typed_as_the_handler_reads_them(app: Any) -> None:
+    client, backend, auth = app
+    parameters = {p["name"]: p["schema"] for p in client.get("/openapi.json", headers=auth).json()["paths"][
+        "/v1/tasks"]["get"]["parameters"]}
+    assert parameters["limit"]["type"] == "integer" and (parameters["limit"]["minimum"],
+                                                          parameters["limit"]["maximum"]) == (1, 1000)
+    assert parameters["cursor"]["anyOf"][0]["pattern"] == r"^[1-9][0-9]{0,17}$"
+    for bad in ({"limit": ""}, {"limit": "0"}, {"cursor": "???"}, {"state": "nope"}):
+        response = client.get("/v1/tasks", params=bad, headers=auth)
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith(next(iter(bad)))
+    assert backend.calls == []

@@ -245,8 +245,26 @@ def test_the_store_keeps_every_stages_usage_per_model_and_tier_for_stats(tmp_pat
         store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "X", detail, None, None)
     rows = {row["tier"]: row for row in store.usage_totals()}
     assert rows["fast"] == {"model": "small", "tier": "fast", "calls": 2, "prompt_tokens": 2000, "cached_tokens": 800,
-                            "completion_tokens": 200, "total_tokens": 2200, "cost_usd": 0.00036, "unpriced_calls": 0}
+                            "completion_tokens": 200, "total_tokens": 2200, "cost_usd": 0.00036, "unpriced_calls": 0,
+                            "estimated_calls": 0}
     assert (rows["default"]["calls"], rows["default"]["cost_usd"], rows["default"]["unpriced_calls"]) == (2, None, 2)
     total = usage_view(store.usage_totals())
     assert (total["calls"], total["cost_usd"], total["unpriced_calls"]) == (4, 0.00036, 2)
+    store.close()
+
+
+def test_usage_the_server_did_not_report_stays_estimated_in_stats_with_its_cost_unknown(tmp_path: Path) -> None:
+    """llama-cpp-python streams no usage: the store's totals keep the "estimated" mark into stats, and a
+    cost is never shown as 0 for calls whose tokens are a guess (issue 29)."""
+    from pegasus.store import Store
+
+    store = Store(tmp_path / "p.db")
+    guessed = {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320, "calls": 2, "model": "smollm2",
+               "estimated_calls": 2}
+    for _ in range(2):
+        store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "X", {"stage": "think", "usage": guessed},
+                                   None, None)
+    total = usage_view(store.usage_totals())
+    assert total["estimated_calls"] == 4 and total["models"][0]["estimated_calls"] == 4
+    assert "cost_usd" not in total and "cost_usd" not in total["models"][0]
     store.close()

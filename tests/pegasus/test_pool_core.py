@@ -47,7 +47,8 @@ def test_an_unconfigured_pool_answers_stats_with_nothing() -> None:
     core = PoolCore()
     [answer] = core.step(StatsAsked(3, "asker"))
     assert answer == SendStats("asker", 3, {"name": "?", "size": 0, "busy": 0, "queued": 0, "replaced": 0,
-                                            "workers": [], "members": [], "budget": None, "ladder": {}})
+                                            "workers": [], "members": [], "budget": None, "ladder": {},
+                                            "model_requests": None})
     assert core.step(DeadlineDue()) == []  # a timer before configuration: nothing to do
 
 

@@ -204,7 +204,7 @@ def test_a_webhook_row_that_is_not_text_is_listed_quarantined_and_refused(tmp_pa
     views = {w["name"]: w for w in triggers.webhooks(store)}
     assert views["good"]["quarantined"] is None and views["good"]["text"] == "echo {x}"
     assert views["odd"]["quarantined"] == "quarantined: ValueError: its secret is empty"
-    assert triggers.webhook(store, "good") == ("echo {x}", b"s")
+    assert triggers.webhook(store, "good") == ("echo {x}", b"s", [])
     with pytest.raises(ValueError, match="secret is empty"):
         triggers.webhook(store, "odd")
 

