@@ -53,7 +53,7 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         client = pegasus(memory={"reflector": False}, retry={"backoff_s": 0.0},
                          runtime={"default_machine": "reason_act"}, http={"enabled": True, "port": port},
                          llm={"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "",
-                              "max_retries": 0})
+                              "max_retries": 1})  # one re-queue after a 429
         base, token = f"http://127.0.0.1:{port}", client.token_create("scraper", "read")["token"]
         wait_for(lambda: _up(base), what="the gateway")
         text, before = scrape(base, token)
