@@ -70,8 +70,14 @@ def logs(args: argparse.Namespace) -> int:
         emit(args, page, "\n".join([entry_line(e) for e in page["entries"]] + _unknown(page)))
         return EXIT_OK
     from actors.client import Client
+    from actors.runtime.system import SystemNotRunningError
     after = 0
-    with Client.connect(settings_of(args)) as client:
+    try:
+        client = Client.connect(settings_of(args))
+    except SystemNotRunningError:  # nothing will change it: the stored log, once (ask reads the store)
+        args.follow = False
+        return logs(args)
+    with client:
         while True:  # one connection; what is new, every FOLLOW_POLL_S, until the task has ended
             page = client.ask(m.TaskLog(task_id=args.task_id, after=after))
             for entry in page["entries"]:

@@ -228,7 +228,8 @@ def serve(settings: Settings, state_dir: Path) -> None:
     http = settings.http
     backend = ClientBackend(settings)
     tokens = TokenReader(state_dir / DB_FILE)
-    app = build_app(backend, tokens.lookup, http, parts=(dashboard_routes,))  # the web dashboard at /
+    app = build_app(backend, tokens.lookup, http, parts=(dashboard_routes,),  # the web dashboard at /
+                    max_attempts=settings.retry.max_attempts)
     config = uvicorn.Config(app, host=http.bind, port=http.port, ssl_certfile=http.tls_cert or None,
                             ssl_keyfile=http.tls_key or None, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=1, server_header=False)

@@ -68,8 +68,9 @@ class Operation:
 class Gateway:
     """The app's state: the backend, the token lookup, the settings, the metrics."""
 
-    def __init__(self, backend: Backend, lookup: Lookup, settings: HttpSettings) -> None:
+    def __init__(self, backend: Backend, lookup: Lookup, settings: HttpSettings, max_attempts: int | None = None) -> None:
         self.backend, self.lookup, self.settings = backend, lookup, settings
+        self.max_attempts = max_attempts  # the system's [retry] max_attempts: a task's view says if a retry can be
         self.metrics = GatewayMetrics()
         self.streams = 0
         self._watching = False
@@ -171,6 +172,12 @@ def _meta(pairs: list[str]) -> dict[str, str]:
 async def task_log(gw: Gateway, op: Operation, request: Request) -> Response:
     query = parse_query(LogQuery, request)
     return _json(await gw.ask(r.TaskLog(task_id=request.path_params["task_id"], after=query.after)))
+
+
+async def task_get(gw: Gateway, op: Operation, request: Request) -> Response:
+    """A task, with the system's ``max_attempts`` (the dashboard offers Retry only while attempts are left)."""
+    task = await gw.ask(r.Get(task_id=request.path_params["task_id"]))
+    return _json({**task, "max_attempts": gw.max_attempts} if gw.max_attempts is not None else task)
 
 
 async def task_read(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -287,7 +294,8 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor; text: every word in "
                "the input or result; meta=key=value, repeatable)",
                query=ListQuery, request=r.ListTasks), list_tasks),
-    (Operation("GET", TASK, Scope.READ, "A task", request=r.Get), task_read),
+    (Operation("GET", TASK, Scope.READ, "A task (max_attempts: a failed task is retried while attempts are fewer)",
+               request=r.Get), task_get),
     (Operation("GET", TASK + "/history", Scope.READ, "A task's transitions and audit", request=r.History), task_read),
     (Operation("GET", TASK + "/logs", Scope.READ, "A task's log: transitions, stage errors, model step-downs, tool "
                "output, in order (after: the next of the previous answer)", query=LogQuery, request=r.TaskLog),
@@ -363,9 +371,9 @@ def _allowed(request: Request) -> str:
 
 
 def build_app(backend: Backend, lookup: Lookup, settings: HttpSettings,
-              parts: Sequence[Callable[[Gateway], list[BaseRoute]]] = ()) -> Starlette:
+              parts: Sequence[Callable[[Gateway], list[BaseRoute]]] = (), max_attempts: int | None = None) -> Starlette:
     """The gateway's ASGI app over ``backend`` (tokens found with ``lookup``)."""
-    gw = Gateway(backend, lookup, settings)
+    gw = Gateway(backend, lookup, settings, max_attempts)
     # parts: more routes on the same gateway, so under the same tokens (the web dashboard: pegasus.dashboard.api),
     # each declared with gw.route or gw.declare so /openapi.json describes it
     core = routes(gw)

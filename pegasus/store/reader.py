@@ -1,5 +1,5 @@
-"""A state directory's store read with no system running (issue 31): ``status``, ``history``, ``tree`` and
-``list`` answer from the file, as the supervisor would.
+"""A state directory's store read with no system running (issue 31): ``status``, ``history``, ``tree``,
+``list`` and ``logs`` answer from the file, as the supervisor would.
 
 ``StoreReader`` is a ``Store`` on a read-only connection (SQLite's ``mode=ro``):
 it never migrates, creates or writes anything (SQLite itself refuses a write),
@@ -14,11 +14,12 @@ It must not: write, take a lock beyond a read transaction, or import ``actors``.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from pegasus import requests as r
-from pegasus.store import integrity, reflections
+from pegasus.store import integrity, reflections, task_log
 from pegasus.store.errors import StoreError
 from pegasus.store.schema import SCHEMA_VERSION, TABLES
 from pegasus.store.sqlite import DB_FILE, Store
@@ -26,7 +27,7 @@ from pegasus.store.task_ids import full_task_id
 from pegasus.task.errors import TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-READS = (r.Get, r.History, r.ListTasks, r.Tree)  # what answer_read answers
+READS = (r.Get, r.History, r.ListTasks, r.Tree, r.TaskLog)  # what answer_read answers
 TREE_DEPTH = 16  # levels a tree shows, as the supervisor's
 
 
@@ -62,9 +63,12 @@ class StoreReader(Store):
 def answer_read(reader: Store, request: r.Request[Any]) -> Any:
     """What the supervisor answers ``request`` (one of ``READS``), from the store alone."""
     if isinstance(request, r.ListTasks):
-        return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before),
-                "total": reader.count_tasks(request.state), "offset": request.offset, "limit": request.limit}
+        found = (request.text, request.metadata)  # pegasus.store.search, as the supervisor asks it
+        return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before, *found),
+                "total": reader.count_tasks(request.state, *found), "offset": request.offset, "limit": request.limit}
     task_id = full_task_id(reader._query, str(getattr(request, "task_id", "")))
+    if isinstance(request, r.TaskLog):
+        return task_log.task_log(reader, request.model_copy(update={"task_id": task_id}), time.time())
     if isinstance(request, r.Tree):
         return subtree(reader, task_id)
     row = reader.task_row(task_id, lenient=True)

@@ -176,7 +176,7 @@ def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Da
 
 def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """Thirty new drafts fill more than a page: older ones are on the next; the state filter asks the gateway
-    for that state only, the text filter narrows the page shown."""
+    for that state only, the text box asks the gateway's search."""
     lines = tmp_path / "tasks.txt"
     lines.write_text("".join(f"echo paged {n:02d}\n" for n in range(30)))
     submitted = dashboard.cli.json("submit", "--file", str(lines))
@@ -191,7 +191,7 @@ def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tm
     page.click("#prev")
     page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]')
     page.fill("#text-filter", "paged 07")
-    page.wait_for_function("document.querySelectorAll('#task-rows tr.task-row').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#task-rows tr.task-row').length === 1")
     assert page.get_attribute("#task-rows tr.task-row", "data-task") == newest_first[29 - 7]
     page.fill("#text-filter", "")
     page.select_option("#state-filter", "done")

@@ -42,9 +42,10 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
     assert ran.returncode == 0, ran.stderr
     task_id = json.loads(ran.stdout)["task"]["task_id"]
     short = task_id[:8]
-    status, history, tree, listed = cli.many(["status", short, "--json"], ["history", short, "--json"],
-                                             ["tree", short], ["list", "--json"])
-    for result in (status, history, tree, listed):
+    status, history, tree, listed, log, followed, found = cli.many(
+        ["status", short, "--json"], ["history", short, "--json"], ["tree", short], ["list", "--json"],
+        ["logs", short, "--json"], ["logs", short, "--follow"], ["list", "--text", "echo", "--json"])
+    for result in (status, history, tree, listed, log, followed, found):
         assert result.returncode == 0 and result.stderr == "", result
     view: dict[str, Any] = json.loads(status.stdout)
     assert (view["task_id"], view["lifecycle_state"], view["from_store"]) == (task_id, "done", True)
@@ -52,6 +53,10 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
     assert json.loads(history.stdout)["lifecycle"][-1]["to_state"] == "done"
     assert tree.stdout.startswith(task_id) and tree.stdout.count("done/completed") == 3
     assert json.loads(listed.stdout)["total"] == 3
+    entries = json.loads(log.stdout)["entries"]  # the task's own log, from the store
+    assert (entries[-1]["kind"], entries[-1]["to_state"]) == ("transition", "done")
+    assert "verified -> done" in followed.stdout.splitlines()[-1]  # --follow: the stored log (nothing will come)
+    assert {t["input"] for t in json.loads(found.stdout)["tasks"]} == {"in parallel: echo hi; what is 2+2", "echo hi"}
     assert_failure(cli("cancel", short), "no Pegasus system is running")  # a write needs the system
 
     # With a system running: a command whose own settings would change its task refuses, naming them.

@@ -57,6 +57,10 @@ function localTime(when, ms = false, day = true) {
     `${p(date.getSeconds())}${ms ? "." + p(date.getMilliseconds(), 3) : ""}`;
   return h("time", { datetime: date.toISOString(), title: date.toISOString() }, text);
 }
+function debounce(fn, ms) {
+  let timer = null;
+  return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+}
 function throttle(fn, ms) {
   let timer = null, again = false;
   return () => {
@@ -227,12 +231,20 @@ async function identify() {
 
 // -- tasks ----------------------------------------------------------------------------------------------
 async function tasksPage(params) {
-  const view = { state: params.get("state") || "", text: params.get("q") || "", cursors: [null], page: 0, rows: new Map() };
+  const view = { state: params.get("state") || "", text: params.get("q") || "", cursors: [null], page: 0, rows: new Map(),
+    total: null, asked: 0, refusal: "" };
   const counts = h("div", { class: "counts", id: "counts" });
   const stateSelect = h("select", { id: "state-filter", onchange: () => { view.state = stateSelect.value; restart(); } },
     h("option", { value: "" }, "every state"));
-  const text = h("input", { id: "text-filter", type: "search", placeholder: "filter this page by text or id", value: view.text,
-    oninput: () => { view.text = text.value.toLowerCase(); draw(); } });
+  // Searched by the server (GET /v1/tasks?text=&meta=): every page of matches, not only the one shown.
+  const searched = debounce(() => {
+    view.text = text.value.trim();
+    const query = new URLSearchParams(view.text ? { q: view.text } : {});
+    history.replaceState(null, "", `#/tasks${view.text ? "?" + query : ""}`);  // a reload keeps the search
+    restart();
+  }, 300);
+  const text = h("input", { id: "text-filter", type: "search", value: view.text, size: 34,
+    placeholder: "search input and result (key=value: metadata)", oninput: searched });
   const body = h("tbody", { id: "task-rows" });
   const prev = h("button", { class: "plain", id: "prev", onclick: () => { view.page -= 1; load(); } }, "\u2190 newer");
   const next = h("button", { class: "plain", id: "next", onclick: () => { view.page += 1; load(); } }, "older \u2192");
@@ -272,10 +284,8 @@ async function tasksPage(params) {
       h("td", { class: "stage" }, currentStage(task)));
     return tr;
   }
-  function matches(task) {
-    if (view.state && task.lifecycle_state !== view.state && task.state !== view.state) return false;
-    if (!view.text) return true;
-    return `${task.task_id} ${task.input} ${task.machine}`.toLowerCase().includes(view.text);
+  function matches(task) {  // a task whose state changed since the page was read (the text is the server's)
+    return !view.state || task.lifecycle_state === view.state || task.state === view.state;
   }
   // Each sub-task right under its parent (indented, depth-first) when the parent is on this page; one whose
   // parent is on another page stays in place, naming its parent.
@@ -302,15 +312,31 @@ async function tasksPage(params) {
     if (!tasks.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "no tasks")));
     prev.disabled = view.page === 0;
     next.disabled = !view.cursors[view.page + 1];
-    pageInfo.textContent = `page ${view.page + 1}`;
+    const found = view.text && view.total !== null ? `${view.total} match${view.total === 1 ? "" : "es"}, ` : "";
+    pageInfo.textContent = view.refusal || `${found}page ${view.page + 1}`;
   }
   async function load() {
     const query = new URLSearchParams({ limit: PAGE });
     if (view.state) query.set("state", view.state);
     if (view.cursors[view.page]) query.set("cursor", view.cursors[view.page]);
-    const page = await get(`/v1/tasks?${query}`);
+    const words = view.text.split(/\s+/).filter(Boolean);
+    const text = words.filter((w) => !/^[^=]+=/.test(w)).join(" ");
+    if (text) query.set("text", text);
+    for (const pair of words.filter((w) => /^[^=]+=/.test(w))) query.append("meta", pair);
+    const asked = ++view.asked;  // typing asks again: only the latest answer is drawn
+    let page;
+    try { page = await get(`/v1/tasks?${query}`); }
+    catch (e) {
+      if (asked !== view.asked || e.status !== 400) throw e;
+      view.rows = new Map(); view.total = null; view.refusal = `search refused: ${e.message}`;
+      draw();
+      return;
+    }
+    if (asked !== view.asked) return;
     view.rows = new Map((page.tasks || page.items || []).map((t) => [t.task_id, t]));
     view.cursors[view.page + 1] = page.next_cursor || page.cursor || null;
+    view.total = page.total ?? null;
+    view.refusal = "";
     draw();
   }
   async function refreshCounts() {
@@ -335,7 +361,7 @@ async function tasksPage(params) {
       (drafts.tasks || []).length ? h("ul", { id: "drafts" }, ...drafts.tasks.map(item)) : h("p", { class: "muted" }, "none"));
   }
   function choose(name) { view.state = name; stateSelect.value = name; restart(); }
-  function restart() { view.page = 0; view.cursors = [null]; load(); refreshCounts(); }
+  function restart() { view.page = 0; view.cursors = [null]; load().catch(() => {}); refreshCounts().catch(() => {}); }
   const counting = throttle(() => refreshCounts().catch(() => {}), 1000);
   const reading = throttle(() => load().catch(() => {}), 100);
 
@@ -390,6 +416,7 @@ async function taskPage(id) {
   const view = state.view;
   main().replaceChildren(h("p", { class: "muted" }, "loading\u2026"));
   const ms = await machines().catch(() => ({}));
+  const log = taskLog(id);  // drawn once, moved into each redraw: what it read stays
   const draw = async () => {
     const [task, history, known] = await Promise.all([get(`/v1/tasks/${encodeURIComponent(id)}`),
       get(`/v1/tasks/${encodeURIComponent(id)}/history`),
@@ -408,6 +435,7 @@ async function taskPage(id) {
       h("div", { class: "grid2" },
         h("div", {}, h("h2", {}, "Transitions"), h("div", { class: "card" }, timeline(history))),
         h("div", {}, plan(context), memories(task, context), children(task))),
+      h("h2", {}, "Log"), log.card,
     ];
     if (showing(view)) { main().replaceChildren(...content.filter(Boolean)); drawGantt(); }
   };
@@ -425,8 +453,49 @@ async function taskPage(id) {
   const resized = throttle(drawGantt, 200);
   window.addEventListener("resize", resized);
   state.streams.push({ abort: () => window.removeEventListener("resize", resized) });
-  stream(`/v1/tasks/${encodeURIComponent(id)}/events`, throttle(() => draw().catch(() => {}), 300), live);
+  stream(`/v1/tasks/${encodeURIComponent(id)}/events`, throttle(() => { draw().catch(() => {}); log.read(); }, 300), live);
+  log.read();
+  state.timers.push(setInterval(() => { if (!log.finished()) log.read(); }, 2000));  // what no transition announces
   void ms;
+}
+
+// The task's log (GET /v1/tasks/{id}/logs, as pegasus logs): each answer's entries appended, asked again from
+// its "next" while the task goes on; one read at a time.
+function taskLog(id) {
+  const list = h("ol", { class: "log", id: "log-entries" });
+  const card = h("div", { class: "card", id: "log" }, list);
+  let after = 0, finished = false, reading = null;
+  const line = (e) => {
+    const text = e.kind === "transition"
+      ? [`${e.machine === "lifecycle" ? "lifecycle" : "run " + e.run} ${e.from_state} \u2192 ${e.to_state} `,
+        h("span", { class: "muted" }, e.event), e.reason ? h("span", { class: "muted" }, ` (${e.reason})`) : null,
+        e.stage ? h("span", { class: "muted" }, ` [${e.stage} ${e.seconds ?? 0}s${e.worker ? ", " + e.worker : ""}]`) : null]
+      : e.kind === "error" ? `error in ${e.stage || "a stage"}: ${e.error}`
+      : e.kind === "step_down" ? `model step-down in ${e.stage || "a stage"}: ${e.change}`
+      : e.kind === "tool" ? [`step ${e.step_index} ${e.tool || ""} ${e.success ? "ok" : "failed"}: `,
+        h("pre", {}, clip(e.success ? (typeof e.output === "string" ? e.output : JSON.stringify(e.output)) : e.error, 2000))]
+      : e.kind;
+    return h("li", { class: `log-${e.kind}`, "data-kind": e.kind, "data-id": e.id },
+      h("span", { class: "mono muted" }, localTime(e.at, true, false)), " ", text);
+  };
+  const read = () => {
+    if (reading || finished) return reading;
+    reading = (async () => {
+      for (let more = true; more;) {
+        const page = await get(`/v1/tasks/${encodeURIComponent(id)}/logs?after=${after}`);
+        list.append(...page.entries.map(line));
+        after = page.next;
+        more = page.more;
+        finished = page.finished;
+        if (finished) for (const e of page.effects_unknown || []) {
+          list.append(h("li", { class: "log-unknown", "data-kind": "effect_unknown" },
+            `effect unknown: step ${e.step_index} ${e.tool || ""} (run ${e.run}, started ${e.started_at})`));
+        }
+      }
+    })().catch(() => {}).finally(() => { reading = null; });
+    return reading;
+  };
+  return { card, read, finished: () => finished };
 }
 
 function fields(task) {
@@ -439,6 +508,7 @@ function fields(task) {
   if (task.error) rows.push(["error", `${task.error} (exit_reason: ${task.exit_reason})`]);
   // stored messages that could not be read back: set aside with their errors, never given to the task
   for (const q of task.messages_quarantined || []) rows.push([`message ${q.number}`, h("span", { class: "quarantine" }, `quarantined: ${clip(q.error, 300)}`)]);
+  if (task.max_attempts) rows.push(["attempts", `${task.attempts} of ${task.max_attempts}`]);
   const usage = task.usage || {};
   if (usage.calls) rows.push(["usage", `${usage.calls} calls, ${usage.total_tokens} tokens`]);
   return h("dl", { class: "fields", id: "fields" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)]));
@@ -501,7 +571,12 @@ function actions(task, redraw) {
     buttons.push(h("span", { class: "muted", id: "waiting-note" },
       `waiting for ${n || "its"} sub-task${n === 1 ? "" : "s"}: it goes on by itself when they end`));
   }
-  if (canAdmin() && allows(lifecycle, "TASK_RETRIED")) buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
+  // a failed task is retried while it has attempts left (the gateway gives the system's max_attempts)
+  const spent = task.max_attempts && task.attempts >= task.max_attempts;
+  if (canAdmin() && allows(lifecycle, "TASK_RETRIED") && !spent) buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
+  if (canAdmin() && allows(lifecycle, "TASK_RETRIED") && spent) {
+    buttons.push(h("span", { class: "muted", id: "no-retry" }, `no retry left: ${task.attempts} of ${task.max_attempts} attempts used`));
+  }
   if (canAdmin() && allows(lifecycle, "TASK_CANCELED")) buttons.push(h("button", { class: "action danger", id: "cancel", onclick: act("cancel") }, "Cancel"));
   if (!buttons.length && !problem.textContent) return null;
   return h("div", { class: "actions", id: "actions" }, ...buttons, problem);
