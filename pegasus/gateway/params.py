@@ -7,7 +7,7 @@ Bounds are the server's: a page of 1 to ``MAX_PAGE`` tasks, a cursor that is a t
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -23,6 +23,9 @@ CURSOR = r"^[1-9][0-9]{0,17}$"  # a task's seq: 18 digits at most are always wit
 StateName = Literal[LIST_STATES]  # type: ignore[valid-type]
 
 
+MetaPair = Annotated[str, Field(pattern=r"^[^=]+=", max_length=1000)]  # key=value, the key not empty
+
+
 class Query(BaseModel):
     """Query parameters; ones a route does not name are ignored (as a browser's cache-busters are)."""
 
@@ -34,8 +37,8 @@ class ListQuery(Query):
     limit: int = Field(50, ge=1, le=MAX_PAGE, description="tasks on the page")
     cursor: str | None = Field(None, pattern=CURSOR, description="next_cursor of the previous page")
     text: str | None = Field(None, min_length=1, max_length=1000, description="every word in the input or the result")
-    meta: list[str] = Field(default_factory=list, max_length=MAX_META,
-                            description="key=value: a top-level metadata value the task has (repeatable)")
+    meta: list[MetaPair] = Field(default_factory=list, max_length=MAX_META,
+                                 description="key=value: a top-level metadata value the task has (repeatable)")
 
 
 class LogQuery(Query):
