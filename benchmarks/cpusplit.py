@@ -11,15 +11,19 @@ the run of each regime with the lower total counts (this VM's speed drifts).
 Idle: a started system with nothing to do (every worker up), its CPU over a bounded
 window, as CPU-seconds per minute of all its processes: it must stay near 0.
 
-Per message kind (the issue's second split) is not measured here: it needs a hook in
-the supervisor (no profiler hook exists, and py-spy is not installed).
+Per message kind: one more run per regime with every actor's handlers timed per
+message type (``benchmarks/msgprof.py``, a wrapper the forked actors inherit: no
+runtime code changes), and what each kind spends outside its handlers.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+from benchmarks import msgprof
 from benchmarks.common import (
     KINDS,
     CpuAccount,
@@ -32,6 +36,7 @@ from benchmarks.compare import LIMITS
 
 NAME = "cpu"
 WAITING_MS = 50.0
+TOP = 4  # message types per actor kind in the table (the JSON has them all)
 
 
 def _overrides(latency_ms: float) -> dict[str, Any]:
@@ -53,6 +58,39 @@ def workload(tasks: int, latency_ms: float) -> dict[str, Any]:
         spent = cpu.close(tasks)
     return {"tasks": tasks, "latency_ms": latency_ms, "done": counts.get("done", 0) - 1, "counts": counts,
             "tasks_per_s": round(tasks / elapsed, 3), **spent}
+
+
+def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
+    """One more run with every actor's handlers timed per message type: messages and handler CPU (ms) per task.
+
+    Counted from the system's start to its stop (the warm-up task and the stop's messages
+    included: they are divided among ``tasks + 1``); beside each kind's process CPU over the
+    same span, so that "outside handlers" is what the process spent receiving and sending.
+    """
+    with tempfile.TemporaryDirectory(prefix="pegasus-msgprof-") as directory:
+        texts = [f"what is {i} + 1?" for i in range(tasks)]
+        with msgprof.profiling(Path(directory)), state_dir() as state, \
+                pegasus_system(state, _overrides(latency_ms)) as system:
+            client = system.client
+            cpu = CpuAccount(system, kinds=True)  # before the warm-up task, which the handlers' sums count too
+            client.wait(client.submit("what is 1 + 1?")["task_id"])
+            client.submit_many(texts)
+            wait_counts(client, tasks + 1, timeout=300, pause=0.25)
+            spent = cpu.close(tasks + 1)
+        rows = msgprof.read(Path(directory))
+    per_task = tasks + 1
+    kinds = {kind: {name: {"messages_per_task": round(count / per_task, 2),
+                           "handler_ms_per_task": round(1000.0 * cpu_s / per_task, 3),
+                           "handler_us_per_message": round(1e6 * cpu_s / count, 1)}
+                    for name, (count, cpu_s) in sorted(by_name.items(), key=lambda kv: -kv[1][1])}
+             for kind, by_name in rows.items()}
+    process = spent["cpu_ms_per_task"]
+    process_of = {"supervisor": process["supervisor"], "task actors": process["task actors"],
+                  "pools": process["llm pool"] + process["tool pool"], "workers": process["workers"]}
+    outside = {kind: round(ms - sum(row["handler_ms_per_task"] for row in kinds.get(kind, {}).values()), 2)
+               for kind, ms in process_of.items()}
+    return {"tasks": tasks, "latency_ms": latency_ms, "kinds": kinds, "process_cpu_ms_per_task": process,
+            "outside_handlers_ms_per_task": outside}
 
 
 def idle(window_s: float) -> dict[str, Any]:
@@ -78,9 +116,10 @@ def run(quick: bool) -> dict[str, Any]:
         runs["no latency"].append(workload(tasks, 0.0))
         runs["waiting"].append(workload(tasks, WAITING_MS))
     best = {regime: min(results, key=lambda r: r["cpu_ms_per_task_total"]) for regime, results in runs.items()}
+    messages = {"no latency": message_kinds(tasks, 0.0), "waiting": message_kinds(tasks, WAITING_MS)}
     still = idle(10.0 if quick else 60.0)
     figures = {"limits": LIMITS, "tasks": tasks, "repetitions": reps, "waiting_ms": WAITING_MS,
-               "best": best, "runs": runs, "idle": still}
+               "best": best, "runs": runs, "messages": messages, "idle": still}
     zero, waiting = best["no latency"], best["waiting"]
     label = f"(L=0 | L={WAITING_MS:g} ms)"
     checks = [check(f"{regime}: every task done", r["done"], "tasks", f"= {tasks}", r["done"] == tasks)
@@ -92,6 +131,15 @@ def run(quick: bool) -> dict[str, Any]:
     for kind in KINDS:
         both = f"{zero['cpu_ms_per_task'][kind]:.2f} | {waiting['cpu_ms_per_task'][kind]:.2f}"
         checks.append(check(f"CPU/task: {kind} {label}", both, "ms"))  # type: ignore[arg-type]
+    for kind in ("supervisor", "task actors", "pools", "workers"):
+        zero_rows, waiting_rows = (messages[r]["kinds"].get(kind, {}) for r in ("no latency", "waiting"))
+        for name in list(zero_rows)[:TOP]:
+            other = waiting_rows.get(name, {"messages_per_task": 0, "handler_ms_per_task": 0})
+            both = " | ".join(f"{row['messages_per_task']:g} x, {row['handler_ms_per_task']:.2f}"
+                              for row in (zero_rows[name], other))
+            checks.append(check(f"{kind} handler CPU/task: {name} (messages per task, ms) {label}", both, "ms"))  # type: ignore[arg-type]
+        both = " | ".join(f"{messages[r]['outside_handlers_ms_per_task'][kind]:.2f}" for r in ("no latency", "waiting"))
+        checks.append(check(f"{kind}: CPU/task outside handlers (receive, unpickle, send) {label}", both, "ms"))  # type: ignore[arg-type]
     checks.append(check(f"machine busy {label}", f"{zero['machine_busy']:.0%} | {waiting['machine_busy']:.0%}", ""))  # type: ignore[arg-type]
     kinds = ", ".join(f"{n} {kind}" for kind, n in still["processes_by_kind"].items())
     checks.append(check(f"idle: CPU of all {still['processes']} processes ({kinds}) over {still['window_s']:.0f} s",
@@ -102,4 +150,7 @@ def run(quick: bool) -> dict[str, Any]:
         "the run with the lower total counts. CPU per task = each process kind's CPU (/proc/<pid>/stat, 10 ms "
         "ticks) over the run / tasks; task actors = the supervisor's children that are not pools, live and reaped; "
         "client = the benchmark process (its submit and stats polling every 0.25 s, which the supervisor answers)."),
+        ("cpu messages: one more run per regime with every actor's receiveMessage timed per message type "
+         "(benchmarks/msgprof.py: thread CPU of the handler, sends included), from the warm-up task to the stop, "
+         f"divided by {tasks} + 1 tasks; 'outside handlers' = that kind's /proc CPU over the run minus its handlers' sum."),
         "cpu idle: a started system, every worker up, no task; CPU of every process over the window, per minute."]}
