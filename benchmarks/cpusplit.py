@@ -79,7 +79,7 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
             spent = cpu.close(tasks + 1)
         rows = msgprof.read(Path(directory))
     per_task = tasks + 1
-    kinds = {kind: {name: {"messages_per_task": round(count / per_task, 2),
+    kinds = {kind: {name: {"messages_per_task": round(count / per_task, 3),
                            "handler_ms_per_task": round(1000.0 * cpu_s / per_task, 3),
                            "handler_us_per_message": round(1e6 * cpu_s / count, 1)}
                     for name, (count, cpu_s) in sorted(by_name.items(), key=lambda kv: -kv[1][1])}
