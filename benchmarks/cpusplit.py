@@ -18,6 +18,7 @@ runtime code changes), and what each kind spends outside its handlers.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +38,9 @@ from benchmarks.compare import LIMITS
 NAME = "cpu"
 WAITING_MS = 50.0
 TOP = 4  # message types per actor kind in the table (the JSON has them all)
+# PEGASUS_BENCH_CPROFILE="supervisor,task actors": those kinds' handlers also run under cProfile in the
+# message runs (their handler times then include the profiler's); their top functions go in the JSON.
+CPROFILE = frozenset(filter(None, (k.strip() for k in os.environ.get("PEGASUS_BENCH_CPROFILE", "").split(","))))
 
 
 def _overrides(latency_ms: float) -> dict[str, Any]:
@@ -69,7 +73,7 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
     """
     with tempfile.TemporaryDirectory(prefix="pegasus-msgprof-") as directory:
         texts = [f"what is {i} + 1?" for i in range(tasks)]
-        with msgprof.profiling(Path(directory)), state_dir() as state, \
+        with msgprof.profiling(Path(directory), CPROFILE), state_dir() as state, \
                 pegasus_system(state, _overrides(latency_ms)) as system:
             client = system.client
             cpu = CpuAccount(system, kinds=True)  # before the warm-up task, which the handlers' sums count too
@@ -78,6 +82,7 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
             wait_counts(client, tasks + 1, timeout=300, pause=0.25)
             spent = cpu.close(tasks + 1)
         rows = msgprof.read(Path(directory))
+        functions = {kind: msgprof.top_functions(Path(directory), kind) for kind in sorted(CPROFILE)}
     per_task = tasks + 1
     kinds = {kind: {name: {"messages_per_task": round(count / per_task, 3),
                            "handler_ms_per_task": round(1000.0 * cpu_s / per_task, 3),
@@ -90,7 +95,7 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
     outside = {kind: round(ms - sum(row["handler_ms_per_task"] for row in kinds.get(kind, {}).values()), 2)
                for kind, ms in process_of.items()}
     return {"tasks": tasks, "latency_ms": latency_ms, "kinds": kinds, "process_cpu_ms_per_task": process,
-            "outside_handlers_ms_per_task": outside}
+            "outside_handlers_ms_per_task": outside, "cprofile": sorted(CPROFILE), "top_functions": functions}
 
 
 def idle(window_s: float) -> dict[str, Any]:
