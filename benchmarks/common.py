@@ -171,6 +171,8 @@ class MemorySampler:
 
 # -- CPU --------------------------------------------------------------------------------------------
 ROLES = ("supervisor", "task actors", "llm pool", "tool pool", "workers", "admin+logger", "client")
+# Finer (CpuAccount(kinds=True)): every process kind apart; "other" is a process with a title not listed (an MCP host).
+KINDS = ("supervisor", "guardian", "task actors", "llm pool", "tool pool", "workers", "logger", "admin", "other", "client")
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -191,14 +193,18 @@ class CpuAccount:
     (``os.times``).
     """
 
-    def __init__(self, system: System) -> None:
+    def __init__(self, system: System, *, kinds: bool = False) -> None:
         wait_workers(system.client)
         stats = {pid: st for pid in system.pids() if (st := procs.read_stat(pid)) is not None}
         by_title = {"supervisor": "supervisor", "llm pool": "llm pool", "tool pool": "tool pool",
                     "llm worker": "workers", "tool worker": "workers"}
+        if kinds:  # guardian, logger and admin apart (issue 33's split)
+            by_title.update(guardian="guardian", logger="logger", admin="admin")
+        self.kinds = KINDS if kinds else ROLES
+        rest = "other" if kinds else "admin+logger"
         titles = {pid: role_of(title_of(pid)) for pid in stats}
         supervisor = next(pid for pid, role in titles.items() if role == "supervisor")
-        self.roles: dict[int, str] = {pid: by_title.get(role, "admin+logger") for pid, role in titles.items()
+        self.roles: dict[int, str] = {pid: by_title.get(role, rest) for pid, role in titles.items()
                                       if role != "task actor"}
         self.supervisor = supervisor
         self.start = {pid: stats[pid] for pid in self.roles}
@@ -219,7 +225,7 @@ class CpuAccount:
         (the PSS sampler's thread), left out of "client".
         """
         tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
-        spent = dict.fromkeys(ROLES, 0.0)
+        spent = dict.fromkeys(self.kinds, 0.0)
         for pid, role in self.roles.items():
             now = procs.read_stat(pid)
             if now is not None:

@@ -67,3 +67,20 @@ def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str,
             assert len(cpu["parallel_scaling"]) == 2
             # Measured, not bounded: a one-process reading slowed by leftovers of earlier tests made it 3.2x on 2 cores.
             assert all(x > 0 for x in cpu["parallel_scaling"])
+    if name == "cpu":  # issue 33: CPU per task by process kind in both regimes, and the idle figure; printed, not bounded
+        for regime in ("no latency", "waiting"):
+            best = figures["best"][regime]
+            assert best["done"] == best["tasks"], regime
+            assert set(best["cpu_ms_per_task"]) >= {"supervisor", "guardian", "task actors", "llm pool", "tool pool",
+                                                    "workers", "logger", "admin", "client"}, regime
+            assert all(ms >= 0 for ms in best["cpu_ms_per_task"].values()) and best["cpu_ms_per_task_total"] > 0, regime
+        for regime in ("no latency", "waiting"):  # handler CPU by message type in each actor kind
+            kinds = figures["messages"][regime]["kinds"]
+            assert {"supervisor", "task actors", "pools", "workers"} <= set(kinds), regime
+            assert kinds["task actors"]["StageResult"]["messages_per_task"] > 0, regime
+            assert all(row["handler_ms_per_task"] >= 0 for rows in kinds.values() for row in rows.values()), regime
+        idle = figures["idle"]
+        assert idle["window_s"] > 0 and idle["cpu_s_per_min"] >= 0 and idle["processes"] > 0
+        assert {"supervisor", "guardian", "llm pool", "tool pool", "workers", "logger", "admin"} <= set(idle["processes_by_kind"])
+        assert "CPU/task: supervisor" in done.stdout and "idle: CPU of all" in done.stdout
+        assert "supervisor handler CPU/task" in done.stdout

@@ -1,0 +1,161 @@
+"""Scenario ``cpu``: where the CPU goes (issue 33), per process kind, waiting and not, and idle.
+
+The Pegasus side of ``baseline`` (``benchmarks/compare.py``: llm 3, tool 3, cap 32,
+``what is N + 1?`` classic tasks in one ``submit_many``) twice: no latency, and
+I/O-bound (every stage waits L = 50 ms, ``[cognition] latency_ms``).  Each run's CPU,
+from /proc before and after (``CpuAccount(kinds=True)``), is split by process kind
+(supervisor, guardian, task actors, llm pool, tool pool, workers, logger, admin, the
+client) and divided by the tasks.  Runs alternate (no latency, then waiting) and
+the run of each regime with the lower total counts (this VM's speed drifts).
+
+Idle: a started system with nothing to do (every worker up), its CPU over a bounded
+window, as CPU-seconds per minute of all its processes: it must stay near 0.
+
+Per message kind: one more run per regime with every actor's handlers timed per
+message type (``benchmarks/msgprof.py``, a wrapper the forked actors inherit: no
+runtime code changes), and what each kind spends outside its handlers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import msgprof
+from benchmarks.common import (
+    KINDS,
+    CpuAccount,
+    check,
+    pegasus_system,
+    state_dir,
+    wait_counts,
+)
+from benchmarks.compare import LIMITS
+
+NAME = "cpu"
+WAITING_MS = 50.0
+TOP = 4  # message types per actor kind in the table (the JSON has them all)
+# PEGASUS_BENCH_CPROFILE="supervisor,task actors": those kinds' handlers also run under cProfile in the
+# message runs (their handler times then include the profiler's); their top functions go in the JSON.
+CPROFILE = frozenset(filter(None, (k.strip() for k in os.environ.get("PEGASUS_BENCH_CPROFILE", "").split(","))))
+
+
+def _overrides(latency_ms: float) -> dict[str, Any]:
+    return {"pools": {"llm_workers": LIMITS["llm"], "tool_workers": LIMITS["tool"]},
+            "runtime": {"max_active_tasks": LIMITS["cap"]}, "cognition": {"latency_ms": latency_ms}}
+
+
+def workload(tasks: int, latency_ms: float) -> dict[str, Any]:
+    """``tasks`` classic tasks at one latency; CPU ms per task by process kind over the run."""
+    texts = [f"what is {i} + 1?" for i in range(tasks)]
+    with state_dir() as state, pegasus_system(state, _overrides(latency_ms)) as system:
+        client = system.client
+        client.wait(client.submit("what is 1 + 1?")["task_id"])  # warm-up: first connections, imports
+        cpu = CpuAccount(system, kinds=True)
+        start = time.monotonic()
+        client.submit_many(texts)
+        counts = wait_counts(client, tasks + 1, timeout=300, pause=0.25)
+        elapsed = time.monotonic() - start
+        spent = cpu.close(tasks)
+    return {"tasks": tasks, "latency_ms": latency_ms, "done": counts.get("done", 0) - 1, "counts": counts,
+            "tasks_per_s": round(tasks / elapsed, 3), **spent}
+
+
+def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
+    """One more run with every actor's handlers timed per message type: messages and handler CPU (ms) per task.
+
+    Counted from the system's start to its stop (the warm-up task and the stop's messages
+    included: they are divided among ``tasks + 1``); beside each kind's process CPU over the
+    same span, so that "outside handlers" is what the process spent receiving and sending.
+    """
+    with tempfile.TemporaryDirectory(prefix="pegasus-msgprof-") as directory:
+        texts = [f"what is {i} + 1?" for i in range(tasks)]
+        with msgprof.profiling(Path(directory), CPROFILE), state_dir() as state, \
+                pegasus_system(state, _overrides(latency_ms)) as system:
+            client = system.client
+            cpu = CpuAccount(system, kinds=True)  # before the warm-up task, which the handlers' sums count too
+            client.wait(client.submit("what is 1 + 1?")["task_id"])
+            client.submit_many(texts)
+            wait_counts(client, tasks + 1, timeout=300, pause=0.25)
+            spent = cpu.close(tasks + 1)
+        rows = msgprof.read(Path(directory))
+        functions = {kind: msgprof.top_functions(Path(directory), kind) for kind in sorted(CPROFILE)}
+    per_task = tasks + 1
+    kinds = {kind: {name: {"messages_per_task": round(count / per_task, 3),
+                           "handler_ms_per_task": round(1000.0 * cpu_s / per_task, 3),
+                           "handler_us_per_message": round(1e6 * cpu_s / count, 1)}
+                    for name, (count, cpu_s) in sorted(by_name.items(), key=lambda kv: -kv[1][1])}
+             for kind, by_name in rows.items()}
+    process = spent["cpu_ms_per_task"]
+    process_of = {"supervisor": process["supervisor"], "task actors": process["task actors"],
+                  "pools": process["llm pool"] + process["tool pool"], "workers": process["workers"]}
+    outside = {kind: round(ms - sum(row["handler_ms_per_task"] for row in kinds.get(kind, {}).values()), 2)
+               for kind, ms in process_of.items()}
+    return {"tasks": tasks, "latency_ms": latency_ms, "kinds": kinds, "process_cpu_ms_per_task": process,
+            "outside_handlers_ms_per_task": outside, "cprofile": sorted(CPROFILE), "top_functions": functions}
+
+
+def idle(window_s: float) -> dict[str, Any]:
+    """CPU of a started, untouched system over ``window_s`` seconds, per kind and in all (CPU-s per minute)."""
+    with state_dir() as state, pegasus_system(state) as system:
+        cpu = CpuAccount(system, kinds=True)  # waits for every worker: the idle process tree is complete
+        processes = len(system.pids())
+        counts = {kind: list(cpu.roles.values()).count(kind) for kind in KINDS if kind in cpu.roles.values()}
+        time.sleep(window_s)  # the measured window itself, not a wait for something
+        spent = cpu.close(1)
+    per_kind = {kind: ms for kind, ms in spent["cpu_ms_per_task"].items() if kind != "client"}
+    scale = 60.0 / spent["wall_s"] / 1000.0  # ms over the window -> s per minute
+    return {"window_s": spent["wall_s"], "processes": processes, "processes_by_kind": counts,
+            "cpu_s_per_min": round(sum(per_kind.values()) * scale, 4),
+            "cpu_s_per_min_by_kind": {kind: round(ms * scale, 4) for kind, ms in per_kind.items()}}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    tasks = 24 if quick else 240
+    reps = 1 if quick else 2
+    runs: dict[str, list[dict[str, Any]]] = {"no latency": [], "waiting": []}
+    for _ in range(reps):
+        runs["no latency"].append(workload(tasks, 0.0))
+        runs["waiting"].append(workload(tasks, WAITING_MS))
+    best = {regime: min(results, key=lambda r: r["cpu_ms_per_task_total"]) for regime, results in runs.items()}
+    messages = {"no latency": message_kinds(tasks, 0.0), "waiting": message_kinds(tasks, WAITING_MS)}
+    still = idle(10.0 if quick else 60.0)
+    figures = {"limits": LIMITS, "tasks": tasks, "repetitions": reps, "waiting_ms": WAITING_MS,
+               "best": best, "runs": runs, "messages": messages, "idle": still}
+    zero, waiting = best["no latency"], best["waiting"]
+    label = f"(L=0 | L={WAITING_MS:g} ms)"
+    checks = [check(f"{regime}: every task done", r["done"], "tasks", f"= {tasks}", r["done"] == tasks)
+              for regime, r in best.items()]
+    checks.append(check(f"tasks/s {label}", f"{zero['tasks_per_s']:.2f} | {waiting['tasks_per_s']:.2f}", "tasks/s"))  # type: ignore[arg-type]
+    checks.append(check(f"CPU/task, all processes {label}",
+                        f"{zero['cpu_ms_per_task_total']:.2f} | {waiting['cpu_ms_per_task_total']:.2f}", "ms",  # type: ignore[arg-type]
+                        "<= 13 | <= 13", zero["cpu_ms_per_task_total"] <= 13 and waiting["cpu_ms_per_task_total"] <= 13))
+    for kind in KINDS:
+        both = f"{zero['cpu_ms_per_task'][kind]:.2f} | {waiting['cpu_ms_per_task'][kind]:.2f}"
+        checks.append(check(f"CPU/task: {kind} {label}", both, "ms"))  # type: ignore[arg-type]
+    for kind in ("supervisor", "task actors", "pools", "workers"):
+        zero_rows, waiting_rows = (messages[r]["kinds"].get(kind, {}) for r in ("no latency", "waiting"))
+        for name in list(zero_rows)[:TOP]:
+            other = waiting_rows.get(name, {"messages_per_task": 0, "handler_ms_per_task": 0})
+            both = " | ".join(f"{row['messages_per_task']:g} x, {row['handler_ms_per_task']:.2f}"
+                              for row in (zero_rows[name], other))
+            checks.append(check(f"{kind} handler CPU/task: {name} (messages per task, ms) {label}", both, "ms"))  # type: ignore[arg-type]
+        both = " | ".join(f"{messages[r]['outside_handlers_ms_per_task'][kind]:.2f}" for r in ("no latency", "waiting"))
+        checks.append(check(f"{kind}: CPU/task outside handlers (receive, unpickle, send) {label}", both, "ms"))  # type: ignore[arg-type]
+    checks.append(check(f"machine busy {label}", f"{zero['machine_busy']:.0%} | {waiting['machine_busy']:.0%}", ""))  # type: ignore[arg-type]
+    kinds = ", ".join(f"{n} {kind}" for kind, n in still["processes_by_kind"].items())
+    checks.append(check(f"idle: CPU of all {still['processes']} processes ({kinds}) over {still['window_s']:.0f} s",
+                        still["cpu_s_per_min"], "CPU-s/min", "near 0 (<= 0.1)", still["cpu_s_per_min"] <= 0.1))
+    return {"figures": figures, "checks": checks, "notes": [
+        (f"cpu: the Pegasus side of baseline (llm {LIMITS['llm']}, tool {LIMITS['tool']}, cap {LIMITS['cap']}), "
+        f"{tasks} classic tasks in one submit_many, at L=0 and L={WAITING_MS:g} ms, alternately, {reps} time(s) each: "
+        "the run with the lower total counts. CPU per task = each process kind's CPU (/proc/<pid>/stat, 10 ms "
+        "ticks) over the run / tasks; task actors = the supervisor's children that are not pools, live and reaped; "
+        "client = the benchmark process (its submit and stats polling every 0.25 s, which the supervisor answers)."),
+        ("cpu messages: one more run per regime with every actor's receiveMessage timed per message type "
+         "(benchmarks/msgprof.py: thread CPU of the handler, sends included), from the warm-up task to the stop, "
+         f"divided by {tasks} + 1 tasks; 'outside handlers' = that kind's /proc CPU over the run minus its handlers' sum."),
+        "cpu idle: a started system, every worker up, no task; CPU of every process over the window, per minute."]}
