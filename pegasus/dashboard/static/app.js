@@ -10,7 +10,7 @@ const TERMINAL = new Set(["done", "failed", "canceled"]);
 const WRITE_SCOPES = new Set(["submit", "admin"]);
 const ADMIN_SCOPES = new Set(["admin"]);
 
-const state = { scope: null, name: null, machines: null, diagrams: {}, streams: [], timers: [], view: 0 };
+const state = { scope: null, name: null, machines: null, diagrams: {}, streams: [], timers: [], view: 0, revive: null };
 // Each page drawn is a view; an answer that arrives after the person moved on must not draw the old one over it.
 const showing = (view) => view === state.view;
 
@@ -453,7 +453,12 @@ async function taskPage(id) {
   const resized = throttle(drawGantt, 200);
   window.addEventListener("resize", resized);
   state.streams.push({ abort: () => window.removeEventListener("resize", resized) });
-  stream(`/v1/tasks/${encodeURIComponent(id)}/events`, throttle(() => { draw().catch(() => {}); log.read(); }, 300), live);
+  // The stream ends with the task; a retry, resume or approval from this page starts it again (state.revive).
+  let ended = false;
+  const follow = () => stream(`/v1/tasks/${encodeURIComponent(id)}/events`,
+    throttle(() => { draw().catch(() => {}); log.read(); }, 300), (up) => { live(up); if (up === null) ended = true; });
+  follow();
+  state.revive = () => { if (ended) { ended = false; follow(); } };
   log.read();
   state.timers.push(setInterval(() => { if (!log.finished()) log.read(); }, 2000));  // what no transition announces
   void ms;
@@ -547,7 +552,7 @@ function actions(task, redraw) {
   const problem = h("span", { class: "error", id: "action-error", role: "alert" }, refused.get(id) || "");
   const act = (verb, body) => async () => {
     refused.delete(id);
-    try { await api("POST", `/v1/tasks/${encodeURIComponent(id)}/${verb}`, body || {}); }
+    try { await api("POST", `/v1/tasks/${encodeURIComponent(id)}/${verb}`, body || {}); if (state.revive) state.revive(); }
     catch (e) { refused.set(id, `${verb} refused: ${e.message}`); }
     problem.textContent = refused.get(id) || "";
     redraw().catch(() => {});
@@ -781,6 +786,7 @@ function live(up) {
 }
 
 function stop() {
+  state.revive = null;
   for (const control of state.streams.splice(0)) control.abort();
   for (const timer of state.timers.splice(0)) clearInterval(timer);
   document.getElementById("live").textContent = "";
