@@ -110,7 +110,8 @@ class ModelCaller:
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
         ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
         after the corrective retry (at once with ``prose_is_final``: reason_act's
-        answer), and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
+        answer, or a prose reply that ran to the token limit: measured, SmolLM2 looping for 1024 tokens,
+        twice, overran plan's deadline), and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
         reads of a reply whose JSON still does not fit after the retry (None: it fails).
         """
         schema = _schema(reply) if reply is not None else None
@@ -137,9 +138,11 @@ class ModelCaller:
                 return parse(completion)
             except InvalidReply as exc:
                 text = prose(completion.content) if in_prose is not None and not completion.tool_calls else None
-                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS):
-                    usage.degraded(f"{stage}: the reply was prose, not JSON; read as "
-                                   + ("the answer" if prose_is_final else f"its text after {ATTEMPTS} replies"))
+                ran_on = completion.finish_reason == "length"  # a loop to the token cap: asking again costs as much
+                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS or ran_on):
+                    usage.degraded(f"{stage}: the reply was prose, not JSON; read as " + (
+                        "the answer" if prose_is_final else "its text at once (it ran to the token limit)"
+                        if attempt < ATTEMPTS else f"its text after {ATTEMPTS} replies"))
                     return in_prose(text)
                 text = lenient(completion.content) if lenient is not None and not completion.tool_calls else None
                 if text is not None and in_prose is not None and attempt == ATTEMPTS:

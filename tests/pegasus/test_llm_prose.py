@@ -101,3 +101,15 @@ def test_a_plan_with_no_words_or_with_wrong_steps_still_fails(server: FakeOpenAI
     server.script(completion(reply), completion(reply))
     with pytest.raises(StageError, match="invalid 2 times"):
         stage(server, "plan", TaskContext(input_text="echo pegasus", perception={"intents": []}))
+
+
+def test_prose_that_ran_to_the_token_limit_is_read_at_once(server: FakeOpenAI) -> None:
+    """Measured on SmolLM2-135M: a plan reply looping ("I'm here to help with any tasks...") to the 1024-token
+    cap, then asked again and looping again: the plan overran its deadline behind the server's queue."""
+    looped = completion("I'm here to help with any tasks or projects you have. " * 20)
+    looped["body"]["choices"][0]["finish_reason"] = "length"
+    server.script(looped)
+    outcome = stage(server, "plan", TaskContext(input_text="good morning, how are you?", perception={"intents": []}))
+    assert [s["action_type"] for s in outcome.payload["plan"]["steps"]] == ["respond"] and len(server.requests) == 1
+    assert outcome.usage["degraded"] == ["plan: the reply was prose, not JSON; read as its text at once "
+                                         "(it ran to the token limit)"]
