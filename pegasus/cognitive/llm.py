@@ -26,6 +26,8 @@ Where the answer comes from (the brief left it to us):
   stages after the one corrective retry, each read as the issue 29 table says
   (perceive: the summary; think: the approach; plan: one respond step with the
   text; reflect: complete; post_reflect: nothing kept), noted ``degraded``.
+  A plan whose JSON has no steps after the retry is read so too (its words as
+  the respond step's text): small models quote the prompt's example instead.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageEr
 from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.cognitive.replies import (  # noqa: F401 - the reply shapes are imported from here too
     InvalidReply, PerceptionReply, PlanReply, PostReflectReply, ReasonReply, ReflectReply, StepReply, ThinkReply,
-    json_object, prose, validated)
+    json_object, prose, stepless, validated)
 from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
 from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
@@ -99,7 +101,7 @@ class ModelCaller:
     def ask(self, stage: str, messages: Messages, parse: Callable[[Completion], T], *,
             reply: type[BaseModel] | None = None, tools: prompts.ToolSpecs | None = None,
             tool_choice: str | None = None, in_prose: Callable[[str], T] | None = None,
-            prose_is_final: bool = False) -> T:
+            prose_is_final: bool = False, lenient: Callable[[str | None], str | None] | None = None) -> T:
         """The parsed reply; an invalid one is retried once with its error, then StageError.
 
         ``reply``: the model the reply must fit (its schema is the ``json_schema``
@@ -108,7 +110,9 @@ class ModelCaller:
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
         ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
         after the corrective retry (at once with ``prose_is_final``: reason_act's
-        answer), and noted in the stage's usage as ``degraded``.
+        answer, or a prose reply that ran to the token limit: measured, SmolLM2 looping for 1024 tokens,
+        twice, overran plan's deadline), and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
+        reads of a reply whose JSON still does not fit after the retry (None: it fails).
         """
         schema = _schema(reply) if reply is not None else None
         fed_back: list[dict[str, Any]] = []
@@ -134,9 +138,16 @@ class ModelCaller:
                 return parse(completion)
             except InvalidReply as exc:
                 text = prose(completion.content) if in_prose is not None and not completion.tool_calls else None
-                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS):
-                    usage.degraded(f"{stage}: the reply was prose, not JSON; read as "
-                                   + ("the answer" if prose_is_final else f"its text after {ATTEMPTS} replies"))
+                ran_on = completion.finish_reason == "length"  # a loop to the token cap: asking again costs as much
+                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS or ran_on):
+                    usage.degraded(f"{stage}: the reply was prose, not JSON; read as " + (
+                        "the answer" if prose_is_final else "its text at once (it ran to the token limit)"
+                        if attempt < ATTEMPTS else f"its text after {ATTEMPTS} replies"))
+                    return in_prose(text)
+                text = lenient(completion.content) if lenient is not None and not completion.tool_calls else None
+                if text is not None and in_prose is not None and attempt == ATTEMPTS:
+                    usage.degraded(f"{stage}: the reply's JSON did not fit ({exc}); read as its text "
+                                   f"after {ATTEMPTS} replies")
                     return in_prose(text)
                 if attempt == ATTEMPTS:
                     raise _with_usage(StageError(
@@ -264,7 +275,8 @@ class LLMPlanner:
                                                                       sub_tasks=self.sub_tasks),
                                parse, reply=PlanReply, tools=specs,
                                in_prose=lambda text: Plan(goal=_goal(context), steps=[_respond(0, text)],
-                                                          reasoning="the model answered in prose"))
+                                                          reasoning="the model answered in prose"),
+                               lenient=stepless)  # JSON without steps: its words, as prose is read
 
 
 @dataclass(frozen=True)

@@ -158,3 +158,23 @@ def prose(reply_text: str | None) -> str | None:
     except InvalidReply:
         return text
     return None
+
+
+_SAYING = ("answer", "text", "response", "reply", "reasoning", "goal")  # where a stepless plan's words may be
+
+
+def stepless(reply_text: str | None) -> str | None:
+    """The words of a reply whose JSON object has no steps (SmolLM2-135M, measured: prose quoting the
+    prompt's example step, or an object of goal and reasoning only), or None when it has steps (JSON
+    gone wrong there is corrected, never read).  A bare object gives its first saying field, if any."""
+    text = (reply_text or "").strip()
+    try:
+        value = json_object(text)
+    except InvalidReply:
+        return None
+    if value.get("steps"):
+        return None
+    if text[0] == "{":
+        said = [v.strip() for k in _SAYING if isinstance(v := value.get(k), str) and v.strip()]
+        return said[0] if said else None
+    return text

@@ -73,6 +73,7 @@ class Shape:
     token_param: str = MAX_TOKENS  # max_tokens | max_completion_tokens | "" (no cap)
     temperature: bool = True
     reasoning_effort: bool = False
+    stream: bool = True  # False: the endpoint refused or cut a stream; every worker asks it whole from then on
 
     def describe(self) -> str:
         temperature = "sent" if self.temperature else "omitted"
@@ -164,7 +165,7 @@ def lower(a: Shape, b: Shape) -> Shape:
     return Shape(structured=STRUCTURED_RUNGS[structured], tools=PROMPTED if PROMPTED in (a.tools, b.tools) else a.tools,
                  token_param=_TOKEN_RUNGS[token],
                  temperature=a.temperature and b.temperature,
-                 reasoning_effort=a.reasoning_effort and b.reasoning_effort)
+                 reasoning_effort=a.reasoning_effort and b.reasoning_effort, stream=a.stream and b.stream)
 
 
 def _rung(rungs: Sequence[str], value: str) -> int:

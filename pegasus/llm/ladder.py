@@ -11,7 +11,8 @@ What one worker learns, its pool knows: ``learned()`` gives what this process
 stepped down to since it was last asked (the worker reports it to its pool with
 the stage's end), and ``adopt(known)`` takes what the pool has gathered from
 all its workers (handed with every job), so a system pays for each refusal
-once, not once per worker process.  Both travel as plain data (``Known``).
+once, not once per worker process (a stream refused or cut short included).  Both travel as plain
+data (``Known``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pegasus.llm import capabilities, usage
@@ -81,7 +82,7 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
         body = capabilities.request(client.config, shape, build(shape), tools=tools, tool_choice=tool_choice,
                                     schema=schema)
         try:
-            return client.send(body), shape
+            return _send(client, shape, body), shape
         except LLMBadRequest as exc:
             step = capabilities.step_down(client.config, shape, body.keys(), exc.detail)
             if step is None:
@@ -92,6 +93,17 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
             shape = step.shape
     raise LLMBadRequest(f"{client.endpoint} refused {MAX_STEPS} request shapes; the last: {shape.describe()}",
                         "", 400)
+
+
+def _send(client: ChatClient, shape: Shape, body: dict[str, Any]) -> Completion:
+    """``client.send``, streamed only while no worker saw this endpoint refuse or cut a stream (measured:
+    llama-cpp-python cuts a stream when another request waits, and each cut reply is asked again whole)."""
+    client.refuses_stream = client.refuses_stream or not shape.stream
+    try:
+        return client.send(body)
+    finally:
+        if client.refuses_stream and shape.stream:
+            _learn(client, shape, replace(shape, stream=False))
 
 
 def _held(client: ChatClient, shape: Shape, sent: Any, detail: str) -> str:

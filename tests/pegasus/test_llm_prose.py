@@ -71,3 +71,45 @@ def test_a_raw_newline_inside_a_json_string_is_read() -> None:
     from pegasus.cognitive.llm import json_object
 
     assert json_object('{"summary": "two\nlines"}') == {"summary": "two\nlines"}
+
+
+# SmolLM2-135M's real plan replies (llama-cpp-python, plan on the tools rung: no grammar holds them), twice each.
+QUOTED = ("A step may instead start a sub-task, a task of its own that another agent runs and whose answer comes back "
+          "as the\nstep's result: {\"action_type\": \"sub_task\", \"text\": \"<the response to this action is returned\"}")
+SORRY = ("I'm sorry for any confusion.\n\nA step may instead start a sub-task, a task of its own that another agent "
+         "runs and whose answer comes back as the step's result: {\"action_type\": \"sub_task\", \"text\": \"<the "
+         "action type is returned to the user\"}")
+
+
+@pytest.mark.parametrize(("reply", "text"), [
+    (QUOTED, QUOTED), (SORRY, SORRY),
+    ('{"goal": "greet the user", "reasoning": "Hello! How can I help?"}', "Hello! How can I help?"),
+])
+def test_a_plan_whose_json_has_no_steps_is_read_as_one_respond_step(server: FakeOpenAI, reply: str, text: str) -> None:
+    """Measured on SmolLM2-135M: 2 of 6 simple tasks' plans were refused twice as "steps: Field required"."""
+    server.script(completion(reply), completion(reply))
+    outcome = stage(server, "plan", TaskContext(input_text="echo pegasus", perception={"intents": []}))
+    assert [(s["action_type"], s["action_params"]) for s in outcome.payload["plan"]["steps"]] \
+        == [("respond", {"text": text})]
+    assert len(server.requests) == 2 and "steps: Field required" in server.requests[1]["messages"][-1]["content"]
+    assert outcome.usage["degraded"] == ["plan: the reply's JSON did not fit (the JSON does not fit the expected "
+                                         "shape: steps: Field required); read as its text after 2 replies"]
+
+
+@pytest.mark.parametrize("reply", ['{"steps": []}', '{"goal": "g", "steps": [{"action_type": "tool_call"}]}'])
+def test_a_plan_with_no_words_or_with_wrong_steps_still_fails(server: FakeOpenAI, reply: str) -> None:
+    server.script(completion(reply), completion(reply))
+    with pytest.raises(StageError, match="invalid 2 times"):
+        stage(server, "plan", TaskContext(input_text="echo pegasus", perception={"intents": []}))
+
+
+def test_prose_that_ran_to_the_token_limit_is_read_at_once(server: FakeOpenAI) -> None:
+    """Measured on SmolLM2-135M: a plan reply looping ("I'm here to help with any tasks...") to the 1024-token
+    cap, then asked again and looping again: the plan overran its deadline behind the server's queue."""
+    looped = completion("I'm here to help with any tasks or projects you have. " * 20)
+    looped["body"]["choices"][0]["finish_reason"] = "length"
+    server.script(looped)
+    outcome = stage(server, "plan", TaskContext(input_text="good morning, how are you?", perception={"intents": []}))
+    assert [s["action_type"] for s in outcome.payload["plan"]["steps"]] == ["respond"] and len(server.requests) == 1
+    assert outcome.usage["degraded"] == ["plan: the reply was prose, not JSON; read as its text at once "
+                                         "(it ran to the token limit)"]

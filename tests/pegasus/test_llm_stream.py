@@ -125,3 +125,20 @@ def test_the_text_of_two_model_calls_never_shares_a_message() -> None:
     assert buffer.add(" reply") is False
     assert buffer.add("second", call=2) is True
     assert [buffer.take(), buffer.take(), buffer.take()] == [(2, 1, " reply"), (3, 2, "second"), None]
+
+
+def test_a_stream_one_client_saw_cut_is_not_streamed_by_the_others(monkeypatch) -> None:
+    """What one worker learns of streaming, its pool knows (pegasus.llm.ladder): measured on SmolLM2
+    through llama-cpp-python, each of the three llm workers had its first stream cut and asked again."""
+    from pegasus.llm import ladder  # noqa: PLC0415
+
+    monkeypatch.setattr(ladder, "KNOWN", {})
+    monkeypatch.setattr(ladder, "_LEARNED", {})
+    with FakeOpenAI([completion("cut"), completion("cut"), completion("other worker")], cut_streams=1) as server:
+        first, second = ChatClient(settings(server)), ChatClient(settings(server))
+        with listening(DeltaSink(lambda text: None)):
+            assert ladder.complete(first, lambda shape: [{"role": "user", "content": "q"}])[0].content == "cut"
+            assert ladder.complete(second, lambda shape: [{"role": "user", "content": "q"}])[0].content \
+                == "other worker"
+        assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
+    assert [fields["stream"] for _, fields in ladder.learned()] == [False]  # told to the pool
