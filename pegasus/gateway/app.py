@@ -205,8 +205,9 @@ async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
     """Server-Sent Events of one task: the stored transitions after ``Last-Event-ID``, then live ones, then
     ``end`` once the task is done, failed or canceled (see ``pegasus.gateway.events`` and ``.streams``)."""
     task_id = request.path_params["task_id"]
-    header = request.headers.get("last-event-id")  # a bad one is a 400 before the task is looked up
-    after = events.last_event_id(header) if header else parse_query(EventsQuery, request).last_event_id or 0
+    query = parse_query(EventsQuery, request)  # checked even when the header names the event: a bad one is a 400
+    header = request.headers.get("last-event-id")  # before the task is looked up; the header wins over the query
+    after = events.last_event_id(header) if header else query.last_event_id or 0
     if len(task_id) < FULL_CHARS:  # a prefix (issue 31): the stream's events carry the whole id
         task_id = (await gw.ask(r.Get(task_id=task_id)))["task_id"]
     if gw.streams >= gw.settings.max_streams:

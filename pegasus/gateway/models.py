@@ -37,7 +37,7 @@ class MessageBody(Body):
     text: str = Field(pattern=r"\S", description="a message to the running task (not blank)")
 
 
-# A duration as pegasus.schedules.parse_duration reads it: "90s", "1h30m", "2d", or seconds (text or a number).
+# A duration as pegasus.triggers.schedules.parse_duration reads it: "90s", "1h30m", "2d", or seconds (text or a number).
 DURATION = r"^\s*([0-9]+(\.[0-9]+)?|([0-9]+(\.[0-9]+)?([mM][sS]|[sSmMhHdDwW]))+)\s*$"
 DurationText = Annotated[StrictStr, Field(max_length=64, pattern=DURATION)]
 Every = (DurationText | Annotated[StrictInt, Field(ge=MIN_EVERY_S, le=MAX_EVERY_S)]

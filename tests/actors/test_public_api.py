@@ -25,7 +25,7 @@ def test_the_public_api_is_the_client_and_its_errors() -> None:
 
 def test_importing_the_client_loads_no_actor_it_talks_to() -> None:
     code = ("import sys, actors.client; print(sorted(m for m in sys.modules if m.startswith(('actors.supervisor', "
-            "'actors.guardian', 'actors.worker', 'actors.pool', 'actors.task_actor', 'actors.request_handler'))))")
+            "'actors.guardian', 'actors.worker', 'actors.pool', 'actors.task_actor'))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert loaded.stdout.strip() == "[]"
 
