@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 
 from actors.runtime import procs
+from tests.support.waiting import not_answering
 from tests.support.fake_openai import FakeOpenAI, completion, http_error
 
 pytestmark = pytest.mark.integration
@@ -60,18 +59,9 @@ def litellm() -> Path:
 
 
 def wait_ready(url: str, proxy: subprocess.Popen[bytes], log: Path, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proxy.poll() is not None:
-            pytest.fail(f"LiteLLM's proxy exited {proxy.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health/liveliness", timeout=5) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"LiteLLM's proxy did not answer within {timeout:g}s:\n{log.read_text()[-3000:]}")
+    failed = not_answering(f"{url}/health/liveliness", proxy, log, "LiteLLM's proxy", timeout)
+    if failed:
+        pytest.fail(failed)
 
 
 @pytest.fixture(scope="module")

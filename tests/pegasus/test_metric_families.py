@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pegasus.gateway.metrics import GatewayMetrics
@@ -77,7 +78,7 @@ def test_outcomes_retries_durations_and_schedule_slots_come_from_the_store(tmp_p
     assert samples[("pegasus_task_retries_total", (("machine", "classic"),))] == 1
     assert samples[("pegasus_task_runs_total", (("machine", "classic"),))] == 5
     assert samples[("pegasus_task_duration_seconds_count", (("machine", "classic"),))] == 3  # each end: 3, 10, 60 s
-    assert abs(samples[("pegasus_task_duration_seconds_sum", (("machine", "classic"),))] - 73) < 0.01
+    assert samples[("pegasus_task_duration_seconds_sum", (("machine", "classic"),))] == pytest.approx(73, abs=0.01)
     assert samples[("pegasus_task_duration_seconds_bucket", (("le", "5.0"), ("machine", "classic")))] == 1
     assert samples[("pegasus_task_duration_seconds_bucket", (("le", "60.0"), ("machine", "classic")))] == 3
     assert samples[("pegasus_task_queue_wait_seconds_count", (("machine", "classic"),))] == 2  # first runs only

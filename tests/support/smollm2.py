@@ -14,12 +14,12 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from actors.runtime import procs
+from tests.support.waiting import not_answering
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
@@ -53,18 +53,9 @@ def model_path() -> Path:
 
 
 def _wait_ready(url: str, server: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise ServerFailed(f"llama-cpp-python's server exited {server.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=5) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise ServerFailed(f"llama-cpp-python's server did not answer within {timeout:g}s:\n{log.read_text()[-3000:]}")
+    failed = not_answering(f"{url}/models", server, log, "llama-cpp-python's server", timeout)
+    if failed:
+        raise ServerFailed(failed)
 
 
 def _probe(url: str, server: subprocess.Popen[bytes]) -> None:

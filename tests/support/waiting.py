@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -16,3 +19,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def not_answering(url: str, server: subprocess.Popen[bytes], log: Path, name: str, timeout: float) -> str | None:
+    """None once ``url`` answers 200; else why not (``name`` exited, or did not answer in time) with its log's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return f"{name} exited {server.returncode}:\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                if reply.status == 200:
+                    return None
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return f"{name} did not answer within {timeout:g}s:\n{log.read_text()[-3000:]}"
