@@ -76,7 +76,7 @@ class TaskRun:
         self.run, self.token, self.stopped = state.run, state.token, state.stopped
         self.unreadable: Exception | None = None  # the snapshot could not be restored: step abandons
         try:
-            self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids)
+            self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids, share=True)
             self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
         except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the activation go
             self.unreadable, self.stopped = exc, True
@@ -105,7 +105,7 @@ class TaskRun:
 
     def snapshot(self) -> RunSnapshot:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
-        return RunSnapshot(self.fsm.snapshot(), self.run, self.max_iterations, self.generation, self.journal,
+        return RunSnapshot(self.fsm.snapshot(share=True), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
                            self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity)
 
@@ -155,7 +155,7 @@ class TaskRun:
         recall = recalled(self.fsm.context.iteration, answer.identity, list(answer.items), answer.error)
         if answer.error:
             self._log("warning", "recall_failed", error=answer.error)
-        self.fsm.context.recall = recall  # checkpointed with the stage's transition (else recalled again)
+        self.fsm.replace_context(recall=recall)  # checkpointed with the stage's transition (else recalled again)
         self._advance()
 
     def _handle(self, step: Callable[..., None], *args: Any) -> list[Command]:
@@ -228,7 +228,8 @@ class TaskRun:
             return
         self._log("info", "transition", state=target, trigger=str(event.type), from_state=source)
         kind = kind_for(target, str(event.type))
-        checkpoint = (kind, self.checkpointer.make(kind, fsm)) if kind else None
+        task = fsm.snapshot(share=True) if kind == "full" else fsm  # a full one encodes a snapshot: no copy for it
+        checkpoint = (kind, self.checkpointer.make(kind, task)) if kind else None
         finish = None
         if self.step_in_flight is not None and event.type in STEP_ENDS:
             finish = self._step_end(self.step_in_flight, event)
@@ -257,7 +258,7 @@ class TaskRun:
                 self._out.append(AskRecall(fsm.task_id, self.run, self.token, recall_query(fsm.context),
                                            self.recall_k))
             else:  # recall off: the identity the run was started with, no memories
-                fsm.context.recall = recalled(fsm.context.iteration, self.identity, [])
+                fsm.replace_context(recall=recalled(fsm.context.iteration, self.identity, []))
                 self._run_stage(work)
 
     def _take_messages(self) -> bool:
@@ -312,7 +313,8 @@ class TaskRun:
         self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
         self.stopped = True
         self.token += 1  # nothing is in flight, but nothing may answer this run any more
-        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), None, tuple(children)))
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(share=True), None,
+                                      tuple(children)))
 
     def _step_type(self, step_index: int) -> str | None:
         plan = self.fsm.context.plan
@@ -405,7 +407,7 @@ class TaskRun:
         self.stopped = True
         self.token += 1  # whatever is still in flight is stale now
         exit_reason = (self.exit_reason or "exception") if fsm.state == CognitiveState.FAILED else None
-        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(), exit_reason))
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(share=True), exit_reason))
 
     def _event(self, event_type: str, payload: dict[str, Any] | None = None) -> Event:
         return Event(type=event_type, payload=payload or {}, id=self.ids(), timestamp=self.clock())

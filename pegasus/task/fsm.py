@@ -110,16 +110,25 @@ class TaskFSM:
         )
 
     @classmethod
-    def restore(cls, snapshot: TaskSnapshot, *, clock: Clock = utc_now, id_factory: IdFactory = new_id) -> TaskFSM:
-        """Rebuild a task from a snapshot (a checkpoint)."""
-        return cls(snapshot.machine, task_id=snapshot.task_id, context=deep_copy(snapshot.context),
+    def restore(cls, snapshot: TaskSnapshot, *, clock: Clock = utc_now, id_factory: IdFactory = new_id,
+                share: bool = False) -> TaskFSM:
+        """Rebuild a task from a snapshot (a checkpoint).
+
+        ``share``: take the snapshot's context as it is, not a copy.  Safe because the FSM never
+        changes a context in place (``transition`` changes a copy, ``replace_context`` makes a new
+        one): only a caller that writes into ``context`` itself must leave ``share`` off.
+        """
+        context = snapshot.context if share else deep_copy(snapshot.context)
+        return cls(snapshot.machine, task_id=snapshot.task_id, context=context,
                    priority=snapshot.priority, metadata=dict(snapshot.metadata), state=snapshot.state,
                    history=list(snapshot.history), created_at=snapshot.created_at,
                    updated_at=snapshot.updated_at, clock=clock, id_factory=id_factory)
 
-    def snapshot(self) -> TaskSnapshot:
+    def snapshot(self, share: bool = False) -> TaskSnapshot:
+        """The task as a value; ``share``: holding this FSM's context, not a copy (see ``restore``)."""
+        context = self._context if share else deep_copy(self._context)
         return TaskSnapshot(machine=self.machine.name, task_id=self.task_id, state=self._state,
-                            context=deep_copy(self._context), history=list(self._history),
+                            context=context, history=list(self._history),
                             priority=self.priority, metadata=dict(self.metadata),
                             created_at=self.created_at, updated_at=self.updated_at)
 
@@ -153,7 +162,12 @@ class TaskFSM:
         """
         return self.machine.row_for(self._state, EventType(event_type)) is not None
 
-    # -- the one mutation --------------------------------------------------------------
+    # -- mutations -----------------------------------------------------------------------
+    def replace_context(self, **fields: Any) -> None:
+        """A new context with ``fields`` changed, the rest shared with the old one (which a shared
+        snapshot may hold: it is left as it was)."""
+        self._context = self._context.model_copy(update=fields)
+
     def transition(self, event: Event | EventType | str, **payload: Any) -> str:
         """Apply ``event``; return the new state.
 
@@ -171,8 +185,9 @@ class TaskFSM:
         machine, source = self.machine, self._state
         if machine.row_for(source, event.type) is None:
             machine.resolve(source, self._context, event)  # raises with the right message
-        context = deep_copy(self._context)
         reducer = machine.reducers.get(event.type)
+        # A reducer changes a copy (a refused event leaves the context untouched); none: nothing to copy.
+        context = self._context if reducer is None else deep_copy(self._context)
         if reducer is not None:
             try:
                 reducer(context, event)
@@ -187,10 +202,9 @@ class TaskFSM:
             metadata_updates = gate.check(source, event, self.metadata, len(self._history) + 1)
         if machine.suspended is not None:
             if target == machine.suspended and source != machine.suspended:
-                context.suspended_state = source
+                context = context.model_copy(update={"suspended_state": source})
             elif source == machine.suspended and target != machine.suspended:
-                context.suspended_state = None
-                context.suspend_reason = None
+                context = context.model_copy(update={"suspended_state": None, "suspend_reason": None})
         # Commit: nothing above has touched self.
         now = self._clock()
         self._context = context
