@@ -3,7 +3,8 @@
 Pegasus is written against ``thespian==4.0.1`` (pinned in setup.cfg) and patches its internals:
 ``security/`` (bind address, frame authentication and its size limit, private files, Thespian's
 log), ``robustness/`` (fresh retry, convention timing, logger restart) and ``speed/`` (poll
-selector, deferred descriptions, own stack chunk, whole messages, quick idle checks).  ``install``
+selector, deferred descriptions, own stack chunk, whole messages, quick idle checks, due expiry
+scans).  ``install``
 checks them first (``check``): a security or robustness patch that cannot apply refuses the start
 (``PatchRefused``), a speed patch that cannot apply is left out with one warning line.
 Everything is per process and inherited by every actor forked from it.  Each patch:
@@ -20,13 +21,13 @@ from pathlib import Path
 from actors.wire.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
 from actors.wire.thespian_patches.robustness import convention_timing, fresh_retry, logger_restart
 from actors.wire.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
-from actors.wire.thespian_patches.speed import (deferred_descriptions, own_stack_chunk, poll_selector, quick_idle_checks,
-                                           whole_messages)
+from actors.wire.thespian_patches.speed import (deferred_descriptions, due_expiry_scan, own_stack_chunk, poll_selector,
+                                                quick_idle_checks, whole_messages)
 from pegasus.errors import PegasusError
 
 SECURITY = (bind_address, frame_auth, private_files, thespian_log)
 ROBUSTNESS = (fresh_retry, convention_timing, logger_restart)
-SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks)
+SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, due_expiry_scan)
 PATCHES: tuple[Patch, ...] = tuple(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED))
 UPGRADING = f"{DOCS}#moving-to-another-thespian"
 
