@@ -9,7 +9,8 @@ client) and divided by the tasks.  Runs alternate (no latency, then waiting) and
 the run of each regime with the lower total counts (this VM's speed drifts).
 
 Idle: a started system with nothing to do (every worker up), its CPU over a bounded
-window, as CPU-seconds per minute of all its processes: it must stay near 0.
+window, as CPU-seconds per minute of all its processes: it must stay near 0; and then
+the PSS of each of its processes, by kind (target: <= 120 MiB in all).
 
 Per message kind: one more run per regime with every actor's handlers timed per
 message type (``benchmarks/msgprof.py``, a wrapper the forked actors inherit: no
@@ -30,6 +31,7 @@ from benchmarks.common import (
     CpuAccount,
     check,
     pegasus_system,
+    pss_kib,
     state_dir,
     wait_counts,
 )
@@ -99,18 +101,23 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
 
 
 def idle(window_s: float) -> dict[str, Any]:
-    """CPU of a started, untouched system over ``window_s`` seconds, per kind and in all (CPU-s per minute)."""
+    """CPU of a started, untouched system over ``window_s`` seconds, per kind and in all (CPU-s per minute),
+    and the PSS of each of its processes at the window's end, per kind and in all (MiB)."""
     with state_dir() as state, pegasus_system(state) as system:
         cpu = CpuAccount(system, kinds=True)  # waits for every worker: the idle process tree is complete
         processes = len(system.pids())
         counts = {kind: list(cpu.roles.values()).count(kind) for kind in KINDS if kind in cpu.roles.values()}
         time.sleep(window_s)  # the measured window itself, not a wait for something
         spent = cpu.close(1)
+        pss = {kind: 0.0 for kind in counts}
+        for pid, kind in cpu.roles.items():
+            pss[kind] += pss_kib(pid) / 1024.0
     per_kind = {kind: ms for kind, ms in spent["cpu_ms_per_task"].items() if kind != "client"}
     scale = 60.0 / spent["wall_s"] / 1000.0  # ms over the window -> s per minute
     return {"window_s": spent["wall_s"], "processes": processes, "processes_by_kind": counts,
             "cpu_s_per_min": round(sum(per_kind.values()) * scale, 4),
-            "cpu_s_per_min_by_kind": {kind: round(ms * scale, 4) for kind, ms in per_kind.items()}}
+            "cpu_s_per_min_by_kind": {kind: round(ms * scale, 4) for kind, ms in per_kind.items()},
+            "pss_mib": round(sum(pss.values()), 1), "pss_mib_by_kind": {k: round(v, 1) for k, v in pss.items()}}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -149,6 +156,10 @@ def run(quick: bool) -> dict[str, Any]:
     kinds = ", ".join(f"{n} {kind}" for kind, n in still["processes_by_kind"].items())
     checks.append(check(f"idle: CPU of all {still['processes']} processes ({kinds}) over {still['window_s']:.0f} s",
                         still["cpu_s_per_min"], "CPU-s/min", "near 0 (<= 0.1)", still["cpu_s_per_min"] <= 0.1))
+    checks.append(check(f"idle: PSS of all {still['processes']} processes", still["pss_mib"], "MiB", "<= 120",
+                        still["pss_mib"] <= 120))
+    for kind, mib in still["pss_mib_by_kind"].items():
+        checks.append(check(f"idle: PSS of the {kind} ({still['processes_by_kind'][kind]} process(es))", mib, "MiB"))
     return {"figures": figures, "checks": checks, "notes": [
         (f"cpu: the Pegasus side of baseline (llm {LIMITS['llm']}, tool {LIMITS['tool']}, cap {LIMITS['cap']}), "
         f"{tasks} classic tasks in one submit_many, at L=0 and L={WAITING_MS:g} ms, alternately, {reps} time(s) each: "
@@ -158,4 +169,5 @@ def run(quick: bool) -> dict[str, Any]:
         ("cpu messages: one more run per regime with every actor's receiveMessage timed per message type "
          "(benchmarks/msgprof.py: thread CPU of the handler, sends included), from the warm-up task to the stop, "
          f"divided by {tasks} + 1 tasks; 'outside handlers' = that kind's /proc CPU over the run minus its handlers' sum."),
-        "cpu idle: a started system, every worker up, no task; CPU of every process over the window, per minute."]}
+        ("cpu idle: a started system, every worker up, no task; CPU of every process over the window, per minute; "
+         "then each process's PSS (/proc/<pid>/smaps_rollup), by kind from its title.")]}

@@ -54,7 +54,7 @@ from setproctitle import setproctitle
 from thespian.actors import ActorSystem
 
 from actors.wire import frames
-from actors.runtime import ownership, procs, titles
+from actors.runtime import ownership, procs, sharing, titles
 from actors.runtime.system import _SPEC_ENV, SystemSpec, _busy, _prepare_process, _write_owner, port_in_use, read_owner
 from pegasus import files
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, StartAgain, Started, Supervision
@@ -85,6 +85,7 @@ def main() -> None:
             raise _busy(spec) from None
         spec.write_settings()
         _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
+        sharing.preload_system(freeze_here=True)
         titles.install(spec.admin_port, spec.state_dir)
     except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
         print(f"{exc}", file=sys.stderr)

@@ -13,6 +13,14 @@ the garbage collector writes to every object it tracks.  Hence:
 * ``after_fork`` (first thing in a worker): freeze what it inherited, so its own
   collections never walk (and copy) it.  Frozen objects are never collected:
   a forked child keeps what its parent held anyway, on the stack it inherited.
+* ``preload_system`` (in the process a system is started from, before the admin is
+  forked): import the actor tree and build every pydantic schema deferred so far
+  (``defer_build``: a command that only asks never builds them), so that no process
+  of the system builds them again in pages of its own -- each one did, at its first
+  ``Settings``: 0.05-0.3 s of CPU, and its collections during the build copied 6-13
+  MiB of inherited heap (issue 33).  From then on every forked process freezes what
+  it inherited, and its heap again before it forks: a page stays shared until
+  *either* process writes it.
 
 A tool pool never loads the SDK (its workers make no model calls), nor does an
 offline llm pool: tests/integration/test_worker_memory.py.
@@ -23,12 +31,17 @@ from __future__ import annotations
 import gc
 import importlib
 import json
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
-from pegasus import logs
-from pegasus.config import Settings
-from pegasus.llm import shared
-from pegasus.task.names import PoolName
+from pydantic import BaseModel
+
+from actors.messages.supervision import GUARDIAN_CLASS
+
+if TYPE_CHECKING:
+    from pegasus.config import Settings
+
+_root: int | None = None  # the process that started the system (a client's, a test's): never frozen
 
 
 def after_fork() -> None:
@@ -36,9 +49,43 @@ def after_fork() -> None:
     gc.freeze()
 
 
+def preload_system(*, freeze_here: bool) -> None:
+    """What a system's processes all load, loaded and built here, before they are forked (see the
+    module docstring); ``freeze_here``: this process is the system's own (the launcher), not a client's."""
+    global _root
+    importlib.import_module(GUARDIAN_CLASS.rpartition(".")[0])  # the top actor's module imports every actor's
+    for model in _models(BaseModel):
+        if not model.__pydantic_complete__ and model.__module__.startswith(("pegasus.", "actors.")):
+            try:
+                model.model_rebuild()
+            except Exception:  # noqa: BLE001 - an optimisation: a model that cannot build yet builds where used
+                pass
+    if freeze_here:
+        gc.collect()  # the build's garbage, before its pages are shared
+        gc.freeze()
+    if _root is None:
+        _root = os.getpid()
+        os.register_at_fork(before=_freeze_unless_root, after_in_child=gc.freeze)
+
+
+def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
+    found = []
+    for sub in root.__subclasses__():
+        found += [sub, *_models(sub)]
+    return found
+
+
+def _freeze_unless_root() -> None:
+    if os.getpid() != _root:
+        gc.freeze()
+
+
 def before_forking(settings: Settings, pool: str) -> None:
     """Load what this pool's workers will load, then freeze it (see the module docstring).  Never raises:
     a worker imports what is missing itself, as it would without this."""
+    from pegasus import logs  # noqa: PLC0415 - here: a process that only starts a system never needs them
+    from pegasus.task.names import PoolName  # noqa: PLC0415
+
     try:
         for entry in settings.tools.plugins:
             importlib.import_module(entry.partition(":")[0])
@@ -54,6 +101,8 @@ def _load_model_sdk(settings: Settings) -> None:
     request leaves the process, no key is read): its HTTP stack, chat resources and response types
     load only on a client's first calls, and so do caches of the SDK's (its validators)."""
     import openai  # noqa: PLC0415 - the point: loaded here, once, for every worker
+
+    from pegasus.llm import shared  # noqa: PLC0415
 
     http: Any = shared.http_library()
     shared.http_client().close()  # the TLS context every client of a worker uses, and the HTTP stack's transport
