@@ -28,6 +28,7 @@ offline llm pool: tests/integration/test_worker_memory.py.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -56,10 +57,8 @@ def preload_system(*, freeze_here: bool) -> None:
     importlib.import_module(GUARDIAN_CLASS.rpartition(".")[0])  # the top actor's module imports every actor's
     for model in _models(BaseModel):
         if not model.__pydantic_complete__ and model.__module__.startswith(("pegasus.", "actors.")):
-            try:
+            with contextlib.suppress(Exception):  # an optimisation: a model that cannot build yet builds where used
                 model.model_rebuild()
-            except Exception:  # noqa: BLE001 - an optimisation: a model that cannot build yet builds where used
-                pass
     if freeze_here:
         gc.collect()  # the build's garbage, before its pages are shared
         gc.freeze()
@@ -83,8 +82,9 @@ def _freeze_unless_root() -> None:
 def before_forking(settings: Settings, pool: str) -> None:
     """Load what this pool's workers will load, then freeze it (see the module docstring).  Never raises:
     a worker imports what is missing itself, as it would without this."""
-    from pegasus import logs  # noqa: PLC0415 - here: a process that only starts a system never needs them
-    from pegasus.task.names import PoolName  # noqa: PLC0415
+    # Imported here: a process that only starts or attaches to a system never needs them.
+    from pegasus import logs
+    from pegasus.task.names import PoolName
 
     try:
         for entry in settings.tools.plugins:
@@ -102,7 +102,7 @@ def _load_model_sdk(settings: Settings) -> None:
     load only on a client's first calls, and so do caches of the SDK's (its validators)."""
     import openai  # noqa: PLC0415 - the point: loaded here, once, for every worker
 
-    from pegasus.llm import shared  # noqa: PLC0415
+    from pegasus.llm import shared
 
     http: Any = shared.http_library()
     shared.http_client().close()  # the TLS context every client of a worker uses, and the HTTP stack's transport

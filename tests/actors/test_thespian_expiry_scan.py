@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from thespian.actors import ActorAddress
 from thespian.system.transport import TransmitIntent
 from thespian.system.transport.asyncTransportBase import asyncTransportBase

@@ -8,7 +8,15 @@ from typing import Any
 
 from pegasus import codec
 from pegasus.cognitive.stages import offline_processors, run_stage
-from pegasus.run import Answered, AskRecall, MemoriesRecalled, MessagesSent, RunSnapshot, SendStage, TaskRun
+from pegasus.run import (
+    Answered,
+    AskRecall,
+    MemoriesRecalled,
+    MessagesSent,
+    RunSnapshot,
+    SendStage,
+    TaskRun,
+)
 from pegasus.task import TaskFSM
 from pegasus.task.names import CognitiveState as S
 from tests.pegasus.conftest import FixedClock, Ids, start_run

@@ -44,7 +44,7 @@ def _queue(self: Any, intent: Any) -> bool:
     """Thespian's ``_qtx``, the queue's earliest deadline lowered first (to the new intent's)."""
     with self._aTB_lock:
         self.__dict__[_DUE] = min(self.__dict__.get(_DUE, -math.inf), _deadline(intent))
-    return _own_queue(self, intent)  # type: ignore[no-any-return]
+    return _own_queue(self, intent)
 
 
 def _scan(self: Any) -> tuple[int, bool]:
@@ -55,7 +55,7 @@ def _scan(self: Any) -> tuple[int, bool]:
     answer = _own_scan(self)
     with self._aTB_lock:
         self.__dict__[_DUE] = min((_deadline(i) for i in self._aTB_queuedPendingTransmits), default=math.inf)
-    return answer  # type: ignore[no-any-return]
+    return answer
 
 
 def install() -> None:
