@@ -26,6 +26,7 @@ from thespian.actors import (
 )
 
 from actors import messages as m
+from actors import telemetry
 from actors.runtime import procs
 from actors.wire.frames import UnreadableMessage
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
@@ -169,6 +170,7 @@ class Supervisor(Actor):
         if ctx.store is not None:
             ctx.store.close()
             ctx.store = None
+        telemetry.flush()  # the runs' spans still held
 
     def _wake(self, seconds: float, payload: object) -> None:
         self.wakeupAfter(timedelta(seconds=seconds), payload=payload)
