@@ -287,7 +287,9 @@ EVENT_ID = {"type": "string", "pattern": r"^[0-9]{0,18}$"}  # as events.last_eve
 SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
-               "its task)", SubmitBody, 201, request=r.Submit, also=(200,), headers=(("Idempotency-Key", KEY),), makes="task_id"), submit),
+               "its task; traceparent: its trace continues the caller's)", SubmitBody, 201, request=r.Submit,
+               also=(200,), headers=(("Idempotency-Key", KEY), ("traceparent", {"type": "string"})),
+               makes="task_id"), submit),
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor; text: every word in "
                "the input or result; meta=key=value, repeatable)",
                query=ListQuery, request=r.ListTasks), list_tasks),
