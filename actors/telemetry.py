@@ -49,7 +49,7 @@ def tracer(settings: Settings | None, process: str) -> Any:
                                       hint="pip install 'pegasus-agents[telemetry]'")
         return None
     config = settings.telemetry
-    _ids = _ChosenIds()
+    _ids = _id_generator()
     _provider = TracerProvider(id_generator=_ids, resource=Resource.create({
         "service.name": config.service_name, "service.instance.id": f"{process}-{os.getpid()}",
         "process.pid": os.getpid(), "pegasus.process": process}))
@@ -65,9 +65,28 @@ def flush() -> None:
         _provider.force_flush(timeout_millis=5000)
 
 
-def run_span(settings: Settings | None, task_id: str, run: int, machine: str, metadata: Mapping[str, Any],
-             started_ns: int, ended_ns: int, attributes: Mapping[str, Any], failed: str | None) -> None:
-    """The span of a run that stopped (the supervisor's): its stage spans' parent."""
+def run_span(settings: Settings | None, *args: Any) -> None:
+    """The span of a run that stopped (the supervisor's): its stage spans' parent.  Never raises."""
+    _safely(_run_span, settings, *args)
+
+
+def stage_span(settings: Settings | None, *args: Any) -> None:
+    """A stage's span (the worker's), with one child span per model or tool call it made.  Never raises."""
+    _safely(_stage_span, settings, *args)
+
+
+def _safely(send: Any, settings: Settings | None, *args: Any) -> None:
+    """A span must never cost a task anything: a failure to build or queue one is logged, and that is all."""
+    if settings is None or not settings.telemetry.enabled:
+        return
+    try:
+        send(settings, *args)
+    except Exception as exc:  # noqa: BLE001
+        logs.get("telemetry").warning("span_not_sent", error=f"{type(exc).__name__}: {exc}")
+
+
+def _run_span(settings: Settings, task_id: str, run: int, machine: str, metadata: Mapping[str, Any],
+              started_ns: int, ended_ns: int, attributes: Mapping[str, Any], failed: str | None) -> None:
     traced = tracer(settings, "supervisor")
     if traced is None:
         return
@@ -77,15 +96,16 @@ def run_span(settings: Settings | None, task_id: str, run: int, machine: str, me
     parent = trace.set_span_in_context(trace.NonRecordingSpan(_context(trace_of.trace_id, trace_of.parent_span_id))) \
         if trace_of.parent_span_id else None
     _ids.chosen = (int(trace_of.trace_id, 16), int(tracing.run_span_id(task_id, run), 16))
-    span = traced.start_span(f"task {machine}", context=parent, start_time=started_ns, attributes={
-        "pegasus.task.id": task_id, "pegasus.task.run": run, "pegasus.machine": machine, **attributes})
-    _ids.chosen = None
+    try:
+        span = traced.start_span(f"task {machine}", context=parent, start_time=started_ns, attributes={
+            "pegasus.task.id": task_id, "pegasus.task.run": run, "pegasus.machine": machine, **attributes})
+    finally:
+        _ids.chosen = None
     _end(span, ended_ns, failed)
 
 
-def stage_span(settings: Settings | None, request: Any, pool: str, started_ns: int, ended_ns: int,
-               result: Any, calls: Iterable[tracing.Call]) -> None:
-    """A stage's span (the worker's), with one child span per model or tool call it made."""
+def _stage_span(settings: Settings, request: Any, pool: str, started_ns: int, ended_ns: int,
+                result: Any, calls: Iterable[tracing.Call]) -> None:
     traced = tracer(settings, f"{pool} worker")
     if traced is None or not request.task_id:
         return
@@ -144,13 +164,13 @@ def _end(span: Any, ended_ns: int, failed: str | None) -> None:
     span.end(end_time=max(ended_ns, span.start_time or 0))
 
 
-def _chosen_ids() -> type:
+def _id_generator() -> Any:
+    """Random ids, but the ones ``chosen`` for the next span (a run's span: its ids are derived).  Built here:
+    the SDK is an optional extra."""
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: PLC0415
 
     class ChosenIds(RandomIdGenerator):
-        """Random ids, but the ones ``chosen`` for the next span (a run's span: its id is derived)."""
-
-        chosen: tuple[int, int] | None = None
+        chosen: tuple[int, int] | None = None  # (trace id, span id)
 
         def generate_trace_id(self) -> int:
             return self.chosen[0] if self.chosen is not None else super().generate_trace_id()
@@ -158,8 +178,4 @@ def _chosen_ids() -> type:
         def generate_span_id(self) -> int:
             return self.chosen[1] if self.chosen is not None else super().generate_span_id()
 
-    return ChosenIds
-
-
-def _ChosenIds() -> Any:  # noqa: N802 - built when the SDK is there (it is an optional extra)
-    return _chosen_ids()()
+    return ChosenIds()
