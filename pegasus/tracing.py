@@ -55,6 +55,12 @@ def run_span_id(task_id: str, run: int) -> str:
     return _digest(f"pegasus-run:{task_id}:{run}", 16)
 
 
+def child_traceparent(task_id: str, run: int, metadata: Mapping[str, Any] | None) -> str:
+    """The ``traceparent`` a sub-task of run ``run`` of the task gets: its trace is the parent's, its runs'
+    spans children of that run's span (a task tree is one trace)."""
+    return f"00-{task_trace(task_id, metadata).trace_id}-{run_span_id(task_id, run)}-01"
+
+
 def _digest(text: str, digits: int) -> str:
     value = hashlib.sha256(text.encode()).hexdigest()[:digits]
     return value if set(value) != {"0"} else "1".rjust(digits, "0")
