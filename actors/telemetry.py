@@ -24,6 +24,9 @@ from typing import Any
 from pegasus import logs, tracing
 from pegasus.config import Settings
 
+FLUSH_MS = 1000  # what an exiting process waits at most for its spans to go (a receiver that is down must not hold it)
+EXPORT_TIMEOUT_S = 5.0  # one export's bound
+
 _tracer: Any = None
 _provider: Any = None
 _ids: Any = None
@@ -53,8 +56,8 @@ def tracer(settings: Settings | None, process: str) -> Any:
     _provider = TracerProvider(id_generator=_ids, resource=Resource.create({
         "service.name": config.service_name, "service.instance.id": f"{process}-{os.getpid()}",
         "process.pid": os.getpid(), "pegasus.process": process}))
-    _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=config.endpoint),
-                                                    schedule_delay_millis=config.export_delay_ms))
+    exporter = OTLPSpanExporter(endpoint=config.endpoint, timeout=EXPORT_TIMEOUT_S)
+    _provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=config.export_delay_ms))
     _tracer, _pid = _provider.get_tracer("pegasus"), os.getpid()
     return _tracer
 
@@ -62,7 +65,7 @@ def tracer(settings: Settings | None, process: str) -> Any:
 def flush() -> None:
     """Send what this process holds (before it exits)."""
     if _provider is not None and _pid == os.getpid():
-        _provider.force_flush(timeout_millis=5000)
+        _provider.force_flush(timeout_millis=FLUSH_MS)
 
 
 def run_span(settings: Settings | None, *args: Any) -> None:
