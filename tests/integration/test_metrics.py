@@ -1,7 +1,7 @@
 """/metrics of a real system, scraped over HTTP with a bearer token while tasks go through success, a 429, a
-failure, a retry, a killed worker, a killed gateway, a killed task actor and webhook deliveries: the counters move as they should, those from the
-store survive a gateway restart, and ``promtool check metrics`` passes on the scrape (skipped, saying so,
-without Debian's prometheus)."""
+failure, a retry, a killed worker, a killed gateway, a killed task actor and webhook deliveries: the counters
+move as they should, those from the store survive a gateway restart, and ``promtool check metrics`` passes on
+the scrape (skipped, saying so, without Debian's prometheus)."""
 
 from __future__ import annotations
 
