@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -117,7 +118,7 @@ class StageWorker(ActorTypeDispatcher):
                                 "admin_port": (capabilities or {}).get("Admin Port")})
         self.processors: Processors | None = None  # from the settings WorkerInit brings (SetUp)
         self.settings: Settings | None = None
-        self.pool = ""
+        self.pool, self.traced = "", False  # traced: [telemetry] on (the stage's calls are kept for its span)
         self.embedding: tuple[Any, Any] = (MemorySettings(), LLMSettings())  # likewise
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
@@ -201,7 +202,7 @@ class StageWorker(ActorTypeDispatcher):
     # -- commands ------------------------------------------------------------------------------
     def _set_up(self, command: c.SetUp) -> None:
         settings = self.settings = command.settings
-        self.pool = command.pool
+        self.pool, self.traced = command.pool, settings.telemetry.enabled
         logs.configure_from(settings)
         machine = frozenset(s.name for s in mcp_specs(settings) if s.scope == "machine")
         tools = registry_for(settings, self.remote)
@@ -313,9 +314,10 @@ class StageWorker(ActorTypeDispatcher):
     def _run(self, request: StageRequest, budget_s: float = 0.0) -> StageResult:
         """The stage's result, with what this process learnt of its endpoint meanwhile (for the pool);
         its span and its calls' sent when tracing is on (actors/telemetry.py)."""
-        started, result, calls = time.time_ns(), None, []
+        started, result = time.time_ns(), None
+        calls: list[tracing.Call] = []
         try:
-            with deadline.within(budget_s), tracing.recording() as calls:
+            with deadline.within(budget_s), (tracing.recording() if self.traced else nullcontext(calls)) as calls:
                 result = self._run_stage(request)
         finally:
             telemetry.stage_span(self.settings, request, self.pool, started, time.time_ns(), result, calls)
