@@ -41,7 +41,8 @@ class McpHostActor(ActorTypeDispatcher):
         procs.die_with_parent()
         self.host: McpHost | None = None
         self.subscribers: list[Any] = []
-        self.pending: dict[concurrent.futures.Future[Any], tuple[Any, int]] = {}
+        self.pending: dict[concurrent.futures.Future[Any], tuple[Any, int, str]] = {}
+        self.errors: dict[str, int] = {}  # server -> calls it failed (resets with this host)
         self.changed = False
         self.armed: float | None = None  # the delay of the timer armed (a shorter one may be armed too)
         self.log = logs.get("mcp_host")
@@ -56,7 +57,7 @@ class McpHostActor(ActorTypeDispatcher):
             self.log.info("mcp_host_started", servers=[spec.name for spec in specs])
         if sender not in self.subscribers:
             self.subscribers.append(sender)
-        self.send(sender, McpListing(dict(self.host.listing())))
+        self.send(sender, self._listing())
         self._arm()
 
     def receiveMsg_McpCall(self, call: McpCall, sender: Any) -> None:
@@ -65,28 +66,31 @@ class McpHostActor(ActorTypeDispatcher):
             self.send(sender, McpAnswer(call.call, False, ToolExecutionError(
                 name, f"{name}: no machine-scope MCP server {call.server!r} on this machine")))
             return
-        self.pending[self.host.submit(call.server, call.tool, call.arguments, call.key)] = (sender, call.call)
+        self.pending[self.host.submit(call.server, call.tool, call.arguments, call.key)] = (sender, call.call,
+                                                                                             call.server)
         self._arm()
 
     def receiveMsg_McpHeld(self, asked: McpHeld, sender: Any) -> None:
         # Answers go out in order after the calls they answer: a call answered already is the worker's.
-        mine = {call for to, call in self.pending.values() if to == sender}
+        mine = {call for to, call, _ in self.pending.values() if to == sender}
         self.send(sender, McpHeldAnswer(asked.calls, tuple(call for call in asked.calls if call in mine)))
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         self.armed = None
         for future in [f for f in self.pending if f.done()]:
-            to, call = self.pending.pop(future)
+            to, call, server = self.pending.pop(future)
             error = future.exception()
             if error is None:
                 self.send(to, McpAnswer(call, True, future.result()))
             else:
+                self.errors[server] = self.errors.get(server, 0) + 1
+                self.changed = True  # subscribers (the supervisor's stats) see the count
                 if not isinstance(error, ToolError):
                     error = ToolExecutionError(None, f"MCP host: {type(error).__name__}: {error}")
                 self.send(to, McpAnswer(call, False, error))
         if self.changed and self.host is not None:
             self.changed = False
-            listing = McpListing(dict(self.host.listing()))
+            listing = self._listing()
             for subscriber in self.subscribers:
                 self.send(subscriber, listing)
         self._arm()
@@ -94,6 +98,10 @@ class McpHostActor(ActorTypeDispatcher):
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         if self.host is not None:
             self.host.close()  # ends every server's process before this one goes
+
+    def _listing(self) -> McpListing:
+        assert self.host is not None
+        return McpListing(dict(self.host.listing()), dict(self.errors))
 
     def _published(self) -> None:
         self.changed = True  # on the loop thread: the next wakeup sends it

@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from thespian.actors import (
     ActorExitRequest, ActorTypeDispatcher, ChildActorExited, ThespianWatch, WakeupMessage, WatchMessage,
 )
 
+from actors import telemetry
 from actors.runtime import procs, sharing, titles
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
@@ -37,10 +39,10 @@ from actors.messages import (
     StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.messages.stage_work import ErrorKind
-from pegasus import logs
+from pegasus import logs, tracing
 from pegasus.cognitive.llm import ModelTimedOut, RateLimited
 from pegasus.cognitive.stages import EMBED_STAGES, Processors, StageError, processors_for, run_stage
-from pegasus.config import LLMSettings, MemorySettings
+from pegasus.config import LLMSettings, MemorySettings, Settings
 from pegasus.llm import deadline, ladder
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
 from pegasus.memory.embeddings import embed_payload
@@ -115,6 +117,8 @@ class StageWorker(ActorTypeDispatcher):
                                 "member": (capabilities or {}).get(MEMBER_CAPABILITY),
                                 "admin_port": (capabilities or {}).get("Admin Port")})
         self.processors: Processors | None = None  # from the settings WorkerInit brings (SetUp)
+        self.settings: Settings | None = None
+        self.pool, self.traced = "", False  # traced: [telemetry] on (the stage's calls are kept for its span)
         self.embedding: tuple[Any, Any] = (MemorySettings(), LLMSettings())  # likewise
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
@@ -176,6 +180,7 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(i.Closing())
+        telemetry.flush()
 
     def receiveMsg_WatchMessage(self, message: WatchMessage, sender: Any) -> None:
         try:
@@ -196,7 +201,8 @@ class StageWorker(ActorTypeDispatcher):
 
     # -- commands ------------------------------------------------------------------------------
     def _set_up(self, command: c.SetUp) -> None:
-        settings = command.settings
+        settings = self.settings = command.settings
+        self.pool, self.traced = command.pool, settings.telemetry.enabled
         logs.configure_from(settings)
         machine = frozenset(s.name for s in mcp_specs(settings) if s.scope == "machine")
         tools = registry_for(settings, self.remote)
@@ -306,9 +312,15 @@ class StageWorker(ActorTypeDispatcher):
 
     # -- running a stage -----------------------------------------------------------------------
     def _run(self, request: StageRequest, budget_s: float = 0.0) -> StageResult:
-        """The stage's result, with what this process learnt of its endpoint meanwhile (for the pool)."""
-        with deadline.within(budget_s):
-            result = self._run_stage(request)
+        """The stage's result, with what this process learnt of its endpoint meanwhile (for the pool);
+        its span and its calls' sent when tracing is on (actors/telemetry.py)."""
+        started, result = time.time_ns(), None
+        calls: list[tracing.Call] = []
+        try:
+            with deadline.within(budget_s), (tracing.recording() if self.traced else nullcontext(calls)) as calls:
+                result = self._run_stage(request)
+        finally:
+            telemetry.stage_span(self.settings, request, self.pool, started, time.time_ns(), result, calls)
         known = ladder.learned()
         return replace(result, worker={**result.worker, "known": known}) if known else result
 

@@ -62,6 +62,8 @@ def task_text(task: dict[str, Any]) -> str:
     if task.get("error"):
         lines.append(field("error", f"{task['error']} (exit_reason: {task.get('exit_reason')})"))
     lines += usage_lines(task)
+    if task.get("trace_id"):  # [telemetry] on: the trace to look up in the tracing backend
+        lines.append(field("trace", task["trace_id"]))
     for step in task.get("effects_unknown") or []:  # started, outcome unknown: never repeated
         lines.append(f"  effect unknown: {clean(step['tool'])} (step {step['step_index']}, key {clean(step['key'])})")
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from thespian.actors import ActorSystemException
 from actors import messages as m
 from actors.client.client import TERMINAL_LIFECYCLE, Client
 from actors.client.errors import RequestError
-from actors.client.gateway_keeper import HOME_ENV
+from actors.client.gateway_keeper import HOME_ENV, RESTARTS_ENV
 from actors.guardian import read_settings
 from actors.runtime.spec import SystemNotRunningError, SystemStartError
 from pegasus import logs
@@ -230,6 +230,7 @@ def serve(settings: Settings, state_dir: Path) -> None:
     tokens = TokenReader(state_dir / DB_FILE)
     app = build_app(backend, tokens.lookup, http, parts=(dashboard_routes,),  # the web dashboard at /
                     max_attempts=settings.retry.max_attempts)
+    app.state.gateway.metrics.restarts = int(os.environ.get(RESTARTS_ENV, "0") or 0)
     config = uvicorn.Config(app, host=http.bind, port=http.port, ssl_certfile=http.tls_cert or None,
                             ssl_keyfile=http.tls_key or None, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=1, server_header=False)

@@ -27,6 +27,7 @@ from pegasus import files, logs
 from pegasus.restarts import Restarts
 
 HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
+RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this one (its /metrics says)
 CHECK_S = 0.5  # how soon a dead gateway is noticed
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +58,7 @@ class GatewayKeeper(Boundary):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env[HOME_ENV] = str(self.state_dir)
+        env[RESTARTS_ENV] = str(self.restarts.count)
         out = files.open_private(self.state_dir / "logs" / "gateway.log", os.O_WRONLY | os.O_APPEND)
         try:
             self.process = subprocess.Popen(

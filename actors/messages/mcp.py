@@ -19,9 +19,11 @@ class McpSubscribe:
 
 @dataclass(frozen=True)
 class McpListing:
-    """The host -> subscribers: every machine-scope server's phase, tools and error, after each change."""
+    """The host -> subscribers: every machine-scope server's phase, tools and error, after each change;
+    the calls each server failed so far (``errors``: for /metrics, through the supervisor's stats)."""
 
     views: dict[str, ServerView] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

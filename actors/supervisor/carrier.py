@@ -26,6 +26,8 @@ from thespian.actors import (
 )
 
 from actors import messages as m
+from actors import telemetry
+from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from actors.wire.frames import UnreadableMessage
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
@@ -92,6 +94,7 @@ REPORTS: Rows = {
     m.TaskReports: runs.task_reports, m.TextDelta: runs.text_delta, m.StepStarting: runs.step_starting,
     m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: memory.memory_step,
     m.AskRecall: vectors.recall, m.PoolReady: children.pool_ready, m.PoolStats: stats.pool_stats,
+    m.McpListing: stats.mcp_listing,
     ChildActorExited: children.child_exited,
 }
 
@@ -120,7 +123,8 @@ class Supervisor(Actor):
                                  lambda seconds: self._wake(seconds, m.TaskActorsDue()))  # limits set by Configure
         self.ctx = Context(send=self.send, wake=self._wake, create=self._fork,
                            exit=lambda: self.send(self.myAddress, ActorExitRequest()),
-                           task_actors=task_actors, log=logs.get("supervisor"))
+                           task_actors=task_actors, log=logs.get("supervisor"),
+                           find_mcp_host=lambda: self.createActor(McpHostActor, globalName=MCP_HOST))
 
     def receiveMessage(self, message: Any, sender: ActorAddress) -> None:
         ctx = self.ctx
@@ -169,6 +173,7 @@ class Supervisor(Actor):
         if ctx.store is not None:
             ctx.store.close()
             ctx.store = None
+        telemetry.flush()  # the runs' spans still held
 
     def _wake(self, seconds: float, payload: object) -> None:
         self.wakeupAfter(timedelta(seconds=seconds), payload=payload)

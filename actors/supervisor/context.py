@@ -92,6 +92,8 @@ class Context:
     giving_up: bool = False
     exiting: bool = False  # told to exit: nothing is handled any more
     pid: int = field(default_factory=os.getpid)
+    find_mcp_host: Callable[[], ActorAddress] | None = None  # the machine's MCP host (its global name)
+    mcp: dict[str, dict[str, Any]] | None = None  # its servers as its last listing showed them (stats)
 
     # The configured supervisor: every row but Configure runs only once these are set (actors.supervisor.replies).
     @property

@@ -3,15 +3,18 @@ gates and post-task reflections answered by the pools, runs a task actor let go.
 
 from __future__ import annotations
 
+import time
+
 from thespian.actors import ActorAddress
 
 from actors import messages as m
+from actors import telemetry
 from actors.supervisor import memory, vectors
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
-from pegasus.task import LifecycleState, StageName
+from pegasus.task import CognitiveState, LifecycleState, StageName
 
 
 def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> None:
@@ -43,9 +46,24 @@ def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
 
 def _stopped(ctx: Context, report: m.TaskStopped) -> None:
     ctx.task_actors.release(report.task_id, report.run)  # before the next run is placed
+    _trace_run(ctx, report)
     admit(ctx, Stopped(report.task_id, report.run, report.state, report.snapshot, report.exit_reason,
                        report.children))
     answer_suspends(ctx, report.task_id)
+
+
+def _trace_run(ctx: Context, report: m.TaskStopped) -> None:
+    """The run's span (actors/telemetry.py), from its start (the task's last move to running) to now."""
+    record = ctx.admission.records.get(report.task_id) if ctx.admission is not None else None
+    if record is None or record.run != report.run or ctx.settings is None or not ctx.settings.telemetry.enabled:
+        return
+    lifecycle = record.lifecycle
+    started = next((t.timestamp for t in reversed(lifecycle.history) if t.to_state == LifecycleState.RUNNING),
+                   lifecycle.created_at)
+    telemetry.run_span(ctx.settings, report.task_id, report.run, record.machine, lifecycle.metadata,
+                       int(started.timestamp() * 1e9), time.time_ns(),
+                       {"pegasus.outcome": report.state, "pegasus.exit_reason": report.exit_reason or ""},
+                       report.exit_reason or report.state if report.state == CognitiveState.FAILED else None)
 
 
 def text_delta(ctx: Context, delta: m.TextDelta, sender: ActorAddress) -> None:

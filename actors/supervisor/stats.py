@@ -27,6 +27,7 @@ def stats(ctx: Context, request: m.Stats, sender: ActorAddress) -> Any:
     ctx.pending_stats[ctx.asked] = (sender, request.request_id, {})
     for pool in ctx.pools.address.values():
         ctx.send(pool, m.PoolStatsRequest(ctx.asked))
+    _ask_mcp_host(ctx)
     ctx.wake(STATS_WAIT_S, m.StatsDue(ctx.asked))  # a stopped pool must not hold it
     return DEFERRED
 
@@ -40,6 +41,22 @@ def pool_stats(ctx: Context, stats: m.PoolStats, sender: ActorAddress) -> None:
                               if f.name not in ("ask_id", "name")}
     if len(pending[2]) == len(ctx.pools.address):
         _answer(ctx, stats.ask_id)
+
+
+def _ask_mcp_host(ctx: Context) -> None:
+    """Subscribe (again) to the machine's MCP host: it answers with its listing at once and after each change
+    (a host replaced after a crash forgets its subscribers).  Only with machine-scope servers configured."""
+    settings = ctx.settings
+    if settings is None or ctx.find_mcp_host is None or ctx.exiting \
+            or not any(server.scope == "machine" for server in settings.mcp.servers):
+        return
+    ctx.send(ctx.find_mcp_host(), m.McpSubscribe(settings))
+
+
+def mcp_listing(ctx: Context, listing: m.McpListing, sender: ActorAddress) -> None:
+    """The MCP host's servers: up (ready) or not, and the calls each failed (the next stats answer shows them)."""
+    ctx.mcp = {name: {"phase": view.phase, "up": view.phase == "ready", "error": view.error,
+                      "tool_errors": listing.errors.get(name, 0)} for name, view in listing.views.items()}
 
 
 def stats_due(ctx: Context, due: m.StatsDue) -> None:
@@ -63,7 +80,7 @@ def _answer(ctx: Context, ask_id: int) -> None:
         "rejected_frames": rejected_count(admission.settings.state_dir()),
         "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
         "members": members_view(parts), "embeddings": embeddings_view(ctx),
-        "facts": store_facts(ctx.store)}))
+        "facts": store_facts(ctx.store), "mcp": ctx.mcp}))
 
 
 def _usage(ctx: Context) -> dict[str, Any] | None:

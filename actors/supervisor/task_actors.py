@@ -26,6 +26,7 @@ class TaskActors:
         self.create, self.send, self.wake = create, send, wake
         self.policy = TaskHosts()
         self.address: dict[int, ActorAddress] = {}
+        self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
 
     def configure(self, runtime: RuntimeSettings) -> None:
         self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
@@ -62,6 +63,7 @@ class TaskActors:
         if key is None:
             return None
         del self.address[key]
+        self.died += 1
         return self.policy.lost(key)
 
     def tick(self) -> None:
@@ -74,7 +76,7 @@ class TaskActors:
         return list(self.address.values())
 
     def view(self) -> dict[str, int]:
-        return self.policy.view()
+        return {**self.policy.view(), "died": self.died}
 
     def _key(self, address: ActorAddress) -> int | None:
         return next((key for key, known in self.address.items() if known == address), None)

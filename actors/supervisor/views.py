@@ -8,18 +8,21 @@ from actors import messages as m
 from actors.supervisor.context import Context
 from pegasus.store import reflections
 from pegasus.task import CognitiveState, LifecycleState, TaskNotFoundError
+from pegasus.tracing import task_trace
 from pegasus.views import stored_view
 
 
 def task_view(ctx: Context, task_id: str) -> dict[str, Any]:
     """The live record, or (done, canceled, from before a restart) the store."""
-    _, store, admission = ctx.configured
+    settings, store, admission = ctx.configured
     record = admission.records.get(task_id)
     view = record.view() if record is not None else _stored(ctx, task_id)
     # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
     view["effects_unknown"] = store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
     view.update(admission.tree.view_of(task_id))  # parent, depth, children, waiting_for
     view["messages_quarantined"] = store.quarantined_messages(task_id)  # set aside, with their errors
+    # The trace its spans are sent in ([telemetry]: actors/telemetry.py); None while tracing is off.
+    view["trace_id"] = task_trace(task_id, view.get("metadata")).trace_id if settings.telemetry.enabled else None
     return view
 
 

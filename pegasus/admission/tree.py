@@ -37,6 +37,7 @@ from pegasus.task.events import EventType
 from pegasus.task.machines import COGNITIVE_MACHINES
 from pegasus.task.models import ActionResult
 from pegasus.tools.workspace import LOCAL
+from pegasus.tracing import TRACEPARENT, child_traceparent
 from pegasus.task.names import CognitiveState, LifecycleState
 
 if TYPE_CHECKING:
@@ -133,7 +134,9 @@ class Tree:
         """The child of one step: created (effects, 1), or the one its key made before ([] , 0)."""
         admission, settings = self.admission, self.admission.settings
         text, machine, priority, metadata = self._checked(parent, child)
-        claim = Claim(SUB_TASK, child.key, submit_claim(child.key, text, machine, priority, metadata).fingerprint)
+        # The claim leaves out the trace: the run that asks again after a restart asks for the same child.
+        same = {key: value for key, value in metadata.items() if key != TRACEPARENT}
+        claim = Claim(SUB_TASK, child.key, submit_claim(child.key, text, machine, priority, same).fingerprint)
         known = admission.task_for(claim)
         if known is not None:  # made before (a restarted parent run): never twice
             return self._ended_before(known), 0
@@ -166,7 +169,8 @@ class Tree:
             raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
         inherited = parent.snapshot.context.input_metadata
         metadata = {**metadata, "workspace": _narrowed(inherited.get("workspace"), metadata.get("workspace")),
-                    LOCAL: inherited.get(LOCAL) is True}  # the parent's mark, never the step's
+                    LOCAL: inherited.get(LOCAL) is True,  # the parent's mark, never the step's
+                    TRACEPARENT: child_traceparent(parent.task_id, parent.run, parent.lifecycle.metadata)}
         if metadata["workspace"] is None:
             del metadata["workspace"]
         check_task(text, metadata, machine, runtime)

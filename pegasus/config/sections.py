@@ -364,3 +364,13 @@ class AgentSettings(_Section):
     name: str = "Pegasus"
     role: str = ""
     instructions: str = ""
+
+
+class TelemetrySettings(_Section):
+    """OpenTelemetry traces (docs/operations.md): a trace per task, exported over OTLP/HTTP by the processes that
+    do the work.  Needs the ``telemetry`` extra (opentelemetry-sdk and its OTLP exporter)."""
+
+    enabled: bool = False
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"  # an OTLP/HTTP (protobuf) traces endpoint: a Collector, Jaeger
+    service_name: str = "pegasus"  # the spans' service.name
+    export_delay_ms: int = Field(1000, ge=10, le=600_000)  # spans wait at most this long in a process before they go

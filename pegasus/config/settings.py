@@ -26,7 +26,7 @@ from pydantic import Field, ValidationError, model_validator
 from pegasus.config.sections import (
     AgentSettings, CognitionSettings, ConventionSettings, HttpSettings, LLMSettings, LoggingSettings, McpSettings,
     MemorySettings, PoolSettings, RetrySettings, RuntimeSettings, StateSettings, StoreSettings, SubtaskSettings, SystemSettings,
-    ToolSettings, VerificationSettings, _Section, home_dir,
+    TelemetrySettings, ToolSettings, VerificationSettings, _Section, home_dir,
 )
 from pegasus.errors import ConfigError
 
@@ -51,6 +51,7 @@ class Settings(_Section):
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @model_validator(mode="after")
     def _frames_hold_a_request(self) -> Settings:

@@ -31,6 +31,7 @@ from pegasus.gateway.streams import EventStream, Stream
 from pegasus.store.task_ids import FULL_CHARS
 from pegasus.task import machines as machine_tables, render
 from pegasus.task.names import LifecycleState
+from pegasus.tracing import TRACEPARENT, parse_traceparent
 
 TERMINAL = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})
 
@@ -135,8 +136,11 @@ async def submit(gw: Gateway, op: Operation, request: Request) -> Response:
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= 200):
         raise ApiError(400, "bad_request", "Idempotency-Key: 1 to 200 characters")
+    metadata = dict(body.metadata)
+    if parse_traceparent(request.headers.get(TRACEPARENT)) is not None:  # the task's trace continues the caller's
+        metadata[TRACEPARENT] = request.headers[TRACEPARENT].strip().lower()
     task = await gw.ask(r.Submit(text=body.text, machine=body.machine, priority=body.priority,
-                                 metadata=dict(body.metadata), source="http", key=key))
+                                 metadata=metadata, source="http", key=key))
     return _json(task, 200 if task.get("existing") else 201)
 
 
@@ -283,7 +287,9 @@ EVENT_ID = {"type": "string", "pattern": r"^[0-9]{0,18}$"}  # as events.last_eve
 SCHEDULE = "/v1/schedules/{name}"
 ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/tasks", Scope.SUBMIT, "Submit a task (Idempotency-Key: a key used before answers "
-               "its task)", SubmitBody, 201, request=r.Submit, also=(200,), headers=(("Idempotency-Key", KEY),), makes="task_id"), submit),
+               "its task; traceparent: its trace continues the caller's)", SubmitBody, 201, request=r.Submit,
+               also=(200,), headers=(("Idempotency-Key", KEY), ("traceparent", {"type": "string"})),
+               makes="task_id"), submit),
     (Operation("GET", "/v1/tasks", Scope.READ, "Tasks, newest first (state, limit, cursor; text: every word in "
                "the input or result; meta=key=value, repeatable)",
                query=ListQuery, request=r.ListTasks), list_tasks),

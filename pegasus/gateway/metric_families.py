@@ -28,6 +28,7 @@ def families(stats: dict[str, Any], machines: Iterable[str]) -> Iterator[Metric]
     yield from _outcomes(stats.get("facts") or {}, machines)
     yield from _processes(stats)
     yield from _models(stats)
+    yield from _mcp(stats.get("mcp"))
 
 
 def _system(stats: dict[str, Any]) -> Iterator[Metric]:
@@ -103,8 +104,10 @@ def _processes(stats: dict[str, Any]) -> Iterator[Metric]:
                                    labels=["pool"])
     restarts = CounterMetricFamily("pegasus_restarts", "Processes started again after they died, by kind "
                                    "(supervisor, gateway_keeper: the guardian's count, reset when the system "
-                                   "restarts; pool: a stage pool, reset when the supervisor restarts; worker: a "
-                                   "stage worker, reset when its pool restarts)", labels=["kind"])
+                                   "restarts; gateway: the HTTP gateway, its keeper's count, reset when the keeper "
+                                   "restarts; pool: a stage pool, task_actor: a task actor (its runs resumed "
+                                   "elsewhere), both reset when the supervisor restarts; worker: a stage worker, "
+                                   "reset when its pool restarts)", labels=["kind"])
     pool_restarts = replaced = 0
     for pool, part in sorted(pools.items()):
         size, busy = int(part.get("size", 0) or 0), int(part.get("busy", 0) or 0)
@@ -117,7 +120,9 @@ def _processes(stats: dict[str, Any]) -> Iterator[Metric]:
     guardian = (stats.get("guardian") or {}).get("supervision") or {}
     for kind in sorted({*GUARDED, *guardian}):
         restarts.add_metric([kind], int((guardian.get(kind) or {}).get("restarts", 0) or 0))
+    restarts.add_metric(["gateway"], int((stats.get("gateway") or {}).get("restarts", 0) or 0))
     restarts.add_metric(["pool"], pool_restarts)
+    restarts.add_metric(["task_actor"], int((stats.get("task_actors") or {}).get("died", 0) or 0))
     restarts.add_metric(["worker"], replaced)
     yield from (workers, queued, responsive, restarts)
 
@@ -155,3 +160,16 @@ def _models(stats: dict[str, Any]) -> Iterator[Metric]:
     for tier, view in sorted(budget.items()):
         paused.add_metric([tier], view.get("paused_s", 0) or 0)
     yield paused
+
+
+def _mcp(servers: dict[str, dict[str, Any]] | None) -> Iterator[Metric]:
+    """The machine's MCP servers (its MCP host's, through the supervisor); no sample when none is configured."""
+    up = GaugeMetricFamily("pegasus_mcp_server_up", "1 while a machine-scope MCP server is started and listed its "
+                           "tools (one that died is seen at the next call to it, then started again)",
+                           labels=["server"])
+    errors = CounterMetricFamily("pegasus_mcp_tool_errors", "Tool calls a machine-scope MCP server failed or "
+                                 "refused, by server (resets when the MCP host restarts)", labels=["server"])
+    for name, server in sorted((servers or {}).items()):
+        up.add_metric([name], 1 if server.get("up") else 0)
+        errors.add_metric([name], int(server.get("tool_errors", 0) or 0))
+    yield from (up, errors)

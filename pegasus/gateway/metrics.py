@@ -70,6 +70,7 @@ class GatewayMetrics:
     """The gateway's registry: the stats of the last scrape and the stage histogram."""
 
     def __init__(self) -> None:
+        self.restarts = 0  # this gateway process's restarts by its keeper (RESTARTS_ENV): restarts{kind="gateway"}
         self.registry = CollectorRegistry(auto_describe=True)
         self._stats = _Stats()
         self.registry.register(self._stats)
@@ -104,5 +105,5 @@ class GatewayMetrics:
 
     def render(self, stats: dict[str, Any]) -> bytes:
         with self._lock:
-            self._stats.stats = stats
+            self._stats.stats = {**stats, "gateway": {"restarts": self.restarts}}
             return generate_latest(self.registry)

@@ -28,11 +28,13 @@ import json
 import os
 import random
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pegasus.config import LLMSettings
+from pegasus import tracing
 from pegasus.errors import PegasusError
 from pegasus.llm import capabilities, deadline, listen, shared
 
@@ -181,6 +183,16 @@ class ChatClient:
         to ``max_retries`` times, each attempt within the stage's deadline (pegasus.llm.deadline); LLMError
         (LLMTimeout, LLMRateLimited, LLMBadRequest) on failure.  A 429 is raised at once: its pool pauses
         every call to the model for its Retry-After and runs the stage again (pegasus.llm.budget)."""
+        with tracing.call("model", str(request.get("model") or self.config.model)) as traced:
+            completion = self._send(request, sleep)
+            traced.update({"gen_ai.response.model": completion.model,
+                           "gen_ai.usage.input_tokens": int(completion.usage.get("prompt_tokens") or 0),
+                           "gen_ai.usage.output_tokens": int(completion.usage.get("completion_tokens") or 0),
+                           "gen_ai.response.finish_reasons": (completion.finish_reason or "unknown",),
+                           **_server(self.config.base_url)})
+            return completion
+
+    def _send(self, request: Mapping[str, Any], sleep: Any) -> Completion:
         for attempt in range(self.config.max_retries + 1):
             try:
                 completion = self._send_once(request, self._attempt_s(attempt))
@@ -283,6 +295,14 @@ class _Transient(Exception):
 
 
 MAX_BACKOFF_S = 8.0  # the openai SDK's own figures: 0.5 s doubling to 8 s, jittered; Retry-After up to 60 s
+
+
+def _server(base_url: str) -> dict[str, Any]:
+    """OpenTelemetry's ``server.address`` and ``server.port`` of an endpoint (none for the SDK's default)."""
+    if not base_url:
+        return {}
+    parts = urllib.parse.urlsplit(base_url)
+    return {"server.address": parts.hostname or "", **({"server.port": parts.port} if parts.port else {})}
 
 
 def _backoff(attempt: int, retry_after_s: float | None) -> float:

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from pegasus import tracing
 from pegasus.config import ToolSettings
 from pegasus.errors import PegasusError
 
@@ -296,15 +297,17 @@ class ToolRegistry:
         Raises ToolNotFoundError, ToolArgumentError, or ToolExecutionError for
         anything the tool itself raises.
         """
-        tool = self.get(name)
-        model = self.validate(name, args)
-        try:
-            output = tool.func(model, ctx or ToolContext())
-        except ToolError:
-            raise
-        except Exception as exc:  # a tool's own bug or OS error becomes a clear tool error
-            raise ToolExecutionError(name, f"{name} failed: {type(exc).__name__}: {exc}") from exc
-        return self.cap(output)
+        with tracing.call("tool", name) as traced:
+            tool = self.get(name)
+            traced["pegasus.tool.effect"] = str(tool.effect)
+            model = self.validate(name, args)
+            try:
+                output = tool.func(model, ctx or ToolContext())
+            except ToolError:
+                raise
+            except Exception as exc:  # a tool's own bug or OS error becomes a clear tool error
+                raise ToolExecutionError(name, f"{name} failed: {type(exc).__name__}: {exc}") from exc
+            return self.cap(output)
 
     def cap(self, output: Any) -> Any:
         """``output`` if it fits ``max_output_chars``; else its (JSON) text, cut, with a note.

@@ -59,7 +59,10 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     the browser first, so without one the tests skip before any system starts."""
     http_port = procs.free_port()
     pegasus = _make(tmp_path_factory.mktemp("dashboard"), "dash", PEGASUS_RUNTIME__APPROVAL_POLICY="manual", PEGASUS_HTTP__ENABLED="true",
-                    PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150")
+                    PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150",
+                    # traced, to a receiver that is not there: the page shows the trace id, nothing slows down
+                    PEGASUS_TELEMETRY__ENABLED="true",
+                    PEGASUS_TELEMETRY__ENDPOINT=f"http://127.0.0.1:{procs.free_port()}/v1/traces")
     try:
         _start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
@@ -146,6 +149,7 @@ def test_approve_with_the_button_and_see_the_task_run(dashboard: Dashboard, page
     assert dashboard.status(task_id)["lifecycle_state"] == "done"
     assert lit_state(page, "lifecycle") == "done" and lit_state(page, "cognitive") == "completed"
     assert page.locator("#approve").count() == 0  # nothing to approve any more
+    assert page.inner_text('dd[data-field="trace"]') == dashboard.status(task_id)["trace_id"]
     page.screenshot(path=str(tmp_path / "dashboard-approved.png"), full_page=True)
 
 

@@ -4,6 +4,7 @@ not slow a stage that does not call it."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import statistics
@@ -193,3 +194,37 @@ def test_a_convention_member_runs_its_own_copy_for_its_workers(convention) -> No
     assert len(on_member) == 1
     # The leader's own copy serves its task actors' effect classes; the member's did the call.
     assert set(on_member).isdisjoint(copies(client, "mcp-server-time"))
+
+
+def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus) -> None:
+    """/metrics (through the supervisor's stats, from the machine's MCP host): mcp-server-time up, the same
+    program given a time zone that does not exist down (it exits at start), and a call the server answers
+    with an error counted against it."""
+    from tests.integration.test_metrics import _up, scrape, value  # noqa: PLC0415 - the scraping harness lives there
+
+    port = procs.free_port()
+    client = pegasus(http={"enabled": True, "port": port}, retry={"max_attempts": 1},  # no task retry: one try
+                     mcp={"retry_backoff_s": 60.0, "retry_backoff_max_s": 60.0, "servers": [
+                         {"name": "time", "command": "mcp-server-time"},
+                         {"name": "broken", "command": "mcp-server-time", "args": ["--local-timezone", "Not/AZone"]}]})
+    base, token = f"http://127.0.0.1:{port}", client.token_create("scraper", "read")["token"]
+    wait_for(lambda: _up(base), what="the gateway")
+    done = client.wait(client.submit('call time.get_current_time {"timezone": "UTC"}')["task_id"], timeout=60)
+    assert done["lifecycle_state"] == "done", done.get("result")
+    refused = client.wait(client.submit('call time.get_current_time {"timezone": "Not/AZone"}')["task_id"], timeout=60)
+    result = str(refused["result"])
+    assert "Invalid timezone" in result, result  # the server's own answer, to each try of the step
+    tried = re.search(r"tried (\d+) times", result)
+    tries = int(tried[1]) if tried else 1
+
+    def figures() -> tuple[float, ...]:
+        samples = scrape(base, token)[1]
+        return (value(samples, "pegasus_mcp_server_up", server="time"),
+                value(samples, "pegasus_mcp_server_up", server="broken"),
+                value(samples, "pegasus_mcp_tool_errors_total", server="time"),
+                value(samples, "pegasus_mcp_tool_errors_total", server="broken"))
+
+    try:
+        wait_for(lambda: figures() == (1, 0, tries, 0), what=f"time up, broken down, {tries} errors of time")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {figures()} {client.stats().get('mcp')}") from None

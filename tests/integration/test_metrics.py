@@ -1,7 +1,7 @@
 """/metrics of a real system, scraped over HTTP with a bearer token while tasks go through success, a 429, a
-failure, a retry, a killed worker and webhook deliveries: the counters move as they should, those from the
-store survive a gateway restart, and ``promtool check metrics`` passes on the scrape (skipped, saying so,
-without Debian's prometheus)."""
+failure, a retry, a killed worker, a killed gateway, a killed task actor and webhook deliveries: the counters
+move as they should, those from the store survive a gateway restart, and ``promtool check metrics`` passes on
+the scrape (skipped, saying so, without Debian's prometheus)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         assert value(before, "pegasus_task_outcomes_total", machine="reason_act", outcome="failed") == 0
         assert value(before, "pegasus_model_requests_total", tier="default", status="rate_limited") == 0
         assert value(before, "pegasus_restarts_total", kind="supervisor") == 0  # the guardian's view
+        assert value(before, "pegasus_restarts_total", kind="gateway") == 0  # its keeper's, through the env
+        assert value(before, "pegasus_restarts_total", kind="task_actor") == 0
 
         def run(*replies: Any) -> dict[str, Any]:
             server.script(*replies)
@@ -122,6 +124,16 @@ def test_metrics_move_with_successes_failures_retries_429s_killed_workers_and_we
         assert {key: restarted.get(key) for key in expected if "webhook" not in key[0]} == \
             {key: count for key, count in expected.items() if "webhook" not in key[0]}
         assert value(restarted, "pegasus_webhook_deliveries_total", result="created") == 0
+        assert value(restarted, "pegasus_restarts_total", kind="gateway") == 1
+
+        # A task actor SIGKILLed mid-run: counted, and its run goes on elsewhere from its checkpoint.
+        server.script(completion({"answer": "late"}, delay_s=2.0), completion({"answer": "again"}))
+        held = client.submit("what is the answer?")["task_id"]
+        actor = wait_for(lambda: client.get(held).get("actor_pid"), what="the task actor's pid")
+        os.kill(actor, signal.SIGKILL)
+        assert client.wait(held, timeout=60)["lifecycle_state"] == "done"
+        wait_for(lambda: value(scrape(base, token)[1], "pegasus_restarts_total", kind="task_actor") == 1,
+                 what="the killed task actor counted")
         promtool_check(text)
 
 

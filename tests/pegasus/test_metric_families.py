@@ -30,6 +30,8 @@ def test_known_label_values_are_exported_at_zero_before_anything_happened() -> N
                 ("pegasus_task_duration_seconds_count", (("machine", "classic"),)),
                 ("pegasus_task_queue_wait_seconds_bucket", (("le", "+Inf"), ("machine", "classic"))),
                 ("pegasus_restarts_total", (("kind", "worker"),)),
+                ("pegasus_restarts_total", (("kind", "task_actor"),)),
+                ("pegasus_restarts_total", (("kind", "gateway"),)),
                 ("pegasus_model_requests_total", (("status", "rate_limited"), ("tier", "default"))),
                 ("pegasus_webhook_deliveries_total", (("result", "refused"),)),
                 ("pegasus_rejected_frames_total", ())):
@@ -156,3 +158,19 @@ def test_the_documented_alerts_and_dashboard_name_only_metrics_that_are_exported
     for doc in (*exprs, (docs / "pegasus-alerts.yml").read_text(), (docs / "http.md").read_text()):
         used = set(re.findall(r"\b(pegasus_[a-z_]+)\b", doc)) - {"pegasus_"}
         assert used <= exported, sorted(used - exported)
+
+
+def test_mcp_servers_and_the_restarts_of_task_actors_and_the_gateway() -> None:
+    metrics = GatewayMetrics()
+    metrics.restarts = 2  # what its keeper said when it started this gateway
+    text = metrics.render({"task_actors": {"died": 3}, "mcp": {
+        "time": {"phase": "ready", "up": True, "tool_errors": 4}, "git": {"phase": "failed", "up": False}}}).decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("pegasus_restarts_total", (("kind", "gateway"),))] == 2
+    assert samples[("pegasus_restarts_total", (("kind", "task_actor"),))] == 3
+    assert samples[("pegasus_mcp_server_up", (("server", "time"),))] == 1
+    assert samples[("pegasus_mcp_server_up", (("server", "git"),))] == 0
+    assert samples[("pegasus_mcp_tool_errors_total", (("server", "time"),))] == 4
+    assert samples[("pegasus_mcp_tool_errors_total", (("server", "git"),))] == 0
+    assert not any(name.startswith("pegasus_mcp") for name, _ in _samples({"mcp": None}))  # none configured

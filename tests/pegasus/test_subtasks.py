@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pegasus import tracing
+
 from pegasus.admission import Admission, StartRun, StopRun, TransitionNotice
 from pegasus.cognitive.grammar import parallel_parts
 from pegasus.cognitive.offline import OfflinePlanner, compose_answer
@@ -242,6 +244,17 @@ def test_a_child_workspace_may_only_narrow_the_parents(tmp_path: Path) -> None:
     assert workspaces == ["/w/p/sub", "/w/p"]
     [refused] = [r for r in admission.store.journal(parent.task_id).values() if r["step_index"] == 1]
     assert "outside its parent's /w/p" in refused["result"]["payload"]["result"]["error"]
+
+
+
+def test_a_sub_task_is_in_its_parents_trace_under_the_run_that_made_it(tmp_path: Path) -> None:
+    admission = make(Store(tmp_path / "p.db"))
+    _, effects = admission.submit("parent", "classic", 5, {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}, "http")
+    [parent] = starts(effects)
+    plans(admission, parent, sub_plan("a", respond=False))
+    [link] = admission.store.children_of(parent.task_id)
+    child = tracing.task_trace(link.child_id, admission.records[link.child_id].lifecycle.metadata)
+    assert (child.trace_id, child.parent_span_id) == ("a" * 32, tracing.run_span_id(parent.task_id, parent.run))
 
 
 # -- control over the tree ---------------------------------------------------------------------------------

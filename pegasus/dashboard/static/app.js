@@ -516,6 +516,7 @@ function fields(task) {
   if (task.max_attempts) rows.push(["attempts", `${task.attempts} of ${task.max_attempts}`]);
   const usage = task.usage || {};
   if (usage.calls) rows.push(["usage", `${usage.calls} calls, ${usage.total_tokens} tokens`]);
+  if (task.trace_id) rows.push(["trace", task.trace_id]);  // [telemetry] on: its id in the tracing backend
   return h("dl", { class: "fields", id: "fields" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)]));
 }
 
