@@ -30,6 +30,11 @@ def _on(ctx: Context) -> bool:
     return ctx.settings is not None and configured(ctx.settings.memory)
 
 
+def _model(ctx: Context) -> str:
+    assert ctx.settings is not None
+    return ctx.settings.memory.embeddings_model
+
+
 # -- a recall's query --------------------------------------------------------------------------
 def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress) -> None:
     """AskRecall: with embeddings configured, its query's vector is asked of the llm pool first."""
@@ -120,7 +125,7 @@ def _next_batch(ctx: Context, backfill: Backfill) -> None:
     if ctx.store is None:
         return
     try:
-        rows = missing(ctx.store.db, backfill.batch)
+        rows = missing(ctx.store.db, backfill.batch, _model(ctx))
     except Exception as exc:  # noqa: BLE001 - a store that cannot be read now: the next timer looks again
         ctx.log.warning("vectors_not_read", error=f"{type(exc).__name__}: {exc}")
         return
@@ -142,7 +147,7 @@ def row_vectors(ctx: Context, result: m.StageResult) -> None:
     vectors = result.payload.get("vectors") or []
     if rows and len(vectors) == len(rows) and ctx.store is not None:
         try:
-            backfill.kept(store_vectors(ctx.store, rows, vectors))
+            backfill.kept(store_vectors(ctx.store, rows, vectors, _model(ctx)))
         except Exception as exc:  # noqa: BLE001 - not kept (a full disk): those rows go in a later batch
             ctx.log.warning("vectors_not_kept", error=f"{type(exc).__name__}: {exc}")
             return
@@ -159,7 +164,7 @@ def embeddings_view(ctx: Context) -> dict[str, Any] | None:
                             "recall_without_vector": ctx.vectors.recall_fallbacks,
                             "last_recall_error": ctx.vectors.recall_error}
     try:
-        view["rows_without_vector"] = missing_count(ctx.store.db) if ctx.store is not None else None
+        view["rows_without_vector"] = missing_count(ctx.store.db, _model(ctx)) if ctx.store is not None else None
     except Exception:  # noqa: BLE001 - a store that cannot be read: shown as unknown, stats still answers
         view["rows_without_vector"] = None
     if ctx.vectors.backfill is not None:
