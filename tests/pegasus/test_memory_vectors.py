@@ -154,8 +154,9 @@ def test_metrics_show_rows_without_a_vector_a_failing_endpoint_and_recalls_by_fu
     from pegasus.gateway.metrics import GatewayMetrics  # noqa: PLC0415 - the gateway's, only here
 
     text = GatewayMetrics().render({"embeddings": {"model": "e5", "rows_without_vector": 3, "healthy": False,
-                                                   "recall_without_vector": 2}}).decode()
+                                                   "recall_without_vector": 2, "search_without_vector": 4}}).decode()
     assert 'pegasus_memory_rows_without_vector{model="e5"} 3.0' in text
     assert 'pegasus_embeddings_failing{model="e5"} 1.0' in text
     assert 'pegasus_recall_without_vector_total{model="e5"} 2.0' in text
+    assert 'pegasus_memory_search_without_vector_total{model="e5"} 4.0' in text
     assert 'model="' not in GatewayMetrics().render({"embeddings": None}).decode()  # off: no sample
