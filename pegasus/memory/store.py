@@ -383,6 +383,8 @@ class MemoryStore:
         word with the text); fused with as many of the full-text ranking.  The kept matrix
         (``pegasus.memory.vector_index``), or without numpy every row read and ranked here."""
         kinds = tuple(kind for kind in kinds if kind in ("fact", "episode"))
+        if not kinds:
+            return []  # the archive has no vectors
         found = vector_index.nearest(self.database, self._model, kinds, query, limit)
         if found is not None:
             return found

@@ -78,7 +78,7 @@ class VectorIndex:
         self._refresh(db)
         np = self.np
         q = np.asarray(query, dtype=np.float32)
-        if not self.size or not limit or q.shape[0] != self.matrix.shape[1]:
+        if not self.size or not limit or not kinds or q.shape[0] != self.matrix.shape[1]:
             return []  # a query of other dimensions (another model's) is not comparable
         norm = float(np.sqrt(q @ q))
         if not norm:

@@ -124,5 +124,6 @@ def test_the_matrix_is_built_once_and_then_extended_by_writes_and_the_background
     found = store._nearest(("fact", "episode"), [0.0, 0.0, 1.0], 1)
     assert found[0][:2] == ("fact", "ops/key")
     assert index.view() == {"model": MODEL, "rows": 21, "builds": 1, "dirty": 0}  # extended, not built again
+    assert store._nearest(("archive",), [0.0, 0.0, 1.0], 5) == []  # archived tasks have no vectors
     other = MemoryStore(store.database, MemorySettings(embeddings_model="another"))
     assert other._nearest(("fact", "episode"), [0.0, 0.0, 1.0], 1) == []  # another model: its own matrix
