@@ -42,8 +42,9 @@ def supervisor(tmp_path: Path) -> tuple[Context, list[tuple[Any, Any]], list[tup
     MemoryStore(store, settings.memory).write_fact("garage/parking", "The automobile is in bay 4.",
                                                    vector=pack([1.0, 0.0]))
     ctx = Context(send=lambda to, message: sent.append((to, message)), wake=lambda s, p: woken.append((s, p)),
-                  create=lambda kind: None, exit=lambda: None, task_actors=TaskActors(None, None, None), log=Log(),
-                  store=store, settings=settings)
+                  create=lambda kind: None, exit=lambda: None,
+                  task_actors=TaskActors(None, None, None),  # type: ignore[arg-type]  # no task actor here
+                  log=Log(), store=store, settings=settings)  # type: ignore[arg-type]  # a log that keeps lines
     ctx.pools.address[PoolName.LLM] = "llm-pool"
     return ctx, sent, woken
 
