@@ -65,7 +65,8 @@ def _timed(store: MemoryStore, questions: list[tuple[str, list[float]]], cpu: li
 
 def machine() -> dict[str, Any]:
     try:
-        from numpy import __version__ as numpy_version
+        import numpy
+        numpy_version: str | None = str(numpy.__version__)
     except ImportError:  # no matrix kept: "after" is every row read per search in pure Python
         numpy_version = None
     return {"cpus": cpu_count(), "load_1m": round(os.getloadavg()[0], 2), "processor": platform.machine(),
