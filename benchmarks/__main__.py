@@ -20,11 +20,11 @@ from typing import Any
 
 from benchmarks import (
     checkpoint, cli, compare, cpusplit, fanout, hop, hosts, http, inflight, machine, mcp, pool, realmodel, recovery, retrieval,
-    scale, stops, streaming,
+    scale, stops, streaming, vectors,
 )
 
 SCENARIOS = {module.NAME: module for module in (hop, pool, scale, checkpoint, recovery, compare, streaming, mcp,
-                                                inflight, http, fanout, retrieval, stops, cli, cpusplit)}
+                                                inflight, http, fanout, retrieval, vectors, stops, cli, cpusplit)}
 # Run only when named (--only): hosts needs root to make network namespaces; realmodel takes minutes of a
 # real model's CPU (and skips, saying why, without llama-cpp-python and SmolLM2).
 OPT_IN = {hosts.NAME: hosts, realmodel.NAME: realmodel}

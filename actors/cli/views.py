@@ -270,6 +270,9 @@ def embeddings_text(view: dict[str, Any]) -> str:
     if view.get("recall_without_vector"):
         text += (f"; {view['recall_without_vector']} recalls by full text alone (last: "
                  f"{clean(view.get('last_recall_error') or '')})")
+    if view.get("search_without_vector"):
+        text += (f"; {view['search_without_vector']} memory.search steps by full text alone (last: "
+                 f"{clean(view.get('last_search_error') or '')})")
     return text
 
 

@@ -26,7 +26,8 @@ class Recalled(_Brief):
 @dataclass(frozen=True)
 class RecallVectorDue:
     """Wakeup payload of the supervisor: the recall (task, token) waiting for its query's vector is answered with
-    full text alone if the vector has not come (a busy pool, a hung endpoint: the task never waits longer)."""
+    full text alone if the vector has not come (a busy pool, a hung endpoint: the task never waits longer); a
+    negative token is a task's memory.search step waiting the same way."""
 
     task_id: str
     token: int

@@ -92,7 +92,7 @@ ROWS: Rows = {
 # What children and workers send: message -> row (ctx, message, sender).
 REPORTS: Rows = {
     m.TaskReports: runs.task_reports, m.TextDelta: runs.text_delta, m.StepStarting: runs.step_starting,
-    m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: memory.memory_step,
+    m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: vectors.memory_step,
     m.AskRecall: vectors.recall, m.PoolReady: children.pool_ready, m.PoolStats: stats.pool_stats,
     m.McpListing: stats.mcp_listing,
     ChildActorExited: children.child_exited,

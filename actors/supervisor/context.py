@@ -60,6 +60,11 @@ class Vectors:
     breaker: Breaker = field(default_factory=Breaker)
     recall_fallbacks: int = 0  # recalls answered by full text alone
     recall_error: str | None = None  # why the last of them was
+    # A task's memory.search step waiting for its query's vector, by its (negative) embed request token.
+    search_waits: dict[int, tuple[m.StageRequest, ActorAddress]] = field(default_factory=dict)
+    searches: int = 0  # memory.search steps that asked for a vector (their tokens: -1, -2, ...)
+    search_fallbacks: int = 0  # memory.search steps answered by full text alone
+    search_error: str | None = None  # why the last of them was
 
 
 @dataclass

@@ -3,7 +3,8 @@
 - requests (list, search, show, write, forget, export, import): rows answered by ``answer_memory``;
 - a task's memory step (``memory.*`` tools; only a task actor sends the supervisor a StageRequest),
   answered as a tool worker would: a step is one or a few SQLite statements, well under a
-  millisecond, so it does not hold the mailbox up;
+  millisecond, so it does not hold the mailbox up (a ``memory.search`` with embeddings configured
+  waits for its query's vector first, off the mailbox: ``actors.supervisor.vectors``);
 - recall before a think / reason stage (``AskRecall``: the identity and the k most relevant facts
   and episodes; a store that cannot answer sends none, the stage runs without);
 - the post-task reflector: a task just done is archived and its reflection handed to the llm pool
@@ -67,9 +68,12 @@ REQUESTS: Rows = {m.MemoryList: answer, m.MemorySearch: answer, m.MemoryShow: an
 
 
 # -- a task's memory step ---------------------------------------------------------------------------
-def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> None:
+def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress, query_vector: list[float] | None = None,
+                note: str | None = None) -> None:
+    """Run the step now; a ``memory.search`` fused with ``query_vector`` (``actors.supervisor.vectors`` asks it
+    first), or saying ``note`` (why there is none)."""
     try:
-        result = _step(ctx, request)
+        result = _step(ctx, request, query_vector, note)
     except Exception as exc:  # noqa: BLE001 - the boundary: an error becomes the step's answer
         ctx.log.exception("memory_step_failed", task_id=request.task_id)
         result = m.StageResult(request.task_id, request.token, request.stage, ok=False,
@@ -77,7 +81,8 @@ def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> 
     ctx.send(sender, result)
 
 
-def _step(ctx: Context, request: m.StageRequest) -> m.StageResult:
+def _step(ctx: Context, request: m.StageRequest, query_vector: list[float] | None,
+          note: str | None) -> m.StageResult:
     if request.stage != StageName.ACT or request.context is None:
         return m.StageResult(request.task_id, request.token, request.stage, ok=False, error_kind="exception",
                              error=f"the supervisor runs memory steps only, not {request.stage!r}")
@@ -88,7 +93,8 @@ def _step(ctx: Context, request: m.StageRequest) -> m.StageResult:
         for step in context.plan.steps:
             if step.index == request.step_index:
                 step.action_params["idempotency_key"] = request.idempotency_key
-    registry = register(ToolRegistry(max_output_chars=ctx.settings.tools.max_output_chars), memory_of(ctx))
+    registry = register(ToolRegistry(max_output_chars=ctx.settings.tools.max_output_chars), memory_of(ctx),
+                        query_vector, note)
     outcome = run_stage(offline_processors(registry), StageName.ACT, context, machine=request.machine,
                         step_index=request.step_index)
     return m.StageResult(request.task_id, request.token, request.stage, ok=True,

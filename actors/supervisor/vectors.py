@@ -1,10 +1,12 @@
-"""The supervisor's side of embedding vectors (issue 29): a recall's query vector, and the background job
-giving memory rows theirs.  The supervisor never calls the endpoint: it hands the texts to the llm pool
+"""The supervisor's side of embedding vectors (issue 29): the query vector of a recall and of a task's
+``memory.search`` step, and the background job giving memory rows theirs.  The supervisor never calls the endpoint: it hands the texts to the llm pool
 (stages EMBED_QUERY and EMBED_ROWS, the latter at the pool's lowest priority) and reads the answers.
 
 With ``[memory] embeddings_model`` set, a recall waits for its query's vector at most
 ``2 x embeddings_timeout_s`` (+ a margin), then is answered with full text alone, saying why
-(``Recalled.error``, the task's ``recall.error``).  The policy of the background job is
+(``Recalled.error``, the task's ``recall.error``).  A ``memory.search`` step waits the same at most,
+then searches by full text alone and its output says why (``{"items": [...], "warning": ...}``); its
+pool requests carry negative tokens (a recall's are its run's, from 1), so an answer finds its own.  The policy of the background job is
 ``pegasus.memory.vectors.Backfill``; what it shows is ``stats``' ``embeddings``.  State: ``Context.vectors``.
 """
 
@@ -19,6 +21,7 @@ from actors import messages as m
 from actors.supervisor import memory
 from actors.supervisor.context import Context
 from pegasus.memory.embeddings import configured, unpack
+from pegasus.memory.tools import search_query
 from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
 from pegasus.task.events import utc_now
 from pegasus.task.names import PoolName, StageName
@@ -28,6 +31,11 @@ STAGE_MARGIN_S = 5.0  # the pool's deadline past the call's own timeout: the wor
 
 def _on(ctx: Context) -> bool:
     return ctx.settings is not None and configured(ctx.settings.memory)
+
+
+def _model(ctx: Context) -> str:
+    assert ctx.settings is not None
+    return ctx.settings.memory.embeddings_model
 
 
 # -- a recall's query --------------------------------------------------------------------------
@@ -62,6 +70,9 @@ def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
 
 def query_vector(ctx: Context, result: m.StageResult) -> None:
     _endpoint_answered(ctx, result)
+    if result.token < 0:
+        _search_vector(ctx, result)
+        return
     waiting = ctx.vectors.recall_waits.pop((result.task_id, result.token), None)
     if waiting is None:
         return  # answered already, with full text alone
@@ -73,6 +84,9 @@ def query_vector(ctx: Context, result: m.StageResult) -> None:
 
 
 def recall_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
+    if due.token < 0:
+        _search_vector_due(ctx, due)
+        return
     waiting = ctx.vectors.recall_waits.pop((due.task_id, due.token), None)
     if waiting is not None and ctx.settings is not None:
         ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
@@ -87,6 +101,57 @@ def _without_vector(ctx: Context, waiting: tuple[m.AskRecall, ActorAddress], why
     ctx.vectors.recall_error = note
     ctx.log.warning("recall_without_vector", task_id=waiting[0].task_id, error=note)
     memory.recall(ctx, *waiting, note=note)
+
+
+# -- a task's memory.search step --------------------------------------------------------------
+def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> None:
+    """A task's memory step: a ``memory.search`` with embeddings configured has its query embedded by the llm pool
+    first (as a recall's: never in this mailbox), then runs fused; any other step runs at once."""
+    query = search_query(request.context, request.step_index) if _on(ctx) else None
+    if query is None:
+        memory.memory_step(ctx, request, sender)
+        return
+    assert ctx.settings is not None
+    breaker = ctx.vectors.breaker
+    if not breaker.closed(time.monotonic()):
+        _search_without_vector(ctx, (request, sender), f"embeddings: {breaker.error} (not asked again for "
+                               f"{breaker.open_until - time.monotonic():.0f}s)")
+        return
+    ctx.vectors.searches += 1
+    token = -ctx.vectors.searches
+    ctx.vectors.search_waits[token] = (request, sender)
+    timeout = ctx.settings.memory.embeddings_timeout_s
+    ctx.wake(2 * timeout + STAGE_MARGIN_S, m.RecallVectorDue(request.task_id, token))
+    ctx.to_pool(PoolName.LLM, m.StageRequest(request.task_id, token, StageName.EMBED_QUERY, texts=(query,),
+                                             timeout_s=timeout + STAGE_MARGIN_S))
+
+
+def _search_vector(ctx: Context, result: m.StageResult) -> None:
+    waiting = ctx.vectors.search_waits.pop(result.token, None)
+    if waiting is None:
+        return  # answered already, by full text alone
+    vectors = result.payload.get("vectors") if result.ok else None
+    if vectors:
+        memory.memory_step(ctx, *waiting, query_vector=unpack(vectors[0]))
+    else:
+        _search_without_vector(ctx, waiting, f"embeddings: {result.error or 'no vector'}")
+
+
+def _search_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
+    waiting = ctx.vectors.search_waits.pop(due.token, None)
+    if waiting is not None and ctx.settings is not None:
+        ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
+        _search_without_vector(ctx, waiting, "embeddings: no vector within "
+                               f"{2 * ctx.settings.memory.embeddings_timeout_s + STAGE_MARGIN_S:g}s "
+                               "(the llm pool busy, or the endpoint hung)")
+
+
+def _search_without_vector(ctx: Context, waiting: tuple[m.StageRequest, ActorAddress], why: str) -> None:
+    note = f"{why}; searched by full text alone"
+    ctx.vectors.search_fallbacks += 1
+    ctx.vectors.search_error = note
+    ctx.log.warning("memory_search_without_vector", task_id=waiting[0].task_id, error=note)
+    memory.memory_step(ctx, *waiting, note=note)
 
 
 # -- the background job ----------------------------------------------------------------------
@@ -120,7 +185,7 @@ def _next_batch(ctx: Context, backfill: Backfill) -> None:
     if ctx.store is None:
         return
     try:
-        rows = missing(ctx.store.db, backfill.batch)
+        rows = missing(ctx.store.db, backfill.batch, _model(ctx))
     except Exception as exc:  # noqa: BLE001 - a store that cannot be read now: the next timer looks again
         ctx.log.warning("vectors_not_read", error=f"{type(exc).__name__}: {exc}")
         return
@@ -142,7 +207,7 @@ def row_vectors(ctx: Context, result: m.StageResult) -> None:
     vectors = result.payload.get("vectors") or []
     if rows and len(vectors) == len(rows) and ctx.store is not None:
         try:
-            backfill.kept(store_vectors(ctx.store, rows, vectors))
+            backfill.kept(store_vectors(ctx.store, rows, vectors, _model(ctx)))
         except Exception as exc:  # noqa: BLE001 - not kept (a full disk): those rows go in a later batch
             ctx.log.warning("vectors_not_kept", error=f"{type(exc).__name__}: {exc}")
             return
@@ -157,9 +222,11 @@ def embeddings_view(ctx: Context) -> dict[str, Any] | None:
     assert ctx.settings is not None
     view: dict[str, Any] = {"model": ctx.settings.memory.embeddings_model,
                             "recall_without_vector": ctx.vectors.recall_fallbacks,
-                            "last_recall_error": ctx.vectors.recall_error}
+                            "last_recall_error": ctx.vectors.recall_error,
+                            "search_without_vector": ctx.vectors.search_fallbacks,
+                            "last_search_error": ctx.vectors.search_error}
     try:
-        view["rows_without_vector"] = missing_count(ctx.store.db) if ctx.store is not None else None
+        view["rows_without_vector"] = missing_count(ctx.store.db, _model(ctx)) if ctx.store is not None else None
     except Exception:  # noqa: BLE001 - a store that cannot be read: shown as unknown, stats still answers
         view["rows_without_vector"] = None
     if ctx.vectors.backfill is not None:

@@ -57,13 +57,16 @@ def _embeddings(view: dict[str, Any] | None) -> Iterator[Metric]:
                                 labels=["model"])
     fallbacks = CounterMetricFamily("pegasus_recall_without_vector", "Recalls answered by full text alone (the "
                                     "query got no vector)", labels=["model"])
+    searches = CounterMetricFamily("pegasus_memory_search_without_vector", "Tasks' memory.search steps answered by "
+                                   "full text alone (the query got no vector)", labels=["model"])
     if view:
         model = [str(view.get("model", ""))]
         if view.get("rows_without_vector") is not None:
             missing.add_metric(model, view["rows_without_vector"])
         failing.add_metric(model, 0 if view.get("healthy", True) else 1)
         fallbacks.add_metric(model, view.get("recall_without_vector", 0))
-    yield from (missing, failing, fallbacks)
+        searches.add_metric(model, view.get("search_without_vector", 0))
+    yield from (missing, failing, fallbacks, searches)
 
 
 class GatewayMetrics:

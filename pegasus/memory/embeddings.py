@@ -49,9 +49,9 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 def nearest(rows: list[tuple[str, str, bytes]], query: Sequence[float],
             limit: int | None = None) -> list[tuple[str, str, float]]:
     """(kind, ref, cosine) of the ``limit`` rows most similar to ``query``, best first.  A vector of other
-    dimensions (another model's) is not comparable: left out.  With numpy (the ``embeddings`` extra brings it)
-    one matrix product, else pure Python: the supervisor runs this for every recall (measured, 10,000 rows of
-    384 floats on 2 busy cores: the whole search ~0.2 s against ~1.1 s)."""
+    dimensions (another model's) is not comparable: left out.  With numpy one matrix product, else pure Python.
+    A search keeps its matrix instead (``pegasus.memory.vector_index``) where numpy is installed; this ranks
+    rows read afresh (pure Python: 10,000 rows of 384 floats ~1.1 s on 2 busy cores)."""
     size = 4 * len(query)  # float32 bytes
     same = [row for row in rows if len(row[2]) == size]
     if not same:

@@ -54,7 +54,8 @@ def write(store: MemoryStore, path: str, content: str, vector: list[float] | Non
     before = store.list_facts(path)
     fact = store.write_fact(path, content, vector=pack(vector) if vector else None)
     unchanged = any(f.path == path and f.version == fact.version for f in before)
-    return {**fact.as_dict(), "unchanged": unchanged, "has_vector": has_vector(store.database.db, "fact", path)}
+    return {**fact.as_dict(), "unchanged": unchanged, "has_vector": has_vector(store.database.db, "fact", path,
+                                                                             store.settings.embeddings_model)}
 
 
 def forget(store: MemoryStore, item_id: str) -> dict[str, Any]:

@@ -24,10 +24,11 @@ from typing import Any
 
 from pegasus import codec
 from pegasus.config import MemorySettings
-from pegasus.memory import embeddings
+from pegasus.memory import embeddings, vector_index
 from pegasus.memory.errors import MemoryCapExceeded, MemoryNotFound, MemoryStoreError
 from pegasus.memory.query import words
 from pegasus.memory.ranking import best_rows
+from pegasus.memory.vectors import STALE
 from pegasus.memory.values import (RECALLED, ArchivedTask, Episode, Fact, Kind, MemoryItem, check_path, normalise,
                                    one_line, parse_id)
 from pegasus.store.database import Database
@@ -64,8 +65,9 @@ class MemoryStore:
         existing = self._current(db, path)
         if existing is not None and existing.content == content:
             if vector is not None:  # the same content again, now with its vector: kept when the row had none
-                db.execute("UPDATE memory_facts SET vector = ? WHERE path = ? AND current = 1 AND vector IS NULL",
-                           (vector, path))
+                db.execute(f"UPDATE memory_facts SET vector = ?, vector_model = ? WHERE path = ? AND current = 1 "
+                           f"AND {STALE}", (vector, self._model, path, self._model))  # (or another model's)
+                vector_index.touched(self.database, "fact", path)
             return existing
         self._check_bytes(db, path, content)
         last = db.execute("SELECT MAX(version) FROM memory_facts WHERE path = ?", (path,)).fetchone()[0] or 0
@@ -77,8 +79,10 @@ class MemoryStore:
         db.execute("UPDATE memory_facts SET current = 0, fts_rowid = NULL WHERE path = ? AND current = 1", (path,))
         fts = self._index(db, "fact", path, path, content)
         db.execute("INSERT INTO memory_facts (path, version, content, bytes, current, task_id, created_at, "
-                   "fts_rowid, vector) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
-                   (path, new_version, content, len(content.encode()), task_id, when, fts, vector))
+                   "fts_rowid, vector, vector_model) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                   (path, new_version, content, len(content.encode()), task_id, when, fts, vector,
+                    self._model if vector is not None else None))
+        vector_index.touched(self.database, "fact", path)
         self._prune_versions(db, path)
         return Fact(path, new_version, content, when, task_id)
 
@@ -154,9 +158,11 @@ class MemoryStore:
                     return Episode(*row)
             when = created_at or self._now()
             cursor = db.execute("INSERT INTO memory_episodes (episode_id, task_id, title, summary, details, lesson, "
-                                "created_at, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                (episode_id, task_id, title, summary, details, lesson, when, vector))
+                                "created_at, vector, vector_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                (episode_id, task_id, title, summary, details, lesson, when, vector,
+                                 self._model if vector is not None else None))
             new_id = int(cursor.lastrowid or 0)
+            vector_index.touched(self.database, "episode", str(new_id))
             fts = self._index(db, "episode", str(new_id), title, _episode_body(summary, details, lesson))
             db.execute("UPDATE memory_episodes SET fts_rowid = ? WHERE episode_id = ?", (fts, new_id))
             self._drop_oldest(db, "episode", new_id, self.settings.episodes_max)
@@ -171,8 +177,9 @@ class MemoryStore:
                              (episode.episode_id,)).fetchone()
             if row is None:
                 raise MemoryNotFound(episode.id)
-            db.execute("UPDATE memory_episodes SET title = ?, summary = ?, details = ?, lesson = ?, vector = NULL "
-                       "WHERE episode_id = ?", (title, summary, details, lesson, episode.episode_id))
+            db.execute("UPDATE memory_episodes SET title = ?, summary = ?, details = ?, lesson = ?, vector = NULL, "
+                       "vector_model = NULL WHERE episode_id = ?", (title, summary, details, lesson, episode.episode_id))
+            vector_index.touched(self.database, "episode", str(episode.episode_id))
             db.execute("UPDATE memory_fts SET title = ?, body = ? WHERE rowid = ?",
                        (title, _episode_body(summary, details, lesson), row[0]))
         return self.episode(episode.episode_id)
@@ -239,6 +246,7 @@ class MemoryStore:
                 raise MemoryNotFound(item_id)
             db.execute(f"DELETE FROM {_fts(kind)} WHERE rowid = ?", (row[0],))
             db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
+            vector_index.touched(self.database, kind, key)
             return [ref]
 
     def stats(self) -> dict[str, int]:
@@ -334,6 +342,7 @@ class MemoryStore:
         for key, fts in stale:
             db.execute(f"DELETE FROM {_fts(kind)} WHERE rowid = ?", (fts,))
             db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
+            vector_index.touched(self.database, kind, str(key))
 
     def _forget_fact(self, db: sqlite3.Connection, path: str) -> list[str]:
         rows = db.execute("SELECT version, fts_rowid FROM memory_facts WHERE path = ? AND content IS NOT NULL "
@@ -345,6 +354,7 @@ class MemoryStore:
             if fts is not None:
                 db.execute("DELETE FROM memory_fts WHERE rowid = ?", (fts,))
         db.execute("DELETE FROM memory_facts WHERE path = ?", (path,))
+        vector_index.touched(self.database, "fact", path)
         db.execute("DELETE FROM memory_append_keys WHERE path = ?", (path,))
         db.execute("INSERT INTO memory_facts (path, version, content, bytes, current, created_at) "
                    "VALUES (?, ?, NULL, 0, 1, ?)", (path, last + 1, self._now()))
@@ -369,16 +379,30 @@ class MemoryStore:
                                                     task.created_at)
 
     def _nearest(self, kinds: tuple[Kind, ...], query: list[float], limit: int) -> list[tuple[str, str, float]]:
-        """The ``limit`` rows with a vector most similar to ``query`` (finds what shares no word with the text);
-        fused with as many of the full-text ranking."""
+        """The ``limit`` rows with a vector of the configured model most similar to ``query`` (finds what shares no
+        word with the text); fused with as many of the full-text ranking.  The kept matrix
+        (``pegasus.memory.vector_index``), or without numpy every row read and ranked here."""
+        kinds = tuple(kind for kind in kinds if kind in ("fact", "episode"))
+        if not kinds:
+            return []  # the archive has no vectors
+        found = vector_index.nearest(self.database, self._model, kinds, query, limit)
+        if found is not None:
+            return found
         rows: list[tuple[str, str, bytes]] = []
         if "fact" in kinds:
             rows += [("fact", p, v) for p, v in self.database.db.execute(
-                "SELECT path, vector FROM memory_facts WHERE current = 1 AND vector IS NOT NULL")]
+                "SELECT path, vector FROM memory_facts WHERE current = 1 AND vector IS NOT NULL AND vector_model = ?",
+                (self._model,))]
         if "episode" in kinds:
             rows += [("episode", str(i), v) for i, v in self.database.db.execute(
-                "SELECT episode_id, vector FROM memory_episodes WHERE vector IS NOT NULL")]
+                "SELECT episode_id, vector FROM memory_episodes WHERE vector IS NOT NULL AND vector_model = ?",
+                (self._model,))]
         return embeddings.nearest(rows, query, limit)
+
+    @property
+    def _model(self) -> str:
+        """The model the vectors written here are of, and the only one searched (``vector_model``)."""
+        return self.settings.embeddings_model
 
 
 def _fts(kind: str) -> str:

@@ -7,7 +7,10 @@ journals their end like any other non-pure step.  They run where the store is:
 a step calling one goes to ``PoolName.MEMORY``, which is the supervisor
 (``actors/supervisor/memory.py``); a tool worker or a convention member never
 opens the database.  Every registry lists them (effect classes, the model's
-tool list); only the supervisor's is bound to a store.
+tool list); only the supervisor's is bound to a store.  With an embeddings
+endpoint configured, ``memory.search`` fuses full text and vectors as recall
+does: the supervisor has the step's query embedded first (``search_query``;
+``actors/supervisor/vectors.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pegasus.memory.errors import MemoryStoreError
+from pegasus.memory.query import words
 from pegasus.memory.store import MemoryStore
 from pegasus.tools.registry import Tool, ToolContext, ToolExecutionError, ToolRegistry
 
@@ -57,9 +61,16 @@ class ListArgs(_Args):
     prefix: str = Field("", description="only paths starting with this")
 
 
-def memory_tools(store: MemoryStore | None) -> list[Tool]:
+def memory_tools(store: MemoryStore | None, query_vector: list[float] | None = None,
+                 note: str | None = None) -> list[Tool]:
     """The five tools, run against ``store``; with None (every process but the supervisor) they are listed
-    and classified, and calling one says where it runs."""
+    and classified, and calling one says where it runs.  ``query_vector``: the step's search query embedded
+    (fused with full text); ``note``: why it has none although embeddings are configured (the search then says
+    so: ``{"items": [...], "warning": note}``, never a silent full-text answer)."""
+
+    def search(s: MemoryStore, a: SearchArgs, _: ToolContext) -> Any:
+        items = [item.as_dict() for item in s.search(a.query, a.k, query_vector=query_vector)]
+        return items if note is None else {"items": items, "warning": note}
 
     def bound(name: str, run: Any) -> Any:
         def call(args: Any, ctx: ToolContext) -> Any:
@@ -74,7 +85,7 @@ def memory_tools(store: MemoryStore | None) -> list[Tool]:
     return [
         Tool(SEARCH, "Search long-term memory (facts and past episodes) for what is relevant; best first.",
              SearchArgs, "pure", TIMEOUT_S,
-             bound(SEARCH, lambda s, a, _: [item.as_dict() for item in s.search(a.query, a.k)])),
+             bound(SEARCH, search)),
         Tool(READ, "Read one memory: a fact by path (or fact:<path>@<version>) or episode:<n>.", ReadArgs, "pure",
              TIMEOUT_S, bound(READ, lambda s, a, _: s.get(a.id).as_dict())),
         Tool(WRITE, "Write a fact to long-term memory (a new version of its path; the same content again changes "
@@ -94,7 +105,20 @@ def _task(ctx: ToolContext) -> str | None:
     return ctx.idempotency_key.split("/", 1)[0] if ctx.idempotency_key else None
 
 
-def register(registry: ToolRegistry, store: MemoryStore | None = None) -> ToolRegistry:
-    for tool in memory_tools(store):
+def register(registry: ToolRegistry, store: MemoryStore | None = None, query_vector: list[float] | None = None,
+             note: str | None = None) -> ToolRegistry:
+    for tool in memory_tools(store, query_vector, note):
         registry.register(tool)
     return registry
+
+
+def search_query(context: Any, step_index: int | None) -> str | None:
+    """The query of a plan's ``memory.search`` step (what the supervisor has embedded first), None for any other
+    step or a query with nothing to search (the tool itself then answers, or refuses the arguments)."""
+    plan = getattr(context, "plan", None)
+    step = next((s for s in plan.steps if s.index == step_index), None) if plan is not None else None
+    if step is None or step.action_type != "tool_call" or step.action_params.get("tool") != SEARCH:
+        return None
+    args = step.action_params.get("args")
+    query = args.get("query") if isinstance(args, dict) else None
+    return query if isinstance(query, str) and words(query) else None

@@ -1,7 +1,9 @@
 """Rows without an embedding vector, and the background job that gives them one (issue 29).
 
 A fact or episode written inside the system (a memory tool, the reflector), by
-an import, or while the embeddings endpoint was down has no vector.  The
+an import, or while the embeddings endpoint was down has no vector; one whose
+vector another model made (``vector_model``: the configured model changed, even
+to one of the same dimensions) counts as having none.  The
 supervisor keeps a ``Backfill`` and, on its timer, takes a batch of such rows
 (``missing``); an llm pool worker embeds their texts at the pool's lowest
 priority (``pegasus.memory.embeddings``); the supervisor stores each vector
@@ -19,6 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from pegasus.memory import vector_index
 from pegasus.store.database import Database
 
 TEXT_CHARS = 2000  # of a row's text embedded: e5-small-sized models read ~512 tokens of it
@@ -46,50 +49,62 @@ class Pending:
     text: str
 
 
-def missing(db: sqlite3.Connection, limit: int) -> list[Pending]:
-    """Up to ``limit`` rows that need a vector: current facts first, then episodes, newest first."""
+# A row's vector is current when the configured model made it; any other (NULL: made before models were recorded)
+# counts as missing.  ``IS NOT`` so a NULL model compares as "another".
+STALE = "(vector IS NULL OR vector_model IS NOT ?)"
+
+
+def missing(db: sqlite3.Connection, limit: int, model: str) -> list[Pending]:
+    """Up to ``limit`` rows that need a vector of ``model``: current facts first, then episodes, newest first."""
     rows = [Pending("fact", path, version, fact_text(content)) for path, version, content in db.execute(
         "SELECT path, version, content FROM memory_facts WHERE current = 1 AND content IS NOT NULL "
-        "AND vector IS NULL ORDER BY created_at DESC LIMIT ?", (limit,))]
+        f"AND {STALE} ORDER BY created_at DESC LIMIT ?", (model, limit))]
     if len(rows) < limit:
         rows += [Pending("episode", str(episode_id), 0, episode_text(*texts)) for episode_id, *texts in db.execute(
-            "SELECT episode_id, title, summary, details, lesson FROM memory_episodes WHERE vector IS NULL "
-            "ORDER BY episode_id DESC LIMIT ?", (limit - len(rows),))]
+            f"SELECT episode_id, title, summary, details, lesson FROM memory_episodes WHERE {STALE} "
+            "ORDER BY episode_id DESC LIMIT ?", (model, limit - len(rows)))]
     return [row for row in rows if row.text.strip()]
 
 
-def missing_count(db: sqlite3.Connection) -> int:
+def missing_count(db: sqlite3.Connection, model: str) -> int:
     facts = db.execute("SELECT COUNT(*) FROM memory_facts WHERE current = 1 AND content IS NOT NULL "
-                       "AND vector IS NULL").fetchone()[0]
-    return int(facts) + int(db.execute("SELECT COUNT(*) FROM memory_episodes WHERE vector IS NULL").fetchone()[0])
+                       f"AND {STALE}", (model,)).fetchone()[0]
+    episodes = db.execute(f"SELECT COUNT(*) FROM memory_episodes WHERE {STALE}", (model,)).fetchone()[0]
+    return int(facts) + int(episodes)
 
 
-def has_vector(db: sqlite3.Connection, kind: str, ref: str) -> bool:
+def has_vector(db: sqlite3.Connection, kind: str, ref: str, model: str) -> bool:
+    """Whether the row has a vector of ``model``."""
     if kind == "fact":
-        row = db.execute("SELECT vector IS NOT NULL FROM memory_facts WHERE path = ? AND current = 1", (ref,))
+        row = db.execute("SELECT vector IS NOT NULL AND vector_model IS ? FROM memory_facts WHERE path = ? "
+                         "AND current = 1", (model, ref))
     else:
-        row = db.execute("SELECT vector IS NOT NULL FROM memory_episodes WHERE episode_id = ?", (int(ref),))
+        row = db.execute("SELECT vector IS NOT NULL AND vector_model IS ? FROM memory_episodes WHERE episode_id = ?",
+                         (model, int(ref)))
     found = row.fetchone()
     return bool(found and found[0])
 
 
-def store_vectors(database: Database, rows: list[Pending], vectors: list[bytes]) -> int:
-    """Each row's vector, kept only where the row still holds the text embedded and has none (a new version, an
-    edit or a forget meanwhile: that row waits for the next batch).  One transaction; how many were kept."""
+def store_vectors(database: Database, rows: list[Pending], vectors: list[bytes], model: str) -> int:
+    """Each row's vector (made by ``model``), kept only where the row still holds the text embedded and has none of
+    that model (a new version, an edit or a forget meanwhile: that row waits for the next batch).  One
+    transaction; how many were kept.  The vector index (``pegasus.memory.vector_index``) re-reads them."""
     kept = 0
     with database.transaction() as db:
         for row, vector in zip(rows, vectors):
             if row.kind == "fact":
-                cursor = db.execute("UPDATE memory_facts SET vector = ? WHERE path = ? AND version = ? AND current = 1 "
-                                    "AND vector IS NULL AND content IS NOT NULL", (vector, row.ref, row.version))
+                cursor = db.execute("UPDATE memory_facts SET vector = ?, vector_model = ? WHERE path = ? AND "
+                                    f"version = ? AND current = 1 AND {STALE} AND content IS NOT NULL",
+                                    (vector, model, row.ref, row.version, model))
             else:
                 found = db.execute("SELECT title, summary, details, lesson FROM memory_episodes WHERE episode_id = ? "
-                                   "AND vector IS NULL", (int(row.ref),)).fetchone()
+                                   f"AND {STALE}", (int(row.ref), model)).fetchone()
                 if found is None or episode_text(*found) != row.text:
                     continue
-                cursor = db.execute("UPDATE memory_episodes SET vector = ? WHERE episode_id = ?",
-                                    (vector, int(row.ref)))
+                cursor = db.execute("UPDATE memory_episodes SET vector = ?, vector_model = ? WHERE episode_id = ?",
+                                    (vector, model, int(row.ref)))
             kept += cursor.rowcount
+            vector_index.touched(database, row.kind, row.ref)
     return kept
 
 

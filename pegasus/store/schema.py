@@ -141,6 +141,11 @@ MIGRATIONS: list[list[str]] = [
     [  # 15: calls whose usage the server did not report (estimated): stats says so, and its cost is unknown
         "ALTER TABLE usage_totals ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0",
     ],
+    [  # 16 (i29-recall, memory vectors' model): the embeddings model that made each vector; a vector of another
+        # model (or of an unknown one: made before this) counts as missing, so the background job re-embeds it
+        "ALTER TABLE memory_facts ADD COLUMN vector_model TEXT",
+        "ALTER TABLE memory_episodes ADD COLUMN vector_model TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

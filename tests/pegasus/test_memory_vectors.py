@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pegasus.config import MemorySettings
 from pegasus.memory import MemoryStore
 from pegasus.memory.embeddings import fuse, pack
 from pegasus.memory.values import Episode
@@ -16,10 +17,11 @@ from pegasus.memory.vectors import (MAX_BACKOFF, STALE_AFTER, Backfill, episode_
 from pegasus.store import Store
 
 V = pack([1.0, 0.0, 0.5])
+MODEL = "e5-small"
 
 
-def memory(tmp_path: Path) -> MemoryStore:
-    return MemoryStore(Store(tmp_path / "pegasus.db"))
+def memory(tmp_path: Path, model: str = MODEL) -> MemoryStore:
+    return MemoryStore(Store(tmp_path / "pegasus.db"), MemorySettings(embeddings_model=model))
 
 
 def test_rows_without_a_vector_are_the_current_facts_and_the_episodes_that_lack_one(tmp_path: Path) -> None:
@@ -31,11 +33,11 @@ def test_rows_without_a_vector_are_the_current_facts_and_the_episodes_that_lack_
     store.write_fact("c", "forgotten soon")
     store.forget("c")
     episode = store.add_episode("t1", "Deploy", "shipped it", lesson="check the key")
-    assert [(p.kind, p.ref, p.version, p.text) for p in missing(db, 10)] == [
+    assert [(p.kind, p.ref, p.version, p.text) for p in missing(db, 10, MODEL)] == [
         ("fact", "a", 2, fact_text("second")), ("episode", str(episode.episode_id), 0,
                                                  episode_text("Deploy", "shipped it", "", "check the key"))]
-    assert missing_count(db) == 2
-    assert [p.kind for p in missing(db, 1)] == ["fact"]  # bounded: a batch never reads more than it takes
+    assert missing_count(db, MODEL) == 2
+    assert [p.kind for p in missing(db, 1, MODEL)] == ["fact"]  # bounded: a batch never reads more than it takes
 
 
 def test_a_vector_is_kept_only_where_the_row_still_holds_the_text_embedded(tmp_path: Path) -> None:
@@ -43,14 +45,14 @@ def test_a_vector_is_kept_only_where_the_row_still_holds_the_text_embedded(tmp_p
     store.write_fact("a", "old text")
     store.write_fact("b", "stays")
     episode = store.add_episode("t1", "Title", "summary")
-    rows = missing(store.database.db, 10)
+    rows = missing(store.database.db, 10, MODEL)
     store.write_fact("a", "new text")  # a new version while the batch was out: its vector is of the old text
     store.update_episode(Episode(episode.episode_id, "t1", "Title", "edited summary", "", "", episode.created_at))
-    assert store_vectors(store.database, rows, [V, V, V]) == 1
+    assert store_vectors(store.database, rows, [V, V, V], MODEL) == 1
     db = store.database.db
-    assert has_vector(db, "fact", "b") and not has_vector(db, "fact", "a")
-    assert not has_vector(db, "episode", str(episode.episode_id))
-    assert {p.ref for p in missing(db, 10)} == {"a", str(episode.episode_id)}  # the next batch takes them
+    assert has_vector(db, "fact", "b", MODEL) and not has_vector(db, "fact", "a", MODEL)
+    assert not has_vector(db, "episode", str(episode.episode_id), MODEL)
+    assert {p.ref for p in missing(db, 10, MODEL)} == {"a", str(episode.episode_id)}  # the next batch takes them
 
 
 def test_writing_the_same_content_again_gives_a_row_without_a_vector_its_vector(tmp_path: Path) -> None:
@@ -60,7 +62,7 @@ def test_writing_the_same_content_again_gives_a_row_without_a_vector_its_vector(
     first = store.write_fact("garage/parking", "The automobile is in bay 4.")
     again = store.write_fact("garage/parking", "The automobile is in bay 4.", vector=V)
     assert again.version == first.version  # unchanged: no new version
-    assert has_vector(store.database.db, "fact", "garage/parking")
+    assert has_vector(store.database.db, "fact", "garage/parking", MODEL)
     store.write_fact("garage/parking", "The automobile is in bay 4.", vector=pack([0.0, 1.0, 0.0]))
     blob = store.database.db.execute("SELECT vector FROM memory_facts WHERE current = 1").fetchone()[0]
     assert blob == V  # a vector it has is not replaced by a write of the same content
@@ -152,8 +154,9 @@ def test_metrics_show_rows_without_a_vector_a_failing_endpoint_and_recalls_by_fu
     from pegasus.gateway.metrics import GatewayMetrics  # noqa: PLC0415 - the gateway's, only here
 
     text = GatewayMetrics().render({"embeddings": {"model": "e5", "rows_without_vector": 3, "healthy": False,
-                                                   "recall_without_vector": 2}}).decode()
+                                                   "recall_without_vector": 2, "search_without_vector": 4}}).decode()
     assert 'pegasus_memory_rows_without_vector{model="e5"} 3.0' in text
     assert 'pegasus_embeddings_failing{model="e5"} 1.0' in text
     assert 'pegasus_recall_without_vector_total{model="e5"} 2.0' in text
+    assert 'pegasus_memory_search_without_vector_total{model="e5"} 4.0' in text
     assert 'model="' not in GatewayMetrics().render({"embeddings": None}).decode()  # off: no sample
