@@ -112,7 +112,7 @@ def ask(args: argparse.Namespace, request: Request[R]) -> R:
         except StoreError:
             raise not_running from None  # nothing to read either: the first reason stands
         try:
-            return answer_read(reader, request)
+            return answer_read(reader, request, settings.retry.max_attempts)
         finally:
             reader.close()
     with client:

@@ -94,6 +94,8 @@ def _task_commands(c: _Commands) -> None:
     def task_options(p: argparse.ArgumentParser, text_nargs: str | None = None) -> None:
         p.add_argument("text", nargs=text_nargs, metavar="TEXT", help="what the task should do")
         p.add_argument("--machine", choices=COGNITIVE_MACHINES, help="cognitive machine (default from config)")
+        p.add_argument("--tier", metavar="NAME", help='model tier of every model stage: "default" or a name of '
+                       "[llm.tiers] (default: each stage's, [llm.stages])")
         p.add_argument("--priority", type=count(0, r.MAX_PRIORITY), default=5, metavar="N",
                        help="lower runs first (default 5)")
 

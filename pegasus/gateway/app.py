@@ -135,7 +135,7 @@ async def submit(gw: Gateway, op: Operation, request: Request) -> Response:
     key = request.headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= 200):
         raise ApiError(400, "bad_request", "Idempotency-Key: 1 to 200 characters")
-    task = await gw.ask(r.Submit(text=body.text, machine=body.machine, priority=body.priority,
+    task = await gw.ask(r.Submit(text=body.text, machine=body.machine, tier=body.tier, priority=body.priority,
                                  metadata=dict(body.metadata), source="http", key=key))
     return _json(task, 200 if task.get("existing") else 201)
 

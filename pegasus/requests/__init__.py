@@ -14,7 +14,7 @@ from pegasus.requests.memory import (
 from pegasus.requests.tasks import (
     LIST_STATES, MAX_BATCH, MAX_META, MAX_PAGE, MAX_PRIORITY, MAX_REASON, Approve, Backup, Cancel, Configure,
     DeleteTask, Get, History, ListTasks, Locate, Purge, TaskLog, Resume, Retry, SendMessage, Stats, StoreStatus, Submit, SubmitMany, Subscribe, Suspend,
-    TaskContextRequest, Tree, Unsubscribe,
+    TaskContextRequest, TierName, Tree, Unsubscribe,
 )
 from pegasus.requests.tokens import TOKEN_NAME, TokenCreate, TokenList, TokenRevoke
 from pegasus.requests.triggers import (
@@ -27,6 +27,6 @@ __all__ = [
     "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow",
     "MemoryWrite", "OverlapName", "R", "ScheduleAction", "Reply", "Request", "Resume", "Retry", "ScheduleAdd", "ScheduleControl",
     "ScheduleList", "SendMessage", "Stats", "StoreStatus", "Submit", "SubmitMany", "Subscribe", "Suspend",
-    "TaskContextRequest", "TokenCreate", "TokenList", "TokenRevoke", "Tree", "Unsubscribe", "View", "Views",
+    "TaskContextRequest", "TierName", "TokenCreate", "TokenList", "TokenRevoke", "Tree", "Unsubscribe", "View", "Views",
     "WebhookAdd", "WebhookList", "WebhookRemove", "problems", "revalidate",
 ]
