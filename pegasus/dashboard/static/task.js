@@ -3,6 +3,7 @@
 
 import { state, showing, h, badge, short, clip, main, localTime, throttle, api, get, stream, machines, diagram, currentStage, runningStage, canWrite, canAdmin } from "./core.js";
 import { live } from "./app.js";
+import { gantt } from "./charts.js";
 
 export async function taskPage(id) {
   const view = state.view;
