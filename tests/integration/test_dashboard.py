@@ -244,7 +244,7 @@ def test_the_submit_form_sends_a_tier_and_shows_a_refused_one(dashboard: Dashboa
     page.wait_for_selector("#submit-error >> text=unknown tier 'huge'; the tiers are default")
     page.fill("#submit-tier", "default")
     page.click("#submit button[type=submit]")
-    page.wait_for_function("document.querySelector('#submit-text').value === ''")  # sent: the form is cleared
+    page.wait_for_selector("#task-rows td >> text=echo tier form")  # made: the list shows it, live
     [task] = dashboard.cli.json("list", "--text", "tier form")["tasks"]
     assert dashboard.status(task["task_id"])["tier"] == "default"
     page.goto(f"{dashboard.url}/#/task/{task['task_id']}")
