@@ -248,7 +248,7 @@ class TaskActor(ActorTypeDispatcher):
         request = m.StageRequest(
             command.task_id, command.token, command.stage, command.machine, command.context, command.step_index,
             idempotency_key=command.idempotency_key, journal_to=self.supervisor if command.journal else None,
-            run=command.run)
+            run=command.run, tier=command.context.tier)
         self.asked[command.task_id] = (command.pool, request)  # sent again should its pool die unanswered
         self.send(self.pools[command.pool], request)
 

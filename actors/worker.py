@@ -41,7 +41,7 @@ from actors.messages import (
 from actors.messages.stage_work import ErrorKind
 from pegasus import logs, tracing
 from pegasus.cognitive.llm import ModelTimedOut, RateLimited
-from pegasus.cognitive.stages import EMBED_STAGES, Processors, StageError, processors_for, run_stage
+from pegasus.cognitive.stages import EMBED_STAGES, ProcessorSets, StageError, run_stage
 from pegasus.config import LLMSettings, MemorySettings, Settings
 from pegasus.llm import deadline, ladder
 from pegasus.llm.stream import DeltaSink, TextBuffer, listening
@@ -116,7 +116,7 @@ class StageWorker(ActorTypeDispatcher):
         self.core = WorkerCore({"pid": os.getpid(), "host": socket.gethostname(),
                                 "member": (capabilities or {}).get(MEMBER_CAPABILITY),
                                 "admin_port": (capabilities or {}).get("Admin Port")})
-        self.processors: Processors | None = None  # from the settings WorkerInit brings (SetUp)
+        self.processors: ProcessorSets | None = None  # from the settings WorkerInit brings (SetUp)
         self.settings: Settings | None = None
         self.pool, self.traced = "", False  # traced: [telemetry] on (the stage's calls are kept for its span)
         self.embedding: tuple[Any, Any] = (MemorySettings(), LLMSettings())  # likewise
@@ -207,7 +207,7 @@ class StageWorker(ActorTypeDispatcher):
         machine = frozenset(s.name for s in mcp_specs(settings) if s.scope == "machine")
         tools = registry_for(settings, self.remote)
         tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
-        self.processors = processors_for(settings, tools)  # offline or llm, by [llm] provider
+        self.processors = ProcessorSets(settings, tools)  # offline or llm, by [llm] provider; by task tier
         self.embedding = (settings.memory, settings.llm)  # the embed stages' endpoint
         titles.set_title(f"{command.pool} worker {command.index}")
         self.latency_s = settings.cognition.latency_ms / 1000.0
@@ -351,7 +351,7 @@ class StageWorker(ActorTypeDispatcher):
                 if step.index == request.step_index:
                     step.action_params["idempotency_key"] = request.idempotency_key
         try:
-            outcome = run_stage(self.processors, request.stage, context,
+            outcome = run_stage(self.processors.of(context.tier, request.stage), request.stage, context,
                                 machine=request.machine, step_index=request.step_index)
         except StageError as exc:
             self.log.warning("stage_failed", task_id=request.task_id, stage=request.stage, error=str(exc))

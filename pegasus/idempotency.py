@@ -47,9 +47,11 @@ class Claim:
 
 
 def submit_claim(key: str, text: str, machine: str, priority: int, metadata: dict[str, Any],
-                 scope: str = SUBMIT) -> Claim:
-    """The claim of a submission: what makes a task (its source and the client's options do not)."""
-    content = json.dumps({"text": text, "machine": machine, "priority": priority, "metadata": metadata},
+                 scope: str = SUBMIT, tier: str | None = None) -> Claim:
+    """The claim of a submission: what makes a task (its source and the client's options do not).  A tier
+    counts only when given: a claim without one keeps the fingerprint it had before tiers existed."""
+    made = {"text": text, "machine": machine, "priority": priority, "metadata": metadata}
+    content = json.dumps({**made, "tier": tier} if tier is not None else made,
                          sort_keys=True, separators=(",", ":"), default=str)
     return Claim(scope, key, hashlib.sha256(content.encode("utf-8")).hexdigest())
 

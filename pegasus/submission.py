@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pegasus.config import RuntimeSettings
+from pegasus.config import LLMSettings, RuntimeSettings
 from pegasus.metadata import check_metadata
 
 
@@ -17,6 +17,12 @@ def check_task(text: str, metadata: dict[str, Any], machine: str | None, runtime
         raise ValueError(f"task text is {size} bytes; the limit is {runtime.max_input_bytes}")
     metadata_size = check_metadata(metadata, max_bytes=runtime.max_message_bytes)
     return machine or runtime.default_machine, size + metadata_size
+
+
+def check_tier(tier: str | None, llm: LLMSettings) -> None:
+    """ValueError, naming the tiers there are, when a task names a tier the system has not."""
+    if tier is not None and tier not in llm.tier_names():
+        raise ValueError(f"unknown tier {tier!r}; the tiers are {', '.join(llm.tier_names())} ([llm.tiers])")
 
 
 def check_batch_size(size: int, runtime: RuntimeSettings) -> None:

@@ -30,8 +30,14 @@ def stored_view(task_id: str, row: dict[str, Any], transitions: list[dict[str, A
             "source": row["source"], "metadata": row["metadata"] or {}, "result": row["result"],
             "error": row["error"], "exit_reason": row["exit_reason"], "attempts": row["attempts"],
             "runs": row["runs"], "created_at": row["created_at"], "updated_at": row["updated_at"],
+            "tier": submitted_tier(transitions),
             "stages": stages, "usage": usage_total(stages), "gates": [], "question": None,
             "iteration": None, "suspend_reason": None, "actor_pid": None, "from_store": True}
+
+
+def submitted_tier(transitions: list[dict[str, Any]]) -> str | None:
+    """The tier a task was submitted with, as its TASK_CREATED transition notes it (None: none given)."""
+    return next((t["detail"].get("tier") for t in transitions if t["event"] == "TASK_CREATED"), None)
 
 
 def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[dict[str, Any]]) -> dict[str, Any]:

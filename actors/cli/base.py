@@ -99,12 +99,12 @@ def ask(args: argparse.Namespace, request: Request[R]) -> R:
     with no store, is SystemNotRunningError."""
     from actors.client import Client
     from actors.runtime.system import SystemNotRunningError
-    from pegasus.store import StoreError
-    from pegasus.store.reader import READS, StoreReader, answer_read
     settings = settings_of(args)
     try:
         client = Client.connect(settings)
     except SystemNotRunningError as not_running:
+        from pegasus.store import StoreError  # the store's modules: only when there is no system to ask
+        from pegasus.store.reader import READS, StoreReader, answer_read
         if not isinstance(request, READS):
             raise
         try:
@@ -112,7 +112,7 @@ def ask(args: argparse.Namespace, request: Request[R]) -> R:
         except StoreError:
             raise not_running from None  # nothing to read either: the first reason stands
         try:
-            return answer_read(reader, request)
+            return answer_read(reader, request, settings.retry.max_attempts)
         finally:
             reader.close()
     with client:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     with client:
         if not started:
             refuse_other_task_settings(settings, client)
-        task = client.submit(args.text, machine=args.machine, priority=args.priority, follow=True,
+        task = client.submit(args.text, machine=args.machine, tier=args.tier, priority=args.priority, follow=True,
                              metadata={"workspace": os.getcwd()}, source="cli")
         if not args.json:
             print(f"task {task['task_id']} submitted ({task['machine']}"
@@ -100,7 +100,7 @@ def submit(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     with Client.connect(settings) as client:
         refuse_other_task_settings(settings, client)
-        task = client.ask(m.Submit(text=args.text, machine=args.machine, priority=args.priority,
+        task = client.ask(m.Submit(text=args.text, machine=args.machine, tier=args.tier, priority=args.priority,
                                    metadata={"workspace": os.getcwd()}, source="cli", key=args.key))
     if task.get("existing") and not args.json:
         print(f"pegasus: key {views.clean(args.key)!r} was used before: its task is {task['task_id']}",
@@ -130,7 +130,7 @@ def _submit_file(args: argparse.Namespace) -> int:
         for first in range(0, len(tasks), m.MAX_BATCH):
             try:
                 submitted += client.submit_many(tasks[first:first + m.MAX_BATCH], machine=args.machine,
-                                                priority=args.priority)
+                                                priority=args.priority, tier=args.tier)
                 advance(len(tasks[first:first + m.MAX_BATCH]))
             except PegasusError as exc:
                 if submitted:

@@ -35,9 +35,13 @@ def field(label: str, text: object) -> str:
 
 
 def task_text(task: dict[str, Any]) -> str:
-    lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']})",
+    tier = f", tier {clean(task['tier'])}" if task.get("tier") else ""
+    lines = [f"task {task['task_id']}  ({task['machine']}, priority {task['priority']}{tier})",
              f"  lifecycle: {task['lifecycle_state']}    cognitive: {task['state']}",
              field("input", task["input"])]
+    if task.get("attempts"):  # a failed task is retried while attempts are fewer than the system's max_attempts
+        limit = f" of {task['max_attempts']}" if task.get("max_attempts") else ""
+        lines.append(field("attempts", f"{task['attempts']}{limit}"))
     if task.get("parent_id"):
         lines.append(field("parent", f"{task['parent_id']} (depth {task.get('depth')})"))
     if task.get("children"):

@@ -146,26 +146,28 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
     # -- operations ----------------------------------------------------------------------------
     def submit(self, text: str, *, machine: CognitiveMachineName | None = None, priority: int = 5,
                metadata: dict[str, Any] | None = None, source: str = "python", follow: bool = False,
-               key: str | None = None) -> dict[str, Any]:
+               key: str | None = None, tier: str | None = None) -> dict[str, Any]:
         """Submit a task; answers its view, with ``existing`` True when ``key`` was used before.
 
         With an idempotency ``key``, a retried submit (after a timeout, say) answers
         the task the key created instead of making another; the same key with other
-        text, machine, priority or metadata is refused (``IdempotencyConflict``).
+        text, machine, priority, metadata or tier is refused (``IdempotencyConflict``).
+        ``tier``: the model tier ("default" or a name of ``[llm.tiers]``) of every model
+        stage of the task; an unknown one is refused (RequestError naming the tiers).
         """
         return self.ask(m.Submit(text=text, machine=machine, priority=priority, metadata=metadata or {},
-                                  source=source, follow=follow, key=key))
+                                  source=source, follow=follow, key=key, tier=tier))
 
     def submit_many(self, tasks: Iterable[str | dict[str, Any]], *,
                     machine: CognitiveMachineName | None = None, priority: int = 5,
-                    source: str = "python") -> list[dict[str, Any]]:
+                    source: str = "python", tier: str | None = None) -> list[dict[str, Any]]:
         """Submit several tasks in one request (at most ``messages.MAX_BATCH``): all or none.
 
         Each task is its text, or a dict of ``submit``'s arguments (text, machine,
-        priority, metadata, source, follow, key); the keyword arguments are the defaults.
+        priority, metadata, source, follow, key, tier); the keyword arguments are the defaults.
         Answers task_id, machine, priority, lifecycle_state and existing of each, in order.
         """
-        defaults = {"machine": machine, "priority": priority, "source": source}
+        defaults = {"machine": machine, "priority": priority, "source": source, "tier": tier}
         items = []
         for index, task in enumerate(tasks):
             try:

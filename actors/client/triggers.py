@@ -13,7 +13,6 @@ from typing import Any
 
 from actors import messages as m
 from pegasus.requests import R
-from pegasus.triggers.schedules import DEFAULT_CATCHUP_S
 
 
 class TriggersClient:
@@ -29,13 +28,14 @@ class TriggersClient:
 
     def schedule_add(self, name: str, *, text: str, cron: str | None = None, every: str | float | None = None,
                      tz: str = "UTC", machine: Any = None, priority: int = 5, overlap: str = "skip",
-                     catchup: str | float = DEFAULT_CATCHUP_S) -> dict[str, Any]:
+                     catchup: str | float | None = None) -> dict[str, Any]:
         """A schedule firing a task with ``text`` at each ``cron`` match in ``tz``, or ``every`` (a duration:
         ``90s``, ``5m``, ``1h30m``, or seconds).  ``overlap``: skip, buffer_one, allow_all or cancel_other;
-        ``catchup``: how old a slot missed during downtime may be and still fire.  ScheduleError naming the field
+        ``catchup``: how old a slot missed during downtime may be and still fire (None: 5 minutes).  ScheduleError naming the field
         when a value is out of bounds (docs/schedules.md), before anything is sent; the supervisor checks again."""
+        later = {} if catchup is None else {"catchup": catchup}  # the schedules module's default, imported there
         return self.ask(m.ScheduleAdd.of(name, text=text, cron=cron, every=every, tz=tz, machine=machine,
-                                          priority=priority, overlap=overlap, catchup=catchup))
+                                          priority=priority, overlap=overlap, **later))
 
     def schedule_pause(self, name: str) -> dict[str, Any]:
         return self._control(name, "pause")

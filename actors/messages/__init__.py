@@ -15,8 +15,8 @@ and built only by code in this package; Thespian pickles them by module path,
 so each lives in exactly one module.  Importing this package gives every one of
 them (``from actors import messages as m; m.Submit``).
 
-Imported on first use (PEP 562): a command line that asks one request loads pydantic's
-requests, not the pools' and the workers' messages (issue 31: a CLI that answers in 0.3 s).
+Imported on first use (PEP 562): a command line that asks one request loads that request's module,
+not the others' nor the pools' and the workers' messages (issue 31: a CLI that answers in 0.3 s).
 """
 
 from __future__ import annotations
@@ -24,16 +24,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from pegasus.requests import (
-    LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeleteTask, DeliverWebhook,
-    Get, History, ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow,
-    MemoryWrite, Purge, Reply,
-    Request, Resume, Retry, ScheduleAdd, ScheduleControl, ScheduleList, SendMessage, Stats, StoreStatus, Submit,
-    SubmitMany, Subscribe, Suspend, TaskContextRequest, TaskLog, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
-    WebhookAdd, WebhookList, WebhookRemove, revalidate,
-)
-
 if TYPE_CHECKING:  # the names as a type checker sees them
+    from pegasus.requests import (
+        LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeleteTask, DeliverWebhook,
+        Get, History, ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow,
+        MemoryWrite, Purge, Reply,
+        Request, Resume, Retry, ScheduleAdd, ScheduleControl, ScheduleList, SendMessage, Stats, StoreStatus, Submit,
+        SubmitMany, Subscribe, Suspend, TaskContextRequest, TaskLog, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
+        WebhookAdd, WebhookList, WebhookRemove, revalidate,
+    )
     from actors.messages.contact import WorkerPing, WorkerPong
     from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
     from pegasus.admission import TransitionNotice
@@ -51,6 +50,14 @@ if TYPE_CHECKING:  # the names as a type checker sees them
 
 # Where each message between Pegasus's own actors lives: imported when first named.
 _HOMES = {
+    "pegasus.requests": (  # every request and its Reply
+        "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "Backup", "Cancel", "Configure",
+        "DeleteTask", "DeliverWebhook", "Get", "History", "ListTasks", "Locate", "MemoryExport", "MemoryForget",
+        "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow", "MemoryWrite", "Purge", "Reply", "Request",
+        "Resume", "Retry", "ScheduleAdd", "ScheduleControl", "ScheduleList", "SendMessage", "Stats", "StoreStatus",
+        "Submit", "SubmitMany", "Subscribe", "Suspend", "TaskContextRequest", "TaskLog", "TokenCreate", "TokenList",
+        "TokenRevoke", "Tree", "Unsubscribe", "WebhookAdd", "WebhookList", "WebhookRemove", "revalidate"
+    ),
     "actors.messages.contact": ("WorkerPing", "WorkerPong"),
     "actors.messages.mcp": ("McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe"),
     "pegasus.admission": ("TransitionNotice",),  # what subscribers receive

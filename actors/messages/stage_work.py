@@ -62,6 +62,7 @@ class StageRequest(_Brief):
     stage: str
     machine: str = ""
     context: Any = _PickledOnce()
+
     step_index: int | None = None
     gate: Gate | None = None
     timeout_s: float | None = None
@@ -71,6 +72,7 @@ class StageRequest(_Brief):
     journal_to: Any = None
     run: int = 0  # the task's run that asked (the supervisor refuses a step of a run that is over)
     texts: tuple[str, ...] = ()  # what an embed stage embeds (pegasus.cognitive.stages.EMBED_STAGES)
+    tier: str | None = None  # the task's model tier (``submit --tier``), read by the llm pool's budget
 
     def __getstate__(self) -> dict[str, Any]:
         return StageRequest.__dict__["context"].pickled(self.__dict__)

@@ -148,24 +148,27 @@ def holders(state_dir: Path) -> list[int]:
     except FileNotFoundError:
         return []
     wanted = (info.st_dev, info.st_ino)
-    me, found = os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        fd_dir = f"/proc/{entry.name}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue  # gone, or another user's
-        for fd in fds:
-            try:
-                target = os.stat(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
-            if (target.st_dev, target.st_ino) == wanted and _holds_flock(f"/proc/{entry.name}/fdinfo/{fd}"):
-                found.append(int(entry.name))
-                break
+    me = os.getpid()
+    found = [int(entry.name) for entry in os.scandir("/proc")
+             if entry.name.isdigit() and int(entry.name) != me and _pid_holds(entry.name, wanted)]
     return sorted(pid for pid in found if procs.is_alive(pid))
+
+
+def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
+    """Whether process ``pid`` holds the flock of the file ``wanted`` (device, inode) on one of its descriptors."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False  # gone, or another user's
+    for fd in fds:
+        try:
+            target = os.stat(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if (target.st_dev, target.st_ino) == wanted and _holds_flock(f"/proc/{pid}/fdinfo/{fd}"):
+            return True
+    return False
 
 
 def _holds_flock(fdinfo: str) -> bool:
@@ -283,6 +286,22 @@ def check_owner(spec: SystemSpec) -> None:
                                     spec.admin_port)
 
 
+def _recorded_admin_listens(spec: SystemSpec) -> bool:
+    """Whether the owner record's admin is still that process (pid and start time), holds the state directory's
+    lock and listens on the admin port: proof enough, from its own /proc entries, where ``_admin_pid`` reads
+    every process's (~30 ms of each CLI command, issue 31).  False: ask ``_admin_pid``."""
+    admin = (read_owner(spec) or {}).get("admin")
+    if not (isinstance(admin, list) and len(admin) == 2 and all(type(n) is int for n in admin)):
+        return False
+    pid, start = admin
+    try:
+        info = lock_path(spec.state_dir).stat()
+    except OSError:
+        return False
+    return (procs.is_alive(pid, start) and _pid_holds(str(pid), (info.st_dev, info.st_ino))
+            and procs.listener_pid(spec.admin_port, [pid]) == pid)
+
+
 def check_attachable(spec: SystemSpec) -> None:
     """SystemNotRunningError saying why, unless the system of spec's state directory answers on its port.
 
@@ -290,7 +309,7 @@ def check_attachable(spec: SystemSpec) -> None:
     """
     check_owner(spec)
     where = f"state directory {spec.state_dir}"
-    if _admin_pid(spec) is None:
+    if not _recorded_admin_listens(spec) and _admin_pid(spec) is None:
         if port_in_use(spec):
             raise SystemNotRunningError(f"port {spec.admin_port} is used by another program ({port_user(spec)}), "
                                         f"not by the Pegasus system of {where}", spec.admin_port)

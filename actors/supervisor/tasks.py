@@ -15,7 +15,7 @@ from pegasus.admission import Command, MessageAccepted, Submitted
 from pegasus.admission import inputs as i
 from pegasus.admission.tree import waiting_steps
 from pegasus.store import reflections
-from pegasus.submission import check_batch_size, check_task, numbered
+from pegasus.submission import check_batch_size, check_task, check_tier, numbered
 from pegasus.task import TaskNotFoundError
 from pegasus.views import history_view
 
@@ -50,11 +50,13 @@ def submit_many(ctx: Context, request: m.SubmitMany, sender: ActorAddress) -> An
 
 
 def _input(request: m.Submit, machine: str) -> i.Submit:
-    return i.Submit(request.text, machine, request.priority, dict(request.metadata), request.source, request.key)
+    return i.Submit(request.text, machine, request.priority, dict(request.metadata), request.source, request.key,
+                    tier=request.tier)
 
 
 def _checked(ctx: Context, request: m.Submit) -> tuple[str, int]:
     assert ctx.settings is not None
+    check_tier(request.tier, ctx.settings.llm)
     return check_task(request.text, request.metadata, request.machine, ctx.settings.runtime)
 
 

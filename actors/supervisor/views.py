@@ -17,6 +17,7 @@ def task_view(ctx: Context, task_id: str) -> dict[str, Any]:
     settings, store, admission = ctx.configured
     record = admission.records.get(task_id)
     view = record.view() if record is not None else _stored(ctx, task_id)
+    view["max_attempts"] = settings.retry.max_attempts  # a failed task is retried while attempts are fewer
     # Effectful steps that started and whose outcome is unknown (see pegasus.store.journal).
     view["effects_unknown"] = store.effects_unknown(task_id, run_over=view["lifecycle_state"] != LifecycleState.RUNNING)
     view.update(admission.tree.view_of(task_id))  # parent, depth, children, waiting_for

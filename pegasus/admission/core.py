@@ -112,9 +112,9 @@ class Admission:
                                          f"{self.settings.runtime.max_pending_tasks}")
 
     def claim(self, key: str | None, text: str, machine: str, priority: int,
-              metadata: dict[str, Any], scope: str = SUBMIT) -> Claim | None:
+              metadata: dict[str, Any], scope: str = SUBMIT, tier: str | None = None) -> Claim | None:
         """The idempotency claim of a submit with ``key`` in ``scope`` (None without one)."""
-        return None if key is None else submit_claim(key, text, machine, priority, metadata, scope)
+        return None if key is None else submit_claim(key, text, machine, priority, metadata, scope, tier)
 
     def task_for(self, claim: Claim | None) -> str | None:
         """The task an earlier request with this claim's key created (None: a new key);
@@ -130,22 +130,22 @@ class Admission:
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any],
                source: str, key: str | None = None, scope: str = SUBMIT, *, claim: Claim | None = None,
-               link: Link | None = None) -> tuple[TaskRecord, list[Command]]:
+               link: Link | None = None, tier: str | None = None) -> tuple[TaskRecord, list[Command]]:
         """A new task, or with a ``key`` already used (in ``scope``), the task that key created and no
         effects (a retried request changes nothing).  ``claim`` and ``link``: a sub-task's
         (its parent's step key, and its place in the tree; the link's child_id is filled in)."""
-        claim = claim if claim is not None else self.claim(key, text, machine, priority, metadata, scope)
+        claim = claim if claim is not None else self.claim(key, text, machine, priority, metadata, scope, tier)
         known = self.task_for(claim)
         if known is not None:
             return self.get(known), []
         self.check_room(1)
         task_id = self.id_factory()
-        cognitive = new_fsm(machine, task_id, text, source, priority, metadata)
+        cognitive = new_fsm(machine, task_id, text, source, priority, metadata, tier)
         lifecycle = new_fsm(MachineName.LIFECYCLE, task_id, text, source, priority, metadata)
         record = TaskRecord(task_id, machine, priority, next(self._seq), lifecycle, cognitive.snapshot())
         self.store.create_task({"task_id": task_id, "machine": machine, "cognitive_state": cognitive.state,
                                 "priority": priority, "seq": record.seq, "input": text, "source": source,
-                                "metadata": metadata,
+                                "metadata": metadata, "tier": tier,
                                 "link": None if link is None else replace(link, child_id=task_id)},
                                encode_full(record.snapshot), claim)
         self.records[task_id] = record
@@ -410,7 +410,7 @@ class Admission:
         """A new cognitive run of the same task (retry, or a failed gate sends it back)."""
         context = record.snapshot.context
         fresh = new_fsm(record.machine, record.task_id, context.input_text, context.source, record.priority,
-                         context.input_metadata)
+                         context.input_metadata, context.tier)
         if note:
             fresh.context.messages.append({"role": "system", "content": note})
         record.snapshot = fresh.snapshot()

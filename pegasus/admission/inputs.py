@@ -26,6 +26,7 @@ class Submit:
     source: str
     key: str | None = None
     scope: str = SUBMIT
+    tier: str | None = None  # every model stage's tier (None: [llm.stages]); the supervisor checked it is known
 
 
 @dataclass(frozen=True)

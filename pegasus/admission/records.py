@@ -50,7 +50,7 @@ class TaskRecord:
             "lifecycle_state": self.lifecycle.state, "state": self.snapshot.state,
             "input": context.input_text, "source": context.source, "metadata": dict(self.lifecycle.metadata),
             "result": context.final_result, "error": self.error or context.error,
-            "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run,
+            "exit_reason": self.exit_reason, "attempts": self.attempts, "runs": self.run, "tier": context.tier,
             "iteration": context.iteration, "suspend_reason": context.suspend_reason,
             "question": context.suspend_reason if self.snapshot.state == CognitiveState.SUSPENDED
             and needs_more_info(context.reasoning) else None,
@@ -102,9 +102,10 @@ def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
 
 
 def new_fsm(machine: str, task_id: str, text: str, source: str, priority: int,
-             metadata: dict[str, Any]) -> TaskFSM:
+             metadata: dict[str, Any], tier: str | None = None) -> TaskFSM:
     # The context's metadata (what the tools read) carries the local mark, set by origin, never by a request
-    context = TaskContext(input_text=text, input_metadata=with_local_mark(metadata, source), source=source)
+    context = TaskContext(input_text=text, input_metadata=with_local_mark(metadata, source), source=source,
+                          tier=tier)
     return TaskFSM(machine, task_id=task_id, context=context, priority=priority, metadata=dict(metadata))
 
 

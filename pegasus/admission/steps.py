@@ -21,9 +21,10 @@ class _Admission(Protocol):
     inbox: Inbox
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any], source: str,
-               key: str | None = None, scope: str = ...) -> tuple[TaskRecord, list[Command]]: ...
+               key: str | None = None, scope: str = ..., *,
+               tier: str | None = None) -> tuple[TaskRecord, list[Command]]: ...
     def claim(self, key: str | None, text: str, machine: str, priority: int, metadata: dict[str, Any],
-              scope: str = ...) -> Claim | None: ...
+              scope: str = ..., tier: str | None = None) -> Claim | None: ...
     def task_for(self, claim: Claim | None) -> str | None: ...
     def check_room(self, tasks: int) -> None: ...
     def approve(self, task_id: str) -> list[Command]: ...
@@ -43,13 +44,14 @@ class _Admission(Protocol):
 
 def submit(admission: _Admission, event: i.Submit) -> list[Command]:
     record, commands = admission.submit(event.text, event.machine, event.priority, dict(event.metadata),
-                                        event.source, event.key, event.scope)
+                                        event.source, event.key, event.scope, tier=event.tier)
     return [Submitted(record.task_id, record.machine, record.priority, record.state, not commands), *commands]
 
 
 def submit_batch(admission: _Admission, event: i.SubmitBatch) -> list[Command]:
     """All or none: every key and the queue's room are checked before the first task is created."""
-    claims = [admission.claim(t.key, t.text, t.machine, t.priority, dict(t.metadata), t.scope) for t in event.tasks]
+    claims = [admission.claim(t.key, t.text, t.machine, t.priority, dict(t.metadata), t.scope, t.tier)
+              for t in event.tasks]
     check_batch(claims)
     for index, claim in enumerate(claims):  # a key used before with other content: none is created
         try:

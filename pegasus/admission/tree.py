@@ -88,7 +88,7 @@ class _Admission(Protocol):
 
     def submit(self, text: str, machine: str, priority: int, metadata: dict[str, Any], source: str,
                key: str | None = None, *, claim: Claim | None = None,
-               link: Link | None = None) -> tuple[TaskRecord, list[Command]]: ...
+               link: Link | None = None, tier: str | None = None) -> tuple[TaskRecord, list[Command]]: ...
     def task_for(self, claim: Claim | None) -> str | None: ...
     def cancel(self, task_id: str, reason: str) -> list[Command]: ...
     def _lifecycle(self, record: TaskRecord, event_type: EventType, *, actor: str | None = None,
@@ -147,7 +147,8 @@ class Tree:
             raise SubTaskRefused(f"task {parent.task_id} has started {started} children in this attempt; "
                                  f"[subtasks] max_children is {limits.max_children}")
         record, effects = admission.submit(text, machine, priority, metadata, SUB_TASK, claim=claim,
-                                           link=Link("", parent.task_id, depth, child.key, child.step_index))
+                                           link=Link("", parent.task_id, depth, child.key, child.step_index),
+                                           tier=parent.snapshot.context.tier)  # a child runs on its parent's tier
         if record.state == LifecycleState.DRAFT:  # manual approval: the parent's covers its own work
             effects += admission._approve(record, f"approved with its parent {parent.task_id}")
         return effects, 1

@@ -360,17 +360,20 @@ class LLMStepRunner:
         return self.inner.run_step(context, step)
 
 
-def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClient | None = None) -> Processors:
+def llm_processors(settings: Settings, tools: ToolRegistry, *, client: ChatClient | None = None,
+                   tier: str | None = None, callers: dict[str, ModelCaller] | None = None) -> Processors:
     """The processors of ``[llm] provider = "openai"``: each stage asks the model of its tier
-    (``[llm.stages]``; ``client``, if given, serves the default tier)."""
-    callers: dict[str, ModelCaller] = {}
+    (``tier``, a task's, else ``[llm.stages]``; ``client``, if given, serves the default tier;
+    ``callers``: the callers by tier, shared with other sets)."""
+    callers = callers if callers is not None else {}
 
     def caller(stage: str) -> ModelCaller:
-        tier = settings.llm.tier_of(stage)
-        if tier not in callers:
-            chat = client if client is not None and tier == DEFAULT_TIER else ChatClient(settings.llm.tier(tier))
-            callers[tier] = ModelCaller(chat, tools, tier, settings.llm.price(tier))
-        return callers[tier]
+        tier_name = settings.llm.tier_of(stage, tier)
+        if tier_name not in callers:
+            chat = client if client is not None and tier_name == DEFAULT_TIER else \
+                ChatClient(settings.llm.tier(tier_name))
+            callers[tier_name] = ModelCaller(chat, tools, tier_name, settings.llm.price(tier_name))
+        return callers[tier_name]
 
     rule = prompts.sub_task_rule(settings.subtasks.max_depth, settings.subtasks.max_children)
     return Processors(

@@ -44,7 +44,7 @@ from pegasus.cognitive.offline import (
     OfflineThinker,
 )
 from pegasus.cognitive.post_reflect import OfflinePostReflector
-from pegasus.config import Settings
+from pegasus.config import LLM_STAGE_NAMES, Settings
 from pegasus.llm.context import noting
 from pegasus.llm.usage import metering
 from pegasus.task.events import EventType
@@ -105,11 +105,13 @@ def offline_processors(tools: ToolRegistry | None = None, *,
     )
 
 
-def processors_for(settings: Settings, tools: ToolRegistry | None = None) -> Processors:
+def processors_for(settings: Settings, tools: ToolRegistry | None = None, *, tier: str | None = None,
+                   callers: dict[str, Any] | None = None) -> Processors:
     """The processor set ``[llm] provider`` names, with the tools of ``settings`` (``registry_for``).
 
     "offline" (the default): the deterministic set.  "openai": the llm set, on any
-    OpenAI-compatible endpoint (``[llm] base_url``, ``model``, ``api_key_env``).
+    OpenAI-compatible endpoint (``[llm] base_url``, ``model``, ``api_key_env``); with ``tier``, every
+    model stage on that tier (a task's ``--tier``); ``callers``: model callers shared with other sets.
     """
     tools = tools if tools is not None else registry_for(settings)
     if settings.llm.provider == "offline":
@@ -117,7 +119,25 @@ def processors_for(settings: Settings, tools: ToolRegistry | None = None) -> Pro
     # Imported here: an offline worker never loads the model client (the openai SDK and its imports).
     from pegasus.cognitive.llm import llm_processors  # noqa: PLC0415
 
-    return llm_processors(settings, tools)
+    return llm_processors(settings, tools, tier=tier, callers=callers)
+
+
+class ProcessorSets:
+    """A worker's processors: the set of ``[llm.stages]``, and one per task tier asked for (``submit --tier``),
+    each built when first asked, their model clients shared by tier (one per endpoint, not per set)."""
+
+    def __init__(self, settings: Settings, tools: ToolRegistry) -> None:
+        self.settings, self.tools = settings, tools
+        self.callers: dict[str, Any] = {}
+        self.sets: dict[str | None, Processors] = {}
+
+    def of(self, tier: str | None, stage: str) -> Processors:
+        """The set that runs ``stage`` of a task of ``tier`` (None: the stages' own tiers); one set where no
+        model is asked (offline, the act stage)."""
+        tier = tier if self.settings.llm.provider != "offline" and stage in LLM_STAGE_NAMES else None
+        if tier not in self.sets:
+            self.sets[tier] = processors_for(self.settings, self.tools, tier=tier, callers=self.callers)
+        return self.sets[tier]
 
 
 def _dump(model: Any) -> Any:

@@ -220,14 +220,17 @@ class LLMSettings(_Section):
         for stage, tier in self.stages.items():
             if stage not in LLM_STAGE_NAMES:
                 raise ValueError(f"stages: {stage!r} is not a model stage; they are {', '.join(LLM_STAGE_NAMES)}")
-            if tier != DEFAULT_TIER and tier not in self.tiers:
-                known = ", ".join([DEFAULT_TIER, *sorted(self.tiers)])
-                raise ValueError(f"stages.{stage}: unknown tier {tier!r}; the tiers are {known}")
+            if tier not in self.tier_names():
+                raise ValueError(f"stages.{stage}: unknown tier {tier!r}; the tiers are {', '.join(self.tier_names())}")
         return self
 
-    def tier_of(self, stage: str) -> str:
-        """The tier a stage runs on ("default": [llm] itself)."""
-        return self.stages.get(stage, DEFAULT_TIER)
+    def tier_names(self) -> list[str]:
+        """The tiers a stage or a task may name: "default" ([llm] itself), then ``[llm.tiers]``."""
+        return [DEFAULT_TIER, *sorted(self.tiers)]
+
+    def tier_of(self, stage: str, task_tier: str | None = None) -> str:
+        """The tier a stage runs on: its task's (``submit --tier``), else [llm.stages]' ("default": [llm] itself)."""
+        return task_tier or self.stages.get(stage, DEFAULT_TIER)
 
     def tier(self, name: str) -> LLMSettings:
         """``[llm]`` as tier ``name`` sees it: its model, endpoint, key, budgets and window."""

@@ -139,7 +139,7 @@ async def submit(gw: Gateway, op: Operation, request: Request) -> Response:
     metadata = dict(body.metadata)
     if parse_traceparent(request.headers.get(TRACEPARENT)) is not None:  # the task's trace continues the caller's
         metadata[TRACEPARENT] = request.headers[TRACEPARENT].strip().lower()
-    task = await gw.ask(r.Submit(text=body.text, machine=body.machine, priority=body.priority,
+    task = await gw.ask(r.Submit(text=body.text, machine=body.machine, tier=body.tier, priority=body.priority,
                                  metadata=metadata, source="http", key=key))
     return _json(task, 200 if task.get("existing") else 201)
 

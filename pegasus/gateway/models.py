@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from pydantic_core import PydanticCustomError
 
 from pegasus.gateway.errors import ApiError
-from pegasus.requests import OverlapName
+from pegasus.requests import OverlapName, TierName
 from pegasus.triggers.schedules import MAX_CATCHUP_S, MAX_EVERY_S, MIN_EVERY_S, NAME, ScheduleError, make_spec
 from pegasus.task.names import CognitiveMachineName
 
@@ -21,6 +21,8 @@ class Body(BaseModel):
 class SubmitBody(Body):
     text: str = Field(min_length=1, description="what the task should do")
     machine: CognitiveMachineName | None = Field(None, description="cognitive machine (default from config)")
+    tier: TierName | None = Field(None, description='model tier of every model stage: "default" or a name of '
+                                  "[llm.tiers] (default: each stage's, [llm.stages]); an unknown one is a 400")
     priority: StrictInt = Field(5, ge=0, le=1_000_000, description="lower runs first")
     metadata: dict[str, Any] = Field(default_factory=dict, description="kept with the task")
 

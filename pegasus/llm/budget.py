@@ -36,8 +36,8 @@ class LlmBudget:
         self.max_requeues = llm.max_retries if llm is not None else MAX_REQUEUES  # one layer of 429 retries: ours
         self.settled: dict[tuple[str, str], int] = {}  # (tier, ok | error | rate_limited) -> stages settled
         self._tiers: dict[Hashable, str] = {}  # admitted call -> its tier
-        # How many tiers stages can name: once that many refuse, no queued request can run.
-        self.tier_count = 1 + len(set(llm.stages.values()) - {DEFAULT_TIER}) if llm is not None else 1
+        # How many tiers stages and tasks can name: once that many refuse, no queued request can run.
+        self.tier_count = len(llm.tier_names()) if llm is not None else 1
 
     @classmethod
     def for_pool(cls, pool: str, settings: Settings,
@@ -48,8 +48,9 @@ class LlmBudget:
             return None
         return cls(RateLimiters.from_settings(llm).for_model(llm.model), llm.max_output_tokens, clock, llm=llm)
 
-    def tier_of(self, stage: str) -> str:
-        return self.llm.tier_of(stage) if self.llm is not None and stage else DEFAULT_TIER
+    def tier_of(self, stage: str, task_tier: str | None = None) -> str:
+        """The tier a call of ``stage`` runs on: its task's (``submit --tier``), else the stage's."""
+        return self.llm.tier_of(stage, task_tier) if self.llm is not None and stage else DEFAULT_TIER
 
     def _limiter(self, tier: str) -> RateLimiter:
         if tier not in self.limiters:
@@ -58,9 +59,10 @@ class LlmBudget:
             self.limiters[tier] = RateLimiter(config.rpm, config.tpm)
         return self.limiters[tier]
 
-    def admit(self, context: TaskContext | None, key: Hashable, stage: str = "") -> float:
-        """0.0 when the call may start now (recorded under ``key``, on ``stage``'s tier); else the seconds to wait."""
-        tier = self.tier_of(stage)
+    def admit(self, context: TaskContext | None, key: Hashable, stage: str = "", tier: str | None = None) -> float:
+        """0.0 when the call may start now (recorded under ``key``, on ``tier``, else on ``stage``'s); else the
+        seconds to wait."""
+        tier = tier or self.tier_of(stage)
         config = self.llm.tier(tier) if self.llm is not None else None
         output = config.max_output_tokens if config is not None else self.max_output_tokens
         tokens = estimate_tokens(context, output) if context is not None else 0

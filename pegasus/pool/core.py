@@ -235,7 +235,8 @@ class PoolCore(Pinging):
         self.next_seq += 1
         self.queue.append(Waiting(self.next_seq, event.request, event.requester))
         self._watch_starved(out)
-        if self.budget is not None and self.budget_armed and self.budget.tier_of(event.request.stage) in self.blocked:
+        if self.budget is not None and self.budget_armed and \
+                self.budget.tier_of(event.request.stage, event.request.tier) in self.blocked:
             return  # its tier waits for the armed BudgetDue: reading the queue again would admit nothing
         self._dispatch(out)
 

@@ -28,6 +28,8 @@ class StageAsk(Protocol):
     def timeout_s(self) -> float | None: ...
     @property
     def context(self) -> Any: ...  # read only under a rate budget (its tokens are estimated)
+    @property
+    def tier(self) -> str | None: ...  # its task's model tier (None: its stage's), read by a rate budget
 
 
 class PoolSpec(Protocol):

@@ -181,10 +181,10 @@ class PoolState:
         self.blocked = frozenset()
         for position in self._ordered():
             waiting = self.queue[position]
-            tier = budget.tier_of(waiting.request.stage)
+            tier = budget.tier_of(waiting.request.stage, waiting.request.tier)
             if tier in refused:
                 continue
-            wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage)
+            wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage, tier)
             if wait <= 0:
                 return position
             refused[tier] = wait

@@ -5,7 +5,7 @@ Every number is bounded (a priority, a page, a cursor: within SQLite's integers)
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -25,9 +25,15 @@ class Configure(Request[View]):
 
     settings: Settings
 
+# A model tier a task runs every model stage on: "default" or a name of [llm.tiers]; which ones the system has
+# is its supervisor's to check (pegasus.submission.check_tier: an unknown one is refused, naming them).
+TierName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\w.-]+$")]
+
+
 class Submit(Request[View]):
     text: str
     machine: CognitiveMachineName | None = None
+    tier: TierName | None = None  # None: each stage's tier ([llm.stages])
     priority: int = Field(5, ge=0, le=MAX_PRIORITY)
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str = Field("cli", max_length=64)

@@ -60,8 +60,9 @@ class StoreReader(Store):
         raise StoreError(f"store {self.path} is open read-only")
 
 
-def answer_read(reader: Store, request: r.Request[Any]) -> Any:
-    """What the supervisor answers ``request`` (one of ``READS``), from the store alone."""
+def answer_read(reader: Store, request: r.Request[Any], max_attempts: int | None = None) -> Any:
+    """What the supervisor answers ``request`` (one of ``READS``), from the store alone (``max_attempts``: the
+    settings' [retry] one, which a task's view carries)."""
     if isinstance(request, r.ListTasks):
         found = (request.text, request.metadata)  # pegasus.store.search, as the supervisor asks it
         return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before, *found),
@@ -85,7 +86,7 @@ def answer_read(reader: Store, request: r.Request[Any]) -> Any:
                 "effects_unknown": reader.effects_unknown(task_id, run_over=True),
                 "parent_id": link.parent_id if link else None, "depth": link.depth if link else 0,
                 "children": [child.child_id for child in reader.children_of(task_id)], "waiting_for": [],
-                "messages_quarantined": reader.quarantined_messages(task_id)}
+                "messages_quarantined": reader.quarantined_messages(task_id), "max_attempts": max_attempts}
     raise ValueError(f"{type(request).__name__} is not a read of the store")
 
 

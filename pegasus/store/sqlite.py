@@ -100,8 +100,10 @@ class Store(TaskMessages, TreeTables, Database):
             search.index_new(db, row["task_id"], row["input"], row.get("metadata"))
             db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
                        " VALUES (?, 'lifecycle', 0, '-', 'draft', 'TASK_CREATED', ?, ?)",
-                       (row["task_id"], pack({"reason": "submitted"}), stamp))
-            self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"]})
+                       # the tier it was submitted with (the checkpoint's context has it too): read back by views
+                       (row["task_id"], pack({"reason": "submitted", **_tier(row)}), stamp))
+            self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
+                                                             **_tier(row)})
             db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
                        (row["task_id"], row["cognitive_state"], checkpoint, stamp))
             if row.get("link") is not None:  # a sub-task: created with its link, or not at all
@@ -332,6 +334,11 @@ def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
                (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
                 number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
                 cost, unpriced, number("estimated_calls")))
+
+
+def _tier(row: dict[str, Any]) -> dict[str, Any]:
+    """A new task's tier as its TASK_CREATED rows note it (nothing without one)."""
+    return {"tier": row["tier"]} if row.get("tier") else {}
 
 
 def _encode_updates(updates: dict[str, Any]) -> dict[str, Any]:

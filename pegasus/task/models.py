@@ -140,6 +140,8 @@ class TaskContext(_Model):
     actions_done: list[ActionResult] = Field(default_factory=list)
     reflections: list[Reflection] = Field(default_factory=list)
     post_reflection: PostTaskReflection | None = None
+    # The model tier every model stage of this task runs on (``submit --tier``); None: each stage's [llm.stages]
+    tier: str | None = None
     # What the last think / reason was given from memory (None: nothing recalled yet, or recall is off)
     recall: Recall | None = None
     # Loop control

@@ -55,3 +55,25 @@ def test_status_imports_only_what_asking_needs(tmp_path: Path) -> None:
                   "actors.supervisor", "actors.guardian", "actors.cli.watch",
                   "actors.cli.system", "actors.cli.memory", "actors.cli.local", "actors.cli.progress") == []
 
+
+
+ASKING = """
+import json, sys
+from actors.cli import base, tasks
+from actors.client import Client
+from actors import messages as m
+m.Get, m.ListTasks, m.Reply
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_asking_a_running_system_imports_neither_the_store_nor_the_other_requests() -> None:
+    """What ``status`` and ``list`` import to ask a running system (the command, the client, their requests):
+    not the store (only read when no system runs), not the requests of memory, schedules or tokens, not the
+    schedules' module nor the state machines."""
+    done = subprocess.run([sys.executable, "-c", ASKING], capture_output=True, text=True, timeout=120, check=True)
+    modules = set(json.loads(done.stdout))
+    assert "pegasus.requests.tasks" in modules
+    assert loaded(modules, "pegasus.store.sqlite", "pegasus.store.reader", "pegasus.store.checkpoint",
+                  "pegasus.requests.memory", "pegasus.requests.triggers", "pegasus.requests.tokens",
+                  "pegasus.triggers", "pegasus.task.fsm", "pegasus.task.machines", "sqlite3") == []

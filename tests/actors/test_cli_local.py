@@ -131,8 +131,8 @@ def test_zsh_completion_is_a_compdef_script(capsys: pytest.CaptureFixture[str]) 
 
 SYSTEM = ["-h", "--json", "--config", "--port"]
 FLAGS = {  # the command line's contract, as the README lists it
-    "run": [*SYSTEM, "--machine", "--priority", "--timeout"],
-    "submit": [*SYSTEM, "--machine", "--priority", "--file", "--key"],
+    "run": [*SYSTEM, "--machine", "--tier", "--priority", "--timeout"],
+    "submit": [*SYSTEM, "--machine", "--tier", "--priority", "--file", "--key"],
     "status": SYSTEM, "history": SYSTEM, "suspend": SYSTEM, "resume": [*SYSTEM, "--message"], "cancel": SYSTEM, "tree": SYSTEM,
     "message": SYSTEM, "watch": [*SYSTEM, "--interval", "--limit"], "wait": [*SYSTEM, "--timeout"],
     "approve": SYSTEM, "retry": SYSTEM, "list": [*SYSTEM, "--state", "--limit", "--offset", "--text", "--meta"],

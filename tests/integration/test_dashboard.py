@@ -238,6 +238,23 @@ def test_a_quarantined_message_shows_on_its_tasks_page_with_its_error(dashboard:
     page.wait_for_selector('dd[data-field="message 1"] span.quarantine >> text=stored as blob')
 
 
+def test_the_submit_form_sends_a_tier_and_shows_a_refused_one(dashboard: Dashboard, page: Any) -> None:
+    """The form's tier goes in the body of POST /v1/tasks: an unknown one's refusal, naming the tiers, is shown;
+    a known one is the task's, on its page and in ``pegasus status``."""
+    login(page, dashboard, "submit")
+    page.fill("#submit-text", "echo tier form")
+    page.fill("#submit-tier", "huge")
+    page.click("#submit button[type=submit]")
+    page.wait_for_selector("#submit-error >> text=unknown tier 'huge'; the tiers are default")
+    page.fill("#submit-tier", "default")
+    page.click("#submit button[type=submit]")
+    page.wait_for_selector("#task-rows td >> text=echo tier form")  # made: the list shows it, live
+    [task] = dashboard.cli.json("list", "--text", "tier form")["tasks"]
+    assert dashboard.status(task["task_id"])["tier"] == "default"
+    page.goto(f"{dashboard.url}/#/task/{task['task_id']}")
+    page.wait_for_selector('dd[data-field="tier"] >> text=default')
+
+
 def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """With a read token the page offers no action and no submit form; the data is all there."""
     task_id = dashboard.submit("echo waiting")

@@ -12,10 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from actors.client.errors import RequestError
+from actors.runtime import procs
 from pegasus.llm.context import SUMMARY_PREFIX
 from tests.support.fake_openai import FakeOpenAI, Reply, completion, prompt_size, tool_call
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 NO_REFLECTOR = {"reflector": False}  # these tests count and order the model's calls: no post-task reflection among them
@@ -29,14 +33,15 @@ def servers() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
         yield default, strong
 
 
-def cli(client: Any, state_dir: Path, *args: str) -> str:
-    """``pegasus ARGS --port N`` as a user runs it, against the test's system."""
+def cli(client: Any, state_dir: Path, *args: str, status: int = 0) -> str:
+    """``pegasus ARGS --port N`` as a user runs it, against the test's system: its stdout, or its stderr when
+    it is to fail (``status``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_")}
     env["PEGASUS_HOME"] = str(state_dir)
     done = subprocess.run(["pegasus", *args, "--port", str(client.spec.admin_port)], env=env, cwd=state_dir,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    assert done.returncode == status, done.stdout + done.stderr
+    return done.stdout if status == 0 else done.stderr
 
 
 def test_stages_run_on_their_tiers_models_and_cost_shows_per_stage_task_and_system(
@@ -83,6 +88,54 @@ def test_stages_run_on_their_tiers_models_and_cost_shows_per_stage_task_and_syst
     assert "cost_usd" not in by_tier["default"]
     assert "models:  4 calls, 3,436 tokens (400 cached), $0.014680 (+ 2 unpriced calls)" in cli(client, state_dir,
                                                                                                   "stats")
+
+
+def test_a_task_on_a_tier_reaches_that_tiers_endpoint_from_every_entry_and_status_shows_it(
+        pegasus, servers: tuple[FakeOpenAI, FakeOpenAI], state_dir: Path) -> None:
+    """``--tier`` (CLI), ``tier=`` (Client) and ``"tier"`` (HTTP): every model call of such a task goes to the
+    tier's own server, never [llm]'s; an unknown tier is refused at each entry naming the tiers; ``status``
+    shows the tier and the attempts out of [retry] max_attempts (text and --json)."""
+    default, strong = servers
+    strong.responder = lambda body: completion({"thought": "multiply", "answer": "42"})
+    llm = {"provider": "openai", "base_url": default.url, "model": "mid", "api_key_env": "", "max_retries": 0,
+           "tiers": {"strong": {"model": "big", "base_url": strong.url}}}
+    (state_dir / "pegasus.toml").write_text(  # the CLI's own settings match the system's (else it refuses)
+        f'[llm]\nprovider = "openai"\nbase_url = "{default.url}"\nmodel = "mid"\napi_key_env = ""\nmax_retries = 0\n'
+        f'[llm.tiers.strong]\nmodel = "big"\nbase_url = "{strong.url}"\n', encoding="utf-8")
+    port = procs.free_port()
+    client = pegasus(memory=NO_REFLECTOR, llm=llm, http={"enabled": True, "port": port})
+    known = "unknown tier 'huge'; the tiers are default, strong"
+
+    by_cli = cli(client, state_dir, "submit", "what is six times seven?", "--machine", "reason_act",
+                 "--tier", "strong").strip()
+    by_client = client.submit("what is six times seven?", machine="reason_act", tier="strong")["task_id"]
+    token = client.token_create("tiers", "submit")["token"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"},
+                      timeout=30) as http:
+        wait_for(lambda: _answers(http), what="the gateway")
+        answer = http.post("/v1/tasks", json={"text": "what is 6*7?", "machine": "reason_act", "tier": "strong"})
+        assert answer.status_code == 201 and answer.json()["tier"] == "strong", answer.text
+        refused = http.post("/v1/tasks", json={"text": "what is 6*7?", "tier": "huge"})
+    assert refused.status_code == 400 and known in refused.json()["error"]["message"], refused.text
+    with pytest.raises(RequestError, match=known):
+        client.submit("what is 6*7?", tier="huge")
+    assert known in cli(client, state_dir, "submit", "what is 6*7?", "--tier", "huge", status=1)
+
+    for task_id in (by_cli, by_client, answer.json()["task_id"]):
+        task = client.wait(task_id, timeout=60)
+        assert (task["lifecycle_state"], task["result"], task["tier"]) == ("done", "42", "strong"), task.get("error")
+    assert default.requests == [] and [body["model"] for body in strong.requests] == ["big"] * 3
+    shown = json.loads(cli(client, state_dir, "status", by_cli, "--json"))
+    assert (shown["tier"], shown["attempts"], shown["max_attempts"]) == ("strong", 1, 3)
+    text = cli(client, state_dir, "status", by_cli)
+    assert "(reason_act, priority 5, tier strong)" in text and re.search(r"attempts:\s+1 of 3", text), text
+
+
+def _answers(http: httpx.Client) -> bool:
+    try:
+        return http.get("/healthz").status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 TEXTS = 5  # tool results the task reads, 6,000 characters (~1,500 tokens) each

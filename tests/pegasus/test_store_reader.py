@@ -23,6 +23,7 @@ def test_a_reader_answers_reads_beside_a_writer_and_writes_nothing(tmp_path: Pat
     reader = StoreReader.of_state_dir(tmp_path)
     try:
         assert answer_read(reader, r.Get(task_id="53417d1a"))["task_id"] == TASK
+        assert answer_read(reader, r.Get(task_id=TASK), 3)["max_attempts"] == 3  # the settings': status shows it
         assert answer_read(reader, r.ListTasks())["total"] == 1
         assert answer_read(reader, r.Tree(task_id=TASK))["children"] == []
         new_task(store, "other")  # the writer goes on; the reader sees its commits

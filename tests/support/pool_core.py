@@ -24,6 +24,7 @@ class Ask:
     stage: str = "think"
     timeout_s: float | None = None
     context: Any = None
+    tier: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
-// Pegasus dashboard: the Gantt chart of a task's stages (loaded before app.js, which draws it).
-"use strict";
+// Pegasus dashboard: the Gantt chart of a task's stages (task.js draws it on a task's page).
+
+import { h, s } from "./core.js";
 
 // The tick step for a span: 1, 2 or 5 times a power of ten, the smallest giving at most `most` intervals.
-function tickStep(span, most = 6) {
+export function tickStep(span, most = 6) {
   const raw = Math.max(span, 1e-9) / most;
   const power = 10 ** Math.floor(Math.log10(raw));
   return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= raw * (1 - 1e-9));
 }
 // "250 ms", "1.5 s", "2 min": a tick's time, in the unit of its step.
-function tickText(ms, step) {
+export function tickText(ms, step) {
   if (step >= 60000 && ms % 60000 === 0) return `${ms / 60000} min`;
   if (step >= 1000) return `${+(ms / 1000).toFixed(3)} s`;
   return `${+ms.toFixed(3)} ms`;
@@ -17,7 +18,7 @@ function tickText(ms, step) {
 // Stages as a Gantt chart: one lane per worker (pool, member, pid), a bar per stage from start to end, and the
 // stage running now (`running`: {stage, pool, started} in seconds) as a bar to `now`. As wide as `width`: its
 // card at any window width; the lane labels are cut to fit, in full on hover.
-function gantt(stages, running, now, width) {
+export function gantt(stages, running, now, width) {
   const bars = stages.filter((st) => st.started).map((st) => ({ ...st, lane: `${st.pool} ${st.member || st.host || ""} pid ${st.pid}` }));
   if (running) bars.push({ ...running, finished: Math.max(now, running.started), lane: `${running.pool} (running now)`, running: true });
   if (!bars.length) return h("p", { class: "muted" }, "no stage has run yet");
