@@ -38,7 +38,7 @@ from pegasus import logs
 from pegasus.admission.inputs import Wake
 from pegasus.errors import PegasusError
 from pegasus.store import Store, StoreError, StoreUnavailable
-from pegasus.store.drain import DrainBatch, Hold, Settle  # noqa: F401 - Settle: _batch's other command
+from pegasus.store.drain import DrainBatch, Hold, Settle
 from pegasus.store.health import ProbeDue
 from pegasus.task import PoolName
 
@@ -178,7 +178,8 @@ class Supervisor(Actor):
 
     def _next_batched(self) -> bool:
         """Whether the next message this actor's transport has read already is a report (Thespian's queue)."""
-        queued = getattr(getattr(getattr(self, "_myRef", None), "transport", None), "_incomingEnvelopes", None)
+        queued: list[Any] = getattr(getattr(getattr(self, "_myRef", None), "transport", None), "_incomingEnvelopes",
+                                    None) or []
         return bool(queued) and type(getattr(queued[0], "message", None)) in BATCHED
 
     def _send(self, address: ActorAddress, message: Any) -> None:

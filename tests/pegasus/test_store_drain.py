@@ -115,7 +115,7 @@ def test_a_held_group_released_without_commit_writes_nothing(tmp_path: Path) -> 
 class CountingStore(Store):
     journal_reads = 0
 
-    def journal(self, task_id: str) -> dict:  # type: ignore[override]
+    def journal(self, task_id: str) -> dict:
         CountingStore.journal_reads += 1
         return super().journal(task_id)
 
