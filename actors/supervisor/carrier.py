@@ -9,6 +9,9 @@ pure cores' (``Admission``, ``StoreHealth``, ``ScheduleTimer``,
 request gets an error Reply; nothing a client sends can raise into Thespian
 (which would re-deliver it and answer with PoisonMessage).
 
+What a message's handling sends leaves once its writes are committed; the task runs'
+reports read in one pass share one commit (``pegasus.store.drain``).
+
 A new operation is a message (``pegasus.requests``), a row in its module's
 ``REQUESTS`` (or ``FROM_SENDER`` when it answers later or keeps the sender),
 and its tests.
@@ -121,7 +124,7 @@ class Supervisor(Actor):
         super().__init__(*args, **kwargs)
         procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
         self.batch = DrainBatch()
-        self.held: list[tuple[ActorAddress, Any]] | None = None  # sends waiting for the batch's commit
+        self.held: list[tuple[ActorAddress, Any]] | None = None  # sends waiting for their message's commit
         task_actors = TaskActors(lambda: children.task_actor_started(self.ctx, self._fork(TaskActor)), self._send,
                                  lambda seconds: self._wake(seconds, m.TaskActorsDue()))  # limits set by Configure
         self.ctx = Context(send=self._send, wake=self._wake, create=self._fork,
@@ -139,6 +142,7 @@ class Supervisor(Actor):
             return
         batched = type(message) in BATCHED
         self._batch(ctx, self.batch.before(batched, ctx.store is not None and ctx.admission is not None))
+        self.held = [] if self.held is None else self.held  # what it sends waits for its writes' commit
         try:
             self._handle(ctx, message, sender)
         except StoreUnavailable as exc:
@@ -148,7 +152,8 @@ class Supervisor(Actor):
             ctx.log.exception("supervisor_error", message_type=type(message).__name__)
             children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
         self._batch(ctx, self.batch.after(self._next_batched()))
-
+        if not self.batch.open:
+            self._flush()
 
     def _batch(self, ctx: Context, commands: list[Hold | Settle]) -> None:
         """pegasus.store.drain's commands: the store's group opened, or committed and the held sends sent."""
@@ -159,18 +164,14 @@ class Supervisor(Actor):
                     ctx.store.hold()
                 except StoreError:  # not held: the report's own writes meet the trouble, handled as ever
                     self.batch.failed()
-                    continue
-                self.held = []
                 continue
-            held, self.held = self.held or [], None
             failure: StoreError | None = None
             try:
                 if ctx.store is not None:
                     ctx.store.release(command.commit)
             except StoreError as exc:  # rolled back whole
                 failure = exc
-            for address, message in held:
-                self.send(address, message)
+            self._flush()  # rolled back: sent all the same, as a report's sends were before (drain.py)
             if isinstance(failure, StoreUnavailable):
                 store.store_failed(ctx, failure)
             elif failure is not None:
@@ -182,8 +183,14 @@ class Supervisor(Actor):
                                     None) or []
         return bool(queued) and type(getattr(queued[0], "message", None)) in BATCHED
 
+    def _flush(self) -> None:
+        held, self.held = self.held or [], None
+        for address, message in held:
+            self.send(address, message)
+
     def _send(self, address: ActorAddress, message: Any) -> None:
-        """Every send of the supervisor: held while a batch's commit is pending (pegasus.store.drain)."""
+        """Every send of the supervisor: held until the writes of the message it handles (of its batch of
+        reports, pegasus.store.drain) are committed, then sent in order."""
         if self.held is not None:
             self.held.append((address, message))
         else:
