@@ -9,6 +9,9 @@ pure cores' (``Admission``, ``StoreHealth``, ``ScheduleTimer``,
 request gets an error Reply; nothing a client sends can raise into Thespian
 (which would re-deliver it and answer with PoisonMessage).
 
+What a message's handling sends leaves once its writes are committed; the task runs'
+reports read in one pass share one commit (``pegasus.store.drain``).
+
 A new operation is a message (``pegasus.requests``), a row in its module's
 ``REQUESTS`` (or ``FROM_SENDER`` when it answers later or keeps the sender),
 and its tests.
@@ -39,7 +42,8 @@ from actors.task_actor import TaskActor, effect_registry
 from pegasus import logs
 from pegasus.admission.inputs import Wake
 from pegasus.errors import PegasusError
-from pegasus.store import Store, StoreUnavailable
+from pegasus.store import Store, StoreError, StoreUnavailable
+from pegasus.store.drain import DrainBatch, Hold, Settle
 from pegasus.store.health import ProbeDue
 from pegasus.task import PoolName
 
@@ -104,6 +108,9 @@ def _retry_due(ctx: Context, due: m.RetryDue) -> None:
         admit(ctx, Wake(due.task_id))
 
 
+# What shares one commit with the next of its kind read in the same pass (pegasus.store.drain).
+BATCHED = frozenset({m.TaskReports})
+
 # The supervisor's own timers: wakeup payload -> row (ctx, payload).
 TIMERS: Rows = {
     m.RetryDue: _retry_due, m.StoreProbe: lambda ctx, probe: store.step(ctx, ProbeDue()),
@@ -119,9 +126,11 @@ class Supervisor(Actor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         procs.die_with_parent()  # the guardian starts the next one: never two writers of the store
-        task_actors = TaskActors(lambda: children.task_actor_started(self.ctx, self._fork(TaskActor)), self.send,
+        self.batch = DrainBatch()
+        self.held: list[tuple[ActorAddress, Any]] | None = None  # sends waiting for their message's commit
+        task_actors = TaskActors(lambda: children.task_actor_started(self.ctx, self._fork(TaskActor)), self._send,
                                  lambda seconds: self._wake(seconds, m.TaskActorsDue()))  # limits set by Configure
-        self.ctx = Context(send=self.send, wake=self._wake, create=self._fork,
+        self.ctx = Context(send=self._send, wake=self._wake, create=self._fork,
                            exit=lambda: self.send(self.myAddress, ActorExitRequest()),
                            task_actors=task_actors, log=logs.get("supervisor"),
                            find_mcp_host=lambda: self.createActor(McpHostActor, globalName=MCP_HOST))
@@ -135,13 +144,61 @@ class Supervisor(Actor):
                 self.send(sender, m.Reply(str(message.request_id or ""), False, error="the system is stopping",
                                           error_type="SystemStopping"))
             return
+        batched = type(message) in BATCHED
+        self._batch(ctx, self.batch.before(batched, ctx.store is not None and ctx.admission is not None))
+        self.held = [] if self.held is None else self.held  # what it sends waits for its writes' commit
         try:
             self._handle(ctx, message, sender)
         except StoreUnavailable as exc:
+            self._batch(ctx, self.batch.failed())
             store.store_failed(ctx, exc)
         except Exception as exc:  # noqa: BLE001 - requests answer their own errors: this is the rest
             ctx.log.exception("supervisor_error", message_type=type(message).__name__)
             children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
+        self._batch(ctx, self.batch.after(self._next_batched()))
+        if not self.batch.open:
+            self._flush()
+
+    def _batch(self, ctx: Context, commands: list[Hold | Settle]) -> None:
+        """pegasus.store.drain's commands: the store's group opened, or committed and the held sends sent."""
+        for command in commands:
+            if isinstance(command, Hold):
+                try:
+                    assert ctx.store is not None
+                    ctx.store.hold()
+                except StoreError:  # not held: the report's own writes meet the trouble, handled as ever
+                    self.batch.failed()
+                continue
+            failure: StoreError | None = None
+            try:
+                if ctx.store is not None:
+                    ctx.store.release(command.commit)
+            except StoreError as exc:  # rolled back whole
+                failure = exc
+            self._flush()  # rolled back: sent all the same, as a report's sends were before (drain.py)
+            if isinstance(failure, StoreUnavailable):
+                store.store_failed(ctx, failure)
+            elif failure is not None:
+                ctx.log.error("store_batch_failed", error=str(failure))
+
+    def _next_batched(self) -> bool:
+        """Whether the next message this actor's transport has read already is a report (Thespian's queue)."""
+        queued: list[Any] = getattr(getattr(getattr(self, "_myRef", None), "transport", None), "_incomingEnvelopes",
+                                    None) or []
+        return bool(queued) and type(getattr(queued[0], "message", None)) in BATCHED
+
+    def _flush(self) -> None:
+        held, self.held = self.held or [], None
+        for address, message in held:
+            self.send(address, message)
+
+    def _send(self, address: ActorAddress, message: Any) -> None:
+        """Every send of the supervisor: held until the writes of the message it handles (of its batch of
+        reports, pegasus.store.drain) are committed, then sent in order."""
+        if self.held is not None:
+            self.held.append((address, message))
+        else:
+            self.send(address, message)
 
     def _handle(self, ctx: Context, message: Any, sender: ActorAddress) -> None:  # not _receive: Thespian's
         kind = type(message)

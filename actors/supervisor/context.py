@@ -27,6 +27,7 @@ from pegasus.schedule_timer import ScheduleTimer
 from pegasus.store import Store
 from pegasus.store.health import StoreHealth
 from pegasus.supervision import ChildSpec, Restart, Supervision
+from pegasus.task import TaskSnapshot
 
 SPECS = {
     "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, first_s=0.0, then_s=0.5, max_s=5.0,
@@ -86,6 +87,7 @@ class Context:
     pools: Pools = field(default_factory=Pools)
     vectors: Vectors = field(default_factory=Vectors)
     post: PostReflections | None = None  # made at Configure (its limit is the llm pool's size)
+    stopped: dict[str, TaskSnapshot] = field(default_factory=dict)  # a run's last snapshot while its end is admitted
     subscribers: list[tuple[ActorAddress, str | None]] = field(default_factory=list)
     pending_suspend: dict[str, list[tuple[ActorAddress, str]]] = field(default_factory=dict)
     pending_stats: dict[int, tuple[ActorAddress, str, dict[str, Any]]] = field(default_factory=dict)

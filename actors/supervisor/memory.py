@@ -102,9 +102,14 @@ def _step(ctx: Context, request: m.StageRequest, query_vector: list[float] | Non
                          worker={"pool": "memory", "worker": "supervisor"})
 
 
-def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = None) -> None:
+def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = None, *, last: bool = False) -> None:
     """Archive a done task's full context (idempotent): ``snapshot`` when the caller has it, else rebuilt
-    from the store's checkpoints."""
+    from the store's checkpoints; ``last``: it is the run's last snapshot, which holds the task's input and
+    result as its row does (not read back)."""
+    if last and snapshot is not None:
+        context = snapshot.context
+        memory_of(ctx).archive(task_id, context.input_text, context.final_result, context.model_dump(mode="json"))
+        return
     store = _store(ctx)
     row = store.task_row(task_id)
     if row is None:
@@ -179,13 +184,14 @@ def after_notice(ctx: Context, notice: TransitionNotice) -> None:
 def _task_done(ctx: Context, task_id: str) -> None:
     settings, store = ctx.settings, _store(ctx)
     assert settings is not None
+    last = ctx.stopped.get(task_id)  # the run that just ended: its snapshot is the last checkpoint's
     try:
-        snapshot = rebuild(task_id, store.checkpoints(task_id))
+        snapshot = last if last is not None else rebuild(task_id, store.checkpoints(task_id))
     except Exception as exc:  # noqa: BLE001 - quarantined: nothing to archive or reflect on, the task is done
         reflections.finished(store, task_id, reflections.FAILED, error=reason(exc))
         return
     try:
-        archive_task(ctx, task_id, snapshot)
+        archive_task(ctx, task_id, snapshot, last=last is not None)
     except MemoryStoreError as exc:  # the archive is a copy: the task is done all the same
         ctx.log.warning("archive_failed", task_id=task_id, error=str(exc))
     if not settings.memory.reflector:

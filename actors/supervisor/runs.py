@@ -47,8 +47,12 @@ def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
 def _stopped(ctx: Context, report: m.TaskStopped) -> None:
     ctx.task_actors.release(report.task_id, report.run)  # before the next run is placed
     _trace_run(ctx, report)
-    admit(ctx, Stopped(report.task_id, report.run, report.state, report.snapshot, report.exit_reason,
-                       report.children))
+    ctx.stopped[report.task_id] = report.snapshot  # a task done now is archived from it, not read back
+    try:
+        admit(ctx, Stopped(report.task_id, report.run, report.state, report.snapshot, report.exit_reason,
+                           report.children))
+    finally:
+        ctx.stopped.pop(report.task_id, None)
     answer_suspends(ctx, report.task_id)
 
 

@@ -391,8 +391,9 @@ class Admission:
 
     def _start(self, record: TaskRecord, event: str | None = None, payload: dict[str, Any] | None = None) -> StartRun:
         generation = f"{record.attempts}.{record.gate_failures}"
+        journal = self.store.journal(record.task_id) if record.run > 1 else {}  # no run before the first: none
         return StartRun(record.task_id, record.run, record.snapshot, generation, event, payload or {},
-                        self.store.journal(record.task_id), tuple(self.inbox._unread(record)))
+                        journal, tuple(self.inbox._unread(record)))
 
     def _next_gate(self, record: TaskRecord) -> list[Command]:
         gates = self.settings.verification.gates

@@ -169,8 +169,7 @@ class Database:
         if self._depth:
             yield
             return
-        self._begin()
-        self._depth = 1
+        self.hold()
         commit = True
         try:
             yield
@@ -178,8 +177,27 @@ class Database:
             commit = False
             raise
         finally:
+            self.release(commit)
+
+    def hold(self) -> None:
+        """``group()`` opened for longer than a block: every write until ``release`` shares its commit
+        (the supervisor's reports of one mailbox drain).  The same rules: nothing that promises
+        durability may be sent before ``release`` commits."""
+        if self._depth:
+            raise StoreError(f"store {self.path}: a group is already open")
+        self._begin()
+        self._depth = 1
+
+    def release(self, commit: bool = True) -> None:
+        """End what ``hold`` opened: COMMIT (ROLLBACK when not ``commit``); nothing open: nothing to do."""
+        if self._depth:
             self._depth = 0
             self._end(commit)
+
+    @property
+    def holding(self) -> bool:
+        """Whether a group is open (its writes are not committed yet)."""
+        return self._depth > 0
 
     def probe(self) -> None:
         """One small write: StoreUnavailable while the store still cannot take writes."""
