@@ -144,6 +144,7 @@ class ChatClient:
         self._environ = os.environ if environ is None else environ
         self._sdk: Any = None
         self.refuses_stream = False  # the endpoint answered a streamed request 400 (llm.stream)
+        self.serial = False  # it cut a stream because another request waited: it decodes one at a time
 
     @property
     def endpoint(self) -> str:
@@ -267,8 +268,9 @@ class ChatClient:
             return None
         if reply.finish_reason is None:
             # Ended without a finish_reason: cut short (llama-cpp-python's server ends a stream with [DONE]
-            # when another request waits). Asked again whole, and this endpoint not streamed to again.
-            self.refuses_stream = True
+            # when another request waits: it decodes one at a time). Asked again whole, and this endpoint
+            # not streamed to again.
+            self.refuses_stream = self.serial = True
             return None
         return reply
 

@@ -102,8 +102,9 @@ def _send(client: ChatClient, shape: Shape, body: dict[str, Any]) -> Completion:
     try:
         return client.send(body)
     finally:
-        if client.refuses_stream and shape.stream:
-            _learn(client, shape, replace(shape, stream=False))
+        if (client.refuses_stream and shape.stream) or (client.serial and not shape.serial):
+            _learn(client, shape, replace(shape, stream=shape.stream and not client.refuses_stream,
+                                          serial=shape.serial or client.serial))
 
 
 def _held(client: ChatClient, shape: Shape, sent: Any, detail: str) -> str:

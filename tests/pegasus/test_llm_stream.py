@@ -141,4 +141,5 @@ def test_a_stream_one_client_saw_cut_is_not_streamed_by_the_others(monkeypatch) 
             assert ladder.complete(second, lambda shape: [{"role": "user", "content": "q"}])[0].content \
                 == "other worker"
         assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
-    assert [fields["stream"] for _, fields in ladder.learned()] == [False]  # told to the pool
+    # Told to the pool: no stream, and one request at a time (pegasus.pool.endpoints).
+    assert [(fields["stream"], fields["serial"]) for _, fields in ladder.learned()] == [(False, True)]
