@@ -99,6 +99,7 @@ def _send(client: ChatClient, shape: Shape, body: dict[str, Any]) -> Completion:
     """``client.send``, streamed only while no worker saw this endpoint refuse or cut a stream (measured:
     llama-cpp-python cuts a stream when another request waits, and each cut reply is asked again whole)."""
     client.refuses_stream = client.refuses_stream or not shape.stream
+    client.serial = client.serial or shape.serial
     try:
         return client.send(body)
     finally:

@@ -140,6 +140,7 @@ def test_a_stream_one_client_saw_cut_is_not_streamed_by_the_others(monkeypatch) 
             assert ladder.complete(first, lambda shape: [{"role": "user", "content": "q"}])[0].content == "cut"
             assert ladder.complete(second, lambda shape: [{"role": "user", "content": "q"}])[0].content \
                 == "other worker"
+        assert second.serial  # one request at a time: a timed-out call is not sent again (test_llm_deadline)
         assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
     # Told to the pool: no stream, and one request at a time (pegasus.pool.endpoints).
     assert [(fields["stream"], fields["serial"]) for _, fields in ladder.learned()] == [(False, True)]
