@@ -73,7 +73,7 @@ class Shape:
     token_param: str = MAX_TOKENS  # max_tokens | max_completion_tokens | "" (no cap)
     temperature: bool = True
     reasoning_effort: bool = False
-    stream: bool = True  # False: the endpoint refused or cut a stream; every worker asks it whole from then on
+    stream: bool = True  # False: the endpoint refused a stream; every worker asks it whole from then on
     # The server decodes one request at a time (it cut a stream because another request waited): its
     # pool sends it one at a time ([llm] max_concurrent = 0), so no stage's deadline runs out in its queue.
     serial: bool = False

@@ -224,6 +224,8 @@ class ChatClient:
             streamed = self._streamed(client, request)
             if streamed is not None:
                 return streamed
+            if self.serial and (longer := self._attempt_s(0)) > timeout_s:  # a stream cut just now: see _attempt_s
+                timeout_s, client = longer, client.with_options(timeout=longer)
             reply = client.chat.completions.create(**request)
         except openai.APIStatusError as exc:
             raise self._status_error(exc, request) from None
@@ -272,9 +274,10 @@ class ChatClient:
             return None
         if reply.finish_reason is None:
             # Ended without a finish_reason: cut short (llama-cpp-python's server ends a stream with [DONE]
-            # when another request waits: it decodes one at a time). Asked again whole, and this endpoint
-            # not streamed to again.
-            self.refuses_stream = self.serial = True
+            # when another request waits: it decodes one at a time).  Asked again whole; from then on its
+            # pool sends it one request at a time (pegasus.pool.endpoints), so streams are not cut again,
+            # and a stream given up on stops its decoding (a whole request given up on is decoded to its end).
+            self.serial = True
             return None
         return reply
 
