@@ -6,8 +6,9 @@ message into an input and carries out the commands in order.  It never raises:
 an error becomes a Log command (and, for a request, its failed answer).  No
 Thespian, no I/O; the clocks are parameters.
 
-The number of workers is the concurrency limit: a request waits in a bounded
-FIFO queue until a worker is idle, then goes to the first idle worker.  Every
+The number of workers is the concurrency limit (and, per model endpoint, ``[llm]
+max_concurrent``: pegasus.pool.endpoints): a request waits in a bounded FIFO
+queue until a worker is idle, then goes to the first idle worker.  Every
 request is answered: by its worker, straight to the requester (the pool gets
 only a short Finished, so a hop costs three sends, not four), or by the pool as
 failed when the queue is full, the deadline passes (the worker is ended and
