@@ -171,6 +171,7 @@ class LLMTier(_Section):
     context_window: int | None = Field(None, ge=0, le=MAX_COUNT)
     max_output_tokens: int | None = Field(None, ge=0, le=MAX_COUNT)
     price: ModelPrice | None = None  # else [llm.prices] of its model
+    max_concurrent: int | None = Field(None, ge=0, le=MAX_COUNT)  # requests its base_url is sent at once
 
 
 class LLMSettings(_Section):
@@ -199,6 +200,10 @@ class LLMSettings(_Section):
     # Tokens one call may hold (prompt + output); past it old tool results are cut and the
     # conversation summarised (pegasus.llm.context).  0: no limit is applied.
     context_window: int = Field(0, ge=0, le=MAX_COUNT)
+    # Requests the llm pool sends one endpoint (base_url) at once; the rest wait in the pool's queue, where
+    # no stage deadline runs.  0: as many as there are llm workers, and 1 once the server is seen to
+    # decode one request at a time (llama-cpp-python cutting a stream because another waits).
+    max_concurrent: int = Field(0, ge=0, le=MAX_COUNT)
     tiers: dict[str, LLMTier] = Field(default_factory=dict)  # name -> model (``[llm.tiers.fast]``)
     stages: dict[str, str] = Field(default_factory=dict)  # stage -> tier name; unnamed stages: "default"
     prices: dict[str, ModelPrice] = Field(default_factory=dict)  # model -> price; none: no cost shown

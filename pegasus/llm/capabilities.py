@@ -73,12 +73,16 @@ class Shape:
     token_param: str = MAX_TOKENS  # max_tokens | max_completion_tokens | "" (no cap)
     temperature: bool = True
     reasoning_effort: bool = False
-    stream: bool = True  # False: the endpoint refused or cut a stream; every worker asks it whole from then on
+    stream: bool = True  # False: the endpoint refused a stream; every worker asks it whole from then on
+    # The server decodes one request at a time (it cut a stream because another request waited): its
+    # pool sends it one at a time ([llm] max_concurrent = 0), so no stage's deadline runs out in its queue.
+    serial: bool = False
 
     def describe(self) -> str:
         temperature = "sent" if self.temperature else "omitted"
         return (f"structured_output={self.structured}, tool_calls={self.tools}, "
-                f"token_limit_param={self.token_param or 'none'}, temperature {temperature}")
+                f"token_limit_param={self.token_param or 'none'}, temperature {temperature}"
+                + (", one request at a time" if self.serial else ""))
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,8 @@ def lower(a: Shape, b: Shape) -> Shape:
     return Shape(structured=STRUCTURED_RUNGS[structured], tools=PROMPTED if PROMPTED in (a.tools, b.tools) else a.tools,
                  token_param=_TOKEN_RUNGS[token],
                  temperature=a.temperature and b.temperature,
-                 reasoning_effort=a.reasoning_effort and b.reasoning_effort, stream=a.stream and b.stream)
+                 reasoning_effort=a.reasoning_effort and b.reasoning_effort, stream=a.stream and b.stream,
+                 serial=a.serial or b.serial)
 
 
 def _rung(rungs: Sequence[str], value: str) -> int:

@@ -146,6 +146,7 @@ class ChatClient:
         self._environ = os.environ if environ is None else environ
         self._sdk: Any = None
         self.refuses_stream = False  # the endpoint answered a streamed request 400 (llm.stream)
+        self.serial = False  # it cut a stream because another request waited: it decodes one at a time
 
     @property
     def endpoint(self) -> str:
@@ -197,8 +198,9 @@ class ChatClient:
             try:
                 completion = self._send_once(request, self._attempt_s(attempt))
             except _Transient as exc:
-                if attempt == self.config.max_retries or isinstance(exc.error, LLMRateLimited):
-                    raise exc.error from None
+                if attempt == self.config.max_retries or isinstance(exc.error, LLMRateLimited) or \
+                        (self.serial and isinstance(exc.error, LLMTimeout)):
+                    raise exc.error from None  # (a serial server is still decoding it: another would queue behind)
                 pause = _backoff(attempt, exc.retry_after_s)
                 left = deadline.left_s()
                 if left is not None and left - pause < deadline.MIN_ATTEMPT_S:
@@ -211,9 +213,11 @@ class ChatClient:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _attempt_s(self, attempt: int) -> float:
-        """How long this attempt may wait: ``timeout_s``, or less where the stage's deadline comes first."""
+        """How long this attempt may wait: ``timeout_s``, or less where the stage's deadline comes first.
+        On a server that decodes one request at a time (``serial``), the rest of the stage: one that timed
+        out would still be decoded, so a retry could only wait behind it."""
         left = deadline.left_s()
-        if left is None or left >= self.config.timeout_s:
+        if left is None or (left >= self.config.timeout_s and not self.serial):
             return self.config.timeout_s
         if left < (deadline.MIN_ATTEMPT_S if attempt else deadline.MIN_FIRST_S):  # a stage's first call always tries
             stage = deadline.current()
@@ -232,12 +236,15 @@ class ChatClient:
             streamed = self._streamed(client, request)
             if streamed is not None:
                 return streamed
+            if self.serial and (longer := self._attempt_s(0)) > timeout_s:  # a stream cut just now: see _attempt_s
+                timeout_s, client = longer, client.with_options(timeout=longer)
             reply = client.chat.completions.create(**request)
         except openai.APIStatusError as exc:
             raise self._status_error(exc, request) from None
         except openai.APITimeoutError:
-            cut = "" if timeout_s == self.config.timeout_s else \
-                f" = {self.config.timeout_s:g}s, cut to what was left of the stage's pools.llm_timeout_s"
+            cut = "" if timeout_s == self.config.timeout_s else f" = {self.config.timeout_s:g}s, " + (
+                "cut to what was left of the stage's pools.llm_timeout_s" if timeout_s < self.config.timeout_s
+                else "extended to the stage's pools.llm_timeout_s: the server decodes one request at a time")
             raise _Transient(LLMTimeout(f"{self.endpoint} did not answer within {timeout_s:.3g}s "
                                         f"(llm.timeout_s{cut}; {self.config.max_retries} retries)")) from None
         except openai.APIConnectionError as exc:
@@ -279,8 +286,10 @@ class ChatClient:
             return None
         if reply.finish_reason is None:
             # Ended without a finish_reason: cut short (llama-cpp-python's server ends a stream with [DONE]
-            # when another request waits). Asked again whole, and this endpoint not streamed to again.
-            self.refuses_stream = True
+            # when another request waits: it decodes one at a time).  Asked again whole; from then on its
+            # pool sends it one request at a time (pegasus.pool.endpoints), so streams are not cut again,
+            # and a stream given up on stops its decoding (a whole request given up on is decoded to its end).
+            self.serial = True
             return None
         return reply
 

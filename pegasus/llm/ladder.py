@@ -96,14 +96,17 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
 
 
 def _send(client: ChatClient, shape: Shape, body: dict[str, Any]) -> Completion:
-    """``client.send``, streamed only while no worker saw this endpoint refuse or cut a stream (measured:
-    llama-cpp-python cuts a stream when another request waits, and each cut reply is asked again whole)."""
+    """``client.send``, streamed only while no worker saw this endpoint refuse a stream; one cut short
+    (measured: llama-cpp-python cuts a stream when another request waits; the reply is asked again whole)
+    says the server decodes one request at a time (``serial``): every worker's pool learns it."""
     client.refuses_stream = client.refuses_stream or not shape.stream
+    client.serial = client.serial or shape.serial
     try:
         return client.send(body)
     finally:
-        if client.refuses_stream and shape.stream:
-            _learn(client, shape, replace(shape, stream=False))
+        if (client.refuses_stream and shape.stream) or (client.serial and not shape.serial):
+            _learn(client, shape, replace(shape, stream=shape.stream and not client.refuses_stream,
+                                          serial=shape.serial or client.serial))  # (each only steps down)
 
 
 def _held(client: ChatClient, shape: Shape, sent: Any, detail: str) -> str:

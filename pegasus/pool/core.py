@@ -6,8 +6,9 @@ message into an input and carries out the commands in order.  It never raises:
 an error becomes a Log command (and, for a request, its failed answer).  No
 Thespian, no I/O; the clocks are parameters.
 
-The number of workers is the concurrency limit: a request waits in a bounded
-FIFO queue until a worker is idle, then goes to the first idle worker.  Every
+The number of workers is the concurrency limit (and, per model endpoint, ``[llm]
+max_concurrent``: pegasus.pool.endpoints): a request waits in a bounded FIFO
+queue until a worker is idle, then goes to the first idle worker.  Every
 request is answered: by its worker, straight to the requester (the pool gets
 only a short Finished, so a hop costs three sends, not four), or by the pool as
 failed when the queue is full, the deadline passes (the worker is ended and
@@ -55,6 +56,7 @@ from pegasus.llm.budget import LlmBudget
 from pegasus.llm.capabilities import ladder_view, merged
 from pegasus.llm.listen import streams
 from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
+from pegasus.pool.endpoints import EndpointLimits
 from pegasus.pool.inputs import (
     BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
     MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, RespawnDue, StarveDue, StatsAsked,
@@ -112,6 +114,7 @@ class PoolCore(Pinging):
         local = config.size if (not self.lead or convention.local_workers) else 0
         self.members[self.me] = Member(self.me, None, {}, local, self.wall_clock())
         self.budget = LlmBudget.for_pool(config.name, config.settings, self.clock)
+        self.endpoints = EndpointLimits(config.settings.llm) if self.budget is not None else None
         self.prefetch = config.prefetch if self.budget is None else 0
         # Streamed llm stages run beside the worker's loop: it can stop one (closing the stream) and stay.
         self.stoppable = config.name == PoolName.LLM and streams(config.settings)
@@ -249,6 +252,8 @@ class PoolCore(Pinging):
         worker = (getattr(event.result, "worker", None) if event.result is not None else event.worker) or {}
         if worker.get("known"):  # what the worker learnt of an endpoint: every later job starts there
             self.known = merged(self.known, worker["known"])
+            if self.endpoints is not None:
+                self.endpoints.learn(self.known)
         if job.canceled:  # nobody waits for its answer (its task was canceled, or it overran and was stopped)
             if self.budget is not None:  # its calls count all the same
                 self.budget.settle(event.job, worker, job.requeues)

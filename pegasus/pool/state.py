@@ -13,6 +13,7 @@ from typing import Any
 from pegasus.llm.budget import LlmBudget
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
 from pegasus.pool.contact import Contact
+from pegasus.pool.endpoints import EndpointLimits
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, RespawnDue, StageAsk, StarveDue
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 from pegasus.task.names import StageName
@@ -107,6 +108,7 @@ class PoolState:
         self.budget: LlmBudget | None = None  # the llm pool's rate budget (a model provider)
         self.budget_armed = False
         self.blocked: frozenset[str] = frozenset()  # the tiers the last admission pass found over budget
+        self.endpoints: EndpointLimits | None = None  # requests each endpoint may be sent at once (with a budget)
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.closing = False  # told to exit: replace nothing any more
@@ -137,6 +139,9 @@ class PoolState:
                 return
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
                 found = self._admitted(self.budget)
+                if found is None:  # every tier waiting is at its endpoint's limit: a Finished frees one
+                    self.idle.appendleft(slot.index)
+                    return
                 if isinstance(found, float):  # every tier waiting is over its budget (or paused by a 429)
                     self.idle.appendleft(slot.index)
                     if not self.budget_armed:
@@ -172,26 +177,41 @@ class PoolState:
         stages = [waiting.request.stage in LOW_PRIORITY for waiting in self.queue]
         return [p for p, low in enumerate(stages) if not low] + [p for p, low in enumerate(stages) if low]
 
-    def _admitted(self, budget: LlmBudget) -> int | float:
-        """The queue position of the first request its tier's budget admits now, else the shortest wait.
+    def _admitted(self, budget: LlmBudget) -> int | float | None:
+        """The queue position of the first request its tier's budget and endpoint admit now, else the
+        shortest wait for a budget, else None (every tier waiting is at its endpoint's limit).
 
         Requests of one tier keep their order (a refused one stays first of its tier); one of a
         tier with room passes those of a tier over its budget.  One admission test per tier."""
         refused: dict[str, float] = {}
+        full: set[str] = set()
         self.blocked = frozenset()
         for position in self._ordered():
             waiting = self.queue[position]
             tier = budget.tier_of(waiting.request.stage, waiting.request.tier)
-            if tier in refused:
+            if tier in refused or tier in full:
+                continue
+            if self._endpoint_full(budget, tier):
+                full.add(tier)
+                if len(refused) + len(full) == budget.tier_count:
+                    break
                 continue
             wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage, tier)
             if wait <= 0:
                 return position
             refused[tier] = wait
-            if len(refused) == budget.tier_count:
+            if len(refused) + len(full) == budget.tier_count:
                 break  # every tier is refused: the rest of the queue need not be read
         self.blocked = frozenset(refused)
-        return min(refused.values())
+        return min(refused.values()) if refused else None
+
+    def _endpoint_full(self, budget: LlmBudget, tier: str) -> bool:
+        """Whether the tier's endpoint has as many jobs running as it may (pegasus.pool.endpoints)."""
+        if self.endpoints is None:
+            return False
+        endpoint, limit = self.endpoints.of(tier)
+        return bool(limit) and sum(self.endpoints.of(budget.tier_of(job.request.stage, job.request.tier))[0] == endpoint
+                                   for job in self.jobs.values()) >= limit
 
     def _next_slot(self) -> Slot | None:
         """The first idle worker; failing that (prefetch), the busy one with room whose stage started first."""

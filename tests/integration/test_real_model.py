@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -42,6 +44,18 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 SETTLED = frozenset({"done", "failed", "canceled", "blocked"})  # blocked: suspended with a question for the user
+PATIENCE_S = 1500.0  # all twelve tasks, one model call at a time (measured: 16 min were not enough at a load of 25)
+
+
+def settled(client: Any, task_id: str, until: float, machine: str) -> dict[str, Any]:
+    """The task once settled; a classic task still running when the time is up is reported as such
+    (classic's share is an xfail that prints the figures), a reason_act one fails the test."""
+    try:
+        return client.wait(task_id, timeout=max(1.0, until - time.monotonic()), until=SETTLED)
+    except TimeoutError:
+        if machine != "classic":
+            raise
+        return client.get(task_id)
 
 
 def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> None:
@@ -52,11 +66,16 @@ def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> 
     llm workers queue on a server that decodes one request at a time) or a plan reply without "steps"
     twice (plan runs on the tools rung, where no grammar holds the reply).  Since plans without steps
     and looping prose are read (tests/pegasus/test_llm_prose.py): 4 of 6 twice at a load of 6, the rest
-    plans (1.7 s, 22.7 s left) then, with looping prose read at once, reflects (54.5 s left) out of time."""
+    plans (1.7 s, 22.7 s left) then, with looping prose read at once, reflects (54.5 s left) out of time.
+    Since the llm pool sends a server that decodes one request at a time one request at a time (docs/llm.md,
+    "One request at a time"), no stage waits behind another's at the server (before: 1 of 6 done at a
+    load of 22, 5 stages out of time queued there).  At a load of 25 a prompt then took 24-45 s to read (two
+    threads; one since): reason_act 6 of 6 in 5.5 min, classic none failed by 13 min but one plan that
+    overran alone, and a task still running at 15 min failed the wait (now one shared PATIENCE_S)."""
     client = pegasus(llm={"provider": "openai", "base_url": smollm2, "model": "smollm2"})
     ids = {machine: [client.submit(text, machine=machine)["task_id"] for text in TASKS] for machine in MACHINES}
-    tasks = {machine: [client.wait(task_id, timeout=900, until=SETTLED) for task_id in found]
-             for machine, found in ids.items()}
+    until = time.monotonic() + PATIENCE_S
+    tasks = {machine: [settled(client, task_id, until, machine) for task_id in found] for machine, found in ids.items()}
     said = {machine: [(t["lifecycle_state"], str(t.get("error") or t.get("question") or t.get("result"))[:80])
                       for t in found] for machine, found in tasks.items()}
     shown = json.dumps(said, indent=1)

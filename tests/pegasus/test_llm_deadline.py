@@ -90,3 +90,25 @@ def test_a_process_adopts_what_another_learnt_and_reports_only_its_own_steps(mon
     ladder._learn(client, ladder.known(client), no_temperature)
     assert ladder.learned() == ((key, asdict(no_temperature)),) and ladder.learned() == ()
     assert capabilities.merged({key: asdict(top)}, ((key, asdict(no_temperature)),)) == {key: asdict(no_temperature)}
+
+
+def test_a_server_that_decodes_one_request_at_a_time_is_waited_for_once_until_the_deadline() -> None:
+    """Measured on SmolLM2 through llama-cpp-python: a call that timed out was still being decoded, so its
+    retry queued behind it and timed out too (reflect "did not answer within 54.5s").  On a serial server
+    (pegasus.pool.endpoints) one attempt waits the rest of the stage instead, and is never sent again."""
+    from pegasus.config import LLMSettings  # noqa: PLC0415
+    from pegasus.llm.client import ChatClient, LLMTimeout  # noqa: PLC0415
+
+    def client(server: FakeOpenAI) -> ChatClient:
+        made = ChatClient(LLMSettings(provider="openai", base_url=server.url, model="m", api_key_env="",
+                                      timeout_s=0.3, max_retries=2))
+        made.serial = True
+        return made
+
+    with FakeOpenAI([completion("late", delay_s=0.8)]) as server, deadline.within(5.0):
+        assert client(server).complete([{"role": "user", "content": "q"}]).content == "late"
+        assert len(server.requests) == 1
+    with FakeOpenAI([completion("never", delay_s=3.0)] * 3) as server, deadline.within(1.0):
+        with pytest.raises(LLMTimeout, match="extended to the stage's pools.llm_timeout_s") as caught:
+            client(server).complete([{"role": "user", "content": "q"}])
+        assert len(server.requests) == 1, caught.value

@@ -71,14 +71,15 @@ def test_a_server_refusing_to_stream_is_asked_without_it_from_then_on() -> None:
 def test_a_stream_cut_before_its_finish_reason_is_asked_again_without_streaming() -> None:
     """llama-cpp-python's server ends a stream with [DONE] mid-reply when another request waits
     (interrupt_requests, its default): no finish_reason came, so the reply is incomplete; the same
-    request is sent again without streaming, and this client does not stream to that server again."""
+    request is sent again without streaming.  The client streams again after (its pool now sends that
+    server one request at a time: the next test)."""
     with FakeOpenAI([completion("the whole answer"), completion("the whole answer"), completion("next")],
                     cut_streams=1) as server:
         client = ChatClient(settings(server))
         with listening(DeltaSink(lambda text: None)):
             assert client.complete([{"role": "user", "content": "q"}]).content == "the whole answer"
             assert client.complete([{"role": "user", "content": "q"}]).content == "next"
-        assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
+        assert [bool(r.get("stream")) for r in server.requests] == [True, False, True] and client.serial
 
 
 def test_closing_the_sink_from_another_thread_ends_a_held_stream() -> None:
@@ -127,9 +128,11 @@ def test_the_text_of_two_model_calls_never_shares_a_message() -> None:
     assert [buffer.take(), buffer.take(), buffer.take()] == [(2, 1, " reply"), (3, 2, "second"), None]
 
 
-def test_a_stream_one_client_saw_cut_is_not_streamed_by_the_others(monkeypatch) -> None:
-    """What one worker learns of streaming, its pool knows (pegasus.llm.ladder): measured on SmolLM2
-    through llama-cpp-python, each of the three llm workers had its first stream cut and asked again."""
+def test_a_stream_one_client_saw_cut_tells_every_worker_the_server_decodes_one_request_at_a_time(monkeypatch) -> None:
+    """What one worker learns of an endpoint, its pool knows (pegasus.llm.ladder): measured on SmolLM2
+    through llama-cpp-python, each of the three llm workers had its first stream cut and asked again.  The
+    cut says the server is serial: the pool then sends it one request at a time (pegasus.pool.endpoints),
+    so its streams are not cut again and stay on (a stream given up on stops the server's decoding)."""
     from pegasus.llm import ladder  # noqa: PLC0415
 
     monkeypatch.setattr(ladder, "KNOWN", {})
@@ -140,5 +143,6 @@ def test_a_stream_one_client_saw_cut_is_not_streamed_by_the_others(monkeypatch) 
             assert ladder.complete(first, lambda shape: [{"role": "user", "content": "q"}])[0].content == "cut"
             assert ladder.complete(second, lambda shape: [{"role": "user", "content": "q"}])[0].content \
                 == "other worker"
-        assert [bool(r.get("stream")) for r in server.requests] == [True, False, False]
-    assert [fields["stream"] for _, fields in ladder.learned()] == [False]  # told to the pool
+        assert second.serial  # one request at a time: a timed-out call is not sent again (test_llm_deadline)
+        assert [bool(r.get("stream")) for r in server.requests] == [True, False, True]
+    assert [(fields["stream"], fields["serial"]) for _, fields in ladder.learned()] == [(True, True)]  # to the pool

@@ -204,7 +204,7 @@ def test_what_a_worker_learnt_of_an_endpoint_goes_with_every_later_job() -> None
     assert first.known == () and first.timeout_s > 0
     key = json.dumps(["http://127.0.0.1:8000/v1", "m", {}])
     shape = {"structured": "json_object", "tools": "native", "token_param": "max_tokens", "temperature": False,
-             "reasoning_effort": False, "stream": True}
+             "reasoning_effort": False, "stream": True, "serial": False}
     pool.finish(1, usage={"total_tokens": 9}, known=((key, shape),))
     assert of(Dispatch, pool.ask("b"))[0].known == ((key, shape),)
     lower = {**shape, "tools": "prompted", "temperature": True}  # another worker learnt tools only

@@ -84,7 +84,11 @@ def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
     with log.open("wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1",
-             "--port", str(port), "--model_alias", ALIAS, "--n_ctx", "8192"],
+             "--port", str(port), "--model_alias", ALIAS, "--n_ctx", "8192",
+             # One thread reads the prompt (its default is every core): on a loaded machine two threads wait
+             # on each other at every step; measured at a load of 18-25, a 501-token prompt took 30-59 s on
+             # two threads and 8-28 s on one (decoding, one thread by default, fell to 0.6 tokens/s on two).
+             "--n_threads_batch", "1"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:
