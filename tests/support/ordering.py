@@ -1,0 +1,41 @@
+"""The suite's longest tests start first, one per xdist worker, so they overlap the rest (issue 30).
+
+xdist's ``worksteal`` (``setup.cfg``) first deals the collection out in contiguous runs, one per worker,
+then moves tests from the tail of the longest queue to a worker that runs dry.  ``lead_order`` puts the
+known-slow tests at the heads of those runs: each starts at once on its own worker, and the rest of its
+run is stolen by the others meanwhile.  Pure, so its tests need no xdist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def first_runs(total: int, workers: int) -> list[int]:
+    """Sizes of the runs worksteal first hands each worker (``len(pending) // nodes_remaining``)."""
+    sizes, left = [], total
+    for remaining in range(workers, 0, -1):
+        sizes.append(left // remaining)
+        left -= sizes[-1]
+    return sizes
+
+
+def lead_order(items: Sequence[T], rank: Callable[[T], int | None], workers: int) -> list[T]:
+    """``items`` with the ranked ones (lowest rank = longest) dealt to the heads of the workers' first runs.
+
+    The others keep their order (a module's tests stay together); with one worker the ranked ones just
+    come first."""
+    ranked = sorted((item for item in items if rank(item) is not None), key=lambda item: rank(item) or 0)
+    rest = [item for item in items if rank(item) is None]
+    workers = max(1, workers)
+    heads = [ranked[k::workers] for k in range(workers)]
+    ordered: list[T] = []
+    taken = 0
+    for head, size in zip(heads, first_runs(len(items), workers)):
+        fill = max(0, size - len(head))
+        ordered += head + rest[taken:taken + fill]
+        taken += fill
+    return ordered + rest[taken:]
