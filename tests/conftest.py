@@ -16,12 +16,15 @@ from tests.support.ordering import lead_order
 settings.register_profile("pegasus", database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pegasus")
 
-# The longest tests, longest first (docs/testing.md): each starts at once on an xdist worker of its own
-# while the others share out the rest; a node id or a prefix of one.
+# The longest tests, longest first (measured: docs/testing.md): each starts at once on an xdist worker of
+# its own while the others share out the rest; a node id or a prefix of one.
 SLOW_FIRST = (
     "tests/integration/test_real_model.py",
-    "tests/integration/test_openapi_conformance.py",
     "tests/pegasus/test_typing.py",
+    "tests/integration/test_openapi_conformance.py",
+    "tests/integration/test_litellm_proxy.py",
+    "tests/integration/test_store_trust.py::test_cli_backup_from_a_running_system_and_without_one",
+    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again",
 )
 
 

@@ -57,3 +57,10 @@ def test_the_others_keep_their_order() -> None:
 
 def test_one_worker_runs_the_slowest_first() -> None:
     assert lead_order(["a", "b", "c", "d"], {"d": 0, "c": 1}.get, 1) == ["d", "c", "a", "b"]
+
+
+def test_the_next_slowest_go_behind_the_shortest_heads() -> None:
+    names = [f"t{i}" for i in range(40)]
+    ordered = lead_order(names, {f"t{i}": i for i in range(6)}.get, 4)
+    starts = [sum(first_runs(40, 4)[:k]) for k in range(4)]
+    assert [ordered[s:s + 2] for s in starts] == [["t0", "t6"], ["t1", "t15"], ["t2", "t5"], ["t3", "t4"]]

@@ -24,14 +24,19 @@ def first_runs(total: int, workers: int) -> list[int]:
 
 
 def lead_order(items: Sequence[T], rank: Callable[[T], int | None], workers: int) -> list[T]:
-    """``items`` with the ranked ones (lowest rank = longest) dealt to the heads of the workers' first runs.
+    """``items`` with the ranked ones (lowest rank = longest) dealt to the heads of the workers' first runs,
+    back and forth (the fifth of four workers' goes behind the fourth, the shortest head), since a run's
+    head keeps its place while its tail is stolen.
 
     The others keep their order (a module's tests stay together); with one worker the ranked ones just
     come first."""
     ranked = sorted((item for item in items if rank(item) is not None), key=lambda item: rank(item) or 0)
     rest = [item for item in items if rank(item) is None]
     workers = max(1, workers)
-    heads = [ranked[k::workers] for k in range(workers)]
+    heads: list[list[T]] = [[] for _ in range(workers)]
+    for i, item in enumerate(ranked):
+        turn, place = divmod(i, workers)
+        heads[place if turn % 2 == 0 else workers - 1 - place].append(item)
     ordered: list[T] = []
     taken = 0
     for head, size in zip(heads, first_runs(len(items), workers)):
