@@ -64,3 +64,9 @@ def test_the_next_slowest_go_behind_the_shortest_heads() -> None:
     ordered = lead_order(names, {f"t{i}": i for i in range(6)}.get, 4)
     starts = [sum(first_runs(40, 4)[:k]) for k in range(4)]
     assert [ordered[s:s + 2] for s in starts] == [["t0", "t6"], ["t1", "t15"], ["t2", "t5"], ["t3", "t4"]]
+
+
+def test_the_tests_of_one_rank_stay_together_in_order() -> None:
+    names = [f"t{i}" for i in range(40)]
+    ordered = lead_order(names, {"t9": 0, "t20": 1, "t21": 1, "t22": 1, "t30": 2}.get, 4)
+    assert ordered[first_runs(40, 4)[0]:][:3] == ["t20", "t21", "t22"]

@@ -26,17 +26,20 @@ def first_runs(total: int, workers: int) -> list[int]:
 def lead_order(items: Sequence[T], rank: Callable[[T], int | None], workers: int) -> list[T]:
     """``items`` with the ranked ones (lowest rank = longest) dealt to the heads of the workers' first runs,
     back and forth (the fifth of four workers' goes behind the fourth, the shortest head), since a run's
-    head keeps its place while its tail is stolen.
-
-    The others keep their order (a module's tests stay together); with one worker the ranked ones just
-    come first."""
-    ranked = sorted((item for item in items if rank(item) is not None), key=lambda item: rank(item) or 0)
+    head keeps its place while its tail is stolen.  Items of one rank stay together, in their order (a
+    module's tests share its fixture); the others keep their order too.  With one worker the ranked ones
+    just come first."""
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        found = rank(item)
+        if found is not None:
+            groups.setdefault(found, []).append(item)
     rest = [item for item in items if rank(item) is None]
     workers = max(1, workers)
     heads: list[list[T]] = [[] for _ in range(workers)]
-    for i, item in enumerate(ranked):
+    for i, found in enumerate(sorted(groups)):
         turn, place = divmod(i, workers)
-        heads[place if turn % 2 == 0 else workers - 1 - place].append(item)
+        heads[place if turn % 2 == 0 else workers - 1 - place] += groups[found]
     ordered: list[T] = []
     taken = 0
     for head, size in zip(heads, first_runs(len(items), workers)):
