@@ -35,6 +35,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
+from tests.support.hold import PLUGIN as HOLD_PLUGIN
+from tests.support.hold import hold_request
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -224,7 +226,7 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegas
 def manual(tmp_path: Path) -> Iterator[Pegasus]:
     """A Pegasus whose system (once started) needs ``approve`` and runs one task at a time."""
     pegasus = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
-                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1")
+                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
     try:
         yield pegasus
     finally:
@@ -641,9 +643,10 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     pegasus.track()
 
 
-def test_manual_approval_then_stop(manual: Pegasus) -> None:
+def test_manual_approval_then_stop(manual: Pegasus, tmp_path: Path) -> None:
     _start_background(manual)
-    submits = manual.many(["submit", ARITHMETIC], ["submit", "sleep 4"], ["submit", "echo queued"])
+    release = tmp_path / "release"  # the slow task holds its slot until the test has queued and canceled
+    submits = manual.many(["submit", ARITHMETIC], ["submit", hold_request(release)], ["submit", "echo queued"])
     assert all(r.returncode == 0 for r in submits), submits
     first, slow, waiting = (r.stdout.strip() for r in submits)
     assert re.search(r"lifecycle: draft\b", manual.ok("status", first))
@@ -659,6 +662,7 @@ def test_manual_approval_then_stop(manual: Pegasus) -> None:
     assert manual.json("approve", slow)["lifecycle_state"] == "running"
     assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
     assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
+    release.touch()
     assert manual.wait_for(slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
     assert [row["task_id"] for row in manual.json("list", "--state", "canceled")["tasks"]] == [waiting]
 
