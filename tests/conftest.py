@@ -1,11 +1,40 @@
-"""Suite-wide settings: nothing is written to the working directory, and no time limit is a test's.
+"""Suite-wide settings: nothing is written to the working directory, no time limit is a test's, and the
+longest tests start first.
 
 Hypothesis keeps an example database in ./.hypothesis by default; the suite writes nothing to the
 working directory, so keep none.  Its per-example deadline (200 ms) and its too_slow health check
 are wall-clock limits a loaded machine breaks: off for every property test (a time is a benchmark's).
 """
 
+from __future__ import annotations
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support.ordering import lead_order
 
 settings.register_profile("pegasus", database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pegasus")
+
+# The longest tests, longest first (measured: docs/testing.md): each starts at once on an xdist worker of
+# its own while the others share out the rest; a node id or a prefix of one.
+SLOW_FIRST = (
+    "tests/integration/test_real_model.py",
+    "tests/pegasus/test_typing.py",
+    "tests/integration/test_openapi_conformance.py",
+    "tests/integration/test_litellm_proxy.py",
+    "tests/integration/test_store_trust.py::test_cli_backup_from_a_running_system_and_without_one",
+    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again",
+)
+
+
+def _rank(item: pytest.Item) -> int | None:
+    return next((rank for rank, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every worker collects the same order (xdist checks): the slow tests at the heads of the runs
+    ``--dist worksteal`` first hands out (tests/support/ordering.py)."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = lead_order(items, _rank, workers)

@@ -35,6 +35,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
+from tests.support.hold import PLUGIN as HOLD_PLUGIN
+from tests.support.hold import hold_request
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -212,7 +214,7 @@ def _start_background(pegasus: Pegasus) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegasus, dict[str, Any]]]:
     """One background system (default settings) shared by the tests of this module."""
-    pegasus = _make(tmp_path_factory.mktemp("background"), "bg")
+    pegasus = _make(tmp_path_factory.mktemp("background"), "bg", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
     try:
         info = _start_background(pegasus)
         yield pegasus, info
@@ -224,7 +226,7 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegas
 def manual(tmp_path: Path) -> Iterator[Pegasus]:
     """A Pegasus whose system (once started) needs ``approve`` and runs one task at a time."""
     pegasus = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
-                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1")
+                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
     try:
         yield pegasus
     finally:
@@ -402,8 +404,12 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     pegasus.track()
     assert set(pegasus.seen) == before, "run started processes of its own"
 
-    # A run that outlasts --timeout: one line, and the task goes on in the background system.
-    timed_out = pegasus("run", "sleep 1", "--timeout", "0.3")
+    # A run that outlasts --timeout (its step holds until released): one line, and the task goes on in the
+    # background system.
+    release = pegasus.cwd.parent / "release-run"
+    timed_out = pegasus("run", f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}",
+                        "--timeout", "0.3")
+    release.touch()
     assert_failure(timed_out, "did not finish within 0.3s", "pegasus status")
     task_id = re.search(r"pegasus status (\S+)", timed_out.stderr).group(1)  # type: ignore[union-attr]
     assert pegasus.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
@@ -581,9 +587,11 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
 
 def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
     pegasus, _ = background
-    # 15 s steps: the suspend and the cancel must reach them mid-step, and a CLI call takes 2-3 s at a load of 10.
-    submits = pegasus.many(["submit", "help me"], ["submit", "sleep 15"], ["submit", "sleep 15"],
-                           ["submit", "echo finished"])
+    # Steps that hold until released (at most 25 s): the suspend and the cancel must reach them mid-step, and a
+    # CLI call takes 2-3 s at a load of 10.
+    release = pegasus.cwd.parent / "release"
+    held = f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}"
+    submits = pegasus.many(["submit", "help me"], ["submit", held], ["submit", held], ["submit", "echo finished"])
     assert all(r.returncode == 0 for r in submits), submits
     helpme, long_task, doomed, finished = (r.stdout.strip() for r in submits)
 
@@ -615,14 +623,14 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     assert resumed_long.returncode == 0 and resumed_help.returncode == 0, (resumed_long, resumed_help)
     assert re.search(r"lifecycle: running\b", resumed_long.stdout), resumed_long.stdout
 
-    # Refusals while the system runs (the long task sleeps 15 s again): one line, exit 1.
+    # Refusals while the system runs (the long task holds again): one line, exit 1.
     unknown, resume_done, approve_running, retry_done, cancel_canceled, start_again = pegasus.many(
         ["status", "no-such-task"], ["resume", finished], ["approve", long_task], ["retry", finished],
         ["cancel", doomed], ["start"])
     assert_failure(unknown, "no-such-task")
     assert_failure(resume_done, "done")
     # Refused in one line whatever state the resumed task reached meanwhile (on a loaded machine these six
-    # commands can outlast its 15 s step: it may be done already).
+    # commands can outlast its 25 s hold: it may be done already).
     assert_failure(approve_running)
     assert re.search(r"'(running|done)'", approve_running.stderr), approve_running.stderr
     assert_failure(retry_done, "done")
@@ -630,7 +638,8 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     assert_failure(start_again, str(pegasus.port))
     assert is_running(pegasus.spec)
 
-    # Given the information, the vague task completes; the resumed long one finishes too.
+    # Given the information, the vague task completes; the resumed long one finishes too, once released.
+    release.touch()
     task = pegasus.wait_for(helpme, {"done", "failed", "canceled"})
     assert task["lifecycle_state"] == "done" and "42" in str(task["result"]), task
     task = pegasus.wait_for(long_task, {"done", "failed", "canceled"})
@@ -641,9 +650,10 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     pegasus.track()
 
 
-def test_manual_approval_then_stop(manual: Pegasus) -> None:
+def test_manual_approval_then_stop(manual: Pegasus, tmp_path: Path) -> None:
     _start_background(manual)
-    submits = manual.many(["submit", ARITHMETIC], ["submit", "sleep 4"], ["submit", "echo queued"])
+    release = tmp_path / "release"  # the slow task holds its slot until the test has queued and canceled
+    submits = manual.many(["submit", ARITHMETIC], ["submit", hold_request(release)], ["submit", "echo queued"])
     assert all(r.returncode == 0 for r in submits), submits
     first, slow, waiting = (r.stdout.strip() for r in submits)
     assert re.search(r"lifecycle: draft\b", manual.ok("status", first))
@@ -659,6 +669,7 @@ def test_manual_approval_then_stop(manual: Pegasus) -> None:
     assert manual.json("approve", slow)["lifecycle_state"] == "running"
     assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
     assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
+    release.touch()
     assert manual.wait_for(slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
     assert [row["task_id"] for row in manual.json("list", "--state", "canceled")["tasks"]] == [waiting]
 

@@ -13,6 +13,7 @@ import pytest
 from actors.client import Client
 from pegasus.config import Settings
 from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure
+from tests.support.hold import PLUGIN as HOLD_PLUGIN
 
 pytestmark = pytest.mark.integration
 ENDED = {"done", "failed", "canceled"}
@@ -20,7 +21,7 @@ ENDED = {"done", "failed", "canceled"}
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pegasus]:
-    pegasus = _make(tmp_path_factory.mktemp("ops"), "ops")
+    pegasus = _make(tmp_path_factory.mktemp("ops"), "ops", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
     try:
         _start_background(pegasus)
         yield pegasus
@@ -63,7 +64,9 @@ def test_logs_follow_and_search(ops: Pegasus) -> None:
 
 
 def test_delete_refuses_a_running_task_and_purge_deletes_old_ones(ops: Pegasus) -> None:
-    sleeping = ops.ok("submit", "sleep 30").strip()
+    # held until canceled (at most 25 s), not a sleep a loaded machine can outlast before the cancel
+    release = ops.cwd.parent / "release"
+    sleeping = ops.ok("submit", f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}").strip()
     ops.wait_for(sleeping, {"running"})
     assert_failure(ops("delete", sleeping), "not finished", sleeping)
     assert ops.json("status", sleeping)["lifecycle_state"] == "running"
@@ -72,7 +75,7 @@ def test_delete_refuses_a_running_task_and_purge_deletes_old_ones(ops: Pegasus) 
     deleted = ops.json("delete", sleeping)
     assert deleted["deleted"] == [sleeping]
     assert_failure(ops("status", sleeping), sleeping)
-    assert ops.json("list", "--text", "sleep")["tasks"] == []
+    assert ops.json("list", "--text", "hold_until")["tasks"] == []
 
     failed = ops.ok("submit", "what is 1/0").strip()  # a failed task is kept in the supervisor's memory for a retry
     assert ops.wait_for(failed, ENDED)["lifecycle_state"] == "failed"
