@@ -20,14 +20,7 @@ from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from pegasus import logs
 from pegasus.config import Settings
-from pegasus.run import (
-    Answered,
-    MemoriesRecalled,
-    RunSnapshot,
-    Started,
-    Streamed,
-    SuspendAsked,
-)
+from pegasus.run import Answered, MemoriesRecalled, RunSnapshot, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
 from pegasus.tools.mcp_provider import RemoteSource

@@ -14,24 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from pegasus.run import inputs as run_inputs
-from pegasus.run.commands import (
-    Abandon,
-    AskRecall,
-    Command,
-    Log,
-    SendStage,
-    TaskStopped,
-    TaskTransitioned,
-)
+from pegasus.run.commands import Abandon, AskRecall, Command, Log, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
-from pegasus.run.inputs import (
-    Answered,
-    MemoriesRecalled,
-    RunInput,
-    Started,
-    Streamed,
-    SuspendAsked,
-)
+from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
 from pegasus.run.snapshot import RunSnapshot, current
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now

@@ -6,32 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from pegasus.run import (
-    Answered,
-    RunSnapshot,
-    SendStage,
-    Started,
-    Streamed,
-    SuspendAsked,
-    TaskStopped,
-)
+from pegasus.run import Answered, RunSnapshot, SendStage, Started, Streamed, SuspendAsked, TaskStopped
 from pegasus.run.host import (
-    Abandoned,
-    AskPool,
-    CarryingFailed,
-    Closing,
-    Drop,
-    HostCommand,
-    LogLine,
-    Messages,
-    PoolReplaced,
-    Report,
-    RunHost,
-    Start,
-    Tell,
+    Abandoned, AskPool, CarryingFailed, Closing, Drop, HostCommand, LogLine, Messages, PoolReplaced,
+    Report, RunHost, Start, Tell,
 )
 from pegasus.streaming import TextDelta
 from pegasus.task import TaskFSM
