@@ -1,16 +1,9 @@
-"""Several machines: a leader admin and member admins that run stage workers (docs/convention.md).
+"""Several machines: the SystemSpec of a convention's leader or member (docs/convention.md).
 
-A *convention* is Thespian's name for admins that know each other: one leader
-(``pegasus start --leader``) and any number of members (``pegasus join
-HOST:PORT``).  The supervisor, the task actors, the pools and the store stay on
-the leader -- clients attach to it.  A member runs only an admin and the stage
-workers the leader's pools place on it: ``pegasus.llm_workers`` /
-``pegasus.tool_workers`` capabilities say how many (pegasus/pool/core.py, "Placement").
-
-This module turns settings into the SystemSpec of a leader or a member; ``lifecycle.System``
-starts them.  A convention belongs on a trusted network, never an open one (``[system]
-allow_non_loopback`` must say so): its frames are authenticated with the leader's system key
-(members get a copy by file, ``pegasus join --key-file``) but not encrypted.
+A leader runs the supervisor, task actors, pools and store; a member runs an admin and the stage
+workers the leader's pools place on it.  ``lifecycle.System`` starts them.  Frames are
+authenticated with the leader's key but not encrypted: a trusted network only
+(``[system] allow_non_loopback`` must say so).
 """
 
 from __future__ import annotations

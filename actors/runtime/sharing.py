@@ -1,21 +1,9 @@
-"""Pages a stage worker shares with its pool (docs/memory.md has the figures and the method).
+"""Pages a stage worker shares with its pool (copy-on-write after Thespian's fork).
 
-Thespian forks every actor from its parent, so a worker starts as a copy-on-write
-view of its pool, and a page stays shared until either process writes to it.  Two
-things wrote most of them: a module imported after the fork (the model SDK, on a
-worker's first call) is a private copy in every worker, and a full collection of
-the garbage collector writes to every object it tracks.  Hence:
-
-* ``before_forking`` (in the pool, before it creates its workers): load what this
-  pool's workers will use -- the tool plugins, and for an llm pool on a model
-  endpoint the SDK, its HTTP stack, its lazy caches and the process's one TLS
-  context (``pegasus.llm.shared``) -- then freeze it;
-* ``after_fork`` (first thing in a worker): freeze what it inherited, so its own
-  collections never walk (and copy) it.  Frozen objects are never collected:
-  a forked child keeps what its parent held anyway, on the stack it inherited.
-
-A tool pool never loads the SDK (its workers make no model calls), nor does an
-offline llm pool: tests/integration/test_worker_memory.py.
+``before_forking`` (the pool) loads what its workers will use -- the tool plugins, and for an llm
+pool on a model endpoint the SDK and its TLS context -- and freezes it; ``after_fork`` (the worker)
+freezes what it inherited, so neither a late import nor a collection copies the shared pages.
+Figures and method: docs/memory.md.
 """
 
 from __future__ import annotations
