@@ -53,6 +53,7 @@ class TaskActor(ActorTypeDispatcher):
         procs.die_with_parent()
         self.host = h.RunHost(pid=os.getpid())
         self.registry: ToolRegistry | None = None
+        self._configured = False  # logging, from the first StartTask's settings
         self.log = logs.get("task")
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
@@ -115,9 +116,11 @@ class TaskActor(ActorTypeDispatcher):
     def _set_up(self, settings: Settings) -> EffectOf:
         """Once per process (its runs all come from one system's settings): logging, and the tools'
         effect classes (never a tool: effect_of answers from the configuration)."""
-        if self.registry is None:
+        if not self._configured:
+            self._configured = True
             logs.configure_from(settings)
             self.log = logs.get("task")
+        if self.registry is None:
             try:
                 self.registry = effect_registry(settings)
             except ToolError as exc:

@@ -1,8 +1,13 @@
-"""Everything Pegasus changes in Thespian 4.0.1, one module per patch, and the check that they still apply.
+"""Everything Pegasus changes in Thespian, one module per patch, and the check that they still apply.
 
-``security/``, ``robustness/`` and ``speed/``: ``install`` checks them first; a security or
-robustness patch that cannot apply refuses the start (``PatchRefused``), a speed patch is left
-out with a warning.  Per process, inherited by every actor forked from it.  docs/thespian-patches.md.
+Pegasus is written against ``thespian==4.0.1`` (pinned in setup.cfg) and patches its internals:
+``security/`` (bind address, frame authentication and its size limit, private files, Thespian's
+log), ``robustness/`` (fresh retry, convention timing, logger restart) and ``speed/`` (poll
+selector, deferred descriptions, own stack chunk, whole messages, quick idle checks).  ``install``
+checks them first (``check``): a security or robustness patch that cannot apply refuses the start
+(``PatchRefused``), a speed patch that cannot apply is left out with one warning line.
+Everything is per process and inherited by every actor forked from it.  Each patch:
+docs/thespian-patches.md.
 """
 
 from __future__ import annotations
