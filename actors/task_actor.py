@@ -20,7 +20,7 @@ from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from pegasus import logs
 from pegasus.config import Settings
-from pegasus.run import Answered, MemoriesRecalled, RunSnapshot, Started, Streamed, SuspendAsked
+from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
 from pegasus.tools.mcp_provider import RemoteSource
@@ -79,12 +79,11 @@ class TaskActor(ActorTypeDispatcher):
     # -- messages -> inputs --------------------------------------------------------------------
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
         effect_of = self._set_up(start.settings)
-        state = RunSnapshot(start.snapshot, start.run, start.settings.runtime.max_iterations, start.generation,
-                            start.journal, inbox=start.inbox, recall_k=start.settings.memory.recall_k,
-                            identity=start.identity)
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
-        self._step(h.Start(task_id, state, Started(start.resume_event, dict(start.resume_payload or {})), sender,
-                           start.llm_pool, start.tool_pool, effect_of))
+        self._step(h.Start(task_id, start.snapshot, start.run, start.settings.runtime.max_iterations,
+                           Started(start.resume_event, dict(start.resume_payload or {})), sender, start.llm_pool,
+                           start.tool_pool, effect_of, start.generation, start.journal, start.inbox,
+                           start.settings.memory.recall_k, start.identity))
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))

@@ -9,8 +9,8 @@ Never raises; the clock, the ids and the pid are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pegasus.run import inputs as run_inputs
@@ -30,16 +30,23 @@ DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a repl
 # -- inputs ---------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Run (or continue) ``state`` here, beginning with ``started``; ``supervisor`` sent it, with its pools.
-    ``state.token`` is ignored: a run starts past every token this host issued (earlier answers stay stale)."""
+    """Run (or continue) run ``run`` of ``task`` here, beginning with ``started``; ``supervisor`` sent it,
+    with its pools.  The run starts past every token this host issued (earlier answers stay stale)."""
 
     task_id: str
-    state: RunSnapshot
+    task: Any  # its TaskSnapshot (None, or anything else: a run that cannot start, reported abandoned)
+    run: int
+    max_iterations: int
     started: Started
     supervisor: Address
     llm_pool: Address
     tool_pool: Address
     effect_of: EffectOf
+    generation: str = "1"
+    journal: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    inbox: tuple[tuple[int, str], ...] = ()
+    recall_k: int = 0
+    identity: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,8 @@ class LogLine:
 
 
 HostCommand = AskPool | Tell | Report | Abandoned | LogLine
+_REPORTS = (TaskTransitioned, TaskStopped)
+_TOLD = (AskRecall, TextDelta)
 
 
 class RunHost:
@@ -169,7 +178,9 @@ class RunHost:
                 self.pools[name] = known[name]
         self.effect_of = start.effect_of
         self._forget(start.task_id)  # an earlier run of the task held here is over: this one replaces it
-        return self._activate(start.task_id, replace(start.state, token=self.token), start.started)
+        state = RunSnapshot(start.task, start.run, start.max_iterations, start.generation, start.journal, self.token,
+                            inbox=start.inbox, recall_k=start.recall_k, identity=start.identity)
+        return self._activate(start.task_id, state, start.started)
 
     def _answered(self, event: Answered) -> list[HostCommand]:
         answer = event.answer
@@ -260,27 +271,27 @@ class RunHost:
     def _address(self, run: TaskRun, commands: list[Command]) -> tuple[list[HostCommand], str | None]:
         """The run's commands as sends: stage requests first (the next stage waits for no report or log
         line), then the log lines, then the reports as one.  Also why the run is abandoned, if it is."""
-        out: list[HostCommand] = []
+        first: list[HostCommand] = []
+        then: list[HostCommand] = []
+        reports: list[TaskTransitioned | TaskStopped] = []
+        abandon = None
+        who = (run.task_id, run.fsm.machine.name, run.run) if run.unreadable is None else None
         for command in commands:
             if isinstance(command, SendStage):
                 ask = AskPool(self.pools[command.pool], command, self.supervisor if command.journal else None)
                 self.asked[command.task_id] = ask
-                out.append(ask)
-            elif isinstance(command, AskRecall | TextDelta):
-                out.append(Tell(self.supervisor, command))  # recall: the store is the supervisor's
-        who = (run.task_id, run.fsm.machine.name, run.run) if run.unreadable is None else None
-        reports: list[TaskTransitioned | TaskStopped] = []
-        abandon = None
-        for command in commands:
-            if isinstance(command, Log):
-                out.append(LogLine(command, who))
-            elif isinstance(command, TaskTransitioned | TaskStopped):
+                first.append(ask)
+            elif isinstance(command, Log):
+                then.append(LogLine(command, who))
+            elif isinstance(command, _REPORTS):
                 reports.append(command)
+            elif isinstance(command, _TOLD):
+                first.append(Tell(self.supervisor, command))  # recall: the store is the supervisor's
             elif isinstance(command, Abandon):
                 abandon = command.reason
         if reports:
-            out.append(Report(self.supervisor, tuple(reports)))
-        return out, abandon
+            then.append(Report(self.supervisor, tuple(reports)))
+        return first + then, abandon
 
     def _failed(self, reason: str, last: tuple[str, int] | None) -> list[HostCommand]:
         if last is None:

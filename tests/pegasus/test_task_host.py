@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from pegasus.run import Answered, RunSnapshot, SendStage, Started, Streamed, SuspendAsked, TaskStopped
+from pegasus.run import Answered, SendStage, Started, Streamed, SuspendAsked, TaskStopped
 from pegasus.run.host import (
     Abandoned, AskPool, CarryingFailed, Closing, Drop, HostCommand, LogLine, Messages, PoolReplaced,
     Report, RunHost, Start, Tell,
@@ -24,9 +24,9 @@ def host() -> RunHost:
     return RunHost(pid=7, clock=FixedClock(), ids=Ids())
 
 
-def start(task_id: str, run: int = 1, *, llm: str = LLM, snapshot: Any = "new", token: int = 0) -> Start:
+def start(task_id: str, run: int = 1, *, llm: str = LLM, snapshot: Any = "new") -> Start:
     task = TaskFSM.create("classic", "echo hi", task_id=task_id).snapshot() if snapshot == "new" else snapshot
-    return Start(task_id, RunSnapshot(task, run, 5, token=token), Started(), SUP, llm, TOOL, lambda tool: None)
+    return Start(task_id, task, run, 5, Started(), SUP, llm, TOOL, lambda tool: None)
 
 
 def answer(ask: AskPool, **fields: Any) -> Answered:
@@ -69,7 +69,7 @@ def test_runs_held_together_never_share_a_token_and_each_answer_activates_its_ow
 def test_a_new_run_starts_past_every_token_the_host_issued_so_an_earlier_runs_answer_is_stale() -> None:
     core = host()
     first = of(AskPool, core.step(start("a", run=1)))[0]
-    again = of(AskPool, core.step(start("a", run=2, token=0)))[0]  # the supervisor started the task again
+    again = of(AskPool, core.step(start("a", run=2)))[0]  # the supervisor started the task again
     assert again.stage.token > first.stage.token
     out = core.step(answer(first))
     assert events(out) == ["stale_result_dropped"] and not of(Report, out)
