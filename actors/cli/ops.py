@@ -1,6 +1,6 @@
-"""What an operator asks of the store (issue 31): ``pegasus logs ID [--follow]``, ``pegasus delete ID``,
-``pegasus purge --older-than DAYS [--state S]``.  Each asks its request (``pegasus.requests``) of the running
-system, as every other command."""
+"""What an operator asks of the store: ``pegasus logs ID [--follow]``, ``pegasus delete ID``,
+``pegasus purge --older-than DAYS [--state S]``, each a request of the running system.
+"""
 
 from __future__ import annotations
 

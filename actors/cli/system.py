@@ -11,9 +11,10 @@ from actors import messages as m
 from actors.cli import views
 from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client.client import Client
-from actors.runtime.ownership import address_in_use, is_running, read_owner
-from actors.runtime.spec import SystemSpec, resolved, spec_for
-from actors.runtime.system import SystemNotRunningError, SystemStartError, check_owner, stop_daemon
+from actors.runtime.lifecycle import System
+from actors.runtime.ownership import address_in_use, read_owner
+from actors.runtime.spec import SystemSpec, resolved
+from actors.runtime.system import SystemNotRunningError, SystemStartError
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store.backup import backup_file, restore_file
@@ -33,9 +34,9 @@ def start(args: argparse.Namespace) -> int:
              f"pegasus started: convention leader {spec.member_name} (admin pid {pid}), state in {spec.state_dir}\n"
              f"join it from another machine: pegasus join {spec.member_name} --port PORT")
         return EXIT_OK
-    spec = spec_for(resolved(settings))
-    http = settings.http
-    if http.enabled and is_running(spec):  # said first: its own HTTP port is no "other program" (issue 31)
+    system = System.of(settings)
+    spec, http = system.spec, settings.http
+    if http.enabled and system.is_running():  # said first: its own HTTP port is no "other program" (issue 31)
         raise SystemStartError(_already_running(spec, http.port), spec.admin_port)
     if http.enabled and address_in_use(http.bind, http.port):
         raise SystemStartError(f"the HTTP port {http.bind}:{http.port} is used by another program: choose another "
@@ -67,7 +68,9 @@ def _already_running(spec: SystemSpec, http_port: int) -> str:
 def join(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     capabilities = dict(convention.parse_capability(text) for text in args.capability or [])
-    spec, pid = convention.join(settings, args.leader_address, capabilities, key_file=args.key_file)
+    member = System.member(settings, args.leader_address, capabilities)
+    pid = member.join(key_file=args.key_file)
+    spec = member.spec
     leader = "{}:{}".format(*spec.convention_leader or ("?", 0))
     # Offered: the worker counts and what --capability gave (not the Thespian setting every member has).
     emit(args, {"pid": pid, "port": spec.admin_port, "member": spec.member_name, "leader": leader,
@@ -80,9 +83,9 @@ def join(args: argparse.Namespace) -> int:
 
 def stop(args: argparse.Namespace) -> int:
     """Stop the system of this state directory, and only it: its processes are the lock's holders."""
-    spec = spec_for(resolved(settings_of(args)))
-    check_owner(spec)
-    stop_daemon(spec)
+    system = System.of(settings_of(args))
+    system.stop()
+    spec = system.spec
     emit(args, {"stopped": spec.admin_port}, f"pegasus stopped (port {spec.admin_port})")
     return EXIT_OK
 

@@ -1,4 +1,4 @@
-"""Talking to a task while it works: ``pegasus message ID TEXT`` (issue 20)."""
+"""Talking to a task while it works: ``pegasus message ID TEXT``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """``pegasus watch``: a live full-screen view of the tasks and the pools, drawn with Rich.
 
-It reads the supervisor through the Client as any command does: a page of tasks
-(``list``) and the pools (``stats``) every ``--interval`` seconds, and sooner when a
-transition arrives (``Client.subscribe(None)``/``notices``).  Ctrl-C ends it with exit
-status 0 and the terminal as it was (Rich's ``Live`` leaves the alternate screen and
-shows the cursor again).  Not on a terminal (a pipe, ``--json``), it prints one
-view and exits.
+A page of tasks and the pools every ``--interval`` seconds, sooner on a transition; Ctrl-C
+leaves the terminal as it was (exit 0).  Not on a terminal, one view is printed.
 """
 
 from __future__ import annotations

@@ -27,11 +27,8 @@ from actors.client.memory import MemoryClient
 from actors.client.ops import OpsClient
 from actors.client.notices import Notices
 from actors.client.triggers import TriggersClient
-from actors.runtime.system import (
-    SystemNotRunningError, SystemSpec, attach, detach, send, shutdown, start_daemon, start_system,
-)
-from actors.runtime import convention
-from actors.runtime.spec import resolved, spec_for
+from actors.runtime.lifecycle import System
+from actors.runtime.system import SystemNotRunningError, SystemSpec, send
 from pegasus import bounds
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, PegasusError
@@ -66,21 +63,18 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
     @classmethod
     def connect(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Attach to the running system; SystemNotRunningError if there is none."""
-        settings, timeout = resolved(settings), bounds.seconds(timeout, "timeout")
-        spec = spec_for(settings)
-        return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout)
+        system, timeout = System.of(settings), bounds.seconds(timeout, "timeout")
+        return cls(system.attach(), system.spec, system.settings, owns_system=False, timeout=timeout)
 
     @classmethod
     def start(cls, settings: Settings, timeout: float = 30.0) -> Client:
         """Start a system in this process's care (shut down by ``close``); returns once its supervisor is up."""
-        settings = resolved(settings)
-        return cls._launch(settings, spec_for(settings), timeout, daemon=False)[0]
+        return cls._launch(System.of(settings), timeout, daemon=False)[0]
 
     @classmethod
     def start_daemon(cls, settings: Settings, timeout: float = 30.0) -> tuple[Client, int]:
         """Start a detached background system (up, supervisor configured); a client and the admin pid."""
-        settings = resolved(settings)
-        client, pid = cls._launch(settings, spec_for(settings), timeout, daemon=True)
+        client, pid = cls._launch(System.of(settings), timeout, daemon=True)
         assert pid is not None
         return client, pid
 
@@ -89,18 +83,17 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
                      timeout: float = 30.0) -> tuple[Client, int | None]:
         """Start a convention's leader (``[convention] lead = true``: its pools place workers on members as
         they join); in the background like ``pegasus start``, or with ``daemon=False`` in this process's care."""
-        return cls._launch(*convention.leader(settings), timeout, daemon=daemon)
+        return cls._launch(System.leader(settings), timeout, daemon=daemon)
 
     @classmethod
-    def _launch(cls, settings: Settings, spec: SystemSpec, timeout: float, *,
-                daemon: bool) -> tuple[Client, int | None]:
+    def _launch(cls, system: System, timeout: float, *, daemon: bool) -> tuple[Client, int | None]:
         timeout = bounds.seconds(timeout, "timeout")
         from pegasus.tools.plugins import preflight  # here: the tools are no cost of a command that only asks
-        preflight(settings)
+        preflight(system.settings)
         if daemon:
-            pid = start_daemon(spec, timeout=settings.system.start_timeout_s)  # up, supervisor configured
-            return cls(attach(spec), spec, settings, owns_system=False, timeout=timeout), pid
-        client = cls(start_system(spec), spec, settings, owns_system=True, timeout=timeout)
+            pid = system.start_daemon()  # up, supervisor configured
+            return cls(system.attach(), system.spec, system.settings, owns_system=False, timeout=timeout), pid
+        client = cls(system.start(), system.spec, system.settings, owns_system=True, timeout=timeout)
         try:
             client.locate()
         except BaseException:
@@ -132,10 +125,11 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
         if self.closed:
             return
         self.closed = True
+        system = System(self.settings, self.spec)
         if self.owns_system:
-            shutdown(self.spec, self.asys)
+            system.stop(self.asys)
         else:
-            detach(self.asys)
+            system.detach(self.asys)
 
     def __enter__(self) -> Client:
         return self

@@ -1,12 +1,8 @@
 """The HTTP gateway process: uvicorn serving ``pegasus.gateway``'s app over Python clients of the supervisor.
 
-Started by the gateway keeper (``actors.client.gateway_keeper``) as ``python -P -c "from actors.client.gateway
-import main; main()"`` with the state directory in ``PEGASUS_GATEWAY_HOME``; it reads the system's
-settings there, as the guardian does.  It talks to the supervisor by messages like any client:
-``ClientBackend`` holds up to ``[http] clients`` connections for requests (each used by one call
-at a time, in the app's worker threads) and one more per open event stream; tokens are read
-from the store through a read-only connection (``TokenReader``: the supervisor stays its only
-writer).
+Started by the gateway keeper with the state directory in ``PEGASUS_GATEWAY_HOME``.  ``ClientBackend``
+pools up to ``[http] clients`` connections (and one per event stream); tokens are read through a
+read-only store connection, so the supervisor stays the only writer.
 """
 
 from __future__ import annotations

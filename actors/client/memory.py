@@ -1,13 +1,8 @@
-"""The memory methods of ``Client`` (a mixin), and the same over the store file when no system runs.
+"""The memory methods of ``Client``, and the same over the store file when no system runs (``LocalMemory``).
 
-Reads and writes go to the supervisor (``actors/supervisor/memory.py``); the
-files of ``memory_export`` / ``memory_import`` are written and read here, in
-the client's process, and travel as values a page at a time.  An embedding
-vector (``[memory] embeddings_model``) is computed here too, never in the
-supervisor: one call bounded by ``embeddings_timeout_s``, and a reply's
-``warning`` says when the endpoint gave none.  ``LocalMemory`` answers the same requests on the store file itself
-(``pegasus memory ...`` with no system running, like ``pegasus backup``): SQLite
-serialises the writers, and the supervisor keeps no copy of the memory to go stale.
+Reads and writes go to the supervisor; export and import files, and embedding vectors, are made
+here in the client's process, never in the supervisor.  With no system running, SQLite serialises
+the writers and the supervisor keeps no copy to go stale.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``Client``'s operator requests (a mixin, issue 31): a task's log, deleting a task's tree, purging old ones.
+"""``Client``'s operator requests: a task's log, deleting a task's tree, purging old ones.
 
     client.logs(task_id)                      # transitions, stage errors, step-downs, tool output, in order
     client.delete(task_id)                    # the task and its sub-tasks, all finished, in one transaction

@@ -1,22 +1,9 @@
 """Every message Pegasus actors exchange, grouped by conversation: frozen, module-level, picklable.
 
-- ``pegasus.requests`` (re-exported here): clients (and the guardian) and the supervisor: every request and its
-  Reply, declared where the HTTP gateway's core can build them too;
-- ``task_run``: the supervisor and a task's task actor;
-- ``stage_work``: task actors, the pools, their workers and the journal of effectful steps;
-- ``supervision``: the guardian's and the supervisor's timers;
-- ``mcp``: workers and task actors with their machine's MCP host;
-- ``triggers``: the supervisor's schedule timer;
-- ``gateway``: the guardian and the HTTP gateway's keeper;
-- ``task_messages``: a task's unread messages handed to its task actor.
-
-Messages between Pegasus's own actors are frozen dataclasses, cheap to pickle
-and built only by code in this package; Thespian pickles them by module path,
-so each lives in exactly one module.  Importing this package gives every one of
-them (``from actors import messages as m; m.Submit``).
-
-Imported on first use (PEP 562): a command line that asks one request loads that request's module,
-not the others' nor the pools' and the workers' messages (issue 31: a CLI that answers in 0.3 s).
+``pegasus.requests`` (client requests and replies, re-exported), ``task_run``, ``stage_work``,
+``supervision``, ``mcp``, ``triggers``, ``gateway``, ``task_messages``.  Thespian pickles by module
+path, so each lives in exactly one module; ``from actors import messages as m; m.Submit`` gives any.
+Loaded on first use (PEP 562): a command that asks one request loads no pool or worker messages.
 """
 
 from __future__ import annotations

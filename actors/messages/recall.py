@@ -1,5 +1,6 @@
-"""The conversation of memory before a stage: a task actor asks the supervisor (where the store is) what
-to recall, and the supervisor answers (issue 19).  AskRecall is the task-run core's own command, sent as it is."""
+"""Memory before a stage: a task actor asks the supervisor (where the store is) what to recall, and it
+answers.  AskRecall is the task-run core's own command, sent as it is.
+"""
 
 from __future__ import annotations
 

@@ -1,34 +1,18 @@
-"""Several machines: a leader admin and member admins that run stage workers (docs/convention.md).
+"""Several machines: the SystemSpec of a convention's leader or member (docs/convention.md).
 
-A *convention* is Thespian's name for admins that know each other: one leader
-(``pegasus start --leader``) and any number of members (``pegasus join
-HOST:PORT``).  The supervisor, the task actors, the pools and the store stay on
-the leader -- clients attach to it.  A member runs only an admin and the stage
-workers the leader's pools place on it: ``pegasus.llm_workers`` /
-``pegasus.tool_workers`` capabilities say how many (pegasus/pool/core.py, "Placement").
-
-This module turns settings into the SystemSpec of a leader or a member and
-starts a member (a leader: ``Client.start_leader``); it owns no actor.  A convention belongs on a trusted network, a VPN or a
-tunnel, never on an open one (``[system] allow_non_loopback`` must say so): its
-frames are authenticated with the leader's system key (members get a copy by
-file, ``pegasus join --key-file``) but not encrypted.
+A leader runs the supervisor, task actors, pools and store; a member runs an admin and the stage
+workers the leader's pools place on it.  ``lifecycle.System`` starts them.  Frames are
+authenticated with the leader's key but not encrypted: a trusted network only
+(``[system] allow_non_loopback`` must say so).
 """
 
 from __future__ import annotations
 
 import socket
-import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from actors.wire import frames
-from actors.runtime import ownership
-from actors.runtime.spec import resolved
-from actors.runtime.system import (
-    SystemSpec, SystemStartError, attach, detach, is_running, start_daemon, stop_daemon, validate,
-)
-from pegasus import files
+from actors.runtime.spec import SystemSpec, SystemStartError, resolved
 from pegasus.config import Settings
 from pegasus.errors import PegasusError
 
@@ -124,88 +108,6 @@ def member_spec(settings: Settings, leader: str | None = None,
 
 
 def leader(settings: Settings) -> tuple[Settings, SystemSpec]:
-    """A leader's settings (``[convention] lead = true``, state directory resolved) and spec
-    (``Client.start_leader`` starts it)."""
+    """A leader's settings (``[convention] lead = true``, state directory resolved) and spec."""
     settings = resolved(settings.with_overrides({"convention": {"lead": True}}))
     return settings, leader_spec(settings)
-
-
-def join(settings: Settings, leader: str | None = None, capabilities: dict[str, Any] | None = None,
-         key_file: str | Path | None = None) -> tuple[SystemSpec, int]:
-    """Start this machine's member admin in the background; (its spec, admin pid).
-
-    The member authenticates its frames with the leader's system key: ``key_file``
-    (a copy of the leader's ``system.key``) is kept in the member's state
-    directory; without it, the key already there is used.  Returns once the
-    admin runs and has registered with the leader, or after ``REGISTER_WAIT_S``
-    if the leader does not answer (a member may start first, or outlive a
-    restarted leader: it keeps retrying every ``restart_period_s``).  A leader
-    that refuses the member's frames (another key) is an error: the member is
-    stopped.
-    """
-    spec = member_spec(resolved(settings), leader, capabilities)
-    validate(spec)
-    if (spec.advertised or spec.bind, spec.admin_port) == spec.convention_leader:
-        raise ConventionError(f"{spec.member_name} is the leader's own address: give this member another --port")
-    if key_file is not None:
-        files.private_dir(spec.state_dir)
-        if is_running(spec):
-            raise SystemStartError(f"state directory {spec.state_dir} is in use by another system", spec.admin_port)
-        ownership.install_key_file(Path(key_file).expanduser(), spec.state_dir)
-    elif not ownership.key_path(spec.state_dir).exists():
-        raise ConventionError("a member needs the leader's system key: pegasus join HOST:PORT --key-file PATH "
-                              "(a copy of the leader's <state dir>/system.key, sent over a secure channel)")
-    pid = start_daemon(spec, timeout=settings.system.start_timeout_s)
-    leader_at = "{}:{}".format(*spec.convention_leader)  # type: ignore[misc]
-    if _refused_by_leader(spec):
-        stop_daemon(spec)
-        raise ConventionError(f"the leader at {leader_at} refused this member: their frames fail authentication, "
-                              "so the two hold different system keys (give the leader's system.key with "
-                              "--key-file)")
-    if _not_a_leader(spec):  # issue 31: it took the member in, then never used it ("pegasus joined", exit 0)
-        stop_daemon(spec)
-        raise ConventionError(f"the system at {leader_at} is no convention leader: start it with "
-                              "pegasus start --leader, then join it")
-    return spec, pid
-
-
-REGISTER_WAIT_S = 3.0
-
-
-def _not_a_leader(spec: SystemSpec) -> bool:
-    """Whether the system at the leader's address answers as a Pegasus system that leads no convention (its
-    own capabilities name no convention address).  No answer (not up yet, another program): False, as
-    before -- a member may start first and keeps trying."""
-    from thespian.system.messages.status import Thespian_StatusReq
-
-    asys = attach(spec)
-    try:
-        mine = asys.ask(asys._systemBase.adminAddr, Thespian_StatusReq(), 2.0)
-        leader = getattr(mine, "conventionLeader", None)
-        answered = leader is not None and getattr(mine, "conventionAttendees", None)  # else: not up yet
-        theirs = asys.ask(leader, Thespian_StatusReq(), 5.0) if answered else None
-    finally:
-        detach(asys)
-    capabilities = getattr(theirs, "capabilities", None) or {}
-    return "Admin Port" in capabilities and "Convention Address.IPv4" not in capabilities
-
-
-def _refused_by_leader(spec: SystemSpec) -> bool:
-    """Wait until the member has registered with its leader (False) or a frame between them failed
-    authentication (True); False after REGISTER_WAIT_S when the leader does not answer at all."""
-    from thespian.system.messages.status import Thespian_StatusReq
-
-    deadline = time.monotonic() + REGISTER_WAIT_S
-    asys = attach(spec)
-    try:
-        admin = asys._systemBase.adminAddr
-        while time.monotonic() < deadline:
-            if frames.rejected_count(spec.state_dir):
-                return True
-            status = asys.ask(admin, Thespian_StatusReq(), 0.5)
-            if getattr(status, "conventionAttendees", None):
-                return False
-            time.sleep(0.05)
-    finally:
-        detach(asys)
-    return bool(frames.rejected_count(spec.state_dir))

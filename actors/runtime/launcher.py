@@ -1,40 +1,9 @@
-"""The detached launcher of a background actor system (see system.start_daemon), and its watcher.
+"""The detached launcher of a background system (``lifecycle.System.start_daemon``), and its watcher.
 
-``start_daemon`` runs ``python -P -c "from actors.runtime.launcher import main; main()"``
-with stdio on /dev/null (stderr on ``logs/daemon.log``), no inherited
-descriptors and a new session, and the SystemSpec pickled in
-``PEGASUS_DAEMON_SPEC``.  This process then:
-
-1. becomes a child *subreaper*: the Thespian admin double-forks to daemonize
-   and actors whose parent is SIGKILLed are orphaned; both are re-parented to
-   us instead of PID 1 (which, in our containers, never reaps them), so they
-   stay in the system's process tree and get reaped when they exit;
-2. takes the state directory's lock (``ownership``) and keeps it for the
-   life of the system, writes the settings the guardian configures the
-   supervisor with, and installs Thespian's patches (``thespian_patches``:
-   bind address, frames authenticated with the system key, log routing,
-   robustness, speed) -- inherited by the admin and every actor through fork;
-3. forks a short-lived starter that creates the ActorSystem (Thespian forks the
-   admin from it), brings the guardian and its supervisor up, and exits, so the
-   long-lived launcher holds no socket;
-4. writes the owner record (launcher and admin identities) -- the signal that
-   start_daemon waits for -- forks its *watcher* and reaps children;
-5. when the admin dies without a stop being asked for (``stopping`` file), ends
-   every other process of the system (the logger holds the admin's port, the
-   actors would be unreachable) and starts it again on the same port and state
-   directory: the supervisor restores every task, as after any restart.  When
-   to start it (at once, then a doubling pause; a crash loop is said and slowed
-   down) is ``pegasus.supervision``'s decision.
-
-The watcher (``pegasus: watcher``) is who watches the launcher: a child forked
-from it, so it shares the launcher's open file of the lock -- the lock stays
-held across the launcher's death and no other system can take the directory.
-It waits on a pidfd of the launcher; when the launcher dies without a stop, it
-takes its place (title, subreaper, owner record) and watches the admin it
-adopted by identity (pid and start time, through a pidfd: it is not the admin's
-parent), then forks a watcher of its own.  A dead watcher is started again by
-its launcher.  Only processes proved ours (lock holders and their descendants,
-by pid and start time) are ever signalled.
+The launcher holds the state directory's lock for the system's life, starts the admin from a
+short-lived starter (so it holds no socket), reaps what the admin orphans (a subreaper) and
+starts the system again when the admin dies unasked; its watcher, sharing the lock, takes its
+place if it dies.  Who restarts whom: docs/architecture.md, "The top of the tree".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Who owns a state directory: its system key, its lock, and the processes that hold the lock.
 
-* ``system.key`` (0600, 32 random bytes as hex): every frame of the system is
-  authenticated with it (``actors.wire.frames``).  Created at the first start; a
-  client must be able to read it, so only a user who can read the state
-  directory can talk to the system.
-* ``lock``: an exclusive ``flock`` taken before the admin starts and inherited
-  by every process of the system (Thespian's forks keep unrelated descriptors),
-  so it is held exactly as long as any process of the system lives.  A second
-  start on the same directory is refused.
-* "Provably ours": a process is part of the system when it holds that lock
-  (``/proc/<pid>/fdinfo``), or descends from one that does -- never because of
-  the port it listens on.
-* The owner record (``system.json``: port, bind, admin and launcher) and the
-  checks made before anything is sent: is the directory owned, on this port,
-  and is it the system that listens there (``check_owner``, ``check_attachable``)?
+Frames are authenticated with ``system.key`` (0600), so only a user who can read the directory
+talks to the system.  The ``flock`` is inherited by every process of the system: a process is the
+system's exactly when it holds it or descends from one that does, never because of its port.
+Also the owner record (``system.json``) and the checks made before anything is sent.
 """
 
 from __future__ import annotations

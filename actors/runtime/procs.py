@@ -1,12 +1,7 @@
 """Process and socket inspection through /proc (Linux), without psutil.
 
-The system boundary (actors/runtime/system.py) uses these helpers to find every process
-of a Thespian system (the admin, found by its listening port or a pid file, plus
-its descendants via /proc parent links), to prove where their sockets listen,
-and to end exactly those processes -- never anything found by name.
-
-A process is identified by (pid, start time) so that a pid recycled by the
-kernel after a system ended is never mistaken for one of its processes.
+Used to find every process of a system, prove where its sockets listen and end exactly those
+processes.  A process is (pid, start time), so a recycled pid is never taken for one of ours.
 """
 
 from __future__ import annotations

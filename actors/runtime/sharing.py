@@ -1,29 +1,11 @@
-"""Pages a stage worker shares with its pool (docs/memory.md has the figures and the method).
+"""Pages a stage worker shares with its pool (copy-on-write after Thespian's fork).
 
-Thespian forks every actor from its parent, so a worker starts as a copy-on-write
-view of its pool, and a page stays shared until either process writes to it.  Two
-things wrote most of them: a module imported after the fork (the model SDK, on a
-worker's first call) is a private copy in every worker, and a full collection of
-the garbage collector writes to every object it tracks.  Hence:
-
-* ``before_forking`` (in the pool, before it creates its workers): load what this
-  pool's workers will use -- the tool plugins, and for an llm pool on a model
-  endpoint the SDK, its HTTP stack, its lazy caches and the process's one TLS
-  context (``pegasus.llm.shared``) -- then freeze it;
-* ``after_fork`` (first thing in a worker): freeze what it inherited, so its own
-  collections never walk (and copy) it.  Frozen objects are never collected:
-  a forked child keeps what its parent held anyway, on the stack it inherited.
-* ``preload_system`` (in the process a system is started from, before the admin is
-  forked): import the actor tree and build every pydantic schema deferred so far
-  (``defer_build``: a command that only asks never builds them), so that no process
-  of the system builds them again in pages of its own -- each one did, at its first
-  ``Settings``: 0.05-0.3 s of CPU, and its collections during the build copied 6-13
-  MiB of inherited heap (issue 33).  From then on every forked process freezes what
-  it inherited, and its heap again before it forks: a page stays shared until
-  *either* process writes it.
-
-A tool pool never loads the SDK (its workers make no model calls), nor does an
-offline llm pool: tests/integration/test_worker_memory.py.
+``before_forking`` (the pool) loads what its workers will use -- the tool plugins, and for an llm
+pool on a model endpoint the SDK and its TLS context -- and freezes it; ``after_fork`` (the worker)
+freezes what it inherited, so neither a late import nor a collection copies the shared pages.
+Figures and method: docs/memory.md.
+``preload_system`` (the process a system starts from, before the admin is forked) imports the actor
+tree and builds every deferred pydantic schema once, so no forked process builds them in pages of its own.
 """
 
 from __future__ import annotations

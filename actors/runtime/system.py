@@ -1,31 +1,10 @@
-"""The Thespian system boundary: start, attach to and shut down an actor system.
+"""The Thespian boundary: start, attach to and shut down an actor system (``lifecycle.System`` calls it).
 
-Every part of Pegasus that needs an actor system goes through this module, so
-the rules below hold everywhere:
-
-* Every socket of a Pegasus system (admin, logger, every actor, every client
-  endpoint) listens on the configured interface, 127.0.0.1 by default; a
-  non-loopback address needs ``allow_non_loopback=True`` (``thespian_patches``).
-* Every frame on those sockets is authenticated with the state directory's
-  system key before anything in it is unpickled (``frames``); a client must
-  read the key, so only a user who can read the state directory gets in.
-* One system per state directory: its lock is taken before the admin starts
-  and held by every process of the system (``ownership``).  Nothing is ever
-  signalled or sent a frame because of the port it listens on: a process is
-  the system's only when it holds the lock (or descends from one that does).
-* Thespian's internal log and the actors' ``logging`` output go to
-  ``state_dir/logs/`` -- never the working directory or $TMPDIR.
-* A background system (``start_daemon``) is started from a detached launcher
-  with stdio on /dev/null and no inherited descriptors: an admin inherits its
-  starter's descriptors, so a CLI run under ``$(...)`` or a pipe would
-  otherwise hang until the admin exits.
-* Shutting a system down ends every process it started -- the lock's holders
-  and their descendants, never anything found by name or port -- and SIGKILLs,
-  as a last resort, only those pids.
-
-The background launcher lives in ``launcher``; /proc helpers in ``procs``; every change
-to Thespian (bind address, frame authentication, log routing, speed) in ``thespian_patches``,
-checked against the installed Thespian before a system starts or is attached to.
+Here the rules hold for every system: sockets on the configured interface, frames authenticated
+with the state directory's key, one system per state directory (its lock), logs under
+``<state dir>/logs``, a background system started with no inherited descriptors (an admin keeps
+its starter's, and a CLI under ``$(...)`` would hang), and a stop that ends the lock's holders and
+their descendants only, never anything found by name or port (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Process titles in ``ps``: ``pegasus: supervisor [~/.pegasus]`` rather than ``python3 -P -c from ...``.
 
-Thespian titles each process it starts (the admin, its logger, every actor) through
-``setProcName``, which calls setproctitle when it is installed: ``Supervisor
-ActorAddr-(T|:40123)``.  ``install`` replaces that function, in the two Thespian
-modules that call it, by one that writes a Pegasus title; an actor that learns more
-later (a worker its pool and index) calls ``set_title`` again.  Only the title
-changes: if Thespian's names move, processes keep Thespian's titles (a warning
-says so) and nothing else is affected.
+``install`` replaces Thespian's ``setProcName`` in the two modules that call it; an actor that
+learns more later (a worker: its pool and index) calls ``set_title``.  If Thespian's names move,
+processes keep Thespian's titles (a warning says so) and nothing else changes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Authenticated frames: their format, the system key's MAC, and the record of rejected ones.
 
-A Pegasus frame body is one of::
-
-    a message:          2 | MAC (32 bytes) | Thespian's pickle of (sender address, message)
-    an acknowledgement: 1 | token (16 bytes)
-
-MAC = keyed BLAKE2b-256 of the pickle (personalised ``pegasus-message``); the tokens of
-``ACK`` and ``ACK+DATAERR`` are keyed BLAKE2b-128 of the words (``pegasus-control``):
-constants of the system, so an acknowledgement, 20 bytes with its header (Thespian's first
-read of any frame), is known by equality and never unpickled.  A rejected frame is counted
-(``<state dir>/rejected-frames``, one byte a frame) and logged once per peer, kind and
-process.  Thespian is taught these frames by ``actors.wire.thespian_patches.security.frame_auth``;
-this module only reads the words Thespian acknowledges with.
+A frame body is ``2 | MAC (32 bytes) | pickle of (sender, message)`` or an acknowledgement
+``1 | token (16 bytes)``.  The MAC is keyed BLAKE2b-256 of the pickle, checked before it is
+unpickled; the acknowledgement tokens are constants of the system, known by equality and never
+unpickled.  A rejected frame is counted (``<state dir>/rejected-frames``) and logged once per
+peer, kind and process.  Thespian learns these frames in ``thespian_patches.security.frame_auth``.
 """
 
 from __future__ import annotations

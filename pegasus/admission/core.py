@@ -1,19 +1,9 @@
 """Admission: the supervisor's view of every task, as seed 002's lifecycle.
 
-draft -> approved (auto, or by an approve request) -> queued (priority queue:
-lower number first, FIFO within a priority) -> running (at most
-``max_active_tasks`` at once) -> verifying (gates) -> verified -> done; failed,
-canceled and blocked as in the seed.  A suspended task is ``blocked`` (waiting
-for a person, seed 002 T10) and holds no slot; resuming it unblocks it (T17)
-and queues it again.
-
-No Thespian, and no I/O of its own: ``step(input) -> list[Command]`` (never
-raises: an input refused is a ``Refused`` command) says what the supervisor
-actor must carry out (start a run, stop one, run a gate, notify subscribers,
-wake up later), and every change is written through the store port it is given
-(``NullStore`` in unit tests, the SQLite store in a system).  The clock and the
-id factory are parameters.  Built by composition: ``inbox`` (messages to
-tasks), ``tree`` (sub-tasks).
+draft -> approved -> queued (priority, FIFO within one) -> running (at most ``max_active_tasks``)
+-> verifying (gates) -> done; failed, canceled and blocked (suspended: holds no slot) as in the
+seed.  ``step(input) -> list[Command]`` never raises (a refusal is a ``Refused`` command); writes
+go through the store port it is given; clock and ids are parameters.  Composed: ``inbox``, ``tree``.
 """
 
 from __future__ import annotations

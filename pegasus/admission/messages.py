@@ -1,24 +1,9 @@
-"""Messages to a task (issue 20; seed 004's t4): what ``pegasus message ID TEXT`` does, by lifecycle state.
+"""Messages to a task: what ``pegasus message ID TEXT`` does, by lifecycle state (docs/messages.md).
 
-- draft, approved, queued (not started): the message joins the task's context,
-  checkpointed, so its first stage sees it;
-- queued after a resume: it joins the resume (SUSPENDED + MESSAGE_RECEIVED);
-- running: it waits in the record's inbox and goes to the run (``MessageRun``),
-  which takes it at its next transition (``pegasus.run.core``: suspend, then
-  re-think with it); a run that stops suspended first is resumed with it, one
-  that completes or fails first never sees it (too late: the store keeps it);
-- blocked (suspended): it resumes the task, as ``resume --message`` does;
-- blocked waiting for its sub-tasks: it joins the parent's context (checkpointed), seen when it goes on;
-- anything else (verifying, done, failed, canceled) refuses it.
-
-A task takes at most ``[runtime] task_messages_max`` messages, ``task_messages_max_bytes`` of them
-together: past either, ``MessageLimitReached`` names the cap and nothing is stored.
-
-Every message is written to the store, numbered per task, before anything else
-(the request is answered after the commit), and ``TaskContext.messages_taken``
-says which ones a checkpoint holds: a run restarted after a crash is given the
-others, none twice.  A part of ``Admission`` (composed, as ``Admission.inbox``): it
-uses its records, queue and lifecycle writes.
+Not started: it joins the context; running: it waits in the inbox and the run takes it at its next
+transition; suspended: it resumes the task; finished: refused.  Each is stored and numbered before
+anything else, and ``TaskContext.messages_taken`` says which a checkpoint holds, so a restarted run
+gets the others, none twice.  Composed into ``Admission`` as ``inbox``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""When the supervisor runs a done task's post-task reflector, and what it makes of the answer (issue 19).
+"""When the supervisor runs a done task's post-task reflector, and what it makes of the answer.
 
-Pure: the supervisor (actors/supervisor/memory.py) carries out what
-this decides against the store (``pegasus.store.reflections``) and the llm pool.
-
-- A task that becomes done is reflected once: handed to the llm pool, whose
-  LOWEST priority (``pegasus.pool.state.LOW_PRIORITY``) keeps it behind every
-  task's stage.  Its ``done`` is committed before: the reflection never delays
-  it, and nothing it answers changes the task.
-- Every hand-out is counted in the store first.  After a restart the pending
-  ones (no answer committed) go again, unless MAX_ATTEMPTS hand-outs never came
-  back (a reflection that crashes its worker every time): then it is failed,
-  never tried forever.  So is one whose worker died or overran (``Again``).
-  A failed answer (the model erred, the reply did not fit
-  the schema, a memory cap refused it) is recorded failed at once: the task stays
-  done, ``pegasus history`` shows why, and nothing runs it again.
-- At most ``limit`` reflections are out at a time (the llm pool's size); the
-  others wait here, in order.  Each queued request counts against the pool's
-  ``queue_limit``, so a burst of done tasks must not fill it and get a running
-  task's stage refused.
-- An answer is taken only with its hand-out's token: a late one (the task's
-  reflection was handed out again meanwhile) is dropped.
+Pure; the supervisor carries it out (docs/agent-memory-recall.md).  A done task is reflected once,
+at the llm pool's lowest priority, after ``done`` is committed; hand-outs are counted in the store,
+so after a restart pending ones go again, up to ``MAX_ATTEMPTS``; at most ``limit`` are out at a
+time (the rest wait here, never filling the pool's queue); a late answer is dropped by its token.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The task tree: sub_task steps become child tasks, and a parent waits for them holding nothing.
 
-A run that reaches sub_task steps stops (``TaskStopped.children``, from
-``pegasus.run.core``); ``Tree.wait`` then blocks the parent (seed 002's
-``blocked``, reason "waiting for N sub-task(s)": it holds no active-task slot,
-no worker and no run) and creates one child per step -- depth + 1, its
-workspace no wider than the parent's -- each exactly once per step key
-(parent, attempt, iteration, step): the key is the child's idempotency claim
-and its link row's unique key, written with the child in one transaction.
-When a child ends (done, failed, canceled) its outcome is written as the
-parent's journal row for that step; once every step it waits for has one, the
-parent is queued again and its new run replays them as the steps' results.
-Cancel of a parent cancels its descendants.  Limits (``[subtasks]``): a step
-over ``max_depth`` or ``max_children`` is refused -- its result is a failed
-step naming the limit, for the reflection to judge.
-
-Pure like Admission, whose helper it is (it calls Admission's internals); the
-store is the truth for links and step ends, so a restart finds the tree whole.
+A run stopped at sub_task steps blocks its parent (no slot, no worker, no run) and makes one child
+per step key, once; each child's end is written as the parent's journal row for its step, and once
+all are in the parent runs again and replays them.  Limits ``[subtasks]`` fail a step, for the
+reflection to judge.  The store holds links and step ends, so a restart finds the tree whole
+(docs/subtasks.md).  A helper of Admission.
 """
 
 from __future__ import annotations

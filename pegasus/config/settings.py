@@ -1,15 +1,9 @@
 """Configuration: one place for the defaults, pure parsing, files read at the edge.
 
-Layers, later ones win: the code defaults (``pegasus.config.sections``; the shipped
-``config/pegasus.toml`` states the same values; a test keeps them equal), a user
-file (``--config PATH``, else ``$PEGASUS_CONFIG``, else ``<state dir>/pegasus.toml``
-when it exists), then environment variables.
-
-Environment rule: ``PEGASUS_<SECTION>__<KEY>=value`` sets ``[section] key``
-(e.g. ``PEGASUS_POOLS__LLM_WORKERS=8``, ``PEGASUS_LLM__BASE_URL=...``).  The value
-is read as a TOML value when it parses as one (numbers, booleans, arrays,
-quoted strings) and as a plain string otherwise.  ``PEGASUS_HOME`` sets the
-state directory.
+Layers, later ones win: the code defaults (``pegasus.config.sections``), a user file
+(``--config``, ``$PEGASUS_CONFIG`` or ``<state dir>/pegasus.toml``), then the environment:
+``PEGASUS_<SECTION>__<KEY>=value`` (a TOML value when it parses as one, else a string) and
+``PEGASUS_HOME`` for the state directory.
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
 """The task-run core: one run of a task's cognitive machine, ``TaskRun.step(input) -> list[Command]``.
 
-Each input (``pegasus.run.inputs``) returns the commands to carry out (``pegasus.run.commands``);
-``step`` never raises: an error fails the task, and when even that fails (or the snapshot cannot
-be read) the activation is abandoned and the supervisor restarts the run from its checkpoint.
-``snapshot()`` is the whole run as a value; ``TaskRun(snapshot)`` brings it back in any process.
-
-What it owns:
-
-- Tokens.  Every stage request carries the current token; an answer whose token
-  is not the current one (the task moved on, was suspended, or it is another
-  run's) is dropped, never applied.  Answering moves the token on.
-- The loop of seed 003: after each transition, the machine's table
-  (``pegasus.task.dispatch``) says which stage runs next on which pool, or which
-  event the task raises itself; a suspended or terminal task stops.  A task
-  past ``max_iterations`` think/act/reflect rounds fails.
-- Checkpoints (``pegasus.store.checkpoint``): each transition report carries the
-  checkpoint the seeds ask for.
-- The journal of tool steps.  A step whose tool is not ``pure`` carries an
-  idempotency key (``snapshot.step_key``) and its end is reported with the
-  transition that applies it; an effectful one is journalled as started by the
-  worker about to run it.  On a restarted run a finished step is replayed from
-  the journal, never run again; a started-but-unfinished one runs again only
-  when its tool is idempotent, otherwise it is reported interrupted.
-- Exit reasons: why a stage failed becomes seed 002's ``exit_reason``.
-- Messages sent to the running task (``pegasus message``): kept in its inbox until
-  the stage in flight answers (none is cut short), then taken at that transition:
-  SUSPENDED (TASK_SUSPENDED), then MESSAGE_RECEIVED into the machine's re-think state.
+``step`` never raises: an error fails the task, and when even that fails (or the snapshot cannot be
+read) the activation is abandoned and the run restarts from its checkpoint.  It owns the tokens (a
+stale answer is dropped), the loop over the machine's table, checkpoints, the tool-step journal (a
+finished step is replayed, never run again), exit reasons and messages sent to the running task.
+``snapshot()`` is the run as a value; ``TaskRun(snapshot)`` brings it back in any process.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
-"""Where task runs live: one supervisor's task actors (hosts of many runs), as a pure policy.
+"""Where task runs live: which task actor a new run goes to, when another starts, when one retires.
 
-A task actor holds many runs, each passivated as its ``RunSnapshot`` between two
-messages and activated for one message at a time (``actors/task_actor.py``).
-This core decides which host a new run goes to, when to start another host and
-when to retire one; the supervisor carries out its commands (create an actor,
-tell one to exit, arm a timer).  No Thespian, no I/O; the clock is a parameter.
-
-- Load is measured, not guessed: a host's reports carry its process CPU time, and
-  its utilisation is the CPU it used per second of wall time between samples
-  (smoothed).  A run that waits on a stage costs its host nothing, so the number
-  of hosts follows the rate of transitions, not the tasks in flight.
-- A new run goes to the cool host (utilisation under ``GROW_AT``) with the fewest
-  runs; when every host is hot, or none takes runs, a new host starts, up to the
-  ceiling; at the ceiling the least busy host takes it.
-- Up to ``minimum`` hosts, each new run starts one: runs submitted at once are
-  placed before any load is measured, and spread over the floor.
-- A host is retired once it has served ``runs_per_host`` runs and its last one
-  stopped (a bound on what a long-lived process may accumulate), or when it held
-  no run for ``idle_s`` while more than ``minimum`` hosts live.
-- A run is never moved: it stays on its host until it stops, or its host dies and
-  the supervisor restarts it from the store, placed anew.  (Moving a passivated run
-  would need a directory on every hop, or a hand-over racing the stage's answer;
-  placing each run on the least busy host balances the load as runs come and go.)
+Pure; the supervisor carries out its commands (clock passed in).  Load is each host's measured CPU
+per second of wall time, so the number of hosts follows the rate of transitions, not the tasks in
+flight.  A new run goes to the cool host with the fewest runs; when all are hot, another starts,
+up to the ceiling.  A run never moves (docs/architecture.md, "Virtual task actors").
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Recall before think / reason (issue 19): when a run asks the supervisor for memories, and what it asks.
+"""Recall before think / reason: when a run asks the supervisor for memories, and what it asks.
 
-The task-run core asks once per iteration, before the iteration's first think
-(classic) or reason (reason_act) stage, and only when ``[memory] recall_k`` is
-above 0.  The supervisor -- where the store is; a convention member never opens
-it -- answers with the identity and the k most relevant memories, and the core
-records them in the context (``TaskContext.recall``) before it sends the stage.
-Pure: no store, no Thespian.
+Once per iteration, before its first think (classic) or reason (reason_act) stage, when ``[memory]
+recall_k`` is above 0; the answer goes in ``TaskContext.recall`` before the stage is sent.  Pure.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Schedules: what fires now and when to wake next, given the schedules, their cursors and the clock.
 
-Pure: no store, no actors, no clock of its own (``now`` is epoch seconds, passed in).  The
-supervisor reads every schedule from the store at each wakeup, calls ``step`` and carries
-out its ``Fire``s (a task each, keyed by its slot: ``slot_key``), writing the new state in
-the same commit.  Temporal's schedule policies are the reference: an overlap policy, a
-catch-up window after downtime, pause and trigger-now.
-
-A schedule's *slots* are its nominal times: a cron expression's matches in its time zone
-(cronsim: a wall-clock time skipped by a DST change fires once at the first time after
-the gap, one repeated by a change fires once), or every ``every_s`` seconds counted from
-the Unix epoch (so slots do not drift across restarts).  A schedule's ``cursor`` is the
-time up to which its slots are settled (fired, skipped or buffered): slots in
-``(cursor, now]`` are due.  Missed slots older than ``catchup_s`` are skipped and counted.
+Pure (``now`` passed in); the supervisor carries out the ``Fire``s, a task per slot key, in the
+commit that writes the new state.  Temporal's policies are the reference: overlap, a catch-up
+window, pause, trigger-now.  Slots are a cron expression's matches in its time zone or every
+``every_s`` from the epoch; ``cursor`` is the time up to which slots are settled.  docs/schedules.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Webhooks: a delivery's signature checked, its task's text built from a template, its redelivery key.
 
-Pure: the secret, the headers, the raw body and the clock come in; a ``Delivery`` (the task's text,
-metadata and idempotency key) or a ``WebhookRefused`` (status, code, message) comes out.  The
-supervisor holds the secrets and runs this on every delivery.
-
-Two signature forms, both HMAC-SHA256 with the webhook's secret, compared in constant time:
-
-- GitHub's: ``X-Hub-Signature-256: sha256=<hex of HMAC(secret, body)>``;
-- timestamped: ``X-Pegasus-Timestamp: <Unix seconds>`` and ``X-Pegasus-Signature: sha256=<hex of
-  HMAC(secret, "<timestamp>." + body)>``; a timestamp more than ``REPLAY_WINDOW_S`` from now is refused.
-
-Templates name fields of the JSON body with dots: ``Review "{pull_request.title}"``, ``{commits.0.id}``
-(a number indexes a list), and ``{@event}`` the delivery's event (GitHub's ``X-GitHub-Event``); ``{{`` and
-``}}`` are literal braces.  They are parsed here, never given to ``str.format`` (whose ``{0.__class__}``
-would read attributes of the values).
-
-GitHub as it sends: the body JSON or form-encoded (``payload=<JSON>``, the signature over the raw body);
-its ``ping`` (sent when a hook is made) answered with no task; a hook's event filter (``events``) answers
-the other events with no task, saying so.
+Pure: the secret, headers, raw body and clock in; a ``Delivery`` or a ``WebhookRefused`` out.
+Signatures are HMAC-SHA256 compared in constant time (GitHub's, or timestamped within
+``REPLAY_WINDOW_S``); templates are parsed here, never given to ``str.format`` (which would read
+attributes of the values).  Forms, templates and GitHub's ping: docs/schedules.md.
 """
 
 from __future__ import annotations

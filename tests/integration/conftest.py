@@ -158,12 +158,13 @@ class Convention:
 
     def join(self, name: str, port: int | None = None, **capabilities: Any) -> SystemSpec:
         """A member offering ``llm_workers=``/``tool_workers=`` (and any other capability)."""
-        from actors.runtime.convention import join
+        from actors.runtime.lifecycle import System
 
         caps = {(k if "." in k else f"pegasus.{k}"): v for k, v in capabilities.items()}
-        spec, _ = join(self.member_settings(name, port), self.leader_address, caps, key_file=self.key_file)
-        self.track(spec)
-        return spec
+        member = System.member(self.member_settings(name, port), self.leader_address, caps)
+        member.join(key_file=self.key_file)
+        self.track(member.spec)
+        return member.spec
 
     def track(self, spec: SystemSpec) -> None:
         """Remember a member (started by the test or the CLI) and its processes so far."""

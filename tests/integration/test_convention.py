@@ -22,6 +22,7 @@ import pytest
 
 from actors.client import Client
 from actors.runtime import convention as conv, procs
+from actors.runtime.lifecycle import System
 from actors.runtime.system import SystemStartError, system_pids
 
 from .conftest import FAST_CONVENTION, PROJECT_ROOT, Convention
@@ -177,12 +178,12 @@ def test_a_member_killed_mid_run_loses_no_task_and_the_pools_recover(convention:
 def test_leader_and_join_refuse_a_non_loopback_bind_without_the_setting(convention: Convention, bind: str) -> None:
     settings = convention.member_settings("m", system={"bind": bind})
     with pytest.raises(SystemStartError, match="refusing to bind"):
-        conv.join(settings, "127.0.0.1:19999", {})
+        System.member(settings, "127.0.0.1:19999", {}).join()
     with pytest.raises(SystemStartError, match="refusing to bind|needs \\[system\\] advertise"):
         Client.start_leader(settings, daemon=False)
     # One machine or several, not both: a loopback member cannot serve a leader elsewhere.
     with pytest.raises(SystemStartError, match="both must be loopback"):
-        conv.join(convention.member_settings("n"), "10.11.12.13:19999", {})
+        System.member(convention.member_settings("n"), "10.11.12.13:19999", {}).join()
     if bind == "10.11.12.13":  # the command line says the same, with a one-line reason
         port = str(settings.system.admin_port)
         env_bind = ["--config", str(_config(convention, bind))]

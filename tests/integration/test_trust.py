@@ -36,6 +36,7 @@ from actors.wire import frames
 from actors.runtime import procs
 from actors.runtime.ownership import key_path, load_key
 from actors.runtime import convention as conv
+from actors.runtime.lifecycle import System
 from actors.client import Client, RequestError
 from actors.runtime.system import SystemSpec, is_running, system_pids
 from tests.integration.conftest import Convention
@@ -228,7 +229,7 @@ def test_a_member_with_another_key_is_refused_on_both_sides(convention: Conventi
     wrong.write_text(secrets.token_hex(32) + "\n")
     settings = convention.member_settings("stranger")
     with pytest.raises(conv.ConventionError, match="refused this member: their frames fail authentication"):
-        conv.join(settings, convention.leader_address, {"pegasus.tool_workers": 1}, key_file=wrong)
+        System.member(settings, convention.leader_address, {"pegasus.tool_workers": 1}).join(key_file=wrong)
     member = conv.member_spec(settings, convention.leader_address, {})
     assert not is_running(member) and system_pids(member) == []  # stopped again, nothing left
     assert client.stats()["rejected_frames"] >= 1  # the leader saw it too
@@ -239,7 +240,7 @@ def test_a_member_with_another_key_is_refused_on_both_sides(convention: Conventi
 def test_a_member_needs_a_key(convention: Convention) -> None:
     convention.leader()
     with pytest.raises(conv.ConventionError, match="--key-file"):
-        conv.join(convention.member_settings("keyless"), convention.leader_address, {})
+        System.member(convention.member_settings("keyless"), convention.leader_address, {}).join()
 
 
 # -- the command line: one owner per state directory, nothing by port alone -------------------

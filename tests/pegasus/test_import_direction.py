@@ -142,3 +142,19 @@ def test_function_level_imports_are_read(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from actors.client import Client\n\n\ndef g():\n    import pegasus.task.fsm\n")
     assert _imports("actors.probe", probe) == {"actors.client", "pegasus.task.fsm"}
+
+
+LIFECYCLE = {"start_system", "start_daemon", "attach", "detach", "shutdown", "stop_daemon"}
+
+
+def test_the_client_and_the_cli_start_attach_and_stop_a_system_only_through_lifecycle_system() -> None:
+    """Issue 30: start went through ``Client._launch`` and ``convention.join``, stop through
+    ``runtime.system`` (from the CLI); one object (``actors.runtime.lifecycle.System``) owns all three now."""
+    direct = set()
+    for name, path in MODULES.items():
+        if not name.startswith(("actors.client", "actors.cli", "actors.runtime.convention")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "actors.runtime.system":
+                direct.update((name, alias.name) for alias in node.names if alias.name in LIFECYCLE)
+    assert direct == set()

@@ -1,12 +1,8 @@
 """What every Thespian patch shares: the pinned version, the targets it touches, and their check.
 
-A patch is written against the internals of one Thespian (docs/thespian-patches.md).  Each
-names its targets: every function, class or attribute it replaces, wraps or relies on, with
-a fingerprint of the code it was written against (a SHA-256 of its source; a test pins every
-one against the installed Thespian).  A target is captured when Pegasus is
-imported, before any patch is installed; the check compares its fingerprint, and that nothing
-but a Pegasus patch has replaced it since.  No patch module raises at import when a target
-is missing: the check reports it.
+Each patch names its targets (what it replaces, wraps or relies on) with a SHA-256 of the source
+it was written against, captured at import before anything is patched; the check compares it and
+that nothing else replaced it since.  No patch module raises at import: the check reports.
 """
 
 from __future__ import annotations

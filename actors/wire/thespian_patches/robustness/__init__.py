@@ -1,2 +1,3 @@
 """Robustness patches: without one, Pegasus is wrong (a dead admin, a dead member never noticed, a
-send stalled 35 s).  One that cannot apply refuses the start, as a security patch does."""
+stalled send).  One that cannot apply refuses the start, as a security patch does.
+"""

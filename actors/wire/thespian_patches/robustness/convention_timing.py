@@ -1,13 +1,8 @@
-"""A convention member that stops checking in is noticed in seconds, not ~22 minutes.
+"""A convention member that stops checking in is noticed in seconds, not minutes.
 
-Configuration rather than a code patch: Thespian 4.0.1's ``thespian.system.admin.convention``
-reads ``CONVENTION_REREGISTRATION_PERIOD``, ``CONVENTION_REGISTRATION_MISS_MAX`` and
-``CONVENTION_RESTART_PERIOD`` from the environment at import (``getenvdef``, lines 21-30) and
-uses the module globals at each check.  Thespian is imported long before a system starts, so
-this sets the globals (every admin is forked from this process) and the environment (for a
-process that imports Thespian later).  A member is declared dead after about period x
-miss_max (+ up to one period): ~8.5 s with 3 s and 2.  Without it a dead member's tasks wait
-~22 minutes: robustness.  Why, and the upstream proposal: docs/thespian-patches.md#convention-timing.
+Configuration, not code: Thespian reads its convention periods from the environment at import
+and uses the module globals at each check, so this sets both (before any admin is forked).
+Without it a dead member's tasks wait for Thespian's defaults.  docs/thespian-patches.md#convention-timing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A send that failed on a reused idle connection is retried at once, on a new one.
 
-A send reuses the idle connection to its target when there is one.  When that connection
-turns out dead (the peer died or closed it), Thespian 4.0.1 schedules the retry
-``TRANSMIT_RETRY_PERIOD`` later -- 35 s -- before it connects afresh and learns the peer is
-gone (``DeadTarget``): a client asking a supervisor that was just replaced waited 35 s.  This
-notes in ``TCPTransport._next_XMIT_1`` whether the send took an idle connection, and in
-``_next_XMIT_6`` retries such a failure within 1 ms; later failures keep Thespian's backoff.
-Without it a send to a replaced peer stalls 35 s: robustness.  Why, and the upstream proposal:
+Thespian retries such a failure only after ``TRANSMIT_RETRY_PERIOD``, so a client asking a
+replaced supervisor stalled.  This notes in ``_next_XMIT_1`` whether the send took an idle
+connection and in ``_next_XMIT_6`` retries it at once; later failures keep Thespian's backoff.
 docs/thespian-patches.md#fresh-retry.
 """
 

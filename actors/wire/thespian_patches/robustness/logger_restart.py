@@ -1,12 +1,8 @@
-"""An admin whose logger died starts a new one, on the same port, instead of dying itself.
+"""An admin whose logger died starts a new one, on the same address, instead of dying itself.
 
-Thespian 4.0.1's ``MultiProcReplicator.childDied`` restarts the logger with ``self.logDefs``, but
-``AdminCore.__init__`` keeps ``self.logdefs``: the ``AttributeError`` ends the admin (and its
-system).  This replaces the logger part of ``childDied``: a new logger process, with the admin's
-logDefs, on the dead logger's address (every actor's log forwarder sends there), at the pace
-``pegasus.supervision`` decides; ``h_LoggerConnected`` from it only notes it is up.  Without it a
-dead logger kills the admin: robustness.  Why, and the upstream fix:
-docs/thespian-patches.md#logger-restart.
+Thespian's ``MultiProcReplicator.childDied`` reads ``self.logDefs`` where the admin keeps
+``self.logdefs``: the ``AttributeError`` ends the admin.  This replaces the logger part of
+``childDied``, at the pace ``pegasus.supervision`` decides.  docs/thespian-patches.md#logger-restart.
 """
 
 from __future__ import annotations

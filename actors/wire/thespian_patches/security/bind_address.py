@@ -1,12 +1,8 @@
 """Every Thespian socket listens on the configured interface, not on all of them.
 
-Thespian 4.0.1 binds every listening socket (admin, actors, logger, client endpoints) to
-``IPActorAddress.bindArgs`` -- ``('', port)``, INADDR_ANY -- (IPBase.py ~179,
-TCPTransport.py 300).  This replaces that one property: same port, our host.  It also sets
-the advertised address (``THESPIAN_BASE_IPADDR``, read at each address construction) and
-teaches ``thisSystem`` that address, since a socket bound to 127.0.0.1 cannot be reached at
-the external IP Thespian would otherwise advertise.  Inherited by every forked actor.
-Why, and the upstream fix: docs/thespian-patches.md#bind-address.
+Replaces ``IPActorAddress.bindArgs`` (INADDR_ANY in Thespian) by the same port on our host, and
+sets the advertised address, since a socket bound to 127.0.0.1 cannot be reached at the external
+IP Thespian would advertise.  docs/thespian-patches.md#bind-address.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Nothing that reaches a Pegasus socket is unpickled before its MAC is checked, nor read past its size limit.
 
-Thespian 4.0.1's TCP frame is ``b"<size>>" + pickle((sender, message))``
-(``streamBuffer.toSendBuffer``), and ``ReceiveBuffer.completed`` unpickles whatever arrives:
-messages (``TCPIncoming``) and the acknowledgements a sender waits for (``_next_XMIT_3``,
-``_check_XMIT_4_done``).  This patch makes every frame one of ``actors.wire.frames``: the size
-is checked against ``max_frame_bytes`` as soon as the header is in, the MAC before anything is
-unpickled; a frame that fails is dropped, counted and logged.  An authentic message its
-receiver cannot unpickle reaches the actor as ``UnreadableMessage`` from its sender.
-
-Each transport takes the key installed when it is made, and is the thread's current one while
-it runs or sends (a process may be a client of two systems).  Replaced, in
-``thespian.system.transport.TCPTransport``: ``ReceiveBuffer``, ``ackMsg``/``ackDataErrMsg``
-(emptied); ``TCPTransport.__init__``, ``_runWithExpiry``, ``scheduleTransmit``,
-``serializer``, ``_addedDataToIncoming``, ``_check_XMIT_4_done``; ``TCPIncoming_Common.__init__``.
-Why, and the upstream fix: docs/thespian-patches.md#frame-authentication.
+Thespian unpickles whatever arrives; this makes every frame one of ``actors.wire.frames``: the
+size checked once the header is in, the MAC before anything is unpickled, a failing frame dropped,
+counted and logged.  An authentic message that cannot be unpickled reaches the actor as
+``UnreadableMessage``.  Each transport uses the key installed when it was made (a process may be a
+client of two systems).  docs/thespian-patches.md#frame-authentication.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Every actor and admin process creates its files private (umask 077): logs, the store, Thespian's log.
 
-Thespian 4.0.1 starts each admin and actor process in ``multiprocCommon.startAdmin`` /
-``startChild`` (the target of its ``multiprocessing`` process), with the umask of the process
-that started the system.  This wraps both to set ``pegasus.files.PRIVATE_UMASK`` first, in the
-new process only: the process that starts a system (a test, ``pegasus run``) keeps its own.
-Why, and the upstream fix: docs/thespian-patches.md#private-files.
+Wraps Thespian's process starters (``multiprocCommon.startAdmin`` / ``startChild``) to set
+``pegasus.files.PRIVATE_UMASK`` in the new process only.  docs/thespian-patches.md#private-files.
 """
 
 from __future__ import annotations

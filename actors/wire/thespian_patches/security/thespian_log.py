@@ -1,13 +1,7 @@
 """Thespian's internal log goes to ``<state dir>/logs/thespian.log``, private, not to ``$TMPDIR``.
 
-Configuration rather than a code patch: Thespian 4.0.1 reads ``THESPLOG_THRESHOLD`` and
-``THESPLOG_FILE_MAXSIZE`` at import (``utilis._thesplog_control_settings``) and caches
-``THESPLOG_FILE`` on first use (``utilis._thesplog_file``, default ``$TMPDIR/thespian.log``,
-shared by every user of the host).  Thespian is imported long before a system starts, so this
-sets the environment (for processes that import it later) and those module globals (for this
-process and everything it forks).  Its log holds tracebacks and, at DEBUG, message contents:
-kept private and in the state directory, hence a security patch.
-Why, and the upstream fix: docs/thespian-patches.md#thespian-log.
+Configuration, not code: the environment and Thespian's cached module globals.  The log holds
+tracebacks and, at DEBUG, message contents: a security patch.  docs/thespian-patches.md#thespian-log.
 """
 
 from __future__ import annotations

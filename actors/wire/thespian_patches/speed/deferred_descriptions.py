@@ -1,12 +1,7 @@
 """Thespian describes a message for its debug log only when a line is written.
 
-Thespian 4.0.1 builds three descriptions per message whether or not its debug log is on:
-``thesplog('Attempting intent %s', intent.identify(), level=DEBUG)`` (systemCommon.py 164),
-``'actualTransmit of %s'`` (asyncTransportBase.py 331), ``'ACTOR got %s'`` (actorManager.py
-133): ~5% of a stage worker's CPU.  This makes ``TransmitIntent.identify`` and
-``ReceiveEnvelope.identify`` return an object that builds the same string when formatted
-(``thesplog`` formats at once when its level is on, or never); ``ReceiveEnvelope.__str__``
-keeps returning the string.  Measured, why and the upstream proposal:
+``TransmitIntent.identify`` and ``ReceiveEnvelope.identify`` return an object that builds the same
+string when formatted (``thesplog`` formats only when its level is on).
 docs/thespian-patches.md#deferred-descriptions.
 """
 

@@ -1,11 +1,8 @@
 """Every actor and admin process runs its loop in a frame-stack chunk of its own.
 
-CPython 3.11 keeps Python frames in 16 KiB chunks, mapped when a call does not fit and unmapped
-when the frame that opened the chunk returns: a call made over and over at a chunk boundary
-costs an ``mmap`` and a ``munmap`` each time.  This wraps Thespian 4.0.1's process starters
-(``multiprocCommon.startChild`` / ``startAdmin``) to call through a function whose frame needs
-~33 KiB: CPython gives it a 64 KiB chunk of its own, never unmapped, in which the actor's whole
-loop runs.  Measured, why and the upstream proposal: docs/thespian-patches.md#own-stack-chunk.
+CPython 3.11 maps and unmaps a frame chunk for a call made over and over at a chunk boundary;
+Thespian's process starters are wrapped to call through a large frame, so the whole loop runs in
+a chunk never unmapped.  docs/thespian-patches.md#own-stack-chunk.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Thespian's TCP loop selects with one ``poll`` call, not a new epoll set per pass.
 
-Thespian 4.0.1's ``TCPTransport._runWithExpiry`` (TCPTransport.py ~1150: "creates selector on
-each loop, perhaps this could be optimized") builds a ``selectors.DefaultSelector()`` (epoll on
-Linux) every pass, registers every open socket, selects once and closes it.  This gives the
-TCPTransport module (and only it) a ``selectors`` whose DefaultSelector is ``PollSet``: what
-``selectors.PollSelector`` reports, on a bare ``select.poll`` without per-socket bookkeeping.
-Measured, why and the upstream proposal: docs/thespian-patches.md#poll-selector.
+The TCPTransport module (only it) gets a ``selectors`` whose DefaultSelector is a bare
+``select.poll`` (``PollSet``).  docs/thespian-patches.md#poll-selector.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Thespian's per-pass look at every idle socket costs a comparison, not objects.
 
-On every pass Thespian 4.0.1's loop walks every idle open socket (one per peer of the last 20
-minutes: ~30-55 for a busy stage worker), building a timer view for ``IdleSocket.expired`` and
-hashing the peer's address (``IPActorAddress.__hash__`` builds two tuples through two
-properties).  This makes ``expired`` the same comparison without the view, and keeps an
-address's hash once computed (of fields its ``__init__`` sets and nothing changes; the value
-Thespian computes), left out when the address is pickled (a str hash differs between
-processes).  Measured, why and the upstream proposal: docs/thespian-patches.md#quick-idle-checks.
+``IdleSocket.expired`` becomes the same comparison without a timer view, and an address keeps its
+hash once computed (left out when pickled).  docs/thespian-patches.md#quick-idle-checks.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Thespian reads and sends a whole message per pass of its loop, not one piece of it.
 
-Thespian 4.0.1's TCP loop does one step of a socket's work per readiness event: a message is
-read as 20 bytes and, next pass, the rest; its 21-byte acknowledgement as 20 + 1; and a send
-whose bytes are all gone waits one more pass before waiting for its acknowledgement
-(``_next_XMIT_2`` -> ``_XMITStepShutdownWrite`` -> ``_next_XMIT_3``).  This repeats
-``TCPTransport._handleReadableIncoming`` and ``_next_XMIT_4`` while the socket has data (a
-non-blocking ``MSG_PEEK``; each read still asks for exactly what Thespian asks for) and moves a
-fully sent message straight on to its acknowledgement.  Measured, why and the upstream
-proposal: docs/thespian-patches.md#whole-messages.
+``_handleReadableIncoming`` and ``_next_XMIT_4`` repeat while the socket has data, and a fully sent
+message goes straight on to its acknowledgement.  docs/thespian-patches.md#whole-messages.
 """
 
 from __future__ import annotations

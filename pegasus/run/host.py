@@ -1,0 +1,318 @@
+"""A host of many task runs, as a pure core: ``RunHost.step(input) -> list[HostCommand]``.
+
+A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
+between two messages.  This core keeps that bookkeeping -- the held runs, each run's unanswered
+stage request, the pool addresses, the highest token issued -- activates one run per input and
+turns the run's commands into addressed sends.  The carrier only builds messages and sends them.
+Never raises; the clock, the ids and the pid are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from pegasus.run import inputs as run_inputs
+from pegasus.run.commands import Abandon, AskRecall, Command, Log, SendStage, TaskStopped, TaskTransitioned
+from pegasus.run.core import EffectOf, TaskRun
+from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
+from pegasus.run.snapshot import RunSnapshot, current
+from pegasus.streaming import TextDelta
+from pegasus.task.events import new_id, utc_now
+from pegasus.task.fsm import Clock, IdFactory
+from pegasus.task.names import PoolName
+
+Address = Any  # an actor address, opaque here
+DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Run (or continue) run ``run`` of ``task`` here, beginning with ``started``; ``supervisor`` sent it,
+    with its pools.  The run starts past every token this host issued (earlier answers stay stale)."""
+
+    task_id: str
+    task: Any  # its TaskSnapshot (None, or anything else: a run that cannot start, reported abandoned)
+    run: int
+    max_iterations: int
+    started: Started
+    supervisor: Address
+    llm_pool: Address
+    tool_pool: Address
+    effect_of: EffectOf
+    generation: str = "1"
+    journal: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    inbox: tuple[tuple[int, str], ...] = ()
+    recall_k: int = 0
+    identity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """Messages for run ``run`` of the task, (number, text) each; for a run not held, ignored."""
+
+    task_id: str
+    run: int
+    inbox: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Forget run ``run`` of the task (canceled): whatever it has in flight is dropped when it answers."""
+
+    task_id: str
+    run: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReplaced:
+    """Pool ``name`` at ``dead`` was replaced by ``address`` (said by ``sender``: only the supervisor counts)."""
+
+    name: str
+    address: Address
+    dead: Address
+    sender: Address
+
+
+@dataclass(frozen=True, slots=True)
+class CarryingFailed:
+    """Carrying out the last step's commands raised: that run cannot go on here."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closing:
+    """The process is exiting."""
+
+
+HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
+             | CarryingFailed | Closing)
+
+
+# -- commands -------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AskPool:
+    """Send ``stage`` to the pool at ``to``; an effectful step names ``journal_to`` (the supervisor),
+    where its worker journals it as started before it runs the tool."""
+
+    to: Address
+    stage: SendStage
+    journal_to: Address | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tell:
+    """Pass ``what`` on to ``to`` as it is (a recall request or streamed text, to the supervisor)."""
+
+    to: Address
+    what: AskRecall | TextDelta
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The activation's reports to ``to``, in order, as one message."""
+
+    to: Address
+    reports: tuple[TaskTransitioned | TaskStopped, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """Tell ``to`` that run ``run`` cannot go on here (forgotten): it restarts it from its checkpoint."""
+
+    to: Address
+    task_id: str
+    run: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """A log line; ``run`` (task id, machine, run) when it is about one run."""
+
+    line: Log
+    run: tuple[str, str, int] | None = None
+
+
+HostCommand = AskPool | Tell | Report | Abandoned | LogLine
+_REPORTS = (TaskTransitioned, TaskStopped)
+_TOLD = (AskRecall, TextDelta)
+
+
+class RunHost:
+    """The runs one task actor holds; see the module docstring."""
+
+    def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id) -> None:
+        self.pid, self.clock, self.ids = pid, clock, ids
+        self.supervisor: Address = None
+        self.token = 0  # the highest token issued here
+        self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
+        self.asked: dict[str, AskPool] = {}  # task -> its unanswered stage request (sent again if its pool dies)
+        self.pools: dict[str, Address] = {}
+        self.dead_pools: list[Address] = []
+        self.effect_of: EffectOf = _unknown
+        self.last: tuple[str, int] | None = None  # (task, run) this step activated
+        self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
+
+    def step(self, event: HostInput) -> list[HostCommand]:
+        """Apply one input; the commands to carry out, in order.  Never raises: a run whose
+        activation raised is forgotten and reported abandoned; the others go on."""
+        self.previous, self.last = self.last, None
+        try:
+            return self._HANDLERS[type(event)](self, event)
+        except Exception as exc:  # noqa: BLE001
+            fields = {"input": type(event).__name__, **({"task_id": self.last[0]} if self.last else {})}
+            return [LogLine(Log("error", "task_actor_error", fields, exc)),
+                    *self._failed(f"{type(exc).__name__}: {exc}", self.last)]
+
+    # -- inputs ------------------------------------------------------------------------------------
+    def _start(self, start: Start) -> list[HostCommand]:
+        known, self.supervisor = self.pools, start.supervisor
+        # Memory steps run where the store is: the supervisor.
+        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: start.supervisor}
+        for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one
+            if self.pools[name] in self.dead_pools and name in known:
+                self.pools[name] = known[name]
+        self.effect_of = start.effect_of
+        self._forget(start.task_id)  # an earlier run of the task held here is over: this one replaces it
+        state = RunSnapshot(start.task, start.run, start.max_iterations, start.generation, start.journal, self.token,
+                            inbox=start.inbox, recall_k=start.recall_k, identity=start.identity)
+        return self._activate(start.task_id, state, start.started)
+
+    def _answered(self, event: Answered) -> list[HostCommand]:
+        answer = event.answer
+        held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
+        if held is None:
+            return out
+        self.asked.pop(answer.task_id, None)
+        return self._activate(answer.task_id, held, event)
+
+    def _recalled(self, event: MemoriesRecalled) -> list[HostCommand]:
+        held, out = self._current(event.answer.task_id, event.answer.token, "stale_recall_dropped")
+        return out if held is None else self._activate(event.answer.task_id, held, event)
+
+    def _streamed(self, event: Streamed) -> list[HostCommand]:
+        delta = event.delta
+        held = self.runs.get(delta.task_id)  # passed on without activating the run
+        return [Tell(self.supervisor, replace(delta, run=held.run))] if held and current(held, delta.task_id,
+                                                                                           delta.token) else []
+
+    def _suspend_asked(self, event: SuspendAsked) -> list[HostCommand]:
+        held = self.runs.get(event.task_id)  # None: a run that is over (the request crossed its stop)
+        return [] if held is None else self._activate(event.task_id, held, event)
+
+    def _messages(self, event: Messages) -> list[HostCommand]:
+        held = self.runs.get(event.task_id)
+        if held is None or held.run != event.run:  # over: the supervisor gives them to the next run
+            return []
+        return self._activate(event.task_id, held, run_inputs.MessagesSent(event.task_id, event.inbox))
+
+    def _drop(self, event: Drop) -> list[HostCommand]:
+        held = self.runs.get(event.task_id)
+        if held is not None and held.run == event.run:
+            self._forget(event.task_id)
+        return []
+
+    def _pool_replaced(self, event: PoolReplaced) -> list[HostCommand]:
+        """What the dead pool was asked and never answered is asked of the new one, token and all
+        (a model stage runs again; an effectful step asks the journal first: never twice)."""
+        if event.sender != self.supervisor:
+            return []
+        self.dead_pools = [*self.dead_pools[-(DEAD_POOLS_KEPT - 1):], event.dead]
+        self.pools[event.name] = event.address
+        again: list[HostCommand] = []
+        for task_id, asked in list(self.asked.items()):
+            held = self.runs.get(task_id)
+            if asked.stage.pool != event.name or held is None or not current(held, task_id, asked.stage.token):
+                continue
+            self.asked[task_id] = replace(asked, to=event.address)
+            again.append(self.asked[task_id])
+        return [*again, LogLine(Log("warning", "pool_replaced", {"pool": event.name,
+                                                                 "requests_sent_again": len(again)}))]
+
+    def _carrying_failed(self, event: CarryingFailed) -> list[HostCommand]:
+        return self._failed(event.reason, self.previous)
+
+    def _closing(self, event: Closing) -> list[HostCommand]:
+        self.runs.clear()
+        self.asked.clear()
+        return []
+
+    # -- activation --------------------------------------------------------------------------------
+    def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[RunSnapshot | None,
+                                                                                      list[HostCommand]]:
+        """The run an answer is for, or None and a log line when it is for no run held here, or a stale one."""
+        held = self.runs.get(task_id)
+        if held is None or not current(held, task_id, token):
+            line = Log("info", stale, {"task_id": task_id, "token": token,
+                                       "current": held.token if held is not None else None, **fields})
+            return None, [LogLine(line)]
+        return held, []
+
+    def _activate(self, task_id: str, held: RunSnapshot, event: RunInput) -> list[HostCommand]:
+        """One activation: the run restored, one input stepped, its commands addressed, the run
+        passivated again -- or forgotten when it stopped or cannot go on."""
+        self.last = (task_id, held.run)
+        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid)
+        commands = run.step(event)
+        self.token = max(self.token, run.token)
+        out, abandon = self._address(run, commands)
+        if abandon is not None or run.stopped:
+            self._forget(task_id)
+            if abandon is not None:
+                out += self._abandoned(task_id, held.run, abandon)
+        else:
+            self.runs[task_id] = run.snapshot()
+        return out
+
+    def _address(self, run: TaskRun, commands: list[Command]) -> tuple[list[HostCommand], str | None]:
+        """The run's commands as sends: stage requests first (the next stage waits for no report or log
+        line), then the log lines, then the reports as one.  Also why the run is abandoned, if it is."""
+        first: list[HostCommand] = []
+        then: list[HostCommand] = []
+        reports: list[TaskTransitioned | TaskStopped] = []
+        abandon = None
+        who = (run.task_id, run.fsm.machine.name, run.run) if run.unreadable is None else None
+        for command in commands:
+            if isinstance(command, SendStage):
+                ask = AskPool(self.pools[command.pool], command, self.supervisor if command.journal else None)
+                self.asked[command.task_id] = ask
+                first.append(ask)
+            elif isinstance(command, Log):
+                then.append(LogLine(command, who))
+            elif isinstance(command, _REPORTS):
+                reports.append(command)
+            elif isinstance(command, _TOLD):
+                first.append(Tell(self.supervisor, command))  # recall: the store is the supervisor's
+            elif isinstance(command, Abandon):
+                abandon = command.reason
+        if reports:
+            then.append(Report(self.supervisor, tuple(reports)))
+        return first + then, abandon
+
+    def _failed(self, reason: str, last: tuple[str, int] | None) -> list[HostCommand]:
+        if last is None:
+            return []
+        task_id, run = last
+        self._forget(task_id)
+        return self._abandoned(task_id, run, reason)
+
+    def _abandoned(self, task_id: str, run: int, reason: str) -> list[HostCommand]:
+        return [] if self.supervisor is None else [Abandoned(self.supervisor, task_id, run, reason)]
+
+    def _forget(self, task_id: str) -> None:
+        self.runs.pop(task_id, None)
+        self.asked.pop(task_id, None)
+
+    _HANDLERS: ClassVar[dict[type, Callable[[RunHost, Any], list[HostCommand]]]] = {
+        Start: _start, Answered: _answered, MemoriesRecalled: _recalled, Streamed: _streamed,
+        SuspendAsked: _suspend_asked, Messages: _messages, Drop: _drop, PoolReplaced: _pool_replaced,
+        CarryingFailed: _carrying_failed, Closing: _closing,
+    }
+
+
+def _unknown(tool: str) -> None:
+    return None
