@@ -134,7 +134,8 @@ class TaskActor(ActorTypeDispatcher):
         stage = command.stage
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
-            idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run, tier=stage.context.tier))
+            idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
+            tier=stage.context.tier))
 
     def _tell(self, command: h.Tell) -> None:
         self.send(command.to, command.what)
