@@ -261,7 +261,7 @@ def test_command_line_values_are_parsed_or_refused_with_the_reason() -> None:
 
 def test_the_pool_sigkills_only_its_own_child_workers() -> None:
     """pool._kill: a pid that is not this process's child is never signalled (that a worker placed
-    on a member is never even named for a kill is the core's: tests/pegasus/test_pool_core.py)."""
+    on a member is never even named for a kill is the core's: tests/pegasus/pool/test_pool_core.py)."""
     from actors.pool import _kill
 
     child = subprocess.Popen(["sleep", "30"])

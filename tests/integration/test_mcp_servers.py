@@ -18,7 +18,7 @@ import pytest
 from actors.runtime import procs
 from actors.runtime.system import system_pids
 from pegasus.llm.prompts import api_name
-from tests.pegasus.test_mcp_servers import HUNG, git_repo
+from tests.pegasus.tools.test_mcp_servers import HUNG, git_repo
 from tests.support.fake_openai import FakeOpenAI, completion, tool_call
 from tests.support.waiting import wait_for
 

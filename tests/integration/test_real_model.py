@@ -61,11 +61,11 @@ def settled(client: Any, task_id: str, until: float, machine: str) -> dict[str, 
 def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> None:
     """Well over 80% of the tasks of each machine reach done, and none fails: the issue's done-when.
     reason_act meets it.  classic is never suspended by a question that is not one (asserted; 3 of 6 were
-    before, tests/pegasus/test_llm_asking.py); its share is still an xfail that prints the figures:
+    before, tests/pegasus/cognitive/test_llm_asking.py); its share is still an xfail that prints the figures:
     measured 3 and 4 of 6 done at a load of 10-11, the rest a stage that overran its 120 s deadline (three
     llm workers queue on a server that decodes one request at a time) or a plan reply without "steps"
     twice (plan runs on the tools rung, where no grammar holds the reply).  Since plans without steps
-    and looping prose are read (tests/pegasus/test_llm_prose.py): 4 of 6 twice at a load of 6, the rest
+    and looping prose are read (tests/pegasus/cognitive/test_llm_prose.py): 4 of 6 twice at a load of 6, the rest
     plans (1.7 s, 22.7 s left) then, with looping prose read at once, reflects (54.5 s left) out of time.
     Since the llm pool sends a server that decodes one request at a time one request at a time (docs/llm.md,
     "One request at a time"), no stage waits behind another's at the server (before: 1 of 6 done at a

@@ -103,7 +103,7 @@ def test_actors_select_with_one_poll_call(tcp_system):
     # deferred_descriptions: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
     # whole_messages: a whole message is read (and a send goes on to wait for its acknowledgement) per
-    # loop; quick_idle_checks (tests/actors/test_thespian_transport.py drives both over real sockets)
+    # loop; quick_idle_checks (tests/actors/wire/test_thespian_transport.py drives both over real sockets)
     assert asys.ask(parent, "steps", ASK) == asys.ask(child, "steps", ASK) == [
         "_read_incoming", "_send_data", "_read_ack", "_idle_expired", "_address_hash"]
     # own_stack_chunk: each actor's loop runs above a frame that holds a frame-stack chunk of its own

@@ -13,7 +13,7 @@ import pytest
 from pegasus.store import Store
 from pegasus.tools import mcp
 from pegasus.tools.plugins import registry_for
-from tests.pegasus.test_tools_mcp import mcp_settings
+from tests.pegasus.tools.test_tools_mcp import mcp_settings
 
 
 def mode(path: Path) -> int:

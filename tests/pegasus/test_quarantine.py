@@ -14,7 +14,7 @@ from pegasus import codec
 from pegasus.admission import StartRun
 from pegasus.quarantine import MAX_REASON, reason, sift
 from pegasus.store.messages import message_of
-from tests.pegasus.test_recovery import admission_on
+from tests.pegasus.admission.test_recovery import admission_on
 
 BAD_DELTA = codec.pack({"format": 1, "delta": {"k": "not a dict of edits"}})  # AttributeError in delta.apply
 
@@ -159,7 +159,7 @@ def test_a_waiting_parent_whose_childs_row_will_not_read_is_quarantined_at_resto
     raised out of restore (msgpack FormatError) and the start failed.  Now that parent alone fails."""
     from pegasus.store import Store
     from pegasus.store.checkpoint import encode_full
-    from tests.pegasus.test_subtasks import make, plans, starts, sub_plan
+    from tests.pegasus.admission.test_subtasks import make, plans, starts, sub_plan
 
     store = Store(tmp_path / "p.db")
     admission = make(store)

@@ -16,7 +16,7 @@ from importlib import metadata
 from types import CodeType
 from typing import Any
 
-PINNED = "4.0.1"  # setup.cfg pins the same (tests/actors/test_thespian_patches.py)
+PINNED = "4.0.1"  # setup.cfg pins the same (tests/actors/wire/test_thespian_patches.py)
 DOCS = "docs/thespian-patches.md"
 MARK = "__pegasus_patch__"  # on every object a patch installs: the name of the patch
 _MISSING = object()
