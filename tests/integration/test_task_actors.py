@@ -43,7 +43,7 @@ def test_a_task_actor_runs_tasks_one_after_another_and_is_retired_after_its_runs
     pids = [_run_one(client) for _ in range(7)]
     first, second, third = pids[0], pids[3], pids[6]
     assert pids == [first] * 3 + [second] * 3 + [third] and len({first, second, third}) == 3
-    assert _actors(client) == {"running": 0, "free": 1, "created": 3, "hosts": 1}
+    assert _actors(client) == {"running": 0, "free": 1, "created": 3, "hosts": 1, "died": 0}
     wait_for(lambda: not {first, second} & set(system_pids(client.spec)), what="the retired actors to exit")
     assert third in system_pids(client.spec)
 
@@ -52,7 +52,7 @@ def test_task_actor_runs_1_gives_every_run_its_own_process(pegasus) -> None:
     client = pegasus(runtime={"task_actor_runs": 1})
     pids = [_run_one(client) for _ in range(3)]
     assert len(set(pids)) == 3
-    assert _actors(client) == {"running": 0, "free": 0, "created": 3, "hosts": 0}
+    assert _actors(client) == {"running": 0, "free": 0, "created": 3, "hosts": 0, "died": 0}
 
 
 def test_a_free_task_actor_that_dies_is_forgotten(pegasus) -> None:
@@ -62,7 +62,7 @@ def test_a_free_task_actor_that_dies_is_forgotten(pegasus) -> None:
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: _actors(client)["free"] == 0, what="the supervisor to forget the dead free actor")
     assert _run_one(client) != victim  # a new process, and no run lost
-    assert _actors(client) == {"running": 0, "free": 1, "created": 2, "hosts": 1}
+    assert _actors(client) == {"running": 0, "free": 1, "created": 2, "hosts": 1, "died": 1}
 
 
 def test_a_canceled_run_is_dropped_and_its_task_actor_serves_on(pegasus) -> None:
@@ -72,7 +72,7 @@ def test_a_canceled_run_is_dropped_and_its_task_actor_serves_on(pegasus) -> None
     task_id = client.submit("sleep 30")["task_id"]
     pid = wait_for(lambda: client.get(task_id)["actor_pid"], what="the task actor")
     assert client.cancel(task_id)["lifecycle_state"] == "canceled"
-    assert _actors(client) == {"running": 0, "free": 1, "created": 1, "hosts": 1}
+    assert _actors(client) == {"running": 0, "free": 1, "created": 1, "hosts": 1, "died": 0}
     assert _run_one(client) == pid and pid in system_pids(client.spec)
 
 
@@ -81,7 +81,7 @@ def test_a_suspended_task_holds_no_actor_and_resumes_on_a_free_one(pegasus) -> N
     task_id = client.submit("help me")["task_id"]
     blocked = wait_for(lambda: (t := client.get(task_id))["lifecycle_state"] == "blocked" and t,
                        what="the task to wait for an answer")
-    assert _actors(client) == {"running": 0, "free": 1, "created": 1, "hosts": 1}  # passivated: its actor is free
+    assert _actors(client) == {"running": 0, "free": 1, "created": 1, "hosts": 1, "died": 0}  # passivated: its actor is free
     assert blocked["actor_pid"] in system_pids(client.spec)
     client.resume(task_id, "sleep 0.3 and what is 2 + 2?")
     resumed = wait_for(lambda: (t := client.get(task_id))["lifecycle_state"] == "running" and t["actor_pid"],

@@ -32,6 +32,9 @@ REQUIRED: dict[str, dict[str, Any]] = {
 
 
 def _requests() -> list[type[m.Request]]:
+    import pegasus.requests as declared
+    for name in dir(declared):  # every request module loaded: they are imported on first use (PEP 562)
+        getattr(declared, name)
     found: list[type[m.Request]] = []
     todo = [m.Request]
     while todo:
