@@ -48,8 +48,8 @@ PATIENCE_S = 1500.0  # all twelve tasks, one model call at a time (measured: 16 
 
 
 def settled(client: Any, task_id: str, until: float, machine: str) -> dict[str, Any]:
-    """The task once settled; a classic task still running when the time is up is reported as such
-    (classic's share is an xfail that prints the figures), a reason_act one fails the test."""
+    """The task once settled; a classic task still running when the time is up is returned as it is
+    (out of time: see the test), a reason_act one fails the test."""
     try:
         return client.wait(task_id, timeout=max(1.0, until - time.monotonic()), until=SETTLED)
     except TimeoutError:
@@ -60,18 +60,11 @@ def settled(client: Any, task_id: str, until: float, machine: str) -> dict[str, 
 
 def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> None:
     """Well over 80% of the tasks of each machine reach done, and none fails: the issue's done-when.
-    reason_act meets it.  classic is never suspended by a question that is not one (asserted; 3 of 6 were
-    before, tests/pegasus/cognitive/test_llm_asking.py); its share is still an xfail that prints the figures:
-    measured 3 and 4 of 6 done at a load of 10-11, the rest a stage that overran its 120 s deadline (three
-    llm workers queue on a server that decodes one request at a time) or a plan reply without "steps"
-    twice (plan runs on the tools rung, where no grammar holds the reply).  Since plans without steps
-    and looping prose are read (tests/pegasus/cognitive/test_llm_prose.py): 4 of 6 twice at a load of 6, the rest
-    plans (1.7 s, 22.7 s left) then, with looping prose read at once, reflects (54.5 s left) out of time.
-    Since the llm pool sends a server that decodes one request at a time one request at a time (docs/llm.md,
-    "One request at a time"), no stage waits behind another's at the server (before: 1 of 6 done at a
-    load of 22, 5 stages out of time queued there).  At a load of 25 a prompt then took 24-45 s to read (two
-    threads; one since): reason_act 6 of 6 in 5.5 min, classic none failed by 13 min but one plan that
-    overran alone, and a task still running at 15 min failed the wait (now one shared PATIENCE_S)."""
+    One allowance, for classic only: where the machine is too slow for the shipped stage deadlines (a
+    CPU-starved llama server: every classic task that missed ran out of time, its stages' exit reason
+    `timeout`, or was still running at the end), a share of 80% or less is an xfail naming the load; any
+    other miss (an error, a reply not read, a question that is none) fails.
+    Figures: docs/performance.md, "A real model"."""
     client = pegasus(llm={"provider": "openai", "base_url": smollm2, "model": "smollm2"})
     ids = {machine: [client.submit(text, machine=machine)["task_id"] for text in TASKS] for machine in MACHINES}
     until = time.monotonic() + PATIENCE_S
@@ -89,7 +82,9 @@ def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> 
     assert "response_format json_schema refused: using json_object_schema" in steps, steps
     assert all(s["usage"]["total_tokens"] > 0 for s in stages), stages[:3]  # never "0 tokens": reported or estimated
     assert share["reason_act"] > 0.8 and not [t for t in tasks["reason_act"] if t["lifecycle_state"] == "failed"], shown
-    failed = [t for t in tasks["classic"] if t["lifecycle_state"] == "failed"]
-    if share["classic"] <= 0.8 or failed:
-        pytest.xfail(f"classic: {share['classic']:.0%} done, {len(failed)} failed, at a load of "
+    missed = [t for t in tasks["classic"] if t["lifecycle_state"] != "done"]
+    not_time = [t for t in missed if t.get("exit_reason") != "timeout" and t["lifecycle_state"] in SETTLED]
+    assert not not_time, shown  # a miss that is not the machine's speed: an error, a reply not read
+    if share["classic"] <= 0.8:
+        pytest.xfail(f"classic: {share['classic']:.0%} done, the rest out of time at a load of "
                      f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: {json.dumps(said['classic'])}")
