@@ -35,7 +35,8 @@ class StopRun:
 @dataclass(frozen=True)
 class RunEnded:
     """A run is over, whatever ended it: said once per run (its span, actors/telemetry.py).  ``outcome``: the
-    state it stopped in (completed, failed, suspended, ...), or canceled, died (its task actor), abandoned."""
+    state it stopped in (completed, failed, suspended, ...), waiting_for_sub_tasks, canceled, died (its task
+    actor), abandoned."""
 
     task_id: str
     run: int

@@ -242,7 +242,7 @@ class Admission:
         self.running.discard(task_id)
         failed = None if state in (CognitiveState.COMPLETED, CognitiveState.SUSPENDED) or children else \
             exit_reason or state
-        effects = [run_ended(record, state, exit_reason, failed)]
+        effects = [run_ended(record, "waiting_for_sub_tasks" if children else state, exit_reason, failed)]
         if children:  # it waits for sub-tasks, holding nothing (pegasus.admission.tree)
             effects += self.tree.wait(record, children)
         elif state == CognitiveState.SUSPENDED:
