@@ -168,8 +168,9 @@ def test_every_run_that_ends_sends_its_span_once_and_an_unsampled_caller_gets_no
         assert (run["attributes"]["pegasus.outcome"], run["spanId"]) == ("canceled", run_span_id(canceled, 1))
 
         # Its task actor SIGKILLed: the lost run's span (an error), then the run that went on elsewhere.
-        killed = client.submit("sleep 3")["task_id"]
-        actor = wait_for(lambda: client.get(killed).get("actor_pid"), 60, "the task actor's pid")
+        killed = client.submit("sleep 5")["task_id"]
+        actor = wait_for(lambda: (lambda task: task["state"] == "acting" and task["actor_pid"])(client.get(killed)),
+                         60, "the task actor in its sleep step")
         os.kill(actor, signal.SIGKILL)
         client.wait(killed, timeout=60)
         runs = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(_runs(receiver.spans(), killed)), 60,
