@@ -262,6 +262,8 @@ class PoolCore(Pinging):
         elif event.result is not None:  # (None: the worker answered the requester itself)
             out.append(Forward(job.requester, event.result))
         slot = self.slots.get(job.slot)
+        if slot is not None and "mcp" in worker:  # its own MCP servers' state (/metrics)
+            slot.mcp = worker["mcp"]
         self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
