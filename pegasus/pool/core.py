@@ -291,7 +291,7 @@ class PoolCore(Pinging):
             error = getattr(event.result, "error", None) or "the endpoint answered 429"
             out.append(Fail(job.requester, job.request, f"RateLimited: {error} (sent {job.requeues + 1} times: "
                             f"llm.max_retries = {self.budget.max_requeues})", "rate_limited",
-                            {key: value for key, value in worker.items() if key != "known"}))
+                            {key: value for key, value in worker.items() if key not in ("known", "mcp")}))
         return True
 
     # -- failures ----------------------------------------------------------------------------
