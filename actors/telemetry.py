@@ -3,12 +3,17 @@
 A task's trace (ids from ``pegasus.tracing``, so nothing travels but what the messages already
 carry: the task id, its run and its metadata):
 
-- ``task <machine>``: one span per run, sent by the supervisor when the run stops, with the
-  run's outcome; its id is ``run_span_id(task, run)``, its parent the submit's ``traceparent``;
+- ``task <machine>``: one span per run, sent by the supervisor once the run is over however it
+  ended (Admission's ``RunEnded``), with its outcome; its id is ``run_span_id(task, run)``, its
+  parent the submit's ``traceparent``;
 - ``stage <stage>``: sent by the worker that ran the stage, a child of its run's span;
 - ``chat <model>`` and ``execute_tool <tool>``: the stage's model and tool calls
   (``pegasus.tracing.Call``), children of the stage's span, with the GenAI semantic
   conventions' attributes.  No prompt, reply or tool output is put in a span.
+
+A task whose submit's ``traceparent`` has the sampled flag off sends no span, nor do its sub-tasks
+(their ``traceparent`` keeps the flag off): the caller's sampling decision is kept, as W3C Trace
+Context and the SDK's ParentBased sampler keep it.
 
 Each process sets up its own tracer the first time it sends (after a fork too: a task actor
 or worker forked from a process that had one makes its own).  Without the ``telemetry``
@@ -90,12 +95,12 @@ def _safely(send: Any, settings: Settings | None, *args: Any) -> None:
 
 def _run_span(settings: Settings, task_id: str, run: int, machine: str, metadata: Mapping[str, Any],
               started_ns: int, ended_ns: int, attributes: Mapping[str, Any], failed: str | None) -> None:
-    traced = tracer(settings, "supervisor")
+    trace_of = tracing.task_trace(task_id, metadata)
+    traced = tracer(settings, "supervisor") if trace_of.sampled else None
     if traced is None:
         return
     from opentelemetry import trace  # noqa: PLC0415
 
-    trace_of = tracing.task_trace(task_id, metadata)
     parent = trace.set_span_in_context(trace.NonRecordingSpan(_context(trace_of.trace_id, trace_of.parent_span_id))) \
         if trace_of.parent_span_id else None
     _ids.chosen = (int(trace_of.trace_id, 16), int(tracing.run_span_id(task_id, run), 16))
@@ -109,12 +114,14 @@ def _run_span(settings: Settings, task_id: str, run: int, machine: str, metadata
 
 def _stage_span(settings: Settings, request: Any, pool: str, started_ns: int, ended_ns: int,
                 result: Any, calls: Iterable[tracing.Call]) -> None:
-    traced = tracer(settings, f"{pool} worker")
-    if traced is None or not request.task_id:
+    if not request.task_id:
+        return
+    trace_of = tracing.task_trace(request.task_id, getattr(request.context, "input_metadata", None))
+    traced = tracer(settings, f"{pool} worker") if trace_of.sampled else None
+    if traced is None:
         return
     from opentelemetry import trace  # noqa: PLC0415
 
-    trace_of = tracing.task_trace(request.task_id, getattr(request.context, "input_metadata", None))
     parent = trace.set_span_in_context(trace.NonRecordingSpan(
         _context(trace_of.trace_id, tracing.run_span_id(request.task_id, request.run))))
     attributes: dict[str, Any] = {"pegasus.task.id": request.task_id, "pegasus.task.run": request.run,

@@ -49,7 +49,7 @@ from pegasus.memory.embeddings import embed_payload
 from pegasus.pool.placement import MEMBER_CAPABILITY, POOL_REQUIREMENT, advertised_workers
 from pegasus.task.models import deep_copy
 from pegasus.task.names import StageName
-from pegasus.tools.mcp_provider import RemoteSource
+from pegasus.tools.mcp_provider import RemoteSource, local_servers
 from pegasus.tools.plugins import mcp_specs, registry_for
 from pegasus.worker import commands as c
 from pegasus.worker import inputs as i
@@ -123,6 +123,7 @@ class StageWorker(ActorTypeDispatcher):
         self.latency_s = 0.0
         self.cpu_started: float | None = None  # thread CPU clock when the stage's own work began
         self.remote = RemoteSource()  # machine-scope MCP servers: listings and answers from the admin's host
+        self.providers: list[Any] = []  # the registry's: its scope = "worker" MCP servers are reported to the pool
         self.log = logs.get("worker")
         self.stream: _Streamed | None = None  # the streamed stage's thread, until the loop hears it ended
         self.wake_r, self.wake_w = -1, -1
@@ -207,6 +208,7 @@ class StageWorker(ActorTypeDispatcher):
         machine = frozenset(s.name for s in mcp_specs(settings) if s.scope == "machine")
         tools = registry_for(settings, self.remote)
         tools.load_providers(0.0)  # scope = "worker" servers start now, in the background
+        self.providers = tools.providers()
         self.processors = ProcessorSets(settings, tools)  # offline or llm, by [llm] provider; by task tier
         self.embedding = (settings.memory, settings.llm)  # the embed stages' endpoint
         titles.set_title(f"{command.pool} worker {command.index}")
@@ -321,8 +323,9 @@ class StageWorker(ActorTypeDispatcher):
                 result = self._run_stage(request)
         finally:
             telemetry.stage_span(self.settings, request, self.pool, started, time.time_ns(), result, calls)
-        known = ladder.learned()
-        return replace(result, worker={**result.worker, "known": known}) if known else result
+        learned = {"known": ladder.learned(), "mcp": local_servers(self.providers)}  # for the pool's view
+        learned = {key: value for key, value in learned.items() if value}
+        return replace(result, worker={**result.worker, **learned}) if learned else result
 
     def _run_stage(self, request: StageRequest) -> StageResult:
         if request.stage == StageName.GATE:

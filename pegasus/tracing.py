@@ -23,23 +23,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 TRACEPARENT = "traceparent"  # the metadata key (and HTTP header) of a task's parent span
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
 @dataclass(frozen=True)
 class TaskTrace:
     trace_id: str  # 32 hex digits
     parent_span_id: str | None  # 16 hex digits: the submit's span, when it came with a traceparent
+    sampled: bool = True  # False: the submit's caller records none of this trace, so no span is sent (W3C, ParentBased)
 
 
-def parse_traceparent(value: Any) -> tuple[str, str] | None:
-    """``(trace_id, span_id)`` of a W3C traceparent (version ff and all-zero ids refused), or None."""
+def parse_traceparent(value: Any) -> tuple[str, str, bool] | None:
+    """``(trace_id, span_id, sampled)`` of a W3C traceparent (version ff and all-zero ids refused), or None."""
     if not isinstance(value, str):
         return None
     found = _TRACEPARENT.match(value.strip().lower())
     if found is None or value.strip().lower().startswith("ff") or set(found[1]) == {"0"} or set(found[2]) == {"0"}:
         return None
-    return found[1], found[2]
+    return found[1], found[2], bool(int(found[3], 16) & 1)  # the flags' lowest bit: sampled
 
 
 def task_trace(task_id: str, metadata: Mapping[str, Any] | None) -> TaskTrace:
@@ -57,8 +58,9 @@ def run_span_id(task_id: str, run: int) -> str:
 
 def child_traceparent(task_id: str, run: int, metadata: Mapping[str, Any] | None) -> str:
     """The ``traceparent`` a sub-task of run ``run`` of the task gets: its trace is the parent's, its runs'
-    spans children of that run's span (a task tree is one trace)."""
-    return f"00-{task_trace(task_id, metadata).trace_id}-{run_span_id(task_id, run)}-01"
+    spans children of that run's span (a task tree is one trace), sampled as the parent is."""
+    trace = task_trace(task_id, metadata)
+    return f"00-{trace.trace_id}-{run_span_id(task_id, run)}-{'01' if trace.sampled else '00'}"
 
 
 def _digest(text: str, digits: int) -> str:

@@ -8,14 +8,16 @@ shape: behaviour unchanged).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from actors import messages as m
+from actors import telemetry
 from actors.supervisor import memory
 from actors.supervisor.context import Context
 from pegasus.admission import (
-    Command, MessageAccepted, MessageRun, Refused, RunGate, StartRun, StopRun, Submitted, SuspendRun,
+    Command, MessageAccepted, MessageRun, Refused, RunEnded, RunGate, StartRun, StopRun, Submitted, SuspendRun,
     TransitionNotice, WakeAfter,
 )
 from pegasus.admission.inputs import Input
@@ -53,6 +55,7 @@ def _start(ctx: Context, start: StartRun) -> None:
     settings = ctx.settings
     assert settings is not None  # commands come only from a configured admission
     host = ctx.task_actors.take(start.task_id, start.run)
+    ctx.run_started[(start.task_id, start.run)] = time.time_ns()
     ctx.send(host, m.StartTask(start.snapshot, start.run, ctx.pools.address[PoolName.LLM],
                                ctx.pools.address[PoolName.TOOL], settings, start.resume_event, start.resume_payload,
                                start.generation, start.journal, start.task_id, inbox=start.inbox,
@@ -67,6 +70,15 @@ def _stop(ctx: Context, stop: StopRun) -> None:
     for pool in ctx.pools.address.values():  # free the workers still busy with its stages
         ctx.send(pool, m.CancelTask(stop.task_id))
     ctx.answered_by_pool(stop.task_id, StageName.GATE)
+
+
+def _ended(ctx: Context, ended: RunEnded) -> None:
+    """The run's span (actors/telemetry.py), from its placing to now."""
+    now = time.time_ns()
+    started = ctx.run_started.pop((ended.task_id, ended.run), now)
+    telemetry.run_span(ctx.settings, ended.task_id, ended.run, ended.machine, ended.metadata, started, now,
+                       {"pegasus.outcome": ended.outcome, "pegasus.exit_reason": ended.exit_reason or ""},
+                       ended.failed)
 
 
 def _suspend(ctx: Context, suspend: SuspendRun) -> None:
@@ -95,6 +107,6 @@ def _answer(ctx: Context, command: Any) -> None:
 
 
 COMMANDS: dict[type, Callable[[Context, Any], None]] = {
-    TransitionNotice: _notice, StartRun: _start, StopRun: _stop, SuspendRun: _suspend, MessageRun: _message,
+    TransitionNotice: _notice, StartRun: _start, StopRun: _stop, RunEnded: _ended, SuspendRun: _suspend, MessageRun: _message,
     RunGate: _gate, WakeAfter: _wake, Submitted: _answer, MessageAccepted: _answer,
 }

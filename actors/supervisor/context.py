@@ -88,6 +88,7 @@ class Context:
     vectors: Vectors = field(default_factory=Vectors)
     post: PostReflections | None = None  # made at Configure (its limit is the llm pool's size)
     stopped: dict[str, TaskSnapshot] = field(default_factory=dict)  # a run's last snapshot while its end is admitted
+    run_started: dict[tuple[str, int], int] = field(default_factory=dict)  # (task, run) -> when placed, ns: its span
     subscribers: list[tuple[ActorAddress, str | None]] = field(default_factory=list)
     pending_suspend: dict[str, list[tuple[ActorAddress, str]]] = field(default_factory=dict)
     pending_stats: dict[int, tuple[ActorAddress, str, dict[str, Any]]] = field(default_factory=dict)

@@ -3,18 +3,15 @@ gates and post-task reflections answered by the pools, runs a task actor let go.
 
 from __future__ import annotations
 
-import time
-
 from thespian.actors import ActorAddress
 
 from actors import messages as m
-from actors import telemetry
 from actors.supervisor import memory, vectors
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
-from pegasus.task import CognitiveState, LifecycleState, StageName
+from pegasus.task import LifecycleState, StageName
 
 
 def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> None:
@@ -46,7 +43,6 @@ def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
 
 def _stopped(ctx: Context, report: m.TaskStopped) -> None:
     ctx.task_actors.release(report.task_id, report.run)  # before the next run is placed
-    _trace_run(ctx, report)
     ctx.stopped[report.task_id] = report.snapshot  # a task done now is archived from it, not read back
     try:
         admit(ctx, Stopped(report.task_id, report.run, report.state, report.snapshot, report.exit_reason,
@@ -54,20 +50,6 @@ def _stopped(ctx: Context, report: m.TaskStopped) -> None:
     finally:
         ctx.stopped.pop(report.task_id, None)
     answer_suspends(ctx, report.task_id)
-
-
-def _trace_run(ctx: Context, report: m.TaskStopped) -> None:
-    """The run's span (actors/telemetry.py), from its start (the task's last move to running) to now."""
-    record = ctx.admission.records.get(report.task_id) if ctx.admission is not None else None
-    if record is None or record.run != report.run or ctx.settings is None or not ctx.settings.telemetry.enabled:
-        return
-    lifecycle = record.lifecycle
-    started = next((t.timestamp for t in reversed(lifecycle.history) if t.to_state == LifecycleState.RUNNING),
-                   lifecycle.created_at)
-    telemetry.run_span(ctx.settings, report.task_id, report.run, record.machine, lifecycle.metadata,
-                       int(started.timestamp() * 1e9), time.time_ns(),
-                       {"pegasus.outcome": report.state, "pegasus.exit_reason": report.exit_reason or ""},
-                       report.exit_reason or report.state if report.state == CognitiveState.FAILED else None)
 
 
 def text_delta(ctx: Context, delta: m.TextDelta, sender: ActorAddress) -> None:
@@ -124,5 +106,6 @@ def task_abandoned(ctx: Context, abandoned: m.TaskAbandoned, sender: ActorAddres
         return
     ctx.task_actors.release(abandoned.task_id, abandoned.run)
     ctx.log.warning("task_run_abandoned", task_id=abandoned.task_id, run=abandoned.run, reason=abandoned.reason)
-    admit(ctx, RunLost(abandoned.task_id, abandoned.run, f"the task actor let the run go: {abandoned.reason}"))
+    admit(ctx, RunLost(abandoned.task_id, abandoned.run, f"the task actor let the run go: {abandoned.reason}",
+                      "abandoned"))
     answer_suspends(ctx, abandoned.task_id)

@@ -103,6 +103,7 @@ def _halt_work(ctx: Context, command: health.HaltWork) -> None:
     verifying = [r.task_id for r in ctx.admission.records.values() if r.state == LifecycleState.VERIFYING] \
         if ctx.admission is not None else []
     carry_out(ctx, [StopRun(task_id, 0) for task_id in ctx.task_actors.running()])
+    ctx.run_started.clear()  # those runs end unsaid (no span): Admission starts them again from the store
     for task_id in verifying:  # its gate's answer would belong to a record that is gone
         ctx.send(ctx.pools.address[PoolName.TOOL], m.CancelTask(task_id))
     for task_id in list(ctx.pending_suspend):

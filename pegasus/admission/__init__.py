@@ -8,12 +8,12 @@ a task as it keeps one; ``ports`` what it writes through.
 from pegasus.admission import inputs
 from pegasus.admission.core import EVICTED, MAX_RESTARTS, Admission
 from pegasus.admission.commands import (
-    Command, MessageAccepted, MessageRun, Refused, RunGate, StartRun, StopRun, Submitted, SuspendRun, TransitionNotice,
-    WakeAfter,
+    Command, MessageAccepted, MessageRun, Refused, RunEnded, RunGate, StartRun, StopRun, Submitted, SuspendRun,
+    TransitionNotice, WakeAfter,
 )
 from pegasus.admission.ports import NullStore, StorePort
 from pegasus.admission.records import TaskRecord
 
 __all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Command", "MessageAccepted", "MessageRun", "NullStore", "Refused",
-           "RunGate", "StartRun", "StopRun", "StorePort", "Submitted", "SuspendRun", "TaskRecord", "TransitionNotice",
-           "WakeAfter", "inputs"]
+           "RunEnded", "RunGate", "StartRun", "StopRun", "StorePort", "Submitted", "SuspendRun", "TaskRecord",
+           "TransitionNotice", "WakeAfter", "inputs"]

@@ -33,6 +33,21 @@ class StopRun:
 
 
 @dataclass(frozen=True)
+class RunEnded:
+    """A run is over, whatever ended it: said once per run (its span, actors/telemetry.py).  ``outcome``: the
+    state it stopped in (completed, failed, suspended, ...), waiting_for_sub_tasks, canceled, died (its task
+    actor), abandoned."""
+
+    task_id: str
+    run: int
+    machine: str
+    metadata: dict[str, Any]
+    outcome: str
+    exit_reason: str | None = None
+    failed: str | None = None  # why, when the run ended in a failure
+
+
+@dataclass(frozen=True)
 class SuspendRun:
     task_id: str
     run: int
@@ -107,5 +122,5 @@ class Refused:
     error: Exception
 
 
-Command = (StartRun | StopRun | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter | Submitted
+Command = (StartRun | StopRun | RunEnded | SuspendRun | MessageRun | RunGate | TransitionNotice | WakeAfter | Submitted
            | MessageAccepted | Refused)

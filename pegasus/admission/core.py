@@ -20,7 +20,9 @@ from pegasus.admission import inputs as i
 from pegasus.admission.steps import STEPS
 from pegasus.admission.messages import Inbox
 from pegasus.admission.ports import NullStore, StorePort
-from pegasus.admission.records import ACTORS, TaskRecord, new_fsm, record_from_row, restorable, stage_detail
+from pegasus.admission.records import (
+    ACTORS, TaskRecord, new_fsm, record_from_row, restorable, run_ended, stage_detail,
+)
 from pegasus.admission.tree import Tree
 from pegasus.config import Settings
 from pegasus.idempotency import SUBMIT, Claim, submit_claim
@@ -161,7 +163,7 @@ class Admission:
             record.gate_token += 1  # a gate still running is stale now
             if task_id in self.running:
                 self.running.discard(task_id)
-                effects.append(StopRun(task_id, record.run))
+                effects += [run_ended(record, LifecycleState.CANCELED), StopRun(task_id, record.run)]
             effects += self._fill()
         return effects + self.tree.cancel_descendants(task_id, reason)
 
@@ -238,20 +240,23 @@ class Admission:
             return []  # a run that was canceled or replaced: its end changes nothing
         record.snapshot = snapshot
         self.running.discard(task_id)
+        failed = None if state in (CognitiveState.COMPLETED, CognitiveState.SUSPENDED) or children else \
+            exit_reason or state
+        effects = [run_ended(record, "waiting_for_sub_tasks" if children else state, exit_reason, failed)]
         if children:  # it waits for sub-tasks, holding nothing (pegasus.admission.tree)
-            effects = self.tree.wait(record, children)
+            effects += self.tree.wait(record, children)
         elif state == CognitiveState.SUSPENDED:
-            effects = self._lifecycle(record, EventType.TASK_BLOCKED,
-                                      reason=snapshot.context.suspend_reason or "suspended")
+            effects += self._lifecycle(record, EventType.TASK_BLOCKED,
+                                       reason=snapshot.context.suspend_reason or "suspended")
         elif state == CognitiveState.COMPLETED:
-            effects = self._lifecycle(record, EventType.EXECUTION_COMPLETED, reason="execution completed")
+            effects += self._lifecycle(record, EventType.EXECUTION_COMPLETED, reason="execution completed")
             record.gate_index = 0
             effects += self._next_gate(record)
         else:
-            effects = self._fail(record, exit_reason or "exception", snapshot.context.error or "failed")
+            effects += self._fail(record, exit_reason or "exception", snapshot.context.error or "failed")
         return effects + self.inbox._after_stop(record, state) + self._fill()
 
-    def on_run_lost(self, task_id: str, run: int, why: str) -> list[Command]:
+    def on_run_lost(self, task_id: str, run: int, why: str, outcome: str = "died") -> list[Command]:
         """The task actor died without reporting: restart the run from its last checkpoint.
 
         The lifecycle stays ``running`` (T19); the new run number makes anything
@@ -261,17 +266,19 @@ class Admission:
         if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []
         record.restarts += 1
+        ended = [run_ended(record, outcome, failed=why)]
         if record.restarts > MAX_RESTARTS:
             self.running.discard(task_id)
-            return self._fail(record, "exception", f"{why}; gave up after {MAX_RESTARTS} restarts") + self._fill()
+            gave_up = f"{why}; gave up after {MAX_RESTARTS} restarts"
+            return ended + self._fail(record, "exception", gave_up) + self._fill()
         try:
             record.snapshot = self._rebuild(record)
         except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.quarantine): this task fails alone
             self.running.discard(task_id)
             self.quarantined[task_id] = error = reason(exc)
-            return self._fail(record, "fatal_error", error) + self._fill()
+            return ended + self._fail(record, "fatal_error", error) + self._fill()
         record.run += 1
-        return [self._start(record)]
+        return ended + [self._start(record)]
 
     def _rebuild(self, record: TaskRecord) -> TaskSnapshot:  # raises for any row it (or _start) cannot follow
         rows, _ = self.store.checkpoints(record.task_id), self.store.journal(record.task_id)

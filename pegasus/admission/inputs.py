@@ -116,6 +116,7 @@ class RunLost:
     task_id: str
     run: int
     why: str
+    outcome: str = "died"  # its run span's (RunEnded): "abandoned" when the task actor let it go
 
 
 @dataclass(frozen=True)

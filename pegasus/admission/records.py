@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.admission.commands import RunEnded
 from pegasus.cognitive.base import needs_more_info
 from pegasus.quarantine import sift
 from pegasus.task import EventType, TaskContext, TaskFSM, TaskSnapshot
@@ -125,3 +126,10 @@ ACTORS = {
     EventType.TASK_FAILED: "runner", EventType.TASK_VERIFIED: "verifier", EventType.GATE_FAILED: "verifier",
     EventType.TASK_CANCELED: "user", EventType.TASK_UNBLOCKED: "user", EventType.TASK_RETRIED: "user",
 }
+
+
+def run_ended(record: TaskRecord, outcome: str, exit_reason: str | None = None, failed: str | None = None) -> RunEnded:
+    """The end of the record's current run, said where Admission lets a run go, so once: a report or a death
+    after it finds the run canceled, replaced or no longer running, and changes nothing."""
+    return RunEnded(record.task_id, record.run, record.machine, dict(record.snapshot.context.input_metadata), outcome,
+                    exit_reason, failed)

@@ -81,6 +81,6 @@ STEPS: dict[type, Callable[[Any, Any], list[Command]]] = {
     i.Transitioned: lambda a, e: a.on_transition(e.task_id, e.run, e.from_state, e.to_state, e.event, e.timestamp,
                                                  e.stage),
     i.Stopped: lambda a, e: a.on_stopped(e.task_id, e.run, e.state, e.snapshot, e.exit_reason, e.children),
-    i.RunLost: lambda a, e: a.on_run_lost(e.task_id, e.run, e.why),
+    i.RunLost: lambda a, e: a.on_run_lost(e.task_id, e.run, e.why, e.outcome),
     i.GateAnswered: lambda a, e: a.on_gate(e.task_id, e.token, e.ok, e.detail),
 }

@@ -28,7 +28,7 @@ def families(stats: dict[str, Any], machines: Iterable[str]) -> Iterator[Metric]
     yield from _outcomes(stats.get("facts") or {}, machines)
     yield from _processes(stats)
     yield from _models(stats)
-    yield from _mcp(stats.get("mcp"))
+    yield from _mcp(stats)
 
 
 def _system(stats: dict[str, Any]) -> Iterator[Metric]:
@@ -162,14 +162,23 @@ def _models(stats: dict[str, Any]) -> Iterator[Metric]:
     yield paused
 
 
-def _mcp(servers: dict[str, dict[str, Any]] | None) -> Iterator[Metric]:
-    """The machine's MCP servers (its MCP host's, through the supervisor); no sample when none is configured."""
-    up = GaugeMetricFamily("pegasus_mcp_server_up", "1 while a machine-scope MCP server is started and listed its "
-                           "tools (one that died is seen at the next call to it, then started again)",
-                           labels=["server"])
-    errors = CounterMetricFamily("pegasus_mcp_tool_errors", "Tool calls a machine-scope MCP server failed or "
-                                 "refused, by server (resets when the MCP host restarts)", labels=["server"])
-    for name, server in sorted((servers or {}).items()):
-        up.add_metric([name], 1 if server.get("up") else 0)
-        errors.add_metric([name], int(server.get("tool_errors", 0) or 0))
+def _mcp(stats: dict[str, Any]) -> Iterator[Metric]:
+    """The machine's MCP servers (its MCP host's, through the supervisor) and the ``scope = "worker"`` ones (each
+    stage worker's copy, as it was at the worker's last stage); no sample for a server none has reported."""
+    up = GaugeMetricFamily("pegasus_mcp_server_up", "1 while an MCP server is started and listed its tools (one "
+                           "that died is seen at the next call to it, then started again); a scope = worker "
+                           "server: 1 while every stage worker's copy was, at its last stage", labels=["server"])
+    errors = CounterMetricFamily("pegasus_mcp_tool_errors", "Tool calls an MCP server failed or refused, by server "
+                                 "(resets when the MCP host restarts; scope = worker: summed over the stage "
+                                 "workers' copies, less when a worker is replaced)", labels=["server"])
+    servers = {name: (bool(server.get("up")), int(server.get("tool_errors", 0) or 0))
+               for name, server in (stats.get("mcp") or {}).items()}
+    for part in (stats.get("pools") or {}).values():
+        for worker in part.get("workers") or []:
+            for name, copy in (worker.get("mcp") or {}).items():
+                was_up, failed = servers.get(name, (True, 0))
+                servers[name] = (was_up and bool(copy.get("up")), failed + int(copy.get("tool_errors", 0) or 0))
+    for name, (is_up, failed) in sorted(servers.items()):
+        up.add_metric([name], 1 if is_up else 0)
+        errors.add_metric([name], failed)
     yield from (up, errors)

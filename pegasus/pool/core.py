@@ -262,6 +262,8 @@ class PoolCore(Pinging):
         elif event.result is not None:  # (None: the worker answered the requester itself)
             out.append(Forward(job.requester, event.result))
         slot = self.slots.get(job.slot)
+        if slot is not None and "mcp" in worker:  # its own MCP servers' state (/metrics)
+            slot.mcp = worker["mcp"]
         self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
@@ -289,7 +291,7 @@ class PoolCore(Pinging):
             error = getattr(event.result, "error", None) or "the endpoint answered 429"
             out.append(Fail(job.requester, job.request, f"RateLimited: {error} (sent {job.requeues + 1} times: "
                             f"llm.max_retries = {self.budget.max_requeues})", "rate_limited",
-                            {key: value for key, value in worker.items() if key != "known"}))
+                            {key: value for key, value in worker.items() if key not in ("known", "mcp")}))
         return True
 
     # -- failures ----------------------------------------------------------------------------

@@ -42,10 +42,12 @@ class Slot:
     jobs: deque[int] = field(default_factory=deque)  # handed to it, in order; the first one runs
     since: float = 0.0  # (clock) when the running job started
     stopped_looks: int = 0  # health looks in a row that found its process stopped
+    mcp: dict[str, Any] = field(default_factory=dict)  # its scope = "worker" MCP servers at its last stage's end
 
     def view(self, tasks: list[str]) -> dict[str, Any]:
         return {"index": self.index, "pid": self.pid, "host": self.host, "busy": bool(self.jobs),
-                "member": self.member, "ready": self.ready, "held": max(0, len(self.jobs) - 1), "tasks": tasks}
+                "member": self.member, "ready": self.ready, "held": max(0, len(self.jobs) - 1), "tasks": tasks,
+                **({"mcp": self.mcp} if self.mcp else {})}
 
 
 @dataclass

@@ -41,6 +41,7 @@ class LocalSource:
     """Servers run by a host in this process; started on first need (listing, call or settle)."""
 
     host: McpHost
+    errors: dict[str, int] = field(default_factory=dict)  # server -> calls it failed or refused
 
     def want(self) -> None:
         self.host.begin()  # starts every server in the background, once
@@ -53,7 +54,11 @@ class LocalSource:
 
     def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> Any:
         self.host.begin()
-        return self.host.call(server, tool, arguments, key)
+        try:
+            return self.host.call(server, tool, arguments, key)
+        except Exception:
+            self.errors[server] = self.errors.get(server, 0) + 1  # as the MCP host counts (/metrics)
+            raise
 
 
 @dataclass
@@ -153,3 +158,10 @@ class McpProvider:
         return Tool(name=qualified, description=entry["description"] or f"{qualified} (MCP)",
                     args_model=args_model(qualified, entry["input_schema"]), effect=self.effect_of(qualified),
                     timeout_s=self.spec.timeout_s, func=call)
+
+
+def local_servers(providers: list[Any]) -> dict[str, dict[str, Any]]:
+    """The ``scope = "worker"`` servers this process runs, as the MCP host reports its own (/metrics): up
+    (started and listed) and the calls each failed."""
+    return {p.name: {"up": p.view().phase == "ready", "tool_errors": p.source.errors.get(p.name, 0)}
+            for p in providers if isinstance(p, McpProvider) and isinstance(p.source, LocalSource)}

@@ -201,7 +201,9 @@ class WorkerCore:
             out.append(Return(job.pool, job.number, work.request, outcome, worker))
             return
         known = worker.pop("known", None)  # what the pool must know (the ladder), not the task's record
-        pooled = {key: value for key, value in (("usage", worker.get("usage")), ("known", known)) if value}
+        mcp = worker.pop("mcp", None)  # and its own MCP servers' state (/metrics)
+        pooled = {key: value for key, value in (("usage", worker.get("usage")), ("known", known), ("mcp", mcp))
+                  if value}
         if not getattr(outcome, "ok", True):
             pooled["failed"] = True  # what the pool accounts for: the model requests' error count
         answer = Answer(work.reply_to, job.number, work.request, outcome, worker)

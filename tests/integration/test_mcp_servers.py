@@ -196,17 +196,21 @@ def test_a_convention_member_runs_its_own_copy_for_its_workers(convention) -> No
     assert set(on_member).isdisjoint(copies(client, "mcp-server-time"))
 
 
-def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus) -> None:
-    """/metrics (through the supervisor's stats, from the machine's MCP host): mcp-server-time up, the same
-    program given a time zone that does not exist down (it exits at start), and a call the server answers
-    with an error counted against it."""
+@pytest.mark.parametrize("scope", ["machine", "worker"])
+def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus, scope: str) -> None:
+    """/metrics (through the supervisor's stats, from the machine's MCP host, or for scope = "worker" from the
+    stage workers' copies as their pools last heard): mcp-server-time up, the same program given a time zone
+    that does not exist down (it exits at start), and a call the server answers with an error counted against
+    it."""
     from tests.integration.test_metrics import _up, scrape, value  # noqa: PLC0415 - the scraping harness lives there
 
     port = procs.free_port()
     client = pegasus(http={"enabled": True, "port": port}, retry={"max_attempts": 1},  # no task retry: one try
+                     pools={"llm_workers": 1, "tool_workers": 1},
                      mcp={"retry_backoff_s": 60.0, "retry_backoff_max_s": 60.0, "servers": [
-                         {"name": "time", "command": "mcp-server-time"},
-                         {"name": "broken", "command": "mcp-server-time", "args": ["--local-timezone", "Not/AZone"]}]})
+                         {"name": "time", "command": "mcp-server-time", "scope": scope},
+                         {"name": "broken", "command": "mcp-server-time", "args": ["--local-timezone", "Not/AZone"],
+                          "scope": scope}]})
     base, token = f"http://127.0.0.1:{port}", client.token_create("scraper", "read")["token"]
     wait_for(lambda: _up(base), what="the gateway")
     done = client.wait(client.submit('call time.get_current_time {"timezone": "UTC"}')["task_id"], timeout=60)
@@ -227,4 +231,6 @@ def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus) ->
     try:
         wait_for(lambda: figures() == (1, 0, tries, 0), what=f"time up, broken down, {tries} errors of time")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}: {figures()} {client.stats().get('mcp')}") from None
+        pools = {name: [worker.get("mcp") for worker in pool.get("workers", [])]
+                 for name, pool in client.stats()["pools"].items()}
+        raise AssertionError(f"{exc}: {figures()} {client.stats().get('mcp')} {pools}") from None

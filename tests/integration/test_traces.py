@@ -5,6 +5,8 @@ every stage, model call and tool call, and ``status`` names it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from typing import Any
 
 import httpx
@@ -119,3 +121,68 @@ def _up(base: str) -> bool:
         return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def _runs(spans: list[dict[str, Any]], task_id: str) -> dict[int, dict[str, Any]]:
+    """The task's run spans by run (a second one of a run would be a duplicate: refused here)."""
+    runs: dict[int, dict[str, Any]] = {}
+    for span in spans:
+        if span["name"].startswith("task ") and span["attributes"]["pegasus.task.id"] == task_id:
+            assert span["attributes"]["pegasus.task.run"] not in runs, f"a second span of one run: {span}"
+            runs[span["attributes"]["pegasus.task.run"]] = span
+    return runs
+
+
+def _stages(spans: list[dict[str, Any]], task_id: str) -> list[dict[str, Any]]:
+    return [s for s in spans if s["name"].startswith("stage ") and s["attributes"]["pegasus.task.id"] == task_id]
+
+
+def test_every_run_that_ends_sends_its_span_once_and_an_unsampled_caller_gets_none(pegasus, tmp_path) -> None:
+    """Canceled mid-run, its task actor SIGKILLed, waiting for sub-tasks, done: each run's span arrives, once,
+    with its outcome, and every stage span has its parent.  A caller's traceparent with the sampled flag off
+    (-00): nothing of that task nor of its sub-tasks is sent, while the same tree sampled (-01) is."""
+    need_telemetry()
+    receiver = Receiver(tmp_path)
+    try:
+        client = pegasus(runtime={"max_active_tasks": 4}, memory={"reflector": False},
+                         telemetry={"enabled": True, "endpoint": receiver.endpoint, "export_delay_ms": 100})
+        unsampled, sampled = (f"00-{trace}-{PARENT_SPAN}-{flags}" for trace, flags in
+                              (("1" * 32, "00"), (PARENT_TRACE, "01")))
+        quiet = client.submit("in parallel: echo a; echo b", metadata={"traceparent": unsampled})["task_id"]
+        assert client.wait(quiet, timeout=60)["lifecycle_state"] == "done"
+        loud = client.submit("in parallel: echo a; echo b", metadata={"traceparent": sampled})["task_id"]
+        assert client.wait(loud, timeout=60)["lifecycle_state"] == "done"
+        children = client.get(loud)["children"]
+        # The sampled tree: the parent's run that waited for its children, its last run, and each child's.
+        tree = wait_for(lambda: (lambda spans: spans if len(_runs(spans, loud)) == 2 and all(
+            _runs(spans, child) for child in children) else None)(receiver.spans()), 60, "the sampled tree's spans")
+        assert _runs(tree, loud)[1]["attributes"]["pegasus.outcome"] == "waiting_for_sub_tasks"
+        assert {s["traceId"] for s in tree if s["attributes"].get("pegasus.task.id") in (loud, *children)} == \
+            {PARENT_TRACE}
+
+        # Canceled while its sleep step runs: its run span says so, and its stages' parent is that span.
+        canceled = client.submit("sleep 30")["task_id"]
+        wait_for(lambda: _stages(receiver.spans(), canceled), 60, "a stage of the task to end")
+        client.cancel(canceled, "enough")
+        [run] = wait_for(lambda: list(_runs(receiver.spans(), canceled).values()), 60, "the canceled run's span").copy()
+        assert (run["attributes"]["pegasus.outcome"], run["spanId"]) == ("canceled", run_span_id(canceled, 1))
+
+        # Its task actor SIGKILLed: the lost run's span (an error), then the run that went on elsewhere.
+        killed = client.submit("sleep 5")["task_id"]
+        actor = wait_for(lambda: (lambda task: task["state"] == "acting" and task["actor_pid"])(client.get(killed)),
+                         60, "the task actor in its sleep step")
+        os.kill(actor, signal.SIGKILL)
+        client.wait(killed, timeout=60)
+        runs = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(_runs(receiver.spans(), killed)), 60,
+                        "the killed run's span and the next one's")
+        assert runs[1]["attributes"]["pegasus.outcome"] == "died" and runs[1]["status"]["code"] == 2
+        assert runs[2]["attributes"]["pegasus.outcome"] == "completed"
+
+        spans = receiver.spans()
+        for task_id in (loud, *children, canceled, killed):
+            parents = {s["spanId"] for s in _runs(spans, task_id).values()}
+            assert {s["parentSpanId"] for s in _stages(spans, task_id)} <= parents, task_id  # none orphaned
+        # Seconds after the unsampled tree ended (its spans would have gone within 100 ms): none of it came.
+        assert [s for s in spans if s["traceId"] == "1" * 32] == []
+    finally:
+        receiver.close()

@@ -23,6 +23,17 @@ def test_a_task_with_a_traceparent_is_in_its_callers_trace() -> None:
     assert (trace.trace_id, trace.parent_span_id) == ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
 
 
+@pytest.mark.parametrize("flags,sampled", [("01", True), ("00", False), ("03", True), ("02", False), ("ff", True)])
+def test_the_callers_sampled_flag_is_kept_down_the_task_tree(flags: str, sampled: bool) -> None:
+    metadata = {"traceparent": PARENT[:-2] + flags}
+    assert tracing.task_trace("t1", metadata).sampled is sampled
+    child = {"traceparent": tracing.child_traceparent("t1", 2, metadata)}
+    assert tracing.task_trace("t1/child", child).sampled is sampled  # a sub-task's spans as its parent's
+    grandchild = {"traceparent": tracing.child_traceparent("t1/child", 1, child)}
+    assert tracing.task_trace("t1/grandchild", grandchild).sampled is sampled
+    assert tracing.task_trace("t1", {}).sampled  # no caller: its own trace, recorded
+
+
 @pytest.mark.parametrize("bad", [
     None, 7, "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",  # no flags
     "00-00000000000000000000000000000000-b7ad6b7169203331-01",  # an all-zero trace id is invalid (W3C)

@@ -188,7 +188,8 @@ def test_a_lost_run_restarts_then_fails_after_the_restart_limit() -> None:
     admission, _ = make()
     admission.submit("a", "classic", 5, {}, "t")
     for run in range(1, MAX_RESTARTS + 1):
-        [restart] = admission.on_run_lost("t1", run, "actor died")
+        [ended, restart] = admission.on_run_lost("t1", run, "actor died")
+        assert (ended.run, ended.outcome, ended.failed) == (run, "died", "actor died")  # its span, sent once
         assert isinstance(restart, StartRun) and restart.run == run + 1
         assert admission.get("t1").state == "running"
     assert admission.on_run_lost("t1", 1, "stale report") == []  # an old run's loss changes nothing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from pegasus.admission import MessageAccepted, Refused, StartRun, StopRun, Submitted, TransitionNotice, WakeAfter
+from pegasus.admission import MessageAccepted, Refused, RunEnded, StartRun, StopRun, Submitted, TransitionNotice, WakeAfter
 from pegasus.admission import inputs as i
 from pegasus.errors import PegasusError
 from pegasus.idempotency import IdempotencyConflict
@@ -78,7 +78,7 @@ def test_reports_retries_and_the_clock_given_at_construction() -> None:
     assert any(isinstance(c, StartRun) for c in admission.step(i.Wake("t1")))
     run = admission.get("t1").run
     out = admission.step(i.RunLost("t1", run, "the task actor died"))
-    assert isinstance(out[0], StartRun) and out[0].run == run + 1
+    assert isinstance(out[1], StartRun) and out[1].run == run + 1
     assert any(isinstance(c, StopRun) for c in admission.step(i.Cancel("t1", "enough")))
 
 
@@ -100,3 +100,28 @@ def test_step_never_raises_whatever_comes_in_whatever_order(events) -> None:
     for event in events:
         for command in admission.step(event):
             assert not isinstance(command, Refused) or isinstance(command.error, (PegasusError, ValueError))
+
+
+def ends(out) -> list[tuple[str, int, str, str | None]]:
+    return [(c.task_id, c.run, c.outcome, c.failed) for c in out if isinstance(c, RunEnded)]
+
+
+def test_every_run_is_said_ended_once_however_it_ends_and_a_late_report_or_death_adds_nothing() -> None:
+    admission, _ = make(runtime={"max_active_tasks": 8})
+    traced = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    admission.step(i.Submit("a", "classic", 5, traced, "test", None))
+    for _ in range(5):
+        admission.step(task())
+    [canceled] = [c for c in admission.step(i.Cancel("t1", "enough")) if isinstance(c, RunEnded)]
+    assert (canceled.outcome, canceled.failed, canceled.metadata) == ("canceled", None, traced)  # its trace's parent
+    assert ends(finish(admission, "t1")) == []  # the canceled run's report, arriving after
+    assert ends(admission.step(i.RunLost("t1", 1, "died after"))) == []
+    assert ends(finish(admission, "t2")) == [("t2", 1, "completed", None)]
+    assert ends(admission.step(i.RunLost("t2", 1, "the report and the death crossed"))) == []
+    assert ends(finish(admission, "t3", "failed", "exception")) == [("t3", 1, "failed", "exception")]
+    assert ends(finish(admission, "t4", "suspended")) == [("t4", 1, "suspended", None)]  # waits for a person
+    assert ends(admission.step(i.RunLost("t5", 1, "killed"))) == [("t5", 1, "died", "killed")]
+    assert ends(finish(admission, "t5")) == [("t5", 2, "completed", None)]  # the run that went on
+    assert ends(admission.step(i.RunLost("t6", 1, "let go", "abandoned"))) == [("t6", 1, "abandoned", "let go")]
+    assert ends(admission.step(i.Cancel("t6", "enough"))) == [("t6", 2, "canceled", None)]
+    assert ends(admission.step(i.Cancel("t4", "not waiting"))) == []  # blocked: no run to end

@@ -174,3 +174,17 @@ def test_mcp_servers_and_the_restarts_of_task_actors_and_the_gateway() -> None:
     assert samples[("pegasus_mcp_tool_errors_total", (("server", "time"),))] == 4
     assert samples[("pegasus_mcp_tool_errors_total", (("server", "git"),))] == 0
     assert not any(name.startswith("pegasus_mcp") for name, _ in _samples({"mcp": None}))  # none configured
+
+
+def test_worker_scope_mcp_servers_are_counted_from_each_stage_workers_copy() -> None:
+    def worker(**servers: tuple[bool, int]) -> dict:
+        return {"pid": 1, "mcp": {name: {"up": up, "tool_errors": n} for name, (up, n) in servers.items()}}
+    stats = {"mcp": {"time": {"up": True, "tool_errors": 1}}, "pools": {
+        "tool": {"workers": [worker(fetch=(True, 2), flaky=(True, 0)), worker(fetch=(True, 3), flaky=(False, 5)),
+                             {"pid": 3}]},
+        "llm": {"workers": [worker(fetch=(True, 1))]}}}
+    samples = _samples(stats)
+    assert {name: samples[("pegasus_mcp_server_up", (("server", name),))] for name in ("time", "fetch", "flaky")} == \
+        {"time": 1, "fetch": 1, "flaky": 0}  # flaky: one copy of two down
+    assert {name: samples[("pegasus_mcp_tool_errors_total", (("server", name),))]
+            for name in ("time", "fetch", "flaky")} == {"time": 1, "fetch": 6, "flaky": 5}

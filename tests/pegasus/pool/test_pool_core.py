@@ -253,6 +253,9 @@ def test_stats_list_every_worker_and_member() -> None:
     assert figures["workers"][0] == {"index": 0, "pid": None, "host": None, "busy": True, "member": ME, "ready": True,
                                      "held": 0, "tasks": ["a"]}
     assert figures["workers"][1]["pid"] == 77
+    [job] = [d.job for d in of(Dispatch, pool.ask("b"))]
+    pool.finish(job, mcp={"fetch": {"up": True, "tool_errors": 2}})  # its scope = "worker" MCP servers (/metrics)
+    assert stats(pool)["workers"][1]["mcp"] == {"fetch": {"up": True, "tool_errors": 2}}
     assert figures["members"] == [{"name": ME, "address": None, "local": True, "wanted": 2, "workers": 2,
                                    "capabilities": {}, "failed_placements": 0, "joined": 1_700_000_000.0,
                                    "contact": None}]

@@ -72,6 +72,13 @@ def test_a_stage_that_learnt_of_its_endpoint_tells_the_pool_first_and_keeps_it_o
     assert "known" not in out[2].worker  # type: ignore[attr-defined]
 
 
+def test_the_workers_own_mcp_servers_go_to_the_pool_not_to_the_task_record() -> None:
+    servers = {"fetch": {"up": True, "tool_errors": 1}}
+    out = Worker(run=lambda request: Result("ok", {"mcp": servers})).ask(3)
+    [free], [answer] = of(Free, out), of(Answer, out)
+    assert free == Free(POOL, 3, {"mcp": servers}) and "mcp" not in answer.worker
+
+
 def test_a_rate_limited_stage_or_one_without_a_requester_goes_back_through_the_pool() -> None:
     worker = Worker(run=lambda request: Result("429", {"retry_after_s": 2.0}))
     [ret] = of(Return, worker.ask(1))
