@@ -242,7 +242,7 @@ class Admission:
         self.running.discard(task_id)
         failed = None if state in (CognitiveState.COMPLETED, CognitiveState.SUSPENDED) or children else \
             exit_reason or state
-        effects = [run_ended(record, "waiting_for_sub_tasks" if children else state, exit_reason, failed)]
+        effects: list[Command] = [run_ended(record, "waiting_for_sub_tasks" if children else state, exit_reason, failed)]
         if children:  # it waits for sub-tasks, holding nothing (pegasus.admission.tree)
             effects += self.tree.wait(record, children)
         elif state == CognitiveState.SUSPENDED:
@@ -266,7 +266,7 @@ class Admission:
         if record is None or run != record.run or record.state != LifecycleState.RUNNING:
             return []
         record.restarts += 1
-        ended = [run_ended(record, outcome, failed=why)]
+        ended: list[Command] = [run_ended(record, outcome, failed=why)]
         if record.restarts > MAX_RESTARTS:
             self.running.discard(task_id)
             gave_up = f"{why}; gave up after {MAX_RESTARTS} restarts"
