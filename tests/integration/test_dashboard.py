@@ -8,6 +8,7 @@ one becomes docs/dashboard.png).
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,8 +180,15 @@ def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Da
 
 
 def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
-    """Thirty new drafts fill more than a page: older ones are on the next; the state filter asks the gateway
-    for that state only, the text box asks the gateway's search."""
+    """Thirty new drafts fill more than a page: older ones are on the next; the text box asks the gateway's
+    search; the state filter asks the gateway for that state only (a done task older than the drafts comes to
+    the first page), and hides what it excludes before the answer comes."""
+    finished = dashboard.submit("echo filtered done")
+    dashboard.cli.json("approve", finished)
+    deadline = time.monotonic() + 60
+    while (lifecycle := dashboard.status(finished)["lifecycle_state"]) != "done":
+        assert time.monotonic() < deadline and lifecycle not in ("failed", "canceled"), lifecycle
+        time.sleep(0.2)
     lines = tmp_path / "tasks.txt"
     lines.write_text("".join(f"echo paged {n:02d}\n" for n in range(30)))
     submitted = dashboard.cli.json("submit", "--file", str(lines))
@@ -197,9 +205,24 @@ def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tm
     page.fill("#text-filter", "paged 07")
     page.wait_for_function("() => document.querySelectorAll('#task-rows tr.task-row').length === 1")
     assert page.get_attribute("#task-rows tr.task-row", "data-task") == newest_first[29 - 7]
+    # The gateway's answers to the done filter are held back: the draft shown must go before they come.
+    held: list[Any] = []
+    holding = [True]
+
+    def hold_done(route: Any) -> None:
+        if holding[0] and "state=done" in route.request.url:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/v1/tasks?*", hold_done)
     page.fill("#text-filter", "")
     page.select_option("#state-filter", "done")
-    page.wait_for_selector(f'tr[data-task="{newest_first[0]}"]', state="detached")
+    assert page.locator("#task-rows tr.task-row").count() == 0
+    holding[0] = False
+    for route in held:
+        route.continue_()
+    page.wait_for_selector(f'tr[data-task="{finished}"]')  # the last answer: no text, done only
     assert all(text == "done" for text in page.locator("#task-rows td.lifecycle").all_inner_texts())
 
 

@@ -16,7 +16,7 @@ export async function tasksPage(params) {
     view.text = text.value.trim();
     const query = new URLSearchParams(view.text ? { q: view.text } : {});
     history.replaceState(null, "", `#/tasks${view.text ? "?" + query : ""}`);  // a reload keeps the search
-    restart();
+    restart({ searched: true });
   }, 300);
   const text = h("input", { id: "text-filter", type: "search", value: view.text, size: 34,
     placeholder: "search input and result (key=value: metadata)", oninput: searched });
@@ -136,7 +136,14 @@ export async function tasksPage(params) {
       (drafts.tasks || []).length ? h("ul", { id: "drafts" }, ...drafts.tasks.map(item)) : h("p", { class: "muted" }, "none"));
   }
   function choose(name) { view.state = name; stateSelect.value = name; restart(); }
-  function restart() { view.page = 0; view.cursors = [null]; load().catch(() => {}); refreshCounts().catch(() => {}); }
+  // A new filter hides at once what it excludes, before the server answers (a state is checked here; the
+  // rows of an earlier search are dropped, the search being the server's): no row it excludes stays drawn.
+  function restart({ searched = false } = {}) {
+    view.page = 0; view.cursors = [null];
+    if (searched) { view.rows = new Map(); view.total = null; view.refusal = ""; }
+    draw();
+    load().catch(() => {}); refreshCounts().catch(() => {});
+  }
   const counting = throttle(() => refreshCounts().catch(() => {}), 1000);
   const reading = throttle(() => load().catch(() => {}), 100);
 
