@@ -59,10 +59,12 @@ def test_the_documented_config_and_rules_check_and_a_real_prometheus_scrapes_the
 
         def query(expr: str) -> list[dict]:
             try:
-                answer = httpx.get(f"{api}/query", params={"query": expr}, timeout=10).json()
+                answer = httpx.get(f"{api}/query", params={"query": expr}, timeout=10)
             except httpx.TransportError:
                 return []
-            return list(answer.get("data", {}).get("result", []))
+            if answer.status_code != 200:  # 503 "Service Unavailable" (text) until its storage is ready
+                return []
+            return list(answer.json().get("data", {}).get("result", []))
 
         done = wait_for(lambda: query('pegasus_task_outcomes_total{outcome="done",machine="classic"} >= 1'),
                         timeout=90, what="prometheus to scrape the gateway")
