@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -35,6 +36,13 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def copies(client: Any, program: str) -> list[int]:
@@ -154,6 +162,12 @@ def test_a_hung_server_does_not_slow_a_stage_that_does_not_call_it(pegasus, tmp_
         hung.wait(hung.submit("use the hung server", machine="reason_act")["task_id"], timeout=60)
         told = str(hung_server.requests[-1]["messages"][-1]["content"])
         assert "known tools: arithmetic" in told and "hung.* (server " in told, told
+        # No server outlives the process that started it: the MCP host SIGKILLed takes its (hung) server along.
+        [host] = [pid for pid in system_pids(hung.spec) if _cmdline(pid).startswith("pegasus: mcp host")]
+        running = wait_for(lambda: [pid for pid in map(int, pids.read_text().split()) if _running(pid)],
+                           what="a hung server running (it is started again after each timeout)")
+        os.kill(host, signal.SIGKILL)
+        wait_for(lambda: not any(_running(pid) for pid in running), what=f"the servers {running} gone with their host")
 
 
 def test_pegasus_tools_starts_each_server_once_and_leaves_no_process(tmp_path: Path, subprocess_env) -> None:
