@@ -273,7 +273,8 @@ class StageWorker(ActorTypeDispatcher):
         self.send(command.to, _result(command.request, command.outcome, command.worker))
 
     def _return(self, command: c.Return) -> None:
-        self.send(command.pool, WorkDone(command.job, _result(command.request, command.outcome, command.worker)))
+        self.send(command.pool, WorkDone(command.job, _result(command.request, command.outcome, command.worker),
+                                         worker=command.pooled or {}))
 
     def _free(self, command: c.Free) -> None:
         self.send(command.pool, WorkDone(command.job, worker=command.worker))

@@ -249,7 +249,8 @@ class PoolCore(Pinging):
             # Answered already (deadline, member lost).  A late result the worker sent straight
             # to the requester carries that request's token, which the requester has moved past.
             return
-        worker = (getattr(event.result, "worker", None) if event.result is not None else event.worker) or {}
+        # A returned result's worker record, with what the pool accounts for beside it (what it learnt).
+        worker = {**(getattr(event.result, "worker", None) or {}), **(event.worker or {})}
         if worker.get("known"):  # what the worker learnt of an endpoint: every later job starts there
             self.known = merged(self.known, worker["known"])
             if self.endpoints is not None:

@@ -118,6 +118,7 @@ class McpHost:
         self._changed = threading.Condition()
         self._sessions: dict[str, Session] = {}
         self._ending: set[asyncio.Future[Any]] = set()  # sessions being closed: close() waits for them too
+        self._starting: set[Session] = set()  # sessions not yet listed: close() ends them too
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
         self._begun = False
@@ -222,10 +223,14 @@ class McpHost:
         old = self._sessions.pop(server, None)
         if old is not None:
             await old.close()
+        if self._closed:  # closed meanwhile: a server started now would outlive its host
+            return
         session = Session(spec)
+        self._starting.add(session)
         try:
             tools = await session.start()
         except BaseException as exc:  # noqa: BLE001 - a server that cannot start is a clear tool error
+            self._starting.discard(session)
             tail = session.stderr_tail()
             if isinstance(leaf_error(exc), (TimeoutError, asyncio.TimeoutError)):
                 reason = f"it did not list its tools within {spec.start_timeout_s:g}s (mcp.start_timeout_s)"
@@ -240,6 +245,10 @@ class McpHost:
             await self._closing(session.close(at_once=True))  # then its process goes (the SDK takes seconds)
             if not isinstance(exc, Exception):
                 raise
+            return
+        self._starting.discard(session)
+        if self._closed:  # listed after close() began: its process goes with the rest
+            await self._closing(session.close())
             return
         self._sessions[server] = session
         import jsonschema  # type: ignore[import-untyped]  # noqa: F401, PLC0415 - now, not on the first call (~80 ms)
@@ -308,7 +317,10 @@ class McpHost:
 
     async def _close_all(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), *self._ending, return_exceptions=True)
+        starting, self._starting = list(self._starting), set()
+        await asyncio.gather(*(session.close() for session in sessions),
+                             *(session.close(at_once=True) for session in starting), *self._ending,
+                             return_exceptions=True)
 
 
 def _check(listed: tuple[dict[str, Any], ...], name: str, tool: str, arguments: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from pegasus.tools import mcp_policy as p
 from pegasus.tools.registry import EffectClass, ToolExecutionError
 
 CLOSE_TIMEOUT_S = 5.0
+EXEC = str(Path(__file__).with_name("mcp_exec.py"))  # runs a server that dies with this process (Linux)
 STDERR_TAIL_CHARS = 800
 
 
@@ -148,7 +150,10 @@ class Session:
         from mcp import StdioServerParameters  # noqa: PLC0415
         from mcp.client.stdio import stdio_client  # noqa: PLC0415
 
-        params = StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env=dict(self.spec.env))
+        command, args = self.spec.command, list(self.spec.args)
+        if sys.platform.startswith("linux"):
+            command, args = sys.executable, ["-I", "-S", EXEC, str(os.getpid()), command, *args]
+        params = StdioServerParameters(command=command, args=args, env=dict(self.spec.env))
         return stdio_client(params, errlog=self.errlog)
 
     async def close(self, *, at_once: bool = False) -> None:

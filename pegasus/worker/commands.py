@@ -119,6 +119,7 @@ class Return:
     request: StageAsk
     outcome: Outcome | Refused
     worker: dict[str, Any]
+    pooled: dict[str, Any] | None = None  # what the pool accounts for, kept out of the worker record (Free's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ own (``Stream``) so its text goes to the requester as it comes (``Heard`` ->
 are held, in order, and so is everything before the machine's first MCP listing.
 
 Every job is answered once: to its requester (and ``Free`` to the pool), or
-through the pool (``Return``: a rate-limited call, or no requester), or to the pool
-alone (``Free``: stopped, nobody waits).  An effectful step (a request with a
+through the pool (``Return``: a rate-limited call, a stage that learnt of its endpoint,
+or no requester), or to the pool alone (``Free``: stopped, nobody waits).  An effectful step (a request with a
 journal and a key) runs only on the journal's go for its job and key
 (``Journal`` -> ``Journalled``): one still waiting at a crash provably never ran.
 A call of a machine-scope MCP tool goes to the machine's host (``host_calls``)
@@ -206,11 +206,14 @@ class WorkerCore:
                   if value}
         if not getattr(outcome, "ok", True):
             pooled["failed"] = True  # what the pool accounts for: the model requests' error count
-        answer = Answer(work.reply_to, job.number, work.request, outcome, worker)
-        # The requester first, except when this stage learnt something of its endpoint: then the pool hears
-        # first, so the requester's next request is handed out with it.
-        free = Free(job.pool, job.number, pooled)
-        out.extend([free, answer] if known else [answer, free])
+        if known:
+            # Learnt something of its endpoint: answered through the pool, which takes it in before it forwards
+            # the answer, so the requester's next request is handed out knowing it.  (Sent to both, the pool may
+            # read the requester's next request first: two senders, two connections, no order between them.)
+            out.append(Return(job.pool, job.number, work.request, outcome, worker, pooled))
+            return
+        out.extend([Answer(work.reply_to, job.number, work.request, outcome, worker),
+                    Free(job.pool, job.number, pooled)])
 
     def _serve_held(self, out: Out) -> None:
         # One Run at a time: the next held job is served once the carrier says the running one Ran.

@@ -1,13 +1,21 @@
 """What one worker learns about an endpoint, its pool knows: on a strict endpoint (refusing tools,
 response_format, max_tokens and temperature, each worded as OpenAI words it), a system of three llm
-workers pays for each refused parameter once, not once per worker process."""
+workers pays for each refused parameter once, not once per worker process, also with its pool
+stuttering as under load (what reaches it meanwhile read in one go)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from actors.runtime.system import system_pids
 from tests.support.fake_openai import FakeOpenAI, Quirks, refusal
 from tests.support.model_like import ModelLike
 
@@ -22,16 +30,57 @@ def carried(body: dict[str, Any], parameter: str) -> bool:
     return parameter in body
 
 
+@contextmanager
+def stuttering(pid: int) -> Iterator[None]:
+    """``pid`` stopped 30 ms in every 40: a worker's word and the requester's next request pile up and are
+    read in one go, in either order (under load they were, and the next stage went out without the word)."""
+    done = threading.Event()
+
+    def signal_it(sig: signal.Signals) -> None:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            done.set()
+
+    def run() -> None:
+        while not done.is_set():
+            signal_it(signal.SIGSTOP)
+            done.wait(0.03)
+            signal_it(signal.SIGCONT)
+            done.wait(0.01)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        signal_it(signal.SIGCONT)
+
+
+def llm_pool_pid(client: Any) -> int:
+    def title(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return ""
+
+    [pid] = [pid for pid in system_pids(client.spec) if title(pid).startswith("pegasus: llm pool")]
+    return pid
+
+
 def test_a_strict_endpoint_is_paid_for_once_per_parameter_across_the_pools_workers(pegasus) -> None:
     """Three llm workers share one task's stages (each goes to the next idle worker); after the first
-    refusal of each parameter no request carries it, whichever worker sends it."""
+    refusal of each parameter no request carries it, whichever worker sends it, the pool stuttering."""
     with FakeOpenAI(responder=ModelLike(STRICT), quirks=STRICT) as server:
         client = pegasus(memory={"reflector": False}, pools={"llm_workers": 3, "tool_workers": 1},
                          llm={"provider": "openai", "base_url": server.url, "model": "strict", "api_key_env": "",
                               "max_retries": 0})
-        for machine in ("classic", "reason_act"):
-            task = client.wait(client.submit("what is 17 * 23?", machine=machine)["task_id"], timeout=60)
-            assert (task["lifecycle_state"], task["state"]) == ("done", "completed"), task.get("error")
+        with stuttering(llm_pool_pid(client)):
+            for machine in ("classic", "reason_act"):
+                task = client.wait(client.submit("what is 17 * 23?", machine=machine)["task_id"], timeout=60)
+                assert (task["lifecycle_state"], task["state"]) == ("done", "completed"), task.get("error")
         requests = list(server.requests)
         ladder = client.stats()["pools"]["llm"]["ladder"]  # what the pool knows, for pegasus stats --json
     assert ladder == {f"strict at {server.url}": "structured_output=prompted, tool_calls=prompted, "

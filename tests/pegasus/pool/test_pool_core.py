@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from pegasus.config import Settings
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, Log, SendStats, SetUp, StartWorker
 from pegasus.pool.core import PoolCore
 from pegasus.pool.inputs import (
-    BudgetDue, Canceled, Configured, Created, DeadlineDue, Exited, Reported, Requested, StatsAsked,
+    BudgetDue, Canceled, Configured, Created, DeadlineDue, Exited, Finished, Reported, Requested, StatsAsked,
 )
 from tests.support.pool_core import ME, Ask, Pool, Spec, dispatched, of
 
@@ -212,6 +213,20 @@ def test_what_a_worker_learnt_of_an_endpoint_goes_with_every_later_job() -> None
     assert of(Dispatch, pool.ask("c"))[0].known == ((key, {**shape, "tools": "prompted"}),)  # each rung the lower
     assert stats(pool)["ladder"] == {"m at http://127.0.0.1:8000/v1": "structured_output=json_object, "
                                      "tool_calls=prompted, token_limit_param=max_tokens, temperature omitted"}
+
+
+def test_a_result_returned_with_what_its_worker_learnt_is_forwarded_after_the_pool_took_it_in() -> None:
+    """A worker that learnt of its endpoint answers through the pool: the requester's next request can only
+    come after the pool knows (worker record and learnt shape side by side, the record forwarded as it was)."""
+    pool = model_pool()
+    pool.ask("a")
+    key = json.dumps(["http://127.0.0.1:8000/v1", "m", {}])
+    shape = {"structured": "prompted", "tools": "prompted", "token_param": "", "temperature": False,
+             "reasoning_effort": False, "stream": True, "serial": False}
+    result = SimpleNamespace(ok=True, worker={"usage": {"total_tokens": 9}, "pid": 7})
+    out = pool.step(Finished(1, result, {"usage": {"total_tokens": 9}, "known": ((key, shape),)}))
+    assert [(f.to, f.result) for f in of(Forward, out)] == [("requester-a", result)]
+    assert of(Dispatch, pool.ask("b"))[0].known == ((key, shape),)
 
 
 def test_a_request_over_the_rate_budget_waits_for_it_with_one_timer() -> None:

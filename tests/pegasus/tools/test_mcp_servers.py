@@ -3,6 +3,7 @@ and one that exits at start, at the registry level: no actor system, the host in
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -99,8 +100,16 @@ def test_a_hung_server_never_slows_a_listing_and_unknown_tools_name_every_config
         registry.get("nope")
     assert "echo" in caught.value.known
     assert any(name.startswith("hung.* (server") for name in caught.value.known), caught.value.known
-    with pytest.raises(ToolExecutionError, match=r"did not list its tools within 3s .*its stderr ends: hung"):
+    # (What it wrote on stderr is not asserted: under load it may not have started within the 3 s.)
+    with pytest.raises(ToolExecutionError, match=r"did not list its tools within 3s"):
         registry.call("hung.x", {})  # failed once, retried in the background: the call is told the known failure
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _free_port() -> int:
@@ -143,6 +152,6 @@ def test_the_catalogue_starts_each_server_once_and_leaves_none_running(tmp_path:
     found = catalogue(settings(tmp_path, {"name": "hung", "command": sys.executable, "args": [HUNG, str(pids)]},
                                start_timeout_s=2.0))
     assert "did not list its tools within 2s" in found["unavailable"]["hung"]
-    started = [int(line) for line in pids.read_text().split()]
-    assert len(started) == 1
-    assert not Path(f"/proc/{started[0]}").exists()
+    # Under load it may be ended before it wrote its pid: at most one start, none running (by its argument).
+    assert len(pids.read_text().split() if pids.exists() else []) <= 1
+    assert not [pid for pid in filter(str.isdigit, os.listdir("/proc")) if str(pids) in _cmdline(pid)]
