@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from actors.runtime.system import system_pids
+from tests.support.waiting import wait_for
 from tests.support.fake_openai import FakeOpenAI, Quirks, refusal
 from tests.support.model_like import ModelLike
 
@@ -66,7 +67,12 @@ def llm_pool_pid(client: Any) -> int:
         except OSError:
             return ""
 
-    [pid] = [pid for pid in system_pids(client.spec) if title(pid).startswith("pegasus: llm pool")]
+    def alone() -> list[int] | None:
+        found = [pid for pid in system_pids(client.spec) if title(pid).startswith("pegasus: llm pool")]
+        return found if len(found) == 1 else None
+
+    # A worker just forked carries its pool's title until it sets its own: wait until the pool is alone.
+    [pid] = wait_for(alone, what="one process titled llm pool")
     return pid
 
 
