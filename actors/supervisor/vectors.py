@@ -44,17 +44,35 @@ def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress) -> None:
     if not _on(ctx) or not ask.query.strip():
         memory.recall(ctx, ask, sender)
         return
-    assert ctx.settings is not None
-    breaker = ctx.vectors.breaker
-    if not breaker.closed(time.monotonic()):  # failed a moment ago: full text at once, saying why
-        _without_vector(ctx, (ask, sender), f"embeddings: {breaker.error} (not asked again for "
-                        f"{breaker.open_until - time.monotonic():.0f}s)")
+    refused = _ask_vector(ctx, ask.task_id, ask.token, ask.query)
+    if refused is not None:
+        _without_vector(ctx, (ask, sender), refused)
         return
     ctx.vectors.recall_waits[(ask.task_id, ask.token)] = (ask, sender)
+
+
+def _ask_vector(ctx: Context, task_id: str, token: int, query: str) -> str | None:
+    """The query's vector asked of the llm pool (answered by query_vector, or recall_vector_due when late);
+    or, while the breaker is open (the endpoint failed a moment ago), why it was not asked."""
+    assert ctx.settings is not None
+    breaker, now = ctx.vectors.breaker, time.monotonic()
+    if not breaker.closed(now):
+        return f"embeddings: {breaker.error} (not asked again for {breaker.open_until - now:.0f}s)"
     timeout = ctx.settings.memory.embeddings_timeout_s
-    ctx.wake(2 * timeout + STAGE_MARGIN_S, m.RecallVectorDue(ask.task_id, ask.token))
-    ctx.to_pool(PoolName.LLM, m.StageRequest(ask.task_id, ask.token, StageName.EMBED_QUERY, texts=(ask.query,),
+    ctx.wake(_patience_s(ctx), m.RecallVectorDue(task_id, token))
+    ctx.to_pool(PoolName.LLM, m.StageRequest(task_id, token, StageName.EMBED_QUERY, texts=(query,),
                                              timeout_s=timeout + STAGE_MARGIN_S))
+    return None
+
+
+def _patience_s(ctx: Context) -> float:
+    """How long a recall or a search waits for its query's vector."""
+    assert ctx.settings is not None
+    return 2 * ctx.settings.memory.embeddings_timeout_s + STAGE_MARGIN_S
+
+
+def _late(ctx: Context) -> str:
+    return f"embeddings: no vector within {_patience_s(ctx):g}s (the llm pool busy, or the endpoint hung)"
 
 
 def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
@@ -90,9 +108,7 @@ def recall_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
     waiting = ctx.vectors.recall_waits.pop((due.task_id, due.token), None)
     if waiting is not None and ctx.settings is not None:
         ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
-        _without_vector(ctx, waiting, "embeddings: no vector within "
-                        f"{2 * ctx.settings.memory.embeddings_timeout_s + STAGE_MARGIN_S:g}s "
-                        "(the llm pool busy, or the endpoint hung)")
+        _without_vector(ctx, waiting, _late(ctx))
 
 
 def _without_vector(ctx: Context, waiting: tuple[m.AskRecall, ActorAddress], why: str) -> None:
@@ -111,19 +127,13 @@ def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> 
     if query is None:
         memory.memory_step(ctx, request, sender)
         return
-    assert ctx.settings is not None
-    breaker = ctx.vectors.breaker
-    if not breaker.closed(time.monotonic()):
-        _search_without_vector(ctx, (request, sender), f"embeddings: {breaker.error} (not asked again for "
-                               f"{breaker.open_until - time.monotonic():.0f}s)")
+    token = -(ctx.vectors.searches + 1)  # negative: a search's, apart from a recall's
+    refused = _ask_vector(ctx, request.task_id, token, query)
+    if refused is not None:
+        _search_without_vector(ctx, (request, sender), refused)
         return
     ctx.vectors.searches += 1
-    token = -ctx.vectors.searches
     ctx.vectors.search_waits[token] = (request, sender)
-    timeout = ctx.settings.memory.embeddings_timeout_s
-    ctx.wake(2 * timeout + STAGE_MARGIN_S, m.RecallVectorDue(request.task_id, token))
-    ctx.to_pool(PoolName.LLM, m.StageRequest(request.task_id, token, StageName.EMBED_QUERY, texts=(query,),
-                                             timeout_s=timeout + STAGE_MARGIN_S))
 
 
 def _search_vector(ctx: Context, result: m.StageResult) -> None:
@@ -141,9 +151,7 @@ def _search_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
     waiting = ctx.vectors.search_waits.pop(due.token, None)
     if waiting is not None and ctx.settings is not None:
         ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
-        _search_without_vector(ctx, waiting, "embeddings: no vector within "
-                               f"{2 * ctx.settings.memory.embeddings_timeout_s + STAGE_MARGIN_S:g}s "
-                               "(the llm pool busy, or the endpoint hung)")
+        _search_without_vector(ctx, waiting, _late(ctx))
 
 
 def _search_without_vector(ctx: Context, waiting: tuple[m.StageRequest, ActorAddress], why: str) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings, strategies as st
 
+from pegasus.triggers.schedules import MAX_TIMER_S
 from pegasus.schedule_timer import LATE_S, Arm, Changed, Look, Looked, LookFailed, ScheduleTimer, Woken
 from pegasus.triggers.schedules import ScheduleState, make_spec, resume, step
 from pegasus.store.health import PROBE_S
@@ -110,4 +111,4 @@ def test_at_most_one_timer_is_armed_and_never_for_a_negative_or_overlong_delay(e
                  "failed": LookFailed(now)}[kind]
         for command in timer.step(event):
             if isinstance(command, Arm):
-                assert command.at == timer.armed and 0 < command.delay_s <= 3600 + LATE_S
+                assert command.at == timer.armed and 0 < command.delay_s <= MAX_TIMER_S + LATE_S  # the policy cap, simulated clock
