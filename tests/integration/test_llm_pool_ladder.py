@@ -10,12 +10,11 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actors.runtime.system import system_pids
+from tests.support.processes import titled
 from tests.support.waiting import wait_for
 from tests.support.fake_openai import FakeOpenAI, Quirks, refusal
 from tests.support.model_like import ModelLike
@@ -61,14 +60,8 @@ def stuttering(pid: int) -> Iterator[None]:
 
 
 def llm_pool_pid(client: Any) -> int:
-    def title(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            return ""
-
     def alone() -> list[int] | None:
-        found = [pid for pid in system_pids(client.spec) if title(pid).startswith("pegasus: llm pool")]
+        found = titled(client.spec, "llm pool")
         return found if len(found) == 1 else None
 
     # A worker just forked carries its pool's title until it sets its own: wait until the pool is alone.

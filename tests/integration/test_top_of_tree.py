@@ -28,6 +28,7 @@ from actors.client import Client
 from actors.runtime.system import SystemSpec, is_running, read_owner, system_pids
 from pegasus.config import Settings
 from tests.support.echo_actor import EchoActor
+from tests.support.processes import titled
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
 
@@ -53,19 +54,6 @@ def assert_every_task_ended_and_no_key_twice(client: Client, tasks: list[str], k
         assert final["lifecycle_state"] == "done" or unknown, final
         assert written[final["task_id"]] == 1 or unknown, final
     return finals
-
-
-def titled(spec: SystemSpec, role: str) -> list[int]:
-    """The system's processes titled ``pegasus: <role>``."""
-    found = []
-    for pid in system_pids(spec):
-        try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if title.startswith(f"pegasus: {role}"):
-            found.append(pid)
-    return found
 
 
 def logged(spec: SystemSpec, marker: str) -> bool:
