@@ -91,15 +91,20 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
         from pegasus.tools.plugins import preflight  # here: the tools are no cost of a command that only asks
         preflight(system.settings)
         if daemon:
-            pid = system.start_daemon()  # up, supervisor configured
-            return cls(system.attach(), system.spec, system.settings, owns_system=False, timeout=timeout), pid
-        client = cls(system.start(), system.spec, system.settings, owns_system=True, timeout=timeout)
+            pid: int | None = system.start_daemon()  # up, supervisor configured
+            client = cls(system.attach(), system.spec, system.settings, owns_system=False, timeout=timeout)
+        else:
+            pid, client = None, cls(system.start(), system.spec, system.settings, owns_system=True, timeout=timeout)
         try:
-            client.locate()
+            if not daemon:
+                client.locate()
+            system.wait_for_http(system.settings.system.start_timeout_s)  # the gateway starts after the supervisor
         except BaseException:
             client.close()
+            if daemon and system.is_running():
+                system.stop()  # a start that failed leaves nothing running
             raise
-        return client, None
+        return client, pid
 
     @property
     def supervisor(self) -> ActorAddress:

@@ -7,6 +7,7 @@ below comes back up, so following a start or a stop walks one way.
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,21 @@ class System:
     def start_daemon(self) -> int:
         """Start it in a detached background launcher; the admin pid, once the admin answers."""
         return system.start_daemon(self.spec, timeout=self.settings.system.start_timeout_s)
+
+    def wait_for_http(self, timeout: float) -> None:
+        """Return once ``[http]`` (if enabled) accepts connections: a start that returned before its gateway
+        listened let the next command (``curl``) find nothing there.  SystemStartError after ``timeout``."""
+        http = self.settings.http
+        if not http.enabled:
+            return
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(http.bind, http.bind)
+        deadline = time.monotonic() + timeout
+        while not _accepts(host, http.port):
+            if time.monotonic() >= deadline:
+                raise SystemStartError(
+                    f"the system started, but its HTTP gateway did not listen on {http.bind}:{http.port} within "
+                    f"{timeout:g}s: see {self.spec.state_dir / 'logs' / 'gateway.log'}", self.spec.admin_port)
+            time.sleep(0.05)
 
     def join(self, key_file: str | Path | None = None) -> int:
         """Start this member's admin in the background; its pid.
@@ -149,3 +165,12 @@ class System:
         finally:
             self.detach(asys)
         return bool(frames.rejected_count(state_dir))
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether a TCP connection to host:port is accepted (then closed at once)."""
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+    except OSError:
+        return False
+    return True

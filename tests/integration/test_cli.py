@@ -37,6 +37,7 @@ from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 from tests.support.hold import hold_request
+from tests.support.hosts import PROJECT_ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -179,6 +180,12 @@ class Sampler:
 # --- fixtures -------------------------------------------------------------------------------
 
 
+def plugins_env(*plugins: str) -> dict[str, str]:
+    """The settings that load test plugins in a ``pegasus`` process, with the clone on its path: an editable
+    install maps only ``actors`` and ``pegasus``, so ``tests`` imports only from the clone's root."""
+    return {"PEGASUS_TOOLS__PLUGINS": json.dumps(list(plugins)), "PYTHONPATH": str(PROJECT_ROOT)}
+
+
 def _make(tmp: Path, name: str, **env_extra: str) -> Pegasus:
     home, cwd = tmp / f"{name}-home", tmp / f"{name}-cwd"
     home.mkdir()
@@ -214,7 +221,7 @@ def _start_background(pegasus: Pegasus) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegasus, dict[str, Any]]]:
     """One background system (default settings) shared by the tests of this module."""
-    pegasus = _make(tmp_path_factory.mktemp("background"), "bg", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
+    pegasus = _make(tmp_path_factory.mktemp("background"), "bg", **plugins_env(HOLD_PLUGIN))
     try:
         info = _start_background(pegasus)
         yield pegasus, info
@@ -226,7 +233,7 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pegas
 def manual(tmp_path: Path) -> Iterator[Pegasus]:
     """A Pegasus whose system (once started) needs ``approve`` and runs one task at a time."""
     pegasus = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
-                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
+                    PEGASUS_RUNTIME__MAX_ACTIVE_TASKS="1", **plugins_env(HOLD_PLUGIN))
     try:
         yield pegasus
     finally:
@@ -502,8 +509,7 @@ def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str
 
 def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> None:
     """Regression (issue 15): a task whose effectful step was interrupted ended done, exit 0, unmarked."""
-    cli.env_extra.update(PEGASUS_TOOLS__PLUGINS='["tests.support.tools:register"]',
-                         PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    cli.env_extra.update(plugins_env("tests.support.tools:register"))
     keys = tmp_path / "keys.txt"
     argv = cli.argv(["run", f"call append_key {json.dumps({'path': str(keys), 'hold_s': 20})}"])
     running = subprocess.Popen(argv, cwd=cli.cwd, env=cli.env(), text=True, stdout=subprocess.PIPE,

@@ -12,7 +12,8 @@ import pytest
 
 from actors.client import Client
 from pegasus.config import Settings
-from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure
+from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure, \
+    plugins_env
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,7 @@ ENDED = {"done", "failed", "canceled"}
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pegasus]:
-    pegasus = _make(tmp_path_factory.mktemp("ops"), "ops", PEGASUS_TOOLS__PLUGINS=f'["{HOLD_PLUGIN}"]')
+    pegasus = _make(tmp_path_factory.mktemp("ops"), "ops", **plugins_env(HOLD_PLUGIN))
     try:
         _start_background(pegasus)
         yield pegasus
