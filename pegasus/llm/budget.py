@@ -1,12 +1,9 @@
 """The llm pool's admission under a model's rate budgets and its 429 pauses.
 
-The pool asks ``admit(request_context, key)`` before it hands a request to a
-worker (0.0: go; otherwise the seconds to wait, while the request stays first
-in the pool's queue), and ``settle(key, worker_report)`` when the result comes
-back: the estimate is replaced by the reported usage, and a stage that the
-endpoint rate-limited (a 429: the client does not retry it) pauses admission for
-its Retry-After (at most a minute) and asks to be queued again instead of
-failing its task, ``[llm] max_retries`` times at most.  Pure: the clock is a parameter; no Thespian.
+``admit(request_context, key)`` says when a request may go to a worker (it waits first in the pool's
+queue); ``settle(key, worker_report)`` replaces the estimate with the reported usage, and a 429
+pauses admission for its Retry-After and queues the stage again, ``[llm] max_retries`` times at most
+(docs/llm.md, "Rate budgets").  Pure: the clock is a parameter; no Thespian.
 """
 
 from __future__ import annotations

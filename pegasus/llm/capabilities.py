@@ -1,26 +1,10 @@
 """The capability ladder: which request shape an endpoint and model take (pure: data in, data out).
 
-What it owns: the first shape a model is asked with (from ``[llm]`` settings),
-the request body a shape gives, and the next shape after a refusal: a 400, 422 or
-500 whose body names one of the parameters sent and refuses it (read from what it
-says, not its status: llama-cpp-python answers a response_format it lacks with a
-500 carrying pydantic's ``literal_error`` at ``loc`` body, response_format,
-type), and the shape below two (``lower``: what two workers learnt, put
-together by their pool).  What it must not do: call the model or remember
-anything (pegasus.llm.ladder keeps what each model took).
-
-The rungs, highest first (``auto`` starts at the top and steps down only when a
-refusal names the parameter; a fixed setting never steps):
-
-- structured output: ``json_schema`` (the stage's reply model, strict when the
-  schema allows it) -> ``json_object_schema`` (``{"type": "json_object", "schema":
-  ...}``: llama-cpp-python's grammar-constrained form) -> ``json_object`` -> ``prompted`` (instructions alone; the
-  reply is validated and corrected once, as on every rung);
-- tool calls: ``native`` (``tools``) -> ``prompted`` (the tools are listed in the
-  prompt, the model answers with JSON steps naming a tool and its arguments);
-- token limit: ``max_tokens`` -> ``max_completion_tokens`` (OpenAI's reasoning
-  models) -> none;
-- ``temperature`` and ``reasoning_effort``: sent, then left out once refused.
+It owns the first shape a model is asked with (from ``[llm]``), the request body a shape gives, the
+next shape after a refusal (a 400, 422 or 500 whose body names a parameter sent: read from what it
+says, not its status) and the lower of two shapes (what two workers learnt).  It must not call the
+model or remember anything (``pegasus.llm.ladder`` does).  The rungs: docs/llm.md, "The capability
+ladder".
 """
 
 from __future__ import annotations
@@ -284,12 +268,11 @@ def _unmarked(node: Any) -> Any:
 
 
 # The grammar a server builds from a schema holds a small model to it, but a free-form value lets it write
-# nested objects until max_tokens (measured: SmolLM2-135M on the perception's "entities", 120 tokens of
-# invented fields and still going).  In the json_object_schema rung, free-form values are scalars and
+# nested objects until max_tokens.  In the json_object_schema rung, free-form values are scalars and
 # lists are bounded; pydantic still validates the reply against the full model.
 # A grammar also fixes the order the model writes in: a small model asked "need_more_info" first
-# answered true and asked the prompt's placeholder back (measured: 4 of 6 classic tasks suspended at
-# think).  Booleans and optional fields come last, after the reasoning they should rest on.
+# answered true and asked the prompt's placeholder back.  Booleans and optional fields come last, after
+# the reasoning they should rest on (docs/llm.md, "The capability ladder" and "What each stage asks for").
 
 
 def _written_late(node: Any) -> int:
@@ -301,14 +284,11 @@ def _written_late(node: Any) -> int:
 
 
 # A field a grammar never demands (the reply model marks it: ``Field(json_schema_extra={WHEN_MEANT: True})``):
-# asking the user.  Made to write need_more_info at every call, SmolLM2-135M wrote true, with a question
-# that restated the task or asked nothing ("What is the sum of 12 and 30?", "How can I help you today?"),
-# on 3 of 6 simple tasks; with the ask left to the model (and the prompt's plain form without it), on 0
-# of 6.  The json_schema rung keeps every field required (OpenAI's strict mode takes no other schema).
+# asking the user, which a small model made to write it asks needlessly (docs/llm.md).  The json_schema
+# rung keeps every field required (OpenAI's strict mode takes no other schema).
 WHEN_MEANT = "x-written-when-meant"
-# A grammar holds a model inside a string until the string may end: SmolLM2-135M, held so, wrote on to
-# max_tokens (1,023 tokens, 54-74 s a call at a load of 15; think and plan overran their 120 s deadline on
-# 6 of 6 classic tasks).  So in the grammar every string has an end it must reach.
+# A grammar holds a model inside a string until the string may end, and a small model held so writes on to
+# max_tokens; so in the grammar every string has an end it must reach.
 MAX_CHARS = 1000
 SCALAR: dict[str, Any] = {"anyOf": [{"type": "string", "maxLength": MAX_CHARS}, {"type": "number"},
                                     {"type": "boolean"}]}

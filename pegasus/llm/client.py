@@ -1,24 +1,11 @@
 """One chat-completions call to an OpenAI-compatible endpoint, through the official SDK.
 
-What it owns: building the SDK client from ``[llm]`` settings (the key read from
-the environment variable the settings name, never from a file), sending one
-non-streaming request, and turning the reply into a plain ``Completion`` and the
-SDK's failures into LLMErrors that say what happened in the user's terms.  What
-it must not do: parse stage outputs, retry invalid replies, or wait for rate
-budgets.
-
-Retries are ours, not the SDK's (its ``max_retries`` is 0): a transient failure
-(408, 409, a 5xx, a timeout, a lost connection) is sent again up to
-``llm.max_retries`` times with the SDK's backoff, each attempt within the stage's
-deadline (pegasus.llm.deadline), but a refusal -- a 400, 422 or 500 whose body
-names a parameter the request carried (pegasus.llm.capabilities.named) -- is
-raised at once as LLMBadRequest for the ladder to step down: no retry is spent on
-what will be refused again.  A 429 is raised at once too, as LLMRateLimited
-carrying Retry-After: the llm pool pauses every call to that model and runs the
-stage again (pegasus.llm.budget), one layer of retries, not two.  A reply without
-usage (llama-cpp-python's streams) gets one estimated from the text, marked so.
-
-The ``openai`` package is imported on first use, so the offline set never loads it.
+It owns the SDK client built from ``[llm]`` (the key read from the named environment variable,
+never a file), one request, and the reply as a plain ``Completion``, the SDK's failures as
+LLMErrors in the user's terms.  Retries are ours (the SDK's are 0) and only of what is transient,
+within the stage's deadline; a refusal (LLMBadRequest, for the ladder) and a 429 (LLMRateLimited,
+for the pool's budget) are raised at once, so there is one layer of retries (docs/llm.md).  It
+must not parse stage outputs or wait for rate budgets.  ``openai`` is imported on first use.
 """
 
 from __future__ import annotations

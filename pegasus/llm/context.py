@@ -1,19 +1,9 @@
 """The context budget: a stage's messages made to fit the model's window before they are sent.
 
-What it owns: estimating a request's tokens (the rule of ``pegasus.llm.ratelimit``:
-JSON text / 4, plus a few tokens per message, plus the output cap), and, when a
-request outgrows ``context_window``, shrinking it in three moves, each only when
-the one before did not suffice:
-
-1. older tool results are cut (oldest first; the newest is kept whole);
-2. the tool rounds before the newest are replaced by one summary, written by the
-   model (``summarise``) or, when that call fails, mechanically (a line per call);
-3. the longest messages left (the request, a huge newest result) are cut.
-
-Cut text keeps its head and tail with a note of how much is missing.  Each fit
-is noted (``noting``/``current``): the stage reports the notes, and the task's
-history shows them.  What it must not do: call the model itself (``summarise``
-is passed in), or change the system prompt.
+It estimates a request's tokens and, past ``context_window``, shrinks it in three moves, each only
+when the one before did not suffice: older tool results cut, earlier tool rounds summarised
+(``summarise`` is passed in), the longest messages left cut (docs/llm.md, "Context budget").  Each
+fit is noted for the stage's record.  It must not call the model itself or change the system prompt.
 """
 
 from __future__ import annotations

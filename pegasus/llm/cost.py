@@ -1,12 +1,7 @@
 """What model calls cost: a call's usage priced by ``[llm.prices]``, and the sums a task and a system show.
 
-Pure arithmetic on plain dicts.  Prices are USD per million tokens; cached prompt
-tokens (``usage.prompt_tokens_details.cached_tokens``, when the server reports
-it) are charged at ``cached_input``, or at ``input`` when that is unset.  A call
-whose model has no price has no cost -- never a cost of zero -- and a sum over
-calls some of which had no price says how many (``unpriced_calls``).  A call whose
-usage the server did not report (``estimated``) has no cost either: its tokens are
-a guess, so its cost is unknown, and sums say how many calls were estimated.
+Pure arithmetic on plain dicts.  A call without a price, or whose usage was estimated, has no cost,
+never a cost of zero, and sums say how many such calls they hold (docs/llm.md, "Cost").
 """
 
 from __future__ import annotations

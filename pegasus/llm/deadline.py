@@ -1,13 +1,8 @@
 """The stage's deadline, as every model call inside the stage sees it.
 
-The llm pool gives a stage ``[pools] llm_timeout_s`` (or the request's own timeout)
-and ends the worker past it.  A worker opens ``within(budget_s)`` around the stage
-(the pool's timeout less a margin to answer in: pegasus.worker.core), and the
-client fits each call in what is left: an attempt waits at most ``[llm] timeout_s``
-and never past the deadline, and no retry starts without time for it.  So the SDK's
-time x attempts fits inside the stage deadline by construction, and a hung endpoint
-fails the stage with the model's timeout named, not the pool's "overran".
-A ContextVar, like pegasus.llm.listen: each thread opens its own.
+A worker opens ``within(budget_s)`` around the stage and the client fits each attempt in what is
+left, so retries cannot outlast the pool's stage deadline and a hung endpoint fails the stage with
+the model's timeout named (docs/llm.md, "Time limits").  A ContextVar: each thread opens its own.
 """
 
 from __future__ import annotations

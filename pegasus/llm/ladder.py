@@ -1,18 +1,10 @@
 """One model call that steps down the capability ladder when the endpoint refuses a parameter.
 
-What it owns: what each (base_url, model) is known to take in this process
-(``KNOWN``; every later call starts there), and the loop: build the request for
-the known shape, send it, and on a 400 that names a parameter the request
-carried, take the next shape at once and send again (a refusal is not a task
-failure).  What it must not do: decide the next shape (pegasus.llm.capabilities
-does, purely) or parse stage replies.
-
-What one worker learns, its pool knows: ``learned()`` gives what this process
-stepped down to since it was last asked (the worker reports it to its pool with
-the stage's end), and ``adopt(known)`` takes what the pool has gathered from
-all its workers (handed with every job), so a system pays for each refusal
-once, not once per worker process (a stream refused or cut short included).  Both travel as plain
-data (``Known``).
+It owns what each (base_url, model) is known to take in this process (``KNOWN``) and the loop:
+send the known shape, and on a refusal take the next shape at once (a refusal is not a task
+failure).  ``learned()`` gives what this process stepped down to, for the worker to report to its
+pool; ``adopt(known)`` takes what the pool gathered, so a system pays for each refusal once.  It
+must not decide the next shape (``pegasus.llm.capabilities`` does) or parse stage replies.
 """
 
 from __future__ import annotations
@@ -97,7 +89,7 @@ def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]],
 
 def _send(client: ChatClient, shape: Shape, body: dict[str, Any]) -> Completion:
     """``client.send``, streamed only while no worker saw this endpoint refuse a stream; one cut short
-    (measured: llama-cpp-python cuts a stream when another request waits; the reply is asked again whole)
+    (llama-cpp-python cuts a stream when another request waits; the reply is asked again whole)
     says the server decodes one request at a time (``serial``): every worker's pool learns it."""
     client.refuses_stream = client.refuses_stream or not shape.stream
     client.serial = client.serial or shape.serial

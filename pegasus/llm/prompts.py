@@ -1,13 +1,9 @@
 """The messages each stage sends to the model, built from a TaskContext (pure: text in, text out).
 
-What it owns: the system prompt of each stage (the JSON shape it asks for), how
-the request, the earlier stage outputs and the tool results are shown to the
-model, and the function-calling ``tools`` list built from the ToolRegistry's
-``describe()``.  What it must not do: call the model or validate replies.
-
-Tool names such as ``demo.reverse`` (MCP) are not valid function names for the
-OpenAI protocol (``^[A-Za-z0-9_-]{1,64}$``), so each tool gets an API name
-(``demo__reverse``) and ``ToolSpecs.tool_name`` maps it back.
+It owns each stage's system prompt, how the request, earlier outputs and tool results are shown,
+and the function-calling ``tools`` list; it must not call the model or validate replies.  Tool
+names such as ``demo.reverse`` are not valid OpenAI function names, so each gets an API name
+(``demo__reverse``) that ``ToolSpecs.tool_name`` maps back.
 """
 
 from __future__ import annotations

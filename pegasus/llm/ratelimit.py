@@ -1,16 +1,9 @@
-"""Admission under a model's rate budgets: requests per minute and tokens per minute.
+"""Admission under a model's rate budgets: requests and tokens per minute over a sliding window.
 
-What it owns: deciding whether one more call to a model may start now, and if not
-how long to wait; remembering what was admitted in the last minute (a sliding
-window), replacing a call's estimated tokens with the usage the endpoint reported,
-and pausing admission after a 429 with Retry-After.  What it must not do: sleep,
-read a clock, send messages or import Thespian.  The caller (the llm pool actor)
-passes ``now`` (any monotonic seconds), keeps its own queue, and retries after the
-returned wait -- so the same component serves one actor, a test with a fake
-clock, or a benchmark.
-
-A call larger than the whole token budget is admitted once the window is empty
-(otherwise it could never run); the endpoint then decides.
+It decides whether one more call may start now or how long to wait, replaces an estimate with the
+reported usage, and pauses after a 429.  It must not sleep, read a clock or send messages: the
+caller passes ``now`` and keeps its own queue.  A call larger than the whole token budget is
+admitted once the window is empty (otherwise it could never run).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What every model client of a process shares: the SDK's HTTP library and one TLS context.
 
-The SDK makes a TLS context for each client it creates, and the context parses the
-trust store: ~0.8 MiB per client, in every llm worker, for each tier's endpoint.  One
-context per process serves them all (an ``SSLContext`` serves any number of
-connections), and a pool that makes it before forking its workers shares its pages
-with all of them (actors/runtime/sharing.py).  It is the context the SDK's HTTP library would
-make itself (``create_ssl_context()``: the same trust store, ``SSL_CERT_FILE`` and
-``SSL_CERT_DIR`` honoured), so certificates are checked exactly as before.
+The SDK would parse the trust store into a TLS context per client; one per process serves them all,
+and a pool that makes it before forking shares its pages with its workers (docs/memory.md).  It is
+the context the HTTP library would make itself, so certificates are checked the same way.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Streamed chat completions: chunks accumulated into the same ``Completion``, text handed on as it comes.
 
-What it owns: asking with ``stream=True`` and ``stream_options.include_usage``;
-assembling content, tool calls (their id, name and argument pieces, by index),
-the finish reason and the usage of the final chunk; handing each piece of text to
-the listener of the calling thread (``listening``), which may close the stream
-from another thread (a canceled stage); knowing a server's 400 that refuses
-streaming.  What it must not do: build the request, retry, or talk to actors
-(the worker carries the text on, ``TextBuffer`` says when).
-
-Only a thread inside ``listening(sink)`` (pegasus.llm.listen) streams: a call nobody listens to is
-asked without streaming (nothing would read its pieces).
+It owns asking with ``stream=True``, assembling content, tool calls, finish reason and usage from
+the chunks, handing text to the calling thread's listener (which may close the stream: a canceled
+stage) and knowing a 400 that refuses streaming.  Only a thread inside ``listening(sink)`` streams.
+It must not build the request, retry, or talk to actors.
 """
 
 from __future__ import annotations
@@ -190,15 +184,9 @@ def _is_sdk_error(exc: BaseException) -> bool:
 
 class TextBuffer:
     """Streamed text gathered for the worker to send on: one message per ``FLUSH_S`` or
-    ``FLUSH_CHARS``, not one per token.
-
-    Why these figures: a model writes ~20-100 tokens a second, one chunk each; a
-    Thespian message costs both ends about half a millisecond of CPU (measured:
-    actors/messages/task_run.py, TaskReports), and 50 ms is under what a reader
-    notices as lag.  The
-    first piece of each model call goes at once (time to first text is what a
-    follower waits for), and the text of two calls (a reply fed back and asked
-    again) never shares a message.  Thread-safe: the stream thread adds, the
+    ``FLUSH_CHARS``, not one per token (a message costs CPU at both ends; 50 ms is under what a
+    reader notices: docs/llm.md, "Streaming").  The first piece of each model call goes at once, and
+    the text of two calls never shares a message.  Thread-safe: the stream thread adds, the
     worker's thread takes.
     """
 

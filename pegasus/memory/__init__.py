@@ -1,4 +1,4 @@
-"""Long-term memory: facts, episodes, the archive of done tasks, and the agent's identity (issue 19).
+"""Long-term memory: facts, episodes, the archive of done tasks, and the agent's identity.
 
 The pure values and rules (``values``, ``query``, ``markdown``, ``identity``) and
 the SQLite adapter (``store``) over the tasks' own database.  No actors, no

@@ -1,12 +1,9 @@
 """Memory as Markdown a person reads and edits: ``facts/<path>.md`` and ``episodes/YYYY-MM.md``.
 
-A fact file is a small front matter (path, version, when, task) and the fact's
-content.  A month's episode file has one ``## title`` section per episode: its
-id, task and time as a list, then ``### Summary``, ``### Details``, ``### Lesson``.
-A body line starting with ``#`` or ``\\`` is written with a ``\\`` before it, so
-no text can pass for a heading.  ``render`` then ``parse`` gives back the same
-values, so export -> import -> export writes the same files.  Reading the
-directory and writing it (``read_dir``, ``write_dir``) are the only I/O here.
+A fact file is a small front matter and the content; a month's episode file has one ``## title``
+section per episode.  A body line starting with ``#`` or ``\\`` gets a ``\\`` before it, so no text
+passes for a heading, and ``render`` then ``parse`` gives back the same values (export -> import
+-> export writes the same files).  ``read_dir`` and ``write_dir`` are the only I/O here.
 """
 
 from __future__ import annotations

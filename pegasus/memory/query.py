@@ -1,17 +1,10 @@
 """Free text -> an FTS5 MATCH expression that can never be a syntax error.
 
-FTS5's query language gives meaning to quotes, ``AND``/``OR``/``NOT``/``NEAR``,
-``*``, ``^``, ``:`` and parentheses; a user's question ("where's the key?",
-``"unbalanced``, ``NOT``) passed as is raises ``fts5: syntax error``.  So the
-text is cut into words here (letters and digits, like FTS5's unicode61
-tokenizer) and each word is sent as a quoted string: the only syntax left is
-ours.  Words are OR-ed: BM25 ranks the rows that share the most (and the
-rarest) words first, which is what "the k most relevant" means for a question.
-
-``informative`` leaves out the words found in more than half the rows: FTS5's
-BM25 gives such a word an IDF of 1e-6 (``log((N - n + 0.5) / (n + 0.5))``
-clamped), so it changes no ranking, yet scoring every row it matches is most
-of a search's time (measured: 10,000 episodes, 40 ms -> 2 ms a query).
+FTS5 gives meaning to quotes, ``AND``/``OR``/``NOT``/``NEAR``, ``*``, ``^``, ``:`` and parentheses,
+so the text is cut into words (like FTS5's unicode61 tokenizer) and each is sent quoted, OR-ed: BM25
+ranks the rows sharing the most, and rarest, words first.  ``informative`` leaves out words found in
+more than half the rows: BM25 clamps their IDF to 1e-6, so they change no ranking but cost most of a
+search (docs/agent-memory.md, "Search").
 """
 
 from __future__ import annotations

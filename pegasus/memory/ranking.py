@@ -1,13 +1,9 @@
 """Ranking one FTS5 index: the best rows for a question's words by BM25, over one connection.
 
-Words found in more than half the rows are left out (``query.informative``),
-and the counts that decide it are kept per process for the common words: a
-count is read from fts5vocab, which reads the word's whole posting list --
-for a word in thousands of rows, most of a search (measured: 10,000 episodes,
-p50 5.6 of 7.9 ms).  A count is kept only for a word in CACHED_FROM rows or
-more (a rare or new word is always read, so it is never missed) and used while
-the index has within 5% of the rows it had then: the counts only decide which
-words are too common to rank by.
+Words found in more than half the rows are left out (``query.informative``).  Counting a word reads
+its whole posting list, so counts are kept per process for words in CACHED_FROM rows or more (a
+rare or new word is always read) while the index has within 5% of the rows it had then: the counts
+only decide which words are too common to rank by (docs/agent-memory.md, "Search").
 """
 
 from __future__ import annotations

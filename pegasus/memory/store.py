@@ -1,18 +1,10 @@
 """The memory store: facts, episodes and the archive in the tasks' SQLite database, searched with FTS5 (BM25).
 
-It is functions over a ``pegasus.store.database.Database`` (the supervisor's
-``Store`` is one): every write is one transaction (a savepoint inside the
-supervisor's ``group``), so a refused write leaves nothing behind.  It never
-calls a model: a row's embedding vector is computed by the process that asked
-for the write and handed in, or later by the background job of
-``pegasus.memory.vectors`` (``pegasus.memory.embeddings``).
-
-One FTS5 index holds what search recalls: the current version of each fact
-(title = its path, body = its content) and each episode (title; summary,
-details and lesson); archived tasks (input; result) have their own, so the
-recalled search never ranks them.  A row keeps the rowid of its index entry,
-so a new version or a forget removes its entry by rowid.  Ranking is
-``pegasus.memory.ranking``'s.
+Functions over a ``pegasus.store.database.Database``: every write is one transaction (a savepoint
+inside the supervisor's ``group``), so a refused write leaves nothing behind.  It never calls a
+model: vectors are handed in, or given later by ``pegasus.memory.vectors``.  One FTS5 index holds
+what recall searches (each fact's current version, each episode); archived tasks have their own,
+so recall never ranks them.  Ranking is ``pegasus.memory.ranking``'s.
 """
 
 from __future__ import annotations
@@ -139,7 +131,7 @@ class MemoryStore:
                     episode_id: int | None = None) -> Episode:
         """A new episode; the task's episode when it has one already (one per task: idempotent), or the
         episode of the same request and outcome (title, summary, details and lesson all equal: a repeat, a
-        schedule's tick, adds nothing, issue 31).  Past ``[memory] episodes_max`` the oldest episode is
+        schedule's tick, adds nothing).  Past ``[memory] episodes_max`` the oldest episode is
         dropped (the reflector must never start failing for good)."""
         title, (summary, details, lesson) = one_line(title), (normalise(text) for text in (summary, details, lesson))
         if not title:

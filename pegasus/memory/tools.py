@@ -1,16 +1,10 @@
 """The memory tools plans and models call: ``memory.search|read|write|append|list``.
 
-Honest effect classes: search, read and list are pure; write and append are
-idempotent (the same path and content, or the same append key -- a step's own
-idempotency key -- change nothing the second time), so the task-run core
-journals their end like any other non-pure step.  They run where the store is:
-a step calling one goes to ``PoolName.MEMORY``, which is the supervisor
-(``actors/supervisor/memory.py``); a tool worker or a convention member never
-opens the database.  Every registry lists them (effect classes, the model's
-tool list); only the supervisor's is bound to a store.  With an embeddings
-endpoint configured, ``memory.search`` fuses full text and vectors as recall
-does: the supervisor has the step's query embedded first (``search_query``;
-``actors/supervisor/vectors.py``).
+Search, read and list are pure; write and append are idempotent (the same content, or the same
+append key, changes nothing twice).  They run where the store is: a step calling one goes to
+``PoolName.MEMORY``, the supervisor (``actors/supervisor/memory.py``), so no worker or member opens
+the database.  With embeddings configured, ``memory.search`` fuses full text and vectors as recall
+does, the query embedded first (``search_query``; ``actors/supervisor/vectors.py``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Export and import: the store's memory as a ``markdown.Dump``, and a dump merged back into a store.
 
-Import merges: a fact whose current content is the file's changes nothing; a
-path the store never had keeps the file's version and time (so a fresh store
-gets back the same ids); any other change is a new version.  An episode is
-matched by its id: the same fields change nothing, edited fields are updated in
-place, an unknown id is inserted with it; one without an id (a person wrote it)
-is added.  Caps are checked before anything is written, and the whole import is
-one commit.
+Import merges: an unchanged fact changes nothing, a new path keeps the file's version and time, any
+other change is a new version; an episode is matched by its id (one without is added).  Caps are
+checked before anything is written, and the whole import is one commit.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""The memory rows' vectors as one matrix, kept between searches (issue 29).
+"""The memory rows' vectors as one matrix per database and model, kept between searches.
 
-Reading every row's BLOB and building the matrix for each search was most of a
-recall with vectors (10,000 episodes of 384 floats: 0.17-0.25 s on 2 busy
-cores).  Here the matrix of one database and one model is built once, rows
-scaled to unit length, so a search is one matrix-vector product.  It stays true
-because nothing is trusted that was not read:
-
-- a write of this process marks the rows it touched (``touched``: a new fact
-  version, an episode added, edited, dropped or forgotten, a vector the
-  background job kept) and the next search re-reads just those rows (whatever
-  was committed or rolled back: the row as it is now); inside an open
-  transaction they are re-read again after it;
-- another connection's commit (``PRAGMA data_version`` moved: an offline
-  ``pegasus memory`` command, a restore) rebuilds the whole matrix.
-
-Needs numpy (the ``embeddings`` extra); without it ``MemoryStore`` ranks from
-the rows as before (``nearest`` answers None).
+Rows are scaled to unit length, so a search is one matrix-vector product instead of reading every
+row's BLOB (docs/agent-memory.md, the figures).  Nothing is trusted that was not read: a write of
+this process marks the rows it touched (``touched``) and the next search re-reads those (inside a
+transaction, again after it); another connection's commit (``PRAGMA data_version``) rebuilds the
+whole matrix.  Needs numpy; without it ``nearest`` answers None and the rows are ranked as read.
 """
 
 from __future__ import annotations

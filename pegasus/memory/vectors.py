@@ -1,18 +1,10 @@
-"""Rows without an embedding vector, and the background job that gives them one (issue 29).
+"""Rows without an embedding vector, and the background job that gives them one.
 
-A fact or episode written inside the system (a memory tool, the reflector), by
-an import, or while the embeddings endpoint was down has no vector; one whose
-vector another model made (``vector_model``: the configured model changed, even
-to one of the same dimensions) counts as having none.  The
-supervisor keeps a ``Backfill`` and, on its timer, takes a batch of such rows
-(``missing``); an llm pool worker embeds their texts at the pool's lowest
-priority (``pegasus.memory.embeddings``); the supervisor stores each vector
-only where the row still holds the text that was embedded (``store_vectors``).
-A failed batch is tried again later, each failure doubling the wait (up to
-``MAX_BACKOFF`` intervals), and is what ``stats`` shows.
-
-Pure policy and a few SQL statements over the memory tables: no model call, no
-Thespian; the clock is a parameter.
+A row written without a vector, or whose vector another model made (``vector_model``), has none.
+The supervisor's ``Backfill`` takes a batch of such rows on its timer (``missing``), an llm pool
+worker embeds them at the lowest priority, and ``store_vectors`` keeps each only where the row
+still holds the text embedded.  A failed batch waits twice as long each time (``MAX_BACKOFF``).
+Pure policy and a few SQL statements: no model call, no Thespian; the clock is a parameter.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """How well a leader's pool hears each convention member: round-trip time and last contact (pure).
 
-A leader's pool pings its idle workers on members every ``ping_period_s``
-(``[convention] reregistration_period_s``: the pace of Thespian's own
-check-ins); each answer gives one round trip, measured on the pool's own
-monotonic clock (the ping carries its send time back, so no two hosts' clocks
-are compared).  Any message from a member's worker is a contact.  Busy
-workers are not pinged: their answer would wait for the stage and measure it.
-
-The pings also keep a member's workers sure they still have a pool: one that
-hears nothing from it for ``orphan_after_s`` while idle exits by itself (its
-leader died or was cut off and restarted; the new leader places fresh
-workers), so a restarted leader takes its members' capacity back without a
-person on the member.
+Round trips are measured on the pool's own monotonic clock (the ping carries its send time back, so
+no two hosts' clocks are compared); any message from a member's worker is a contact.  The pings
+also tell a member's idle workers they still have a pool: one that hears nothing for
+``orphan_after_s`` exits (docs/architecture.md, "The pool").
 """
 
 from __future__ import annotations

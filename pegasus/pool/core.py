@@ -1,47 +1,10 @@
 """A stage pool's decisions: queue, prefetch, deadlines, membership, rate budget, hung workers, cancel.
 
-``PoolCore.step(input) -> [command]`` is the whole interface (Temporal's
-``activate(activation) -> completion``): the carrier (actors/pool.py) turns each
-message into an input and carries out the commands in order.  It never raises:
-an error becomes a Log command (and, for a request, its failed answer).  No
-Thespian, no I/O; the clocks are parameters.
-
-The number of workers is the concurrency limit (and, per model endpoint, ``[llm]
-max_concurrent``: pegasus.pool.endpoints): a request waits in a bounded FIFO
-queue until a worker is idle, then goes to the first idle worker.  Every
-request is answered: by its worker, straight to the requester (the pool gets
-only a short Finished, so a hop costs three sends, not four), or by the pool as
-failed when the queue is full, the deadline passes (the worker is ended and
-replaced: a blocking call cannot be interrupted from outside), the worker dies
-(replaced), its member leaves, or it waited a whole stage timeout while the pool
-had no worker at all.  A job whose worker died is never re-run silently: the
-requester decides.  The one result that comes through the pool is a
-rate-limited model call: the pool decides whether it waits and runs again.
-
-Placement.  ``[pools]`` workers run on the pool's own admin (unless a leader
-has ``local_workers`` false).  A leader also hears of members: one that
-advertises ``pegasus.<pool>_workers = N`` gets N workers placed on it by name
-(``placement``); one that leaves (stopped, dead, or cut off) takes its workers
-along: their llm stages go back to the queue (no side effect, and no fault of
-theirs), their tool steps fail as in a crash; a worker that never reports
-within ``placement_timeout_s`` is dropped.  The leader pings its idle workers
-on members (``pings.py``): round trips and last contact for stats, and a sign
-of life for workers that would otherwise outlive a crashed leader.
-
-Prefetch (``prefetch`` > 0, the llm pool only; never under a rate budget, as a
-429 must pause every request not yet started).  While every worker is busy and
-requests wait, each worker may hold ``prefetch`` more in its mailbox, so it
-starts the next without a round trip through the pool.  The receiver is the
-busy worker whose stage started first.  A held request's deadline starts when
-it starts.  When a worker dies or is ended, its held requests never ran: they
-go back to the front of the queue (a canceled one is dropped).
-
-Hung workers.  A local worker whose process is stopped (SIGSTOP, a debugger) is
-not dead, so nothing reports it.  While a local worker is busy the core asks
-every ``HEALTH_PERIOD_S`` for the process states (Inspect); one seen stopped on
-two looks in a row is ended and replaced.  Its held requests go back to the
-queue, and so does its running llm stage (no side effect); a running tool step
-fails as a lost worker's, and the task's journal decides.
+``PoolCore.step(input) -> [command]`` is the whole interface: the carrier (actors/pool.py) turns
+each message into an input and carries out the commands in order.  It never raises: an error
+becomes a Log command (and, for a request, its failed answer).  No Thespian, no I/O; the clocks are
+parameters.  Every request is answered, by its worker or by the pool as failed, and a job whose
+worker died is never run again silently.  The rules: docs/architecture.md, "The pool".
 """
 
 from __future__ import annotations
@@ -432,8 +395,8 @@ class PoolCore(Pinging):
         if self.lead:
             out.append(Watch(False))
         for slot in self.slots.values():
-            # A busy one would read its exit request only when its blocking call returns (a 30 s
-            # tool step held stop for ~12 s): ended now, like a crash.  Its step's journal row says
+            # A busy one would read its exit request only when its blocking call returns: ended
+            # now, like a crash.  Its step's journal row says
             # what is known (an effectful one: effects_unknown).
             busy_child = slot.pid if slot.jobs and slot.local else None
             out.append(EndWorker(slot.address, busy_child, shutdown=True))

@@ -1,13 +1,9 @@
-"""How many requests the llm pool sends one endpoint at once (``[llm] max_concurrent``, issue 29).
+"""How many requests the llm pool sends one endpoint at once (``[llm] max_concurrent``).
 
-A server that decodes one request at a time (llama-cpp-python) queues the others inside itself, where
-their stage deadlines already run: three llm workers feeding SmolLM2 made a stage wait behind two other
-tasks' generations and overrun its 120 s.  Held to the endpoint's limit, a request waits in the pool's
-queue instead, where no deadline runs (a job's starts when it leaves the queue: pegasus.pool.state).
-
-The limit of a base_url is the least ``max_concurrent`` set on the tiers using it; with none set (0,
-auto) it is 1 once a worker saw the server decode one at a time (the ladder's ``serial``, gathered by the
-pool with the rest of the shape: pegasus.llm.ladder), else none beyond the pool's workers.  Pure.
+Held to the endpoint's limit, a request waits in the pool's queue, where no stage deadline runs,
+instead of inside a server that decodes one at a time.  A base_url's limit is the least
+``max_concurrent`` of the tiers using it; with none set (auto) it is 1 once a worker saw the server
+decode one at a time (the ladder's ``serial``), else none beyond the pool's workers.  Pure.
 """
 
 from __future__ import annotations

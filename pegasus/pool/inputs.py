@@ -137,10 +137,8 @@ class Looked:
 class DeadlineDue:
     """The earliest running job's deadline may have passed.
 
-    One pending at a time, not one per job: Thespian sorts its pending wakeups
-    with a Python-level comparison on every ``wakeupAfter``; with a timer per job
-    (thousands at a 120 s timeout) that sort was half of an llm pool's CPU in a
-    10,000-task run.
+    One pending at a time, not one per job: Thespian sorts its pending wakeups on every
+    ``wakeupAfter``, so a timer per job costs CPU that grows with the queue (docs/performance.md).
     """
 
 

@@ -20,8 +20,8 @@ from pegasus.task.names import StageName
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
 # The lowest priority: handed out only when no other request waits, and only to an idle worker (never
-# prefetched behind a busy one), so it never delays a task's stage (the post-task reflector, issue 19;
-# the background job giving memory rows their vectors, issue 29).
+# prefetched behind a busy one), so it never delays a task's stage (the post-task reflector, the
+# background job giving memory rows their vectors).
 LOW_PRIORITY = frozenset({StageName.POST_REFLECT, StageName.EMBED_ROWS})
 
 Out = list[PoolCommand]

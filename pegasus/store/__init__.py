@@ -1,8 +1,7 @@
 """Durability: the SQLite store, checkpoints and context deltas (no Thespian).
 
 The names below are imported when first used (PEP 562): importing a light module of this package
-(``task_ids``, as every client does) costs no SQLite store, codec or state machine (issue 31, the CLI's
-time).
+(``task_ids``, as every client does) costs no SQLite store, codec or state machine (the CLI's time).
 """
 
 from __future__ import annotations

@@ -208,8 +208,8 @@ class Database:
         """Checkpoint the WAL into the database and truncate it: its space back to the disk (a full one).
         Answers the bytes the WAL gave back; StoreError when it could not be folded in whole.
 
-        From then on the WAL is kept small (``TIGHT_WAL_PAGES``): left at SQLite's 1000 pages (4 MB) before a
-        checkpoint, it took back whatever was freed on a small disk within seconds (issue 28)."""
+        From then on the WAL is kept small (``TIGHT_WAL_PAGES``): left at SQLite's 1000 pages before a
+        checkpoint, it takes back whatever was freed on a small disk."""
         wal = Path(f"{self.path}-wal")
         before = wal.stat().st_size if wal.exists() else 0
         try:

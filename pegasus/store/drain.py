@@ -1,15 +1,10 @@
-"""When the writes of several messages share one commit: the supervisor's reports of one mailbox drain (issue 33).
+"""When the writes of several messages share one commit: the supervisor's reports of one mailbox drain.
 
-Thespian hands an actor, one after another, every message a pass of its loop has read.
-The task runs' reports (transitions, checkpoints, a run's end) are most of the
-supervisor's messages and answer no one, so the reports read together are written in
-one transaction: it is opened at the first (``Hold``), kept while the next message
-already read is a report too, and committed (``Settle``) before any other message is
-handled, when none is left, or after ``LIMIT`` of them.  What the handlers send
-meanwhile is held and sent once that commit is made: nothing tells of a transition
-before it is durable (docs/durability.md).  A failed store rolls the group back
-(``Settle(commit=False)``); what was held is sent all the same, as a single report's
-sends were before (the supervisor then stops every run and re-reads the store).
+The reports Thespian hands the supervisor in one pass of its loop answer no one, so they are written
+in one transaction: opened at the first (``Hold``), committed (``Settle``) before any other message,
+when none is left, or after ``LIMIT``.  What the handlers send meanwhile leaves only after that
+commit, so nothing tells of a transition before it is durable (docs/durability.md); a failed store
+rolls the group back and the held sends go all the same.
 """
 
 from __future__ import annotations

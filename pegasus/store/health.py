@@ -1,19 +1,11 @@
 """What state the store is in, when to probe it, and what to tell.  Pure: the clock is passed in.
 
-A write (or read) that fails for want of a store moves it from writable to one of:
-
-- ``full`` (no space): the WAL is checkpointed and truncated, so what it held goes back to the disk
-  and space freed is not taken by it again; a write is tried every ``PROBE_S`` and the first that
-  works resumes the system (restored as at a start);
-- ``unavailable`` (an I/O error, read-only): the file is checked once (``CheckFile``: it may be
-  damaged), then probed with back-off from ``PROBE_S`` to ``PROBE_MAX_S``;
-- ``damaged`` (SQLite says corrupt or not a database, our tables are gone, ``quick_check`` fails)
-  and ``replaced`` (the file deleted or swapped): nothing can resume by itself, so no write is
-  tried again; the operator restores a backup (``action`` says how).  What memory holds of the
-  unfinished tasks is saved beside a damaged store first (``SaveTasks``).
-
-The first failure stops the work (``HaltWork``); each state is reported once, when it is entered.
-The supervisor carries the commands out (actors/supervisor/store.py).
+A write that fails for want of a store moves it from writable to ``full`` (WAL truncated, a write
+tried every ``PROBE_S``), ``unavailable`` (checked once, then probed with back-off), or ``damaged``
+/ ``replaced`` (nothing can resume by itself: the operator restores a backup, and a damaged store's
+unfinished tasks are saved beside it first).  The first failure stops the work (``HaltWork``);
+each state is reported once.  The supervisor carries the commands out (actors/supervisor/store.py);
+what each state means to an operator: docs/durability.md, "Storage trouble".
 """
 
 from __future__ import annotations
@@ -197,7 +189,7 @@ class StoreHealth:
     def wal_folded(self, error: StoreUnavailable | None, now: float, freed: int = 0) -> list[Command]:
         """The probe's WAL checkpoint worked (None) or failed.  Nothing is written until the WAL is folded
         into the database: a write before would take the space freed, the restored runs the rest, and the
-        WAL, never checkpointed, would keep it all (issue 28: nothing resumed).  Folded, its space is free."""
+        WAL, never checkpointed, would keep it all (nothing would resume).  Folded, its space is free."""
         self.wal_freed += freed
         if isinstance(error, DiskFull):
             return self.probe_failed(error, now)

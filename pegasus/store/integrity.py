@@ -4,8 +4,8 @@ At open, a file that is not SQLite, fails ``PRAGMA quick_check``, belongs to
 another program or to a newer Pegasus is refused, naming the file and the
 check.  While open, the file's identity (device and inode) is compared with
 what the path holds now: a database deleted or replaced under a running system
-would otherwise take writes nobody sees again (issue 15: 300 finished tasks
-became "unknown task" after a restart, with no warning).
+would otherwise take writes nobody sees again (finished tasks "unknown" after a restart, with no
+warning).
 """
 
 from __future__ import annotations

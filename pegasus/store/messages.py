@@ -1,12 +1,8 @@
 """Messages sent to a task (``pegasus message``): the store's half, a mixin of ``Store``.
 
-Each message is written, numbered per task, before the request is answered, and
-kept for good: a running task's messages not yet in its checkpointed context
-(``TaskContext.messages_taken`` says how far it got) are given to its run again
-after a restart.  One that cannot be read back (written by an old version or a
-bug) is quarantined there (``pegasus.quarantine``): the task goes on without it.
-What a message does to the task is Admission's (``pegasus.admission.messages``),
-not this module's.
+Each is written, numbered per task, before the request is answered, and kept: those not yet in a
+running task's checkpointed context are given to its run again after a restart; one that cannot be
+read back is quarantined (``pegasus.quarantine``).  What a message does is Admission's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""A state directory's store read with no system running (issue 31): ``status``, ``history``, ``tree``,
-``list`` and ``logs`` answer from the file, as the supervisor would.
+"""A state directory's store read with no system running: ``status``, ``history``, ``tree``, ``list``
+and ``logs`` answer from the file, as the supervisor would.
 
-``StoreReader`` is a ``Store`` on a read-only connection (SQLite's ``mode=ro``):
-it never migrates, creates or writes anything (SQLite itself refuses a write),
-so it is safe beside a running system too.  ``answer_read(reader, request)``
-answers a read request (``READS``) with the data the supervisor's reply carries,
-ids by unique prefix included; a command that reads the store directly (``pegasus
-logs`` too) asks it the same way.
-
-It must not: write, take a lock beyond a read transaction, or import ``actors``.
+``StoreReader`` is a ``Store`` on a read-only connection (SQLite's ``mode=ro``): it never
+migrates or writes, so it is safe beside a running system.  ``answer_read(reader, request)``
+answers a read request (``READS``).  It must not take a lock beyond a read, or import ``actors``.
 """
 
 from __future__ import annotations

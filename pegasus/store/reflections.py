@@ -1,13 +1,9 @@
-"""The post-task reflector's rows (issue 19): which done tasks are reflected, which still must be.
+"""The post-task reflector's rows: which done tasks are reflected, which still must be.
 
-One row per done task in ``post_reflections``: ``running`` (handed to the llm
-pool ``attempts`` times, no answer committed yet), ``complete`` (its reflection
-stored, its memories written in the same transaction), ``failed`` (the error
-kept; the task stays done) or ``skipped`` (the reflector was off, or the task
-was done before the reflector existed).  A done task with no row, or with a
-``running`` one, is pending: the supervisor runs it again after a restart, so a
-crash before the commit runs it once more, and one after it never again.
-Functions over the supervisor's Store (the only writer).
+One row per done task: ``running``, ``complete`` (written with its memories), ``failed`` (the task
+stays done) or ``skipped``.  A done task with no row or a ``running`` one is pending, so a crash
+before the commit runs it once more and one after it never again.  Functions over the
+supervisor's Store (the only writer).
 """
 
 from __future__ import annotations

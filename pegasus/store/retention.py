@@ -1,14 +1,10 @@
-"""Deleting finished tasks: one task's tree (``pegasus delete``), the old ones (``pegasus purge``, ``[store]
-retain_days``), each in one transaction (issue 31).
+"""Deleting finished tasks: one task's tree (``pegasus delete``), the old ones (``pegasus purge``,
+``[store] retain_days``), each in one transaction.
 
-A tree is deleted only when every task in it is done, failed or canceled, and a sub-task only once its
-parent has ended too: nothing running or waiting loses a row it reads.  Everything the store keeps of a
-deleted task goes with it (its row, transitions, audit, checkpoints, journal and so its effects'
-records, idempotency keys, links, messages, reflection marker, search rows); its memory (the archived
-context, the episode, the facts it wrote) stays unless forgotten (``pegasus memory forget task:ID``).
-
-The handlers are plain functions ``(store, request, now) -> reply`` (the supervisor hooks them in);
-``sweep_delay`` and ``cutoff`` are the retention timer's policy: pure functions of the clock.
+A tree is deleted only when every task in it has ended (a sub-task only once its parent has too),
+and everything the store keeps of it goes, its memory aside (docs/durability.md).  The handlers are
+plain functions ``(store, request, now) -> reply``; ``sweep_delay`` and ``cutoff`` are the retention
+timer's policy, pure functions of the clock.
 """
 
 from __future__ import annotations

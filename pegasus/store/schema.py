@@ -50,7 +50,7 @@ MIGRATIONS: list[list[str]] = [
         # Small facts about the store itself (the supervisor's write probe after a failed write).
         "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
-    [  # 3: a journal status for a step that started and whose outcome is unknown (issue 15)
+    [  # 3: a journal status for a step that started and whose outcome is unknown
         """CREATE TABLE journal_v2 (
             key TEXT PRIMARY KEY, task_id TEXT NOT NULL, run INTEGER NOT NULL, step_index INTEGER NOT NULL,
             tool TEXT, effect TEXT NOT NULL,
@@ -61,13 +61,13 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE journal_v2 RENAME TO journal",
         "CREATE INDEX journal_by_task ON journal (task_id)",
     ],
-    [  # 4: the model usage and cost of every task so far, per model and tier (issue 17: ``pegasus stats``)
+    [  # 4: the model usage and cost of every task so far, per model and tier (``pegasus stats``)
         """CREATE TABLE usage_totals (
             model TEXT NOT NULL, tier TEXT NOT NULL, calls INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,
             cached_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
             cost_usd REAL, unpriced_calls INTEGER NOT NULL, PRIMARY KEY (model, tier))""",
     ],
-    [  # schedules and webhooks (issue 21: pegasus.triggers.schedules, pegasus.triggers.webhooks; pegasus/store/triggers.py)
+    [  # schedules and webhooks (pegasus.triggers.schedules, pegasus.triggers.webhooks; pegasus/store/triggers.py)
         """CREATE TABLE schedules (
             name TEXT PRIMARY KEY, id TEXT NOT NULL, spec TEXT NOT NULL, paused INTEGER NOT NULL,
             cursor REAL NOT NULL, buffered REAL, fired INTEGER NOT NULL, skipped INTEGER NOT NULL,
@@ -77,18 +77,18 @@ MIGRATIONS: list[list[str]] = [
             name TEXT PRIMARY KEY, template TEXT NOT NULL, secret BLOB NOT NULL, secret_file TEXT,
             created_at TEXT NOT NULL)""",
     ],
-    [  # the HTTP gateway's bearer tokens (issue 21: pegasus.store.tokens), only their SHA-256 kept
+    [  # the HTTP gateway's bearer tokens (pegasus.store.tokens), only their SHA-256 kept
         """CREATE TABLE api_tokens (
             name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, scope TEXT NOT NULL,
             created_at TEXT NOT NULL, revoked_at TEXT)""",
     ],
-    [  # the task tree (issue 20): each sub-task's parent, its depth, and the parent's plan step it answers
+    [  # the task tree: each sub-task's parent, its depth, and the parent's plan step it answers
         """CREATE TABLE subtasks (
             child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, depth INTEGER NOT NULL,
             step_key TEXT NOT NULL UNIQUE, step_index INTEGER NOT NULL, created_at TEXT NOT NULL)""",
         "CREATE INDEX subtasks_by_parent ON subtasks (parent_id)",
     ],
-    [  # memory (issue 19): versioned facts, episodes, the archive of done tasks, one FTS5 index over them
+    [  # memory: versioned facts, episodes, the archive of done tasks, one FTS5 index over them
         # content NULL: a forgotten path's tombstone (keeps its versions from being reused); current: the latest.
         """CREATE TABLE memory_facts (
             path TEXT NOT NULL, version INTEGER NOT NULL, content TEXT, bytes INTEGER NOT NULL,
@@ -112,7 +112,7 @@ MIGRATIONS: list[list[str]] = [
             title, body, kind UNINDEXED, ref UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')""",
         "CREATE VIRTUAL TABLE memory_archive_terms USING fts5vocab(memory_archive_fts, 'row')",
     ],
-    [  # the post-task reflector's durable marker, one row per done task (issue 19: pegasus/store/reflections.py)
+    [  # the post-task reflector's durable marker, one row per done task (pegasus/store/reflections.py)
         """CREATE TABLE post_reflections (
             task_id TEXT PRIMARY KEY,
             status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'skipped')),
@@ -121,21 +121,21 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO post_reflections (task_id, status, updated_at)"
         " SELECT task_id, 'skipped', updated_at FROM tasks WHERE lifecycle_state = 'done'",
     ],
-    [  # messages sent to a task (issue 20: ``pegasus message``), numbered per task, kept for good
+    [  # messages sent to a task (``pegasus message``), numbered per task, kept for good
         """CREATE TABLE task_messages (
             task_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,
             PRIMARY KEY (task_id, seq))""",
     ],
-    [  # a schedule the supervisor could not follow is quarantined with its error, not retried (issue 28)
+    [  # a schedule the supervisor could not follow is quarantined with its error, not retried
         "ALTER TABLE schedules ADD COLUMN quarantined TEXT",
     ],
-    [  # 12: a message no handler can read is quarantined with its error, not read again (issue 28)
+    [  # 12: a message no handler can read is quarantined with its error, not read again
         "ALTER TABLE task_messages ADD COLUMN quarantined TEXT",
     ],
-    # 13: tasks found by the words of their input and result, and by metadata (issue 31: pegasus.store.search),
+    # 13: tasks found by the words of their input and result, and by metadata (pegasus.store.search),
     # filled for the tasks already stored
     [*search.MIGRATION],
-    [  # 14: a webhook's event filter (issue 32): GitHub event names, comma-separated; NULL takes every event
+    [  # 14: a webhook's event filter: GitHub event names, comma-separated; NULL takes every event
         "ALTER TABLE webhooks ADD COLUMN events TEXT",
     ],
     [  # 15: calls whose usage the server did not report (estimated): stats says so, and its cost is unknown

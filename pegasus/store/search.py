@@ -1,16 +1,10 @@
 """Finding tasks by what they say: full text over input and result (SQLite FTS5), and metadata equality.
 
-Two side tables the store keeps with the task row, in the same transactions (issue 31):
-
-* ``task_search`` (FTS5, rowid = the task row's rowid: unique whatever its ``seq``, and kept by the backup
-  API; a migration that rebuilds ``tasks`` must keep it, and Pegasus runs no VACUUM): its input, and its
-  result once done, as text;
-* ``task_meta`` (task_id, key, value): each top-level metadata value that is a string, a number or a
-  boolean, as text (``json.dumps`` of it unless a string), indexed by (key, value).
-
-A query's text is taken as words, each quoted: every word must appear (in input or result), and
-nothing a user types is read as FTS5 syntax.  The migration that adds the tables fills them for the
-tasks already stored, through the SQL functions ``register`` defines on every connection.
+Two side tables written with the task row, in its transactions: ``task_search`` (FTS5, rowid = the
+task row's: a migration that rebuilds ``tasks`` must keep it) and ``task_meta`` (each top-level
+scalar metadata value as text, indexed by key and value).  A query's words are each quoted, so
+nothing a user types is read as FTS5 syntax; ``register`` defines the SQL functions the migration
+that adds the tables uses to fill them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""The embedded store: one SQLite database (WAL) under the state directory.
+"""The embedded store: one SQLite database (WAL) under the state directory, 0600 in a 0700 directory.
 
-The database, its -wal and -shm are 0600 in a 0700 directory whatever the
-process umask (pegasus.files): they hold every prompt and result.
-
-Tables: tasks (the row each task is), checkpoints (msgpack TaskContext
-snapshots and deltas), transitions (every lifecycle and cognitive transition),
-audit (seed 002's record shape) and journal (tool steps started / finished).
-
-One writer: the supervisor owns the only Store of a running system.  A
-lifecycle transition, its audit row and the task row commit in one
-transaction, and the update is compare-and-set on the expected current state,
-so a stale writer (a second supervisor, a late message) cannot overwrite a
-newer state (seed 002's implementation had exactly that bug).
+Tables: tasks, checkpoints (TaskContext snapshots and deltas), transitions, audit (seed 002's
+record shape) and journal (tool steps).  One writer, the supervisor's Store: a lifecycle
+transition, its audit row and the task row commit together, compare-and-set on the expected
+state, so a stale writer (a second supervisor, a late message) cannot overwrite a newer state.
 """
 
 from __future__ import annotations

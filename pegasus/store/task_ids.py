@@ -1,4 +1,4 @@
-"""Task ids by unique prefix (issue 31): the 8-character ids the dashboard and ``watch`` show.
+"""Task ids by unique prefix: the 8-character ids the dashboard and ``watch`` show.
 
 ``full_task_id(query, task_id)`` answers the full id a prefix names: itself when it
 is a task's id, the one task whose id starts with it, else ``task_id`` unchanged

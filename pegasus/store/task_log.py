@@ -1,16 +1,8 @@
-"""A task's log (``pegasus logs ID``, ``GET /v1/tasks/{id}/logs``): what happened to it, in order, from the store.
+"""A task's log (``pegasus logs ID``, ``GET /v1/tasks/{id}/logs``): what happened to it, in order.
 
-Every entry comes from a stored transition (its ``id`` is the transition's, the cursor ``after`` takes):
-
-* ``transition``: a lifecycle or machine state change, its event and reason (a stage's seconds and worker);
-* ``error``: what a stage that failed said;
-* ``step_down``: a model call the endpoint refused with a parameter and sent again without it (the
-  capability ladder, ``usage.ladder``);
-* ``tool``: a tool step's output or error, after the act transition that ended it (the task's last run:
-  its context, as the last checkpoint holds it, has that run's steps).
-
-Effects started whose outcome is unknown come last, in ``effects_unknown``.  Long texts are cut
-(``pegasus.views.clipped``).  Pure over the store: ``task_log(store, request, now) -> reply``.
+Every entry comes from a stored transition (its ``id`` is the cursor ``after`` takes): a
+``transition``, an ``error``, a ``step_down`` (the capability ladder) or a ``tool`` step's output;
+effects whose outcome is unknown come last.  Pure over the store: ``task_log(store, request, now)``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The task tree's tables: which task a sub-task answers, and the parent's plan-step ends it writes.
 
-A mixin of ``pegasus.store.Store`` (it uses the database's ``_query`` and
-``transaction``).  A child's link row is written with the child itself
-(``Store.create_task``), so a child exists exactly when its link does; its
-``step_key`` is unique, the second guard (after the idempotency claim) that a
-step never has two children.  A child's end is written into the parent's
-journal under that key (``finish_step``): the parent's restarted run replays it
-as the step's result, exactly as a finished tool step (``pegasus.run.core``).
+A mixin of ``pegasus.store.Store``.  A child's link row is written with the child, so a child
+exists exactly when its link does, and its unique ``step_key`` keeps a step from having two
+children.  A child's end goes into the parent's journal under that key, replayed as the step's
+result like a finished tool step.
 """
 
 from __future__ import annotations
