@@ -1,20 +1,11 @@
 """The supervisor on Thespian: a thin carrier, one per system (global name ``pegasus-supervisor``).
 
-Each message finds its row in one table (``ROWS`` for requests, ``REPORTS``
-for what its children send, ``TIMERS`` for its own wakeups); each row is a
-plain function of the supervisor's ``Context``.  What the rows decide is the
-pure cores' (``Admission``, ``StoreHealth``, ``ScheduleTimer``,
-``Supervision``, ``TaskHosts``); their commands are carried out by tables too
-(``commands.COMMANDS``, ``store.HEALTH``).  A malformed, unknown or oversized
-request gets an error Reply; nothing a client sends can raise into Thespian
-(which would re-deliver it and answer with PoisonMessage).
-
-What a message's handling sends leaves once its writes are committed; the task runs'
-reports read in one pass share one commit (``pegasus.store.drain``).
-
-A new operation is a message (``pegasus.requests``), a row in its module's
-``REQUESTS`` (or ``FROM_SENDER`` when it answers later or keeps the sender),
-and its tests.
+Each message finds its row in one table (``ROWS`` for requests, ``REPORTS`` for what its children
+send, ``TIMERS`` for its own wakeups), a plain function of the supervisor's ``Context``; the pure
+cores decide, and their commands are carried out by tables too.  Nothing a client sends can raise
+into Thespian (which would re-deliver it): a bad request gets an error Reply.  What a message's
+handling sends leaves once its writes are committed (``pegasus.store.drain``).  A new operation is
+a message, a row and its tests (docs/architecture.md, "The supervisor: a carrier of tables").
 """
 
 from __future__ import annotations

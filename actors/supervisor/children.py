@@ -1,25 +1,11 @@
 """The supervisor's children -- the two stage pools and the task actors -- supervised (``pegasus.supervision``).
 
-Every ``ChildActorExited`` comes here, whatever the child.  What a death means
-is declared per kind (``context.SPECS``) and decided by the pure core; this
-module pays its cost:
-
-- a task actor (temporary): its runs restart from their checkpoints, placed anew;
-- a pool (permanent): started again with the same configuration, at once, then
-  with a doubling pause.  Every task actor is told its address
-  (``PoolReplaced``) and sends again each request it sent the dead pool and had
-  no answer to; so does the supervisor for its verification gates and post-task
-  reflections.  A request sent again keeps its token: a model stage simply runs
-  again; an effectful tool step asks the journal first (StepStarting), and one
-  that started on the dead pool is refused and ends ``unknown``, never run twice.
-  More than ``intensity`` pool deaths within ``period_s`` and the supervisor
-  gives up: it tells the guardian why and ends, and the guardian starts a new
-  one (which restores every task from the store).
-
-A pool whose process is stopped (SIGSTOP, a debugger) is not dead and nothing
-reports it; every ``POOL_CHECK_S`` the supervisor reads its /proc state, and
-one seen stopped on two looks in a row is killed -- only when /proc shows it is
-this process's own child -- and so replaced as above.
+Every ``ChildActorExited`` comes here; what a death means is declared per kind (``context.SPECS``)
+and decided by the pure core, and this module pays its cost: a task actor's runs restart from their
+checkpoints; a dead pool is started again and what it had not answered is sent again, token and all
+(an effectful step asks the journal first); past the intensity the supervisor ends and the guardian
+starts a new one.  A pool seen stopped on two looks ``POOL_CHECK_S`` apart is killed, only when
+/proc shows it is this process's own child (docs/architecture.md, "Supervision").
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The supervisor's side of memory, where the store is (convention members and task actors never open it).
 
-- requests (list, search, show, write, forget, export, import): rows answered by ``answer_memory``;
-- a task's memory step (``memory.*`` tools; only a task actor sends the supervisor a StageRequest),
-  answered as a tool worker would: a step is one or a few SQLite statements, well under a
-  millisecond, so it does not hold the mailbox up (a ``memory.search`` with embeddings configured
-  waits for its query's vector first, off the mailbox: ``actors.supervisor.vectors``);
-- recall before a think / reason stage (``AskRecall``: the identity and the k most relevant facts
-  and episodes; a store that cannot answer sends none, the stage runs without);
-- the post-task reflector: a task just done is archived and its reflection handed to the llm pool
-  at the lowest priority; ``pegasus.admission.reflections`` decides, ``pegasus.store.reflections``
-  keeps the durable rows.
+Rows for the memory requests (``answer_memory``); a task's ``memory.*`` step, answered as a tool
+worker would (a few SQLite statements, so it does not hold the mailbox up; a search with embeddings
+waits for its vector off the mailbox: ``actors.supervisor.vectors``); recall before a think / reason
+stage (``AskRecall``; a store that cannot answer sends none); and the post-task reflector's hand-off
+(``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps the rows).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def answer(ctx: Context, row: Row, request: m.Request, sender: ActorAddress) -> 
 
 
 def with_full_task_id(request: m.Request[Any], store: Store | None) -> m.Request[Any]:
-    """The request with its ``task_id`` whole when it was given as a unique prefix (issue 31: the 8-character
+    """The request with its ``task_id`` whole when it was given as a unique prefix (the 8-character
     ids the dashboard and ``watch`` show); an ambiguous one is refused, listing its matches."""
     task_id = getattr(request, "task_id", None)
     if not isinstance(task_id, str) or store is None:

@@ -1,13 +1,10 @@
-"""The supervisor's side of embedding vectors (issue 29): the query vector of a recall and of a task's
-``memory.search`` step, and the background job giving memory rows theirs.  The supervisor never calls the endpoint: it hands the texts to the llm pool
-(stages EMBED_QUERY and EMBED_ROWS, the latter at the pool's lowest priority) and reads the answers.
+"""The supervisor's side of embedding vectors: the query vector of a recall and of a task's
+``memory.search`` step, and the background job giving memory rows theirs.
 
-With ``[memory] embeddings_model`` set, a recall waits for its query's vector at most
-``2 x embeddings_timeout_s`` (+ a margin), then is answered with full text alone, saying why
-(``Recalled.error``, the task's ``recall.error``).  A ``memory.search`` step waits the same at most,
-then searches by full text alone and its output says why (``{"items": [...], "warning": ...}``); its
-pool requests carry negative tokens (a recall's are its run's, from 1), so an answer finds its own.  The policy of the background job is
-``pegasus.memory.vectors.Backfill``; what it shows is ``stats``' ``embeddings``.  State: ``Context.vectors``.
+The supervisor never calls the endpoint: the llm pool embeds (EMBED_QUERY; EMBED_ROWS at the lowest
+priority).  A recall or a search waits for its vector at most ``2 x embeddings_timeout_s`` (+ a
+margin), then goes by full text alone and says why.  A search's pool requests carry negative tokens
+(a recall's are its run's), so an answer finds its own.  Policy: ``pegasus.memory.vectors.Backfill``.
 """
 
 from __future__ import annotations

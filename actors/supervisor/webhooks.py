@@ -1,15 +1,10 @@
 """The supervisor's webhooks: add, list, remove, and deliveries checked here, where the secrets are.
 
-A delivery comes as its raw body and headers
-(``DeliverWebhook``, from ``Client.deliver_webhook``: the HTTP gateway's route); its signature is
-checked by ``pegasus.triggers.webhooks`` before anything in the body is read.  A refusal is a Reply with
-error_type ``WebhookRefused`` and data ``{status, code}``; a redelivery (the same delivery id, or
-the same timestamped signature) answers the task its first delivery made.
-
-Secrets: read from ``--secret-file`` (which must be private to its owner), or made here and written
-to ``<state dir>/webhooks/<name>.secret`` (0600) for the user to give the sender; kept in the store
-either way (an HMAC is checked with the secret itself, so a hash would not do).  Never logged, never
-in a reply.
+A delivery comes as its raw body and headers (``DeliverWebhook``); ``pegasus.triggers.webhooks``
+checks its signature before anything in the body is read, and a redelivery answers the task its
+first delivery made.  Secrets are read from a private ``--secret-file`` or made here (0600 under
+``<state dir>/webhooks/``), kept in the store (an HMAC needs the secret itself), never logged or
+replied (docs/schedules.md).
 """
 
 from __future__ import annotations

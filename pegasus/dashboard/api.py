@@ -1,13 +1,9 @@
-"""The routes the dashboard adds to the gateway's ``/v1`` API, under the same authentication:
+"""The routes the dashboard adds to the gateway's ``/v1`` API, under the same authentication.
 
-- ``GET /v1/token``: the name and scope of the token presented (the page shows or hides its buttons by
-  it; the gateway still checks every action's scope itself);
-- ``GET /v1/tasks/{id}/context``: what the task knows as of its last checkpoint: its plan, its steps' results,
-  its reflections (``TaskContextRequest``);
-- ``GET /v1/webhooks``: the webhooks (``WebhookList``: never their secrets);
-- ``GET /v1/events``: every task's transitions live, as Server-Sent Events (the tasks table). Not
-  resumable: the page reads the list again when it reconnects (a task's own stream,
-  ``/v1/tasks/{id}/events``, is the one resumable with ``Last-Event-ID``).
+``GET /v1/token`` (the token's name and scope: the page shows its buttons by it, the gateway still
+checks each action), ``GET /v1/tasks/{id}/context``, ``GET /v1/webhooks`` (never their secrets) and
+``GET /v1/events``: every task's transitions live, not resumable (the page reads the list again
+when it reconnects; a task's own stream is the resumable one).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """A machine's diagram as SVG, laid out from its definition (``pegasus.task.render.describe``'s data).
 
-Pure: a description in, SVG text out; the dashboard's page lights the current state and the path a
-task took by adding classes to the elements named here (``data-state`` on each state's group,
-``data-from``/``data-to`` on each edge). Every text is escaped.
-
-Layout: a state's column is its distance from the initial state along the table's rows (breadth
-first), so the usual path reads left to right; states reached only by a special row (an event
-allowed from every active or non-terminal state: failed, suspended) go in the last column, and
-their edges are drawn only when a task took one (``special`` edges, hidden until lit).
-
-Labels: an edge's events, one a line, in a monospace font whose advance is known here (``CHAR_W``), so
-each label's box is known before the browser draws it. Each is put at the first place along its edge
-(then above or below it) where its box meets no state and no label placed before it, special edges'
-included (they must not collide once lit); the drawing grows to hold every box, so none is cut.
-tests/integration/test_dashboard_views.py measures the boxes the browser draws.
+Pure: a description in, SVG text out, every text escaped; the page lights states and edges by the
+names given here (``data-state``, ``data-from``/``data-to``).  A state's column is its breadth-first
+distance from the initial state, so the usual path reads left to right; states reached only by a
+special row go last, their edges hidden until taken.  Labels are set in a monospace font of known
+advance (``CHAR_W``), so each is placed where its box meets no state and no other label, and the
+drawing grows to hold every box (docs/dashboard.md; tests/integration/test_dashboard_views.py).
 """
 
 from __future__ import annotations

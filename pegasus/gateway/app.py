@@ -204,7 +204,7 @@ async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
     query = parse_query(EventsQuery, request)  # checked even when the header names the event: a bad one is a 400
     header = request.headers.get("last-event-id")  # before the task is looked up; the header wins over the query
     after = events.last_event_id(header) if header else query.last_event_id or 0
-    if len(task_id) < FULL_CHARS:  # a prefix (issue 31): the stream's events carry the whole id
+    if len(task_id) < FULL_CHARS:  # a prefix: the stream's events carry the whole id
         task_id = (await gw.ask(r.Get(task_id=task_id)))["task_id"]
     if gw.streams >= gw.settings.max_streams:
         raise ApiError(429, "too_many_streams", f"{gw.streams} event streams are open; the limit is "

@@ -50,7 +50,7 @@ class _Stats(Collector):
 
 
 def _embeddings(view: dict[str, Any] | None) -> Iterator[Metric]:
-    """Memory's embedding vectors (issue 29), labelled by model; no sample when no endpoint is configured."""
+    """Memory's embedding vectors, labelled by model; no sample when no endpoint is configured."""
     missing = GaugeMetricFamily("pegasus_memory_rows_without_vector", "Facts and episodes still without an "
                                 "embedding vector", labels=["model"])
     failing = GaugeMetricFamily("pegasus_embeddings_failing", "1 while the embeddings endpoint's last call failed",

@@ -1,5 +1,5 @@
 """The query parameters of the HTTP API as pydantic models: the handler validates a request's query with the
-same model ``/openapi.json`` describes, so a value the schema allows is one the server takes (issue 32).
+same model ``/openapi.json`` describes, so a value the schema allows is one the server takes.
 
 Bounds are the server's: a page of 1 to ``MAX_PAGE`` tasks, a cursor that is a task's ``seq`` (as
 ``next_cursor`` gives it), an event id within SQLite's integers.
