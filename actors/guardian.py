@@ -1,20 +1,11 @@
 """The guardian: the top of a Pegasus system's actor tree (Thespian global name ``pegasus-guardian``).
 
-It creates the supervisor from the settings in ``<state dir>/settings.json``
-(written by whoever starts the system, holding its lock), tells clients where the supervisor is
-(``Locate``), and when the supervisor dies -- a SIGKILL, a crash -- starts a new
-one, which restores every task from the store exactly as a restart does: no
-person involved.  The supervisor's own children (task actors, pools, workers)
-die with it (``procs.die_with_parent``), so there is never a second writer.
-While a supervisor starts, ``Locate`` waits for it; a configuration that fails
-is answered as the error, and after a death it is retried with a doubling pause.
-What a death of the supervisor or of the gateway's keeper means is declared in
-``SPECS`` and decided by ``pegasus.supervision``: the guardian is the top of the
-tree, so a child that dies more than 5 times in 60 s is not given up on but
-started at the longest pause, and said to crash-loop (``Locate`` answers the
-view: ``/healthz``, ``stats``), naming what it last died of (the error the
-supervisor told, ``ChildTrouble``).  The guardian holds no task state and never
-raises into Thespian.
+It creates the supervisor from ``<state dir>/settings.json``, tells clients where it is
+(``Locate``, which waits while one starts), and starts a new one when it dies; the supervisor's
+children die with it, so there is never a second writer.  What a death of the supervisor or the
+gateway keeper means is declared in ``SPECS`` and decided by ``pegasus.supervision``: at the top,
+a crash loop is not given up on but slowed down, and ``Locate`` shows it with the last error
+(docs/architecture.md, "Supervision").  It holds no task state and never raises into Thespian.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The machine's MCP host: one copy of each ``scope = "machine"`` server per Thespian admin,
-shared by every worker and task actor of that admin.  A thin carrier over
-``pegasus.tools.mcp.McpHost`` (whose policy core decides starts, retries, waits and refusals).
+"""The machine's MCP host: one copy of each ``scope = "machine"`` server per Thespian admin, shared by
+its workers and task actors; a thin carrier over ``pegasus.tools.mcp.McpHost``.
 
-Found by its global name (``MCP_HOST``), which Thespian keeps per admin: a convention member
-gets its own.  The first ``McpSubscribe`` configures it; it pushes the listing to every
-subscriber after each change and answers ``McpCall`` with ``McpAnswer``.  The SDK's sessions
-live on the host's loop thread; a Thespian actor may only send from its own thread, so
-finished calls and changed listings are collected on a short timer while anything is
-pending (POLL_S), never by blocking the mailbox.
-
-A host killed mid-call loses its calls: the workers waiting for them ask every HOST_CHECK_S
-(``McpHeld``, to the host found by its global name again: a dead one is replaced by the
-first worker that needs it) and
-end a call the host no longer holds as of unknown outcome (pegasus/worker/host_calls.py).
+Found by its global name (``MCP_HOST``, one per admin), it pushes listings to its subscribers and
+answers ``McpCall``; an actor sends only from its own thread, so results from the sessions' loop
+thread are collected on a short timer (POLL_S) while any is pending.  A host killed mid-call loses
+its calls: waiting workers ask again and end them as of unknown outcome (pegasus/worker/host_calls.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Stage pools on Thespian: a thin carrier over ``pegasus.pool.core.PoolCore``.
 
-Each message becomes one input of the core, and the commands it returns are
-carried out in order: sends, worker creation (placed on a convention member by
-Thespian's capability check), wakeups, member notifications, and the two things
-only a process can do -- read a worker's /proc state, and SIGKILL a worker that
-is this process's own child.  Every decision (queue, prefetch, deadlines,
-membership, rate budget, hung workers, cancel) is the core's: read its module
-docstring for the pool's behaviour.
+Each message becomes one input of the core and its commands are carried out in order: sends,
+worker creation (placed by Thespian's capability check), wakeups, member notifications, and what
+only a process can do: read a worker's /proc state, SIGKILL a worker that is its own child.  Every
+decision is the core's (docs/architecture.md, "The pool").
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """OpenTelemetry traces (``[telemetry]``, docs/operations.md), sent over OTLP/HTTP by the processes that do the work.
 
-A task's trace (ids from ``pegasus.tracing``, so nothing travels but what the messages already
-carry: the task id, its run and its metadata):
-
-- ``task <machine>``: one span per run, sent by the supervisor once the run is over however it
-  ended (Admission's ``RunEnded``), with its outcome; its id is ``run_span_id(task, run)``, its
-  parent the submit's ``traceparent``;
-- ``stage <stage>``: sent by the worker that ran the stage, a child of its run's span;
-- ``chat <model>`` and ``execute_tool <tool>``: the stage's model and tool calls
-  (``pegasus.tracing.Call``), children of the stage's span, with the GenAI semantic
-  conventions' attributes.  No prompt, reply or tool output is put in a span.
-
-A task whose submit's ``traceparent`` has the sampled flag off sends no span, nor do its sub-tasks
-(their ``traceparent`` keeps the flag off): the caller's sampling decision is kept, as W3C Trace
-Context and the SDK's ParentBased sampler keep it.
-
-Each process sets up its own tracer the first time it sends (after a fork too: a task actor
-or worker forked from a process that had one makes its own).  Without the ``telemetry``
-extra installed, nothing is sent and the first process that tries says so in the log once.
+Ids come from ``pegasus.tracing``, so nothing travels but what the messages already carry: the
+supervisor sends each run's ``task <machine>`` span once the run is over, the worker its ``stage``
+span and the stage's ``chat`` and ``execute_tool`` calls as its children; no prompt, reply or tool
+output is put in a span.  A submit whose ``traceparent`` is not sampled sends no span, nor do its
+sub-tasks.  Each process sets up its own tracer when it first sends (after a fork too); without the
+``telemetry`` extra nothing is sent and the log says so once.
 """
 
 from __future__ import annotations

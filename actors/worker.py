@@ -1,16 +1,10 @@
 """A stage worker on Thespian: a thin carrier over ``pegasus.worker.core.WorkerCore``.
 
-Each message becomes one input of the core, and the commands it returns are
-carried out in order: sends, wakeups, and what only this process can do -- run a
-stage (``Run``: in the actor's thread, so the mailbox waits and the pool's size
-is its concurrency limit), run a streamed llm stage in a thread of its own
-(``Stream``), build the tools and processors, find the machine's MCP host.
-Every decision (held jobs, the journal's go, stops, the streamed stage's text,
-MCP calls, orphan checks) is the core's: read its module docstring.
-
-The stream thread never touches Thespian: it gathers its text in a ``TextBuffer``
-and wakes the loop through a pipe the loop watches (Thespian's ``ThespianWatch``);
-the loop hands what it takes to the core (``Heard``).  A worker never raises
+Each message becomes one input of the core and its commands are carried out in order: sends,
+wakeups, and what only this process can do -- run a stage in the actor's thread (so the pool's size
+is its concurrency limit), run a streamed stage in a thread of its own, build the tools and
+processors, find the machine's MCP host.  The stream thread never touches Thespian: it gathers text
+in a ``TextBuffer`` and wakes the loop through a pipe (``ThespianWatch``).  A worker never raises
 into Thespian: an exception in a processor becomes a failed StageResult.
 """
 
@@ -343,7 +337,7 @@ class StageWorker(ActorTypeDispatcher):
             time.sleep(self.latency_s)
         # The CPU clock starts after the simulated latency: reading it is a system call,
         # where the process may be preempted, and one before the sleep delayed the
-        # whole stage (measured: +0.5 ms of every 50 ms stage with a pool of one).
+        # whole stage.
         if self.stream is None:
             self.cpu_started = time.thread_time()
         context = request.context

@@ -1,12 +1,8 @@
 """Pegasus: LLM agent tasks as explicit state machines on the actor model.
 
-The package is split in two on purpose:
-
-* ``pegasus`` (this package) is the domain: state machines, models, cognition,
-  configuration and codecs.  ``pegasus.task`` and ``pegasus.cognitive`` are pure:
-  they do no I/O and never import Thespian (a test keeps it so).
-* ``actors`` is the Thespian runtime that drives the domain: supervisor, task
-  actors, stage pools and the system start/attach code.
+``pegasus`` is the domain (state machines, cognition, configuration, the store, the cores of every
+actor) and never imports Thespian; ``actors`` is the Thespian runtime that drives it
+(docs/architecture.md).
 """
 
 __version__ = "0.1.0"

@@ -1,23 +1,10 @@
 """One log file that many processes append to, rotated by size without losing or tearing a line.
 
-Every actor process of a system writes ``<state dir>/logs/pegasus.jsonl``.  The
-protocol, around a lock file beside the log (``pegasus.jsonl.lock``):
-
-- a line is written with one ``write`` on an O_APPEND descriptor while holding
-  the ``flock``: lines from many processes never interleave;
-- before writing, the writer compares its descriptor's inode with the path's: a
-  different inode means another process rotated, and it reopens the path;
-- a writer whose line would take the file past ``max_bytes`` rotates first:
-  ``pegasus.jsonl`` -> ``.1`` -> ``.2`` ... (the oldest past ``backups`` is
-  replaced), then a new file.
-
-As the lock covers the check, the rotation and the write, every line lands in
-the file that is current when it is written, never in one being deleted, and no
-file grows past ``max_bytes`` (but for a single longer line).  The lock is held
-for microseconds per line: log lines are few (a handful per task).  Hand-written because stdlib's RotatingFileHandler is for one process
-and the multi-process handlers on PyPI bring stdlib logging and a locking library
-for what is this one file's work.  Files are 0600 in a 0700 directory
-(pegasus.files).  No Thespian, no actors.
+Under a ``flock`` of a lock file beside the log, a writer checks that its descriptor is still the
+path's (another process may have rotated), rotates when its line would pass ``max_bytes``
+(``.1``, ``.2`` ... up to ``backups``), and writes the line with one ``write`` on O_APPEND: every
+line lands whole in the current file.  Hand-written because stdlib's RotatingFileHandler is for
+one process.  Files are 0600 in a 0700 directory (pegasus.files).  No Thespian, no actors.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Structured logs: JSON lines in ``<state dir>/logs/pegasus.jsonl``, one per event.
 
-Every process of a Pegasus system (supervisor, task actors, pools, workers)
-configures this once, from the settings it is sent, and then logs with
-``get(component, task_id=..., ...)``; the lines are bound to task_id, state and
-event where those are known.  Nothing goes to the working directory or stdout.
-
-What it owns besides: the content policy and the file.  Unless ``[logging]
-content = true``, no line carries task text, prompts, model or tool output: the
-values of ``CONTENT_KEYS`` and exception messages are replaced by their length
-(``withhold_content``), whatever the call site passed.  Exception locals are
-never rendered.  The file is private and rotated by size (pegasus.logfile).
+Every process of a system configures this once from its settings, then logs with ``get(component,
+task_id=..., ...)``; nothing goes to the working directory or stdout.  Unless ``[logging] content =
+true`` no line carries task text, prompts, model or tool output: the values of ``CONTENT_KEYS`` and
+exception messages become their length (``withhold_content``), and exception locals are never
+rendered.  The file is private and rotated by size (pegasus.logfile).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Quarantine (issue 28): a stored record no handler can follow is set aside with its error, never raised.
+"""Quarantine: a stored record no handler can follow is set aside with its error, never raised.
 
-A row written by an old version, a removed plugin or a bug (a task of an unknown
-machine, a checkpoint that will not rebuild, a message that will not decode)
-would otherwise raise in the handler that reads it back -- at every start, so
-the actor holding it would crash-loop.  Every reader of such rows goes through
-``sift``: the good ones are yielded, each bad one is handed to ``set_aside``
-with ``reason(exc)`` (which marks it in the store, or fails its one task), and
-the reader goes on.  A store fault is never a record's (``reason`` re-raises it).
-Pure: no store, no actor.
+A row written by an old version, a removed plugin or a bug would otherwise raise in the handler
+that reads it, at every start, and crash-loop its actor.  Every reader of such rows goes through
+``sift``: good ones are yielded, each bad one handed to ``set_aside`` with ``reason(exc)``; a store
+fault is never a record's (``reason`` re-raises it).  Pure (docs/durability.md, "Quarantine").
 """
 
 from __future__ import annotations

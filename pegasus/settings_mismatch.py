@@ -1,14 +1,10 @@
-"""No silent mismatch (issue 31): the settings a command was given that the running system does not have, in
+"""No silent mismatch: the settings a command was given that the running system does not have, in
 what changes a task it submits (the model, its endpoint, the tools).
 
-A task runs with the settings of the system it is submitted to, not those of the command that submits it:
-``PEGASUS_LLM__PROVIDER=openai pegasus run ...`` beside a running offline system was answered by the offline
-processors, and the README's plugin example got "unknown tool".  ``differences(own, running)`` names each
-such setting the command sets (unlike the defaults) to another value than the system's; the command then
-refuses (``refusal``), saying how to apply it.  A setting the command leaves at its default is the system's
-to choose: ``pegasus submit`` without the ``--config`` the system was started with is no mismatch.
-
-Pure: settings in, text out.
+A task runs with the settings of the system it is submitted to, not the command's.
+``differences(own, running)`` names each setting the command sets (unlike the defaults) to another
+value than the system's, and the command refuses (``refusal``), saying how to apply it; a setting
+left at its default is the system's to choose.  Pure: settings in, text out.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What followers see of a model's reply while it is written: ``TextDelta``, and the answer inside it.
 
-``TextDelta`` is one batch of streamed text of one llm stage (the worker batches:
-``pegasus.llm.stream.TextBuffer``).  It goes worker -> task actor -> supervisor ->
-subscribers and is never stored: the reply itself arrives with the stage's result,
-and a subscriber that comes late gets only the deltas after it subscribed.
-
-``AnswerExtractor`` reads such text as it comes and gives back the part a person
-wants to see: for a JSON reply (``{"thought": ..., "answer": "..."}``) the
-characters of the answer string, decoded, as soon as they arrive; for a reply in
-prose, the prose.  Pure, no I/O.
+``TextDelta`` is one batch of a stage's streamed text, worker -> task actor -> supervisor ->
+subscribers, never stored (the reply itself comes with the stage's result; a late subscriber gets
+only what follows).  ``AnswerExtractor`` reads such text as it comes and gives back what a person
+wants to see: the answer string of a JSON reply, decoded as it arrives, or the prose.  Pure.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """What a child's death means to its parent: start it again (when, after what pause) or give up and escalate.
 
-One pure core for every parent in the tree (Erlang/OTP's supervisor child
-specs, Akka's ``SupervisorStrategy``; STYLE.md §19).  A parent declares per
-kind of child a ``ChildSpec``:
-
-- ``restart``: ``permanent`` (always started again), ``transient`` (again only
-  after an abnormal exit) or ``temporary`` (never: the parent handles the
-  loss itself, e.g. a task actor's runs are restored from their checkpoints);
-- a back-off: at once the first time (``first_s``), then ``then_s`` doubled per
-  death up to ``max_s``; a child that stayed up ``stable_s`` starts over;
-- an intensity: more than ``intensity`` deaths within ``period_s`` is a crash
-  loop; ``when_exceeded`` says what then happens: ``escalate`` (the parent
-  gives up and ends itself, for its own parent to restart: OTP's rule) or
-  ``slow_down`` (the top of a tree, with nobody above to help: it keeps
-  starting the child at the longest pause and says so).
-
-``Supervision.step(input) -> [command]`` never raises; the clock is in the
-inputs.  The carrier (an actor) turns ``ChildActorExited`` into ``Exited``, a
-child that is up into ``Started``, and carries out the commands: ``StartAgain``
-(now or after ``delay_s``), ``Dropped`` (not started again: the parent's loss
-to handle), ``Alarm`` (a crash loop: logged and shown) and ``Escalate``.
-``view(now)`` is what ``/healthz`` and ``stats`` show.
+One pure core for every parent (Erlang/OTP's child specs, Akka's ``SupervisorStrategy``).  A
+``ChildSpec`` per kind of child: ``permanent``, ``transient`` or ``temporary``; a back-off from
+``first_s``, then ``then_s`` doubling to ``max_s`` (over again after ``stable_s`` up); past
+``intensity`` deaths in ``period_s``, ``escalate`` or, at the top of a tree, ``slow_down``.
+``step(input) -> [command]`` never raises, the clock in the inputs; ``view(now)`` is what
+``/healthz`` and ``stats`` show (docs/architecture.md, "Supervision").
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A task's trace, as ids anyone can compute, and the calls a stage made, kept for its worker to report.
 
-Pure of any exporter: ``actors/telemetry.py`` turns these into OpenTelemetry spans in the
-processes that do the work.  The ids are derived, not stored: a task's trace id is that of
-the W3C ``traceparent`` it was submitted with (metadata ``traceparent``, set by the HTTP
-gateway from the header), else a hash of its id; each run's span id is a hash of the task
-and the run.  So ``status`` shows the trace id before any span exists, and a worker parents
-its stage span to the run's span without asking anyone.
-
-``recording()`` opens a list in this thread (a context variable, as ``pegasus.llm.usage``);
-``call(kind, name)`` around a model or tool call adds what it did to it, with its times.
+The ids are derived, not stored: the trace id is that of the task's submitted ``traceparent``, else
+a hash of its id; a run's span id a hash of the task and the run.  So ``status`` shows the trace id
+before any span exists, and a worker parents its stage span without asking anyone.
+``recording()`` and ``call(kind, name)`` keep a thread's calls.  Spans: ``actors/telemetry.py``.
 """
 
 from __future__ import annotations

@@ -51,11 +51,11 @@ def history_view(task_id: str, transitions: list[dict[str, Any]], audit: list[di
                   "timestamp": t["timestamp"], "seq": seq, "machine": t["machine"],
                   # what the context budget did to the stage's prompt (pegasus.llm.context), when it did
                   **({"context": t["detail"]["context"]} if t["detail"].get("context") else {}),
-                  # the memories a think / reason stage was given (issue 19): why it answered as it did
+                  # the memories a think / reason stage was given: why it answered as it did
                   **({"memories": t["detail"]["memories"]} if t["detail"].get("memories") else {}),
-                  # and why they were found by full text alone (issue 29: the query got no vector)
+                  # and why they were found by full text alone (the query got no vector)
                   **({"recall_error": t["detail"]["recall_error"]} if t["detail"].get("recall_error") else {}),
-                  # the recalled episode of the same request (issue 31): here, never appended to the result
+                  # the recalled episode of the same request: here, never appended to the result
                   **({"done_before": t["detail"]["done_before"]} if t["detail"].get("done_before") else {})}
                  for seq, t in enumerate(transitions, 1) if t["machine"] != MachineName.LIFECYCLE]
     return {"task_id": task_id, "lifecycle": lifecycle, "cognitive": cognitive, "audit": audit}

@@ -1,13 +1,10 @@
 """The ``pegasus`` command line; ``main`` is the console script's entry point.
 
-    main.py    the parser (every command and flag) and main: errors become exit codes and
-               one line -- or JSON -- on stderr
-    base.py    exit codes, printing a result or an error, settings, a client
-    views.py   the text people read (control characters of a task's text escaped)
-    tasks.py   run, submit, status, list, history, suspend, resume, cancel, approve, retry
-    system.py  start, stop, join, stats, backup
-    local.py   machines, tools (no system needed)
-    memory.py  memory list|search|show|write|forget|export|import, identity
+``main.py`` is the parser (every command and flag) and turns errors into exit codes and one line,
+or JSON, on stderr; ``base.py`` holds exit codes, printing, settings and the client; ``views.py``
+the text people read (a task's control characters escaped).  Every other module is one group of
+commands (``tasks.py``: run, submit, status ...; ``system.py``: start, stop, stats ...), each
+module's docstring naming its own.
 """
 
 from __future__ import annotations

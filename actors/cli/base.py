@@ -82,7 +82,7 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
 
 def refuse_other_task_settings(settings: config.Settings, client: Client) -> None:
     """Refuse (PegasusError) when this command's settings differ from the running system's in what changes a
-    task (issue 31: the system's would be used, silently); the system's own file says what it runs with."""
+    task (the system's would be used, silently); the system's own file says what it runs with."""
     from pegasus import config, settings_mismatch
     try:
         running = config.Settings.model_validate_json(client.spec.settings_file.read_text(encoding="utf-8"))
@@ -95,7 +95,7 @@ def refuse_other_task_settings(settings: config.Settings, client: Client) -> Non
 
 def ask(args: argparse.Namespace, request: Request[R]) -> R:
     """``request`` asked of the running system: its reply.  With none running, a read (status, history,
-    tree, list) is answered from the store file, read-only (issue 31); anything else, or a state directory
+    tree, list) is answered from the store file, read-only; anything else, or a state directory
     with no store, is SystemNotRunningError."""
     from actors.client import Client
     from actors.runtime.system import SystemNotRunningError

@@ -43,7 +43,7 @@ class _Parser(argparse.ArgumentParser):
 
 def later(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The handler ``name`` of ``actors.cli.<module>``, imported when the command runs: a command costs
-    the imports of its own module only (issue 31: ``--version``, ``status``, ``list`` in under 0.3 s)."""
+    the imports of its own module only (``--version``, ``status``, ``list`` in under 0.3 s)."""
     def handler(args: argparse.Namespace) -> int:
         run = getattr(_imported(f"actors.cli.{module}"), name)
         status: int = run(args)
@@ -276,7 +276,7 @@ def completion(args: argparse.Namespace) -> int:
 
 
 # Reads that start nothing: run as a process of their own (``argv`` None), they end with os._exit once their output
-# is flushed, sparing the interpreter's teardown of every module they imported (~50 ms, issue 31).
+# is flushed, sparing the interpreter's teardown of every module they imported (~50 ms).
 QUICK_EXIT = frozenset({"status", "list", "history", "tree", "logs", "stats"})
 
 

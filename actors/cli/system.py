@@ -36,7 +36,7 @@ def start(args: argparse.Namespace) -> int:
         return EXIT_OK
     system = System.of(settings)
     spec, http = system.spec, settings.http
-    if http.enabled and system.is_running():  # said first: its own HTTP port is no "other program" (issue 31)
+    if http.enabled and system.is_running():  # said first: its own HTTP port is no "other program"
         raise SystemStartError(_already_running(spec, http.port), spec.admin_port)
     if http.enabled and address_in_use(http.bind, http.port):
         raise SystemStartError(f"the HTTP port {http.bind}:{http.port} is used by another program: choose another "

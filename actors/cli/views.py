@@ -191,7 +191,7 @@ def history_text(history: dict[str, Any]) -> str:
     # alphabetically (e.g. 'queued -> running' before 'approved -> queued').
     text = "\n".join(line for _, line in sorted(lines, key=lambda pair: pair[0]))
     reflection = history.get("post_reflection")
-    if reflection:  # the post-task reflector's row (issue 19): after done, apart from the transitions
+    if reflection:  # the post-task reflector's row: after done, apart from the transitions
         detail = reflection["error"] or (reflection.get("reflection") or {}).get("assessment") or ""
         text += f"\n{'':<14}post-task reflection: {reflection['status']}" + (f" ({detail})" if detail else "")
     return text
@@ -265,7 +265,7 @@ def stats_text(stats: dict[str, Any]) -> str:
 
 
 def embeddings_text(view: dict[str, Any]) -> str:
-    """``stats``' embeddings in a line: rows still without a vector, and what failed last (issue 29)."""
+    """``stats``' embeddings in a line: rows still without a vector, and what failed last."""
     missing = view.get("rows_without_vector")
     text = (f"{clean(view['model'])}: {'?' if missing is None else missing} rows without a vector, "
             f"{view.get('filled', 0)} given one since the start")

@@ -274,7 +274,7 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
         If the supervisor is replaced meanwhile, the client subscribes to the new one (what happened
         in between is not repeated: ``history`` has it) and goes on.
         """
-        if len(task_id) < FULL_CHARS:  # a prefix: notices carry the whole id (issue 31)
+        if len(task_id) < FULL_CHARS:  # a prefix: notices carry the whole id
             task_id = self.get(task_id)["task_id"]
         if subscribe:
             self.ask(m.Subscribe(task_id=task_id))

@@ -102,7 +102,7 @@ class System:
             raise convention.ConventionError(
                 f"the leader at {leader_at} refused this member: their frames fail authentication, so the two "
                 "hold different system keys (give the leader's system.key with --key-file)")
-        if self._not_a_leader():  # issue 31: it took the member in, then never used it
+        if self._not_a_leader():  # it took the member in, then never used it
             self.stop()
             raise convention.ConventionError(f"the system at {leader_at} is no convention leader: start it with "
                                              "pegasus start --leader, then join it")

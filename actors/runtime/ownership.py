@@ -279,7 +279,7 @@ def check_owner(spec: SystemSpec) -> None:
 def _recorded_admin_listens(spec: SystemSpec) -> bool:
     """Whether the owner record's admin is still that process (pid and start time), holds the state directory's
     lock and listens on the admin port: proof enough, from its own /proc entries, where ``_admin_pid`` reads
-    every process's (~30 ms of each CLI command, issue 31).  False: ask ``_admin_pid``."""
+    every process's (~30 ms of each CLI command).  False: ask ``_admin_pid``."""
     admin = (read_owner(spec) or {}).get("admin")
     if not (isinstance(admin, list) and len(admin) == 2 and all(type(n) is int for n in admin)):
         return False

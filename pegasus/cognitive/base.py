@@ -1,21 +1,10 @@
 """The processor interfaces of seed 004, as Protocols.
 
-A processor is stateless: it reads a TaskContext and returns the stage's result;
-one instance serves any number of tasks.  The interfaces are synchronous (the seed
-writes ``async def``): the processors run inside stage-worker actors, which are
-plain synchronous Thespian actors whose pool size is the concurrency limit, so an
-event loop would add nothing but a second scheduler.  An LLM-backed set keeps
-these signatures and blocks on its HTTP call.
-
-Two results need more than the seed's return types, and are expressed as data:
-
-- A Thinker (or Reasoner) that needs more information says so in its reasoning
-  dict: ``{"need_more_info": True, "question": "..."}``.
-- A Reasoner (seed 001: think and plan in one) returns ``(reasoning, plan)``
-  with ``plan`` None when it needs more information.
-
-``plan_results`` and ``jsonable`` are here because every processor set (and
-``run_stage``) needs them.
+A processor is stateless: it reads a TaskContext and returns the stage's result, one instance for
+any number of tasks.  Synchronous, unlike the seed's ``async def``: processors run in plain
+synchronous worker actors whose pool size is the concurrency limit.  A Thinker or Reasoner that
+needs more information says so as data (``{"need_more_info": True, "question": ...}``; a Reasoner's
+plan is then None).  ``plan_results`` and ``jsonable`` serve every processor set.
 """
 
 from __future__ import annotations
@@ -152,4 +141,4 @@ class Processors:
     step_runner: StepRunner
     reflector: Reflector
     reasoner: Reasoner
-    post_reflector: PostReflector | None = None  # after done (issue 19); None: the offline one
+    post_reflector: PostReflector | None = None  # after done; None: the offline one

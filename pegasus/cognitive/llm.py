@@ -1,33 +1,11 @@
 """The LLM-backed processors: the same interfaces as the offline set (seed 004), answered by a model.
 
-What it owns: asking the model for each stage's structured output (JSON validated
-into the stage's model, native function calls mapped to tool_call steps),
-feeding an invalid reply's error back once, and turning every failure into a
-StageError that says what happened (``RateLimited`` for a 429, with
-``retry_after_s``; ``ModelTimedOut`` for an endpoint that did not answer in
-time).  What it must not do: import Thespian, sleep for rate limits (the llm
-pool schedules), or run tools (the act stage runs tool_call steps through the
-ToolRegistry, as the offline step runner does).
-
-Where the answer comes from (the brief left it to us):
-
-- A ``respond`` step whose ``action_params["text"]`` the model wrote is answered
-  with that text; one without text is answered by the offline composition of
-  the tool results (``compose_answer``).
-- reason_act: the model calls tools in one round, sees their results in the
-  next, and answers with ``{"answer": ...}``, which becomes a plan holding one
-  respond step with that text: the model's answer is the task's result.
-- classic: the plan is made before any tool runs, so its respond step carries a
-  text only when no tool result is needed; otherwise the result lists the tool
-  results.  The reflection judges them (complete / continue / replan); a
-  ``continue`` re-plans with the results in view, where the model may answer.
-- A reply in prose (no JSON in it) is an answer, not an error: on reason_act at
-  once (ReAct's convention: no tool call, so the final answer); on the other
-  stages after the one corrective retry, each read as the issue 29 table says
-  (perceive: the summary; think: the approach; plan: one respond step with the
-  text; reflect: complete; post_reflect: nothing kept), noted ``degraded``.
-  A plan whose JSON has no steps after the retry is read so too (its words as
-  the respond step's text): small models quote the prompt's example instead.
+It asks the model for each stage's structured output (JSON validated into the stage's model, native
+function calls mapped to tool_call steps), feeds an invalid reply's error back once, and turns
+every failure into a StageError that says what happened (``RateLimited`` with ``retry_after_s``,
+``ModelTimedOut``).  A reply in prose is read as an answer, not an error, and a respond step
+carries the model's text when it wrote one (docs/llm.md, "Where the answer comes from" and "A reply
+in prose is an answer").  It must not import Thespian, wait for rate limits, or run tools.
 """
 
 from __future__ import annotations
@@ -110,8 +88,8 @@ class ModelCaller:
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
         ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
         after the corrective retry (at once with ``prose_is_final``: reason_act's
-        answer, or a prose reply that ran to the token limit: measured, SmolLM2 looping for 1024 tokens,
-        twice, overran plan's deadline), and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
+        answer, or a prose reply that ran to the token limit: asking again would cost as long again),
+        and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
         reads of a reply whose JSON still does not fit after the retry (None: it fails).
         """
         schema = _schema(reply) if reply is not None else None

@@ -1,19 +1,10 @@
 """The offline processors: deterministic, no network, and useful on plain requests.
 
-They understand a small English grammar of tool requests (pegasus.cognitive.grammar:
-arithmetic, list a directory, read a file, count lines/words/characters, echo,
-sleep, ``call TOOL {json}``), plan one
-tool call per request plus a final ``respond`` step, run the calls through a
-ToolRegistry, and answer from the results.  Same input, same outcome: no clock
-but the step timer (a parameter), no randomness.
-
-What each processor reads (seed 004: stateless, TaskContext in, result out):
-the Perceiver the input text and the user messages added on resume; the Thinker
-and Reasoner the perception (recomputed when messages arrived after it); the
-Planner the reasoning and, on a replan, the failed results of the last plan;
-the Reflector the results of the last plan.  Relative paths are resolved by the
-tools against ``input_metadata["workspace"]`` (the client's cwd) when given, else
-against the configured workspace root.
+They understand a small English grammar of tool requests (pegasus.cognitive.grammar: arithmetic,
+directories, files, counts, echo, sleep, ``call TOOL {json}``), plan one tool call per request plus
+a final ``respond`` step, run the calls through a ToolRegistry and answer from the results.  Same
+input, same outcome: no clock but the step timer (a parameter), no randomness.  Stateless, as seed
+004 asks: each processor reads only what it is given of the TaskContext.
 """
 
 from __future__ import annotations
@@ -67,7 +58,7 @@ REQUESTS = ("tool_call", "sub_task")  # results that answer a request of the pla
 def retryable(result: ActionResult) -> bool:
     """Whether a failed call may be tried once more: not a refusal (the same call is refused again), not an
     interrupted call (it may have had its effect), not a sub-task (it had its own tries: another would be a
-    new tree of tasks, multiplied at every level, issue 31)."""
+    new tree of tasks, multiplied at every level)."""
     return not (result.success or result.refused or result.action_type == "sub_task"
                 or (result.error or "").startswith(INTERRUPTED))
 
@@ -233,7 +224,7 @@ def compose_answer(context: TaskContext) -> str:
     """The final answer: from memory when a recalled fact answers the request, else from every tool
     result so far (the latest of each call, failures explained).  Only the answer: an episode of the
     same request recalled is named in the reasoning (``DONE_BEFORE``), never here, where the next
-    episode would carry it on and nest it at every run (issue 31)."""
+    episode would carry it on and nest it at every run."""
     lines = []
     fact = (context.reasoning or {}).get(FROM_MEMORY)
     if isinstance(fact, dict):
@@ -288,7 +279,7 @@ class OfflineStepRunner:
         error: str | None = None
         refused = False
         before = _refused_before(context, tool, args) if step.action_type == "tool_call" else None
-        if before is not None:  # a model planned it again: refused again, without calling (issue 31)
+        if before is not None:  # a model planned it again: refused again, without calling
             error, refused = f"{before.error} (refused before: not tried again)", True
         elif step.action_type == "tool_call":
             workspace = context.input_metadata.get("workspace")  # none: the configured workspace root

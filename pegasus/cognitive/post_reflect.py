@@ -1,13 +1,9 @@
-"""The post-task reflector (seed 001's PostTaskReflector, issue 19): after a task is done, what to keep.
+"""The post-task reflector (seed 001's PostTaskReflector): after a task is done, what to keep.
 
-It reads the finished task's context and returns a ``PostTaskReflection``: the
-facts to write to memory, the episode (what was asked, what came of it, the
-lesson) and an assessment.  It never changes the task: the supervisor runs it
-after ``done``, on the llm pool at the lowest priority, and writes its result.
-
-``OfflinePostReflector`` is deterministic: an episode from the input and the
-result, a fact from each "remember that X is Y" / "remember: ..." of the input
-and the user's messages.  The model-backed one is ``pegasus.cognitive.llm``'s.
+It reads the finished task's context and returns a ``PostTaskReflection`` (facts to write, the
+episode, an assessment); it never changes the task: the supervisor runs it after ``done`` at the
+llm pool's lowest priority and writes its result.  ``OfflinePostReflector`` is deterministic; the
+model-backed one is ``pegasus.cognitive.llm``'s.
 """
 
 from __future__ import annotations

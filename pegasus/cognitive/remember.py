@@ -1,16 +1,10 @@
-"""What the offline processors read as memory (issue 19): "remember ..." statements, and the
-recalled fact that answers a question.
+"""What the offline processors read as memory: "remember ..." statements, and the recalled fact that
+answers a question.
 
-- ``remembered(text)``: the facts a text asks to keep -- "remember that X is Y"
-  (path: X as a slug, content: the sentence) and "remember: ..." (path: the
-  words before its verb, else its first words).  The planner turns each into a
-  ``memory.write`` step; the post-task reflector writes the same facts again,
-  a no-op (a fact's write is idempotent by path and content).
-- ``answering_fact(question, recall)``: the recalled fact whose path and text
-  hold every content word of a question ("where is the deploy key?"), or None.
-- ``earlier_episode(text, recall)``: the recalled episode of the same request.
-
-Pure, linear-time patterns, no I/O.
+``remembered(text)``: the facts a text asks to keep ("remember that X is Y", "remember: ..."), each a
+``memory.write`` step (idempotent, so the reflector writing them again changes nothing);
+``answering_fact(question, recall)``: the recalled fact holding every content word of a question;
+``earlier_episode(text, recall)``: the recalled episode of the same request.  Pure, linear-time.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ _SAYING = ("answer", "text", "response", "reply", "reasoning", "goal")  # where 
 
 
 def stepless(reply_text: str | None) -> str | None:
-    """The words of a reply whose JSON object has no steps (SmolLM2-135M, measured: prose quoting the
+    """The words of a reply whose JSON object has no steps (a small model's prose quoting the
     prompt's example step, or an object of goal and reasoning only), or None when it has steps (JSON
     gone wrong there is corrected, never read).  A bare object gives its first saying field, if any."""
     text = (reply_text or "").strip()

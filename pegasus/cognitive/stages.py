@@ -1,22 +1,11 @@
 """The one entry point of the stage workers: ``run_stage`` turns a stage of a task
 into the event the task actor applies to its state machine.
 
-What it owns: which processor runs a stage, and the shape of each event's
-payload (JSON-able, keys as the machines' reducers read them); which pool runs a
-stage is the machine tables' word.  What it must not do: import Thespian or
-actors, or touch the FSM.
-
-Decisions:
-
-- Processors are synchronous (``run(context)``, ``run_step(context, step)``).
-  The workers that call them are plain synchronous actors and the pool size is
-  the concurrency limit; an event loop inside a worker would add a second
-  scheduler and nothing else.
-- A tool that fails is an outcome, not an exception: TOOL_CALL_FAILED with an
-  ActionResult(success=False).  An exception raised by an act step runner is
-  reported the same way, so the task decides (retry, replan, explain).
-- An exception in an llm-stage processor is a StageError (the worker turns it
-  into a failed-stage message); the task actor decides what it means.
+It owns which processor runs a stage and the shape of each event's payload; which pool runs it is
+the machine tables' word.  Processors are synchronous: the pool's size is the concurrency limit,
+and an event loop in a worker would only add a second scheduler.  A failed tool is an outcome
+(TOOL_CALL_FAILED), not an exception, so the task decides; an llm-stage exception is a StageError.
+It must not import Thespian or actors, or touch the FSM.
 """
 
 from __future__ import annotations

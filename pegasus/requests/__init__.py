@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     )
 
 # Where each request lives: its module is imported when the name is first used (PEP 562), so a command
-# line asking one request imports its own module only (issue 31: a CLI under 0.3 s).
+# line asking one request imports its own module only (a CLI under 0.3 s).
 _HOMES = {
     "pegasus.requests.memory": (
         "MAX_DIMENSIONS", "MAX_IMPORT_ITEMS", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",

@@ -176,7 +176,7 @@ class TaskRun:
             if recall.error:
                 stage["recall_error"] = recall.error  # e.g. no vector for the query: recalled by full text alone
             done_before = (answer.payload.get("reasoning") or {}).get("done_before") if answer.ok else None
-            if isinstance(done_before, dict):  # the recalled episode of the same request (issue 31: not in the result)
+            if isinstance(done_before, dict):  # the recalled episode of the same request (not in the result)
                 stage["done_before"] = done_before
         if answer.ok and answer.event_type is not None:
             if answer.event_type == EventType.TASK_FAILED:  # the stage gave up (a failed tool step)

@@ -4,7 +4,7 @@ constant for each machine, state, stage and pool name (``pegasus.task.names``).
 Nothing here does I/O or imports Thespian (tests/pegasus/test_purity.py keeps it so).
 
 Its names are imported on first use (PEP 562): ``pegasus.task.names`` alone costs nothing of the
-machines' tables, which a command line that only asks a request never builds (issue 31).
+machines' tables, which a command line that only asks a request never builds.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """One table-driven engine for every task state machine.
 
-A machine is data: its states, the terminal and active subsets, and rows of
-(source, event) -> target (static) or -> guard(...) -> target (dynamic), plus
-special rows (an event allowed from every active / every non-terminal state).
-A cognitive machine also declares what each state does when entered: the stage
-it runs and on which pool (``Runs``), or the event it raises on itself.
-``build_machine`` validates the table once, when the machine is built (at
-import), and raises MachineDefinitionError for unknown or unreachable states, a
-non-terminal state without an exit, a duplicate row, a bad special, or an
-active state of a cognitive machine without a stage.
-
-``Machine.resolve`` is the whole step function: given a state, the context
-(already updated by the event's payload) and the event, it returns the target
-state or raises InvalidStateTransition.  It does no I/O and mutates nothing.
+A machine is data: states, terminal and active subsets, static rows (source, event) -> target,
+dynamic ones -> guard -> target, and special rows (an event allowed from every active or
+non-terminal state); a cognitive machine also says what each state does when entered.
+``build_machine`` validates the table at import (MachineDefinitionError).  ``Machine.resolve`` is
+the whole step function: a state, the context and an event in, the target state out (or
+InvalidStateTransition); no I/O, no mutation.
 """
 
 from __future__ import annotations

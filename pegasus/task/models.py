@@ -73,7 +73,7 @@ class ActionResult(_Model):
     duration_ms: float = 0.0
     idempotency_key: str | None = None
     # A deterministic refusal (a limit, confinement, an unknown tool, a bad argument): the same call is
-    # refused again, so it is never retried (issue 31)
+    # refused again, so it is never retried
     refused: bool = False
 
 
@@ -114,7 +114,7 @@ class Memory(_Model):
 
 class Recall(_Model):
     """What the supervisor recalled for one iteration's think / reason: the agent's identity and
-    the k memories most relevant to the task's input and perception (issue 19)."""
+    the k memories most relevant to the task's input and perception."""
 
     iteration: int = 0
     identity: str = ""

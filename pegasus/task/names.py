@@ -72,7 +72,7 @@ class StageName(_Name):
     ACT = "act"  # one tool step of the plan
     GATE = "gate"  # a verification gate (the supervisor's, on the tool pool; no machine state runs it)
     POST_REFLECT = "post_reflect"  # the post-task reflector (the supervisor's, on the llm pool, after done)
-    EMBED_QUERY = "embed_query"  # a recall's query embedded (the supervisor's, on the llm pool; issue 29)
+    EMBED_QUERY = "embed_query"  # a recall's query embedded (the supervisor's, on the llm pool)
     EMBED_ROWS = "embed_rows"  # memory rows without a vector embedded (the supervisor's background job)
 
 

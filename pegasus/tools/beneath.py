@@ -1,20 +1,10 @@
 """Open a path inside a directory without ever leaving it, even while the tree changes underneath.
 
-Checking a resolved path and then opening it is a race: a parent directory
-swapped for a symlink in between sends the open elsewhere (issue 15 measured 28
-of 3,000 writes outside the workspace).  Here the path is resolved against a
-descriptor of the root, and the caller works on the descriptor returned:
-
-- ``openat2(..., RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` (Linux 5.6+, called
-  through ctypes: the standard library has no binding) lets the kernel refuse
-  any step out of the root, ``..`` and symlinks included;
-- where it is missing, or refuses an absolute symlink (which may still point
-  inside), or the caller wants missing directories created, a walk opens one
-  component at a time with ``O_NOFOLLOW`` relative to the descriptor of the
-  previous one; a symlink met on the way is read and followed by the walk
-  itself, only while it stays inside the root.
-
-No Thespian, no actors.
+Checking a resolved path and then opening it is a race (docs/tools.md), so the path is resolved
+against a descriptor of the root and the caller works on the descriptor returned: ``openat2`` with
+``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`` (Linux 5.6+, through ctypes) where it serves, else a
+walk of one component at a time with ``O_NOFOLLOW``, following a symlink itself only while it stays
+inside the root.  No Thespian, no actors.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The built-in tools: arithmetic, list_dir, read_file, count, echo and sleep (``BUILTIN_TOOLS``,
 read-only), plus write_file and shell (``workspace_tools``, built from ``[tools]`` settings).
 
-Each is a pydantic argument model plus a function ``(args, ctx) -> JSON-able``.
-The read-only set neither writes nor talks to the network.  Errors are raised as
-ToolExecutionError with a message meant for the user, because the message ends
-up in the task's answer.
-
-The file tools live in pegasus.tools.file_tools; what they may reach (the
-workspace root, the task's workspace, read_allow) in pegasus.tools.workspace.
-
-``arithmetic`` evaluates with the ``ast`` module, never ``eval``: only numbers,
-``+ - * / // % **``, unary signs and parentheses are accepted, and every
-intermediate result is bounded so that ``9**9**9`` is refused instead of
-eating the machine.
+Each is a pydantic argument model plus a function ``(args, ctx) -> JSON-able``; errors are
+ToolExecutionError with a message meant for the user, since it ends up in the task's answer.
+``arithmetic`` evaluates with ``ast``, never ``eval``, and bounds every intermediate result, so
+``9**9**9`` is refused instead of eating the machine.  The file tools: pegasus.tools.file_tools.
 """
 
 from __future__ import annotations

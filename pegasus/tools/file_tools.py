@@ -1,15 +1,9 @@
 """The tools that touch files: list_dir, read_file, count (read), write_file and shell (workspace).
 
-Each is built for a Workspace (pegasus.tools.workspace): the path is opened once,
-beneath the directory it must stay in, and the tool then reads, lists or writes
-through that descriptor, never through the path again, so a directory swapped
-for a symlink meanwhile cannot send it elsewhere.  Errors are ToolExecutionError
-with a message meant for the user ("no such file: /x/README.md"), because the
-message ends up in the task's answer.
-
-``shell`` runs a command list (never a shell string) in the task's workspace, in
-its own process group, killed at its timeout.  The command itself can reach
-anything the Pegasus user can: that is why it exists only with ``shell_enabled``.
+Each opens its path once, beneath the directory it must stay in (pegasus.tools.workspace), and works
+through that descriptor, so a directory swapped for a symlink meanwhile cannot send it elsewhere.
+``shell`` runs a command list (never a shell string) in the workspace, in its own process group,
+killed at its timeout; it can reach anything the Pegasus user can, hence ``shell_enabled``.
 """
 
 from __future__ import annotations
@@ -217,7 +211,7 @@ def _stream(data: bytes) -> str:
 
 
 def _shell(space: Workspace, args: ShellArgs, ctx: ToolContext, limit_s: float) -> dict[str, Any]:
-    if args.timeout_s is not None and args.timeout_s > limit_s:  # refused, never cut silently (issue 31)
+    if args.timeout_s is not None and args.timeout_s > limit_s:  # refused, never cut silently
         raise ToolArgumentError("shell", ["timeout_s"], f"tool 'shell': bad argument(s) timeout_s: "
                                 f"{args.timeout_s:g} s is over the configured shell_timeout_s ({limit_s:g} s)")
     fd, _ = _open(space, "shell", ctx, args.cwd, _PATH_DIRECTORY, reading=False)

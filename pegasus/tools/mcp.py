@@ -1,25 +1,11 @@
 """MCP servers from ``[[mcp.servers]]``, reached with the official ``mcp`` SDK over stdio (``command``)
 or Streamable HTTP (``url``): the sessions of one process, carried out for the policy core.
 
-What it owns: one background event-loop thread per process (started on first use) that
-holds the process's MCP client sessions; ``McpHost``, the carrier of
-``pegasus.tools.mcp_policy.McpPolicy`` (every decision -- start, retry, wait, refuse -- is
-the core's; the host starts sessions, runs calls and arms timers on the loop); turning every
-failure into a ToolError that names the server once, with the server's own reason (the tail
-of its stderr) instead of the SDK's task-group wrapper.  Nothing here can take the process
-down; sessions are closed at process exit (atexit), which ends the servers' processes.
-
-A call sent whose server then went away or did not answer in time has an unknown outcome:
-an effectful one fails ``ToolOutcomeUnknown`` (the step ends interrupted, never run again);
-a pure or idempotent one is sent again, with the same idempotency key in its ``_meta``
-(META_KEY), up to MAX_SENDS times.
-
-What it must not do: block a caller that does not call a server (listings are read from the
-host's cache, never from a server), or decide effect classes (``mcp_policy.tool_effect``).
-
-Why a thread: the stage workers and actors are synchronous, the SDK is asyncio.  A session
-lives in one long-running task (its context managers must be entered and left in the same
-task); the policy is stepped on the loop thread only, so it needs no lock.
+``McpHost`` carries ``pegasus.tools.mcp_policy.McpPolicy`` on one event-loop thread per process (the
+workers are synchronous, the SDK asyncio; the policy is stepped on that thread only, so no lock),
+and every failure becomes a ToolError naming the server with its own reason.  A call whose outcome
+is unknown fails ``ToolOutcomeUnknown`` when effectful, else is sent again with the same key
+(``META_KEY``; docs/tools.md).  A caller that calls no server never waits (listings are cached).
 """
 
 from __future__ import annotations

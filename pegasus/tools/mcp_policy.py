@@ -1,26 +1,11 @@
 """The policy of an MCP host: when each server starts, which calls run, wait or fail, and the
 effect class of each tool.  Pure: one input (with the clock) in, commands out, never raising.
 
-What it owns, per configured server: its phase (``idle`` -> ``starting`` -> ``ready``, or
-``failed`` until its retry), the cached tool listing, the retry schedule after a failure
-(``backoff_s`` doubling up to ``backoff_max_s``), and the concurrency limit (``max_calls``
-calls in flight; more wait in FIFO order).  What it must not do: any I/O, or wait -- its
-carrier (pegasus.tools.mcp.McpHost, in a process, or actors/mcp_host.py, per machine) starts
-the servers, runs the calls and arms the timers it is told to.
-
-Which calls wait and which fail fast:
-
-- a server that is ``ready`` runs the call, or queues it while ``max_calls`` are in flight;
-- a server that is ``idle`` or ``starting`` for the first time (or again after it went away)
-  queues it: the start ends either way within the start timeout, and the queue is then run
-  or failed;
-- a server that is ``failed``, or being retried after a failed start, fails the call at once
-  with the server's own error (its stderr's tail); its retry runs in the background on the
-  schedule, never on a call.
-
-A server that went away during a call is started again at once (its first failure costs no
-wait), then on the back-off schedule if its starts keep failing.  Listings never wait: the
-tools of a server appear once it is ready (``Publish`` after each change of phase).
+Per server: its phase (``idle`` -> ``starting`` -> ``ready``, or ``failed`` until its retry), the
+cached listing, the retry back-off and ``max_calls`` in flight.  A call waits for a server's first
+start (or its start after it went away), but fails at once with the server's own error while it is
+``failed``: retries run in the background, never on a call; listings never wait.  Its carriers
+(``McpHost``, actors/mcp_host.py) do the I/O and arm its timers (docs/tools.md, "MCP servers").
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 JSON schema, effect classes from the annotations (``mcp_policy.tool_effect``), listings read
 from a cache that never waits for a server.
 
-Where a server's listing and calls come from (a ``McpSource``):
-
-- ``LocalSource``: a host in this process (``mcp.host_for``): ``scope = "worker"`` servers,
-  ``pegasus tools``, and anything run without an actor system;
-- ``RemoteSource``: a machine's MCP host actor (actors/mcp_host.py) that pushes listings to
-  this process and answers calls by message; the worker asks the host before it runs an act
-  stage and hands the answer over here (``prepare``), so the registry's call never blocks on
-  a message.
+A ``McpSource`` is a ``LocalSource`` (a host in this process: ``scope = "worker"`` servers,
+``pegasus tools``) or a ``RemoteSource`` (the machine's MCP host actor, which pushes listings; the
+worker asks it before an act stage and hands the answer over, ``prepare``, so a call never blocks).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The registry a system runs with: the built-ins, write_file and shell as ``[tools]`` configures
 them, configured plugins, and the tools of the ``[[mcp.servers]]``.
 
-``[tools] plugins`` lists ``"module:function"`` entries; each function is called
-with the ToolRegistry and registers its tools.  ``preflight`` loads them before a
-system starts, so a bad entry stops the start with its name and error.  MCP servers are added as
-providers: nothing starts until one of their tools is needed (``describe``,
-``get`` or ``call``), so building a registry stays cheap everywhere.  Every
-process that needs the registry (stage workers run tools, task actors read
-effect classes) builds it from the same settings, so all agree.
+Each ``[tools] plugins`` entry (``"module:function"``) registers its tools; ``preflight`` loads them
+before a start, so a bad one stops it by name.  MCP servers start only when one of their tools is
+needed, so building a registry stays cheap, and every process builds it from the same settings.
 """
 
 from __future__ import annotations
@@ -50,7 +46,7 @@ def preflight(settings: Settings) -> None:
     """Build the registry ``settings`` configure, before any process is started for it.
 
     An unloadable plugin otherwise lets a system start whose every stage worker
-    then fails (issue 15): the ToolError names the plugin and its error.
+    then fails: the ToolError names the plugin and its error.
     MCP servers are not started here (they are listed on first need).
     """
     registry_for(settings)

@@ -1,23 +1,11 @@
 """The tool registry: named tools with a pydantic argument model, an effect class
 and a timeout, called with validated arguments and a capped output.
 
-What it owns: looking a tool up by name, validating its arguments before the call
-(so a bad argument never reaches the tool), turning any exception a tool raises
-into a ToolExecutionError, and capping the size of what comes back.  What it must
-not do: enforce timeouts or run anything concurrently.  A Python thread cannot
-be stopped, so ``Tool.timeout_s`` is a declaration the runtime enforces around the
-worker that makes the call (the tool pool's deadline), not something ``call``
-could honour by itself.
-
-Effect classes (read by the runtime when it recovers an interrupted step):
-
-- ``pure``: no side effects; the output depends on the arguments and on what the
-  tool reads.  Safe to call again.
-- ``idempotent``: calling it again has the same effect as calling it once.
-  Safe to call again.
-- ``effectful``: changes the world; calling it again may do it twice.  The
-  runtime never repeats it silently; ``ToolContext.idempotency_key`` lets such a
-  tool recognise a repeat.
+It looks a tool up, validates its arguments before the call, turns any exception a tool raises
+into a ToolExecutionError and caps what comes back.  It must not enforce timeouts (a thread cannot
+be stopped: the tool pool's deadline does) or run anything concurrently.  Effect classes:
+``pure`` and ``idempotent`` are safe to call again; ``effectful`` is never repeated silently
+(``ToolContext.idempotency_key`` lets it recognise a repeat; docs/durability.md, "Tool effects").
 """
 
 from __future__ import annotations

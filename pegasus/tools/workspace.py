@@ -1,25 +1,10 @@
 """Where the file tools may reach: the workspace root, a task's workspace inside it, read_allow.
 
-The rule (``[tools]`` settings):
-
-- the root is ``workspace_root``, or the home directory of the user Pegasus runs
-  as when that is empty;
-- a task's workspace (``metadata["workspace"]``, the submitting client's working
-  directory) may only narrow the root: a file tool called for a task whose
-  workspace lies outside it is refused (checked at the tool, so a task that
-  touches no file runs from anywhere); a task without one works in the root;
-- except a local client's task (``pegasus run``/``submit``, the Python client:
-  they hold the system's key, so they are the Pegasus user), marked ``LOCAL`` by
-  the supervisor alone: its workspace is its own root, wherever the user cloned
-  into (issue 31).  Tasks from other origins (HTTP, webhooks, schedules) never
-  carry the mark, whatever their metadata says; a sub-task has its parent's;
-- write_file and the shell reach only the task's workspace; the read tools reach
-  it and the directories of ``read_allow`` (with ``confine_reads = false``, any
-  path, as before issue 15).
-
-Every path is opened beneath the directory it must stay in (pegasus.tools.beneath)
-and the tools work on the descriptor.  The paths a tool shows are the ones the
-caller gave, joined to the workspace (not resolved).  No Thespian, no actors.
+A task's workspace may only narrow ``workspace_root`` (checked at the tool), except a local client's
+task, marked ``LOCAL`` by the supervisor alone, whose workspace is its own root; write_file and the
+shell reach the workspace, the read tools it and ``read_allow`` (docs/tools.md, "The workspace").
+Every path is opened beneath the directory it must stay in (pegasus.tools.beneath) and the tools
+work on the descriptor.  No Thespian, no actors.
 """
 
 from __future__ import annotations

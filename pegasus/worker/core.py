@@ -1,27 +1,11 @@
 """A stage worker's decisions: which job is held, when a step may run, what a stop does, the streamed
 stage's text, MCP calls through the machine's host, and whether its pool is gone.
 
-``WorkerCore.step(input) -> [command]`` is the whole interface, as for the pool
-(pegasus/pool/core.py): the carrier (actors/worker.py) turns each message into an
-input and carries out the commands in order.  It never raises: an error becomes a
-Log command and, for a job nobody else will answer, its failed answer.  No
-Thespian, no I/O; the clocks are parameters.
-
-One stage at a time.  A stage runs in the carrier's thread (``Run``, then ``Ran``):
-while it runs the mailbox waits, which is what makes the pool's size its
-concurrency limit.  A streamed llm stage (``[llm] stream``) runs in a thread of its
-own (``Stream``) so its text goes to the requester as it comes (``Heard`` ->
-``Delta``) and a stop closes it at once; requests that come meanwhile (prefetch)
-are held, in order, and so is everything before the machine's first MCP listing.
-
-Every job is answered once: to its requester (and ``Free`` to the pool), or
-through the pool (``Return``: a rate-limited call, a stage that learnt of its endpoint,
-or no requester), or to the pool alone (``Free``: stopped, nobody waits).  An effectful step (a request with a
-journal and a key) runs only on the journal's go for its job and key
-(``Journal`` -> ``Journalled``): one still waiting at a crash provably never ran.
-A call of a machine-scope MCP tool goes to the machine's host (``host_calls``)
-and the stage runs on its answer, the mailbox free meanwhile.  A worker on a
-member that hears nothing from its pool for a while, idle, exits (``Exit``).
+``WorkerCore.step(input) -> [command]``, as for the pool: the carrier (actors/worker.py) carries
+the commands out in order; it never raises, no I/O, clocks are parameters.  One stage at a time
+(the pool's size is its concurrency limit; a streamed stage runs in its own thread so a stop closes
+it at once).  Every job is answered exactly once, and an effectful step runs only on the journal's
+go for its job and key, so one waiting at a crash provably never ran (docs/architecture.md).
 """
 
 from __future__ import annotations

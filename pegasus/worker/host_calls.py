@@ -1,13 +1,9 @@
 """A worker's calls to its machine's MCP host (actors/mcp_host.py): a part of ``WorkerCore``, pure.
 
-What it owns: the calls waiting for an answer, and finding out when the host died with them.
-The host is found by its global name before each call and each check (``FindHost``, then
-``HostFound`` carries on), so a host that died is replaced by the first worker that needs it,
-never eagerly: a host that exits because the system stops must not be made again.  While calls
-wait, every ``HOST_CHECK_S`` the worker asks the host which of them it holds: one it does not
-hold was lost with its host and its outcome is unknown -- an effectful call ends
-ToolOutcomeUnknown (never sent again), a pure or idempotent one is sent once more, with the
-same idempotency key.
+The host is found by its global name before each call and check, so a dead one is replaced by the
+first worker that needs it, never eagerly (one that exits with the system must not be made again).
+While calls wait, every ``HOST_CHECK_S`` the worker asks which the host holds: one lost with its
+host ends ToolOutcomeUnknown when effectful (never sent again), else is sent once more, same key.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Everything Pegasus changes in Thespian, one module per patch, and the check that they still apply.
 
-Pegasus is written against ``thespian==4.0.1`` (pinned in setup.cfg) and patches its internals:
-``security/`` (bind address, frame authentication and its size limit, private files, Thespian's
-log), ``robustness/`` (fresh retry, convention timing, logger restart) and ``speed/`` (poll
-selector, deferred descriptions, own stack chunk, whole messages, quick idle checks, due expiry
-scans).  ``install``
-checks them first (``check``): a security or robustness patch that cannot apply refuses the start
-(``PatchRefused``), a speed patch that cannot apply is left out with one warning line.
-Everything is per process and inherited by every actor forked from it.  Each patch:
+Written against ``thespian==4.0.1`` (pinned in setup.cfg): ``security/``, ``robustness/`` and
+``speed/`` patches.  ``install`` checks them first (``check``): a security or robustness patch that
+cannot apply refuses the start (``PatchRefused``), a speed patch that cannot is left out with one
+warning line.  Per process, inherited by every actor forked from it.  Each patch:
 docs/thespian-patches.md.
 """
 

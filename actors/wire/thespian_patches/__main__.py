@@ -1,7 +1,7 @@
 """``python -m actors.wire.thespian_patches``: each patch, whether it applies here, and its targets' fingerprints.
 
 For whoever moves Pegasus to another Thespian: read the diff of every target listed, adapt the
-patch, then copy the fingerprints printed here into its module (docs/thespian-patches.md#upgrading).
+patch, then copy the fingerprints printed here into its module (docs/thespian-patches.md#moving-to-another-thespian).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Thespian scans its queue of waiting transmits for expired ones only when one can have expired.
 
-Thespian 4.0.1 partitions the whole queue of transmits waiting for a slot (beyond 20 in flight)
-by ``expired()`` on every send and every completed transmit: a task actor whose sends queue up
-paid ~575 timer views a task, 10-14% of its handler CPU (issue 33).  An intent's deadline is
-fixed when it is made, so the queue keeps the earliest deadline of what it holds (lowered on
-each append, recomputed by each scan): before it nothing has expired and the scan's answer is
-known.  Speed, not robustness: without it Thespian answers the same, only slower.
-Why and the upstream proposal: docs/thespian-patches.md#due-expiry-scan.
+Thespian 4.0.1 partitions the whole queue of waiting transmits by ``expired()`` on every send and
+completed transmit.  An intent's deadline is fixed when it is made, so the queue keeps the earliest
+deadline it holds: before it nothing has expired and the scan's answer is known.  Speed, not
+robustness: without it Thespian answers the same, only slower.
+Figures and the upstream proposal: docs/thespian-patches.md#due-expiry-scan.
 """
 
 from __future__ import annotations
