@@ -1,13 +1,10 @@
 """The Python client: connect to (or start) a Pegasus system and talk to its supervisor.
 
     with Client.start(settings) as client:          # an embedded system, shut down on exit
-        task = client.submit("what is 2 + 3 * 4?")
-        done = client.wait(task["task_id"], timeout=30)
+        done = client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=30)
 
-``Client.connect(settings)`` attaches to a running system (``pegasus start``).
-A client is not thread-safe: use one per thread.  Replies are matched to
-requests by request id; transition notices that arrive meanwhile are kept for
-``follow``.
+``Client.connect(settings)`` attaches to a running system (``pegasus start``).  Not thread-safe: one
+per thread.  Replies are matched to requests by id; notices that come meanwhile wait for ``follow``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Admission's commands carried out: one row per command, each a send (``COMMANDS``).
 
-``admit`` steps Admission and hands back its commands; a ``Refused`` one is
-raised again here, in the carrier, so a request is answered with its error
-and a report's store failure reaches the store's health (as before the step
-shape: behaviour unchanged).
+``admit`` steps Admission and hands back its commands; a ``Refused`` one is raised again here, in
+the carrier, so a request is answered with its error and a report's store failure reaches the
+store's health.
 """
 
 from __future__ import annotations

@@ -87,9 +87,9 @@ class ModelCaller:
         are prompted (None when they are native).  A parameter the endpoint refuses
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
         ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
-        after the corrective retry (at once with ``prose_is_final``: reason_act's
-        answer, or a prose reply that ran to the token limit: asking again would cost as long again),
-        and noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
+        after the corrective retry (at once with ``prose_is_final``: reason_act's answer, or a
+        prose reply that ran to the token limit, where asking again would cost as long again), and
+        noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
         reads of a reply whose JSON still does not fit after the retry (None: it fails).
         """
         schema = _schema(reply) if reply is not None else None

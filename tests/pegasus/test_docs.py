@@ -2,8 +2,9 @@
 
 A reference is a document (``docs/x.md``, a relative link) and its section (``#anchor``), a path
 in the repository (``tests/...py``, ``pegasus/...``), a test (``file.py::test_name`` or a bare
-``test_name``), a module or a name in one (``pegasus.llm.ratelimit.RateLimiter``) and a command
-(``pegasus memory search``).  Each check is shown to fail on a made-up reference.
+``test_name``), a module or a name in one (``pegasus.llm.ratelimit.RateLimiter``), a command
+(``pegasus memory search``) and a setting (``[llm] max_concurrent``).  Each check is shown to fail
+on a made-up reference.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = re.compile(r"\bdocs/[A-Za-z0-9_.-]+\.md\b")
@@ -27,6 +29,7 @@ NOT_MODULES = (".log", ".toml", ".db", ".jsonl", ".lock", ".md", ".json", ".py")
 SECTION = re.compile(r"(?<![\w/])docs/([\w.-]+\.md),? \"([^\"\n]+)\"")  # docs/llm.md, "Rate budgets"
 CODE = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+SETTING = re.compile(r"^\[([a-z_]+(?:\.[a-z_]+)*)\] ([a-z_]+)\b")  # `[llm] max_concurrent`
 COMMAND = re.compile(r"(?:^|\$ |&& |; |\| |\()pegasus ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
 
 
@@ -169,6 +172,23 @@ def dangling_commands(text: str) -> list[str]:
     return out
 
 
+def unknown_setting(section: str, key: str) -> bool:
+    """True when ``[section] key`` is no setting of ``pegasus.config.Settings`` (a dict section takes any key)."""
+    from pegasus.config import Settings
+    model: Any = Settings
+    for part in section.split("."):
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return True
+        model = field.annotation
+    return hasattr(model, "model_fields") and key not in model.model_fields
+
+
+def dangling_settings(text: str) -> list[str]:
+    return [f"[{m.group(1)}] {m.group(2)}" for span in CODE.findall(FENCE.sub("", text))
+            if (m := SETTING.match(span)) and unknown_setting(m.group(1), m.group(2))]
+
+
 def test_every_docs_reference_names_a_file_that_exists() -> None:
     missing = sorted({(str(path.relative_to(ROOT)), ref) for path in _tracked()
                       for ref in REFERENCE.findall(_text(path))
@@ -189,11 +209,11 @@ def test_every_anchor_and_section_title_names_a_section_of_its_page() -> None:
     assert broken == []
 
 
-def test_every_path_test_module_and_command_the_readme_and_docs_name_exists() -> None:
+def test_every_path_test_module_command_and_setting_the_readme_and_docs_name_exists() -> None:
     broken = sorted((page.name, kind, ref) for page in _pages() for kind, refs in (
         ("path", dangling_paths(_text(page))), ("test", dangling_tests(_text(page))),
         ("module", [d for d in DOTTED.findall(_text(page)) if unresolved_module(d)]),
-        ("command", dangling_commands(_text(page)))) for ref in refs)
+        ("command", dangling_commands(_text(page))), ("setting", dangling_settings(_text(page)))) for ref in refs)
     assert broken == []
 
 
@@ -215,6 +235,8 @@ def test_the_reference_checks_can_fail() -> None:
     assert [d for d in DOTTED.findall("pegasus.llm.ratelimit.RateLimiter pegasus.llm.ratelimit.NoSuch "
                                       "pegasus.task.id pegasus.toml pegasus.no_such_module pegasus.store.Store")
             if unresolved_module(d)] == ["pegasus.llm.ratelimit.NoSuch"]
+    assert dangling_settings("`[llm] max_concurrent` `[llm.stages] post_reflect` `[llm] no_such_key` "
+                             "`[no_such] key`") == ["[llm] no_such_key", "[no_such] key"]
     assert dangling_commands("`pegasus memory search X` `pegasus memory find X`\n```\n$ pegasus launch\n```") == [
         "pegasus memory find", "pegasus launch"]
 
