@@ -247,5 +247,17 @@ def test_slugs_are_githubs() -> None:
     assert slug("Embeddings (optional)") == "embeddings-optional"
 
 
+MODULE_DOCSTRING_LINES = 8  # what a module owns and why, in a few lines: figures and history go to docs/ and commits
+
+
+def test_every_module_says_what_and_why_in_a_few_lines() -> None:
+    long = []
+    for path in sorted([*(ROOT / "actors").rglob("*.py"), *(ROOT / "pegasus").rglob("*.py")]):
+        lines = len((ast.get_docstring(ast.parse(_text(path)), clean=False) or "").splitlines())
+        if not 0 < lines <= MODULE_DOCSTRING_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert long == []
+
+
 def test_the_readme_is_short() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
