@@ -29,6 +29,7 @@ NOT_MODULES = (".log", ".toml", ".db", ".jsonl", ".lock", ".md", ".json", ".py")
 SECTION = re.compile(r"(?<![\w/])docs/([\w.-]+\.md),? \"([^\"\n]+)\"")  # docs/llm.md, "Rate budgets"
 CODE = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+BENCHMARK = re.compile(r"python -m benchmarks(?:\.(\w+))?((?: [^\s#]+)*)")
 SETTING = re.compile(r"^\[([a-z_]+(?:\.[a-z_]+)*)\] ([a-z_]+)\b")  # `[llm] max_concurrent`
 COMMAND = re.compile(r"(?:^|\$ |&& |; |\| |\()pegasus ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
 
@@ -160,10 +161,22 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
     return _subcommands(build_parser())
 
 
+@functools.cache
+def _scenarios() -> frozenset[str]:
+    sources = "\n".join(_text(path) for path in (ROOT / "benchmarks").glob("*.py"))
+    return frozenset(re.findall(r'^NAME = "(\w+)"', sources, re.M))
+
+
 def dangling_commands(text: str) -> list[str]:
+    """``pegasus`` commands the CLI's parser lacks; ``python -m benchmarks`` modules or scenarios that do not exist."""
     spans = CODE.findall(FENCE.sub("", text)) + [line for fence in FENCE.findall(text) for line in fence.splitlines()]
     out = []
     for span in spans:
+        for match in BENCHMARK.finditer(span):
+            only = re.findall(r"--only (\w+)", match.group(2))
+            if (match.group(1) and not (ROOT / "benchmarks" / f"{match.group(1)}.py").is_file()) \
+                    or any(name not in _scenarios() for name in only):
+                out.append(match.group(0))
         for match in COMMAND.finditer(span.strip()):
             command, sub = match.group(1), match.group(2)
             subs = _subcommands(_commands()[command]) if command in _commands() else {}
@@ -239,6 +252,9 @@ def test_the_reference_checks_can_fail() -> None:
                              "`[no_such] key`") == ["[llm] no_such_key", "[no_such] key"]
     assert dangling_commands("`pegasus memory search X` `pegasus memory find X`\n```\n$ pegasus launch\n```") == [
         "pegasus memory find", "pegasus launch"]
+    assert dangling_commands("`python -m benchmarks --only hop --only cpu` `python -m benchmarks.hoptrace` "
+                             "`python -m benchmarks --only hops` `python -m benchmarks.nothing`") == [
+        "python -m benchmarks --only hops", "python -m benchmarks.nothing"]
 
 
 def test_slugs_are_githubs() -> None:
