@@ -2,8 +2,9 @@
 
 A row per step, keyed by its idempotency key.  An effectful step is written ``started`` before its
 worker runs the tool, so a step with no row provably never started; its end (``finished``, or
-``interrupted``: outcome unknown) is written with the transition that applies it, so a finished
-step is never run again.
+``interrupted``: outcome unknown) is written with the transition that applies it, inserted when
+there was no ``started`` row (idempotent steps skip that round trip), so a finished step is never
+run again.
 """
 
 from __future__ import annotations

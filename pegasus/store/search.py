@@ -1,10 +1,10 @@
 """Finding tasks by what they say: full text over input and result (SQLite FTS5), and metadata equality.
 
 Two side tables written with the task row, in its transactions: ``task_search`` (FTS5, rowid = the
-task row's: a migration that rebuilds ``tasks`` must keep it) and ``task_meta`` (each top-level
-scalar metadata value as text, indexed by key and value).  A query's words are each quoted, so
-nothing a user types is read as FTS5 syntax; ``register`` defines the SQL functions the migration
-that adds the tables uses to fill them.
+task row's: a migration that rebuilds ``tasks`` must keep it, and Pegasus runs no VACUUM) and
+``task_meta`` (each top-level scalar metadata value as text, indexed by key and value).  A query's
+words are each quoted, so nothing a user types is read as FTS5 syntax; ``register`` defines the SQL
+functions the migration that adds the tables uses to fill them.
 """
 
 from __future__ import annotations
