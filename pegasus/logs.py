@@ -14,15 +14,36 @@ never rendered.  The file is private and rotated by size (pegasus.logfile).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
+import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-from structlog.tracebacks import ExceptionDictTransformer
+# structlog's package imports these when installed, for what Pegasus never uses: rich for console
+# tracebacks and the reprs of locals (never rendered here), colorama for Windows colours, greenlet for
+# its deprecated thread-local context.  Every process of a system held them: 85 modules, ~4.7 MiB
+# (docs/memory.md).  Hidden only while structlog loads (a None entry makes an import fail; Python's
+# import system documents it): a later ``import rich`` (the CLI's) loads it as ever.
+_UNUSED_BY_STRUCTLOG = ("rich", "colorama", "greenlet")
+
+
+def _load_structlog() -> Any:
+    hidden = [name for name in _UNUSED_BY_STRUCTLOG if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
+    try:
+        return importlib.import_module("structlog")
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, "loaded") is None:
+                del sys.modules[name]
+
+
+structlog = _load_structlog()
+from structlog.tracebacks import ExceptionDictTransformer  # noqa: E402 - after structlog's own, above
 
 from pegasus.config import LoggingSettings, Settings
 from pegasus.logfile import SharedLogFile
