@@ -60,7 +60,7 @@ CONTENT_KEYS = frozenset({
 # In a rendered exception (structlog's dict form): its message, notes and source of a SyntaxError.
 _EXCEPTION_TEXT_KEYS = frozenset({"exc_value", "exc_notes", "syntax_error", "locals"})
 
-_configured_pid: int | None = None
+_configured: tuple[Path, LoggingSettings, bool] | None = None  # what this process's log is set to
 
 
 def withheld(value: Any) -> str:
@@ -110,17 +110,19 @@ class _Lines:
 
 
 def configure(state_dir: Path, section: LoggingSettings | None = None, *, content: bool | None = None) -> Path:
-    """Send this process's structlog output to the state directory (idempotent per process).
+    """Send this process's structlog output to the state directory (idempotent).
 
     ``section``: the ``[logging]`` settings (defaults when None); ``content`` overrides its ``content``.
+    A process forked from one configured alike keeps what it inherited (the file opens its own
+    descriptors): the launcher configures once for a system's processes (docs/memory.md).
     """
-    global _configured_pid
+    global _configured
     path = Path(state_dir) / "logs" / LOG_FILE
-    if _configured_pid == os.getpid():
-        return path
     section = section or LoggingSettings()
     level = section.level
     content = section.content if content is None else content
+    if _configured == (path, section, content):
+        return path
     lines = _Lines(SharedLogFile(path, max_bytes=section.max_bytes, backups=section.backups))
     structlog.configure(
         processors=[
@@ -135,7 +137,7 @@ def configure(state_dir: Path, section: LoggingSettings | None = None, *, conten
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         cache_logger_on_first_use=False,
     )
-    _configured_pid = os.getpid()
+    _configured = (path, section, content)
     return path
 
 
