@@ -9,6 +9,8 @@ after: the modules each really holds, asked of a real system started as ``pegasu
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,11 @@ def _census(folder: Path, pid: int) -> set[str]:
     return set((folder / str(pid)).read_text().split())
 
 
-def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, tmp_path: Path,
+def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, tmp_path: Path, subprocess_env,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Idle and after a task.  Failed before structlog loaded without its console helpers: rich, pygments,
-    colorama and greenlet (85 modules, ~4.7 MiB) were in every process."""
+    colorama and greenlet (85 modules, ~4.7 MiB) were in every process.  The same system then shows what
+    ``python -m benchmarks.memory --running`` measures (docs/memory.md's idle table): every process, by role."""
     folder = tmp_path / "census"
     folder.mkdir()
     monkeypatch.setenv("PEGASUS_TEST_MODULE_CENSUS", str(folder))  # the launcher's environment, and so the system's
@@ -52,3 +55,9 @@ def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, t
         assert {"thespian", "pegasus.logs", "structlog"} <= modules, role  # the census sees what a process holds
         heavy = sorted(name for name in modules if name.partition(".")[0] in UNUSED)
         assert not heavy, f"{role} holds {heavy}"
+    measured = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--running"], capture_output=True, text=True,
+                              env={**subprocess_env, "PEGASUS_HOME": str(client.spec.state_dir)}, timeout=120)
+    assert measured.returncode == 0, measured.stderr
+    rows = {line.split()[0]: line.split()[-1] for line in measured.stdout.splitlines()[2:]}
+    assert {"launcher", "watcher", "admin", "logger", "guardian", "supervisor", "llm", "tool"} <= set(rows), rows
+    assert float(rows["all"]) > 0
