@@ -43,7 +43,7 @@ def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, t
     folder = tmp_path / "census"
     folder.mkdir()
     monkeypatch.setenv("PEGASUS_TEST_MODULE_CENSUS", str(folder))  # the launcher's environment, and so the system's
-    monkeypatch.setenv("PYTHONPATH", f"{CENSUS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(CENSUS), os.environ.get("PYTHONPATH")) if p))
     client: Client = pegasus(daemon=True, pools={"llm_workers": 1, "tool_workers": 1})
     done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=60)
     assert done["lifecycle_state"] == "done", done.get("error")
