@@ -80,10 +80,13 @@ class System:
 
 @contextlib.contextmanager
 def pegasus_system(state: Path, overrides: dict[str, Any] | None = None, *, port: int | None = None,
-                   timeout: float = 60.0) -> Iterator[System]:
-    """A real Pegasus system on multiprocTCPBase; always shut down, every process checked gone."""
+                   timeout: float = 60.0, daemon: bool = False) -> Iterator[System]:
+    """A real Pegasus system on multiprocTCPBase; always shut down, every process checked gone.
+
+    ``daemon``: started as ``pegasus start`` starts one, from a fresh launcher (with its watcher), so its
+    processes hold none of what this process imported (the harness's httpx and rich, for one)."""
     settings = settings_for(state, port or free_port(), overrides)
-    client = Client.start(settings, timeout=timeout)
+    client = Client.start_daemon(settings, timeout=timeout)[0] if daemon else Client.start(settings, timeout=timeout)
     system = System(client)
     try:
         yield system
@@ -171,8 +174,10 @@ class MemorySampler:
 
 # -- CPU --------------------------------------------------------------------------------------------
 ROLES = ("supervisor", "task actors", "llm pool", "tool pool", "workers", "admin+logger", "client")
-# Finer (CpuAccount(kinds=True)): every process kind apart; "other" is a process with a title not listed (an MCP host).
-KINDS = ("supervisor", "guardian", "task actors", "llm pool", "tool pool", "workers", "logger", "admin", "other", "client")
+# Finer (CpuAccount(kinds=True)): every process kind apart (a `pegasus start` adds its launcher and watcher); "other" is
+# a process with a title not listed (an MCP host).
+KINDS = ("supervisor", "guardian", "task actors", "llm pool", "tool pool", "workers", "logger", "admin",
+         "launcher+watcher", "other", "client")
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -199,7 +204,8 @@ class CpuAccount:
         by_title = {"supervisor": "supervisor", "llm pool": "llm pool", "tool pool": "tool pool",
                     "llm worker": "workers", "tool worker": "workers"}
         if kinds:  # guardian, logger and admin apart (issue 33's split)
-            by_title.update(guardian="guardian", logger="logger", admin="admin")
+            by_title.update(guardian="guardian", logger="logger", admin="admin", launcher="launcher+watcher",
+                            watcher="launcher+watcher")
         self.kinds = KINDS if kinds else ROLES
         rest = "other" if kinds else "admin+logger"
         titles = {pid: role_of(title_of(pid)) for pid in stats}

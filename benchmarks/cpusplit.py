@@ -8,7 +8,8 @@ from /proc before and after (``CpuAccount(kinds=True)``), is split by process ki
 client) and divided by the tasks.  Runs alternate (no latency, then waiting) and
 the run of each regime with the lower total counts (this VM's speed drifts).
 
-Idle: a started system with nothing to do (every worker up), its CPU over a bounded
+Idle: a system started as ``pegasus start`` starts one (a fresh launcher and its watcher: its processes
+hold nothing this harness imported) with nothing to do (every worker up), its CPU over a bounded
 window, as CPU-seconds per minute of all its processes: it must stay near 0; and then
 the PSS of each of its processes, by kind (target: <= 120 MiB in all).
 
@@ -103,7 +104,7 @@ def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:
 def idle(window_s: float) -> dict[str, Any]:
     """CPU of a started, untouched system over ``window_s`` seconds, per kind and in all (CPU-s per minute),
     and the PSS of each of its processes at the window's end, per kind and in all (MiB)."""
-    with state_dir() as state, pegasus_system(state) as system:
+    with state_dir() as state, pegasus_system(state, daemon=True) as system:  # as `pegasus start` starts it
         cpu = CpuAccount(system, kinds=True)  # waits for every worker: the idle process tree is complete
         processes = len(system.pids())
         counts = {kind: list(cpu.roles.values()).count(kind) for kind in KINDS if kind in cpu.roles.values()}
@@ -169,5 +170,5 @@ def run(quick: bool) -> dict[str, Any]:
         ("cpu messages: one more run per regime with every actor's receiveMessage timed per message type "
          "(benchmarks/msgprof.py: thread CPU of the handler, sends included), from the warm-up task to the stop, "
          f"divided by {tasks} + 1 tasks; 'outside handlers' = that kind's /proc CPU over the run minus its handlers' sum."),
-        ("cpu idle: a started system, every worker up, no task; CPU of every process over the window, per minute; "
-         "then each process's PSS (/proc/<pid>/smaps_rollup), by kind from its title.")]}
+        ("cpu idle: a system started as `pegasus start` starts one (launcher and watcher too), every worker up, "
+         "no task; CPU of every process over the window, per minute; then each process's PSS (/proc/<pid>/smaps_rollup), by kind from its title.")]}

@@ -14,7 +14,8 @@ they count in its RSS, barely in its PSS, not in its USS.
 process of a running system, grouped by the role its title names (``pegasus: llm
 worker 3 [...]`` is an llm worker).  ``python -m benchmarks.memory`` starts a
 system with the pools asked for, waits until every worker has reported, and
-prints what each role costs (``--help``); docs/memory.md shows its figures.
+prints what each role costs (``--help``); ``--running`` measures the system already running for
+``$PEGASUS_HOME`` instead (a ``pegasus start``: launcher and watcher too).  docs/memory.md shows the figures.
 """
 
 from __future__ import annotations
@@ -130,10 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool", type=int, default=100, help="tool workers (default 100)")
     parser.add_argument("--provider", choices=("offline", "openai"), default="offline")
     parser.add_argument("--tasks", type=int, default=0, help="offline tasks to run first (default none)")
+    parser.add_argument("--running", action="store_true",
+                        help="measure the system already running for this state directory ($PEGASUS_HOME: a "
+                             "`pegasus start`, with its launcher and watcher) instead of starting one")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    result = measure(args.llm, args.tool, args.provider, tasks=args.tasks)
-    print(f"{args.llm} llm + {args.tool} tool workers, provider {args.provider}, {args.tasks} tasks run first")
+    if args.running:
+        from actors.runtime.spec import resolved, spec_for
+        from pegasus.config import Settings
+
+        result = system_memory(spec_for(resolved(Settings())))
+        print("the running system of this state directory")
+    else:
+        result = measure(args.llm, args.tool, args.provider, tasks=args.tasks)
+        print(f"{args.llm} llm + {args.tool} tool workers, provider {args.provider}, {args.tasks} tasks run first")
     print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -9,15 +9,37 @@ rendered.  The file is private and rotated by size (pegasus.logfile).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
+import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-from structlog.tracebacks import ExceptionDictTransformer
+# structlog's package imports these when installed, for what Pegasus never uses: rich for console
+# tracebacks and the reprs of locals (never rendered here), colorama for Windows colours, greenlet for
+# its deprecated thread-local context.  Every process of a system held them: 85 modules, ~4.7 MiB
+# (docs/memory.md).  Hidden only while structlog loads (a None entry makes an import fail; Python's
+# import system documents it): a later ``import rich`` (the CLI's) loads it as ever.
+_UNUSED_BY_STRUCTLOG = ("rich", "colorama", "greenlet")
+
+
+def _load_structlog() -> Any:
+    modules: dict[str, Any] = sys.modules  # a None entry: typed apart
+    hidden = [name for name in _UNUSED_BY_STRUCTLOG if name not in modules]
+    modules.update(dict.fromkeys(hidden))
+    try:
+        return importlib.import_module("structlog")
+    finally:
+        for name in hidden:
+            if modules.get(name, "loaded") is None:
+                del modules[name]
+
+
+structlog = _load_structlog()
+from structlog.tracebacks import ExceptionDictTransformer  # noqa: E402 - after structlog's own, above
 
 from pegasus.config import LoggingSettings, Settings
 from pegasus.logfile import SharedLogFile
@@ -34,7 +56,7 @@ CONTENT_KEYS = frozenset({
 # In a rendered exception (structlog's dict form): its message, notes and source of a SyntaxError.
 _EXCEPTION_TEXT_KEYS = frozenset({"exc_value", "exc_notes", "syntax_error", "locals"})
 
-_configured_pid: int | None = None
+_configured: tuple[Path, LoggingSettings, bool] | None = None  # what this process's log is set to
 
 
 def withheld(value: Any) -> str:
@@ -84,17 +106,19 @@ class _Lines:
 
 
 def configure(state_dir: Path, section: LoggingSettings | None = None, *, content: bool | None = None) -> Path:
-    """Send this process's structlog output to the state directory (idempotent per process).
+    """Send this process's structlog output to the state directory (idempotent).
 
     ``section``: the ``[logging]`` settings (defaults when None); ``content`` overrides its ``content``.
+    A process forked from one configured alike keeps what it inherited (the file opens its own
+    descriptors): the launcher configures once for a system's processes (docs/memory.md).
     """
-    global _configured_pid
+    global _configured
     path = Path(state_dir) / "logs" / LOG_FILE
-    if _configured_pid == os.getpid():
-        return path
     section = section or LoggingSettings()
     level = section.level
     content = section.content if content is None else content
+    if _configured == (path, section, content):
+        return path
     lines = _Lines(SharedLogFile(path, max_bytes=section.max_bytes, backups=section.backups))
     structlog.configure(
         processors=[
@@ -109,7 +133,7 @@ def configure(state_dir: Path, section: LoggingSettings | None = None, *, conten
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         cache_logger_on_first_use=False,
     )
-    _configured_pid = os.getpid()
+    _configured = (path, section, content)
     return path
 
 

@@ -54,7 +54,7 @@ def main() -> None:
             raise _busy(spec) from None
         spec.write_settings()
         _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
-        sharing.preload_system(freeze_here=True)
+        sharing.preload_system(freeze_here=True, settings_json=spec.settings_json)
         titles.install(spec.admin_port, spec.state_dir)
     except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
         print(f"{exc}", file=sys.stderr)

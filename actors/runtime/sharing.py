@@ -5,7 +5,8 @@ pool on a model endpoint the SDK and its TLS context -- and freezes it; ``after_
 freezes what it inherited, so neither a late import nor a collection copies the shared pages.
 Figures and method: docs/memory.md.
 ``preload_system`` (the process a system starts from, before the admin is forked) imports the actor
-tree and builds every deferred pydantic schema once, so no forked process builds them in pages of its own.
+tree and builds every deferred pydantic schema once, so no forked process builds them in pages of its own;
+the launcher also configures the system's log there, once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import gc
 import importlib
 import json
+import linecache
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -32,16 +34,23 @@ def after_fork() -> None:
     gc.freeze()
 
 
-def preload_system(*, freeze_here: bool) -> None:
+def preload_system(*, freeze_here: bool, settings_json: str = "") -> None:
     """What a system's processes all load, loaded and built here, before they are forked (see the
-    module docstring); ``freeze_here``: this process is the system's own (the launcher), not a client's."""
+    module docstring); ``freeze_here``: this process is the system's own (the launcher), not a client's,
+    and with ``settings_json`` (the system's settings) its log is configured here, once for all of them."""
     global _root
     importlib.import_module(GUARDIAN_CLASS.rpartition(".")[0])  # the top actor's module imports every actor's
     for model in _models(BaseModel):
         if not model.__pydantic_complete__ and model.__module__.startswith(("pegasus.", "actors.")):
             with contextlib.suppress(Exception):  # an optimisation: a model that cannot build yet builds where used
                 model.model_rebuild()
+    if freeze_here and settings_json:
+        from pegasus import logs  # noqa: PLC0415 - loaded above, through the actors
+        from pegasus.config import Settings  # noqa: PLC0415
+
+        logs.configure_from(Settings.model_validate_json(settings_json))
     if freeze_here:
+        linecache.clearcache()  # Thespian's sources, read by the patches' checks (~0.6 MiB): never needed again
         gc.collect()  # the build's garbage, before its pages are shared
         gc.freeze()
     if _root is None:

@@ -10,7 +10,6 @@ a message, a row and its tests (docs/architecture.md, "The supervisor: a carrier
 
 from __future__ import annotations
 
-import gc
 import os
 from datetime import timedelta
 from typing import Any
@@ -227,14 +226,8 @@ class Supervisor(Actor):
         self.wakeupAfter(timedelta(seconds=seconds), payload=payload)
 
     def _fork(self, actor_class: type) -> ActorAddress:
-        """createActor with the supervisor's objects frozen out of the garbage collector.
-
-        A task actor is forked from this (large) process; a collection in the
-        child would touch every inherited object's header and copy its page.
-        Frozen, they stay shared (THESPIAN.md: halves a child's private memory).
-        """
-        gc.freeze()
-        try:
-            return self.createActor(actor_class)
-        finally:
-            gc.unfreeze()
+        """createActor.  The fork itself freezes this process's objects out of the garbage collector, in
+        both processes (actors/runtime/sharing.py): a collection here or in the child would write every
+        object's header and copy its page.  They stay frozen: unfreezing here after a fork gave the
+        collector back everything this process inherited too, and its next full collection copied it."""
+        return self.createActor(actor_class)

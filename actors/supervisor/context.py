@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from structlog.typing import FilteringBoundLogger
 from thespian.actors import ActorAddress
 
 from actors import messages as m
@@ -29,6 +28,9 @@ from pegasus.store.health import StoreHealth
 from pegasus.supervision import ChildSpec, Restart, Supervision
 from pegasus.task import TaskSnapshot
 
+if TYPE_CHECKING:  # a type only: structlog loads through pegasus.logs (what it leaves out: there)
+    from structlog.typing import FilteringBoundLogger as Log  # pegasus.logs.get
+
 SPECS = {
     "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, first_s=0.0, then_s=0.5, max_s=5.0,
                       stable_s=30.0),
@@ -37,7 +39,6 @@ SPECS = {
 
 Send = Callable[[ActorAddress, object], None]
 Wake = Callable[[float, object], None]  # (seconds, payload): the payload comes back in a WakeupMessage
-Log = FilteringBoundLogger  # pegasus.logs.get
 Rows = dict[type, Callable[..., object]]  # message class -> its row (a plain function of the Context)
 
 

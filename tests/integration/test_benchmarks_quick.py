@@ -83,4 +83,7 @@ def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str,
         assert idle["window_s"] > 0 and idle["cpu_s_per_min"] >= 0 and idle["processes"] > 0
         assert {"supervisor", "guardian", "llm pool", "tool pool", "workers", "logger", "admin"} <= set(idle["processes_by_kind"])
         assert "CPU/task: supervisor" in done.stdout and "idle: CPU of all" in done.stdout
+        # The idle system's memory, in all and per process kind (issue 33's done-when: printed by the quick run).
+        assert idle["pss_mib"] > 0 and set(idle["pss_mib_by_kind"]) == set(idle["processes_by_kind"])
+        assert "idle: PSS of all" in done.stdout and "idle: PSS of the workers (6 process(es))" in done.stdout
         assert "supervisor handler CPU/task" in done.stdout

@@ -209,3 +209,35 @@ def test_logging_on_a_full_disk_does_not_raise(tmp_path: Path) -> None:
     assert result.returncode == 0 and result.stdout == "still running\n", result.stderr
     lines = (tmp_path / "logs" / "pegasus.jsonl").read_text().splitlines()
     assert len(lines) == 1 and '"before"' in lines[0]  # whole lines only: nothing half-written
+
+
+# A parent configures and logs; a forked child is configured alike (as every process of a system is, by the
+# settings it is sent), then otherwise (another section), and logs each time.
+FORKED_SCRIPT = """
+import os, sys, structlog
+from pegasus import logs
+from pegasus.config import LoggingSettings
+logs.configure(sys.argv[1])
+logs.get("probe").info("parent")
+inherited = structlog.get_config()["processors"]
+pid = os.fork()
+if pid == 0:
+    logs.configure(sys.argv[1], LoggingSettings())
+    kept = structlog.get_config()["processors"] is inherited
+    logs.get("probe").info("child", kept=kept)
+    logs.configure(sys.argv[1], LoggingSettings(content=True))
+    logs.get("probe").info("child again", kept=structlog.get_config()["processors"] is inherited)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_configured_alike_keeps_the_inherited_configuration_and_logs_on_its_own(tmp_path: Path) -> None:
+    """The launcher configures a system's log once; the processes forked from it configure nothing again
+    (structlog's set-up in every process unshared ~0.3 MiB each, docs/memory.md), yet each writes its lines
+    through descriptors of its own; a different section still reconfigures."""
+    fresh_process(FORKED_SCRIPT, str(tmp_path / "state"))
+    lines = [json.loads(line) for line in (tmp_path / "state" / "logs" / "pegasus.jsonl").read_text().splitlines()]
+    assert [(line["event"], line.get("kept")) for line in lines] == [("parent", None), ("child", True),
+                                                                      ("child again", False)]
+    assert lines[0]["pid"] != lines[1]["pid"] == lines[2]["pid"]

@@ -1,0 +1,63 @@
+"""No process of a system holds a heavy module it never uses (docs/memory.md, "What each process holds").
+
+Every process is forked from the launcher, so what the launcher imports every process holds; a module
+that one process imports later is that process's own.  The census (tests/support/census/sitecustomize.py,
+put on the launcher's path) records, per process, what it held when forked and every module it imported
+after: the modules each really holds, asked of a real system started as ``pegasus start`` starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.client import Client
+from actors.runtime.system import system_pids
+from benchmarks.common import role_of, title_of
+
+pytestmark = pytest.mark.integration
+
+CENSUS = Path(__file__).resolve().parents[1] / "support" / "census"
+
+# Never used by an offline system's processes, whatever their kind: the model SDK and its HTTP stack load
+# only in an llm pool on a model endpoint (tests/integration/test_worker_memory.py), numpy only for vectors,
+# the MCP SDK only in the MCP host, the gateway's server in its own process; structlog's optional
+# console helpers never (pegasus/logs.py).
+UNUSED = ("openai", "httpx", "httpcore", "numpy", "mcp", "anyio", "starlette", "uvicorn",
+          "rich", "pygments", "colorama", "greenlet")
+
+
+def _census(folder: Path, pid: int) -> set[str]:
+    return set((folder / str(pid)).read_text().split())
+
+
+def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, tmp_path: Path, subprocess_env,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle and after a task.  Failed before structlog loaded without its console helpers: rich, pygments,
+    colorama and greenlet (85 modules, ~4.7 MiB) were in every process.  The same system then shows what
+    ``python -m benchmarks.memory --running`` measures (docs/memory.md's idle table): every process, by role."""
+    folder = tmp_path / "census"
+    folder.mkdir()
+    monkeypatch.setenv("PEGASUS_TEST_MODULE_CENSUS", str(folder))  # the launcher's environment, and so the system's
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(CENSUS), os.environ.get("PYTHONPATH")) if p))
+    client: Client = pegasus(daemon=True, pools={"llm_workers": 1, "tool_workers": 1})
+    done = client.wait(client.submit("what is 6 * 7?")["task_id"], timeout=60)
+    assert done["lifecycle_state"] == "done", done.get("error")
+    held = {pid: (role_of(title_of(pid)), _census(folder, pid)) for pid in system_pids(client.spec)}
+    roles = {role for role, _ in held.values()}
+    assert {"launcher", "admin", "logger", "guardian", "supervisor", "llm pool", "tool pool", "llm worker",
+            "tool worker"} <= roles, roles
+    for role, modules in held.values():
+        assert {"thespian", "pegasus.logs", "structlog"} <= modules, role  # the census sees what a process holds
+        heavy = sorted(name for name in modules if name.partition(".")[0] in UNUSED)
+        assert not heavy, f"{role} holds {heavy}"
+    measured = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--running"], capture_output=True, text=True,
+                              env={**subprocess_env, "PEGASUS_HOME": str(client.spec.state_dir)}, timeout=120)
+    assert measured.returncode == 0, measured.stderr
+    rows = {line.split()[0]: line.split()[-1] for line in measured.stdout.splitlines()[2:]}
+    assert {"launcher", "watcher", "admin", "logger", "guardian", "supervisor", "llm", "tool"} <= set(rows), rows
+    assert float(rows["all"]) > 0
