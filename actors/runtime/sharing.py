@@ -1,12 +1,9 @@
-"""Pages a stage worker shares with its pool (copy-on-write after Thespian's fork).
+"""Pages a system's processes share (copy-on-write after each fork).
 
-``before_forking`` (the pool) loads what its workers will use -- the tool plugins, and for an llm
-pool on a model endpoint the SDK and its TLS context -- and freezes it; ``after_fork`` (the worker)
-freezes what it inherited, so neither a late import nor a collection copies the shared pages.
-Figures and method: docs/memory.md.
-``preload_system`` (the process a system starts from, before the admin is forked) imports the actor
-tree and builds every deferred pydantic schema once, so no forked process builds them in pages of its own;
-the launcher also configures the system's log there, once.
+``preload_system`` (before the admin is forked) imports the actor tree, builds every deferred pydantic
+schema and configures the log once; ``before_forking`` (a pool) loads what its workers will use (tool
+plugins; for an llm pool the SDK and its TLS context); ``after_fork`` freezes what a process inherited,
+so neither a late import nor a collection copies the shared pages.  Figures: docs/memory.md.
 """
 
 from __future__ import annotations
