@@ -63,7 +63,9 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
 
 
 def task_actor_started(ctx: Context, address: ActorAddress) -> ActorAddress:
+    """A task actor was created: supervised, and given the settings once, before its first run."""
     ctx.supervision.step(Started(_actor_name(address), "task_actor", time.monotonic()))
+    ctx.send(address, m.ConfigureTaskActor(ctx.settings))
     return address
 
 
