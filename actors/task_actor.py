@@ -177,7 +177,7 @@ class TaskActor(ActorTypeDispatcher):
         """Sent with a callback for its delivery (Thespian's own send, plus the core's ``Delivered``);
         without a transport to wait for (simpleSystemBase), delivered as sent."""
         message = m.TaskReports(command.reports, time.process_time())
-        ref = getattr(self, "_myRef", None)
+        ref: Any = getattr(self, "_myRef", None)
         if getattr(ref, "transport", None) is None or not hasattr(ref, "_send_intent"):
             self.send(command.to, message)
             self._step(h.Delivered(self._more_read()))
