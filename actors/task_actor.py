@@ -174,16 +174,18 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, command.what)
 
     def _report(self, command: h.Report) -> None:
-        """Sent with a callback for its delivery (Thespian's own send, plus the core's ``Delivered``);
-        without a transport to wait for (simpleSystemBase), delivered as sent."""
+        """Sent as Thespian's ``send`` does (its dead-letter handling kept), with a callback for the
+        delivery: the core's ``Delivered``.  Without a transport to wait for (simpleSystemBase), or
+        Thespian internals other than 4.0.1's, sent plainly and counted delivered at once."""
         message = m.TaskReports(command.reports, time.process_time())
         ref: Any = getattr(self, "_myRef", None)
-        if getattr(ref, "transport", None) is None or not hasattr(ref, "_send_intent"):
+        send_intent = getattr(ref, "_send_intent", None)
+        if getattr(ref, "transport", None) is None or send_intent is None:
             self.send(command.to, message)
             self._step(h.Delivered(self._more_read()))
             return
-        intent = TransmitIntent(command.to, message, onError=ref.actor_send_fail)
-        ref._send_intent(intent.addCallback(self._delivered, self._delivered))
+        intent = TransmitIntent(command.to, message, onError=getattr(ref, "actor_send_fail", None))
+        send_intent(intent.addCallback(self._delivered, self._delivered))
 
     def _delivered(self, result: Any, intent: Any) -> None:
         self._step(h.Delivered(self._more_read()))
