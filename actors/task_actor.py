@@ -3,7 +3,10 @@
 A thin carrier over ``pegasus.run.host.RunHost``, which keeps the held runs, their unanswered
 requests and the pool addresses, and activates one run per message; this class turns messages
 into its inputs and its commands into sends.  Which task actor a run goes to is
-``pegasus.run.hosts``'s decision (the supervisor's).  Reports go without delay (docs/architecture.md).
+``pegasus.run.hosts``'s decision (the supervisor's).  Reports of several tasks share a message
+(``pegasus.run.report_batch``): the carrier tells the core when a message was handled (and whether
+more are already read) and when a batch of reports was delivered.  The settings come once, in
+``ConfigureTaskActor``, not in each ``StartTask``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
+from thespian.system.transport import TransmitIntent
 
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
@@ -53,8 +57,11 @@ class TaskActor(ActorTypeDispatcher):
         procs.die_with_parent()
         self.host = h.RunHost(pid=os.getpid())
         self.registry: ToolRegistry | None = None
-        self._configured = False  # logging, from the first StartTask's settings
+        self.settings: Settings | None = None  # from ConfigureTaskActor
+        self.effect_of: EffectOf = _unknown
         self.log = logs.get("task")
+        self._inputs: list[h.HostInput] = []  # inputs met while stepping (a delivery said during a send)
+        self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
             h.AskPool: self._ask_pool, h.Tell: self._tell, h.Report: self._report, h.Abandoned: self._abandoned,
@@ -66,8 +73,21 @@ class TaskActor(ActorTypeDispatcher):
             super().receiveMessage(message, sender)
         except Exception:
             self.log.exception("task_actor_error")
+        self._step(h.Handled(self._more_read()))
 
     def _step(self, event: h.HostInput) -> None:
+        """Step the core and carry its commands out; an input met meanwhile waits for its turn."""
+        self._inputs.append(event)
+        if self._stepping:
+            return
+        self._stepping = True
+        try:
+            while self._inputs:
+                self._carry(self._inputs.pop(0))
+        finally:
+            self._stepping = False
+
+    def _carry(self, event: h.HostInput) -> None:
         try:
             for command in self.host.step(event):
                 self._do[type(command)](command)
@@ -76,14 +96,29 @@ class TaskActor(ActorTypeDispatcher):
             for command in self.host.step(h.CarryingFailed(f"{type(exc).__name__}: {exc}")):
                 self._do[type(command)](command)
 
+    def _more_read(self) -> bool:
+        """Whether a message this actor handles is already read and waits (Thespian's queue): its
+        handling ends with ``Handled`` too, so what is held then goes at the latest."""
+        transport = getattr(getattr(self, "_myRef", None), "transport", None)
+        queued = getattr(transport, "_incomingEnvelopes", None) or ()
+        return any(type(getattr(envelope, "message", None)) in _HANDLED for envelope in queued)
+
     # -- messages -> inputs --------------------------------------------------------------------
+    def receiveMsg_ConfigureTaskActor(self, configure: m.ConfigureTaskActor, sender: Any) -> None:
+        if self.settings is None:
+            self.settings = configure.settings
+            self.effect_of = self._set_up(configure.settings)
+
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
-        effect_of = self._set_up(start.settings)
         task_id = start.task_id or str(getattr(start.snapshot, "task_id", ""))
-        self._step(h.Start(task_id, start.snapshot, start.run, start.settings.runtime.max_iterations,
+        settings = self.settings
+        if settings is None:  # the supervisor configures a task actor before its first run: never here
+            self.log.error("task_actor_not_configured", task_id=task_id)
+        snapshot = start.snapshot if settings is not None else None  # None: a run that cannot start, let go
+        self._step(h.Start(task_id, snapshot, start.run, settings.runtime.max_iterations if settings else 0,
                            Started(start.resume_event, dict(start.resume_payload or {})), sender, start.llm_pool,
-                           start.tool_pool, effect_of, start.generation, start.journal, start.inbox,
-                           start.settings.memory.recall_k, start.identity))
+                           start.tool_pool, self.effect_of, start.generation, start.journal, start.inbox,
+                           settings.memory.recall_k if settings else 0, start.identity))
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))
@@ -115,10 +150,8 @@ class TaskActor(ActorTypeDispatcher):
     def _set_up(self, settings: Settings) -> EffectOf:
         """Once per process (its runs all come from one system's settings): logging, and the tools'
         effect classes (never a tool: effect_of answers from the configuration)."""
-        if not self._configured:
-            self._configured = True
-            logs.configure_from(settings)
-            self.log = logs.get("task")
+        logs.configure_from(settings)
+        self.log = logs.get("task")
         if self.registry is None:
             try:
                 self.registry = effect_registry(settings)
@@ -141,8 +174,21 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, command.what)
 
     def _report(self, command: h.Report) -> None:
-        first = command.reports[0]
-        self.send(command.to, m.TaskReports(first.task_id, first.run, command.reports, time.process_time()))
+        """Sent as Thespian's ``send`` does (its dead-letter handling kept), with a callback for the
+        delivery: the core's ``Delivered``.  Without a transport to wait for (simpleSystemBase), or
+        Thespian internals other than 4.0.1's, sent plainly and counted delivered at once."""
+        message = m.TaskReports(command.reports, time.process_time())
+        ref: Any = getattr(self, "_myRef", None)
+        send_intent = getattr(ref, "_send_intent", None)
+        if getattr(ref, "transport", None) is None or send_intent is None:
+            self.send(command.to, message)
+            self._step(h.Delivered(self._more_read()))
+            return
+        intent = TransmitIntent(command.to, message, onError=getattr(ref, "actor_send_fail", None))
+        send_intent(intent.addCallback(self._delivered, self._delivered))
+
+    def _delivered(self, result: Any, intent: Any) -> None:
+        self._step(h.Delivered(self._more_read()))
 
     def _abandoned(self, command: h.Abandoned) -> None:
         self.send(command.to, m.TaskAbandoned(command.task_id, command.run, command.reason))
@@ -161,3 +207,8 @@ class TaskActor(ActorTypeDispatcher):
 
 def _unknown(tool: str) -> None:
     return None
+
+
+# What reaches receiveMessage (and so ends with Handled): a queued one of these holds the reports.
+_HANDLED = frozenset({m.StartTask, m.StageResult, m.Recalled, m.TextDelta, m.SuspendTask, m.MessageTask, m.DropTask,
+                      m.PoolReplaced, m.ConfigureTaskActor, m.McpListing, ActorExitRequest})

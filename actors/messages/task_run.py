@@ -16,6 +16,14 @@ from pegasus.run.commands import TaskTransitioned as TaskTransitioned  # noqa: F
 
 
 @dataclass(frozen=True, repr=False)
+class ConfigureTaskActor(_Brief):
+    """Supervisor -> a task actor it created, before its first run: the system's settings, once
+    (not in each StartTask: ~40 us to pickle and again to unpickle, per run)."""
+
+    settings: Settings
+
+
+@dataclass(frozen=True, repr=False)
 class StartTask(_Brief):
     """Run (or continue) a task: its snapshot (TaskSnapshot) and what to apply first."""
 
@@ -23,7 +31,6 @@ class StartTask(_Brief):
     run: int
     llm_pool: Any
     tool_pool: Any
-    settings: Settings
     resume_event: str | None = None
     resume_payload: dict[str, Any] = field(default_factory=dict)
     generation: str = "1"
@@ -59,12 +66,11 @@ class TaskAbandoned:
 class TaskReports(_Brief):
     """Task actor -> supervisor: its reports since the last send, in order, in one message.
 
-    ``reports`` holds TaskTransitioned and TaskStopped.  One
-    message per batch instead of one per report: every Thespian message costs
-    both processes about half a millisecond of CPU here (benchmarks/).
+    ``reports`` holds TaskTransitioned and TaskStopped, of one or more tasks' runs (each
+    task's in order: ``pegasus.run.report_batch``).  One message per batch instead of one
+    per report: every Thespian message costs both processes about half a millisecond of
+    CPU here (benchmarks/).
     """
 
-    task_id: str
-    run: int
     reports: tuple[Any, ...]
     cpu_s: float = 0.0  # the task actor's process CPU so far: its load, for placing runs (pegasus/run/hosts.py)

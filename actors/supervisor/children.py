@@ -49,7 +49,10 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
 
 
 def task_actor_started(ctx: Context, address: ActorAddress) -> ActorAddress:
+    """A task actor was created: supervised, and given the settings once, before its first run."""
     ctx.supervision.step(Started(_actor_name(address), "task_actor", time.monotonic()))
+    if ctx.settings is not None:  # task actors are created for runs: only once configured
+        ctx.send(address, m.ConfigureTaskActor(ctx.settings))
     return address
 
 

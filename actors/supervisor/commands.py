@@ -56,7 +56,7 @@ def _start(ctx: Context, start: StartRun) -> None:
     host = ctx.task_actors.take(start.task_id, start.run)
     ctx.run_started[(start.task_id, start.run)] = time.time_ns()
     ctx.send(host, m.StartTask(start.snapshot, start.run, ctx.pools.address[PoolName.LLM],
-                               ctx.pools.address[PoolName.TOOL], settings, start.resume_event, start.resume_payload,
+                               ctx.pools.address[PoolName.TOOL], start.resume_event, start.resume_payload,
                                start.generation, start.journal, start.task_id, inbox=start.inbox,
                                identity="" if settings.memory.recall_k else memory.identity(ctx)))
 

@@ -15,14 +15,14 @@ from pegasus.task import LifecycleState, StageName
 
 
 def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> None:
-    """A task actor's reports, in order; their store writes share one commit."""
+    """A task actor's reports, of one or more tasks, each task's in order; their store writes share one commit."""
     if ctx.store is None or ctx.admission is None:
         return
-    if ctx.task_actors.address_of(batch.task_id) != sender:
-        return  # not the actor of the task's run (one stopped when the store failed, say)
-    ctx.task_actors.report(sender, batch.cpu_s)
+    ctx.task_actors.report(sender, batch.cpu_s, batch.reports)
     with ctx.store.group():
         for report in batch.reports:
+            if ctx.task_actors.address_of(report.task_id) != sender:
+                continue  # not the actor of the task's run (one stopped when the store failed, say)
             if isinstance(report, m.TaskTransitioned):
                 _transitioned(ctx, report)
             elif isinstance(report, m.TaskStopped):

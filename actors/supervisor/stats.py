@@ -76,7 +76,7 @@ def _answer(ctx: Context, ask_id: int) -> None:
         "queue_length": admission.queue_length(), "active": len(admission.running),
         "max_active_tasks": admission.settings.runtime.max_active_tasks,
         "tasks": task_counts(ctx), "pools": pools_view(ctx, parts), "subscribers": len(ctx.subscribers),
-        "task_actors": ctx.task_actors.view(), "store": store_status(ctx),
+        "task_actors": ctx.task_actors.view(), "reports": dict(ctx.task_actors.reports), "store": store_status(ctx),
         "rejected_frames": rejected_count(admission.settings.state_dir()),
         "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
         "members": members_view(parts), "embeddings": embeddings_view(ctx),

@@ -27,6 +27,7 @@ class TaskActors:
         self.policy = TaskHosts()
         self.address: dict[int, ActorAddress] = {}
         self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
+        self.reports = {"messages": 0, "reports": 0, "most_tasks": 0}  # TaskReports received: stats' "reports"
 
     def configure(self, runtime: RuntimeSettings) -> None:
         self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
@@ -52,7 +53,12 @@ class TaskActors:
         self._carry_out(commands)
         return address
 
-    def report(self, address: ActorAddress, cpu_s: float) -> None:
+    def report(self, address: ActorAddress, cpu_s: float, reports: tuple[object, ...] = ()) -> None:
+        """A TaskReports from ``address``: its CPU so far (its load), and the reports counted."""
+        counted = self.reports
+        counted["messages"] += 1
+        counted["reports"] += len(reports)
+        counted["most_tasks"] = max(counted["most_tasks"], len({getattr(r, "task_id", None) for r in reports}))
         key = self._key(address)
         if key is not None:
             self.policy.report(key, cpu_s)

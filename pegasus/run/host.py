@@ -3,7 +3,9 @@
 A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
 between two messages.  This core keeps that bookkeeping -- the held runs, each run's unanswered
 stage request, the pool addresses, the highest token issued -- activates one run per input and
-turns the run's commands into addressed sends.  The carrier only builds messages and sends them.
+turns the run's commands into addressed sends.  The reports of several activations, of several
+tasks, leave together (``pegasus.run.report_batch``): the carrier says when a message was handled
+and when a batch was delivered.  The carrier only builds messages and sends them.
 Never raises; the clock, the ids and the pid are passed in.
 """
 
@@ -17,6 +19,7 @@ from pegasus.run import inputs as run_inputs
 from pegasus.run.commands import Abandon, AskRecall, Command, Log, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
 from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
+from pegasus.run.report_batch import ReportBatch
 from pegasus.run.snapshot import RunSnapshot, current
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
@@ -85,11 +88,25 @@ class CarryingFailed:
 
 @dataclass(frozen=True, slots=True)
 class Closing:
-    """The process is exiting."""
+    """The process is exiting: what is held is sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """A message was handled; ``more_read``: another, already read, waits to be handled."""
+
+    more_read: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A ``Report`` sent earlier was delivered, or failed (``more_read`` as in ``Handled``)."""
+
+    more_read: bool = False
 
 
 HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
-             | CarryingFailed | Closing)
+             | CarryingFailed | Closing | Handled | Delivered)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -113,7 +130,8 @@ class Tell:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """The activation's reports to ``to``, in order, as one message."""
+    """Reports to ``to``, in order, as one message: of one or more activations, of one or more tasks.
+    The carrier answers ``Delivered`` once the message is delivered (or failed)."""
 
     to: Address
     reports: tuple[TaskTransitioned | TaskStopped, ...]
@@ -156,6 +174,7 @@ class RunHost:
         self.effect_of: EffectOf = _unknown
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
+        self.batch = ReportBatch()  # reports made and not yet sent
 
     def step(self, event: HostInput) -> list[HostCommand]:
         """Apply one input; the commands to carry out, in order.  Never raises: a run whose
@@ -197,8 +216,9 @@ class RunHost:
     def _streamed(self, event: Streamed) -> list[HostCommand]:
         delta = event.delta
         held = self.runs.get(delta.task_id)  # passed on without activating the run
-        return [Tell(self.supervisor, replace(delta, run=held.run))] if held and current(held, delta.task_id,
-                                                                                           delta.token) else []
+        if held is None or not current(held, delta.task_id, delta.token):
+            return []
+        return [*self._reports(self.batch.before_other()), Tell(self.supervisor, replace(delta, run=held.run))]
 
     def _suspend_asked(self, event: SuspendAsked) -> list[HostCommand]:
         held = self.runs.get(event.task_id)  # None: a run that is over (the request crossed its stop)
@@ -239,7 +259,16 @@ class RunHost:
     def _closing(self, event: Closing) -> list[HostCommand]:
         self.runs.clear()
         self.asked.clear()
-        return []
+        return self._reports(self.batch.before_other())
+
+    def _handled(self, event: Handled) -> list[HostCommand]:
+        return self._reports(self.batch.handled(event.more_read))
+
+    def _delivered(self, event: Delivered) -> list[HostCommand]:
+        return self._reports(self.batch.delivered(event.more_read))
+
+    def _reports(self, reports: tuple[TaskTransitioned | TaskStopped, ...]) -> list[HostCommand]:
+        return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []
 
     # -- activation --------------------------------------------------------------------------------
     def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[RunSnapshot | None,
@@ -270,7 +299,8 @@ class RunHost:
 
     def _address(self, run: TaskRun, commands: list[Command]) -> tuple[list[HostCommand], str | None]:
         """The run's commands as sends: stage requests first (the next stage waits for no report or log
-        line), then the log lines, then the reports as one.  Also why the run is abandoned, if it is."""
+        line), then the log lines; the reports join the batch (``Report`` when it is full; the held
+        reports go before a message to the supervisor).  Also why the run is abandoned, if it is."""
         first: list[HostCommand] = []
         then: list[HostCommand] = []
         reports: list[TaskTransitioned | TaskStopped] = []
@@ -285,12 +315,12 @@ class RunHost:
                 then.append(LogLine(command, who))
             elif isinstance(command, _REPORTS):
                 reports.append(command)
-            elif isinstance(command, _TOLD):
-                first.append(Tell(self.supervisor, command))  # recall: the store is the supervisor's
+            elif isinstance(command, _TOLD):  # recall: the store is the supervisor's
+                first += [*self._reports(self.batch.before_other()), Tell(self.supervisor, command)]
             elif isinstance(command, Abandon):
                 abandon = command.reason
         if reports:
-            then.append(Report(self.supervisor, tuple(reports)))
+            then += self._reports(self.batch.add(reports))
         return first + then, abandon
 
     def _failed(self, reason: str, last: tuple[str, int] | None) -> list[HostCommand]:
@@ -301,7 +331,9 @@ class RunHost:
         return self._abandoned(task_id, run, reason)
 
     def _abandoned(self, task_id: str, run: int, reason: str) -> list[HostCommand]:
-        return [] if self.supervisor is None else [Abandoned(self.supervisor, task_id, run, reason)]
+        if self.supervisor is None:
+            return []
+        return [*self._reports(self.batch.before_other()), Abandoned(self.supervisor, task_id, run, reason)]
 
     def _forget(self, task_id: str) -> None:
         self.runs.pop(task_id, None)
@@ -310,7 +342,7 @@ class RunHost:
     _HANDLERS: ClassVar[dict[type, Callable[[RunHost, Any], list[HostCommand]]]] = {
         Start: _start, Answered: _answered, MemoriesRecalled: _recalled, Streamed: _streamed,
         SuspendAsked: _suspend_asked, Messages: _messages, Drop: _drop, PoolReplaced: _pool_replaced,
-        CarryingFailed: _carrying_failed, Closing: _closing,
+        CarryingFailed: _carrying_failed, Closing: _closing, Handled: _handled, Delivered: _delivered,
     }
 
 

@@ -32,6 +32,13 @@ def settings_for(tmp_path: Path, **overrides) -> Settings:
     return Settings().with_overrides(base)
 
 
+def start(asys: ActorSystem, actor: object, snapshot: object, pool: object, settings: Settings,
+          **fields: object) -> m.StartTask:
+    """A StartTask for ``actor``, told its settings first (as the supervisor does once per task actor)."""
+    asys.tell(actor, m.ConfigureTaskActor(settings))
+    return m.StartTask(snapshot, 1, pool, pool, **fields)
+
+
 @pytest.fixture
 def asys() -> Iterator[ActorSystem]:
     """A bare simpleSystemBase system for one actor under test; shut down afterwards."""
@@ -136,7 +143,7 @@ def test_task_actor_drops_stale_results_and_applies_current_ones(asys, tmp_path:
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("classic", "echo hi", task_id="t1")
     settings = settings_for(tmp_path, memory=NO_RECALL)
-    [first] = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings), 5).reports
+    [first] = asys.ask(actor, start(asys, actor, fsm.snapshot(), pool, settings), 5).reports
     assert isinstance(first, m.TaskTransitioned) and first.to_state == "perceiving"
     [request] = asys.ask(pool, "requests", 5)
     assert (request.stage, request.token) == ("perceive", 1)
@@ -159,10 +166,10 @@ def test_a_free_task_actor_runs_the_next_task_and_drops_what_was_meant_for_the_l
     actor = asys.createActor(TaskActor)
     settings = settings_for(tmp_path, memory=NO_RECALL)
     first = TaskFSM.create("classic", "echo hi", task_id="t1")
-    asys.ask(actor, m.StartTask(first.snapshot(), 1, pool, pool, settings), 5)
+    asys.ask(actor, start(asys, actor, first.snapshot(), pool, settings), 5)
     asys.ask(actor, m.SuspendTask("t1", "hold"), 5)  # t1 stops: the actor is free
     second = TaskFSM.create("classic", "echo again", task_id="t9")
-    [started] = asys.ask(actor, m.StartTask(second.snapshot(), 1, pool, pool, settings), 5).reports
+    [started] = asys.ask(actor, start(asys, actor, second.snapshot(), pool, settings), 5).reports
     assert (started.task_id, started.to_state) == ("t9", "perceiving")
     requests = asys.ask(pool, "requests", 5)
     assert [(r.task_id, r.token) for r in requests] == [("t1", 1), ("t9", 3)]  # tokens only grow
@@ -181,11 +188,11 @@ def test_a_run_that_cannot_start_is_reported_abandoned_and_the_task_actor_serves
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     settings = settings_for(tmp_path)
-    abandoned = asys.ask(actor, m.StartTask(None, 1, pool, pool, settings, task_id="t4"), 5)  # the restore raises
+    abandoned = asys.ask(actor, start(asys, actor, None, pool, settings, task_id="t4"), 5)  # the restore raises
     assert isinstance(abandoned, m.TaskAbandoned) and (abandoned.task_id, abandoned.run) == ("t4", 1)
     assert "cannot start" in abandoned.reason
     good = TaskFSM.create("classic", "echo hi", task_id="t3").snapshot()
-    assert isinstance(asys.ask(actor, m.StartTask(good, 1, pool, pool, settings), 5), m.TaskReports)
+    assert isinstance(asys.ask(actor, start(asys, actor, good, pool, settings), 5), m.TaskReports)
 
 
 def test_a_task_actor_holds_many_runs_and_applies_each_answer_to_its_own(asys, tmp_path: Path) -> None:
@@ -195,8 +202,8 @@ def test_a_task_actor_holds_many_runs_and_applies_each_answer_to_its_own(asys, t
     actor = asys.createActor(TaskActor)
     settings = settings_for(tmp_path, memory=NO_RECALL)
     for task_id in ("a", "b", "c"):
-        asys.ask(actor, m.StartTask(TaskFSM.create("classic", "echo hi", task_id=task_id).snapshot(), 1, pool, pool,
-                                    settings), 5)
+        snapshot = TaskFSM.create("classic", "echo hi", task_id=task_id).snapshot()
+        asys.ask(actor, start(asys, actor, snapshot, pool, settings), 5)
     requests = {r.task_id: r.token for r in asys.ask(pool, "requests", 5)}
     assert sorted(requests) == ["a", "b", "c"] and len(set(requests.values())) == 3  # tokens never shared
     asys.tell(actor, m.DropTask("b", 1))
@@ -214,7 +221,7 @@ def test_task_actor_fails_the_task_when_an_llm_stage_fails(asys, tmp_path: Path)
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("reason_act", "echo hi", task_id="t2")
-    asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path, memory=NO_RECALL)), 5)
+    asys.ask(actor, start(asys, actor, fsm.snapshot(), pool, settings_for(tmp_path, memory=NO_RECALL)), 5)
     failed, stopped = asys.ask(actor, m.StageResult("t2", 1, "reason", False, error="deadline",
                                                     error_kind="timeout"), 5).reports
     assert failed.to_state == "failed"
@@ -226,7 +233,7 @@ def test_a_task_actor_asks_its_supervisor_for_memories_and_sends_the_stage_with_
     pool = asys.createActor(RecordingPool)
     actor = asys.createActor(TaskActor)
     fsm = TaskFSM.create("reason_act", "where is the deploy key?", task_id="t5")
-    ask = asys.ask(actor, m.StartTask(fsm.snapshot(), 1, pool, pool, settings_for(tmp_path)), 5)
+    ask = asys.ask(actor, start(asys, actor, fsm.snapshot(), pool, settings_for(tmp_path)), 5)
     assert isinstance(ask, m.AskRecall) and (ask.task_id, ask.k, ask.query) == ("t5", 5, "where is the deploy key?")
     assert isinstance(asys.listen(5), m.TaskReports)  # idle -> reasoning, sent after the ask
     assert asys.ask(pool, "requests", 5) == []  # the stage waits for the memories

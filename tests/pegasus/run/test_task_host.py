@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from pegasus.run import Answered, SendStage, Started, Streamed, SuspendAsked, TaskStopped
 from pegasus.run.host import (
-    Abandoned, AskPool, CarryingFailed, Closing, Drop, HostCommand, LogLine, Messages, PoolReplaced,
-    Report, RunHost, Start, Tell,
+    Abandoned, AskPool, CarryingFailed, Closing, Delivered, Drop, Handled, HostCommand, LogLine, Messages,
+    PoolReplaced, Report, RunHost, Start, Tell,
 )
 from pegasus.streaming import TextDelta
 from pegasus.task import TaskFSM
@@ -36,6 +36,16 @@ def answer(ask: AskPool, **fields: Any) -> Answered:
                                        "error": None, "error_kind": "", "worker": {}, **fields}))
 
 
+def settled(core: RunHost, event: Any) -> list[HostCommand]:
+    """``event`` stepped as a message alone in the mailbox: then Handled, and each Report delivered."""
+    out = core.step(event)
+    more = core.step(Handled())
+    while more:
+        out += more
+        more = [c for report in of(Report, more) for c in core.step(Delivered())]
+    return out
+
+
 def of(kind: type, commands: list[HostCommand]) -> list[Any]:
     return [command for command in commands if isinstance(command, kind)]
 
@@ -46,7 +56,7 @@ def events(commands: list[HostCommand]) -> list[str]:
 
 def test_a_started_run_asks_its_pool_first_then_logs_then_reports_once_to_its_supervisor() -> None:
     core = host()
-    out = core.step(start("a"))
+    out = settled(core, start("a"))
     assert isinstance(out[0], AskPool) and (out[0].to, out[0].stage.stage, out[0].journal_to) == (LLM, "perceive",
                                                                                                    None)
     assert isinstance(out[-1], Report) and out[-1].to == SUP and len(out[-1].reports) == 1
@@ -57,9 +67,9 @@ def test_a_started_run_asks_its_pool_first_then_logs_then_reports_once_to_its_su
 
 def test_runs_held_together_never_share_a_token_and_each_answer_activates_its_own() -> None:
     core = host()
-    asks = {task: of(AskPool, core.step(start(task)))[0] for task in ("a", "b", "c")}
+    asks = {task: of(AskPool, settled(core, start(task)))[0] for task in ("a", "b", "c")}
     assert len({ask.stage.token for ask in asks.values()}) == 3
-    out = core.step(answer(asks["b"]))
+    out = settled(core, answer(asks["b"]))
     [report] = of(Report, out)
     assert [(r.task_id, r.from_state, r.to_state) for r in report.reports] == [("b", "perceiving", "thinking")]
     [think] = of(AskPool, out)
@@ -87,7 +97,7 @@ def test_a_dropped_run_is_forgotten_and_its_answer_activates_nothing() -> None:
 
 def test_streamed_text_goes_to_the_supervisor_without_activating_the_run_and_stale_text_goes_nowhere() -> None:
     core = host()
-    ask = of(AskPool, core.step(start("a")))[0]
+    ask = of(AskPool, settled(core, start("a")))[0]
     held = core.runs["a"]
     [tell] = core.step(Streamed(TextDelta("a", ask.stage.token, "perceive", 1, "he")))
     assert isinstance(tell, Tell) and tell.to == SUP and tell.what.run == 1 and core.runs["a"] is held
@@ -136,8 +146,8 @@ def test_a_run_that_stops_is_forgotten() -> None:
 
 def test_a_stopped_runs_report_is_the_last_thing_it_sends() -> None:
     core = host()
-    core.step(start("a"))
-    out = core.step(SuspendAsked("a", "later"))
+    settled(core, start("a"))
+    out = settled(core, SuspendAsked("a", "later"))
     assert isinstance(out[-1], Report) and isinstance(out[-1].reports[-1], TaskStopped)
 
 

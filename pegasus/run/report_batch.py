@@ -1,0 +1,57 @@
+"""When a task actor's reports leave: those of several activations, of several tasks, in one message (issue 33).
+
+Every message to the supervisor costs both processes a wake-up (select, read, MAC
+check, unpickle, a commit), so the reports a task actor makes are held while
+
+- more messages already read wait to be handled (their reports join the batch), or
+- the batch sent before is not yet delivered: Thespian keeps one message in flight per
+  sender and target and waits for its acknowledgement, so a report sent now would only
+  queue behind it; it goes in the next batch instead, sent once that one is delivered,
+
+and never beyond ``LIMIT`` reports.  Before any other message to the supervisor (a
+recall request, streamed text, a run let go) the held reports go first: nothing
+overtakes a report.  A task's reports keep their order: one list, sent in order, and
+Thespian delivers one sender's messages in order.  A report still held when the
+task actor dies is lost as one in flight is: the run resumes from its last committed
+checkpoint (docs/durability.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LIMIT = 16  # reports one message carries at most: a long burst still reports as it goes
+
+
+class ReportBatch:
+    """The policy alone: each call answers the reports to send now, in order, as one message (empty: none)."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = max(1, limit)
+        self.held: list[Any] = []
+        self.in_flight = 0  # batches sent and not yet delivered (or failed)
+
+    def add(self, reports: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
+        """An activation made ``reports``: held; sent at once when the batch is full."""
+        self.held.extend(reports)
+        return self._send() if len(self.held) >= self.limit else ()
+
+    def before_other(self) -> tuple[Any, ...]:
+        """Another message to the supervisor is about to go: whatever is held goes first."""
+        return self._send()
+
+    def handled(self, more_read: bool) -> tuple[Any, ...]:
+        """A message was handled; ``more_read``: another, already read, waits to be handled."""
+        return () if more_read or self.in_flight else self._send()
+
+    def delivered(self, more_read: bool) -> tuple[Any, ...]:
+        """A batch sent earlier was delivered (or failed: nothing waits for it any more)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        return self.handled(more_read)
+
+    def _send(self) -> tuple[Any, ...]:
+        if not self.held:
+            return ()
+        batch, self.held = tuple(self.held), []
+        self.in_flight += 1
+        return batch

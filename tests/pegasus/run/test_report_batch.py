@@ -1,0 +1,129 @@
+"""A task actor's reports of several tasks in one message (issue 33): the batching policy alone, then in
+the host core; any interleaving of reports, handled messages and deliveries sends each report once, in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings, strategies as st
+
+from pegasus.run import TaskStopped, TaskTransitioned
+from pegasus.run.host import Abandoned, AskPool, Closing, Delivered, Handled, Report, RunHost, Tell
+from pegasus.run.report_batch import ReportBatch
+from tests.pegasus.run.test_task_host import INPUTS, SUP, answer, host, of, settled, start
+
+# -- the policy alone ------------------------------------------------------------------------------
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(1, 3)),  # an activation's reports (a transition, maybe a stop)
+    st.tuples(st.just("other"), st.none()),
+    st.tuples(st.just("handled"), st.booleans()),
+    st.tuples(st.just("delivered"), st.booleans()),
+), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS, st.integers(1, 8))
+def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(steps: list[Any], limit: int) -> None:
+    batch = ReportBatch(limit)
+    made: list[int] = []
+    sent: list[tuple[int, ...]] = []
+    for kind, arg in steps:
+        if kind == "add":
+            reports = list(range(len(made), len(made) + arg))
+            made += reports
+            out = batch.add(reports)
+        elif kind == "other":
+            out = batch.before_other()
+            assert not batch.held  # nothing held overtaken by another message
+        elif kind == "handled":
+            out = batch.handled(arg)
+        else:
+            out = batch.delivered(arg)
+        if out:
+            sent.append(out)
+            assert len(out) < limit + 3  # full at the limit: at most one activation's reports beyond it
+        assert batch.in_flight <= len(sent)
+    while batch.in_flight:  # every batch delivered, the mailbox empty: nothing stays held
+        if out := batch.delivered(False):
+            sent.append(out)
+    if out := batch.handled(False):
+        sent.append(out)
+    assert [r for out in sent for r in out] == made and not batch.held
+
+
+def test_reports_wait_while_more_messages_are_read_or_a_batch_is_in_flight() -> None:
+    batch = ReportBatch()
+    assert batch.add(["a1"]) == () and batch.handled(more_read=True) == ()  # another message waits: held
+    assert batch.add(["b1"]) == () and batch.handled(more_read=False) == ("a1", "b1")  # the burst ends: one message
+    assert batch.add(["a2"]) == () and batch.handled(False) == ()  # the batch before is not delivered yet
+    assert batch.add(["b2", "b3"]) == () and batch.delivered(False) == ("a2", "b2", "b3")
+    assert batch.delivered(False) == () and batch.in_flight == 0
+
+
+def test_a_full_batch_goes_at_once_and_another_message_to_the_supervisor_goes_after_what_is_held() -> None:
+    batch = ReportBatch(limit=2)
+    assert batch.add(["a1"]) == () and batch.add(["b1"]) == ("a1", "b1")
+    assert batch.add(["a2"]) == () and batch.before_other() == ("a2",) and batch.in_flight == 2
+
+
+# -- in the host core --------------------------------------------------------------------------------
+def test_the_reports_of_messages_read_together_go_as_one_message_of_several_tasks() -> None:
+    core = host()
+    asks = {task: of(AskPool, settled(core, start(task)))[0] for task in ("a", "b", "c")}
+    out = []
+    for task in ("a", "b", "c"):  # three answers read in one pass: the first two have another behind them
+        out += core.step(answer(asks[task]))
+        out += core.step(Handled(more_read=task != "c"))
+    [report] = of(Report, out)
+    assert report.to == SUP and [(r.task_id, r.to_state) for r in report.reports] == [
+        ("a", "thinking"), ("b", "thinking"), ("c", "thinking")]
+    assert [ask.stage.stage for ask in of(AskPool, out)] == ["think"] * 3  # the next stages did not wait
+
+
+def test_reports_made_while_a_batch_is_in_flight_go_together_once_it_is_delivered() -> None:
+    core = host()
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in ("a", "b")}
+    [first] = of(Report, core.step(Handled()))  # both starts, read together
+    assert [r.task_id for r in first.reports] == ["a", "b"]
+    for task in ("a", "b"):  # answered one by one while the first batch is not yet acknowledged
+        assert not of(Report, core.step(answer(asks[task])) + core.step(Handled()))
+    [second] = of(Report, core.step(Delivered()))
+    assert [(r.task_id, r.from_state) for r in second.reports] == [("a", "perceiving"), ("b", "perceiving")]
+
+
+def test_held_reports_go_before_a_recall_request_a_run_let_go_and_the_process_exit() -> None:
+    core = host()
+    settled(core, start("a"))
+    core.step(start("b"))  # held: another message is read behind it
+    out = core.step(start("t4", snapshot=None))  # cannot start: let go, after what is held
+    assert [type(c) for c in out if isinstance(c, (Report, Abandoned))] == [Report, Abandoned]
+    core.step(start("c"))
+    [report] = of(Report, core.step(Closing()))
+    assert [r.task_id for r in report.reports] == ["c"]
+
+
+def test_streamed_text_goes_after_the_reports_held_before_it() -> None:
+    from pegasus.run import Streamed
+    from pegasus.streaming import TextDelta
+    core = host()
+    ask = of(AskPool, core.step(start("a")))[0]
+    out = core.step(Streamed(TextDelta("a", ask.stage.token, "perceive", 1, "he")))
+    assert [type(c) for c in out] == [Report, Tell]
+
+
+SIGNALS = st.one_of(st.builds(Handled, st.booleans()), st.builds(Delivered, st.booleans()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(INPUTS, SIGNALS, SIGNALS), max_size=40))
+def test_any_interleaving_of_inputs_and_flushes_reports_each_run_once_and_in_order(inputs: list[Any]) -> None:
+    """Every report the runs made leaves once, in the order they were made (so each task's in its order)."""
+    core = host()
+    made: list[Any] = []
+    add = core.batch.add
+    core.batch.add = lambda reports: (made.extend(reports), add(reports))[1]  # type: ignore[method-assign]
+    sent: list[Any] = []
+    for event in [*inputs, Closing()]:
+        sent += [r for report in of(Report, core.step(event)) for r in report.reports]
+    assert [id(r) for r in sent] == [id(r) for r in made] and not core.batch.held
+    assert all(isinstance(r, (TaskTransitioned, TaskStopped)) for r in sent)
