@@ -2,11 +2,9 @@
 
 A thin carrier over ``pegasus.run.host.RunHost``, which keeps the held runs, their unanswered
 requests and the pool addresses, and activates one run per message; this class turns messages
-into its inputs and its commands into sends.  Which task actor a run goes to is
-``pegasus.run.hosts``'s decision (the supervisor's).  Reports of several tasks share a message
-(``pegasus.run.report_batch``): the carrier tells the core when a message was handled (and whether
-more are already read) and when a batch of reports was delivered.  The settings come once, in
-``ConfigureTaskActor``, not in each ``StartTask``.
+into its inputs and its commands into sends, and tells the core when a message was handled and a
+batch of reports delivered (``pegasus.run.report_batch``).  Settings come once, in
+``ConfigureTaskActor``.  Which task actor a run goes to is ``pegasus.run.hosts``'s decision.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A host of many task runs, as a pure core: ``RunHost.step(input) -> list[HostCommand]``.
 
 A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
-between two messages.  This core keeps that bookkeeping -- the held runs, each run's unanswered
-stage request, the pool addresses, the highest token issued -- activates one run per input and
-turns the run's commands into addressed sends.  The reports of several activations, of several
-tasks, leave together (``pegasus.run.report_batch``): the carrier says when a message was handled
-and when a batch was delivered.  The carrier only builds messages and sends them.
+between two messages.  This core keeps the held runs, each run's unanswered stage request, the pool
+addresses and the highest token issued, activates one run per input and turns its commands into
+addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).
 Never raises; the clock, the ids and the pid are passed in.
 """
 

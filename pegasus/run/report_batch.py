@@ -1,19 +1,10 @@
-"""When a task actor's reports leave: those of several activations, of several tasks, in one message (issue 33).
+"""When a task actor's reports leave: those of several activations, of several tasks, in one message.
 
-Every message to the supervisor costs both processes a wake-up (select, read, MAC
-check, unpickle, a commit), so the reports a task actor makes are held while
-
-- more messages already read wait to be handled (their reports join the batch), or
-- the batch sent before is not yet delivered: Thespian keeps one message in flight per
-  sender and target and waits for its acknowledgement, so a report sent now would only
-  queue behind it; it goes in the next batch instead, sent once that one is delivered,
-
-and never beyond ``LIMIT`` reports.  Before any other message to the supervisor (a
-recall request, streamed text, a run let go) the held reports go first: nothing
-overtakes a report.  A task's reports keep their order: one list, sent in order, and
-Thespian delivers one sender's messages in order.  A report still held when the
-task actor dies is lost as one in flight is: the run resumes from its last committed
-checkpoint (docs/durability.md).
+Each message to the supervisor costs both processes a wake-up, so reports are held while messages
+already read wait to be handled, or while the last batch is undelivered (Thespian keeps one message
+in flight per sender and target), never beyond ``LIMIT``.  Held reports go before any other message
+to the supervisor, in the order made.  One held when the task actor dies is lost as one in flight
+is: the run resumes from its last committed checkpoint (docs/durability.md).
 """
 
 from __future__ import annotations
