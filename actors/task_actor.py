@@ -4,6 +4,8 @@ A thin carrier over ``pegasus.run.host.RunHost``, which keeps the held runs, the
 requests and the pool addresses, and activates one run per message; this class turns messages
 into its inputs and its commands into sends.  Which task actor a run goes to is
 ``pegasus.run.hosts``'s decision (the supervisor's).  Reports go without delay (docs/architecture.md).
+A run's recall is answered here from the store's file, read-only (``pegasus.memory.recall``), when it
+can be: the supervisor is asked only otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from pegasus import logs
 from pegasus.config import Settings
+from pegasus.memory.recall import LocalRecall
 from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
@@ -54,6 +57,8 @@ class TaskActor(ActorTypeDispatcher):
         self.host = h.RunHost(pid=os.getpid())
         self.registry: ToolRegistry | None = None
         self._configured = False  # logging, from the first StartTask's settings
+        self.recall: LocalRecall | None = None  # from the first StartTask's settings
+        self._later: list[h.HostInput] = []  # recalls answered here: stepped once the commands before are sent
         self.log = logs.get("task")
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
@@ -75,6 +80,8 @@ class TaskActor(ActorTypeDispatcher):
             self.log.exception("task_actor_error")
             for command in self.host.step(h.CarryingFailed(f"{type(exc).__name__}: {exc}")):
                 self._do[type(command)](command)
+        while self._later:  # as if each answer had come in a message of its own
+            self._step(self._later.pop(0))
 
     # -- messages -> inputs --------------------------------------------------------------------
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
@@ -108,6 +115,8 @@ class TaskActor(ActorTypeDispatcher):
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
+        if self.recall is not None:
+            self.recall.close()
 
     def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
         _MCP_LISTINGS.views = dict(listing.views)
@@ -119,6 +128,7 @@ class TaskActor(ActorTypeDispatcher):
             self._configured = True
             logs.configure_from(settings)
             self.log = logs.get("task")
+            self.recall = LocalRecall(settings)
         if self.registry is None:
             try:
                 self.registry = effect_registry(settings)
@@ -138,7 +148,13 @@ class TaskActor(ActorTypeDispatcher):
             tier=stage.context.tier))
 
     def _tell(self, command: h.Tell) -> None:
-        self.send(command.to, command.what)
+        ask = command.what
+        if isinstance(ask, m.AskRecall) and self.recall is not None:
+            answer = self.recall.answer(ask.query, ask.k)
+            if answer is not None:
+                self._later.append(MemoriesRecalled(m.Recalled(ask.task_id, ask.token, *answer)))
+                return
+        self.send(command.to, ask)
 
     def _report(self, command: h.Report) -> None:
         first = command.reports[0]
