@@ -36,6 +36,7 @@ from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskS
 from pegasus.task.models import PostTaskReflection, deep_copy
 from pegasus.tools.registry import ToolRegistry
 
+
 def memory_of(ctx: Context) -> MemoryStore:
     """The memory over the supervisor's store (a view: cheap, and always the store open now)."""
     if ctx.store is None or ctx.settings is None:
@@ -241,7 +242,7 @@ def _keep(ctx: Context, task_id: str, reflection: PostTaskReflection) -> None:
     except MemoryStoreError as exc:  # a cap, a bad path: nothing of it written, the failure recorded
         _reflection_failed(ctx, task_id, f"the reflection's memories were refused: {exc}", data)
         return
-    ctx.log.info("reflection_complete", task_id=task_id, memories=written)
+    ctx.log.debug("reflection_complete", task_id=task_id, memories=written)  # the audit row says it (history)
 
 
 def _remember(ctx: Context, task_id: str, reflection: PostTaskReflection) -> list[str]:

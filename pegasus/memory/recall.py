@@ -20,11 +20,12 @@ from pegasus.config import Settings
 from pegasus.memory.embeddings import configured
 from pegasus.memory.identity import IDENTITY_FILE, load_identity
 from pegasus.memory.store import MemoryStore
+from pegasus.memory.values import Kind
 from pegasus.store.errors import StoreError
 
 RECALL_KEYS = ("id", "kind", "title", "text", "score")
 RECALL_TEXT_CHARS = 2000  # of one recalled memory in a task's context (checkpointed with it): k of them at most
-RECALLED_KINDS = ("fact", "episode")
+RECALLED_KINDS: tuple[Kind, ...] = ("fact", "episode")
 
 Answer = tuple[str, tuple[dict[str, Any], ...], str | None]  # identity, items (best first), error
 
@@ -66,6 +67,7 @@ class LocalRecall:
         self.settings = settings
         self.identity = CurrentIdentity()
         self._memory: MemoryStore | None = None
+        self._file = (0, 0)  # the opened store's (device, inode)
 
     def answer(self, query: str, k: int) -> Answer | None:
         if configured(self.settings.memory) and query.strip():
@@ -81,10 +83,17 @@ class LocalRecall:
             return None
 
     def _open(self) -> MemoryStore:
+        """The store, opened at the first recall and again when its path names another file (a restore)."""
+        # Imported here: a task actor that never recalls skips it.
+        from pegasus.store.sqlite import DB_FILE
+        path = self.settings.state_dir() / DB_FILE
+        info = os.stat(path)
+        if self._memory is not None and self._file != (info.st_dev, info.st_ino):
+            self.close()
         if self._memory is None:
-            from pegasus.store.reader import StoreReader  # the first recall's: a process that never recalls skips it
-
-            self._memory = MemoryStore(StoreReader.of_state_dir(self.settings.state_dir()), self.settings.memory)
+            from pegasus.store.reader import StoreReader
+            self._memory = MemoryStore(StoreReader(path), self.settings.memory)
+            self._file = (info.st_dev, info.st_ino)
         return self._memory
 
     def close(self) -> None:

@@ -45,8 +45,8 @@ def test_a_local_recall_gives_what_the_writer_would_and_writes_nothing(stored: t
     local.close()
 
 
-def test_a_recall_it_cannot_answer_goes_to_the_supervisor(stored: tuple[Settings, Store], tmp_path: Path) -> None:
-    settings, _ = stored
+@pytest.mark.usefixtures("stored")
+def test_a_recall_it_cannot_answer_goes_to_the_supervisor(tmp_path: Path) -> None:
     assert LocalRecall(settings_in(tmp_path, embeddings_model="e5")).answer("deploy key", 5) is None
     assert LocalRecall(settings_in(tmp_path / "nothing")).answer("deploy key", 5) is None  # no store there
     assert LocalRecall(settings_in(tmp_path, embeddings_model="e5")).answer("  ", 5) is not None  # no vector needed
@@ -59,3 +59,18 @@ def test_an_unusable_identity_file_is_said_in_the_answer(stored: tuple[Settings,
     path.chmod(0o666)  # others may write it: refused, as the supervisor refuses it
     identity, items, error = LocalRecall(settings).answer("deploy key", 5) or ("?", (), None)
     assert (identity, items) == ("", ()) and error is not None and "identity.md" in error
+
+
+def test_a_store_file_replaced_is_opened_again(stored: tuple[Settings, Store], tmp_path: Path) -> None:
+    settings, store = stored
+    local = LocalRecall(settings)
+    assert local.answer("deploy key", 5) is not None
+    store.close()
+    path = settings.state_dir() / "pegasus.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    replaced = Store(path)  # a restore puts another file there
+    MemoryStore(replaced, settings.memory).write_fact("deploy-key", "The deploy key is in the safe.")
+    _, items, _ = local.answer("deploy key", 5) or ("", (), None)
+    assert [item["text"] for item in items] == ["The deploy key is in the safe."]
+    local.close()
