@@ -58,7 +58,8 @@ class TaskActor(ActorTypeDispatcher):
         self.registry: ToolRegistry | None = None
         self._configured = False  # logging, from the first StartTask's settings
         self.recall: LocalRecall | None = None  # from the first StartTask's settings
-        self._later: list[h.HostInput] = []  # recalls answered here: stepped once the commands before are sent
+        self._inputs: list[h.HostInput] = []  # inputs met while stepping (a recall answered here)
+        self._stepping = False
         self.log = logs.get("task")
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
@@ -73,6 +74,19 @@ class TaskActor(ActorTypeDispatcher):
             self.log.exception("task_actor_error")
 
     def _step(self, event: h.HostInput) -> None:
+        """Step the core and carry its commands out; an input met meanwhile (a recall answered here) waits for
+        its turn, as if it had come in a message of its own."""
+        self._inputs.append(event)
+        if self._stepping:
+            return
+        self._stepping = True
+        try:
+            while self._inputs:
+                self._carry(self._inputs.pop(0))
+        finally:
+            self._stepping = False
+
+    def _carry(self, event: h.HostInput) -> None:
         try:
             for command in self.host.step(event):
                 self._do[type(command)](command)
@@ -80,8 +94,6 @@ class TaskActor(ActorTypeDispatcher):
             self.log.exception("task_actor_error")
             for command in self.host.step(h.CarryingFailed(f"{type(exc).__name__}: {exc}")):
                 self._do[type(command)](command)
-        while self._later:  # as if each answer had come in a message of its own
-            self._step(self._later.pop(0))
 
     # -- messages -> inputs --------------------------------------------------------------------
     def receiveMsg_StartTask(self, start: m.StartTask, sender: Any) -> None:
@@ -152,7 +164,7 @@ class TaskActor(ActorTypeDispatcher):
         if isinstance(ask, m.AskRecall) and self.recall is not None:
             answer = self.recall.answer(ask.query, ask.k)
             if answer is not None:
-                self._later.append(MemoriesRecalled(m.Recalled(ask.task_id, ask.token, *answer)))
+                self._step(MemoriesRecalled(m.Recalled(ask.task_id, ask.token, *answer)))
                 return
         self.send(command.to, ask)
 
