@@ -26,6 +26,9 @@ from pegasus.store.errors import StoreError
 RECALL_KEYS = ("id", "kind", "title", "text", "score")
 RECALL_TEXT_CHARS = 2000  # of one recalled memory in a task's context (checkpointed with it): k of them at most
 RECALLED_KINDS: tuple[Kind, ...] = ("fact", "episode")
+# A read waits at most this for a lock (rare in WAL: a recovery); then the supervisor is asked.  The task actor
+# holds many runs: one recall must not stall them for SQLite's default seconds.
+READ_WAIT_S = 0.5
 
 Answer = tuple[str, tuple[dict[str, Any], ...], str | None]  # identity, items (best first), error
 
@@ -92,7 +95,7 @@ class LocalRecall:
             self.close()
         if self._memory is None:
             from pegasus.store.reader import StoreReader
-            self._memory = MemoryStore(StoreReader(path), self.settings.memory)
+            self._memory = MemoryStore(StoreReader(path, timeout_s=READ_WAIT_S), self.settings.memory)
             self._file = (info.st_dev, info.st_ino)
         return self._memory
 

@@ -74,3 +74,18 @@ def test_a_store_file_replaced_is_opened_again(stored: tuple[Settings, Store], t
     _, items, _ = local.answer("deploy key", 5) or ("", (), None)
     assert [item["text"] for item in items] == ["The deploy key is in the safe."]
     local.close()
+
+
+def test_a_store_it_cannot_read_now_sends_the_recall_to_the_supervisor(stored: tuple[Settings, Store]) -> None:
+    settings, store = stored
+    local = LocalRecall(settings)
+    store.db.execute("PRAGMA locking_mode=EXCLUSIVE")  # e.g. a writer that keeps the file to itself
+    store.db.execute("BEGIN EXCLUSIVE")
+    try:
+        assert local.answer("deploy key", 5) is None  # after READ_WAIT_S, not SQLite's default 10 s
+    finally:
+        store.db.execute("COMMIT")
+        store.db.execute("PRAGMA locking_mode=NORMAL")
+        store.db.execute("SELECT COUNT(*) FROM memory_facts").fetchone()  # the lock is let go at the next read
+    assert local.answer("deploy key", 5) is not None  # opened again
+    local.close()
