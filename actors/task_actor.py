@@ -4,7 +4,8 @@ A thin carrier over ``pegasus.run.host.RunHost``, which keeps the held runs, the
 requests and the pool addresses, and activates one run per message; this class turns messages
 into its inputs and its commands into sends, and tells the core when a message was handled and a
 batch of reports delivered (``pegasus.run.report_batch``).  Settings come once, in
-``ConfigureTaskActor``.  Which task actor a run goes to is ``pegasus.run.hosts``'s decision.
+``ConfigureTaskActor``.  A run's recall is answered here from the store's file, read-only
+(``pegasus.memory.recall``), when it can be.  Which task actor a run goes to is ``pegasus.run.hosts``'s.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from pegasus import logs
 from pegasus.config import Settings
+from pegasus.memory.recall import LocalRecall
 from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
@@ -57,6 +59,7 @@ class TaskActor(ActorTypeDispatcher):
         self.registry: ToolRegistry | None = None
         self.settings: Settings | None = None  # from ConfigureTaskActor
         self.effect_of: EffectOf = _unknown
+        self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
         self._inputs: list[h.HostInput] = []  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
@@ -74,7 +77,8 @@ class TaskActor(ActorTypeDispatcher):
         self._step(h.Handled(self._more_read()))
 
     def _step(self, event: h.HostInput) -> None:
-        """Step the core and carry its commands out; an input met meanwhile waits for its turn."""
+        """Step the core and carry its commands out; an input met meanwhile (a delivery said during a send,
+        a recall answered here) waits for its turn, as if it had come in a message of its own."""
         self._inputs.append(event)
         if self._stepping:
             return
@@ -141,6 +145,8 @@ class TaskActor(ActorTypeDispatcher):
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
+        if self.recall is not None:
+            self.recall.close()
 
     def receiveMsg_McpListing(self, listing: m.McpListing, sender: Any) -> None:
         _MCP_LISTINGS.views = dict(listing.views)
@@ -150,6 +156,8 @@ class TaskActor(ActorTypeDispatcher):
         effect classes (never a tool: effect_of answers from the configuration)."""
         logs.configure_from(settings)
         self.log = logs.get("task")
+        if self.recall is None:
+            self.recall = LocalRecall(settings)
         if self.registry is None:
             try:
                 self.registry = effect_registry(settings)
@@ -169,7 +177,13 @@ class TaskActor(ActorTypeDispatcher):
             tier=stage.context.tier))
 
     def _tell(self, command: h.Tell) -> None:
-        self.send(command.to, command.what)
+        ask = command.what
+        if isinstance(ask, m.AskRecall) and self.recall is not None:
+            answer = self.recall.answer(ask.query, ask.k)
+            if answer is not None:
+                self._step(MemoriesRecalled(m.Recalled(ask.task_id, ask.token, *answer)))
+                return
+        self.send(command.to, ask)
 
     def _report(self, command: h.Report) -> None:
         """Sent as Thespian's ``send`` does (its dead-letter handling kept), with a callback for the

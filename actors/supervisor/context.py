@@ -21,6 +21,7 @@ from actors.supervisor.task_actors import TaskActors
 from pegasus.admission import Admission, TransitionNotice
 from pegasus.admission.reflections import PostReflections
 from pegasus.config import Settings
+from pegasus.memory.recall import CurrentIdentity
 from pegasus.memory.vectors import Backfill, Breaker
 from pegasus.schedule_timer import ScheduleTimer
 from pegasus.store import Store
@@ -94,7 +95,7 @@ class Context:
     pending_suspend: dict[str, list[tuple[ActorAddress, str]]] = field(default_factory=dict)
     pending_stats: dict[int, tuple[ActorAddress, str, dict[str, Any]]] = field(default_factory=dict)
     asked: int = 0  # the last stats ask id
-    identity: tuple[object, str] | None = None  # (what identity.md was read from, its text)
+    identity: CurrentIdentity = field(default_factory=CurrentIdentity)  # identity.md's text, read when it changed
     schedules_quarantined: dict[str, str] = field(default_factory=dict)  # name -> error, as the store said last
     parent: ActorAddress | None = None  # the guardian (it sent Configure)
     told_trouble_at: float = 0.0

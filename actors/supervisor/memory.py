@@ -1,15 +1,15 @@
-"""The supervisor's side of memory, where the store is (convention members and task actors never open it).
+"""The supervisor's side of memory, where the store is written (convention members never open it).
 
 Rows for the memory requests (``answer_memory``); a task's ``memory.*`` step, answered as a tool
 worker would (a few SQLite statements, so it does not hold the mailbox up; a search with embeddings
 waits for its vector off the mailbox: ``actors.supervisor.vectors``); recall before a think / reason
-stage (``AskRecall``; a store that cannot answer sends none); and the post-task reflector's hand-off
+stage (``AskRecall``, when the query needs a vector or the task actor cannot read the store; a store
+that cannot answer sends none); and the post-task reflector's hand-off
 (``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps the rows).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from thespian.actors import ActorAddress
@@ -19,10 +19,10 @@ from actors.supervisor.context import Context, Rows
 from pegasus.admission import TransitionNotice
 from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
 from pegasus.cognitive.stages import offline_processors, run_stage
-from pegasus.memory import MemoryStore, load_identity
+from pegasus.memory import MemoryStore
 from pegasus.memory.answers import answer_memory
 from pegasus.memory.errors import MemoryStoreError
-from pegasus.memory.identity import IDENTITY_FILE
+from pegasus.memory.recall import recalled_items
 from pegasus.memory.tools import register
 from pegasus.quarantine import reason
 from pegasus.store import Store, StoreUnavailable, reflections
@@ -30,9 +30,6 @@ from pegasus.store.checkpoint import rebuild
 from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot
 from pegasus.task.models import PostTaskReflection, deep_copy
 from pegasus.tools.registry import ToolRegistry
-
-RECALL_KEYS = ("id", "kind", "title", "text", "score")
-RECALL_TEXT_CHARS = 2000  # of one recalled memory in a task's context (checkpointed with it): k of them at most
 
 
 def memory_of(ctx: Context) -> MemoryStore:
@@ -118,14 +115,13 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
 def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress, query_vector: list[float] | None = None,
            note: str | None = None) -> None:
     """Answer ``ask``: full text, fused with ``query_vector`` when there is one (``actors.supervisor.vectors``
-    asks it first); ``note``: why there is none."""
+    asks it first); ``note``: why there is none.  A task actor answers its runs' other recalls itself
+    (``pegasus.memory.recall.LocalRecall``), and asks here only when it cannot read the store."""
     identity, error = "", note
     items: tuple[dict[str, Any], ...] = ()
     try:
         identity = _current_identity(ctx)
-        found = memory_of(ctx).search(ask.query, ask.k, kinds=("fact", "episode"), query_vector=query_vector)
-        items = tuple({**{key: getattr(item, key) for key in RECALL_KEYS}, "text": item.text[:RECALL_TEXT_CHARS]}
-                      for item in found)
+        items = recalled_items(memory_of(ctx), ask.query, ask.k, query_vector)
     except Exception as exc:  # noqa: BLE001 - recorded in the task's context, logged here
         error = f"{type(exc).__name__}: {exc}"
         ctx.log.warning("recall_failed", task_id=ask.task_id, error=error)
@@ -133,19 +129,9 @@ def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress, query_vector: l
 
 
 def _current_identity(ctx: Context) -> str:
-    """The identity text, read again only when identity.md changed (it is asked for before every think /
-    reason stage); MemoryStoreError when the file cannot be used."""
+    """The identity text (pegasus.memory.recall.CurrentIdentity: read again only when identity.md changed)."""
     assert ctx.settings is not None
-    path = ctx.settings.state_dir() / IDENTITY_FILE
-    try:
-        info = os.lstat(path)
-        found: tuple[int, ...] | None = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_mode, info.st_uid)
-    except FileNotFoundError:
-        found = None
-    signature = (found, ctx.settings.agent)  # the file, or [agent] when there is none
-    if ctx.identity is None or ctx.identity[0] != signature:
-        ctx.identity = (signature, load_identity(ctx.settings).text)
-    return ctx.identity[1]
+    return ctx.identity.text(ctx.settings)
 
 
 def identity(ctx: Context) -> str:
@@ -251,7 +237,7 @@ def _keep(ctx: Context, task_id: str, reflection: PostTaskReflection) -> None:
     except MemoryStoreError as exc:  # a cap, a bad path: nothing of it written, the failure recorded
         _reflection_failed(ctx, task_id, f"the reflection's memories were refused: {exc}", data)
         return
-    ctx.log.info("reflection_complete", task_id=task_id, memories=written)
+    ctx.log.debug("reflection_complete", task_id=task_id, memories=written)  # the audit row says it (history)
 
 
 def _remember(ctx: Context, task_id: str, reflection: PostTaskReflection) -> list[str]:

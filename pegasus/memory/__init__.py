@@ -2,8 +2,8 @@
 
 The pure values and rules (``values``, ``query``, ``markdown``, ``identity``) and
 the SQLite adapter (``store``) over the tasks' own database.  No actors, no
-Thespian: the supervisor carries a ``MemoryStore``; the CLI and the client reach
-it through the supervisor (docs/agent-memory.md).
+Thespian: the supervisor carries a ``MemoryStore`` (the writer); task actors read recall
+through ``recall.LocalRecall`` (read-only); the CLI and the client go through the supervisor.
 """
 
 from pegasus.memory.errors import (BadMemoryPath, MemoryCapExceeded, MemoryFormatError, MemoryNotFound,

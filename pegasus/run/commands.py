@@ -39,8 +39,9 @@ class SendStage:
 
 @dataclass(frozen=True)
 class AskRecall:
-    """Ask the supervisor (where the memory store is) for the identity and the ``k`` memories most
-    relevant to ``query``; its answer (``inputs.RecallAnswer``) must carry ``token``.  The stage waits for it."""
+    """Ask for the identity and the ``k`` memories most relevant to ``query`` (the task actor reads them from
+    the store's file when it can, else the supervisor answers); the answer (``inputs.RecallAnswer``) must
+    carry ``token``.  The stage waits for it."""
 
     task_id: str
     run: int

@@ -313,7 +313,7 @@ class RunHost:
                 then.append(LogLine(command, who))
             elif isinstance(command, _REPORTS):
                 reports.append(command)
-            elif isinstance(command, _TOLD):  # recall: the store is the supervisor's
+            elif isinstance(command, _TOLD):  # recall: answered by the task actor from the store, or the supervisor
                 first += [*self._reports(self.batch.before_other()), Tell(self.supervisor, command)]
             elif isinstance(command, Abandon):
                 abandon = command.reason

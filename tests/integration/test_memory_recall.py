@@ -1,9 +1,13 @@
 """Memory in a task's life on real systems (issue 19, part B): a fact remembered by one task answers the
 next, the post-task reflector runs after done (never before it, never twice, across SIGKILLs of every
-process), a failing reflector leaves the task done, and a task on a convention member gets its memories."""
+process), a failing reflector leaves the task done, a task on a convention member gets its memories, and a run
+recalls from the store itself (its supervisor stopped)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -167,3 +171,36 @@ def test_a_task_whose_stages_run_on_a_convention_member_gets_its_memories(conven
     assert (reason["member"], reason["admin_port"]) == (member.member_name, member.admin_port)
     assert "fact:deploy-key@1" in reason["memories"]
     assert not list((convention.root / "m").rglob("pegasus.db"))  # the member holds no store
+
+
+def test_a_run_recalls_from_the_store_with_its_supervisor_stopped(pegasus) -> None:
+    """Issue 33: a task actor answers its runs' recalls from the store's file, read-only (the supervisor handled an
+    AskRecall per task).  The supervisor is stopped (SIGSTOP) from the end of perceive until think has asked the
+    model: think's request carries the fact all the same.  Before, the run waited for the supervisor's answer."""
+    perceiving, go = threading.Event(), threading.Event()
+    model = ModelLike()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if "perception stage" in str(body["messages"][0]["content"]):
+            perceiving.set()
+            go.wait(60)
+        return model(body)
+
+    def think_request() -> dict[str, Any] | None:
+        return next((body for body in list(server.requests)
+                     if "thinking stage" in str(body["messages"][0]["content"])), None)
+
+    with FakeOpenAI(responder=respond) as server:
+        client = pegasus(llm=llm(server))
+        client.memory_write("deploy-key", "The deploy key is in the vault.")
+        supervisor = client.stats()["supervisor_pid"]
+        task_id = client.submit("where is the deploy key? what is 2 + 3?")["task_id"]
+        wait_for(perceiving.is_set, timeout=60, what="the perceive stage's call")
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            go.set()
+            think = wait_for(think_request, timeout=60, what="think's call with the supervisor stopped")
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
+        assert "[fact:deploy-key@1] deploy-key: The deploy key is in the vault." in json.dumps(think["messages"])
+        assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
