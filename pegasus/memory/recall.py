@@ -1,13 +1,10 @@
-"""A recall's answer (before a think / reason stage): the identity and the k facts and episodes that best match
-the run's query.
+"""A recall's answer (before a think / reason stage): the identity and the k best-matching facts and episodes.
 
-The supervisor answers ``AskRecall`` with it when the query needs a vector first (``[memory]
-embeddings_model`` set: the vector comes from the llm pool, the vector index is the supervisor's).
-Otherwise a task actor answers its own runs' recalls (``LocalRecall``) on a read-only connection to
-the store (``pegasus.store.reader``: SQLite refuses any write on it, so the supervisor stays the one
-writer), and the supervisor is not asked a read per task (issue 33).  Both see only what is committed,
-and the supervisor sends nothing before its writes commit, so a run recalls what it would have been
-told.
+The supervisor answers ``AskRecall`` when the query needs a vector first (``[memory] embeddings_model``:
+the vector index is the supervisor's).  Otherwise a task actor answers its own runs' recalls
+(``LocalRecall``) on a read-only connection to the store, so the supervisor stays the one writer and
+is not asked a read per task.  Both see only what is committed, and the supervisor sends nothing
+before its writes commit, so a run recalls what it would have been told.
 """
 
 from __future__ import annotations
