@@ -159,7 +159,7 @@ def test_background_processes_have_readable_titles(background: tuple[Pegasus, di
     assert pegasus("run", "echo titles").returncode == 0  # a run: a task actor is kept for the next
     pegasus.track()
     home = f"[{pegasus.home}]"
-    titles = sorted(title(pid) for pid in procs.identities(system_pids(pegasus.spec)))
+    titles = sorted(title(pid) or "" for pid in procs.identities(system_pids(pegasus.spec)))
     expected = {f"pegasus: {role} {home}" for role in (
         "launcher", "watcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor", "llm pool", "tool pool",
         "task actor", *(f"{pool} worker {n}" for pool in ("llm", "tool") for n in range(3)))}
