@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -91,13 +90,12 @@ class Pegasus:
         return int(record["admin"][0])
 
 
-def at_once(commands: Sequence[tuple[Pegasus, Sequence[str]]],
-            timeout: float = CLI_TIMEOUT) -> list[subprocess.CompletedProcess[str]]:
+def at_once(commands: Sequence[tuple[Pegasus, Sequence[str]]]) -> list[subprocess.CompletedProcess[str]]:
     """Run (pegasus, args) commands concurrently; their results in order.
 
-    One still running after ``timeout`` is interrupted (Ctrl-C: a ``run`` stops its embedded system),
-    then killed.  Its pipes are closed unread: the processes of a system it started may hold them for
-    ever, and reading to their end would never return.
+    One still running after ``CLI_TIMEOUT`` is killed and its pipes closed unread: the processes of a system
+    it started hold them, so reading to their end would never return (the fixture that made its
+    ``Pegasus`` stops that system).
     """
     running = [(p.argv(args), subprocess.Popen(p.argv(args), cwd=p.cwd, env=p.env(), text=True,
                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -105,17 +103,13 @@ def at_once(commands: Sequence[tuple[Pegasus, Sequence[str]]],
     done = []
     try:
         for argv, proc in running:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(timeout=CLI_TIMEOUT)
             done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
     finally:
         for _, proc in running:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(timeout=CLI_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                proc.kill()
+            proc.wait()
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
