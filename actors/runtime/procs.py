@@ -303,7 +303,7 @@ def freeze_and_kill(list_pids: Callable[[], list[int]]) -> dict[int, int]:
     return frozen
 
 
-PORT_FLOOR = 20000  # free_port's ports lie from here to the start of the kernel's ephemeral range
+PORT_FLOOR = 24000  # free_port: from here to the ephemeral range (clear of the default 19190 and ports picked by hand)
 _walk: list[int] = [0, 0]  # (pid, next port) of free_port's walk, made again in a forked child
 
 
