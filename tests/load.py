@@ -1,7 +1,7 @@
 """The suite under load: two CPU spinners beside ``python -m pytest -q -n 4`` (issue 30).
 
     python -m tests.load                  # the whole suite, as .ci/run runs it
-    python -m tests.load tests/integration/test_cli.py -x   # other pytest arguments instead of the default
+    python -m tests.load tests/integration/test_cli_run.py -x   # other pytest arguments instead of the default
 
 Each spinner is a process that burns one core in a busy loop until it is ended or ``SPIN_MAX_S``
 passes (so none outlives a killed run); both are ended in a ``finally``, by pid.  The suite must pass

@@ -303,8 +303,44 @@ def freeze_and_kill(list_pids: Callable[[], list[int]]) -> dict[int, int]:
     return frozen
 
 
+PORT_FLOOR = 24000  # free_port: from here to the ephemeral range (clear of the default 19190 and ports picked by hand)
+_walk: list[int] = [0, 0]  # (pid, next port) of free_port's walk, made again in a forked child
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel gives a ``bind`` to port 0 and an outgoing connection (ip_local_port_range)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now (the kernel's choice), never Thespian's default 1900."""
+    """A TCP port free on ``host`` now, below the ephemeral range, never Thespian's default 1900.
+
+    Below that range no other process is given it by the kernel meanwhile (every actor listens on an
+    ephemeral port): a port handed to a system that starts later, or starts again, is still free then.
+    Each process walks the range from a random point, so two processes seldom hold the same port at once.
+    """
+    ports = range(PORT_FLOOR, ephemeral_ports().start)
+    if len(ports) < 1000:  # an unusual ip_local_port_range: the kernel's choice
+        return _kernels_port(host)
+    if _walk[0] != os.getpid():
+        _walk[:] = [os.getpid(), ports.start + int.from_bytes(os.urandom(4), "little") % len(ports)]
+    for _ in range(len(ports)):
+        port = _walk[1]
+        _walk[1] = ports.start + (port + 1 - ports.start) % len(ports)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+        return port
+    return _kernels_port(host)
+
+
+def _kernels_port(host: str) -> int:
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind((host, 0))

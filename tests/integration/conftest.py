@@ -19,6 +19,7 @@ from actors.runtime import procs
 from actors.client import Client
 from actors.runtime.system import SystemSpec, shutdown, start_system, system_pids
 from pegasus.config import Settings
+from tests.support.cli import make, stop_and_check
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,12 +209,10 @@ def convention(tmp_path: Path) -> Iterator[Convention]:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Any]:
-    """The CLI (tests/integration/test_cli.py's ``Pegasus``) on a fresh port and home, no system started
+    """The CLI (tests/support/cli.py's ``Pegasus``) on a fresh port and home, no system started
     (``run`` may embed one)."""
-    from tests.integration.test_cli import _make, _stop_and_check  # noqa: PLC0415 - the CLI harness lives there
-
-    pegasus = _make(tmp_path, "cli")
+    pegasus = make(tmp_path, "cli")
     try:
         yield pegasus
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)

@@ -12,7 +12,7 @@ import pytest
 
 from actors.client import Client
 from pegasus.config import Settings
-from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure, \
+from tests.support.cli import Pegasus, make, start_background, stop_and_check, assert_failure, \
     plugins_env
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 
@@ -22,12 +22,12 @@ ENDED = {"done", "failed", "canceled"}
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pegasus]:
-    pegasus = _make(tmp_path_factory.mktemp("ops"), "ops", **plugins_env(HOLD_PLUGIN))
+    pegasus = make(tmp_path_factory.mktemp("ops"), "ops", **plugins_env(HOLD_PLUGIN))
     try:
-        _start_background(pegasus)
+        start_background(pegasus)
         yield pegasus
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 def client_of(pegasus: Pegasus) -> Client:

@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 
 from actors.runtime.system import is_running
-from tests.integration.test_cli import ARITHMETIC, Pegasus, Sampler, _make, _stop_and_check, assert_failure
+from tests.support.cli import ARITHMETIC, Pegasus, Sampler, make, stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def bad_plugin(tmp_path: Path) -> Iterator[Pegasus]:
-    pegasus = _make(tmp_path, "plugin", PEGASUS_TOOLS__PLUGINS='["no_such_plugin_module:register"]')
+    pegasus = make(tmp_path, "plugin", PEGASUS_TOOLS__PLUGINS='["no_such_plugin_module:register"]')
     try:
         yield pegasus
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 @pytest.mark.parametrize("command", [("start",), ("run", ARITHMETIC)])

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from actors.runtime import procs
-from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check
+from tests.support.cli import Pegasus, make, start_background, stop_and_check
 from tests.integration.test_http_gateway import _wait_up
 from tests.support.browser import chromium
 
@@ -59,20 +59,20 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     module's tests (starting one takes seconds): each test submits and looks at its own tasks.  It asks for
     the browser first, so without one the tests skip before any system starts."""
     http_port = procs.free_port()
-    pegasus = _make(tmp_path_factory.mktemp("dashboard"), "dash", PEGASUS_RUNTIME__APPROVAL_POLICY="manual", PEGASUS_HTTP__ENABLED="true",
+    pegasus = make(tmp_path_factory.mktemp("dashboard"), "dash", PEGASUS_RUNTIME__APPROVAL_POLICY="manual", PEGASUS_HTTP__ENABLED="true",
                     PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150",
                     # traced, to a receiver that is not there: the page shows the trace id, nothing slows down
                     PEGASUS_TELEMETRY__ENABLED="true",
                     PEGASUS_TELEMETRY__ENDPOINT=f"http://127.0.0.1:{procs.free_port()}/v1/traces")
     try:
-        _start_background(pegasus)
+        start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         # `pegasus dashboard` gives the page's address (the one command of docs/dashboard.md)
         assert pegasus.json("dashboard", "--no-open") == {"url": f"http://127.0.0.1:{http_port}/"}
         yield Dashboard(pegasus, http_port)
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 @pytest.fixture
@@ -322,7 +322,7 @@ def test_the_routes_the_dashboard_adds_are_under_the_gateways_tokens(dashboard: 
 
 def test_pegasus_dashboard_says_how_to_start_the_gateway_when_none_answers(tmp_path: Path) -> None:
     """With no gateway, ``pegasus dashboard`` exits 1 with one line saying how to start one (and opens nothing)."""
-    result = _make(tmp_path, "nogateway")("dashboard", "--no-open")
+    result = make(tmp_path, "nogateway")("dashboard", "--no-open")
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("pegasus: no HTTP gateway answers at http://127.0.0.1:")
     assert "pegasus start --http PORT" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from actors.runtime import procs
-from tests.integration.test_cli import _make, _start_background, _stop_and_check
+from tests.support.cli import make, start_background, stop_and_check
 from tests.integration.test_dashboard import Dashboard, browser, login
 from tests.integration.test_dashboard_views import wide
 from tests.integration.test_http_gateway import _wait_up
@@ -28,17 +28,17 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """A system needing approval (a submitted task stays a draft: a page of them costs no run), two attempts
     per task, no retry back-off; its gateway on a free port; stopped afterwards."""
     http_port = procs.free_port()
-    pegasus = _make(tmp_path_factory.mktemp("search"), "search", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
+    pegasus = make(tmp_path_factory.mktemp("search"), "search", PEGASUS_RUNTIME__APPROVAL_POLICY="manual",
                     PEGASUS_HTTP__ENABLED="true", PEGASUS_HTTP__PORT=str(http_port),
                     PEGASUS_COGNITION__LATENCY_MS="150", PEGASUS_RETRY__MAX_ATTEMPTS="2",
                     PEGASUS_RETRY__BACKOFF_S="0")
     try:
-        _start_background(pegasus)
+        start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         yield Dashboard(pegasus, http_port)
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 def rows(page: Any) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from actors.runtime import procs
-from tests.integration.test_cli import _make, _start_background, _stop_and_check
+from tests.support.cli import make, start_background, stop_and_check
 from tests.integration.test_dashboard import WAIT_MS, Dashboard, browser, login
 from tests.integration.test_http_gateway import _wait_up
 
@@ -32,16 +32,16 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """A system approving by itself, stages ~150 ms, a retry waiting 600 s before it queues (a retried task
     stays queued); its gateway on a free port; stopped afterwards."""
     http_port = procs.free_port()
-    pegasus = _make(tmp_path_factory.mktemp("views"), "views", PEGASUS_HTTP__ENABLED="true",
+    pegasus = make(tmp_path_factory.mktemp("views"), "views", PEGASUS_HTTP__ENABLED="true",
                     PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150",
                     PEGASUS_RETRY__BACKOFF_S="600", PEGASUS_RETRY__BACKOFF_MAX_S="600")
     try:
-        _start_background(pegasus)
+        start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         yield Dashboard(pegasus, http_port)
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 def opened(browser: Any, width: int) -> Any:

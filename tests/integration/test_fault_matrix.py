@@ -25,7 +25,7 @@ import pytest
 
 from actors.runtime import procs
 from actors.client import Client
-from actors.runtime.system import system_pids
+from tests.support.processes import titled
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
 
@@ -36,25 +36,9 @@ TASKS = 50
 STATS_S = 5.0  # the promise: stats answers within this, whatever died
 
 
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def titled(role: str, parent: str | None = None) -> Callable[[Client], int | None]:
-    """The pid of the system's process titled ``pegasus: <role>`` (titles.py), child of one titled ``parent``:
-    a worker just forked from its pool still has the pool's title."""
-    def find(client: Client) -> int | None:
-        for pid in system_pids(client.spec):
-            if not _title(pid).startswith(f"pegasus: {role} ["):
-                continue
-            stat = procs.read_stat(pid)
-            if parent is None or (stat is not None and _title(stat.ppid).startswith(f"pegasus: {parent}")):
-                return pid
-        return None
-    return find
+def one_titled(role: str, parent: str | None = None) -> Callable[[Client], int | None]:
+    """The pid of the system's process titled ``pegasus: <role>``, child of one titled ``parent``."""
+    return lambda client: next(iter(titled(client.spec, role, parent)), None)
 
 
 def busy_worker(pool: str) -> Callable[[Client], int | None]:
@@ -63,7 +47,7 @@ def busy_worker(pool: str) -> Callable[[Client], int | None]:
 
 
 def task_actor(client: Client) -> int | None:
-    return titled("task actor")(client)
+    return one_titled("task actor")(client)
 
 
 def background_admin(client: Client) -> int | None:
@@ -103,16 +87,16 @@ class Row:
 
 ROWS = [
     Row("supervisor", lambda client: client.stats()["supervisor_pid"]),
-    Row("guardian", titled("guardian", parent="admin")),
+    Row("guardian", one_titled("guardian", parent="admin")),
     Row("task actor", task_actor),
     Row("worker", busy_worker("tool")),
-    Row("llm pool", titled("llm pool", parent="supervisor")),
-    Row("tool pool", titled("tool pool", parent="supervisor")),
-    Row("gateway", titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
+    Row("llm pool", one_titled("llm pool", parent="supervisor")),
+    Row("tool pool", one_titled("tool pool", parent="supervisor")),
+    Row("gateway", one_titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
     Row("admin", background_admin, daemon=True, whole_restart=True),
-    Row("logger", titled("logger")),
+    Row("logger", one_titled("logger")),
     Row("launcher", launcher, daemon=True),
-    Row("watcher", titled("watcher"), daemon=True),
+    Row("watcher", one_titled("watcher"), daemon=True),
 ]
 
 
@@ -220,7 +204,7 @@ def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path) -> None:
     client = pegasus(**PLUGIN)
     tasks = submit(client, keys)
     wait_for(lambda: len(keys_in(keys)) >= 5, what="some effects")
-    pool = wait_for(lambda: titled("tool pool", parent="supervisor")(client), what="the tool pool's pid")
+    pool = wait_for(lambda: one_titled("tool pool", parent="supervisor")(client), what="the tool pool's pid")
     identity = procs.identities([pool])
     poller = StatsPoller(client, fresh=False)
     os.kill(pool, signal.SIGSTOP)

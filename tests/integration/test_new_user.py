@@ -14,7 +14,7 @@ import pytest
 from actors.client import RequestError
 from actors.runtime import procs
 from actors.runtime.ownership import is_running
-from tests.integration.test_cli import Pegasus, _make, _start_background, _stop_and_check, assert_failure
+from tests.support.cli import Pegasus, make, start_background, stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
     assert_failure(cli("cancel", short), "no Pegasus system is running")  # a write needs the system
 
     # With a system running: a command whose own settings would change its task refuses, naming them.
-    _start_background(cli)
+    start_background(cli)
     openai = dataclasses.replace(cli, env_extra={"PEGASUS_LLM__PROVIDER": "openai", "PEGASUS_LLM__MODEL": "m"})
     for refused in (openai("run", "what is 17 * 23?"), openai("submit", "what is 17 * 23?")):
         assert_failure(refused, "llm.provider is 'openai' here, 'offline' in the system", "pegasus stop")
@@ -72,11 +72,11 @@ def test_join_to_a_system_not_started_as_leader_fails_and_start_http_says_what_r
                                                                                    tmp_path: Path) -> None:
     """Issue 31: join printed "pegasus joined", exit 0, and the member never appeared; start --http P on the
     home's own running system said the port was "used by another program"."""
-    _start_background(cli)
+    start_background(cli)
     http = procs.free_port()
     assert_failure(cli("start", "--http", str(http)), f"{cli.home} is already running (admin port {cli.port}, "
                    f"no HTTP API): to serve HTTP on port {http}, stop it (pegasus stop)")
-    member = _make(tmp_path, "member")
+    member = make(tmp_path, "member")
     try:
         joined = member("join", f"127.0.0.1:{cli.port}", "--key-file", str(cli.home / "system.key"))
         assert_failure(joined, f"the system at 127.0.0.1:{cli.port} is no convention leader",
@@ -84,14 +84,14 @@ def test_join_to_a_system_not_started_as_leader_fails_and_start_http_says_what_r
         member.track()
         assert not is_running(member.spec)
     finally:
-        _stop_and_check(member)
+        stop_and_check(member)
 
 
 def test_run_under_manual_approval_says_how_to_approve(tmp_path: Path) -> None:
     """Issue 31: `pegasus run` showed only "draft 3.4s", no hint to approve."""
-    manual = _make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual")
+    manual = make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual")
     try:
-        _start_background(manual)
+        start_background(manual)
         ran = manual("run", "echo hi", "--timeout", "1")
         task_id = ran.stdout.split()[1]
         assert f"waiting for approval ([runtime] approval_policy = \"manual\"): pegasus approve {task_id[:8]}" in (
@@ -99,4 +99,4 @@ def test_run_under_manual_approval_says_how_to_approve(tmp_path: Path) -> None:
         manual.ok("approve", task_id[:8])
         assert manual.wait_for(task_id, {"done"})["lifecycle_state"] == "done"
     finally:
-        _stop_and_check(manual)
+        stop_and_check(manual)

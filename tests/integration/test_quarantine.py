@@ -18,7 +18,7 @@ from pegasus.admission import Admission
 from pegasus.config import Settings
 from pegasus.errors import WebhookRefused
 from pegasus.store import Store
-from tests.integration.test_cli import Pegasus
+from tests.support.cli import Pegasus
 
 pytestmark = pytest.mark.integration
 

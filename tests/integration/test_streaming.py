@@ -156,15 +156,15 @@ def test_a_reply_fed_back_and_asked_again_streams_as_a_second_call(pegasus, serv
 def test_pegasus_run_prints_the_answer_as_it_is_written(tmp_path, server: FakeOpenAI) -> None:
     """The real console script, an embedded system, a streamed reason reply: the answer's text is
     printed on its own line, before the transition its stage ends with."""
-    from tests.integration.test_cli import _make, _stop_and_check, transitions
+    from tests.support.cli import make, stop_and_check, transitions
 
-    cli = _make(tmp_path, "stream", PEGASUS_LLM__PROVIDER="openai", PEGASUS_LLM__BASE_URL=server.url,
+    cli = make(tmp_path, "stream", PEGASUS_LLM__PROVIDER="openai", PEGASUS_LLM__BASE_URL=server.url,
                 PEGASUS_LLM__MODEL="test-model", PEGASUS_LLM__API_KEY_ENV="", PEGASUS_LLM__MAX_RETRIES="0")
     server.script(completion({"thought": "simple", "answer": ANSWER}, chunk_chars=5, chunk_delay_s=0.005))
     try:
         result = cli("run", "what is the answer?", "--machine", "reason_act")
     finally:
-        _stop_and_check(cli)
+        stop_and_check(cli)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert f"  [reason] {ANSWER}" in lines, result.stdout

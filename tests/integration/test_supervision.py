@@ -20,7 +20,7 @@ import pytest
 from actors.runtime import procs
 from actors.client import Client
 from pegasus.errors import PegasusError
-from tests.integration.test_fault_matrix import titled
+from tests.support.processes import titled
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus,
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
-        pool = wait_for(lambda: (pid := titled("llm pool", parent="supervisor")(client)) not in killed and pid, what="a new llm pool")
+        pool = wait_for(lambda: (pid := next(iter(titled(client.spec, "llm pool", parent="supervisor")), None)) not in killed and pid, what="a new llm pool")
         os.kill(pool, signal.SIGKILL)
         killed.append(pool)
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from actors.runtime.system import system_pids
+from tests.support.processes import titled
 from tests.support.tools import append_key_request, keys_in
 from tests.support.waiting import wait_for
 
@@ -92,17 +93,6 @@ def test_a_suspended_task_holds_no_actor_and_resumes_on_a_free_one(pegasus) -> N
     assert _actors(client)["created"] == 1
 
 
-def _task_actor_pids(client) -> list[int]:
-    return [pid for pid in system_pids(client.spec) if _title(pid).startswith("pegasus: task actor")]
-
-
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 def test_200_tasks_in_flight_run_on_at_most_the_ceiling_of_task_actors(pegasus) -> None:
     """Issue 18: before, every running task held a process of its own (200 task actors here)."""
     client = pegasus(runtime={"max_active_tasks": 200, "task_actors_max": 3}, cognition={"latency_ms": 200},
@@ -110,7 +100,7 @@ def test_200_tasks_in_flight_run_on_at_most_the_ceiling_of_task_actors(pegasus) 
     tasks = [t["task_id"] for t in client.submit_many([f"what is {n} + 1?" for n in range(200)])]
     peak = in_flight = 0
     while True:
-        peak = max(peak, len(_task_actor_pids(client)))
+        peak = max(peak, len(titled(client.spec, "task actor")))
         in_flight = max(in_flight, client.stats()["active"])
         if all(client.get(task_id)["lifecycle_state"] == "done" for task_id in tasks[::20]):
             break
@@ -133,7 +123,7 @@ def test_a_killed_task_actor_s_runs_restart_elsewhere_no_task_lost_no_effect_twi
         [f"{append_key_request(keys, 0.3)} and then sleep 0.3 and what is {n} + 1?" for n in range(20)])]
     wait_for(lambda: len(keys_in(keys)) >= 4, what="some effects")
     held = Counter(client.get(task_id)["actor_pid"] for task_id in tasks)
-    victim = max(_task_actor_pids(client), key=lambda pid: held[pid])  # the one holding most runs (all, here)
+    victim = max(titled(client.spec, "task actor"), key=lambda pid: held[pid])  # the one holding most runs (all, here)
     os.kill(victim, signal.SIGKILL)
     finals = [client.wait(task_id, timeout=90) for task_id in tasks]
     counts = Counter(keys_in(keys))
@@ -148,6 +138,6 @@ def test_a_killed_task_actor_s_runs_restart_elsewhere_no_task_lost_no_effect_twi
         else:
             assert final["lifecycle_state"] == "done" and counts[key] == 1, final
     assert restarted >= 10  # most were still running on the killed task actor
-    assert victim not in system_pids(client.spec) and _task_actor_pids(client)
+    assert victim not in system_pids(client.spec) and titled(client.spec, "task actor")
     print(f"\n20 tasks, task actor killed: {restarted} runs restarted, "
           f"{sum(1 for f in finals if f['effects_unknown'])} effects reported unknown")

@@ -12,7 +12,7 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import system_pids
-from tests.integration.test_cli import Pegasus, assert_failure
+from tests.support.cli import Pegasus, assert_failure
 from tests.support.hold import hold_request
 from tests.support.waiting import wait_for
 

@@ -13,7 +13,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.integration.test_cli import Pegasus
+from tests.support.cli import Pegasus
 from tests.support.hold import hold_request
 
 pytestmark = pytest.mark.integration
@@ -89,7 +89,7 @@ def test_submit_file_and_wait_show_progress_bars_on_a_terminal_and_plain_lines_w
     piped = cli("wait", *ids)  # not a terminal: exactly a line per task, nothing drawn
     assert piped.returncode == 0 and piped.stderr == ""
     assert sorted(piped.stdout.splitlines()) == sorted(f"{task_id} done" for task_id in ids)
-    assert "\x1b" not in piped.stdout  # (submit --file piped: tests/integration/test_cli.py, unchanged)
+    assert "\x1b" not in piped.stdout  # (submit --file piped: tests/integration/test_cli_background.py, unchanged)
     as_json = cli("wait", ids[1], "--json")
     assert [task["lifecycle_state"] for task in json.loads(as_json.stdout)] == ["done"]
 

@@ -26,7 +26,7 @@ import pytest
 from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, system_pids
 from tests.integration.conftest import PROJECT_ROOT, ensure_gone
-from tests.integration.test_cli import ARITHMETIC, Pegasus, Sampler, _make, _stop_and_check, assert_failure
+from tests.support.cli import ARITHMETIC, Pegasus, Sampler, make, stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +38,11 @@ def other_thespian(tmp_path: Path) -> Iterator[Pegasus]:
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thespian\nVersion: 4.0.2\n")
     path = os.pathsep.join((str(dist.parent), str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))
-    pegasus = _make(tmp_path, "other", PYTHONPATH=path)
+    pegasus = make(tmp_path, "other", PYTHONPATH=path)
     try:
         yield pegasus
     finally:
-        _stop_and_check(pegasus)
+        stop_and_check(pegasus)
 
 
 @pytest.mark.parametrize("command", [("start",), ("run", ARITHMETIC)])

@@ -155,6 +155,19 @@ def test_the_raw_pickle_runs_nowhere_as_another_uid_or_without_the_key(pegasus, 
     assert len(from_me) == 1
 
 
+def test_a_system_holds_none_of_its_starters_listening_sockets(pegasus) -> None:
+    """Every process of a system held the listening sockets of the process that started it (its client's, a
+    server of its own): frames sent there waited unread for ever (the raw-pickle test's count fell short
+    when a test before it in the same process had left one open), and the port stayed taken."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        client = pegasus()
+        starters = {port for _, port in procs.listening_addresses(os.getpid())}
+        assert server.getsockname()[1] in starters and len(starters) >= 2  # the server and the client's own
+        assert not starters & listening_ports(client.spec), starters & listening_ports(client.spec)
+
+
 def test_bad_mac_truncated_and_oversized_frames_are_refused(pegasus, tmp_path: Path) -> None:
     client = pegasus()
     port = client.spec.admin_port

@@ -1,4 +1,4 @@
-"""Process titles: what ``ps`` shows for each process of a system (the live titles: tests/integration/test_cli.py)."""
+"""Process titles: what ``ps`` shows for each process of a system (the live titles: tests/integration/test_cli_background.py)."""
 
 from __future__ import annotations
 
