@@ -5,10 +5,13 @@ defaults plus ``provider``, ``base_url`` and ``model``.  Pegasus reaches the ser
 recording pass-through on 127.0.0.1 (it reads each reply whole and hands it on), which keeps every
 request body, its status, its times and its completion tokens (the usage where reported, else one
 per streamed chunk: llama-cpp-python sends a token a chunk).  Then the same requests, in the same
-order, are sent straight to the server at the same concurrency (``[pools] llm_workers``).  Reported:
-the share done per machine, model-stage latency p50/p99, completion tokens/s both ways, what the
-capability ladder learned (requests the server refused, per endpoint), and Pegasus's throughput as a
-ratio to the direct calls (target >= 0.9: the runtime must not be what limits a model).
+order, are sent straight to the server at the concurrency Pegasus held it to (one at a time once the
+server is seen to decode one at a time, else ``[pools] llm_workers``): those answered whole, so both
+sides do the same work (greedy decoding at temperature 0; checked: the completion tokens match within
+5%).  Reported: the share done per machine, model-stage latency p50/p99, completion tokens/s both ways,
+what the capability ladder learned (requests the server refused, per endpoint), and Pegasus's
+completion tokens/s as a ratio to the direct calls' (target >= 0.9: the runtime must not be what limits
+a model).
 
 Only when named (``--only realmodel``): it takes minutes of the model's CPU.  Skipped, with the
 reason, where llama-cpp-python or the GGUF is missing.  Nothing is asserted as a time limit.
@@ -42,19 +45,22 @@ SETTLED = frozenset({"done", "failed", "canceled", "blocked"})
 QUIET_S = 5.0  # no request for this long once every task settled: post-task reflections are over
 
 
-def _tokens(body: bytes, content_type: str) -> int:
-    """Completion tokens of one reply: its usage, or one per streamed chunk with text."""
+def _tokens(body: bytes, content_type: str) -> tuple[int, bool]:
+    """Completion tokens of one reply (its usage, or one per streamed chunk with text), and whether it was
+    whole (a stream that says why it ended; llama-cpp-python cuts one short without a finish_reason)."""
     if "event-stream" in content_type:
-        count = 0
+        count, whole = 0, False
         for line in body.decode(errors="replace").splitlines():
             if line.startswith("data: {"):
                 chunk = json.loads(line[6:])
-                count += any((choice.get("delta") or {}).get("content") for choice in chunk.get("choices") or [])
-        return count
+                choices = chunk.get("choices") or []
+                count += any((choice.get("delta") or {}).get("content") for choice in choices)
+                whole = whole or any(choice.get("finish_reason") for choice in choices)
+        return count, whole
     try:
-        return int(json.loads(body).get("usage", {}).get("completion_tokens") or 0)
+        return int(json.loads(body).get("usage", {}).get("completion_tokens") or 0), True
     except (ValueError, AttributeError):
-        return 0
+        return 0, False
 
 
 def _open(upstream: str, path: str, body: bytes) -> Any:
@@ -124,9 +130,10 @@ class Recorder:
                     with recorder._lock:
                         recorder.in_flight -= 1
                         recorder.last_activity = ended
+                        tokens, whole = _tokens(b"".join(got), kind)
                         recorder.calls.append({"path": self.path, "body": body, "status": reply.status,
-                                               "began": began, "ended": ended, "tokens": _tokens(b"".join(got), kind),
-                                               "reply": b"".join(got)[:4000]})
+                                               "began": began, "ended": ended, "tokens": tokens,
+                                               "whole": reply.status == 200 and whole, "reply": b"".join(got)[:4000]})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -183,17 +190,27 @@ def _through_pegasus(url: str, per_machine: int) -> dict[str, Any]:
 
 
 def _straight(url: str, calls: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    """The same requests sent straight, ``concurrency`` at a time: each body as Pegasus sent it (its
+    temperature 0 decodes greedily, so the server writes the same tokens: equal work, checked by the
+    caller)."""
     upstream = url.removesuffix("/v1")
 
-    def one(call: dict[str, Any]) -> tuple[int, int]:
+    def one(call: dict[str, Any]) -> tuple[int, int, bool]:
         status, kind, reply = _send(upstream, call["path"], call["body"])
-        return status, _tokens(reply, kind)
+        return (status, *_tokens(reply, kind))
 
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         results = list(pool.map(one, calls))
-    return {"wall_s": time.monotonic() - began, "tokens": sum(tokens for _, tokens in results),
-            "ok": sum(status == 200 for status, _ in results)}
+    return {"wall_s": time.monotonic() - began, "tokens": sum(tokens for _, tokens, _ in results),
+            "ok": sum(status == 200 and whole for status, _, whole in results)}
+
+
+def serial(calls: list[dict[str, Any]]) -> bool:
+    """Whether the server decoded one request at a time (it cut a stream short because another waited): then
+    Pegasus's pool sent it one at a time, and so is it asked straight (at more, it cuts the straight streams
+    short too, and the two sides no longer do the same work: issue 30)."""
+    return any(call["status"] == 200 and not call["whole"] for call in calls)
 
 
 def _said(task: dict[str, Any]) -> str:
@@ -211,24 +228,30 @@ def run(quick: bool) -> dict[str, Any]:
     if reason:
         return skipped(reason)
     per_machine = 1 if quick else len(TASKS)
-    concurrency = Settings().pools.llm_workers
     with state_dir("pegasus-bench-llama-") as logs:
         try:
             with smollm2.served(Path(logs) / "server.log") as url:
                 pegasus = _through_pegasus(url, per_machine)
-                direct = _straight(url, pegasus["calls"], concurrency)
+                calls = pegasus["calls"]
+                concurrency = 1 if serial(calls) else Settings().pools.llm_workers
+                answered = [call for call in calls if call["whole"]]  # the work Pegasus got done
+                direct = _straight(url, answered, concurrency)
         except smollm2.BrokenBuild as exc:
             return skipped(str(exc))
-    calls, stages = pegasus["calls"], pegasus["stages"]
-    tokens = sum(call["tokens"] for call in calls)
+    stages = pegasus["stages"]
+    tokens = sum(call["tokens"] for call in answered)
     done = {machine: sum(t["lifecycle_state"] == "done" for t in found) / len(found)
             for machine, found in pegasus["tasks"].items()}
     latency = [s["finished"] - s["started"] for s in stages if "started" in s and "finished" in s]
     ladder = sorted({step for s in stages for step in s["usage"].get("ladder", [])})
-    rate = {"pegasus": len(calls) / pegasus["wall_s"], "direct": len(calls) / direct["wall_s"]}
-    ratio = rate["pegasus"] / rate["direct"]
+    # Equal work, compared per token: the answered requests through Pegasus (its wall time includes the
+    # refused and cut ones, its own cost) against the same requests straight.
+    rate = {"pegasus": tokens / pegasus["wall_s"], "direct": direct["tokens"] / direct["wall_s"]}
+    ratio = rate["pegasus"] / rate["direct"] if rate["direct"] else 0.0
+    same_work = direct["tokens"] / tokens if tokens else 0.0
     figures = {
         "tasks_per_machine": per_machine, "concurrency": concurrency, "requests": len(calls),
+        "requests_answered": len(answered), "same_work": round(same_work, 3),
         "done_share": done, "states": {m: [(t["lifecycle_state"], _said(t)) for t in found]
                                        for m, found in pegasus["tasks"].items()},
         "stage_latency_p50_s": round(percentile(latency, 50), 3),
@@ -247,9 +270,13 @@ def run(quick: bool) -> dict[str, Any]:
         check("completion tokens/s through Pegasus", figures["tokens_per_s_pegasus"], "tok/s"),
         check("completion tokens/s, the same requests straight", figures["tokens_per_s_direct"], "tok/s"),
         check("requests the server refused (the ladder's steps)", sum(figures["refused_requests"].values()), "reqs"),
-        check("Pegasus throughput / direct (requests/s)", ratio, "x", ">= 0.9", ratio >= 0.9),
+        check("the same work both ways (completion tokens straight / through Pegasus)", same_work, "x",
+              "0.95-1.05", 0.95 <= same_work <= 1.05),
+        check("Pegasus throughput / direct (completion tokens/s, the same requests)", ratio, "x", ">= 0.9",
+              ratio >= 0.9),
     ]
     return {"figures": figures, "checks": checks, "notes": [
         f"realmodel: {per_machine} tasks per machine on SmolLM2-135M (llama-cpp-python, Q4_1), shipped defaults plus "
         f"provider/base_url/model; {len(calls)} requests through Pegasus (first submit to last reply, post-task "
-        f"reflections included), then the same requests straight to the server, {concurrency} at a time."]}
+        f"reflections included), then the {len(answered)} it got answered whole sent straight to the server, "
+        f"{concurrency} at a time (1: the server decodes one at a time, as Pegasus learnt)."]}

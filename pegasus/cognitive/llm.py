@@ -21,8 +21,8 @@ from pydantic import BaseModel
 from pegasus.cognitive.base import NEED_MORE_INFO, QUESTION, Processors, StageError, plan_results
 from pegasus.cognitive.offline import OfflineStepRunner
 from pegasus.cognitive.replies import (  # noqa: F401 - the reply shapes are imported from here too
-    InvalidReply, PerceptionReply, PlanReply, PostReflectReply, ReasonReply, ReflectReply, StepReply, ThinkReply,
-    json_object, prose, stepless, validated)
+    OUTPUT_TOKENS, InvalidReply, PerceptionReply, PlanReply, PostReflectReply, ReasonReply, ReflectReply,
+    StepReply, ThinkReply, json_object, prose, stepless, validated)
 from pegasus.config import DEFAULT_TIER, ModelPrice, Settings
 from pegasus.llm import capabilities, cost, ladder, prompts, usage
 from pegasus.llm.capabilities import Schema, Shape
@@ -104,7 +104,8 @@ class ModelCaller:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 completion, _ = ladder.complete(self.client, build, tools=tools.specs if tools else None,
-                                                tool_choice=tool_choice, schema=schema)
+                                                tool_choice=tool_choice, schema=schema,
+                                                short=OUTPUT_TOKENS.get(stage, 0))
             except LLMRateLimited as exc:
                 raise _with_usage(RateLimited(stage, str(exc), exc.retry_after_s)) from None
             except LLMTimeout as exc:

@@ -12,7 +12,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pegasus.llm.capabilities import WHEN_MEANT
+from pegasus.llm.capabilities import SHORT, WHEN_MEANT
+from pegasus.task.names import StageName
 from pegasus.task.models import Episode, Fact
 
 
@@ -27,16 +28,35 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _short(default: Any = None, *, chars: int, items: int | None = None, factory: Any = None,
+           asking: bool = False) -> Any:
+    """A field its stage keeps short: the grammar rung bounds its strings (and lists) so (not validated:
+    a longer reply on another rung is still read); ``asking``: written only when the model asks."""
+    extra: dict[str, Any] = {SHORT: {"chars": chars, **({"items": items} if items else {})}}
+    if asking:
+        extra[WHEN_MEANT] = True
+    if factory is not None:
+        return Field(default_factory=factory, json_schema_extra=extra)
+    return Field(default, json_schema_extra=extra)
+
+
+# The most a stage whose answer is short may write (sent as max_tokens, under [llm] max_output_tokens), with
+# room over what its grammar allows (the bounded fields below, ~4 characters a token); stages not named
+# (plan, reason, post_reflect: their replies carry the task's answer or what to remember) keep the setting.
+OUTPUT_TOKENS: dict[str, int] = {StageName.PERCEIVE: 384, StageName.THINK: 256, StageName.REFLECT: 384}
+
+
 class PerceptionReply(_Reply):
-    task_type: str = "request"
-    intents: list[Any] = Field(default_factory=list)
-    entities: dict[str, Any] = Field(default_factory=dict)
-    summary: str = ""
+    task_type: str = _short("request", chars=40)
+    intents: list[Any] = _short(chars=120, items=3, factory=list)
+    entities: dict[str, Any] = _short(chars=80, factory=dict)
+    summary: str = _short("", chars=240)
 
 
-def _asking(default: Any) -> Any:
+def _asking(default: Any, chars: int | None = None) -> Any:
     """An ask field: written by the model only when it asks (a grammar never demands it)."""
-    return Field(default, json_schema_extra={WHEN_MEANT: True})
+    return Field(default, json_schema_extra={WHEN_MEANT: True}) if chars is None else \
+        _short(default, chars=chars, asking=True)
 
 
 def _question_given(need_more_info: bool, question: str | None) -> None:
@@ -45,9 +65,9 @@ def _question_given(need_more_info: bool, question: str | None) -> None:
 
 
 class ThinkReply(_Reply):
-    approach: str = ""
+    approach: str = _short("", chars=300)
     need_more_info: bool = _asking(False)
-    question: str | None = _asking(None)
+    question: str | None = _asking(None, 200)
 
     @model_validator(mode="after")
     def _asks(self) -> ThinkReply:
@@ -82,9 +102,9 @@ class PlanReply(_Reply):
 class ReflectReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
     verdict: Literal["complete", "continue", "replan"]
-    assessment: str = ""
-    lessons: list[str] = Field(default_factory=list)
-    next_focus: str | None = None
+    assessment: str = _short("", chars=240)
+    lessons: list[str] = _short(chars=120, items=3, factory=list)
+    next_focus: str | None = _short(None, chars=160)
 
 
 class PostReflectReply(BaseModel):

@@ -98,14 +98,15 @@ def initial(settings: LLMSettings) -> Shape:
 
 def request(settings: LLMSettings, shape: Shape, messages: Sequence[Mapping[str, Any]], *,
             tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None,
-            schema: Schema | None = None) -> dict[str, Any]:
+            schema: Schema | None = None, short: int = 0) -> dict[str, Any]:
     """The request body: ``tools`` only on the native rung; ``schema`` (a JSON reply) only without them
-    (with function calling on, some servers suppress the calls under a response format)."""
+    (with function calling on, some servers suppress the calls under a response format); ``short``: the
+    stage's own cap on output tokens (``output_tokens``)."""
     body: dict[str, Any] = {"model": settings.model, "messages": list(messages)}
     if shape.temperature:
         body["temperature"] = settings.temperature
     if shape.token_param and settings.max_output_tokens:
-        body[shape.token_param] = settings.max_output_tokens
+        body[shape.token_param] = output_tokens(settings, shape, short)
     if shape.reasoning_effort and settings.reasoning_effort:
         body["reasoning_effort"] = settings.reasoning_effort
     native = bool(tools) and shape.tools == NATIVE
@@ -121,6 +122,16 @@ def request(settings: LLMSettings, shape: Shape, messages: Sequence[Mapping[str,
     elif schema is not None and shape.structured == JSON_OBJECT:
         body["response_format"] = {"type": "json_object"}
     return body
+
+
+def output_tokens(settings: LLMSettings, shape: Shape, short: int) -> int:
+    """The token cap a call is sent with: a short stage's own ``short`` under ``max_output_tokens``, but
+    never for a reasoning model (its hidden reasoning counts against the cap: ``reasoning_effort`` set, or
+    ``max_completion_tokens`` taken), nor when ``max_output_tokens = 0`` asks for none."""
+    plain = shape.token_param == MAX_TOKENS and not settings.reasoning_effort
+    if short > 0 and plain and settings.max_output_tokens:
+        return min(short, settings.max_output_tokens)
+    return settings.max_output_tokens
 
 
 def named(text: str, sent: Collection[str]) -> str | None:
@@ -223,17 +234,20 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
     """
     free = False
 
-    def close(node: Any, bounded: bool) -> Any:
+    def close(node: Any, bounded: bool, chars: int = MAX_CHARS, items: int = MAX_ITEMS) -> Any:
         nonlocal free
         if isinstance(node, list):
-            return [close(item, bounded) for item in node]
+            return [close(item, bounded, chars, items) for item in node]
         if not isinstance(node, dict):
             return node
-        out = {key: close(value, bounded) for key, value in node.items()
-               if key not in ("default", "title", "properties", "$defs", WHEN_MEANT)}
+        chars = node.get(SHORT, {}).get("chars", chars)  # a field the stage keeps short, and all inside it
+        items = node.get(SHORT, {}).get("items", items)
+        out = {key: close(value, bounded, chars, items) for key, value in node.items()
+               if key not in ("default", "title", "properties", "$defs", WHEN_MEANT, SHORT)}
         for key in ("properties", "$defs"):  # maps of names: a field called "title" stays
             if isinstance(node.get(key), dict):
-                out[key] = {name: close(value, bounded) for name, value in node[key].items()}
+                out[key] = {name: close(value, bounded, *((chars, items) if key == "properties" else ()))
+                            for name, value in node[key].items()}
         if out.get("type") == "object":
             if out.get("properties") and bounded:  # decisions after what they rest on (see SCALAR)
                 out["properties"] = dict(sorted(out["properties"].items(), key=lambda item: _written_late(item[1])))
@@ -245,12 +259,12 @@ def reply_schema(name: str, schema: Mapping[str, Any]) -> Schema:
             else:
                 free = True
                 if bounded:
-                    out["additionalProperties"] = SCALAR
+                    out["additionalProperties"] = _scalar(chars)
         if bounded and out.get("type") == "array":
-            out["items"] = out.get("items") or SCALAR
-            out.setdefault("maxItems", MAX_ITEMS)
+            out["items"] = out.get("items") or _scalar(chars)
+            out.setdefault("maxItems", items)
         if bounded and out.get("type") == "string" and "enum" not in out:
-            out.setdefault("maxLength", MAX_CHARS)
+            out.setdefault("maxLength", chars)
         return out
 
     closed = close(dict(schema), False)
@@ -264,7 +278,7 @@ def _unmarked(node: Any) -> Any:
         return [_unmarked(item) for item in node]
     if not isinstance(node, dict):
         return node
-    return {key: _unmarked(value) for key, value in node.items() if key != WHEN_MEANT}
+    return {key: _unmarked(value) for key, value in node.items() if key not in (WHEN_MEANT, SHORT)}
 
 
 # The grammar a server builds from a schema holds a small model to it, but a free-form value lets it write
@@ -290,6 +304,16 @@ WHEN_MEANT = "x-written-when-meant"
 # A grammar holds a model inside a string until the string may end, and a small model held so writes on to
 # max_tokens; so in the grammar every string has an end it must reach.
 MAX_CHARS = 1000
-SCALAR: dict[str, Any] = {"anyOf": [{"type": "string", "maxLength": MAX_CHARS}, {"type": "number"},
-                                    {"type": "boolean"}]}
 MAX_ITEMS = 10
+# A field whose stage keeps it short (``Field(json_schema_extra={SHORT: {"chars": 200, "items": 3}})``): its
+# strings and lists, and all inside them, get these bounds in the grammar instead (pydantic does not check
+# them: a longer reply on another rung is still read).  SmolLM2-135M filled reflect's 1,000-character
+# strings: 416 completion tokens, 115 s at a load of 20, for a verdict.
+SHORT = "x-short"
+
+
+def _scalar(chars: int) -> dict[str, Any]:
+    return {"anyOf": [{"type": "string", "maxLength": chars}, {"type": "number"}, {"type": "boolean"}]}
+
+
+SCALAR = _scalar(MAX_CHARS)

@@ -65,14 +65,15 @@ def adopt(known: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
 
 def complete(client: ChatClient, build: Callable[[Shape], list[dict[str, Any]]], *,
              tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None,
-             schema: Schema | None = None) -> tuple[Completion, Shape]:
+             schema: Schema | None = None, short: int = 0) -> tuple[Completion, Shape]:
     """The reply and the shape it was asked with; ``build(shape)`` gives the messages for that shape
-    (the prompted tool protocol lists the tools in the prompt).  LLMError when the call fails, a 400
+    (the prompted tool protocol lists the tools in the prompt); ``short``: the stage's own output cap
+    (capabilities.output_tokens).  LLMError when the call fails, a 400
     that no step down avoids included (its message names the setting that holds the ladder)."""
     shape = known(client)
     for _ in range(MAX_STEPS):
         body = capabilities.request(client.config, shape, build(shape), tools=tools, tool_choice=tool_choice,
-                                    schema=schema)
+                                    schema=schema, short=short)
         try:
             return _send(client, shape, body), shape
         except LLMBadRequest as exc:

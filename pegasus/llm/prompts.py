@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pegasus.task.models import ActionResult, TaskContext
+from pegasus.task.models import ActionResult, Plan, TaskContext
 
 ANSWER_JSON_ONLY = "Reply with one JSON object and nothing else (no Markdown, no code fence)."
 
@@ -87,6 +87,18 @@ Keep only facts worth knowing in later tasks (what the user asked to remember, n
 settings); none is fine.  Paths use lowercase letters, digits, "-", "_", "." and "/".
 {ANSWER_JSON_ONLY}"""
 
+# What a prompt that looks back at steps may carry (reflect, post_reflect, and plan on a replan; think's
+# perception): each step's output, arguments or error as an excerpt with a marker saying so, at most
+# STEPS_SHOWN steps (the first and the last ones), the plan once (its goal and each step beside its result).
+# A small local model reads a prompt at a few tokens/s: reflect's prompt, with the whole plan and every
+# output twice, reached 2,690 tokens.  reason_act's tool results are its protocol, left whole (the
+# context budget, [llm] context_window, cuts those).  docs/llm.md, "What a prompt carries".
+EXCERPT_CHARS = 600  # of one step's output, arguments or error; of the perception in think's prompt
+NAME_CHARS = 100  # of a tool's name, a goal, a step's description
+REQUEST_CHARS = 2000  # of the request, in the prompts that judge or recall it (reflect, post_reflect)
+ANSWER_CHARS = 1500  # of the final answer, in post_reflect's prompt
+STEPS_SHOWN = 8
+CUT = "…[cut: {shown} of {total} characters shown]"
 TOOL_RESULT = "Tool result:"
 IDENTITY_CHARS = 2000  # of the identity, in a system prompt (the context budget never cuts that one)
 MEMORY_CHARS = 500  # of one recalled memory
@@ -170,15 +182,40 @@ def request_text(context: TaskContext) -> str:
     return "\n\n".join(parts)
 
 
-def result_view(result: ActionResult) -> dict[str, Any]:
+def excerpt(value: Any, limit: int) -> Any:
+    """``value`` as it is when its text fits ``limit`` characters, else its first ``limit`` and a marker."""
+    text = value if isinstance(value, str) else _json(value)
+    if len(text) <= limit:
+        return value
+    return text[:limit] + CUT.format(shown=f"{limit:,}", total=f"{len(text):,}")
+
+
+def result_view(result: ActionResult, limit: int | None = None) -> dict[str, Any]:
+    """One step's result as the model is shown it; ``limit``: its output, arguments and error as excerpts."""
+    def cut(value: Any, chars: int | None = limit) -> Any:
+        return value if limit is None or chars is None else excerpt(value, chars)
+
     view: dict[str, Any] = {"step": result.step_index, "action": result.action_type}
     if result.tool:
-        view.update(tool=result.tool, args=result.params)
+        view.update(tool=cut(result.tool, NAME_CHARS), args=cut(result.params))
     view["success"] = result.success
-    view["output" if result.success else "error"] = result.output if result.success else result.error
+    view["output" if result.success else "error"] = cut(result.output if result.success else result.error)
     if result.refused:  # deterministic: the model is told so, and a repeat is refused without a call
         view["refused"] = REFUSED_NOTE
     return view
+
+
+def steps_view(results: list[ActionResult], plan: Plan | None = None) -> list[dict[str, Any]]:
+    """The plan's steps once, each beside its result (excerpts), at most STEPS_SHOWN (the first and the
+    last ones, the rest counted): what reflect, post_reflect and a replan are shown of what was done."""
+    done = {result.step_index for result in results}
+    views = [result_view(result, EXCERPT_CHARS) for result in results]
+    views += [{"step": step.index, "action": step.action_type, "not run": excerpt(step.description, NAME_CHARS)}
+              for step in (plan.steps if plan else []) if step.index not in done and not step.completed]
+    if len(views) <= STEPS_SHOWN:
+        return views
+    head = STEPS_SHOWN // 2
+    return [*views[:head], {"not shown": f"{len(views) - STEPS_SHOWN} steps"}, *views[-(STEPS_SHOWN - head):]]
 
 
 def _system(prompt: str) -> dict[str, Any]:
@@ -206,9 +243,9 @@ def memory_text(context: TaskContext) -> str:
 
 
 def post_reflect_messages(context: TaskContext) -> list[dict[str, Any]]:
-    """The finished task: its request, its steps' results and its answer."""
-    results = [result_view(r) for r in context.actions_done]
-    text = (f"{request_text(context)}\n\nSteps: {_json(results)}\n\nFinal answer: {_json(context.final_result)}")
+    """The finished task: its request, its steps' results and its answer (each bounded)."""
+    text = (f"{excerpt(request_text(context), REQUEST_CHARS)}\n\nSteps: {_json(steps_view(context.actions_done))}"
+            f"\n\nFinal answer: {_json(excerpt(context.final_result, ANSWER_CHARS))}")
     return [_system(with_identity(POST_REFLECT, context)), _user(text)]
 
 
@@ -219,7 +256,7 @@ def perceive_messages(context: TaskContext) -> list[dict[str, Any]]:
 def think_messages(context: TaskContext, tools: ToolSpecs) -> list[dict[str, Any]]:
     text = request_text(context)
     if context.perception is not None:
-        text += f"\n\nPerception: {_json(context.perception)}"
+        text += f"\n\nPerception: {excerpt(_json(context.perception), EXCERPT_CHARS)}"
     return [_system(with_identity(THINK.replace("{tools}", tools.lines()), context)), _user(text + memory_text(context))]
 
 
@@ -235,19 +272,19 @@ def plan_messages(context: TaskContext, previous: list[ActionResult], *,
     ``sub_tasks``: what it says of sub_task steps (``sub_task_rule``)."""
     text = request_text(context)
     if context.reasoning is not None:
-        text += f"\n\nReasoning: {_json(context.reasoning)}"
+        text += f"\n\nReasoning: {excerpt(_json(context.reasoning), EXCERPT_CHARS)}"
     if context.reflections and context.reflections[-1].verdict != "complete":
-        done = [result_view(r) for r in previous]
-        text += (f"\n\nThe previous plan's results: {_json(done)}"
-                 f"\nIts reflection: {_json(context.reflections[-1].model_dump(mode='json'))}"
-                 "\nMake a new plan.")
+        reflection = excerpt(_json(context.reflections[-1].model_dump(mode="json")), EXCERPT_CHARS)
+        text += (f"\n\nThe previous plan's results: {_json(steps_view(previous))}"
+                 f"\nIts reflection: {reflection}\nMake a new plan.")
     return [_with_tools(PLAN, prompted, sub_tasks), _user(text)]
 
 
 def reflect_messages(context: TaskContext, results: list[ActionResult]) -> list[dict[str, Any]]:
-    plan = context.plan.model_dump(mode="json", include={"goal", "steps", "reasoning"}) if context.plan else None
-    text = (f"{request_text(context)}\n\nPlan: {_json(plan)}"
-            f"\n\nResults of its steps: {_json([result_view(r) for r in results])}")
+    """The request, the plan's goal, and its steps once, each beside its result (bounded: steps_view)."""
+    goal = excerpt(context.plan.goal, NAME_CHARS) if context.plan else "(no plan)"
+    text = (f"{excerpt(request_text(context), REQUEST_CHARS)}\n\nThe plan's goal: {goal}"
+            f"\n\nIts steps and their results: {_json(steps_view(results, context.plan))}")
     return [_system(REFLECT), _user(text)]
 
 

@@ -29,14 +29,19 @@ MACHINES = ("classic", "reason_act")
 
 
 @pytest.fixture(scope="module")
-def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The base_url of llama-cpp-python's server serving SmolLM2-135M on 127.0.0.1, shut down afterwards."""
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Starting]:
+    """llama-cpp-python's server serving SmolLM2-135M on 127.0.0.1, still loading (``ready()`` waits), so
+    the Pegasus system starts meanwhile; shut down afterwards."""
     reason = server.missing()
     if reason:
         pytest.skip(reason)
+    with server.starting(tmp_path_factory.mktemp("llama-cpp-python") / "server.log") as starting:
+        yield starting
+
+
+def ready(smollm2: server.Starting) -> None:
     try:
-        with server.served(tmp_path_factory.mktemp("llama-cpp-python") / "server.log") as url:
-            yield url
+        smollm2.ready()
     except server.BrokenBuild as exc:
         pytest.skip(str(exc))
     except server.ServerFailed as exc:
@@ -58,14 +63,15 @@ def settled(client: Any, task_id: str, until: float, machine: str) -> dict[str, 
         return client.get(task_id)
 
 
-def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: str) -> None:
+def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: server.Starting) -> None:
     """Well over 80% of the tasks of each machine reach done, and none fails: the issue's done-when.
     One allowance, for classic only: where the machine is too slow for the shipped stage deadlines (a
     CPU-starved llama server: every classic task that missed ran out of time, its stages' exit reason
     `timeout`, or was still running at the end), a share of 80% or less is an xfail naming the load; any
     other miss (an error, a reply not read, a question that is none) fails.
     Figures: docs/performance.md, "A real model"."""
-    client = pegasus(llm={"provider": "openai", "base_url": smollm2, "model": "smollm2"})
+    client = pegasus(llm={"provider": "openai", "base_url": smollm2.url, "model": "smollm2"})  # while it loads
+    ready(smollm2)
     ids = {machine: [client.submit(text, machine=machine)["task_id"] for text in TASKS] for machine in MACHINES}
     until = time.monotonic() + PATIENCE_S
     tasks = {machine: [settled(client, task_id, until, machine) for task_id in found] for machine, found in ids.items()}

@@ -2,7 +2,8 @@
 OpenAI-compatible server on 127.0.0.1: for the real-model test and the ``realmodel`` benchmark.
 
 ``missing()`` says why it cannot run here (None when it can); ``served(log)`` starts the server,
-waits until it answers a tiny chat request, yields its base_url and always stops it.  A build of
+waits until it answers a tiny chat request, yields its base_url and always stops it (``starting(log)``
+yields it while it loads, so a caller starts its own work meanwhile).  A build of
 llama.cpp that dies on that first request raises ``BrokenBuild`` (measured: a -march=native build on
 a CPU with AMX segfaults in its first batched decode; .ci/run builds with GGML_NATIVE=OFF).
 """
@@ -77,9 +78,25 @@ def _probe(url: str, server: subprocess.Popen[bytes]) -> None:
                           ) from None
 
 
+class Starting:
+    """A server started and maybe still loading: ``url`` is known at once, ``ready()`` waits for it."""
+
+    def __init__(self, server: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> None:
+        self.server, self.url, self.log, self.timeout = server, url, log, timeout
+        self._ready = False
+
+    def ready(self) -> str:
+        """The base_url once the model is loaded and answers a tiny chat request (ServerFailed, BrokenBuild)."""
+        if not self._ready:
+            _wait_ready(self.url, self.server, self.log, self.timeout)
+            _probe(self.url, self.server)
+            self._ready = True
+        return self.url
+
+
 @contextlib.contextmanager
-def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
-    """The base_url of the server on a free port of 127.0.0.1 (the model loaded and answering); stopped after."""
+def starting(log: Path, timeout: float = 180.0) -> Iterator[Starting]:
+    """The server on a free port of 127.0.0.1, loading while the caller does other work; stopped after."""
     port = procs.free_port()
     with log.open("wb") as out:
         server = subprocess.Popen(
@@ -90,11 +107,8 @@ def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
              # two threads and 8-28 s on one (decoding, one thread by default, fell to 0.6 tokens/s on two).
              "--n_threads_batch", "1"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
     try:
-        _wait_ready(url, server, log, timeout)
-        _probe(url, server)
-        yield url
+        yield Starting(server, f"http://127.0.0.1:{port}/v1", log, timeout)
     finally:
         server.terminate()
         try:
@@ -102,3 +116,10 @@ def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=15)
+
+
+@contextlib.contextmanager
+def served(log: Path, timeout: float = 180.0) -> Iterator[str]:
+    """The base_url of the server on a free port of 127.0.0.1 (the model loaded and answering); stopped after."""
+    with starting(log, timeout) as server:
+        yield server.ready()
