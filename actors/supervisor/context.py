@@ -55,19 +55,25 @@ class Pools:
 
 
 @dataclass
+class FullTextOnly:
+    """Recalls (or memory.search steps) answered by full text alone, and why the last of them was."""
+
+    count: int = 0
+    error: str | None = None
+
+
+@dataclass
 class Vectors:
     """Embedding vectors as the supervisor knows them (``actors.supervisor.vectors``)."""
 
-    recall_waits: dict[tuple[str, int], tuple[m.AskRecall, ActorAddress]] = field(default_factory=dict)
+    # A recall or a memory.search step waiting for its query's vector, by (task id, its embed request's
+    # token: a recall's is its run's, a search's negative), with its sender.
+    waits: dict[tuple[str, int], tuple[Any, ActorAddress]] = field(default_factory=dict)
     backfill: Backfill | None = None  # made once embeddings are configured (at the first restore)
     breaker: Breaker = field(default_factory=Breaker)
-    recall_fallbacks: int = 0  # recalls answered by full text alone
-    recall_error: str | None = None  # why the last of them was
-    # A task's memory.search step waiting for its query's vector, by its (negative) embed request token.
-    search_waits: dict[int, tuple[m.StageRequest, ActorAddress]] = field(default_factory=dict)
+    recall: FullTextOnly = field(default_factory=FullTextOnly)
+    search: FullTextOnly = field(default_factory=FullTextOnly)
     searches: int = 0  # memory.search steps that asked for a vector (their tokens: -1, -2, ...)
-    search_fallbacks: int = 0  # memory.search steps answered by full text alone
-    search_error: str | None = None  # why the last of them was
 
 
 @dataclass

@@ -10,13 +10,15 @@ margin), then goes by full text alone and says why.  A search's pool requests ca
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor import memory
-from actors.supervisor.context import Context
+from actors.supervisor.context import Context, FullTextOnly, Vectors
 from pegasus.memory.embeddings import configured, unpack
 from pegasus.memory.tools import search_query
 from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
@@ -24,6 +26,27 @@ from pegasus.task.events import utc_now
 from pegasus.task.names import PoolName, StageName
 
 STAGE_MARGIN_S = 5.0  # the pool's deadline past the call's own timeout: the worker answers first
+
+
+_Waiting = tuple[Any, ActorAddress]  # (an AskRecall or a memory.search StageRequest, its sender)
+
+
+@dataclass(frozen=True)
+class _Way:
+    """How a recall or a search goes on, with its query's vector or by full text alone."""
+
+    finish: Callable[..., None]  # memory.recall / memory.memory_step(ctx, message, sender, query_vector=, note=)
+    alone: str
+    event: str
+    tally: Callable[[Vectors], FullTextOnly]
+
+
+_RECALL = _Way(memory.recall, "recalled by full text alone", "recall_without_vector", lambda v: v.recall)
+_SEARCH = _Way(memory.memory_step, "searched by full text alone", "memory_search_without_vector", lambda v: v.search)
+
+
+def _way(token: int) -> _Way:
+    return _SEARCH if token < 0 else _RECALL  # a search's embed requests carry negative tokens
 
 
 def _on(ctx: Context) -> bool:
@@ -41,11 +64,17 @@ def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress) -> None:
     if not _on(ctx) or not ask.query.strip():
         memory.recall(ctx, ask, sender)
         return
-    refused = _ask_vector(ctx, ask.task_id, ask.token, ask.query)
+    _wait_for_vector(ctx, ask.task_id, ask.token, ask.query, (ask, sender))
+
+
+def _wait_for_vector(ctx: Context, task_id: str, token: int, query: str, waiting: _Waiting) -> bool:
+    """Ask the query's vector and hold ``waiting`` for it; False (gone on by full text) when it was not asked."""
+    refused = _ask_vector(ctx, task_id, token, query)
     if refused is not None:
-        _without_vector(ctx, (ask, sender), refused)
-        return
-    ctx.vectors.recall_waits[(ask.task_id, ask.token)] = (ask, sender)
+        _without_vector(ctx, token, waiting, refused)
+        return False
+    ctx.vectors.waits[(task_id, token)] = waiting
+    return True
 
 
 def _ask_vector(ctx: Context, task_id: str, token: int, query: str) -> str | None:
@@ -85,35 +114,31 @@ def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
 
 def query_vector(ctx: Context, result: m.StageResult) -> None:
     _endpoint_answered(ctx, result)
-    if result.token < 0:
-        _search_vector(ctx, result)
-        return
-    waiting = ctx.vectors.recall_waits.pop((result.task_id, result.token), None)
+    waiting = ctx.vectors.waits.pop((result.task_id, result.token), None)
     if waiting is None:
-        return  # answered already, with full text alone
+        return  # answered already, by full text alone
     vectors = result.payload.get("vectors") if result.ok else None
     if vectors:
-        memory.recall(ctx, *waiting, query_vector=unpack(vectors[0]))
+        _way(result.token).finish(ctx, *waiting, query_vector=unpack(vectors[0]))
     else:
-        _without_vector(ctx, waiting, f"embeddings: {result.error or 'no vector'}")
+        _without_vector(ctx, result.token, waiting, f"embeddings: {result.error or 'no vector'}")
 
 
 def recall_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
-    if due.token < 0:
-        _search_vector_due(ctx, due)
-        return
-    waiting = ctx.vectors.recall_waits.pop((due.task_id, due.token), None)
+    waiting = ctx.vectors.waits.pop((due.task_id, due.token), None)
     if waiting is not None and ctx.settings is not None:
         ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
-        _without_vector(ctx, waiting, _late(ctx))
+        _without_vector(ctx, due.token, waiting, _late(ctx))
 
 
-def _without_vector(ctx: Context, waiting: tuple[m.AskRecall, ActorAddress], why: str) -> None:
-    note = f"{why}; recalled by full text alone"
-    ctx.vectors.recall_fallbacks += 1
-    ctx.vectors.recall_error = note
-    ctx.log.warning("recall_without_vector", task_id=waiting[0].task_id, error=note)
-    memory.recall(ctx, *waiting, note=note)
+def _without_vector(ctx: Context, token: int, waiting: _Waiting, why: str) -> None:
+    way = _way(token)
+    note = f"{why}; {way.alone}"
+    tally = way.tally(ctx.vectors)
+    tally.count += 1
+    tally.error = note
+    ctx.log.warning(way.event, task_id=waiting[0].task_id, error=note)
+    way.finish(ctx, *waiting, note=note)
 
 
 # -- a task's memory.search step --------------------------------------------------------------
@@ -124,39 +149,8 @@ def memory_step(ctx: Context, request: m.StageRequest, sender: ActorAddress) -> 
     if query is None:
         memory.memory_step(ctx, request, sender)
         return
-    token = -(ctx.vectors.searches + 1)  # negative: a search's, apart from a recall's
-    refused = _ask_vector(ctx, request.task_id, token, query)
-    if refused is not None:
-        _search_without_vector(ctx, (request, sender), refused)
-        return
-    ctx.vectors.searches += 1
-    ctx.vectors.search_waits[token] = (request, sender)
-
-
-def _search_vector(ctx: Context, result: m.StageResult) -> None:
-    waiting = ctx.vectors.search_waits.pop(result.token, None)
-    if waiting is None:
-        return  # answered already, by full text alone
-    vectors = result.payload.get("vectors") if result.ok else None
-    if vectors:
-        memory.memory_step(ctx, *waiting, query_vector=unpack(vectors[0]))
-    else:
-        _search_without_vector(ctx, waiting, f"embeddings: {result.error or 'no vector'}")
-
-
-def _search_vector_due(ctx: Context, due: m.RecallVectorDue) -> None:
-    waiting = ctx.vectors.search_waits.pop(due.token, None)
-    if waiting is not None and ctx.settings is not None:
-        ctx.answered_by_pool(due.task_id, StageName.EMBED_QUERY, due.token)
-        _search_without_vector(ctx, waiting, _late(ctx))
-
-
-def _search_without_vector(ctx: Context, waiting: tuple[m.StageRequest, ActorAddress], why: str) -> None:
-    note = f"{why}; searched by full text alone"
-    ctx.vectors.search_fallbacks += 1
-    ctx.vectors.search_error = note
-    ctx.log.warning("memory_search_without_vector", task_id=waiting[0].task_id, error=note)
-    memory.memory_step(ctx, *waiting, note=note)
+    if _wait_for_vector(ctx, request.task_id, -(ctx.vectors.searches + 1), query, (request, sender)):
+        ctx.vectors.searches += 1
 
 
 # -- the background job ----------------------------------------------------------------------
@@ -226,10 +220,10 @@ def embeddings_view(ctx: Context) -> dict[str, Any] | None:
         return None
     assert ctx.settings is not None
     view: dict[str, Any] = {"model": ctx.settings.memory.embeddings_model,
-                            "recall_without_vector": ctx.vectors.recall_fallbacks,
-                            "last_recall_error": ctx.vectors.recall_error,
-                            "search_without_vector": ctx.vectors.search_fallbacks,
-                            "last_search_error": ctx.vectors.search_error}
+                            "recall_without_vector": ctx.vectors.recall.count,
+                            "last_recall_error": ctx.vectors.recall.error,
+                            "search_without_vector": ctx.vectors.search.count,
+                            "last_search_error": ctx.vectors.search.error}
     try:
         view["rows_without_vector"] = missing_count(ctx.store.db, _model(ctx)) if ctx.store is not None else None
     except Exception:  # noqa: BLE001 - a store that cannot be read: shown as unknown, stats still answers
