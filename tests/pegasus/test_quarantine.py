@@ -158,16 +158,10 @@ def test_a_waiting_parent_whose_childs_row_will_not_read_is_quarantined_at_resto
     """The tree's restore reads each waiting parent's children: on eb89c12 a done child's undecodable result
     raised out of restore (msgpack FormatError) and the start failed.  Now that parent alone fails."""
     from pegasus.store import Store
-    from pegasus.store.checkpoint import encode_full
-    from tests.pegasus.admission.test_subtasks import make, plans, starts, sub_plan
+    from tests.pegasus.admission.test_subtasks import make, parent_waiting_on_a_child
 
     store = Store(tmp_path / "p.db")
-    admission = make(store)
-    _, effects = admission.submit("parent", "classic", 5, {}, "cli")
-    [parent] = starts(effects)
-    [child] = starts(plans(admission, parent, sub_plan("a")))
-    waiting = admission.records[parent.task_id].snapshot
-    store.add_checkpoint(parent.task_id, parent.run, "full", waiting.state, encode_full(waiting))
+    _, parent, child = parent_waiting_on_a_child(store)
     store.update_task(child.task_id, lifecycle_state="done")  # ended; its end never reached the parent's journal
     poison(tmp_path, "UPDATE tasks SET result = X'C1' WHERE task_id = ?", child.task_id)
     fresh = make(store)

@@ -67,6 +67,19 @@ def starts(effects: list[Any]) -> list[StartRun]:
     return [e for e in effects if isinstance(e, StartRun)]
 
 
+def parent_waiting_on_a_child(store: Store) -> tuple[Admission, StartRun, StartRun]:
+    """A parent whose plan made one child, its waiting snapshot stored as a restart will find it."""
+    from pegasus.store.checkpoint import encode_full
+
+    admission = make(store)
+    _, effects = admission.submit("parent", "classic", 5, {}, "cli")
+    [parent] = starts(effects)
+    [child] = starts(plans(admission, parent, sub_plan("a")))
+    waiting = admission.records[parent.task_id].snapshot
+    store.add_checkpoint(parent.task_id, parent.run, "full", waiting.state, encode_full(waiting))
+    return admission, parent, child
+
+
 def lifecycle(effects: list[Any], task_id: str) -> list[str]:
     return [e.to_state for e in effects if isinstance(e, TransitionNotice) and e.machine == "lifecycle"
             and e.task_id == task_id]
@@ -162,15 +175,8 @@ def test_a_child_is_made_once_per_step_key_even_when_the_parent_asks_again(tmp_p
 
 
 def test_a_restart_finds_a_childs_end_the_parents_journal_lost_and_queues_the_parent(tmp_path: Path) -> None:
-    from pegasus.store.checkpoint import encode_full
-
     store = Store(tmp_path / "p.db")
-    admission = make(store)
-    _, effects = admission.submit("parent", "classic", 5, {}, "cli")
-    [parent] = starts(effects)
-    [child] = starts(plans(admission, parent, sub_plan("a")))
-    waiting = admission.records[parent.task_id].snapshot
-    store.add_checkpoint(parent.task_id, parent.run, "full", waiting.state, encode_full(waiting))
+    admission, parent, child = parent_waiting_on_a_child(store)
     # The child ended, and the crash came before its end reached the parent's journal.
     store.update_task(child.task_id, lifecycle_state=L.DONE, result="A")
     assert store.journal(parent.task_id) == {}
