@@ -296,6 +296,21 @@ def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_
         assert page.locator(f'.pool[data-pool="{name}"] tbody tr').count() == len(pool["workers"])
 
 
+def test_a_token_revoked_while_its_page_is_open_is_sent_back_to_the_login_saying_why(
+        dashboard: Dashboard, page: Any) -> None:
+    """The next request is refused (401): the page forgets the token and shows the login form with the reason."""
+    made = dashboard.cli.json("token", "create", "dash-revoked", "--scope", "read")
+    page.goto(dashboard.url + "/")
+    page.fill("#token", made["token"])
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#tasks")
+    dashboard.cli.json("token", "revoke", "dash-revoked")
+    page.click('#nav a[data-page="pools"]')
+    page.wait_for_selector("#login")
+    assert page.inner_text("#login-error") == "The token was refused: log in again."
+    assert page.evaluate("sessionStorage.getItem('pegasus.token')") is None
+
+
 def test_the_routes_the_dashboard_adds_are_under_the_gateways_tokens(dashboard: Dashboard) -> None:
     """/v1/token names the token's scope; /v1/events streams every task's transitions; a task's context and
     the diagrams need a token like every /v1 route; the page itself does not (its login form)."""

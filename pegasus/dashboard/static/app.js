@@ -3,7 +3,7 @@
 // The bearer token lives in sessionStorage and goes only in the Authorization header, never in a URL.
 // Every text from a task is put in the page as text (textContent), never as HTML.
 
-import { TOKEN_KEY, state, showing, h, main, token, api } from "./core.js";
+import { TOKEN_KEY, state, showing, h, main, token, api, onRefusedToken } from "./core.js";
 import { tasksPage } from "./tasks.js";
 import { taskPage } from "./task.js";
 import { poolsPage, schedulesPage } from "./system.js";
@@ -12,18 +12,19 @@ import { poolsPage, schedulesPage } from "./system.js";
 export function logout(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   state.scope = state.name = state.machines = null;
-  location.hash = "#/login";
-  render(message);
+  state.loggedOutBecause = message;  // the hashchange's render draws the login page after this one
+  if (location.hash === "#/login") render(); else location.hash = "#/login";
 }
 
 export function loginPage(message) {
   const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "bearer token", required: true });
-  const problem = h("p", { class: "error", id: "login-error" }, message || "");
+  const problem = h("p", { class: "error", id: "login-error" }, message || state.loggedOutBecause || "");
   const form = h("form", { class: "card login", id: "login", onsubmit: async (event) => {
     event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
     try {
       await identify();
+      state.loggedOutBecause = "";
       location.hash = "#/tasks";
     } catch (e) {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -46,10 +47,6 @@ export async function identify() {
 
 
 // -- the router ----------------------------------------------------------------------------------------------
-export function live(up) {
-  document.getElementById("live").textContent = up === null ? "" : (up ? "\u25cf live" : "\u25cb reconnecting");
-}
-
 export function stop() {
   state.revive = null;
   for (const control of state.streams.splice(0)) control.abort();
@@ -80,6 +77,7 @@ export async function render(message) {
   }
 }
 
+onRefusedToken(logout);
 window.addEventListener("hashchange", () => render());
 window.addEventListener("DOMContentLoaded", () => {
   document.getElementById("logout").addEventListener("click", () => logout(""));

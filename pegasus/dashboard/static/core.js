@@ -2,7 +2,15 @@
 // /v1 API with the token in the Authorization header only, Server-Sent Events over fetch() (EventSource
 // cannot send a header), the machines' tables and diagrams, and what this token's scope may do.
 
-import { logout } from "./app.js";
+// What a refused token does (log out, draw the login page) is the router's: app.js sets it, so that
+// this module, which every page imports, imports none of them.
+let tokenRefused = () => {};
+export function onRefusedToken(handler) { tokenRefused = handler; }
+
+// The header's live mark: a page's stream says whether it is connected.
+export function live(up) {
+  document.getElementById("live").textContent = up === null ? "" : (up ? "\u25cf live" : "\u25cb reconnecting");
+}
 
 export const TOKEN_KEY = "pegasus.token";
 export const PAGE = 25;
@@ -10,7 +18,7 @@ export const TERMINAL = new Set(["done", "failed", "canceled"]);
 export const WRITE_SCOPES = new Set(["submit", "admin"]);
 export const ADMIN_SCOPES = new Set(["admin"]);
 
-export const state = { scope: null, name: null, machines: null, diagrams: {}, streams: [], timers: [], view: 0, revive: null };
+export const state = { scope: null, name: null, loggedOutBecause: "", machines: null, diagrams: {}, streams: [], timers: [], view: 0, revive: null };
 // Each page drawn is a view; an answer that arrives after the person moved on must not draw the old one over it.
 export const showing = (view) => view === state.view;
 
@@ -84,7 +92,7 @@ export async function api(method, path, body) {
   const data = await res.json().catch(() => null);
   if (!res.ok) {
     const error = (data && data.error) || {};
-    if (res.status === 401 && path !== "/v1/token") logout("The token was refused: log in again.");
+    if (res.status === 401 && path !== "/v1/token") tokenRefused("The token was refused: log in again.");
     throw new ApiError(res.status, error.code || String(res.status), error.message || res.statusText);
   }
   return data;
@@ -101,7 +109,7 @@ export function stream(path, onEvent, onStatus) {
         const headers = { Authorization: `Bearer ${token()}`, Accept: "text/event-stream" };
         if (lastId) headers["Last-Event-ID"] = lastId;
         const res = await fetch(path, { headers, signal: control.signal });
-        if (res.status === 401) { logout("The token was refused: log in again."); return; }
+        if (res.status === 401) { tokenRefused("The token was refused: log in again."); return; }
         if (!res.ok || !res.body) throw new Error(`${res.status}`);
         onStatus && onStatus(true);
         delay = 500;

@@ -1,8 +1,7 @@
 // Pegasus dashboard, a task's page: its fields and the actions that can succeed, its machines' diagrams
 // lit, its stages as a Gantt chart (charts.js), its transitions, plan, memories, sub-tasks and log.
 
-import { state, showing, h, badge, short, clip, main, localTime, throttle, api, get, stream, machines, diagram, currentStage, runningStage, canWrite, canAdmin } from "./core.js";
-import { live } from "./app.js";
+import { state, showing, h, badge, short, clip, main, localTime, throttle, api, get, stream, machines, diagram, currentStage, runningStage, canWrite, canAdmin, live } from "./core.js";
 import { gantt } from "./charts.js";
 
 export async function taskPage(id) {

@@ -1,9 +1,8 @@
 // Pegasus dashboard, the tasks page: the counts, the queue, the submit form, and the list (searched and
 // paged by the server, sub-tasks nested under their parents), kept live from /v1/events.
 
-import { PAGE, state, h, badge, short, clip, main, age, localTime, debounce, throttle, api, get, stream, machines, currentStage, canWrite } from "./core.js";
+import { PAGE, state, h, badge, short, clip, main, age, localTime, debounce, throttle, api, get, stream, machines, currentStage, canWrite, live } from "./core.js";
 import { waitingFor, lifecycleBadges } from "./task.js";
-import { live } from "./app.js";
 
 export async function tasksPage(params) {
   const view = { state: params.get("state") || "", text: params.get("q") || "", cursors: [null], page: 0, rows: new Map(),
