@@ -75,12 +75,6 @@ def index_new(db: sqlite3.Connection, task_id: str, text: str, metadata: Mapping
                    [(task_id, key, value) for key, value in meta_pairs(metadata).items()])
 
 
-def index_result(db: sqlite3.Connection, task_id: str, result: Any) -> None:
-    """A task's result (None clears it: a retried task's), in the transaction that records it."""
-    db.execute("UPDATE task_search SET result = ? WHERE rowid = (SELECT rowid FROM tasks WHERE task_id = ?)",
-               (as_text(result), task_id))
-
-
 def forget(db: sqlite3.Connection, task_ids: list[str]) -> None:
     """Remove deleted tasks from both tables (before their rows go: the rowid is read from them)."""
     for task_id in task_ids:
