@@ -108,6 +108,8 @@ class Store(TaskMessages, TreeTables, Database):
                        (row["task_id"], row["cognitive_state"], checkpoint, stamp))
             if row.get("link") is not None:  # a sub-task: created with its link, or not at all
                 insert_link(db, row["link"])
+        if row.get("link") is None:
+            self._unlinked.add(row["task_id"])
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,

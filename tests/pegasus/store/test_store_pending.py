@@ -95,3 +95,19 @@ def test_rows_left_waiting_by_a_rolled_back_group_are_never_written(tmp_path: Pa
         store.cognitive_transition("t1", 1, "classic", None, "thinking", "PERCEIVE_DONE", None, None, None)  # type: ignore[arg-type]
     assert not store.pending
     store.close()
+
+
+def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: Path) -> None:
+    from pegasus.store.tree import Link
+    store = Store(tmp_path / "p.db")
+    new_task(store, "parent")
+    fsm = TaskFSM.create("classic", "a part", task_id="child")
+    store.create_task({"task_id": "child", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                       "seq": 2, "input": "a part", "source": "test", "link": Link("child", "parent", 1, "k", 0)},
+                      encode_full(fsm.snapshot()))
+    seen = traced(store)
+    assert store.link_of("parent") is None and seen == []  # its end asks: no subtasks read
+    assert store.link_of("child") == Link("child", "parent", 1, "k", 0)
+    assert store.link_of("parent") is None and len(seen) == 2  # asked again: read, the same answer
+    store.close()
+    assert Store(tmp_path / "p.db").link_of("child") is not None  # another store (a restart) reads it
