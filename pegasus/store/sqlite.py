@@ -98,18 +98,19 @@ class Store(TaskMessages, TreeTables, Database):
                 (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
                  row["source"], pack(row.get("metadata") or {}), stamp, stamp))
             search.index_new(db, row["task_id"], row["input"], row.get("metadata"))
-            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
-                       " VALUES (?, 'lifecycle', 0, '-', 'draft', 'TASK_CREATED', ?, ?)",
-                       # the tier it was submitted with (the checkpoint's context has it too): read back by views
-                       (row["task_id"], pack({"reason": "submitted", **_tier(row)}), stamp))
-            self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
-                                                             **_tier(row)})
-            db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
-                       (row["task_id"], row["cognitive_state"], checkpoint, stamp))
             if row.get("link") is not None:  # a sub-task: created with its link, or not at all
                 insert_link(db, row["link"])
+            # its history's first rows wait with those of its first moves (pegasus.store.pending)
+            self.pending.transitions.append((row["task_id"], "lifecycle", 0, "-", "draft", "TASK_CREATED",
+                                             # the tier it was submitted with (its context has it too): read by views
+                                             pack({"reason": "submitted", **_tier(row)}), stamp))
+            self.pending.audit.append(_audit_row(row["task_id"], "TASK_CREATED", {
+                "machine": row["machine"], "priority": row["priority"], **_tier(row)}, stamp))
+            self.pending.checkpoints.append((row["task_id"], 0, "full", row["cognitive_state"], checkpoint, stamp))
         if row.get("link") is None:
             self._unlinked.add(row["task_id"])
+        if self.holding:  # its first moves, in the same group, compare with the state it was created in
+            self.pending.lifecycle[row["task_id"]] = "draft"
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,
