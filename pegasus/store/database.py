@@ -172,7 +172,10 @@ class Database:
         with no savepoint (the write makes at most one statement now, atomic on its own, and adds its rows
         only once nothing can fail); else in a transaction of its own."""
         if self._depth:
-            yield self.pending
+            try:
+                yield self.pending
+            except sqlite3.Error as exc:  # its one statement failed, alone (a full disk: StoreUnavailable)
+                raise classify(exc, self.path) from None
             return
         with self.transaction():
             yield self.pending

@@ -49,6 +49,14 @@ def test_a_second_compare_and_set_in_one_transaction_is_answered_from_the_first(
     assert [t["to_state"] for t in store.transitions("t1")] == ["draft", "approved", "queued", "running"]
     assert [a["event_type"] for a in store.audit("t1")][1:] == [
         "STATE_TRANSITION_APPROVED", "STATE_TRANSITION_QUEUED", "STATE_TRANSITION_RUNNING"]
+    store.db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON tasks BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    with store.group():  # a compare-and-set that fails in a group: the store's error, the rest committed
+        store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "TASK_CREATED", None, None, None)
+        with pytest.raises(StoreError, match="refused"):
+            store.lifecycle_transition("t1", "running", "verifying", "EXECUTION_COMPLETE", actor="a", reason="r")
+        store.db.execute("DROP TRIGGER refuse")
+    assert [t["event"] for t in store.transitions("t1")][-1] == "TASK_CREATED"
+    assert store.task_row("t1")["lifecycle_state"] == "running"
     store.close()
 
 
@@ -111,3 +119,4 @@ def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: P
     assert store.link_of("parent") is None and len(seen) == 2  # asked again: read, the same answer
     store.close()
     assert Store(tmp_path / "p.db").link_of("child") is not None  # another store (a restart) reads it
+
