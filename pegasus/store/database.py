@@ -115,13 +115,19 @@ class Database:
                     self.flush()
                 self.db.execute("COMMIT" if commit else "ROLLBACK")
         except sqlite3.Error as exc:
-            with suppress(sqlite3.Error):  # nothing more to do if even that fails
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
+            self._rollback()
             raise classify(exc, self.path) from None
+        except BaseException:  # whatever stopped the flush: the transaction still ends
+            self._rollback()
+            raise
         finally:
             self.pending.clear()
             self.pending.lifecycle.clear()
+
+    def _rollback(self) -> None:
+        with suppress(sqlite3.Error):  # nothing more to do if even that fails
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -102,6 +102,11 @@ def test_rows_left_waiting_by_a_rolled_back_group_are_never_written(tmp_path: Pa
     with pytest.raises(StoreError):  # a NOT NULL column missing: refused before anything waits
         store.cognitive_transition("t1", 1, "classic", None, "thinking", "PERCEIVE_DONE", None, None, None)  # type: ignore[arg-type]
     assert not store.pending
+    with pytest.raises(StoreError, match="CHECK"):  # a row the file refuses at the flush: the commit fails whole
+        store.cognitive_transition("t1", 1, "classic", "perceiving", "thinking", "PERCEIVE_DONE", None,
+                                   ("neither", b"x"), None)
+    assert not store.db.in_transaction and not store.pending  # no transaction stays open
+    assert [t["event"] for t in store.transitions("t1")][-1] == "TASK_CREATED"
     store.close()
 
 
