@@ -1,11 +1,12 @@
-"""The rows of a task's transitions that wait for the end of their transaction, written there together.
+"""The rows of a task's transitions, waiting for the end of their transaction and written there together.
 
-Each transition wrote its rows (transition, audit or checkpoint), a task-row UPDATE and, in a group,
-a savepoint around them: 4-5 statements, 74 for a classic task.  The rows now wait here and go with
-one ``executemany`` per table and one UPDATE per task row just before the COMMIT (or before anything
-else reads or writes in the same transaction), so what commits is what the writes one by one would
-have left, in the same order.  ``lifecycle`` is each task's lifecycle state as this transaction left
-it: the writer holds the lock, so a second compare-and-set of the same task is answered from it.
+A transition's rows (transition, audit, checkpoint, journal end, usage, the result's full-text row)
+and its task row's new columns wait here and go with one ``executemany`` per table and one UPDATE per
+task row just before the COMMIT (or before anything else reads or writes in the same transaction): a
+report's transitions make one statement a table and need no savepoint, and what commits is what the
+writes one by one would have left, in the same order.  ``lifecycle`` is each task's lifecycle state
+as this transaction left it: the writer holds the lock, so a second compare-and-set of the same task
+is answered from it.
 """
 
 from __future__ import annotations
