@@ -13,7 +13,11 @@ step are the growth of the task's payload bytes in the store
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -98,12 +102,113 @@ def measure(steps: int) -> dict[str, Any]:
             "full_context_bytes_at_end": full_context, "db_files_bytes": db_bytes}
 
 
+CLASSIC = (("idle", "perceiving", "TASK_CREATED", None), ("perceiving", "thinking", "PERCEIVE_DONE", None),
+           ("thinking", "planning", "THINK_DONE", None), ("planning", "acting", "PLAN_DONE", "delta"),
+           ("acting", "acting", "TOOL_CALL_COMPLETED", "delta"), ("acting", "reflecting", "TOOL_CALL_COMPLETED", "delta"),
+           ("reflecting", "completed", "REFLECT_DONE", "full"))  # a classic task's run: its reports, in order
+UP = (("draft", "approved", "TASK_APPROVED"), ("approved", "queued", "TASK_QUEUED"), ("queued", "running", "TASK_STARTED"))
+DOWN = (("running", "verifying", "EXECUTION_COMPLETE"), ("verifying", "verified", "TASK_VERIFIED"),
+        ("verified", "done", "TASK_DONE"))
+
+
+class Calls:
+    """The connection, with its ``execute`` and ``executemany`` calls counted by what they do."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db, self.calls = db, Counter[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def execute(self, sql: str, *params: Any) -> sqlite3.Cursor:
+        self.calls[statement_kind(sql)] += 1
+        return self._db.execute(sql, *params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self.calls[statement_kind(sql)] += 1
+        return self._db.executemany(sql, rows)
+
+
+def statement_kind(sql: str) -> str:
+    """"INSERT transitions", "UPDATE tasks", "SELECT journal", "SAVEPOINT", ...: what a statement does, and where."""
+    words = sql.split()
+    verb = words[0].upper()
+    if verb == "INSERT":
+        return f"INSERT {words[words.index('INTO') + 1] if 'INTO' in words else '?'}"
+    if verb in ("UPDATE", "DELETE", "SELECT"):
+        found = re.search(r"(?:UPDATE|FROM)\s+(\w+)", sql, re.IGNORECASE)
+        return f"{verb} {found.group(1) if found else '?'}"
+    return verb
+
+
+def wal_pages(path: Path, page_size: int) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return max(0, (wal.stat().st_size - 32) // (page_size + 24)) if wal.exists() else 0
+
+
+def classic_task(store: Store, seq: int, together: bool) -> None:
+    """The supervisor's store writes of one classic task's life: submitted and started (one commit),
+    its reports (in one commit when ``together``, else one each), done (with the last report)."""
+    fsm = TaskFSM.create(machine="classic", input_text=f"what is {seq} + 1?")
+    task_id = fsm.task_id
+    full = encode_full(fsm.snapshot())
+    with store.group():
+        store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
+                           "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}}, full)
+        for source, target, event in UP:
+            store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(), run=1,
+                                       updates={"cognitive_state": "idle", "runs": 1})
+    delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
+    detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
+    for index, (source, target, event, kind) in enumerate(CLASSIC):
+        if not together or index == 0:
+            store.hold()
+        checkpoint = (kind, full if kind == "full" else delta) if kind else None
+        store.cognitive_transition(task_id, 1, "classic", source, target, event, detail, checkpoint, None)
+        if target == "completed":
+            for source, target, event in DOWN:
+                store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(),
+                                           run=1, updates={"cognitive_state": "completed", "runs": 1,
+                                                           "result": f"{seq} + 1 = {seq + 1}" if target == "done" else None})
+        if not together or index == len(CLASSIC) - 1:
+            store.release()
+
+
+def statements(tasks: int, together: bool) -> dict[str, Any]:
+    """What ``tasks`` classic tasks cost the store, per task (after one to warm up): statements SQLite ran
+    (``set_trace_callback``, without those FTS5 runs inside them), calls into sqlite3 by kind, WAL pages."""
+    with state_dir() as state:
+        store = Store(state / "pegasus.db")
+        store.db.execute("PRAGMA wal_autocheckpoint = 0")  # the WAL grows: its pages are counted
+        page_size = int(store.db.execute("PRAGMA page_size").fetchone()[0])
+        classic_task(store, 1, together)
+        traced: list[str] = []
+        store.db.set_trace_callback(traced.append)
+        calls = Calls(store.db)
+        store.db = calls  # type: ignore[assignment]
+        pages = wal_pages(store.path, page_size)
+        for seq in range(2, tasks + 2):
+            classic_task(store, seq, together)
+        pages = wal_pages(store.path, page_size) - pages
+        store.db = calls._db
+        store.close()
+    ran = [s for s in traced if not s.startswith("--")]  # "--": run by FTS5 inside a statement
+    kinds = Counter(statement_kind(s) for s in ran)
+    return {"statements_per_task": round(len(ran) / tasks, 2), "calls_per_task": round(sum(calls.calls.values()) / tasks, 2),
+            "wal_pages_per_task": round(pages / tasks, 2),
+            "statements_by_kind": {k: round(v / tasks, 2) for k, v in kinds.most_common()},
+            "calls_by_kind": {k: round(v / tasks, 2) for k, v in calls.calls.most_common()}}
+
+
 def run(quick: bool) -> dict[str, Any]:
     steps = 40 if quick else 200
     result = measure(steps)
     write, journal = result["cognitive_transition"], result["journal_start"]
     growth = result["bytes_per_step_last10_mean"] / result["bytes_per_step_first10_mean"]
     result["bytes_per_step_growth"] = round(growth, 3)
+    tasks = 20 if quick else 200
+    result["store_per_task_reports_together"] = together = statements(tasks, together=True)
+    result["store_per_task_reports_alone"] = alone = statements(tasks, together=False)
     checks = [
         check("transition write p50 (cognitive_transition)", write["p50_ms"], "ms", "<= 1", write["p50_ms"] <= 1.0),
         check("transition write p99", write["p99_ms"], "ms"),
@@ -112,8 +217,15 @@ def run(quick: bool) -> dict[str, Any]:
               f"{result['bytes_per_step_first10_mean']:g} -> {result['bytes_per_step_last10_mean']:g}", "B",  # type: ignore[arg-type]
               "flat (last/first <= 1.1)", growth <= 1.1),
         check(f"full context at step {steps} (not written per step)", result["full_context_bytes_at_end"], "B"),
+        *[check(f"store per classic task, reports {shape}: SQL statements / sqlite3 calls / WAL pages",
+                f"{figures['statements_per_task']:g} / {figures['calls_per_task']:g} / "  # type: ignore[arg-type]
+                f"{figures['wal_pages_per_task']:g}", "")
+          for shape, figures in (("in one commit", together), ("each alone", alone))],
     ]
     return {"figures": result, "checks": checks, "notes": [
         "checkpoint: Store calls timed with perf_counter on a real WAL file (synchronous=NORMAL), one process, "
         "no actor system; 'bytes per step' = growth of Store.bytes_for(task) across one tool step "
-        "(delta checkpoint + transition row + journal row)."]}
+        "(delta checkpoint + transition row + journal row).",
+        "checkpoint: 'store per classic task' = what the supervisor's store runs for one classic task's life (submit, "
+        "seven reports, done; memory's writes not included): SQL statements counted by set_trace_callback, calls "
+        "into sqlite3 (an executemany is one): exact; WAL pages appended: within ~10% (where random task ids land)."]}

@@ -15,6 +15,7 @@ from typing import Any
 from pegasus.files import PRIVATE_FILE, open_private, private_dir
 from pegasus.store import backup as backups, integrity, search
 from pegasus.store.errors import StoreCorrupt, StoreDamaged, StoreError, StoreUnavailable, classify
+from pegasus.store.pending import PendingWrites
 from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
 
@@ -37,6 +38,7 @@ class Database:
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:
         self.path = Path(path)
         self._depth = 0  # open group() / savepoint nesting
+        self.pending = PendingWrites()  # a task's transition rows, written just before their commit
         self.identity: integrity.FileIdentity | None = None  # the file opened (set once it is checked)
         self._header_fd: int | None = None
         try:
@@ -105,24 +107,38 @@ class Database:
             raise classify(exc, self.path) from None
 
     def _end(self, commit: bool) -> None:
-        """COMMIT (or ROLLBACK); a failed COMMIT is rolled back: no transaction stays open."""
+        """COMMIT what waits and what was written (or ROLLBACK); a failed one is rolled back: no
+        transaction stays open."""
         try:
             if self.db.in_transaction:
+                if commit:
+                    self.flush()
                 self.db.execute("COMMIT" if commit else "ROLLBACK")
         except sqlite3.Error as exc:
-            with suppress(sqlite3.Error):  # nothing more to do if even that fails
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
+            self._rollback()
             raise classify(exc, self.path) from None
+        except BaseException:  # whatever stopped the flush: the transaction still ends
+            self._rollback()
+            raise
+        finally:
+            self.pending.clear()
+            self.pending.lifecycle.clear()
+
+    def _rollback(self) -> None:
+        with suppress(sqlite3.Error):  # nothing more to do if even that fails
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time.
 
         Inside ``group()`` it is a savepoint instead: still all-or-nothing on its
-        own, committed with the group.
+        own, committed with the group.  What waits (``pending``) is written first.
         """
         if self._depth:
+            self._flush_classified()
+            self.pending.lifecycle.clear()  # a write of its own may move a task: compared in the file again
             savepoint = f"write{self._depth}"
             self._depth += 1
             self.db.execute(f"SAVEPOINT {savepoint}")
@@ -151,8 +167,37 @@ class Database:
         self._end(commit=True)
 
     def _undo(self, savepoint: str) -> None:
+        self.pending.clear()  # what the failed write left waiting goes with it (nothing waited before it)
+        self.pending.lifecycle.clear()
         if self.db.in_transaction:  # SQLite may have rolled the whole transaction back itself (disk full)
             self.db.execute(f"ROLLBACK TO {savepoint}")
+
+    @contextmanager
+    def deferred(self) -> Iterator[PendingWrites]:
+        """A write whose rows wait in ``pending`` (``pegasus.store.pending``): in a group, for its commit,
+        with no savepoint (the write makes at most one statement now, atomic on its own, and adds its rows
+        only once nothing can fail); else in a transaction of its own."""
+        if self._depth:
+            try:
+                yield self.pending
+            except sqlite3.Error as exc:  # its one statement failed, alone (a full disk: StoreUnavailable)
+                raise classify(exc, self.path) from None
+            return
+        with self.transaction():
+            yield self.pending
+
+    def flush(self) -> None:
+        """Write what waits in ``pending`` (inside the open transaction)."""
+        if self.pending:
+            self.pending.flush(self.db)
+
+    def _flush_classified(self) -> None:
+        """``flush`` before another statement of the open group; a failure raised as the store's error (one
+        that leaves the store writable loses the rows that waited, as a failed write loses its own)."""
+        try:
+            self.flush()
+        except sqlite3.Error as exc:
+            raise classify(exc, self.path) from None
 
     @contextmanager
     def group(self) -> Iterator[None]:
@@ -241,6 +286,7 @@ class Database:
         return backups.backup(self.db, self.path, target, overwrite=overwrite)
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        self._flush_classified()  # a read inside an open group sees its writes
         for attempt in range(3):
             try:
                 return self.db.execute(sql, params).fetchall()

@@ -16,6 +16,7 @@ from typing import Any
 from pegasus import requests as r
 from pegasus.store import integrity, reflections, task_log
 from pegasus.store.errors import StoreError
+from pegasus.store.pending import PendingWrites
 from pegasus.store.schema import SCHEMA_VERSION, TABLES
 from pegasus.store.sqlite import DB_FILE, Store
 from pegasus.store.task_ids import full_task_id
@@ -32,6 +33,7 @@ class StoreReader(Store):
     def __init__(self, path: Path | str, *, timeout_s: float = 10.0) -> None:  # noqa: D107 - not Database's open
         self.path = Path(path)
         self._depth, self.identity, self._header_fd = 0, None, None
+        self.pending = PendingWrites()  # never filled: nothing is written here
         if not self.path.is_file():
             raise StoreError(f"no store at {self.path}")
         integrity.check_header(self.path)

@@ -71,14 +71,10 @@ def index_new(db: sqlite3.Connection, task_id: str, text: str, metadata: Mapping
     """A new task's input and metadata, in its creating transaction (after its row)."""
     db.execute("INSERT INTO task_search (rowid, input) VALUES ((SELECT rowid FROM tasks WHERE task_id = ?), ?)",
                (task_id, text))
-    db.executemany("INSERT OR REPLACE INTO task_meta (task_id, key, value) VALUES (?, ?, ?)",
-                   [(task_id, key, value) for key, value in meta_pairs(metadata).items()])
-
-
-def index_result(db: sqlite3.Connection, task_id: str, result: Any) -> None:
-    """A task's result (None clears it: a retried task's), in the transaction that records it."""
-    db.execute("UPDATE task_search SET result = ? WHERE rowid = (SELECT rowid FROM tasks WHERE task_id = ?)",
-               (as_text(result), task_id))
+    pairs = meta_pairs(metadata)
+    if pairs:
+        db.executemany("INSERT OR REPLACE INTO task_meta (task_id, key, value) VALUES (?, ?, ?)",
+                       [(task_id, key, value) for key, value in pairs.items()])
 
 
 def forget(db: sqlite3.Connection, task_ids: list[str]) -> None:

@@ -25,6 +25,7 @@ from pegasus.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
+from pegasus.store.pending import AUDIT
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
 from pegasus.store.metric_facts import Tally, metric_facts
@@ -97,38 +98,54 @@ class Store(TaskMessages, TreeTables, Database):
                 (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
                  row["source"], pack(row.get("metadata") or {}), stamp, stamp))
             search.index_new(db, row["task_id"], row["input"], row.get("metadata"))
-            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
-                       " VALUES (?, 'lifecycle', 0, '-', 'draft', 'TASK_CREATED', ?, ?)",
-                       # the tier it was submitted with (the checkpoint's context has it too): read back by views
-                       (row["task_id"], pack({"reason": "submitted", **_tier(row)}), stamp))
-            self._audit(db, row["task_id"], "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
-                                                             **_tier(row)})
-            db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, 0, 'full', ?, ?, ?)",
-                       (row["task_id"], row["cognitive_state"], checkpoint, stamp))
             if row.get("link") is not None:  # a sub-task: created with its link, or not at all
                 insert_link(db, row["link"])
+            # its history's first rows wait with those of its first moves (pegasus.store.pending)
+            self.pending.transitions.append((row["task_id"], "lifecycle", 0, "-", "draft", "TASK_CREATED",
+                                             # the tier it was submitted with (its context has it too): read by views
+                                             pack({"reason": "submitted", **_tier(row)}), stamp))
+            self.pending.audit.append(_audit_row(row["task_id"], "TASK_CREATED", {
+                "machine": row["machine"], "priority": row["priority"], **_tier(row)}, stamp))
+            self.pending.checkpoints.append((row["task_id"], 0, "full", row["cognitive_state"], checkpoint, stamp))
+        if row.get("link") is None:
+            self._unlinked.add(row["task_id"])
+        if self.holding:  # its first moves, in the same group, compare with the state it was created in
+            self.pending.lifecycle[row["task_id"]] = "draft"
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,
                              updates: dict[str, Any] | None = None, run: int = 0) -> None:
-        """Move a task expected -> target (compare-and-set) with its audit and transition rows."""
+        """Move a task expected -> target (compare-and-set) with its audit and transition rows.
+
+        The first move of a task in a transaction is an UPDATE now (the compare-and-set); a later one
+        is answered from what that left (the writer holds the lock) and its columns wait with its rows
+        (``pegasus.store.pending``)."""
         stamp = now_iso()
         columns = {"lifecycle_state": target, "updated_at": stamp, **_encode_updates(updates or {})}
-        assignments = ", ".join(f"{name} = ?" for name in columns)
-        with self.transaction() as db:
-            cursor = db.execute(f"UPDATE tasks SET {assignments} WHERE task_id = ? AND lifecycle_state = ?",
-                                (*columns.values(), task_id, expected))
-            if cursor.rowcount != 1:
-                actual = db.execute("SELECT lifecycle_state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
-                raise StaleStateError(task_id, expected, actual[0] if actual else None)
+        transition = (task_id, "lifecycle", run, expected, target, event, pack({"reason": reason}), stamp)
+        audit = _audit_row(task_id, f"STATE_TRANSITION_{target.upper()}",
+                           {"from_state": expected, "to_state": target, "actor": actor, "reason": reason,
+                            "transition_metadata": metadata or {}}, stamp)
+        with self.deferred() as pending:
+            known = pending.lifecycle.get(task_id)
+            if known is not None:
+                if known != expected:
+                    raise StaleStateError(task_id, expected, known)
+                pending.set_row(task_id, columns)
+            else:
+                assignments = ", ".join(f"{name} = ?" for name in columns)
+                cursor = self.db.execute(f"UPDATE tasks SET {assignments} WHERE task_id = ? AND lifecycle_state = ?",
+                                         (*columns.values(), task_id, expected))
+                if cursor.rowcount != 1:
+                    actual = self.db.execute("SELECT lifecycle_state FROM tasks WHERE task_id = ?",
+                                             (task_id,)).fetchone()
+                    raise StaleStateError(task_id, expected, actual[0] if actual else None)
+                pending.written(task_id, columns)
+            pending.lifecycle[task_id] = target
             if updates and updates.get("result") is not None:  # the answer, once: at done
-                search.index_result(db, task_id, updates["result"])
-            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
-                       " VALUES (?, 'lifecycle', ?, ?, ?, ?, ?, ?)",
-                       (task_id, run, expected, target, event, pack({"reason": reason}), stamp))
-            self._audit(db, task_id, f"STATE_TRANSITION_{target.upper()}",
-                        {"from_state": expected, "to_state": target, "actor": actor, "reason": reason,
-                         "transition_metadata": metadata or {}})
+                pending.results.append((search.as_text(updates["result"]), task_id))
+            pending.transitions.append(transition)
+            pending.audit.append(audit)
 
     def cognitive_transition(self, task_id: str, run: int, machine: str, from_state: str, to_state: str,
                              event: str, detail: dict[str, Any] | None, checkpoint: tuple[str, bytes] | None,
@@ -136,28 +153,25 @@ class Store(TaskMessages, TreeTables, Database):
         """Record a cognitive transition, with its checkpoint and tool-journal end, in one transaction.
 
         The end is inserted when the step has no row yet (an idempotent step is not
-        journalled as started): a finished step is never run again either way.
+        journalled as started): a finished step is never run again either way.  Its rows wait for
+        the transaction's end (``pegasus.store.pending``): a report's stages make one statement a table.
         """
+        if None in (task_id, run, machine, from_state, to_state, event):  # NOT NULL, checked before anything waits
+            raise StoreError(f"store {self.path}: transition {event!r} of task {task_id!r} lacks a column")
         stamp = now_iso()
-        with self.transaction() as db:
-            db.execute("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (task_id, machine, run, from_state, to_state, event, pack(detail) if detail else None, stamp))
-            db.execute("UPDATE tasks SET cognitive_state = ?, updated_at = ? WHERE task_id = ?", (to_state, stamp, task_id))
+        usage = _usage_row(detail["usage"]) if detail and isinstance(detail.get("usage"), dict) else None
+        end = journal_finish
+        with self.deferred() as pending:
+            pending.transitions.append((task_id, machine, run, from_state, to_state, event,
+                                        pack(detail) if detail else None, stamp))
+            pending.set_row(task_id, {"cognitive_state": to_state, "updated_at": stamp})
             if checkpoint is not None:
-                kind, data = checkpoint
-                db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                           (task_id, run, kind, to_state, data, stamp))
-            if detail and isinstance(detail.get("usage"), dict):
-                _add_usage(db, detail["usage"])
-            if journal_finish is not None:
-                end = journal_finish
-                db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result,"
-                           " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO"
-                           " UPDATE SET status = excluded.status, result = excluded.result,"
-                           " finished_at = excluded.finished_at",
-                           (end.key, task_id, run, end.step_index, end.tool, end.effect, end.status, end.result,
-                            stamp, stamp))
+                pending.checkpoints.append((task_id, run, checkpoint[0], to_state, checkpoint[1], stamp))
+            if usage is not None:
+                pending.usage.append(usage)
+            if end is not None:
+                pending.journal.append((end.key, task_id, run, end.step_index, end.tool, end.effect, end.status,
+                                        end.result, stamp, stamp))
 
     def update_task(self, task_id: str, **updates: Any) -> None:
         columns = {**_encode_updates(updates), "updated_at": now_iso()}
@@ -182,8 +196,7 @@ class Store(TaskMessages, TreeTables, Database):
         return None
 
     def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        db.execute("INSERT INTO audit (audit_id, task_id, level, event_type, payload, created_at) VALUES (?, ?, 'info', ?, ?, ?)",
-                   (_audit_id(), task_id, event_type, json.dumps(payload, default=str), now_iso()))
+        db.execute(AUDIT, _audit_row(task_id, event_type, payload, now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
@@ -309,9 +322,9 @@ USAGE_COLUMNS = ("model", "tier", "calls", "prompt_tokens", "cached_tokens", "co
                  "cost_usd", "unpriced_calls", "estimated_calls")
 
 
-def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
-    """Add one stage's usage (``UsageMeter.as_dict``) to its model's totals; an unpriced stage adds no cost,
-    and its estimated calls (the server reported no usage) are counted as such."""
+def _usage_row(usage: dict[str, Any]) -> tuple[Any, ...]:
+    """One stage's usage (``UsageMeter.as_dict``) as the parameters that add it to its model's totals; an
+    unpriced stage adds no cost, and its estimated calls (the server reported no usage) are counted as such."""
     def number(key: str) -> int:
         value = usage.get(key)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
@@ -319,20 +332,13 @@ def _add_usage(db: sqlite3.Connection, usage: dict[str, Any]) -> None:
     reported = usage.get("cost_usd")
     cost = float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) else None
     unpriced = number("calls") if cost is None else number("unpriced_calls")
-    db.execute("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_tokens, completion_tokens,"
-               " total_tokens, cost_usd, unpriced_calls, estimated_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-               " ON CONFLICT (model, tier)"
-               " DO UPDATE SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-               " cached_tokens = cached_tokens + excluded.cached_tokens,"
-               " completion_tokens = completion_tokens + excluded.completion_tokens,"
-               " total_tokens = total_tokens + excluded.total_tokens,"
-               " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
-               " ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
-               " unpriced_calls = unpriced_calls + excluded.unpriced_calls,"
-               " estimated_calls = estimated_calls + excluded.estimated_calls",
-               (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
-                number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
-                cost, unpriced, number("estimated_calls")))
+    return (str(usage.get("model") or ""), str(usage.get("tier") or "default"), number("calls"),
+            number("prompt_tokens"), number("cached_tokens"), number("completion_tokens"), number("total_tokens"),
+            cost, unpriced, number("estimated_calls"))
+
+
+def _audit_row(task_id: str, event_type: str, payload: dict[str, Any], stamp: str) -> tuple[Any, ...]:
+    return (_audit_id(), task_id, event_type, json.dumps(payload, default=str), stamp)
 
 
 def _tier(row: dict[str, Any]) -> dict[str, Any]:

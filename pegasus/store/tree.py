@@ -36,8 +36,16 @@ class TreeTables:
     transaction: Any
 
     def link_of(self, child_id: str) -> Link | None:
+        if child_id in self._unlinked:  # created here with no link (a link is only ever written with its child)
+            self._unlinked.discard(child_id)  # asked once, at its end, most often: the set stays small
+            return None
         rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE child_id = ?", (child_id,))
         return Link(*rows[0]) if rows else None
+
+    @property
+    def _unlinked(self) -> set[str]:
+        """Tasks this store created with no link and not yet asked about: ``link_of`` answers them unread."""
+        return self.__dict__.setdefault("_unlinked_tasks", set())  # type: ignore[no-any-return]
 
     def parents_of(self, task_ids: list[str]) -> dict[str, str]:
         """The parent of each of ``task_ids`` that is a sub-task (one query for a page of ``list``)."""

@@ -1,0 +1,84 @@
+"""The rows of a task's transitions, waiting for the end of their transaction and written there together.
+
+A transition's rows (transition, audit, checkpoint, journal end, usage, the result's full-text row)
+and its task row's new columns wait here and go with one ``executemany`` per table and one UPDATE per
+task row just before the COMMIT (or before anything else reads or writes in the same transaction): a
+report's transitions make one statement a table and need no savepoint, and what commits is what the
+writes one by one would have left, in the same order.  ``lifecycle`` is each task's lifecycle state
+as this transaction left it: the writer holds the lock, so a second compare-and-set of the same task
+is answered from it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+TRANSITION = ("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+AUDIT = "INSERT INTO audit (audit_id, task_id, level, event_type, payload, created_at) VALUES (?, ?, 'info', ?, ?, ?)"
+CHECKPOINT = "INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+JOURNAL_END = ("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, result, started_at,"
+               " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+               " status = excluded.status, result = excluded.result, finished_at = excluded.finished_at")
+USAGE = ("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_tokens, completion_tokens,"
+         " total_tokens, cost_usd, unpriced_calls, estimated_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+         " ON CONFLICT (model, tier)"
+         " DO UPDATE SET calls = calls + excluded.calls, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+         " cached_tokens = cached_tokens + excluded.cached_tokens,"
+         " completion_tokens = completion_tokens + excluded.completion_tokens,"
+         " total_tokens = total_tokens + excluded.total_tokens,"
+         " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
+         " ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
+         " unpriced_calls = unpriced_calls + excluded.unpriced_calls,"
+         " estimated_calls = estimated_calls + excluded.estimated_calls")
+# A task's result in its full-text row (pegasus.store.search), written with the move to done.
+RESULT_TEXT = "UPDATE task_search SET result = ? WHERE rowid = (SELECT rowid FROM tasks WHERE task_id = ?)"
+
+
+class PendingWrites:
+    """What waits for the flush: rows per table in call order, and each task row's newest column values."""
+
+    def __init__(self) -> None:
+        self.lifecycle: dict[str, str] = {}  # task_id -> its lifecycle state in this transaction
+        self.clear()
+
+    def clear(self) -> None:
+        self.transitions: list[tuple[Any, ...]] = []
+        self.audit: list[tuple[Any, ...]] = []
+        self.checkpoints: list[tuple[Any, ...]] = []
+        self.journal: list[tuple[Any, ...]] = []
+        self.results: list[tuple[Any, ...]] = []  # (text, task_id) for the full-text index
+        self.usage: list[tuple[Any, ...]] = []  # a stage's model usage, added to its model's totals
+        self.rows: dict[str, dict[str, Any]] = {}  # task_id -> columns to set on its row
+
+    def __bool__(self) -> bool:
+        return bool(self.transitions or self.audit or self.checkpoints or self.journal or self.results
+                    or self.usage or self.rows)
+
+    def set_row(self, task_id: str, columns: dict[str, Any]) -> None:
+        """Columns the task row takes at the flush (later values win, as later UPDATEs would)."""
+        self.rows.setdefault(task_id, {}).update(columns)
+
+    def written(self, task_id: str, columns: dict[str, Any]) -> None:
+        """The task row was just UPDATEd with ``columns``: what was waiting for them is older."""
+        waiting = self.rows.get(task_id)
+        if waiting is not None:
+            for name in columns:
+                waiting.pop(name, None)
+
+    def flush(self, db: sqlite3.Connection) -> None:
+        """Write everything waiting, in table order (rows of one table keep their order), then forget it."""
+        try:
+            for sql, rows in ((TRANSITION, self.transitions), (AUDIT, self.audit), (CHECKPOINT, self.checkpoints),
+                              (JOURNAL_END, self.journal), (USAGE, self.usage), (RESULT_TEXT, self.results)):
+                if rows:
+                    db.executemany(sql, rows)
+            by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+            for task_id, columns in self.rows.items():
+                if columns:
+                    by_columns.setdefault(tuple(columns), []).append((*columns.values(), task_id))
+            for names, params in by_columns.items():
+                db.executemany(f"UPDATE tasks SET {', '.join(f'{n} = ?' for n in names)} WHERE task_id = ?", params)
+        finally:
+            self.clear()

@@ -1,0 +1,127 @@
+"""A task's transition rows wait for the end of their transaction (``pegasus.store.pending``): fewer
+statements, the same rows committed, reads and failed writes in between as before."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pegasus.store import StaleStateError, Store, StoreError
+from pegasus.store.checkpoint import encode_full
+from pegasus.store.journal import FINISHED, StepEnd
+from pegasus.task import TaskFSM
+
+
+def new_task(store: Store, task_id: str = "t1") -> TaskFSM:
+    fsm = TaskFSM.create("classic", "count things", task_id=task_id)
+    store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                       "seq": 1, "input": "count things", "source": "test"}, encode_full(fsm.snapshot()))
+    return fsm
+
+
+def traced(store: Store) -> list[str]:
+    """The statements the store's connection runs from now on (not those FTS5 runs inside them)."""
+    seen: list[str] = []
+    store.db.set_trace_callback(lambda sql: seen.append(sql) if not sql.startswith("--") else None)
+    return seen
+
+
+def test_a_second_compare_and_set_in_one_transaction_is_answered_from_the_first(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    seen = traced(store)
+    with store.group():
+        store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="a", reason="r")
+        store.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="a", reason="r",
+                                   updates={"attempts": 2})
+        with pytest.raises(StaleStateError) as stale:  # still compared: with what this transaction left
+            store.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="a", reason="r")
+        assert stale.value.actual == "queued"
+        store.lifecycle_transition("t1", "queued", "running", "TASK_STARTED", actor="a", reason="r", run=1)
+    updates = [s for s in seen if s.startswith("UPDATE tasks")]
+    assert len(updates) == 2  # the first compare-and-set, then the row as the last move left it
+    assert sum(s.startswith(("INSERT INTO transitions", "INSERT INTO audit")) for s in seen) == 6
+    assert not any(s.startswith(("SAVEPOINT", "RELEASE")) for s in seen)
+    row = store.task_row("t1")
+    assert (row["lifecycle_state"], row["attempts"], row["runs"]) == ("running", 2, 0)
+    assert [t["to_state"] for t in store.transitions("t1")] == ["draft", "approved", "queued", "running"]
+    assert [a["event_type"] for a in store.audit("t1")][1:] == [
+        "STATE_TRANSITION_APPROVED", "STATE_TRANSITION_QUEUED", "STATE_TRANSITION_RUNNING"]
+    store.db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON tasks BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    with store.group():  # a compare-and-set that fails in a group: the store's error, the rest committed
+        store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "TASK_CREATED", None, None, None)
+        with pytest.raises(StoreError, match="refused"):
+            store.lifecycle_transition("t1", "running", "verifying", "EXECUTION_COMPLETE", actor="a", reason="r")
+        store.db.execute("DROP TRIGGER refuse")
+    assert [t["event"] for t in store.transitions("t1")][-1] == "TASK_CREATED"
+    assert store.task_row("t1")["lifecycle_state"] == "running"
+    store.close()
+
+
+def test_a_reports_rows_wait_for_the_commit_and_a_read_or_a_failed_write_between_sees_them(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    store = Store(path)
+    new_task(store)
+    other = sqlite3.connect(path)  # another process's view: only what is committed
+    seen = traced(store)
+    store.hold()
+    store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "TASK_CREATED", None, None, None)
+    store.cognitive_transition("t1", 1, "classic", "perceiving", "thinking", "PERCEIVE_DONE", {"stage": "perceive"},
+                               None, None)
+    assert not any(s.startswith(("INSERT", "UPDATE")) for s in seen)  # waiting, not written
+    assert [t["event"] for t in store.transitions("t1")][-2:] == ["TASK_CREATED", "PERCEIVE_DONE"]  # read sees them
+    store.cognitive_transition("t1", 1, "classic", "thinking", "planning", "THINK_DONE", None, None,
+                               StepEnd("k1", FINISHED, b"r", 0, "echo", "effectful"))
+    with pytest.raises(RuntimeError), store.transaction() as db:  # a write that fails: its own rows go, no others
+        db.execute("INSERT INTO meta (name, value) VALUES ('x', 'y')")
+        raise RuntimeError("the write failed")
+    assert other.execute("SELECT COUNT(*) FROM transitions WHERE machine = 'classic'").fetchone() == (0,)
+    store.release()
+    assert other.execute("SELECT event FROM transitions WHERE machine = 'classic' ORDER BY id").fetchall() == [
+        ("TASK_CREATED",), ("PERCEIVE_DONE",), ("THINK_DONE",)]
+    assert other.execute("SELECT cognitive_state FROM tasks").fetchone() == ("planning",)
+    assert other.execute("SELECT status FROM journal WHERE key = 'k1'").fetchone() == ("finished",)
+    assert other.execute("SELECT COUNT(*) FROM meta WHERE name = 'x'").fetchone() == (0,)
+    assert sum(s.startswith("UPDATE tasks") for s in seen) == 2  # one per flush: before the read, at the commit
+    other.close()
+    store.close()
+
+
+def test_rows_left_waiting_by_a_rolled_back_group_are_never_written(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    seen = traced(store)
+    store.hold()
+    store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "TASK_CREATED", None, None, None)
+    store.release(commit=False)
+    assert not store.pending and not any(s.startswith("INSERT") for s in seen)
+    store.cognitive_transition("t1", 1, "classic", "idle", "perceiving", "TASK_CREATED", None, None, None)
+    assert [t["event"] for t in store.transitions("t1")] == ["TASK_CREATED", "TASK_CREATED"]  # lifecycle + this
+    with pytest.raises(StoreError):  # a NOT NULL column missing: refused before anything waits
+        store.cognitive_transition("t1", 1, "classic", None, "thinking", "PERCEIVE_DONE", None, None, None)  # type: ignore[arg-type]
+    assert not store.pending
+    with pytest.raises(StoreError, match="CHECK"):  # a row the file refuses at the flush: the commit fails whole
+        store.cognitive_transition("t1", 1, "classic", "perceiving", "thinking", "PERCEIVE_DONE", None,
+                                   ("neither", b"x"), None)
+    assert not store.db.in_transaction and not store.pending  # no transaction stays open
+    assert [t["event"] for t in store.transitions("t1")][-1] == "TASK_CREATED"
+    store.close()
+
+
+def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: Path) -> None:
+    from pegasus.store.tree import Link
+    store = Store(tmp_path / "p.db")
+    new_task(store, "parent")
+    fsm = TaskFSM.create("classic", "a part", task_id="child")
+    store.create_task({"task_id": "child", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                       "seq": 2, "input": "a part", "source": "test", "link": Link("child", "parent", 1, "k", 0)},
+                      encode_full(fsm.snapshot()))
+    seen = traced(store)
+    assert store.link_of("parent") is None and seen == []  # its end asks: no subtasks read
+    assert store.link_of("child") == Link("child", "parent", 1, "k", 0)
+    assert store.link_of("parent") is None and len(seen) == 2  # asked again: read, the same answer
+    store.close()
+    assert Store(tmp_path / "p.db").link_of("child") is not None  # another store (a restart) reads it
+
