@@ -1,12 +1,10 @@
 """The rows of a task's transitions, waiting for the end of their transaction and written there together.
 
-A transition's rows (transition, audit, checkpoint, journal end, usage, the result's full-text row)
-and its task row's new columns wait here and go with one ``executemany`` per table and one UPDATE per
-task row just before the COMMIT (or before anything else reads or writes in the same transaction): a
-report's transitions make one statement a table and need no savepoint, and what commits is what the
-writes one by one would have left, in the same order.  ``lifecycle`` is each task's lifecycle state
-as this transaction left it: the writer holds the lock, so a second compare-and-set of the same task
-is answered from it.
+A transition's rows (transition, audit, checkpoint, journal end, usage, full-text) and its task row's
+new columns go with one ``executemany`` per table and one UPDATE per task row just before the COMMIT,
+or before anything else reads or writes in the same transaction: what commits is what the writes one
+by one would have left, in the same order.  ``lifecycle`` is each task's lifecycle state as this
+transaction left it: the writer holds the lock, so a second compare-and-set is answered from it.
 """
 
 from __future__ import annotations
