@@ -18,6 +18,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import system_pids
+from tests.support.hold import PLUGIN as HOLD
+from tests.support.hold import append_key_until_request
 from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 from tests.support.waiting import wait_for
 
@@ -116,17 +118,20 @@ def test_queued_effectful_steps_run_exactly_once_after_the_whole_system_is_kille
     """Regression (issue 15): steps still queued in the tool pool at a crash never ran and were
     reported interrupted (15-16 of 24).  A step counts as started only once a worker has journalled
     it, so a queued one runs after the restart, exactly once; only a step that a worker had
-    started is reported, in the task's effects_unknown."""
-    keys = tmp_path / "keys.txt"
-    settings = {**PLUGIN, "runtime": {"max_active_tasks": 24}, "pools": {"tool_workers": 3}}
+    started is reported, in the task's effects_unknown.  Each step holds its worker until the test
+    releases it, so at the kill exactly one step a tool worker has started and the rest are queued."""
+    keys, release = tmp_path / "keys.txt", tmp_path / "release"
+    settings = {"tools": {"plugins": [*PLUGIN["tools"]["plugins"], HOLD]}, "runtime": {"max_active_tasks": 24},
+                "pools": {"tool_workers": 3}}
     client = pegasus(**settings)
-    tasks = [t["task_id"] for t in client.submit_many([effect(keys, 0.2)] * 24)]
-    wait_for(lambda: len(keys_in(keys)) >= 3, what="the first effects")
+    tasks = [t["task_id"] for t in client.submit_many([append_key_until_request(keys, release)] * 24)]
+    wait_for(lambda: len(keys_in(keys)) >= 3, what="a held effect on each tool worker")
     spec = client.spec
     killed = procs.freeze_and_kill(lambda: system_pids(spec))
     assert procs.wait_gone(killed, timeout=60) == []
     client.closed = True
     before = len(keys_in(keys))
+    release.touch()
 
     restarted = pegasus(**settings)
     finals = {task_id: restarted.wait(task_id, timeout=90) for task_id in tasks}
@@ -141,8 +146,8 @@ def test_queued_effectful_steps_run_exactly_once_after_the_whole_system_is_kille
         else:
             assert counts[key] == 1, (key, counts[key], final["result"], [(st["stage"], st.get("error")) for st in final["stages"]])
             assert final["lifecycle_state"] == "done", final
+    assert before == 3  # one held step a tool worker, the other 21 queued at the kill: the case this test is about
     assert len(unknown) <= 3  # at most one started step per tool worker
-    assert before < 24 - 3  # most steps were still queued at the kill: the case this test is about
     print(f"\n24 tasks: {before} effects before the kill, {sum(counts.values())} after; "
           f"{len(unknown)} reported with unknown effects")
 
