@@ -5,7 +5,8 @@ requests and the pool addresses, and activates one run per message; this class t
 into its inputs and its commands into sends, and tells the core when a message was handled and a
 batch of reports delivered (``pegasus.run.report_batch``).  Settings come once, in
 ``ConfigureTaskActor``.  A run's recall is answered here from the store's file, read-only
-(``pegasus.memory.recall``), when it can be.  Which task actor a run goes to is ``pegasus.run.hosts``'s.
+(``pegasus.memory.recall``), when it can be; a done run's post-task reflection is handed out
+from here (``pegasus.run.reflections``).  Which task actor a run goes to is ``pegasus.run.hosts``'s.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pegasus.memory.recall import LocalRecall
 from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
+from pegasus.run.reflections import limit_for
+from pegasus.task.names import StageName
 from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
@@ -120,7 +123,8 @@ class TaskActor(ActorTypeDispatcher):
         self._step(h.Start(task_id, snapshot, start.run, settings.runtime.max_iterations if settings else 0,
                            Started(start.resume_event, dict(start.resume_payload or {})), sender, start.llm_pool,
                            start.tool_pool, self.effect_of, start.generation, start.journal, start.inbox,
-                           settings.memory.recall_k if settings else 0, start.identity))
+                           settings.memory.recall_k if settings else 0, start.identity,
+                           limit_for(settings) if settings else 0))
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))
@@ -171,10 +175,11 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
+        # (A reflection runs on its stage's tier, not the task's, as when the supervisor sent it.)
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
-            tier=stage.context.tier))
+            tier=None if stage.stage == StageName.POST_REFLECT else stage.context.tier))
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what

@@ -20,6 +20,7 @@ from thespian.actors import ActorAddress, ChildActorExited
 from actors import messages as m
 from actors.runtime import procs
 from actors.pool import StagePool
+from actors.supervisor import memory
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
@@ -71,6 +72,7 @@ def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -
         _supervise(ctx, ctx.supervision.step(Exited(name, time.monotonic(), f"the {name} pool died")))
         return
     lost = ctx.task_actors.exited(address)
+    memory.task_actor_gone(ctx, address)  # the reflections it held: handed out from here
     if lost is None:
         ctx.supervision.step(Removed(_actor_name(address)))
         return  # not a child of ours any more (a task actor retired, a pool replaced)
