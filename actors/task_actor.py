@@ -5,8 +5,7 @@ requests and the pool addresses, and activates one run per message; this class t
 into its inputs and its commands into sends, and tells the core when a message was handled and a
 batch of reports delivered (``pegasus.run.report_batch``).  Settings come once, in
 ``ConfigureTaskActor``.  A run's recall is answered here from the store's file, read-only
-(``pegasus.memory.recall``), when it can be; a done run's post-task reflection is handed out
-from here (``pegasus.run.reflections``).  Which task actor a run goes to is ``pegasus.run.hosts``'s.
+(``pegasus.memory.recall``), when it can be.  Which task actor a run goes to is ``pegasus.run.hosts``'s.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ Rows for the memory requests (``answer_memory``); a task's ``memory.*`` step, an
 worker would (a few SQLite statements, so it does not hold the mailbox up; a search with embeddings
 waits for its vector off the mailbox: ``actors.supervisor.vectors``); recall before a think / reason
 stage (``AskRecall``, when the query needs a vector or the task actor cannot read the store; a store
-that cannot answer sends none); and the post-task reflector: handed out by the task actor that saw
-the task done when it can, else from here, its answer written here either way
-(``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps the rows).
+that cannot answer sends none); and the post-task reflector, handed out here or by a task actor,
+written here (``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps rows).
 """
 
 from __future__ import annotations

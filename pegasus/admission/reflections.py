@@ -1,13 +1,10 @@
 """Who hands a done task's post-task reflection out, and what the supervisor makes of the answer.
 
-Pure; the supervisor carries it out (docs/agent-memory-recall.md).  A done task is reflected once,
-at the llm pool's lowest priority.  The task actor that saw the run done hands it out when its
-report says so (``Held``: ``pegasus.run.reflections``), and its answer comes in that actor's
-reports; else, and whenever one is lost (its worker, or that task actor, died), the supervisor
-hands it out.  Hand-outs are counted in the store (with ``done`` for a task actor's), so after a
-restart pending ones go again, up to ``MAX_ATTEMPTS``; at most ``limit`` of the supervisor's are out
-at a time (the rest wait here, never filling the pool's queue); a late answer is dropped by its
-token, or by who sent it.
+Pure; the supervisor carries it out (docs/agent-memory-recall.md).  The task actor that saw the run
+done hands it out when its report says so (``Held``; ``pegasus.run.reflections``); else, and once one
+is lost (its worker or that task actor died), the supervisor does, at most ``limit`` at a time (the
+rest wait here, never filling the pool's queue).  Hand-outs are counted in the store, so after a
+restart pending ones go again, up to ``MAX_ATTEMPTS``; a late answer is dropped by token or sender.
 """
 
 from __future__ import annotations

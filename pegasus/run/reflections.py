@@ -1,12 +1,10 @@
 """The post-task reflections a task actor hands to the llm pool itself: those of the runs it saw done.
 
-Pure; ``pegasus.run.host.RunHost`` holds one.  The task actor holds a done run's context, so it
-sends the reflection and gets the answer, which it reports in its next batch; the supervisor only
-counts the hand-out (with ``done``) and decides and writes the answer in that batch's commit
-(``pegasus.admission.reflections``): a message in and out and a pickled context fewer for it per
-task.  At most ``limit`` are out at once (the pool gives them its lowest priority; the others wait
-here, never filling its queue) and ``WAIT_LIMIT`` wait; beyond that, or with gates (a completed
-run is not yet done) or the reflector off, the done report says no and the supervisor hands it out.
+Pure; ``pegasus.run.host.RunHost`` holds one.  It has the context, so the supervisor is spared a message
+each way and a pickled context a task: it counts, decides and writes the answer, reported in the next
+batch (``pegasus.admission.reflections``).  At most ``limit`` are out (the rest wait here, never filling
+the pool's queue), ``WAIT_LIMIT`` wait; beyond that, with gates (a completed run is not yet done) or
+the reflector off, the done report says no and the supervisor hands it out.
 """
 
 from __future__ import annotations
