@@ -208,7 +208,7 @@ class RunHost:
         answer = event.answer
         if answer.stage == StageName.POST_REFLECT and self.reflections.answered(answer.task_id, answer.token):
             reflected = Reflected(answer.task_id, answer.ok, answer.payload, answer.error, answer.error_kind)
-            return [*self._reports(self.batch.add((reflected,))), *self._reflect()]
+            return [*self._reports(self.batch.add((reflected,), lazy=True)), *self._reflect()]
         held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
         if held is None:
             return out
@@ -271,10 +271,10 @@ class RunHost:
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        return self._reports(self.batch.handled(event.more_read))
+        return self._reports(self.batch.handled(event.more_read, idle=not self.runs))
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read))
+        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs))
 
     def _reports(self, reports: Reports) -> list[HostCommand]:
         return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []

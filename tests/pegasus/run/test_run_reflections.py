@@ -13,7 +13,7 @@ from pegasus.run.commands import Reflected
 from pegasus.run.host import AskPool, Closing, HostCommand, PoolReplaced, Report, RunHost, Start
 from pegasus.run.reflections import WAIT_LIMIT, HeldReflections, limit_for
 from pegasus.task import TaskFSM
-from tests.pegasus.run.test_task_host import LLM, SUP, TOOL, answer, host, of, settled
+from tests.pegasus.run.test_task_host import LLM, SUP, TOOL, answer, host, of, settled, start
 
 REFLECT = "post_reflect"
 KEPT = {"post_reflection": {"facts": [], "assessment": "ok"}}
@@ -67,6 +67,15 @@ def test_at_most_limit_reflections_are_out_and_the_next_goes_when_one_is_answere
     assert reports(failed) == [Reflected("a", False, {}, "died", "worker_died")]  # the supervisor decides
     [next_one] = reflections(failed)
     assert next_one.stage.task_id == "b"
+
+
+def test_an_answer_while_other_runs_are_held_waits_for_their_next_report() -> None:
+    core = host()
+    [ask] = reflections(finish(core, "a"))
+    [perceive] = of(AskPool, settled(core, start("b")))  # a run held here: it will report again soon
+    assert reports(settled(core, answer(ask, payload=KEPT, event_type=None))) == []
+    [sent] = of(Report, settled(core, answer(perceive)))
+    assert [type(r).__name__ for r in sent.reports] == ["Reflected", "TaskTransitioned"]  # one message
 
 
 def test_a_stale_answer_reports_nothing_and_a_replaced_pool_is_asked_again() -> None:
