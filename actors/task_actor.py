@@ -27,6 +27,8 @@ from pegasus.memory.recall import LocalRecall
 from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAsked
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
+from pegasus.run.reflections import limit_for
+from pegasus.task.names import StageName
 from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
@@ -120,7 +122,8 @@ class TaskActor(ActorTypeDispatcher):
         self._step(h.Start(task_id, snapshot, start.run, settings.runtime.max_iterations if settings else 0,
                            Started(start.resume_event, dict(start.resume_payload or {})), sender, start.llm_pool,
                            start.tool_pool, self.effect_of, start.generation, start.journal, start.inbox,
-                           settings.memory.recall_k if settings else 0, start.identity))
+                           settings.memory.recall_k if settings else 0, start.identity,
+                           limit_for(settings) if settings else 0))
 
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))
@@ -171,10 +174,11 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
+        # (A reflection runs on its stage's tier, not the task's, as when the supervisor sent it.)
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
-            tier=stage.context.tier))
+            tier=None if stage.stage == StageName.POST_REFLECT else stage.context.tier))
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what

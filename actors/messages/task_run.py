@@ -1,6 +1,6 @@
 """The conversation of a task's run: the supervisor and the task actor that runs it.
 
-Its reports, TaskTransitioned and TaskStopped, are the task-run core's own
+Its reports, TaskTransitioned, TaskStopped and Reflected, are the task-run core's own
 (``pegasus.run``), sent as the core makes them.
 """
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from actors.messages.base import _Brief
 from pegasus.config import Settings
-from pegasus.run.commands import TaskStopped as TaskStopped  # noqa: F401 - reports of the core, sent as they are
+from pegasus.run.commands import Reflected as Reflected  # noqa: F401 - reports of the core, sent as they are
+from pegasus.run.commands import TaskStopped as TaskStopped  # noqa: F401
 from pegasus.run.commands import TaskTransitioned as TaskTransitioned  # noqa: F401
 
 
@@ -66,8 +67,8 @@ class TaskAbandoned:
 class TaskReports(_Brief):
     """Task actor -> supervisor: its reports since the last send, in order, in one message.
 
-    ``reports`` holds TaskTransitioned and TaskStopped, of one or more tasks' runs (each
-    task's in order: ``pegasus.run.report_batch``).  One message per batch instead of one
+    ``reports`` holds TaskTransitioned, TaskStopped and Reflected, of one or more tasks' runs
+    (each task's in order: ``pegasus.run.report_batch``).  One message per batch instead of one
     per report: every Thespian message costs both processes about half a millisecond of
     CPU here (benchmarks/).
     """

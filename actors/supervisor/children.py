@@ -20,6 +20,7 @@ from thespian.actors import ActorAddress, ChildActorExited
 from actors import messages as m
 from actors.runtime import procs
 from actors.pool import StagePool
+from actors.supervisor import memory
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
@@ -71,17 +72,16 @@ def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -
         _supervise(ctx, ctx.supervision.step(Exited(name, time.monotonic(), f"the {name} pool died")))
         return
     lost = ctx.task_actors.exited(address)
-    if lost is None:
+    if lost is None:  # not a child of ours any more (a task actor retired, a pool replaced)
         ctx.supervision.step(Removed(_actor_name(address)))
-        return  # not a child of ours any more (a task actor retired, a pool replaced)
-    _supervise(ctx, ctx.supervision.step(Exited(_actor_name(address), time.monotonic(),
-                                                "the task actor exited unexpectedly")))
-    if ctx.admission is None:
-        return
-    for task_id, run in lost:  # each restarted from its checkpoint, placed anew
-        ctx.log.warning("task_actor_lost", task_id=task_id, run=run)
-        admit(ctx, RunLost(task_id, run, "the task actor exited unexpectedly"))
-        answer_suspends(ctx, task_id)
+    else:
+        _supervise(ctx, ctx.supervision.step(Exited(_actor_name(address), time.monotonic(),
+                                                    "the task actor exited unexpectedly")))
+        for task_id, run in lost if ctx.admission is not None else ():  # each restarted from its checkpoint
+            ctx.log.warning("task_actor_lost", task_id=task_id, run=run)
+            admit(ctx, RunLost(task_id, run, "the task actor exited unexpectedly"))
+            answer_suspends(ctx, task_id)
+    memory.task_actor_gone(ctx, address)  # the reflections it held: handed out from here (last: it writes)
 
 
 def _supervise(ctx: Context, commands: list[SupervisionCommand]) -> None:

@@ -4,8 +4,8 @@ Rows for the memory requests (``answer_memory``); a task's ``memory.*`` step, an
 worker would (a few SQLite statements, so it does not hold the mailbox up; a search with embeddings
 waits for its vector off the mailbox: ``actors.supervisor.vectors``); recall before a think / reason
 stage (``AskRecall``, when the query needs a vector or the task actor cannot read the store; a store
-that cannot answer sends none); and the post-task reflector's hand-off
-(``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps the rows).
+that cannot answer sends none); and the post-task reflector, handed out here or by a task actor,
+written here (``pegasus.admission.reflections`` decides, ``pegasus.store.reflections`` keeps rows).
 """
 
 from __future__ import annotations
@@ -178,6 +178,12 @@ def _task_done(ctx: Context, task_id: str) -> None:
     if not settings.memory.reflector:
         reflections.finished(store, task_id, reflections.SKIPPED, error="[memory] reflector is off")
         return
+    holder = ctx.reflecting.get(task_id)
+    if holder is not None:  # its task actor handed the reflection out: counted here, with done
+        decision = _post(ctx).held_by(task_id, holder, reflections.started(store, task_id))
+        if isinstance(decision, GiveUp):
+            _reflection_failed(ctx, task_id, decision.error)
+        return
     _hand_out(ctx, _post(ctx).want(task_id), snapshot)
 
 
@@ -213,11 +219,32 @@ def _hand_out(ctx: Context, task_ids: list[str], known: TaskSnapshot | None = No
 
 
 def on_post_reflection(ctx: Context, result: m.StageResult) -> None:
-    post = _post(ctx)
-    decision = post.answered(result.task_id, result.token, result.ok, result.payload, result.error,
-                             result.error_kind)
+    """The answer to a reflection the supervisor handed out."""
+    _decided(ctx, _post(ctx).answered(result.task_id, result.token, result.ok, result.payload, result.error,
+                                      result.error_kind))
+
+
+def reflected(ctx: Context, report: m.Reflected, sender: ActorAddress) -> None:
+    """The answer to a reflection a task actor handed out, in its reports: written in their commit."""
+    ctx.task_actors.reflected(sender, report.task_id)
+    _decided(ctx, _post(ctx).answered_by(report.task_id, sender, report.ok, report.payload, report.error,
+                                         report.error_kind))
+
+
+def task_actor_gone(ctx: Context, address: ActorAddress) -> None:
+    """A task actor exited: the reflections it held are handed out from here (each counted again)."""
+    if ctx.post is None or not ctx.post.held:
+        return
+    lost = ctx.post.holder_lost(address)
+    if lost:
+        ctx.log.warning("reflections_taken_back", task_ids=lost)
+        _hand_out(ctx, ctx.post.release())
+
+
+def _decided(ctx: Context, decision: Keep | GiveUp | Again | None) -> None:
     if decision is None:
-        return  # a late answer of an earlier hand-out
+        return  # a late answer of an earlier hand-out, or of a task actor that no longer holds it
+    post = _post(ctx)
     if isinstance(decision, Again):
         post.again(decision.task_id)
     elif isinstance(decision, GiveUp):

@@ -1,5 +1,6 @@
-"""The supervisor's side of its tasks' runs: reports of task actors, workers' effectful steps, verification
-gates and post-task reflections answered by the pools, runs a task actor let go."""
+"""The supervisor's side of its tasks' runs: reports of task actors (with the answers to the post-task
+reflections they handed out), workers' effectful steps, verification gates and the supervisor's own
+post-task reflections answered by the pools, runs a task actor let go."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> No
     ctx.task_actors.report(sender, batch.cpu_s, batch.reports)
     with ctx.store.group():
         for report in batch.reports:
+            if isinstance(report, m.Reflected):  # of a run over already: its own check
+                memory.reflected(ctx, report, sender)
+                continue
             if ctx.task_actors.address_of(report.task_id) != sender:
                 continue  # not the actor of the task's run (one stopped when the store failed, say)
             if isinstance(report, m.TaskTransitioned):
                 _transitioned(ctx, report)
             elif isinstance(report, m.TaskStopped):
-                _stopped(ctx, report)
+                _stopped(ctx, report, sender)
 
 
 def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
@@ -41,7 +45,10 @@ def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
                             report.timestamp, report.stage))
 
 
-def _stopped(ctx: Context, report: m.TaskStopped) -> None:
+def _stopped(ctx: Context, report: m.TaskStopped, sender: ActorAddress) -> None:
+    if report.reflecting:  # its task actor is not retired before the answer is in
+        ctx.task_actors.reflecting(sender, report.task_id)
+        ctx.reflecting[report.task_id] = sender
     ctx.task_actors.release(report.task_id, report.run)  # before the next run is placed
     ctx.stopped[report.task_id] = report.snapshot  # a task done now is archived from it, not read back
     try:
@@ -49,6 +56,7 @@ def _stopped(ctx: Context, report: m.TaskStopped) -> None:
                            report.children))
     finally:
         ctx.stopped.pop(report.task_id, None)
+        ctx.reflecting.pop(report.task_id, None)
     answer_suspends(ctx, report.task_id)
 
 

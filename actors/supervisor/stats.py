@@ -80,7 +80,8 @@ def _answer(ctx: Context, ask_id: int) -> None:
         "rejected_frames": rejected_count(admission.settings.state_dir()),
         "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
         "members": members_view(parts), "embeddings": embeddings_view(ctx),
-        "facts": store_facts(ctx.store), "mcp": ctx.mcp}))
+        "facts": store_facts(ctx.store), "mcp": ctx.mcp,
+        "reflections": ctx.post.view() if ctx.post is not None else None}))
 
 
 def _usage(ctx: Context) -> dict[str, Any] | None:

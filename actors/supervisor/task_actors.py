@@ -63,6 +63,18 @@ class TaskActors:
         if key is not None:
             self.policy.report(key, cpu_s)
 
+    def reflecting(self, address: ActorAddress, task_id: str) -> None:
+        """The task actor at ``address`` handed the task's reflection out: it is not retired before the answer."""
+        key = self._key(address)
+        if key is not None:
+            self.policy.hold(key, task_id)
+
+    def reflected(self, address: ActorAddress, task_id: str) -> None:
+        """Its answer came (in the actor's reports)."""
+        key = self._key(address)
+        if key is not None:
+            self._carry_out(self.policy.unhold(key, task_id))
+
     def exited(self, address: ActorAddress) -> list[tuple[str, int]] | None:
         """A task actor exited: the runs it held (None: not one of ours any more, e.g. one retired)."""
         key = self._key(address)

@@ -3,7 +3,7 @@
 The commands are plain values; the task actor carries each out (a send, a line
 of log, a report in its next batch to the supervisor).  Nothing here knows an
 address: a stage request names its pool, a report goes to "the supervisor".
-The two reports are the task-run conversation's messages themselves
+The reports are the task-run conversation's messages themselves
 (``actors.messages.task_run`` re-exports them), so they travel without a copy.
 """
 
@@ -84,7 +84,9 @@ class TaskStopped:
     everything needed to bring the task back.  The carrier is free after it.
 
     ``children``: the run stopped to wait for these sub-tasks (the task stays acting); the
-    supervisor starts them and runs the task again once every one has ended.
+    supervisor starts them and runs the task again once every one has ended.  ``reflecting``:
+    its task actor hands the done task's post-task reflection out itself (``pegasus.run.reflections``)
+    and reports the answer (``Reflected``); else the supervisor hands it out.
     """
 
     task_id: str
@@ -93,6 +95,20 @@ class TaskStopped:
     snapshot: TaskSnapshot
     exit_reason: str | None = None
     children: tuple[ChildStep, ...] = ()
+    reflecting: bool = False
+
+
+@dataclass(frozen=True)
+class Reflected:
+    """Report the answer to a post-task reflection the task actor handed out (``TaskStopped.reflecting``),
+    as the llm pool gave it: the supervisor decides what it comes to and writes it, in the commit of the
+    reports it travels with."""
+
+    task_id: str
+    ok: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str = ""
 
 
 @dataclass(frozen=True)

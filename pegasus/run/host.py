@@ -3,7 +3,8 @@
 A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
 between two messages.  This core keeps the held runs, each run's unanswered stage request, the pool
 addresses and the highest token issued, activates one run per input and turns its commands into
-addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).
+addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).  A
+done run's post-task reflection is handed out from here when it can be (``pegasus.run.reflections``).
 Never raises; the clock, the ids and the pid are passed in.
 """
 
@@ -14,15 +15,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pegasus.run import inputs as run_inputs
-from pegasus.run.commands import Abandon, AskRecall, Command, Log, SendStage, TaskStopped, TaskTransitioned
+from pegasus.run.commands import Abandon, AskRecall, Command, Log, Reflected, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
 from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
+from pegasus.run.reflections import HeldReflections
 from pegasus.run.report_batch import ReportBatch
 from pegasus.run.snapshot import RunSnapshot, current
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
-from pegasus.task.names import PoolName
+from pegasus.task.names import PoolName, StageName
 
 Address = Any  # an actor address, opaque here
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
@@ -48,6 +50,7 @@ class Start:
     inbox: tuple[tuple[int, str], ...] = ()
     recall_k: int = 0
     identity: str = ""
+    reflections: int = 0  # post-task reflections this host may have out at once (``pegasus.run.reflections``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +135,7 @@ class Report:
     The carrier answers ``Delivered`` once the message is delivered (or failed)."""
 
     to: Address
-    reports: tuple[TaskTransitioned | TaskStopped, ...]
+    reports: tuple[TaskTransitioned | TaskStopped | Reflected, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,7 @@ class LogLine:
 
 
 HostCommand = AskPool | Tell | Report | Abandoned | LogLine
-_REPORTS = (TaskTransitioned, TaskStopped)
+Reports = tuple[TaskTransitioned | TaskStopped | Reflected, ...]
 _TOLD = (AskRecall, TextDelta)
 
 
@@ -173,6 +176,7 @@ class RunHost:
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
         self.batch = ReportBatch()  # reports made and not yet sent
+        self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:
         """Apply one input; the commands to carry out, in order.  Never raises: a run whose
@@ -194,6 +198,7 @@ class RunHost:
             if self.pools[name] in self.dead_pools and name in known:
                 self.pools[name] = known[name]
         self.effect_of = start.effect_of
+        self.reflections.limit = start.reflections
         self._forget(start.task_id)  # an earlier run of the task held here is over: this one replaces it
         state = RunSnapshot(start.task, start.run, start.max_iterations, start.generation, start.journal, self.token,
                             inbox=start.inbox, recall_k=start.recall_k, identity=start.identity)
@@ -201,6 +206,9 @@ class RunHost:
 
     def _answered(self, event: Answered) -> list[HostCommand]:
         answer = event.answer
+        if answer.stage == StageName.POST_REFLECT and self.reflections.answered(answer.task_id, answer.token):
+            reflected = Reflected(answer.task_id, answer.ok, answer.payload, answer.error, answer.error_kind)
+            return [*self._reports(self.batch.add((reflected,), lazy=True)), *self._reflect()]
         held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
         if held is None:
             return out
@@ -242,6 +250,8 @@ class RunHost:
         self.dead_pools = [*self.dead_pools[-(DEAD_POOLS_KEPT - 1):], event.dead]
         self.pools[event.name] = event.address
         again: list[HostCommand] = []
+        if event.name == PoolName.LLM:  # the reflections out from here, too
+            again += [AskPool(event.address, stage, None) for stage in self.reflections.out.values()]
         for task_id, asked in list(self.asked.items()):
             held = self.runs.get(task_id)
             if asked.stage.pool != event.name or held is None or not current(held, task_id, asked.stage.token):
@@ -257,15 +267,16 @@ class RunHost:
     def _closing(self, event: Closing) -> list[HostCommand]:
         self.runs.clear()
         self.asked.clear()
+        self.reflections.clear()
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        return self._reports(self.batch.handled(event.more_read))
+        return self._reports(self.batch.handled(event.more_read, idle=not self.runs))
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read))
+        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs))
 
-    def _reports(self, reports: tuple[TaskTransitioned | TaskStopped, ...]) -> list[HostCommand]:
+    def _reports(self, reports: Reports) -> list[HostCommand]:
         return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []
 
     # -- activation --------------------------------------------------------------------------------
@@ -298,10 +309,11 @@ class RunHost:
     def _address(self, run: TaskRun, commands: list[Command]) -> tuple[list[HostCommand], str | None]:
         """The run's commands as sends: stage requests first (the next stage waits for no report or log
         line), then the log lines; the reports join the batch (``Report`` when it is full; the held
-        reports go before a message to the supervisor).  Also why the run is abandoned, if it is."""
+        reports go before a message to the supervisor); last, a done run's reflection if it goes now.
+        Also why the run is abandoned, if it is."""
         first: list[HostCommand] = []
         then: list[HostCommand] = []
-        reports: list[TaskTransitioned | TaskStopped] = []
+        reports: list[TaskTransitioned | TaskStopped | Reflected] = []
         abandon = None
         who = (run.task_id, run.fsm.machine.name, run.run) if run.unreadable is None else None
         for command in commands:
@@ -311,7 +323,9 @@ class RunHost:
                 first.append(ask)
             elif isinstance(command, Log):
                 then.append(LogLine(command, who))
-            elif isinstance(command, _REPORTS):
+            elif isinstance(command, TaskStopped):
+                reports.append(self._reflecting(command))
+            elif isinstance(command, TaskTransitioned):
                 reports.append(command)
             elif isinstance(command, _TOLD):  # recall: answered by the task actor from the store, or the supervisor
                 first += [*self._reports(self.batch.before_other()), Tell(self.supervisor, command)]
@@ -319,7 +333,21 @@ class RunHost:
                 abandon = command.reason
         if reports:
             then += self._reports(self.batch.add(reports))
-        return first + then, abandon
+        return first + then + self._reflect(), abandon
+
+    def _reflecting(self, stopped: TaskStopped) -> TaskStopped:
+        """The run's end as reported: ``reflecting`` when its reflection goes from here (queued now)."""
+        if self.reflections.take(stopped, self.token + 1) is None:
+            return stopped
+        self.token += 1
+        return replace(stopped, reflecting=True)
+
+    def _reflect(self) -> list[HostCommand]:
+        """The reflections that go now (at most ``limit`` out: the rest wait here)."""
+        pool = self.pools.get(PoolName.LLM)
+        if pool is None:  # (never: a run was started here, which names the pools)
+            return []
+        return [AskPool(pool, stage, None) for stage in self.reflections.release()]
 
     def _failed(self, reason: str, last: tuple[str, int] | None) -> list[HostCommand]:
         if last is None:

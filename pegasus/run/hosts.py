@@ -3,7 +3,9 @@
 Pure; the supervisor carries out its commands (clock passed in).  Load is each host's measured CPU
 per second of wall time, so the number of hosts follows the rate of transitions, not the tasks in
 flight.  A new run goes to the cool host with the fewest runs; when all are hot, another starts,
-up to the ceiling.  A run never moves (docs/architecture.md, "Virtual task actors").
+up to the ceiling.  A run never moves (docs/architecture.md, "Virtual task actors").  A host is not
+retired while it holds a done task's reflection it handed out (``pegasus.run.reflections``): its
+answer would go with it.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ HostCommand = StartHost | RetireHost | WakeIn
 
 @dataclass
 class Host:
-    """One task actor: the runs it holds (task -> run), the runs it served, its utilisation."""
+    """One task actor: the runs it holds (task -> run), the reflections it holds, the runs it served,
+    its utilisation."""
 
     key: int
     runs: dict[str, int] = field(default_factory=dict)
+    reflections: set[str] = field(default_factory=set)
     served: int = 0
     util: float = 0.0
     sample: tuple[float, float] | None = None  # (its CPU seconds, our clock) at the last sample
@@ -100,13 +104,30 @@ class TaskHosts:
         if run is not None and host.runs[task_id] != run:
             return None, []
         del self.placed[task_id], host.runs[task_id]
-        if host.runs:
-            return key, []
+        return key, self._emptied(host)
+
+    def hold(self, key: int, task_id: str) -> None:
+        """Host ``key`` holds the task's reflection (until ``unhold``)."""
+        host = self.hosts.get(key)
+        if host is not None:
+            host.reflections.add(task_id)
+
+    def unhold(self, key: int, task_id: str) -> list[HostCommand]:
+        """Host ``key`` no longer holds the task's reflection."""
+        host = self.hosts.get(key)
+        if host is None or task_id not in host.reflections:
+            return []
+        host.reflections.discard(task_id)
+        return self._emptied(host)
+
+    def _emptied(self, host: Host) -> list[HostCommand]:
+        if host.runs or host.reflections:
+            return []
         if host.served >= self.runs_per_host:  # served its runs: retired now, it holds none
-            del self.hosts[key]
-            return key, [RetireHost(key)]
+            del self.hosts[host.key]
+            return [RetireHost(host.key)]
         host.idle_since = self.clock()
-        return key, self._arm()
+        return self._arm()
 
     def lost(self, key: int) -> list[tuple[str, int]] | None:
         """Host ``key`` died: forget it; the runs it held (None: not a host of ours any more)."""

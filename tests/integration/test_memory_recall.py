@@ -1,6 +1,7 @@
 """Memory in a task's life on real systems (issue 19, part B): a fact remembered by one task answers the
 next, the post-task reflector runs after done (never before it, never twice, across SIGKILLs of every
-process), a failing reflector leaves the task done, a task on a convention member gets its memories, and a run
+process), handed out by the task actor that saw the task done (by the supervisor once that actor is
+gone), a failing reflector leaves the task done, a task on a convention member gets its memories, and a run
 recalls from the store itself (its supervisor stopped)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from actors.runtime import procs
 from actors.runtime.system import system_pids
 from tests.support.fake_openai import FakeOpenAI, Reply, http_error
 from tests.support.model_like import ModelLike
+from tests.support.processes import titled
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -122,6 +124,38 @@ def test_the_reflector_runs_after_done_and_exactly_once_across_sigkills(pegasus,
     reflection(again, later)  # the new task's, handed out after the restart's pending ones
     assert reflector_calls(server) == 3  # the new task's only: the first's is not run again
     assert audit_events(again, task_id).count("REFLECTION_COMPLETE") == 1
+
+
+def test_a_task_actor_hands_its_done_task_s_reflection_out_and_the_supervisor_writes_the_episode(pegasus) -> None:
+    """Issue 33: the supervisor sends the pool no reflection of its own; the answer comes in the task actor's
+    reports, and its episode and facts are written with them."""
+    client = pegasus()
+    task_id = client.submit("remember that the vault is in Paris")["task_id"]
+    assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
+    row = reflection(client, task_id)
+    assert row["attempts"] == 1 and row["reflection"]["facts"] == [{"path": "vault", "content": "The vault is in Paris."}]
+    [episode] = client.memory_list()["episodes"]
+    assert episode["task_id"] == task_id
+    counts = client.stats()["reflections"]
+    assert (counts["handed_out_by_task_actors"], counts["handed_out"], counts["held"]) == (1, 0, 0)
+
+
+def test_a_reflection_lost_with_its_task_actor_is_handed_out_by_the_supervisor_once(pegasus, held_model) -> None:
+    server, release = held_model
+    client = pegasus(llm=llm(server))
+    task_id = client.submit("what is 2 + 3?", machine="reason_act")["task_id"]
+    assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
+    wait_for(lambda: reflector_calls(server) == 1, what="the reflector's call")
+    assert client.stats()["reflections"]["held"] == 1  # out from the task actor, which waits for it
+    [victim] = titled(client.spec, "task actor")
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: reflector_calls(server) == 2, what="the supervisor's hand-out")
+    release.set()  # the first call answers the dead task actor: lost with it
+    row = reflection(client, task_id)
+    assert (row["attempts"], reflector_calls(server)) == (2, 2)
+    assert audit_events(client, task_id).count("REFLECTION_COMPLETE") == 1
+    counts = client.stats()["reflections"]
+    assert (counts["handed_out_by_task_actors"], counts["handed_out"], counts["held"]) == (1, 1, 0)
 
 
 def test_a_failing_reflector_leaves_the_task_done_with_the_failure_recorded(pegasus) -> None:

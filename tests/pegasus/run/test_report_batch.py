@@ -15,8 +15,10 @@ from tests.pegasus.run.test_task_host import INPUTS, SUP, answer, host, of, sett
 # -- the policy alone ------------------------------------------------------------------------------
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("add"), st.integers(1, 3)),  # an activation's reports (a transition, maybe a stop)
+    st.tuples(st.just("lazy"), st.integers(1, 2)),  # a reflection's answer
     st.tuples(st.just("other"), st.none()),
     st.tuples(st.just("handled"), st.booleans()),
+    st.tuples(st.just("busy"), st.booleans()),  # handled while the host holds runs
     st.tuples(st.just("delivered"), st.booleans()),
 ), max_size=60)
 
@@ -28,15 +30,17 @@ def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(st
     made: list[int] = []
     sent: list[tuple[int, ...]] = []
     for kind, arg in steps:
-        if kind == "add":
+        if kind in ("add", "lazy"):
             reports = list(range(len(made), len(made) + arg))
             made += reports
-            out = batch.add(reports)
+            out = batch.add(reports, lazy=kind == "lazy")
         elif kind == "other":
             out = batch.before_other()
             assert not batch.held  # nothing held overtaken by another message
         elif kind == "handled":
             out = batch.handled(arg)
+        elif kind == "busy":
+            out = batch.handled(arg, idle=False)
         else:
             out = batch.delivered(arg)
         if out:
@@ -58,6 +62,17 @@ def test_reports_wait_while_more_messages_are_read_or_a_batch_is_in_flight() -> 
     assert batch.add(["a2"]) == () and batch.handled(False) == ()  # the batch before is not delivered yet
     assert batch.add(["b2", "b3"]) == () and batch.delivered(False) == ("a2", "b2", "b3")
     assert batch.delivered(False) == () and batch.in_flight == 0
+
+
+def test_a_lazy_report_waits_for_a_batch_that_goes_anyway_or_for_the_host_to_hold_no_run() -> None:
+    """A reflection's answer alone would cost both processes a wake-up (issue 33): it rides with the next."""
+    batch = ReportBatch()
+    assert batch.add(["r1"], lazy=True) == () and batch.handled(False, idle=False) == ()  # runs held: it waits
+    assert batch.add(["a1"]) == () and batch.handled(False, idle=False) == ("r1", "a1")  # with the next report
+    assert batch.delivered(False, idle=False) == ()
+    assert batch.add(["r2"], lazy=True) == () and batch.handled(False, idle=True) == ("r2",)  # nothing else coming
+    assert batch.add(["r3"], lazy=True) == () and batch.delivered(False, idle=True) == ("r3",)
+    assert batch.add(["r4"], lazy=True) == () and batch.before_other() == ("r4",)
 
 
 def test_a_full_batch_goes_at_once_and_another_message_to_the_supervisor_goes_after_what_is_held() -> None:

@@ -102,6 +102,24 @@ def test_a_host_retires_once_it_has_served_its_runs_and_holds_none() -> None:
     assert policy.release("b", 1) == (first, [RetireHost(first)])
 
 
+def test_a_host_holding_a_reflection_it_handed_out_is_neither_retired_nor_idle_until_the_answer() -> None:
+    """Its answer would go with it (pegasus.run.reflections): the host waits for it, then retires."""
+    policy, clock = hosts(runs_per_host=1, minimum=1, maximum=3, idle_s=30.0)
+    first, _ = policy.place("a", 1)
+    policy.hold(first, "a")  # the run's done report says its reflection went from there
+    assert policy.release("a", 1) == (first, [])  # served its run, but holds the reflection
+    second, commands = policy.place("b", 1)
+    assert second != first and commands == [StartHost(second)]  # served: takes no new run meanwhile
+    assert policy.unhold(first, "other") == []  # not one it holds
+    assert policy.unhold(first, "a") == [RetireHost(first)]
+    policy.hold(second, "b")
+    assert policy.release("b", 1) == (second, [])
+    clock.now += 100
+    assert policy.tick() == []  # not idle while it holds one
+    assert policy.unhold(second, "b") == [RetireHost(second)]
+    assert policy.unhold(second, "b") == []  # retired: nothing more
+
+
 def test_release_of_another_run_changes_nothing_and_a_new_run_replaces_the_old() -> None:
     policy, _ = hosts()
     key, _ = policy.place("a", 1)
