@@ -1,15 +1,10 @@
-"""An acknowledgement nothing waits for does not wake Thespian's loop; it is read at the next pass.
+"""An acknowledgement nothing waits for does not wake Thespian's loop; the next pass reads it.
 
-Thespian keeps each sent message's socket in its poll set until the receiver's 20-byte
-acknowledgement is read.  A message that arrives alone (every stage waiting on a model) is then
-followed, in its sender, by a wake-up for the acknowledgement only: a whole pass of the loop
-(poll, a context switch, Thespian's bookkeeping) for 20 bytes.  While nothing waits for an
-acknowledgement (no transmit queued behind it, no completion callback but Thespian's own, the loop
-not draining), its socket's ``SO_RCVLOWAT`` is one byte above it: ``poll`` reports the socket once
-more than the acknowledgement is there (a message of the peer on the same connection) or the peer
-closed, and every pass that wakes for anything else (a timeout included) reads it, with a
-non-blocking peek, before it handles timeouts.  Speed, not robustness: without it Thespian reads
-the same bytes, one wake-up sooner.  docs/thespian-patches.md#lazy-acks.
+A message that arrives alone is followed, in its sender, by a whole pass of the loop for its
+20-byte acknowledgement.  While nothing waits for it (no transmit queued, no callback but
+Thespian's own, no drain), its socket's ``SO_RCVLOWAT`` is one byte above it: a peer's message
+behind it or a close still wakes the loop, and every pass that wakes peeks and reads it before
+timeouts.  Speed, not robustness.  docs/thespian-patches.md#lazy-acks.
 """
 
 from __future__ import annotations
