@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from thespian.actors import ActorAddress
-from thespian.system.transport import TransmitIntent
 from thespian.system.transport import TCPTransport as tcp
+from thespian.system.transport import TransmitIntent
 from thespian.system.transport.IPBase import TCPv4ActorAddress
 
 from actors.wire.thespian_patches.speed import lazy_acks

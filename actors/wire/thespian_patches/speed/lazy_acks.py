@@ -105,7 +105,7 @@ _SELECTORS = types.SimpleNamespace(DefaultSelector=LazyAckPollSet, EVENT_READ=po
 
 
 def _as_current(run: Any) -> Any:
-    def run_with_lazy_acks(self: Any, incomingHandler: Any) -> Any:  # noqa: N803 - Thespian's name
+    def run_with_lazy_acks(self: Any, incomingHandler: Any) -> Any:
         previous = (getattr(_here, "transport", None), getattr(_here, "transmit_only", True))
         _here.transport = self
         _here.transmit_only = incomingHandler is _transport.TransmitOnly \
