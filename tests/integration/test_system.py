@@ -95,12 +95,11 @@ def test_thespian_addresses_bind_to_the_configured_host(tcp_system):
 
 def test_actors_select_with_one_poll_call(tcp_system):
     # Thespian's speed patches (actors/wire/thespian_patches/speed), asked of an actor forked from the
-    # admin and of its child: both inherit them.  poll_selector: not a new epoll set per loop; lazy_acks
-    # extends its PollSet (an acknowledgement nothing waits for does not end the wait).
+    # admin and of its child: both inherit them.  poll_selector: not a new epoll set per loop.
     spec, asys = tcp_system
     parent = asys.createActor(EchoActor)
     child = asys.ask(parent, ("spawn",), ASK)
-    assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "LazyAckPollSet"
+    assert asys.ask(parent, "selector", ASK) == asys.ask(child, "selector", ASK) == "PollSet"
     # deferred_descriptions: Thespian's debug descriptions of messages are built only when written
     assert asys.ask(parent, "described", ASK) == asys.ask(child, "described", ASK) == "_Description"
     # whole_messages: a whole message is read (and a send goes on to wait for its acknowledgement) per

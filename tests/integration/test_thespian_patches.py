@@ -128,7 +128,7 @@ def test_a_changed_speed_target_runs_without_that_patch_after_one_warning(free_p
         seen = json.loads(result.stdout)
         # Thespian's own expiry check (here, the stand-in) and hash; every other patch in place
         assert seen == {"steps": ["_read_incoming", "_send_data", "_read_ack", "expired", "__hash__"],
-                        "selector": "LazyAckPollSet", "echo": "hello"}
+                        "selector": "PollSet", "echo": "hello"}
     finally:
         ensure_gone(spec, procs.identities(system_pids(spec)))
 
