@@ -25,7 +25,7 @@ from actors.client.ops import OpsClient
 from actors.client.notices import Notices
 from actors.client.triggers import TriggersClient
 from actors.runtime.lifecycle import System
-from actors.runtime.system import SystemNotRunningError, SystemSpec, send
+from actors.runtime.system import SystemNotRunningError, SystemSpec, listen, send
 from pegasus import bounds
 from pegasus.config import Settings
 from pegasus.errors import InvalidRequest, PegasusError
@@ -300,7 +300,7 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"task {task_id} did not finish within {timeout:g}s")
-                message = self.asys.listen(min(remaining, 1.0))
+                message = listen(self.asys, min(remaining, 1.0))
                 if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                     self._notices.keep(message)
                 elif time.monotonic() - quiet_since >= QUIET_CHECK_S:
@@ -330,7 +330,7 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
         """The notices of ``subscribe(None)`` that came (waiting up to ``seconds`` for one when none is here),
         less those of the tasks a ``follow`` reads."""
         if not self._notices.unfollowed_waiting():
-            message = self.asys.listen(bounds.seconds(seconds, "seconds", inclusive=True))
+            message = listen(self.asys, bounds.seconds(seconds, "seconds", inclusive=True))
             if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                 self._notices.keep(message)
             elif isinstance(message, m.Reply):
@@ -414,7 +414,7 @@ class Client(MemoryClient, TriggersClient, AdminClient, OpsClient):
                 if watch and now >= next_check:
                     next_check = now + WATCH_S
                     self._check_supervisor()
-                message = self.asys.listen(min(deadline, next_check) - now if watch else deadline - now)
+                message = listen(self.asys, min(deadline, next_check) - now if watch else deadline - now)
                 if not isinstance(message, m.Reply):  # a Reply first: naming a notice's class imports it
                     if isinstance(message, (m.TransitionNotice, m.TextDelta)):
                         self._notices.keep(message)

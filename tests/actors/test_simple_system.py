@@ -7,6 +7,7 @@ tests/integration.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,19 @@ def test_ending_one_follow_leaves_the_same_clients_other_follow_streaming(simple
                          "verified", "done"]
     assert {n.task_id for n in seen} == {b}
     assert client.stats()["subscribers"] == 0  # each follow removed its own subscription
+
+
+def test_a_reply_already_delivered_is_taken_without_waiting_for_a_timer(simple, monkeypatch) -> None:
+    """Regression (issue 30): on simpleSystemBase a request's tell runs the whole exchange, so its reply is
+    there before the client listens; the listen slept until the next timer first (the supervisor's 2.5 s
+    pool check) before it took it, for every request."""
+    client = simple()
+    slept: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda seconds: (slept.append(seconds), sleep(seconds)))
+    assert client.stats()["tasks"] == {}
+    assert client.locate()["generation"] == 1
+    assert slept == []
 
 
 def test_unconfigured_or_malformed_requests_are_answered_with_errors(simple) -> None:

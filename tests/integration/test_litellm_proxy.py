@@ -75,7 +75,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAI) -> Ite
     """The proxy's base_url; its config in a tmp dir; the hung provider a socket that is never read."""
     executable = litellm()
     folder = tmp_path_factory.mktemp("litellm")
-    with socket.socket() as hung:
+    with socket.socket() as hung:  # closed before the proxy is stopped (below)
         hung.bind(("127.0.0.1", 0))
         hung.listen(16)  # connections wait in the backlog: accepted by the kernel, never answered
         config = folder / "config.yaml"
@@ -94,6 +94,9 @@ def proxy(tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAI) -> Ite
             wait_ready(url, server, log)
             yield f"{url}/v1"
         finally:
+            # Uvicorn's shutdown waits for every request in flight, and the hung case's never ends while its
+            # provider holds the connection (15 s, then SIGKILL): reset it first, so the proxy exits at once.
+            hung.close()
             server.terminate()
             try:
                 server.wait(timeout=15)
