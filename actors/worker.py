@@ -106,6 +106,7 @@ class StageWorker(ActorTypeDispatcher):
         super().__init__()
         sharing.after_fork()
         procs.die_with_parent()
+        ladder.forget()  # what it knows of endpoints comes from its own calls and its pool (Adopt)
         # Which admin runs this worker: the convention member's name and its admin port.
         self.core = WorkerCore({"pid": os.getpid(), "host": socket.gethostname(),
                                 "member": (capabilities or {}).get(MEMBER_CAPABILITY),

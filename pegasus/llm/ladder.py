@@ -55,6 +55,14 @@ def learned() -> Known:
     return out
 
 
+def forget() -> None:
+    """Know nothing: a worker forked from a process that made model calls of its own (an application, a
+    test) would report that process's endpoints to its pool as its own."""
+    with _lock:
+        KNOWN.clear()
+        _LEARNED.clear()
+
+
 def adopt(known: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
     """Take what other processes learnt (a shape only ever steps down: each rung the lower of the two)."""
     with _lock:

@@ -5,6 +5,7 @@ stuttering as under load (what reaches it meanwhile read in one go)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -94,3 +95,19 @@ def test_a_strict_endpoint_is_paid_for_once_per_parameter_across_the_pools_worke
             end += 1
         late[parameter] = sum(1 for body in requests[end + 1:] if carried(body, parameter))
     assert late == dict.fromkeys(REFUSABLE, 0), (late, len(requests))
+
+
+def test_a_pool_reports_no_endpoint_only_its_starters_process_learnt(pegasus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system's workers are forked from the process that starts it: what that process learnt of an
+    endpoint (an application's own model calls; in the suite, an earlier test's) is not the pool's.
+    It was: a test's ladder showed another test's smollm2 endpoint beside its own."""
+    from pegasus.llm import ladder
+    from pegasus.llm.capabilities import Shape
+
+    key = json.dumps(["http://127.0.0.1:9/v1", "inherited", {}])
+    monkeypatch.setitem(ladder.KNOWN, key, Shape())
+    monkeypatch.setitem(ladder._LEARNED, key, Shape())
+    client = pegasus(memory={"reflector": False}, pools={"llm_workers": 2, "tool_workers": 1})
+    task = client.wait(client.submit("what is 17 * 23?")["task_id"], timeout=60)
+    assert task["lifecycle_state"] == "done", task.get("error")
+    assert client.stats()["pools"]["llm"]["ladder"] == {}
