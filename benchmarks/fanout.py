@@ -1,15 +1,10 @@
 """Scenario fanout: sub-tasks (issue 20) -- one parent with many children, and a tree.
 
-Offline processors (no model latency).  ``wide``: one parent whose plan has 100
-sub_task steps (``in parallel: echo 0; ...; echo 99``, ``[subtasks] max_children``
-raised to 100).  ``tree``: depth 3, branching 4 (``in parallel: (in parallel: (in
-parallel: echo ...; ...); ...); ...``): 4 + 16 + 64 = 84 descendants, 21 of them
-parents that wait.  Time: the root's submit to its ``done`` (its lifecycle
-``updated_at``).  CPU per child: every process's CPU over the run
-(``benchmarks.common.CpuAccount``) divided by the number of children.  Processes:
-the peak count over the run (sampled every 0.2 s), against the idle system's: a
-waiting parent is a row in the store, so the peak must not grow with the number of
-waiting parents (only the task actors, up to ``task_actors_max``, follow the load).
+Offline processors.  ``wide``: one parent with 100 sub_task steps in parallel (``[subtasks] max_children``
+raised to 100); ``tree``: depth 3, branching 4 (84 descendants, 21 of them parents that wait).  Time: the
+root's submit to its ``done``; CPU per child: every process's CPU over the run / children; processes: the
+peak (sampled every 0.2 s) against the idle system's, which must not grow with the waiting parents (a
+waiting parent is a row in the store; only task actors, up to ``task_actors_max``, follow the load).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Where a hop's time goes: ``python -m benchmarks.hoptrace [--tasks N]``.
 
-The hop scenario measures one figure (previous stage's finish -> next stage's
-start).  This tool splits it: it wraps the handlers of StageWorker, TaskActor
-and StagePool in this process before the system starts (every actor process
-is forked from here, so each inherits the wrappers; nothing in ``actors/``
-changes), runs classic tasks one at a time with zero-latency offline stages,
-and has every process append ``time.time()`` marks to its own file.  A hop
-from a result to the task's next request (its token is past the answer's and
-any recall's) is cut at:
-
-    W0 worker: stage done, result not sent yet      T0 task actor: result received
-    T1 task actor: next StageRequest about to go    T2 task actor: handler done (reports handed on)
-    P0 pool: request received                       P1 pool: handler done (Work sent)
-    W2 worker: next Work received
-
-Marks cost ~10 us each; the figures are for reading, not for the targets.
+The hop scenario measures one figure (previous stage's finish -> next stage's start); this splits it.
+It wraps handlers of StageWorker, TaskActor and StagePool in this process before the system starts
+(every actor process is a fork of it: nothing in ``actors/`` changes), runs classic tasks one at a time
+with zero-latency offline stages, and each process appends ``time.time()`` marks to a file of its own
+(~10 us a mark: the figures are for reading, not for the targets).  tests/benchmarks/test_hoptrace.py.
 """
 
 from __future__ import annotations
@@ -40,7 +30,14 @@ ANSWERED = {"W0", "W1", "T0", "T2"}  # marks keyed by the answered request's tok
 
 
 def _install(trace_dir: Path) -> None:
-    """Wrap the handlers; each process writes ``time token_key mark`` lines to ``<dir>/<pid>``."""
+    """Wrap the handlers; each process writes ``time task token stage mark`` lines to ``<dir>/<pid>``.
+
+    A hop, from a result to its task's next request, is cut at:
+        W0 worker: stage done, result not sent yet      T0 task actor: result received
+        T1 task actor: next StageRequest about to go    T2 task actor: handler done (reports handed on)
+        P0 pool: request received                       P1 pool: handler done (Work sent)
+        W2 worker: next Work received
+    """
     import actors.pool as pool_mod
     import actors.task_actor as task_mod
     import actors.worker as worker_mod

@@ -1,15 +1,10 @@
 """Scenario 3, scale: thousands of submitted tasks through a cap of 32 active tasks.
 
-The client submits every task (``Client.submit_many``, BATCH tasks per request,
-as fast as the supervisor answers), then polls ``stats`` until every task is
-done.  Throughput is tasks divided by the time from the first submit to the
-last task's ``done`` (its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
-(/proc/<pid>/smaps_rollup) of every process of the system
-(``actors.runtime.system.system_pids``: admin, logger, supervisor, pools, workers,
-task actors), sampled every 2 s in a thread (reading smaps_rollup walks each
-process's page tables: the sampler's own CPU is reported apart).  CPU: milliseconds of CPU per
-task by process role over the same run (``benchmarks.common.CpuAccount``), and
-how busy the whole machine was -- where the time goes.
+Every task submitted (``Client.submit_many``, BATCH a request, as fast as the supervisor answers), then
+``stats`` polled until all are done.  Throughput = tasks / (first submit -> the last task's ``done``).
+Memory: the peak of the summed PSS of every process of the system, sampled every 2 s in a thread (its own
+CPU reported apart).  CPU: ms per task by process role (``benchmarks.common.CpuAccount``) and how busy the
+machine was.
 """
 
 from __future__ import annotations
