@@ -122,6 +122,16 @@ def wait_workers(client: Client, timeout: float = 30.0) -> None:
                 timeout, 0.05, "waiting for every worker to report")
 
 
+def every_task(client: Client, page: int = 1000) -> list[dict[str, Any]]:
+    """Every task of the system, newest first, a page at a time (``ListTasks`` caps its ``limit``)."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        reply = client.list_page(limit=page, offset=len(rows))
+        rows.extend(reply["tasks"])
+        if not reply["tasks"] or len(rows) >= reply["total"]:
+            return rows
+
+
 # -- memory -----------------------------------------------------------------------------------------
 def pss_kib(pid: int) -> int:
     """Proportional set size of one process (KiB) from /proc/<pid>/smaps_rollup; 0 if it is gone."""

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from benchmarks import baseline, machine
-from benchmarks.common import PLUGINS, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import PLUGINS, check, every_task, iso_seconds, pegasus_system, state_dir, wait_counts
 from pegasus.config import Settings
 
 NAME = "baseline"
@@ -30,7 +30,7 @@ def _pegasus(texts: list[str], latency_ms: float) -> dict[str, Any]:
         start = time.time()
         ids = [task["task_id"] for task in client.submit_many(texts)]  # one request, as the baseline gets a list
         counts = wait_counts(client, len(texts) + 1, timeout=300, pause=0.1)
-        rows = {row["task_id"]: row for row in client.list(limit=len(texts) + 10)}
+        rows = {row["task_id"]: row for row in every_task(client)}
         tool_cpu = sum(record.get("cpu_ms", 0.0) for task_id in ids for record in client.get(task_id)["stages"]
                        if record.get("pool") == "tool")
     end = max(iso_seconds(rows[task_id]["updated_at"]) for task_id in ids)

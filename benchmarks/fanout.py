@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.common import CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import (CpuAccount, MemorySampler, check, every_task, iso_seconds, pegasus_system, state_dir,
+                               wait_counts)
 from actors.runtime.system import system_pids
 from pegasus.config import Settings
 
@@ -46,7 +47,7 @@ def measure(label: str, text: str, tasks: int) -> dict[str, Any]:
             final = client.wait(root, timeout=300)
             wait_counts(client, tasks, timeout=60)
             spent = cpu.close(tasks - 1, not_client_s=memory.cpu_s)
-        rows = client.list(limit=tasks + 10)
+        rows = every_task(client)
     done = sum(1 for row in rows if row["lifecycle_state"] == "done")
     return {"shape": label, "tasks": tasks, "children": tasks - 1, "done": done, "root": final["lifecycle_state"],
             "root_done_s": round(iso_seconds(final["updated_at"]) - start, 3), "idle_processes": idle,

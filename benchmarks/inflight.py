@@ -25,6 +25,7 @@ from benchmarks.common import (
     System,
     _machine_ticks,
     check,
+    every_task,
     iso_seconds,
     pegasus_system,
     pss_kib,
@@ -229,7 +230,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
                       peak_processes=sampler.peak_processes, peak_task_actors=sampler.peak_task_actors,
                       task_actor_ceiling=ceiling, series=sampler.series,
                       cpu_ms_per_task=round(cpu_ticks * 1000.0 / os.sysconf("SC_CLK_TCK") / tasks, 2))
-        rows = system.client.list(limit=tasks + 10)
+        rows = every_task(system.client)
         result["done"] = sum(1 for row in rows if row["lifecycle_state"] == "done")
         if not stopped:
             stages, first_stage = _stages_per_task(system, ids)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.common import ROLES, CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import (ROLES, CpuAccount, MemorySampler, check, every_task, iso_seconds, pegasus_system, state_dir,
+                               wait_counts)
 
 NAME = "scale"
 CAP = 32
@@ -32,7 +33,7 @@ def measure(tasks: int) -> dict[str, Any]:
             submitted = time.time()
             counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
             spent = cpu.close(tasks, not_client_s=memory.cpu_s)
-            rows = client.list(limit=tasks + 10)
+            rows = every_task(client)
         end = max(iso_seconds(row["updated_at"]) for row in rows)
         done = sum(1 for row in rows if row["lifecycle_state"] == "done")
     elapsed = end - start
