@@ -1,14 +1,10 @@
 """The baseline: seed 003's asyncio design, in one process, on the same core as Pegasus.
 
-An ``Agent`` keeps a registry of TaskFSMs, an active-task cap with a FIFO
-queue, an ``asyncio.Semaphore`` for llm stages and one for tool steps, and
-``asyncio.create_task`` per stage (seed 003's ``_spawn``).  Each stage runs the
-same ``pegasus.cognitive.stages.run_stage`` with the same offline processors
-(and the same tool registry, plugins included) as a Pegasus worker, after
-``await asyncio.sleep(latency)`` where a Pegasus worker does
-``time.sleep(latency_ms)``; the next stage comes from the same
-``pegasus.task.dispatch.next_work``.  No EventBus, no persistence, no process
-isolation: it does strictly less work per transition than Pegasus.
+A registry of TaskFSMs, an active-task cap with a FIFO queue, a semaphore for llm stages and one for
+tool steps, a task per stage (seed 003's ``_spawn``).  Each stage runs the same ``run_stage``, offline
+processors and tool registry as a Pegasus worker, after ``await asyncio.sleep(latency)`` where a worker
+sleeps; the next stage comes from the same ``pegasus.task.dispatch.next_work``.  No EventBus, no
+persistence, no process isolation: it does strictly less work per transition than Pegasus.
 """
 
 from __future__ import annotations

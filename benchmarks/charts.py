@@ -1,14 +1,10 @@
-"""The benchmarks' one chart writer (matplotlib).
+"""The benchmarks' one chart writer (matplotlib, its Agg backend: no display).
 
-PNG charts of a run (``python -m benchmarks --plots DIR``, or ``--from RUN.json`` for a run already
-written): the hop latency distribution, pool efficiency against N, throughput and memory against task
-count, and Pegasus against the baseline.  ``python -m benchmarks.charts BENCH.json[=label] ... OUT.svg``:
-the inflight scenario of several runs in one picture (peak PSS, and throughput beside its bound, against
-tasks in flight; docs/inflight.svg).
-
-matplotlib with its Agg backend (no display, no window): a chart is drawn from the run's JSON alone, so
-docs/performance.md's charts are regenerated from docs/benchmark-run.json.  A scenario the run lacks (an
-``--only`` run, or one that failed) gives no chart; ``write`` says which it wrote.
+``python -m benchmarks --plots DIR`` (``--from RUN.json``: a run already written): the hop latency
+distribution, pool efficiency against N, throughput and memory against task count, Pegasus against the
+baseline, drawn from the run's JSON alone (docs/performance.md's, from docs/benchmark-run.json); a scenario
+the run lacks gives none.  ``python -m benchmarks.charts BENCH.json[=label] ... OUT.svg``: the inflight
+scenario of several runs in one picture (docs/inflight.svg).
 """
 
 from __future__ import annotations

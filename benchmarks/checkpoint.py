@@ -1,14 +1,10 @@
 """Scenario 4, checkpoint cost: the store writes of one transition, timed directly.
 
-A classic task with a 200-step plan (echo tool calls, then respond) is driven
-through its TaskFSM in this process exactly as its task actor drives it
-(``run_stage`` with the offline processors, the same ``Checkpointer`` and
-``kind_for``), and each write is made on a real SQLite file (WAL) the way the
-supervisor makes it: ``Store.journal_start`` before each tool step (the path of
-a non-pure tool) and ``Store.cognitive_transition`` (transition row, task row,
-checkpoint, journal finish; one transaction) after every transition.  Bytes per
-step are the growth of the task's payload bytes in the store
-(``Store.bytes_for``: checkpoints, transitions, journal) across one step.
+A classic task with a 200-step plan (echo tool calls, then respond) is driven through its TaskFSM in this
+process as its task actor drives it (the same processors, ``Checkpointer`` and ``kind_for``), each write
+made on a real SQLite file (WAL) as the supervisor makes it: ``Store.journal_start`` before each tool step,
+``Store.cognitive_transition`` (one transaction) after every transition.  Bytes per step: the growth of
+the task's payload bytes in the store (``Store.bytes_for``) across one step.
 """
 
 from __future__ import annotations

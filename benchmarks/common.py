@@ -117,9 +117,21 @@ def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.
 
 
 def wait_workers(client: Client, timeout: float = 30.0) -> None:
-    """Wait until every worker of every pool has reported (has a pid): the process tree is complete."""
-    _poll_stats(client, lambda st: all(w["pid"] for pool in st["pools"].values() for w in pool["workers"]),
+    """Wait until every worker of every pool has reported (has a pid): the process tree is complete.  A pool
+    too busy to answer ``stats`` in time (starting 100 workers on a loaded machine) is shown without them."""
+    _poll_stats(client, lambda st: all("workers" in pool and all(w["pid"] for w in pool["workers"])
+                                       for pool in st["pools"].values()),
                 timeout, 0.05, "waiting for every worker to report")
+
+
+def every_task(client: Client, page: int = 1000) -> list[dict[str, Any]]:
+    """Every task of the system, newest first, a page at a time (``ListTasks`` caps its ``limit``)."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        reply = client.list_page(limit=page, offset=len(rows))
+        rows.extend(reply["tasks"])
+        if not reply["tasks"] or len(rows) >= reply["total"]:
+            return rows
 
 
 # -- memory -----------------------------------------------------------------------------------------

@@ -1,19 +1,10 @@
 """Scenario 6, against the baseline: the same workloads on Pegasus and on seed 003's asyncio design.
 
-Two workloads, each run on both with the same limits (llm 3, tool 3, cap 32):
-
-* I/O-bound: ``what is N + 1?`` tasks whose every stage waits L (Pegasus:
-  ``[cognition] latency_ms``, a ``time.sleep`` in the worker; baseline:
-  ``await asyncio.sleep``).
-* CPU-bound: ``call burn {"rounds": R}`` tasks whose tool step does the same
-  fixed pure-Python work (``benchmarks.tools.burn_cpu``, a plugin tool in
-  Pegasus, the same tool through the same registry inline in the baseline),
-  with no simulated latency; twice, with a short (~100 ms) and a long (~400 ms)
-  step, R calibrated just before each.
-
-Ratio = Pegasus tasks/s / baseline tasks/s, each from the first submit to the
-last task's end.  Pegasus gets its tasks in one ``submit_many`` request, the
-baseline as one list.
+Both with llm 3, tool 3, cap 32.  I/O-bound: ``what is N + 1?`` tasks whose every stage waits L (a
+worker's ``time.sleep``, the baseline's ``asyncio.sleep``).  CPU-bound: ``call burn`` tasks whose tool
+step does the same pure-Python work (``benchmarks.tools.burn_cpu``), a short and a long step, calibrated
+just before.  Ratio = Pegasus tasks/s / baseline tasks/s, each from the first submit to the last end
+(Pegasus's tasks in one ``submit_many``).  docs/performance.md, "What each scenario measures".
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ import time
 from typing import Any
 
 from benchmarks import baseline, machine
-from benchmarks.common import PLUGINS, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import PLUGINS, check, every_task, iso_seconds, pegasus_system, state_dir, wait_counts
 from pegasus.config import Settings
 
 NAME = "baseline"
@@ -39,7 +30,7 @@ def _pegasus(texts: list[str], latency_ms: float) -> dict[str, Any]:
         start = time.time()
         ids = [task["task_id"] for task in client.submit_many(texts)]  # one request, as the baseline gets a list
         counts = wait_counts(client, len(texts) + 1, timeout=300, pause=0.1)
-        rows = {row["task_id"]: row for row in client.list(limit=len(texts) + 10)}
+        rows = {row["task_id"]: row for row in every_task(client)}
         tool_cpu = sum(record.get("cpu_ms", 0.0) for task_id in ids for record in client.get(task_id)["stages"]
                        if record.get("pool") == "tool")
     end = max(iso_seconds(rows[task_id]["updated_at"]) for task_id in ids)

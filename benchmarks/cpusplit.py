@@ -1,21 +1,10 @@
 """Scenario ``cpu``: where the CPU goes (issue 33), per process kind, waiting and not, and idle.
 
-The Pegasus side of ``baseline`` (``benchmarks/compare.py``: llm 3, tool 3, cap 32,
-``what is N + 1?`` classic tasks in one ``submit_many``) twice: no latency, and
-I/O-bound (every stage waits L = 50 ms, ``[cognition] latency_ms``).  Each run's CPU,
-from /proc before and after (``CpuAccount(kinds=True)``), is split by process kind
-(supervisor, guardian, task actors, llm pool, tool pool, workers, logger, admin, the
-client) and divided by the tasks.  Runs alternate (no latency, then waiting) and
-the run of each regime with the lower total counts (this VM's speed drifts).
-
-Idle: a system started as ``pegasus start`` starts one (a fresh launcher and its watcher: its processes
-hold nothing this harness imported) with nothing to do (every worker up), its CPU over a bounded
-window, as CPU-seconds per minute of all its processes: it must stay near 0; and then
-the PSS of each of its processes, by kind (target: <= 120 MiB in all).
-
-Per message kind: one more run per regime with every actor's handlers timed per
-message type (``benchmarks/msgprof.py``, a wrapper the forked actors inherit: no
-runtime code changes), and what each kind spends outside its handlers.
+The Pegasus side of ``baseline`` (llm 3, tool 3, cap 32) with no latency and with L = 50 ms, alternately;
+each run's /proc CPU split by process kind, per task; the run of each regime with the lower total counts.
+One more run per regime times the handlers per message type (``benchmarks/msgprof.py``).  Idle: a system
+started as ``pegasus start`` starts one, its CPU-seconds a minute and each process's PSS by kind.
+docs/performance.md, "Issue 33: where the CPU goes".
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Scenario fanout: sub-tasks (issue 20) -- one parent with many children, and a tree.
 
-Offline processors (no model latency).  ``wide``: one parent whose plan has 100
-sub_task steps (``in parallel: echo 0; ...; echo 99``, ``[subtasks] max_children``
-raised to 100).  ``tree``: depth 3, branching 4 (``in parallel: (in parallel: (in
-parallel: echo ...; ...); ...); ...``): 4 + 16 + 64 = 84 descendants, 21 of them
-parents that wait.  Time: the root's submit to its ``done`` (its lifecycle
-``updated_at``).  CPU per child: every process's CPU over the run
-(``benchmarks.common.CpuAccount``) divided by the number of children.  Processes:
-the peak count over the run (sampled every 0.2 s), against the idle system's: a
-waiting parent is a row in the store, so the peak must not grow with the number of
-waiting parents (only the task actors, up to ``task_actors_max``, follow the load).
+Offline processors.  ``wide``: one parent with 100 sub_task steps in parallel (``[subtasks] max_children``
+raised to 100); ``tree``: depth 3, branching 4 (84 descendants, 21 of them parents that wait).  Time: the
+root's submit to its ``done``; CPU per child: every process's CPU over the run / children; processes: the
+peak (sampled every 0.2 s) against the idle system's, which must not grow with the waiting parents (a
+waiting parent is a row in the store; only task actors, up to ``task_actors_max``, follow the load).
 """
 
 from __future__ import annotations
@@ -17,7 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.common import CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import (CpuAccount, MemorySampler, check, every_task, iso_seconds, pegasus_system, state_dir,
+                               wait_counts)
 from actors.runtime.system import system_pids
 from pegasus.config import Settings
 
@@ -51,7 +47,7 @@ def measure(label: str, text: str, tasks: int) -> dict[str, Any]:
             final = client.wait(root, timeout=300)
             wait_counts(client, tasks, timeout=60)
             spent = cpu.close(tasks - 1, not_client_s=memory.cpu_s)
-        rows = client.list(limit=tasks + 10)
+        rows = every_task(client)
     done = sum(1 for row in rows if row["lifecycle_state"] == "done")
     return {"shape": label, "tasks": tasks, "children": tasks - 1, "done": done, "root": final["lifecycle_state"],
             "root_done_s": round(iso_seconds(final["updated_at"]) - start, 3), "idle_processes": idle,

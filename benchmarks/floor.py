@@ -1,13 +1,10 @@
 """Thespian's floor for one hop: the same sends as a Pegasus hop, with no Pegasus work.
 
-A Pegasus hop is three one-way multiprocTCPBase messages between three
-processes on its path -- worker -> task actor (the StageResult), task actor ->
-pool (StageRequest), pool -> worker (Work) -- plus the worker's short note to
-its pool that it is free (WorkDone), sent just after the result.  Here three
-bare actors pass a ~1 KB dict along exactly that path, the worker stamping
-``time.time()`` as a Pegasus worker does, so ``pegasus hop - floor hop`` is
-what Pegasus itself adds (transition, checkpoint, report to the supervisor,
-pickling its messages).
+A hop is three one-way multiprocTCPBase messages -- worker -> task actor (StageResult), task actor ->
+pool (StageRequest), pool -> worker (Work) -- plus the worker's WorkDone to its pool just after the
+result.  Here three bare actors pass a ~1 KB dict along that path, the worker stamping ``time.time()``
+as a Pegasus worker does, so ``pegasus hop - floor hop`` is what Pegasus itself adds (transition,
+checkpoint, reports to the supervisor, pickling its messages).
 """
 
 from __future__ import annotations

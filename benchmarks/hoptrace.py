@@ -1,21 +1,10 @@
 """Where a hop's time goes: ``python -m benchmarks.hoptrace [--tasks N]``.
 
-The hop scenario measures one figure (previous stage's finish -> next stage's
-start).  This tool splits it: it wraps the handlers of StageWorker, TaskActor
-and StagePool in this process before the system starts (every actor process
-is forked from here, so each inherits the wrappers; nothing in ``actors/``
-changes), runs classic tasks one at a time with zero-latency offline stages,
-and has every process append ``time.time()`` marks to its own file.  A hop
-from request token k (a result) to token k + 2 (the next request: the task
-actor moves its token past the answered one, then once more for the next
-request) is cut at:
-
-    W0 worker: stage done, result not sent yet      T0 task actor: result received
-    T1 task actor: next StageRequest about to go    T2 task actor: handler done (TaskReports sent)
-    P0 pool: request received                       P1 pool: handler done (Work sent)
-    W2 worker: next Work received
-
-Marks cost ~10 us each; the figures are for reading, not for the targets.
+The hop scenario measures one figure (previous stage's finish -> next stage's start); this splits it.
+It wraps handlers of StageWorker, TaskActor and StagePool in this process before the system starts
+(every actor process is a fork of it: nothing in ``actors/`` changes), runs classic tasks one at a time
+with zero-latency offline stages, and each process appends ``time.time()`` marks to a file of its own
+(~10 us a mark: the figures are for reading, not for the targets).  tests/benchmarks/test_hoptrace.py.
 """
 
 from __future__ import annotations
@@ -37,76 +26,98 @@ SEGMENTS = (
     ("task actor sends its TaskReports (T1->T2)", "T1", "T2"),
     ("hop (W0->W2)", "W0", "W2"),
 )
-ANSWERED = {"W0", "W1", "T0"}  # marks keyed by the answered request's token; the others by the next one's
+ANSWERED = {"W0", "W1", "T0", "T2"}  # marks keyed by the answered request's token; the others by the next one's
 
 
 def _install(trace_dir: Path) -> None:
-    """Wrap the handlers; each process writes ``time token_key mark`` lines to ``<dir>/<pid>``."""
+    """Wrap the handlers; each process writes ``time task token stage mark`` lines to ``<dir>/<pid>``.
+
+    A hop, from a result to its task's next request, is cut at:
+        W0 worker: stage done, result not sent yet      T0 task actor: result received
+        T1 task actor: next StageRequest about to go    T2 task actor: handler done (reports handed on)
+        P0 pool: request received                       P1 pool: handler done (Work sent)
+        W2 worker: next Work received
+    """
     import actors.pool as pool_mod
     import actors.task_actor as task_mod
     import actors.worker as worker_mod
 
     files: dict[int, int] = {}
 
-    def mark(name: str, task_id: str, token: int) -> None:
+    def mark(name: str, about: Any) -> None:
+        """``about``: a StageRequest or StageResult (its task, token and stage name the request)."""
         fd = files.get(os.getpid())
         if fd is None:
             fd = files[os.getpid()] = os.open(trace_dir / str(os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        os.write(fd, f"{time.time():.6f} {task_id} {token} {name}\n".encode())
+        os.write(fd, f"{time.time():.6f} {about.task_id} {about.token} {about.stage} {name}\n".encode())
 
     worker, task, pool = worker_mod.StageWorker, task_mod.TaskActor, pool_mod.StagePool
     on_work, run, on_result = worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult
-    send_stage, on_message, on_request = task._send_stage, task.receiveMessage, pool.receiveMsg_StageRequest
+    ask_pool, on_message, on_request = task._ask_pool, task.receiveMessage, pool.receiveMsg_StageRequest
 
     def worker_work(self: Any, work: Any, sender: Any) -> None:
-        mark("W2", work.request.task_id, work.request.token)
+        mark("W2", work.request)
         on_work(self, work, sender)
-        mark("W1", work.request.task_id, work.request.token)
+        mark("W1", work.request)
 
-    def worker_run(self: Any, request: Any) -> Any:
-        result = run(self, request)
-        mark("W0", request.task_id, request.token)
+    def worker_run(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        result = run(self, request, *args, **kwargs)
+        mark("W0", request)
         return result
 
     def task_result(self: Any, result: Any, sender: Any) -> None:
-        mark("T0", result.task_id, result.token)
+        mark("T0", result)
         on_result(self, result, sender)
 
-    def task_send_stage(self: Any, command: Any) -> None:
-        mark("T1", command.task_id, command.token)
-        send_stage(self, command)
+    def task_ask_pool(self: Any, command: Any) -> None:
+        mark("T1", command.stage)
+        ask_pool(self, command)
 
     def task_message(self: Any, message: Any, sender: Any) -> None:
         on_message(self, message, sender)
         if type(message).__name__ == "StageResult":
-            mark("T2", message.task_id, message.token + 2)
+            mark("T2", message)
 
     def pool_request(self: Any, request: Any, sender: Any) -> None:
-        mark("P0", request.task_id, request.token)
+        mark("P0", request)
         on_request(self, request, sender)
-        mark("P1", request.task_id, request.token)
+        mark("P1", request)
 
     worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult = worker_work, worker_run, task_result
-    task._send_stage, task.receiveMessage, pool.receiveMsg_StageRequest = task_send_stage, task_message, pool_request
+    task._ask_pool, task.receiveMessage, pool.receiveMsg_StageRequest = task_ask_pool, task_message, pool_request
 
 
 def _segments(trace_dir: Path, since: float) -> dict[str, list[float]]:
-    marks: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    """Each hop's segments.  A request is (task, token, stage): the post-task reflection, which the
+    supervisor asks with a token of its own, is never taken for a stage of the run."""
+    marks: dict[tuple[str, int, str], dict[str, float]] = defaultdict(dict)
     for path in trace_dir.iterdir():
         for line in path.read_text().splitlines():
-            stamp, task_id, token, name = line.split()
+            stamp, task_id, token, stage, name = line.split()
             if float(stamp) >= since:
-                marks[(task_id, int(token))][name] = float(stamp)
+                marks[(task_id, int(token), stage)][name] = float(stamp)
+    asked: dict[str, list[tuple[int, str]]] = defaultdict(list)  # each task's requests its task actor sent
+    for (task_id, token, stage), here in marks.items():
+        if "T1" in here:
+            asked[task_id].append((token, stage))
     out: dict[str, list[float]] = defaultdict(list)
-    for (task_id, token), here in marks.items():
-        after = marks.get((task_id, token + 2), {})
-        if "W0" not in here or "W2" not in after:
-            continue  # the last stage of a task, or a hop with an extra round trip (journal)
+    for (task_id, token, _), here in marks.items():
+        later = sorted(key for key in asked[task_id] if key[0] > token)
+        if not {"W0", "T0"} <= set(here) or not later:
+            continue  # the last stage of a task, or a stage the task actor did not ask
+        after = marks[(task_id, *later[0])]  # the next request: its token is past the answer's and any recall's
         for label, start, end in SEGMENTS:
             first, second = (here if start in ANSWERED else after), (here if end in ANSWERED else after)
             if start in first and end in second:
                 out[label].append(second[end] - first[start])
     return out
+
+
+def _one_task(client: Any) -> None:
+    """A classic task to its end; a failed one (a wrapper out of step with the code it wraps) stops the trace."""
+    task = client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=60)
+    if task["lifecycle_state"] != "done":
+        raise RuntimeError(f"task {task['task_id']} ended {task['lifecycle_state']}: {task.get('error')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         trace_dir.mkdir()
         _install(trace_dir)
         with pegasus_system(state) as system:
-            client = system.client
-            client.wait(client.submit("what is 2 + 3 * 4?")["task_id"])  # warm-up
+            _one_task(system.client)  # warm-up
             since = time.time()
             for _ in range(args.tasks):
-                client.wait(client.submit("what is 2 + 3 * 4?")["task_id"], timeout=60)
+                _one_task(system.client)
         segments = _segments(trace_dir, since)
     print(f"machine: {one_line(describe())}; {args.tasks} classic tasks, one at a time")
     print(f"{'segment':54s} {'hops':>5s} {'p50 ms':>8s} {'mean ms':>8s} {'p99 ms':>8s}")

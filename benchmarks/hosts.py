@@ -1,19 +1,10 @@
 """Scenario ``hosts`` (opt-in: ``--only hosts``, needs root): a convention between hosts against one stack.
 
-A leader without workers and two members (2 llm + 2 tool workers each), first
-each in its own network namespace (veths on a bridge, tests/support/netns.py),
-then the same three admins on 127.0.0.1.  On both: the hop (one task at a
-time, as in ``hop``) and the llm pool's efficiency with its 4 workers on the
-members (a burst, as in ``pool``).  Across namespaces only: a member's link
-cut (30 s; 6 s with --quick) while a burst with effectful steps runs, and a
-leader SIGKILL + restart while the members run -- detection, rejoin, tasks
-done, effects repeated.  Failure detection is Pegasus's default
-(``[convention]`` 3 s check-ins, 2 missed).
-
-The namespaces' link has native latency (no ``netem`` here): the figures say
-what the hops cost in link crossings, not what a WAN adds; docs/deploy.md turns
-them into settings for tens of milliseconds.  Stage times are ``time.time()``
-of each worker: one kernel, one clock, so hops across hosts compare.
+A leader without workers and two members (2 llm + 2 tool workers each), in network namespaces
+(tests/support/netns.py), then the same on 127.0.0.1: the hop and the llm pool's efficiency on both;
+across namespaces also a member's link cut during a burst of effectful steps, and a leader SIGKILL and
+restart.  The link has native latency (no ``netem``); stage times are each worker's ``time.time()`` (one
+kernel, one clock).  docs/performance.md, "What each scenario measures"; figures: docs/deploy.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Scenario: the HTTP gateway beside the Python client -- submit rate and event delivery latency.
 
-One system (offline cognition, manual approval) with ``[http] enabled``.  Submit rate: tasks
-submitted one after another, by ``Client.submit`` and by ``POST /v1/tasks`` (httpx, one kept-alive
-connection).  Delivery latency: a task is submitted (a draft), its follower starts -- ``Client.follow``
-or ``GET /v1/tasks/{id}/events`` -- and then another client approves it; each transition's latency
-is the time it reached the follower less its timestamp (the clock of the process that made it:
-the supervisor for lifecycle transitions, the task actor for cognitive ones; one host, one clock).
-Nothing is asserted as a time limit.
+One system (offline cognition, manual approval) with ``[http] enabled``.  Submit rate: tasks submitted one
+after another, by ``Client.submit`` and by ``POST /v1/tasks`` (httpx, one kept-alive connection).  Delivery:
+a task is submitted (a draft), its follower starts (``Client.follow`` or ``GET /v1/tasks/{id}/events``), then
+another client approves it; a transition's latency is its arrival at the follower less its timestamp (made
+by the supervisor or the task actor: one host, one clock).  Nothing is asserted as a time limit.
 """
 
 from __future__ import annotations

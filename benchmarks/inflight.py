@@ -1,39 +1,10 @@
 """Scenario inflight: N classic tasks in flight at once behind 2 s stages -- time to the bound, memory, processes.
 
-Little's law: with stages of latency L a system's throughput is the tasks it
-keeps in flight over their latency, so what a task costs while it waits for a
-stage it does not compute is what limits it.  Each size N starts a fresh
-system (offline processors, ``[cognition] latency_ms`` = L: every stage sleeps
-L in its worker), 100 llm and 100 tool workers and ``max_active_tasks`` = N,
-submits N classic tasks at once (``submit_many``, 100 per request) and waits
-until all are done.  Per N:
-
-* completion = first submit -> the last task's ``done``; the *bound* is the
-  slowest pool's: N x (that pool's stages per task) x L / (its workers), or one
-  task's own chain of stages x L when that is longer; ratio = bound / completion
-  (1 is perfect; start-up -- the first stage's start after the submit -- is in
-  the completion and stated apart, as is the system's own start);
-* peak total PSS: the sum of Pss (/proc/<pid>/smaps_rollup) over every process
-  of the system (its lock holders and their descendants), sampled while it runs
-  as often as the sampler then takes at most 10% of a core (~1 s apart for 350
-  processes, ~10 s for 1,200); processes and task-actor processes (by title)
-  counted every second, at their peak;
-* CPU per task: utime + stime of every process of the system (and of the
-  children they reaped) over the run, / N; the benchmark's own process is not in it.
-
-Full sizes 150, 1,000 and 5,000 (L = 2 s).  On this 2-core VM the bound is
-~12 s, ~80 s and ~400 s (4 llm stages per task on 100 workers), and a run takes
-that plus its start and stop; on one process per task actor (issue 18's
-"before"), 1,000 took 2-3 minutes and ~11.5 GiB, and 5,000 cannot fit in
-memory: a guard stops a run whose PSS passes 60% of the memory available when
-it began, or whose host has less than a quarter of that left (checked every
-second, between the PSS readings), and reports it, as does
-the timeout per N (120 s + 3 x the bound guessed before the run; env
-``PEGASUS_BENCH_INFLIGHT_TIMEOUT`` in seconds).  Pick the sizes with
-``PEGASUS_BENCH_INFLIGHT=150,1000 python -m benchmarks --only inflight --json x.json``;
-``--quick`` runs N = 20 with 200 ms stages and 8 + 4 workers (a few seconds).
-``python -m benchmarks.charts x.json docs/inflight.svg`` draws peak PSS and
-throughput against tasks in flight from the JSON.
+Each size N a fresh system: offline processors, every stage sleeping L in its worker, 100 llm + 100 tool
+workers, ``max_active_tasks`` = N, the N tasks submitted at once (100 a request).  The figures (completion
+against the bound, PSS, processes, CPU per task) and the guard and timeout that stop a run: docs/performance.md,
+"Tasks in flight".  Sizes: ``PEGASUS_BENCH_INFLIGHT=150,1000`` (full: 150, 1,000 and 5,000); ``--quick``:
+N = 20, 200 ms stages, 8 + 4 workers.  ``python -m benchmarks.charts x.json docs/inflight.svg`` draws them.
 """
 
 from __future__ import annotations
@@ -54,6 +25,7 @@ from benchmarks.common import (
     System,
     _machine_ticks,
     check,
+    every_task,
     iso_seconds,
     pegasus_system,
     pss_kib,
@@ -258,7 +230,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
                       peak_processes=sampler.peak_processes, peak_task_actors=sampler.peak_task_actors,
                       task_actor_ceiling=ceiling, series=sampler.series,
                       cpu_ms_per_task=round(cpu_ticks * 1000.0 / os.sysconf("SC_CLK_TCK") / tasks, 2))
-        rows = system.client.list(limit=tasks + 10)
+        rows = every_task(system.client)
         result["done"] = sum(1 for row in rows if row["lifecycle_state"] == "done")
         if not stopped:
             stages, first_stage = _stages_per_task(system, ids)

@@ -1,21 +1,10 @@
 """What a system's processes cost in memory, by role: RSS, PSS and USS from /proc/<pid>/smaps_rollup.
 
-* RSS counts every page a process maps, shared or not (summed over processes it
-  counts shared pages many times over);
-* PSS divides each page by the number of processes mapping it (summed over all
-  processes it is the memory they really take);
-* USS is what only this process maps (``Private_Clean + Private_Dirty``): what
-  ending it would give back.
-
-Pages a worker inherits from its pool through fork and never writes stay shared:
-they count in its RSS, barely in its PSS, not in its USS.
-
-``pss_of(pids)`` reads them for any pids; ``system_memory(spec)`` for every
-process of a running system, grouped by the role its title names (``pegasus: llm
-worker 3 [...]`` is an llm worker).  ``python -m benchmarks.memory`` starts a
-system with the pools asked for, waits until every worker has reported, and
+``pss_of(pids)`` reads them for any pids; ``system_memory(spec)`` for every process of a running system,
+grouped by the role its title names (``pegasus: llm worker 3 [...]`` is an llm worker).  ``python -m
+benchmarks.memory`` starts a system with the pools asked for, waits until every worker has reported and
 prints what each role costs (``--help``); ``--running`` measures the system already running for
-``$PEGASUS_HOME`` instead (a ``pegasus start``: launcher and watcher too).  docs/memory.md shows the figures.
+``$PEGASUS_HOME`` (a ``pegasus start``: launcher and watcher too).  What each says, and the figures: docs/memory.md.
 """
 
 from __future__ import annotations

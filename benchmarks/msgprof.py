@@ -1,14 +1,10 @@
 """Handler CPU per message kind, for ``benchmarks/cpusplit.py`` only (no runtime code changes).
 
-``profiling(directory)`` wraps ``receiveMessage`` of the supervisor, task actor, pool
-and worker classes in this process while it is open; a system started meanwhile
-(``Client.start``: its admin and actors are forks of this process) inherits the
-wrapped classes.  Each actor process adds up, per message type, how many arrived and
-the handler's thread CPU, and writes ``<kind>-<pid>.json`` into ``directory`` at most
-once a second and on ``ActorExitRequest``.  What a process spends outside its
-handlers (select, read, MAC check, unpickle, framing) is its /proc CPU minus these.
-``cprofile`` names kinds whose handlers also run under cProfile (slower: their handler
-times then include the profiler's): ``top_functions`` reads those.
+``profiling(directory)`` wraps ``receiveMessage`` of the supervisor, task actor, pool and worker classes in
+this process while it is open; a system started meanwhile (its actors are forks of this process) inherits
+them.  Each actor process sums, per message type, the count and the handler's thread CPU into
+``<kind>-<pid>.json`` (at most once a second, and on ``ActorExitRequest``); the rest of its /proc CPU is
+outside its handlers (select, read, MAC check, unpickle).  ``cprofile``'s kinds also run under cProfile.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Scenario: a real model (issue 29) -- SmolLM2-135M on llama-cpp-python's server, through Pegasus and straight.
 
-N simple tasks per machine (arithmetic, greetings, echo) run on a real system with the shipped
-defaults plus ``provider``, ``base_url`` and ``model``.  Pegasus reaches the server through a
-recording pass-through on 127.0.0.1 (it reads each reply whole and hands it on), which keeps every
-request body, its status, its times and its completion tokens (the usage where reported, else one
-per streamed chunk: llama-cpp-python sends a token a chunk).  Then the same requests, in the same
-order, are sent straight to the server at the concurrency Pegasus held it to (one at a time once the
-server is seen to decode one at a time, else ``[pools] llm_workers``): those answered whole, so both
-sides do the same work (greedy decoding at temperature 0; checked: the completion tokens match within
-5%).  Reported: the share done per machine, model-stage latency p50/p99, completion tokens/s both ways,
-what the capability ladder learned (requests the server refused, per endpoint), and Pegasus's
-completion tokens/s as a ratio to the direct calls' (target >= 0.9: the runtime must not be what limits
-a model).
-
-Only when named (``--only realmodel``): it takes minutes of the model's CPU.  Skipped, with the
-reason, where llama-cpp-python or the GGUF is missing.  Nothing is asserted as a time limit.
+N simple tasks per machine on a system with the shipped defaults plus ``provider``, ``base_url`` and
+``model``, reaching the server through a recording pass-through; then the requests answered whole are sent
+straight, in the same order, at the concurrency Pegasus held it to, so both sides do the same work (checked:
+completion tokens within 5%).  Target: Pegasus's completion tokens/s >= 0.9 of straight.  Only when named
+(``--only realmodel``); skipped, saying why, without llama-cpp-python or the GGUF.  The rules in full:
+docs/performance.md, "What each scenario measures".
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Scenario 5, recovery: SIGKILL the whole system with hundreds of tasks admitted, restart, finish.
 
-Every task starts with an effectful step (``append_key``, tests/support/tools:
-appends its idempotency key to a file, then holds its worker ``hold_s``), then
-arithmetic.  Once every task is submitted and the first effects are on disk,
-the admin and every actor process are SIGKILLed at once.  The interrupted
-tasks are those the store (read after the kill) holds unfinished.  Then
-``Client.start`` on the same state directory.
-
-Definition printed with the results: *restored* = the time from the restart
-call (just before ``Client.start``) until the first ``stats`` answer in which
-every interrupted task is accounted for by the supervisor in a live lifecycle
-state (queued, running, verifying, verified) or done -- none missing, none
-failed.  (``Client.start`` returns after the supervisor's Configure, which
-restores every unfinished task from its last checkpoint, so this is system
-start + restore + one stats round trip.)  Repeated effectful steps = keys that
-appear more than once in the effect file.
+Every task starts with an effectful step (``append_key``: its idempotency key appended to a file, then its
+worker held ``hold_s``), then arithmetic.  Once the first effects are on disk the admin and every actor
+process are SIGKILLed at once (frozen first); the interrupted tasks are those the store holds unfinished;
+then ``Client.start`` on the same state directory.  *Restored* and repeated effects are defined in the
+printed results and in docs/performance.md, "What each scenario measures".
 """
 
 from __future__ import annotations

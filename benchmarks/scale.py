@@ -1,15 +1,10 @@
 """Scenario 3, scale: thousands of submitted tasks through a cap of 32 active tasks.
 
-The client submits every task (``Client.submit_many``, BATCH tasks per request,
-as fast as the supervisor answers), then polls ``stats`` until every task is
-done.  Throughput is tasks divided by the time from the first submit to the
-last task's ``done`` (its lifecycle ``updated_at``).  Memory is the peak of the summed PSS
-(/proc/<pid>/smaps_rollup) of every process of the system
-(``actors.runtime.system.system_pids``: admin, logger, supervisor, pools, workers,
-task actors), sampled every 2 s in a thread (reading smaps_rollup walks each
-process's page tables: the sampler's own CPU is reported apart).  CPU: milliseconds of CPU per
-task by process role over the same run (``benchmarks.common.CpuAccount``), and
-how busy the whole machine was -- where the time goes.
+Every task submitted (``Client.submit_many``, BATCH a request, as fast as the supervisor answers), then
+``stats`` polled until all are done.  Throughput = tasks / (first submit -> the last task's ``done``).
+Memory: the peak of the summed PSS of every process of the system, sampled every 2 s in a thread (its own
+CPU reported apart).  CPU: ms per task by process role (``benchmarks.common.CpuAccount``) and how busy the
+machine was.
 """
 
 from __future__ import annotations
@@ -17,7 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.common import ROLES, CpuAccount, MemorySampler, check, iso_seconds, pegasus_system, state_dir, wait_counts
+from benchmarks.common import (ROLES, CpuAccount, MemorySampler, check, every_task, iso_seconds, pegasus_system, state_dir,
+                               wait_counts)
 
 NAME = "scale"
 CAP = 32
@@ -37,7 +33,7 @@ def measure(tasks: int) -> dict[str, Any]:
             submitted = time.time()
             counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
             spent = cpu.close(tasks, not_client_s=memory.cpu_s)
-            rows = client.list(limit=tasks + 10)
+            rows = every_task(client)
         end = max(iso_seconds(row["updated_at"]) for row in rows)
         done = sum(1 for row in rows if row["lifecycle_state"] == "done")
     elapsed = end - start

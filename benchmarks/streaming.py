@@ -1,12 +1,10 @@
 """Scenario: a streamed answer -- messages sent per answer, time to the first text vs time to the result.
 
-The local OpenAI-compatible server (tests/support/fake_openai.py) answers each
-reason_act task's one reason call with a ~600-character answer streamed in
-4-character chunks 10 ms apart (~150 chunks over ~1.5 s: a model writing ~100
-tokens a second).  A follower (``Client.follow``) counts the TextDelta messages
-that reach it and times, from the submit: the first delta, and the task done.
-The same tasks run once more with ``[llm] stream = false``, the server taking as
-long (150 x 10 ms) before it sends the whole reply at once.  Nothing is asserted as a time limit.
+The local OpenAI-compatible server (tests/support/fake_openai.py) answers each reason_act task's reason call
+with a ~600-character answer in 4-character chunks 10 ms apart (a model writing ~100 tokens a second).  A
+follower (``Client.follow``) counts the TextDelta messages that reach it and times, from the submit, the
+first delta and the task done.  Then the same with ``[llm] stream = false``, the server taking as long
+before it sends the whole reply.  Nothing is asserted as a time limit.
 """
 
 from __future__ import annotations

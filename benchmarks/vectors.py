@@ -1,15 +1,10 @@
-"""Memory search with vectors: ``MemoryStore.search`` with a query vector (k = 5) over 10,000 episodes and 200
-facts of 384 floats each, every row's vector read from SQLite per search (before) against the matrix the
-process keeps (``pegasus.memory.vector_index``, after), timed directly.
+"""Memory search with vectors: ``MemoryStore.search`` with a query vector, k = 5, timed directly.
 
-This is the call the supervisor makes for a recall (and a ``memory.search`` step) once an embeddings endpoint
-is configured.  The vectors are random (a ranking's cost does not depend on what the vectors mean); the
-questions are free text over the vocabulary of ``benchmarks.retrieval``.  Also timed: the first search (the
-matrix built) and a search right after a write (the row the write touched re-read and added).
-
-``python -m benchmarks.vectors [--quick]`` prints the figures and the machine; ``python -m benchmarks --only
-vectors`` puts them in the table.  Without numpy (the ``embeddings`` extra) no matrix is kept: both are every
-row read per search, in pure Python.
+10,000 episodes and 200 facts of 384 random floats each (a ranking's cost does not depend on what the
+vectors mean): every row's vector read from SQLite per search (before) against the matrix the process
+keeps (``pegasus.memory.vector_index``, after); also the first search and one right after a write.  The
+supervisor's call for a recall once an embeddings endpoint is set.  ``python -m benchmarks.vectors
+[--quick]`` or ``--only vectors``; without numpy both sides read every row per search.
 """
 
 from __future__ import annotations
