@@ -28,7 +28,6 @@ from pegasus.run import Answered, MemoriesRecalled, Started, Streamed, SuspendAs
 from pegasus.run import host as h
 from pegasus.run.core import EffectOf
 from pegasus.run.reflections import limit_for
-from pegasus.task.names import StageName
 from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
@@ -174,11 +173,10 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
-        # (A reflection runs on its stage's tier, not the task's, as when the supervisor sent it.)
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
-            tier=None if stage.stage == StageName.POST_REFLECT else stage.context.tier))
+            tier=stage.tier))
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what

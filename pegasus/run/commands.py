@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pegasus.store.journal import StepEnd
 from pegasus.streaming import TextDelta
 from pegasus.task.models import TaskContext, TaskSnapshot
+from pegasus.task.names import StageName
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class SendStage:
     step_index: int | None = None
     idempotency_key: str | None = None
     journal: bool = False
+
+    @property
+    def tier(self) -> str | None:
+        """The tier its request names: the task's, but a post-task reflection runs on its stage's own
+        (None), as when the supervisor sent it."""
+        return None if self.stage == StageName.POST_REFLECT else self.context.tier
 
 
 @dataclass(frozen=True)

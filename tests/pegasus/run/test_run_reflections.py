@@ -112,3 +112,14 @@ def test_a_task_actor_reflects_when_the_reflector_is_on_and_a_completed_run_is_i
     assert limit_for(settings.with_overrides({"memory": {"reflector": False}})) == 0
     gated = settings.with_overrides({"verification": {"gates": [{"name": "ok", "command": ["true"]}]}})
     assert limit_for(gated) == 0  # done only once its gates pass: the supervisor hands it out then
+
+
+def test_a_reflection_asks_on_its_stages_tier_and_a_run_stage_on_its_tasks() -> None:
+    """A task's tier picks the model of its stages; its post-task reflection runs on the reflector's own
+    (no tier in its request), as when the supervisor sent it."""
+    task = TaskFSM.create("classic", "what is 2 + 3?", task_id="t-tier").snapshot()
+    context = task.context.model_copy(update={"tier": "small"})
+    stage = HeldReflections(limit=1).take(TaskStopped("t-tier", 1, "completed", task.model_copy(
+        update={"context": context})), token=9)
+    assert stage is not None and stage.tier is None
+    assert stage.__class__(LLM, "t-tier", 1, 2, "think", "classic", context).tier == "small"
