@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from thespian.system.transport import TransmitIntent
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
+from actors.wire.read_ahead import read_ahead
 from pegasus import logs
 from pegasus.config import Settings
 from pegasus.memory.recall import LocalRecall
@@ -62,7 +64,7 @@ class TaskActor(ActorTypeDispatcher):
         self.effect_of: EffectOf = _unknown
         self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
-        self._inputs: list[h.HostInput] = []  # inputs met while stepping (a delivery said during a send)
+        self._inputs: deque[h.HostInput] = deque()  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
@@ -86,7 +88,7 @@ class TaskActor(ActorTypeDispatcher):
         self._stepping = True
         try:
             while self._inputs:
-                self._carry(self._inputs.pop(0))
+                self._carry(self._inputs.popleft())
         finally:
             self._stepping = False
 
@@ -102,9 +104,7 @@ class TaskActor(ActorTypeDispatcher):
     def _more_read(self) -> bool:
         """Whether a message this actor handles is already read and waits (Thespian's queue): its
         handling ends with ``Handled`` too, so what is held then goes at the latest."""
-        transport = getattr(getattr(self, "_myRef", None), "transport", None)
-        queued = getattr(transport, "_incomingEnvelopes", None) or ()
-        return any(type(getattr(envelope, "message", None)) in _HANDLED for envelope in queued)
+        return any(type(message) in _HANDLED for message in read_ahead(self))
 
     # -- messages -> inputs --------------------------------------------------------------------
     def receiveMsg_ConfigureTaskActor(self, configure: m.ConfigureTaskActor, sender: Any) -> None:

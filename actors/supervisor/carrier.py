@@ -23,6 +23,7 @@ from actors import telemetry
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from actors.wire.frames import UnreadableMessage
+from actors.wire.read_ahead import read_ahead
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context, Rows
@@ -173,9 +174,8 @@ class Supervisor(Actor):
 
     def _next_batched(self) -> bool:
         """Whether the next message this actor's transport has read already is a report (Thespian's queue)."""
-        queued: list[Any] = getattr(getattr(getattr(self, "_myRef", None), "transport", None), "_incomingEnvelopes",
-                                    None) or []
-        return bool(queued) and type(getattr(queued[0], "message", None)) in BATCHED
+        queued = read_ahead(self)
+        return bool(queued) and type(queued[0]) in BATCHED
 
     def _flush(self) -> None:
         held, self.held = self.held or [], None

@@ -121,8 +121,7 @@ class Database:
             self._rollback()
             raise
         finally:
-            self.pending.clear()
-            self.pending.lifecycle.clear()
+            self.pending.reset()
 
     def _rollback(self) -> None:
         with suppress(sqlite3.Error):  # nothing more to do if even that fails
@@ -167,8 +166,7 @@ class Database:
         self._end(commit=True)
 
     def _undo(self, savepoint: str) -> None:
-        self.pending.clear()  # what the failed write left waiting goes with it (nothing waited before it)
-        self.pending.lifecycle.clear()
+        self.pending.reset()  # what the failed write left waiting goes with it (nothing waited before it)
         if self.db.in_transaction:  # SQLite may have rolled the whole transaction back itself (disk full)
             self.db.execute(f"ROLLBACK TO {savepoint}")
 

@@ -50,6 +50,11 @@ class PendingWrites:
         self.usage: list[tuple[Any, ...]] = []  # a stage's model usage, added to its model's totals
         self.rows: dict[str, dict[str, Any]] = {}  # task_id -> columns to set on its row
 
+    def reset(self) -> None:
+        """The transaction ended (or a write of its own failed): nothing waits and no state is known."""
+        self.clear()
+        self.lifecycle.clear()
+
     def __bool__(self) -> bool:
         return bool(self.transitions or self.audit or self.checkpoints or self.journal or self.results
                     or self.usage or self.rows)

@@ -25,7 +25,7 @@ from pegasus.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
-from pegasus.store.pending import AUDIT
+from pegasus.store.pending import AUDIT, CHECKPOINT
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
 from pegasus.store.metric_facts import Tally, metric_facts
@@ -181,8 +181,7 @@ class Store(TaskMessages, TreeTables, Database):
 
     def add_checkpoint(self, task_id: str, run: int, kind: str, state: str, data: bytes) -> None:
         with self.transaction() as db:
-            db.execute("INSERT INTO checkpoints (task_id, run, kind, state, data, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       (task_id, run, kind, state, data, now_iso()))
+            db.execute(CHECKPOINT, (task_id, run, kind, state, data, now_iso()))
 
     def journal_start(self, key: str, task_id: str, run: int, step_index: int, tool: str | None,
                       effect: str) -> dict[str, Any] | None:

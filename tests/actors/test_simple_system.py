@@ -19,7 +19,6 @@ from actors.client import Client, RequestError
 from actors.pool import StagePool
 from actors.task_actor import TaskActor
 from pegasus.config import Settings
-from pegasus.llm import ladder
 from pegasus.task import Plan, PlanStep, TaskContext, TaskFSM
 from tests.support.recording_pool import RecordingPool
 
@@ -43,10 +42,8 @@ def start(asys: ActorSystem, actor: object, snapshot: object, pool: object, sett
 
 @pytest.fixture
 def asys() -> Iterator[ActorSystem]:
-    """A bare simpleSystemBase system for one actor under test; shut down afterwards.  Its actors run in
-    this process, so what earlier tests here taught the process's model ladder is drained first: else a
-    worker reports it as learnt and answers through its pool."""
-    ladder.learned()
+    """A bare simpleSystemBase system for one actor under test; shut down afterwards.  (Its actors run in
+    this process: a worker forgets what earlier tests here taught the process's model ladder, at its start.)"""
     system = ActorSystem("simpleSystemBase", transientUnique=True, logDefs=False)
     yield system
     system.shutdown()

@@ -19,7 +19,7 @@ from actors.runtime import procs
 from actors.runtime.system import system_pids
 from tests.support.fake_openai import FakeOpenAI, Reply, http_error
 from tests.support.model_like import ModelLike
-from tests.support.processes import titled
+from tests.support.processes import paused, titled
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -230,11 +230,8 @@ def test_a_run_recalls_from_the_store_with_its_supervisor_stopped(pegasus) -> No
         supervisor = client.stats()["supervisor_pid"]
         task_id = client.submit("where is the deploy key? what is 2 + 3?")["task_id"]
         wait_for(perceiving.is_set, timeout=60, what="the perceive stage's call")
-        os.kill(supervisor, signal.SIGSTOP)
-        try:
+        with paused(supervisor):
             go.set()
             think = wait_for(think_request, timeout=60, what="think's call with the supervisor stopped")
-        finally:
-            os.kill(supervisor, signal.SIGCONT)
         assert "[fact:deploy-key@1] deploy-key: The deploy key is in the vault." in json.dumps(think["messages"])
         assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"

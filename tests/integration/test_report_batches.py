@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.support.hold import PLUGIN, mark_twice_request
+from tests.support.processes import paused
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -27,15 +26,6 @@ TASKS = 6
 
 def _marks(path: Path) -> Counter[str]:
     return Counter(path.read_text(encoding="utf-8").split()) if path.exists() else Counter()
-
-
-@contextmanager
-def _stopped(pid: int) -> Iterator[None]:
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def _held_at_first_step(client, tmp_path: Path, name: str) -> tuple[list[str], Path, Path, list[Path]]:
@@ -58,7 +48,7 @@ def test_reports_made_while_the_supervisor_is_busy_leave_together_and_a_killed_t
     # Batching: the first report waits for the stopped supervisor's acknowledgement; the rest are held.
     tasks, first, second, releases = _held_at_first_step(client, tmp_path, "batch")
     before = client.stats()["reports"]
-    with _stopped(supervisor):
+    with paused(supervisor):
         for release in releases:
             release.touch()
         wait_for(lambda: len(_marks(second)) == TASKS, timeout=60, what="every run past its first step")
@@ -74,7 +64,7 @@ def test_reports_made_while_the_supervisor_is_busy_leave_together_and_a_killed_t
     tasks, first, second, releases = _held_at_first_step(client, tmp_path, "kill")
     victim = client.get(tasks[0])["actor_pid"]
     assert {client.get(task_id)["actor_pid"] for task_id in tasks} == {victim}
-    with _stopped(supervisor):
+    with paused(supervisor):
         releases[0].touch()
         wait_for(lambda: _marks(second)["n0"] == 1, timeout=60, what="the first run past its first step")
         for release in releases[1:]:

@@ -1,6 +1,6 @@
 """Every reference in the README and docs/ resolves, and the README stays a page a newcomer reads.
 
-A reference is a document (``docs/NAME.md``, a relative link) and its section (``#anchor``), a path
+A reference is a document (a page of docs/ by its file name, a relative link) and its section (``#anchor``), a path
 in the repository (``tests/...py``, ``pegasus/...``), a test (``file.py::test_name`` or a bare
 ``test_name``), a module or a name in one (``pegasus.llm.ratelimit.RateLimiter``), a command
 (``pegasus memory search``) and a setting (``[llm] max_concurrent``).  Each check is shown to fail

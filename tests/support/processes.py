@@ -1,7 +1,11 @@
-"""A system's processes by their titles (actors/runtime/titles.py), read from /proc."""
+"""A system's processes by their titles (actors/runtime/titles.py), read from /proc; one held stopped a while."""
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from actors.runtime import procs
@@ -27,3 +31,13 @@ def titled(spec: SystemSpec, role: str, parent: str | None = None) -> list[int]:
         if parent is None or (stat is not None and (title(stat.ppid) or "").startswith(f"pegasus: {parent}")):
             found.append(pid)
     return found
+
+
+@contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """``pid`` stopped (SIGSTOP) for the block, and let go on (SIGCONT) whatever happens in it."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
