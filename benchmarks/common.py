@@ -3,7 +3,7 @@
 ``pegasus_system(overrides)`` starts a multiprocTCPBase system with
 ``actors.client.Client.start`` on a free 127.0.0.1 port (never 1900) with its
 own temporary state directory, and always shuts it down -- on success, on an
-exception, on Ctrl-C -- then checks that every process it had is gone (and
+exception, on Ctrl-C, on SIGTERM or SIGHUP -- then checks that every process it had is gone (and
 SIGKILLs, by pid and start time, exactly those that are not).
 """
 
@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -89,9 +90,29 @@ def pegasus_system(state: Path, overrides: dict[str, Any] | None = None, *, port
     client = Client.start_daemon(settings, timeout=timeout)[0] if daemon else Client.start(settings, timeout=timeout)
     system = System(client)
     try:
-        yield system
+        with _terminate_raises():
+            yield system
     finally:
         system.stop()
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise SystemExit here, so the ``finally`` above stops the system: by default they
+    end the process at once and leave every actor process of the run behind."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def end(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, end) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:  # a second signal while the system stops ends the process as the caller had it
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # -- waiting --------------------------------------------------------------------------------------
