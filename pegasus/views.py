@@ -135,12 +135,3 @@ def context_view(task_id: str, snapshot: TaskSnapshot | None) -> dict[str, Any]:
     shown = {key: value for key, value in context.items() if key not in INPUT_FIELDS}
     return {"task_id": task_id, "state": snapshot.state, "context": clipped(shown)}
 
-
-def store_facts(store: Any) -> dict[str, Any] | None:
-    """The store's counts for ``/metrics`` (``Store.metric_facts``); None without a store or when it cannot be read."""
-    from pegasus.store.errors import StoreError
-
-    try:
-        return store.metric_facts() if store is not None else None
-    except StoreError:
-        return None

@@ -23,8 +23,8 @@ from pegasus.memory import MemoryStore
 from pegasus.memory.answers import answer_memory
 from pegasus.memory.errors import MemoryStoreError
 from pegasus.memory.recall import recalled_items
-from pegasus.memory.tools import register
-from pegasus.quarantine import reason
+from pegasus.tools.memory import register
+from pegasus.store.quarantine import reason
 from pegasus.store import Store, StoreUnavailable, reflections
 from pegasus.store.checkpoint import rebuild
 from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot

@@ -16,7 +16,7 @@ from actors.supervisor.replies import DEFERRED
 from actors.supervisor.schedules import quarantined_view
 from actors.supervisor.store import store_status, task_counts
 from actors.supervisor.vectors import embeddings_view
-from pegasus.views import members_view, store_facts, usage_view
+from pegasus.views import members_view, usage_view
 from pegasus.store import StoreError
 
 STATS_WAIT_S = 2.0  # stats answer without a pool that has not answered by then
@@ -80,7 +80,7 @@ def _answer(ctx: Context, ask_id: int) -> None:
         "rejected_frames": rejected_count(admission.settings.state_dir()),
         "supervisor_pid": ctx.pid, "usage": _usage(ctx), "quarantined": quarantined_view(ctx),
         "members": members_view(parts), "embeddings": embeddings_view(ctx),
-        "facts": store_facts(ctx.store), "mcp": ctx.mcp,
+        "facts": _store_facts(ctx.store), "mcp": ctx.mcp,
         "reflections": ctx.post.view() if ctx.post is not None else None}))
 
 
@@ -88,5 +88,13 @@ def _usage(ctx: Context) -> dict[str, Any] | None:
     """Every task's model usage and cost so far; None when the store cannot be read."""
     try:
         return usage_view(ctx.store.usage_totals()) if ctx.store is not None else None
+    except StoreError:
+        return None
+
+
+def _store_facts(store: Any) -> dict[str, Any] | None:
+    """The store's counts for ``/metrics`` (``Store.metric_facts``); None without a store or when it cannot be read."""
+    try:
+        return store.metric_facts() if store is not None else None
     except StoreError:
         return None

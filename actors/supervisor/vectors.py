@@ -20,7 +20,7 @@ from actors import messages as m
 from actors.supervisor import memory
 from actors.supervisor.context import Context, FullTextOnly, Vectors
 from pegasus.memory.embeddings import configured, unpack
-from pegasus.memory.tools import search_query
+from pegasus.tools.memory import search_query
 from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
 from pegasus.task.events import utc_now
 from pegasus.task.names import PoolName, StageName

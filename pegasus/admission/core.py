@@ -26,7 +26,7 @@ from pegasus.admission.records import (
 from pegasus.admission.tree import Tree
 from pegasus.config import Settings
 from pegasus.idempotency import SUBMIT, Claim, submit_claim
-from pegasus.quarantine import reason
+from pegasus.store.quarantine import reason
 from pegasus.run.commands import ChildStep
 from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.tree import Link
@@ -273,7 +273,7 @@ class Admission:
             return ended + self._fail(record, "exception", gave_up) + self._fill()
         try:
             record.snapshot = self._rebuild(record)
-        except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.quarantine): this task fails alone
+        except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.store.quarantine): this task fails alone
             self.running.discard(task_id)
             self.quarantined[task_id] = error = reason(exc)
             return ended + self._fail(record, "fatal_error", error) + self._fill()
@@ -292,7 +292,7 @@ class Admission:
 
         draft stays draft; approved and queued are queued; running tasks resume from their last checkpoint;
         verifying runs its gates again; verified is done; blocked (suspended) stays blocked.  A task whose
-        rows cannot be followed (any error) is quarantined (pegasus.quarantine): it fails alone, fatal_error.
+        rows cannot be followed (any error) is quarantined (pegasus.store.quarantine): it fails alone, fatal_error.
         """
         effects: list[Command] = []
         restarts: list[TaskRecord] = []
@@ -300,7 +300,7 @@ class Admission:
             self.records[record.task_id] = record
             try:
                 record.snapshot = self._rebuild(record)
-            except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.quarantine): this task fails alone
+            except Exception as exc:  # noqa: BLE001 - quarantined (pegasus.store.quarantine): this task fails alone
                 self.quarantined[record.task_id] = error = reason(exc)
                 effects += self._fail_unrecoverable(record, error)
                 continue

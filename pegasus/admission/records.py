@@ -8,7 +8,7 @@ from typing import Any
 
 from pegasus.admission.commands import RunEnded
 from pegasus.cognitive.base import needs_more_info
-from pegasus.quarantine import sift
+from pegasus.store.quarantine import sift
 from pegasus.task import EventType, TaskContext, TaskFSM, TaskSnapshot
 from pegasus.task.models import StateTransition
 from pegasus.task.names import CognitiveState, MachineName
@@ -87,7 +87,7 @@ def record_from_row(row: dict[str, Any], transitions: list[dict[str, Any]]) -> T
 def restorable(store: Any, quarantined: dict[str, str]) -> Iterator[TaskRecord]:
     """The unfinished tasks' records.  A row no handler can follow (columns that will not decode, a machine no
     longer known, a state no version has, transitions that will not read: written by an old version, a removed
-    plugin or a bug) is quarantined (``pegasus.quarantine``) -- failed, ``fatal_error``, its error saying why, so
+    plugin or a bug) is quarantined (``pegasus.store.quarantine``) -- failed, ``fatal_error``, its error saying why, so
     it is not restored again -- and noted in ``quarantined``; never raised (it would stop the start, and the
     supervisor's every restart after it)."""
     def set_aside(row: dict[str, Any], error: str) -> None:

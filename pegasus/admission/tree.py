@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pegasus import codec
 from pegasus.errors import PegasusError
 from pegasus.idempotency import Claim, submit_claim
-from pegasus.quarantine import sift
+from pegasus.store.quarantine import sift
 from pegasus.run.commands import ChildStep
 from pegasus.run.snapshot import sub_task_key
 from pegasus.store.journal import ENDED

@@ -13,7 +13,7 @@ import re
 
 from pegasus.task.models import Fact, Memory, Recall
 
-MEMORY_WRITE = "memory.write"  # the memory store's tool (pegasus.memory.tools), run where the store is
+MEMORY_WRITE = "memory.write"  # the memory store's tool (pegasus.tools.memory), run where the store is
 PATH_CHARS = 60
 _REMEMBER = re.compile(r"\bremember\b\s*(?::\s*|\s+that\s+|\s+)(?P<body>[^\n]+)", re.I)
 _END = re.compile(r"\s*(?:[.;!]\s|[.;!]?$)")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
-from pegasus.memory.tools import is_memory_tool
+from pegasus.tools.memory import is_memory_tool
 from pegasus.run.commands import Abandon, AskRecall, ChildStep, Command, Log, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.inputs import (
     Answered, MemoriesRecalled, MessagesSent, RecallAnswer, RunInput, StageAnswer, Started, Streamed, SuspendAsked,

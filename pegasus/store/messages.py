@@ -2,14 +2,14 @@
 
 Each is written, numbered per task, before the request is answered, and kept: those not yet in a
 running task's checkpointed context are given to its run again after a restart; one that cannot be
-read back is quarantined (``pegasus.quarantine``).  What a message does is Admission's.
+read back is quarantined (``pegasus.store.quarantine``).  What a message does is Admission's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pegasus.quarantine import MAX_REASON, sift
+from pegasus.store.quarantine import MAX_REASON, sift
 from pegasus.store.checkpoint import rebuild
 from pegasus.store.database import now_iso
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pegasus import codec
-from pegasus.quarantine import reason, sift
+from pegasus.store.quarantine import reason, sift
 from pegasus.store.database import now_iso
 from pegasus.store.sqlite import Store, unpack
 from pegasus.task.events import EventType

@@ -21,7 +21,7 @@ from pegasus import codec
 from pegasus.codec import pack
 from pegasus.files import write_private
 from pegasus.idempotency import Claim
-from pegasus.quarantine import sift
+from pegasus.store.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
@@ -206,7 +206,7 @@ class Store(TaskMessages, TreeTables, Database):
     def unfinished_tasks(self, set_aside: Callable[[dict[str, Any], str], None] | None = None) -> list[dict[str, Any]]:
         """Every task not done, failed or canceled, oldest first.  With ``set_aside``, a row whose columns will
         not decode (text that is not UTF-8, a packed value) is handed to it, shown as a view would, instead of
-        raising (pegasus.quarantine)."""
+        raising (pegasus.store.quarantine)."""
         rows = self._query(f"SELECT {_TASKS_RAW} FROM tasks WHERE lifecycle_state NOT IN "
                            f"({', '.join('?' * len(TERMINAL))}) ORDER BY seq", TERMINAL)
         if set_aside is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pegasus.errors import PegasusError
-from pegasus.quarantine import sift
+from pegasus.store.quarantine import sift
 from pegasus.store.database import Database, now_iso
 
 _COLUMNS = ("name", "scope", "created_at", "revoked_at")
@@ -43,7 +43,7 @@ def create(db: Database, name: str, token_hash: str, scope: str) -> dict[str, An
 
 def listed(db: Database) -> list[dict[str, Any]]:
     """Every token (never its hash), oldest first; one whose row is not text (an old version's, a bug's) with
-    ``quarantined`` saying why (pegasus.quarantine), never raised: the list is everyone's."""
+    ``quarantined`` saying why (pegasus.store.quarantine), never raised: the list is everyone's."""
     rows = db.db.execute("SELECT CAST(name AS BLOB), CAST(scope AS BLOB), CAST(created_at AS BLOB), "
                          "CAST(revoked_at AS BLOB) FROM api_tokens ORDER BY created_at, name").fetchall()
     views: list[dict[str, Any]] = []

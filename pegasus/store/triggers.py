@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pegasus.quarantine import reason, sift
+from pegasus.store.quarantine import reason, sift
 from pegasus.triggers.schedules import Overlap, ScheduleError, ScheduleSpec, ScheduleState
 from pegasus.store.database import Database, now_iso
 from pegasus.triggers.webhooks import check_events
@@ -99,7 +99,7 @@ _WEBHOOK = ("CAST(name AS BLOB), CAST(template AS BLOB), CAST(secret AS BLOB), C
 
 def webhooks(store: Database) -> list[dict[str, Any]]:
     """Every webhook, by name, without its secret: name, text, secret_file, created_at, quarantined (None, or
-    why a row an old version or a bug wrote cannot be delivered to: shown, never raised -- pegasus.quarantine)."""
+    why a row an old version or a bug wrote cannot be delivered to: shown, never raised -- pegasus.store.quarantine)."""
     rows = store._query(f"SELECT {_WEBHOOK} FROM webhooks ORDER BY name", ())
     views: list[dict[str, Any]] = []
 

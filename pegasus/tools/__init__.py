@@ -1,6 +1,6 @@
 """Tools the act stage calls: a registry of named, schema-described tools, the
 built-ins (arithmetic, list_dir, read_file, count, echo, sleep; write_file and
-shell confined to a workspace), configured plugins and MCP servers.
+shell confined to a workspace), the memory tools, configured plugins and MCP servers.
 
 Pure Python, no Thespian: the tool pool's workers call ``ToolRegistry.call``.
 """

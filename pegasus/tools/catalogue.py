@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.config import Settings
-from pegasus.memory.tools import MEMORY_TOOLS
+from pegasus.tools.memory import MEMORY_TOOLS
 from pegasus.tools import mcp
 from pegasus.tools.builtin import BUILTIN_TOOLS
 from pegasus.tools.plugins import registry_for

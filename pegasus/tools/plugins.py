@@ -12,7 +12,7 @@ import importlib
 from pathlib import Path
 
 from pegasus.config import Settings
-from pegasus.memory import tools as memory_tools
+from pegasus.tools import memory as memory_tools
 from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
 from pegasus.tools.mcp import McpServerSpec, host_for

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from pegasus.store.errors import StoreUnavailable
+
 Row = TypeVar("Row")
 Item = TypeVar("Item")
 
@@ -22,8 +24,6 @@ def reason(exc: BaseException) -> str:
     """What a quarantined record shows: ``quarantined: <ExceptionType>: <message>``, bounded.  A store that
     cannot be used now (``StoreUnavailable``: a full disk, an I/O error) is not the record's fault: re-raised,
     for the store's own handling (the supervisor stops applying changes until it can write), never a quarantine."""
-    from pegasus.store.errors import StoreUnavailable  # here: pegasus.store imports this module
-
     if isinstance(exc, StoreUnavailable):
         raise exc
     text = str(exc)

@@ -1,5 +1,5 @@
 """Quarantine of stored records (issue 28): a row written by an old version or a bug, read back by a handler, is
-set aside with its error (pegasus.quarantine) -- marked in the store, or its one task failed -- never raised."""
+set aside with its error (pegasus.store.quarantine) -- marked in the store, or its one task failed -- never raised."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pegasus import codec
 from pegasus.admission import StartRun
-from pegasus.quarantine import MAX_REASON, reason, sift
+from pegasus.store.quarantine import MAX_REASON, reason, sift
 from pegasus.store.messages import message_of
 from tests.pegasus.admission.test_recovery import admission_on
 

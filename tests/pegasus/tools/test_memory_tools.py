@@ -9,7 +9,7 @@ import pytest
 
 from pegasus.config import Settings
 from pegasus.memory import MemoryStore
-from pegasus.memory.tools import register
+from pegasus.tools.memory import register
 from pegasus.store import Store
 from pegasus.tools.catalogue import catalogue
 from pegasus.tools.registry import ToolContext, ToolExecutionError, ToolRegistry
@@ -48,7 +48,7 @@ def test_a_search_step_fuses_the_query_vector_it_was_given_and_says_when_it_has_
     embeds the step's query first and the search fuses it, or says why it could not."""
     from pegasus.config import MemorySettings
     from pegasus.memory.embeddings import pack
-    from pegasus.memory.tools import search_query
+    from pegasus.tools.memory import search_query
     from pegasus.task.models import Plan, PlanStep, TaskContext
 
     store = MemoryStore(Store(tmp_path / "pegasus.db"), MemorySettings(embeddings_model="e5"))
