@@ -24,7 +24,7 @@ from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 from actors import messages as m
 from actors.boundary import Boundary
 from actors.runtime import procs
-from actors.client.gateway_keeper import GatewayKeeper
+from actors.gateway_keeper import GatewayKeeper
 from actors.supervisor import Supervisor
 from actors.runtime.system import HOME_CAPABILITY, SETTINGS_FILE
 from pegasus import logs

@@ -1,7 +1,7 @@
 """The Python client of a system and the HTTP gateway's process (which serves Python clients).
 
-``Client`` and its errors are named here; they load on first use, so an actor process importing
-``actors.client.gateway_keeper`` does not load the client.
+``Client`` and its errors are named here; they load on first use, so a process importing one module of
+this package loads only what that module needs.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def read_owner(spec: SystemSpec) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def _write_owner(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
+def write_owner(spec: SystemSpec, admin_pid: int, daemon_pid: int | None) -> None:
     def ident(pid: int | None) -> list[int] | None:
         st = procs.read_stat(pid) if pid else None
         return [st.pid, st.starttime] if st else None

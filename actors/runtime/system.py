@@ -27,7 +27,7 @@ from thespian.system.transport import SendStatus
 from actors.wire import frames, thespian_patches
 from actors.runtime import ownership, procs, sharing, titles
 from actors.runtime.ownership import (  # re-exported, as the spec's names
-    _admin_pid, _check_port_free, _write_owner, check_attachable as check_attachable, check_owner as check_owner,
+    _admin_pid, _check_port_free, write_owner, check_attachable as check_attachable, check_owner as check_owner,
     is_running as is_running, port_in_use as port_in_use, port_user as port_user, read_owner as read_owner,
     system_pids as system_pids,
 )
@@ -40,9 +40,9 @@ from actors.runtime.spec import (  # re-exported: every caller of the system bou
 from pegasus import files
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
-_SPEC_ENV = "PEGASUS_DAEMON_SPEC"
+SPEC_ENV = "PEGASUS_DAEMON_SPEC"
 
-def _prepare_process(spec: SystemSpec, key: bytes) -> None:
+def prepare_process(spec: SystemSpec, key: bytes) -> None:
     """Validate, then install Thespian's patches in this process (and so in everything it forks): the
     bind address, frames authenticated with ``key``, Thespian's log routed, robustness, speed.
 
@@ -97,10 +97,11 @@ def _take(spec: SystemSpec) -> ownership.Lock:
     try:
         return ownership.acquire(spec.state_dir)
     except ownership.StateDirBusy:
-        raise _busy(spec) from None
+        raise busy_error(spec) from None
 
 
-def _busy(spec: SystemSpec) -> SystemStartError:
+def busy_error(spec: SystemSpec) -> SystemStartError:
+    """What a start into a state directory that another system holds says: whose it is."""
     record = read_owner(spec) or {}
     admin = record.get("admin")
     owner = (f"the Pegasus system on {record.get('bind', spec.bind)}:{record['admin_port']}"
@@ -129,7 +130,7 @@ def start_system(spec: SystemSpec) -> ActorSystem:
     try:
         _check_port_free(spec)
         spec.write_settings()
-        _prepare_process(spec, ownership.create_key(spec.state_dir))
+        prepare_process(spec, ownership.create_key(spec.state_dir))
         sharing.preload_system(freeze_here=False)  # this process is a client's (a test's, a benchmark's)
         titles.install(spec.admin_port, spec.state_dir)
         frames.reset_count(spec.state_dir)
@@ -149,7 +150,7 @@ def start_system(spec: SystemSpec) -> ActorSystem:
         lock.close()  # the system's processes hold the lock from now on, not this one
     admin = _admin_pid(spec)
     if admin is not None:
-        _write_owner(spec, admin, None)
+        write_owner(spec, admin, None)
     return asys
 
 
@@ -164,7 +165,7 @@ def attach(spec: SystemSpec) -> ActorSystem:
         raise SystemNotRunningError("a simpleSystemBase system cannot be attached to", spec.admin_port)
     validate(spec)
     check_attachable(spec)
-    _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
+    prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
     caps = spec.thespian_capabilities()
     try:
         base = _AttachOnlyTCPBase(SimpleNamespace(capabilities=dict(caps)), logDefs=None)
@@ -235,7 +236,7 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     _verify_thespian(spec)  # here, not only in the launcher: the refusal is the caller's own error
     _private_state(spec)
     if ownership.is_owned(spec.state_dir):
-        raise _busy(spec)
+        raise busy_error(spec)
     _check_port_free(spec)
     ownership.create_key(spec.state_dir)
     spec.pid_file.unlink(missing_ok=True)
@@ -247,13 +248,13 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     # state directory (the pool sends them settings without [state] home).
     env["PEGASUS_HOME"] = str(spec.state_dir)
     # The spec travels in the environment, not argv, to keep `ps` readable.
-    env[_SPEC_ENV] = base64.b64encode(pickle.dumps(spec)).decode()
+    env[SPEC_ENV] = base64.b64encode(pickle.dumps(spec)).decode()
     log = spec.logs_dir / "daemon.log"
     err = files.open_private(log)
     try:
         launcher = subprocess.Popen(
             # -P: do not put the cwd (state_dir) on sys.path.
-            [sys.executable, "-P", "-c", "from actors.runtime.launcher import main; main()"],
+            [sys.executable, "-P", "-c", "from actors.launcher import main; main()"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             close_fds=True, start_new_session=True, cwd=spec.state_dir, env=env,
         )

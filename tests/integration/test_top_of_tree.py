@@ -5,7 +5,7 @@
   death log through it again (actors/wire/thespian_patches/robustness/logger_restart.py).
 * The launcher of a background system: its watcher takes its place (same lock, never released),
   and a later admin death is recovered as before; a concurrent ``pegasus start`` is refused
-  throughout, and ``pegasus stop`` still ends everything (actors/runtime/launcher.py), also a system its
+  throughout, and ``pegasus stop`` still ends everything (actors/launcher.py), also a system its
   launcher is starting again as the stop comes (actors/runtime/system.py ``shutdown``).
 
 Each checks what the fault matrix checks: every task ends without a person, no effect key is
@@ -129,6 +129,8 @@ def test_a_killed_launcher_is_replaced_by_its_watcher_and_a_later_admin_death_is
 
         os.kill(admin, signal.SIGKILL)  # not the new launcher's child: it watches it by identity
         wait_for(lambda: read_owner(spec)["admin"][0] != admin, what="the system started again")
+        client.close()  # it may still hold the old supervisor: a request sent there is SupervisorReplaced
+        client = Client.connect(settings)
         tasks += submit_effects(client, keys, TASKS, 5)
         finals = assert_every_task_ended_and_no_key_twice(client, tasks, keys)
         assert sum(final["lifecycle_state"] == "done" for final in finals) >= TASKS - 8  # at most those in flight

@@ -24,7 +24,7 @@ from thespian.actors import ActorSystem
 
 from actors.wire import frames
 from actors.runtime import ownership, procs, sharing, titles
-from actors.runtime.system import _SPEC_ENV, SystemSpec, _busy, _prepare_process, _write_owner, port_in_use, read_owner
+from actors.runtime.system import SPEC_ENV, SystemSpec, busy_error, prepare_process, write_owner, port_in_use, read_owner
 from pegasus import files
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, StartAgain, Started, Supervision
 
@@ -43,7 +43,7 @@ def say(text: str) -> None:
 
 def main() -> None:
     """Entry point of the launcher process."""
-    spec: SystemSpec = pickle.loads(base64.b64decode(os.environ.pop(_SPEC_ENV)))
+    spec: SystemSpec = pickle.loads(base64.b64decode(os.environ.pop(SPEC_ENV)))
     titles.set_launcher_title(spec.state_dir)
     _become_subreaper()
     os.umask(files.PRIVATE_UMASK)
@@ -51,9 +51,9 @@ def main() -> None:
         try:
             ownership.acquire(spec.state_dir)  # held (and inherited) for the life of the system
         except ownership.StateDirBusy:
-            raise _busy(spec) from None
+            raise busy_error(spec) from None
         spec.write_settings()
-        _prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
+        prepare_process(spec, ownership.load_key(ownership.key_path(spec.state_dir)))
         sharing.preload_system(freeze_here=True, settings_json=spec.settings_json)
         titles.install(spec.admin_port, spec.state_dir)
     except Exception as exc:  # noqa: BLE001 - start_daemon shows this line
@@ -92,7 +92,7 @@ def _run(spec: SystemSpec, adopted: tuple[int, int] | None, *, fresh: bool) -> N
             time.sleep(pause)
             continue
         fresh = False
-        _write_owner(spec, admin[0], os.getpid())
+        write_owner(spec, admin[0], os.getpid())
         supervision.step(Started(ADMIN, ADMIN, time.monotonic()))
         watcher.ensure()
         status = _wait_for(admin, watcher)
