@@ -9,18 +9,21 @@ its calls: waiting workers ask again and end them as of unknown outcome (pegasus
 
 from __future__ import annotations
 
-import concurrent.futures
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher, WakeupMessage
 
 from actors.runtime import procs, titles
 from actors.messages import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
 from pegasus import logs
-from pegasus.tools.mcp import McpHost
 from pegasus.tools.plugins import mcp_specs
 from pegasus.tools.registry import ToolError, ToolExecutionError
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from pegasus.tools.mcp import McpHost
 
 MCP_HOST = "pegasus-mcp-host"
 POLL_S = 0.005  # while calls are in flight: what a call waits at most for its answer to be sent
@@ -41,6 +44,9 @@ class McpHostActor(ActorTypeDispatcher):
 
     def receiveMsg_McpSubscribe(self, subscribe: McpSubscribe, sender: Any) -> None:
         if self.host is None:
+            # Imported here: every process holds this module, only an MCP host the client stack (asyncio).
+            from pegasus.tools.mcp import McpHost  # noqa: PLC0415
+
             logs.configure_from(subscribe.settings)
             titles.set_title("mcp host")
             specs = [spec for spec in mcp_specs(subscribe.settings) if spec.scope == "machine"]

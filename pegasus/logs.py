@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import types
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -24,17 +25,35 @@ from typing import Any
 # (docs/memory.md).  Hidden only while structlog loads (a None entry makes an import fail; Python's
 # import system documents it): a later ``import rich`` (the CLI's) loads it as ever.
 _UNUSED_BY_STRUCTLOG = ("rich", "colorama", "greenlet")
+# structlog imports asyncio (and through it ssl and concurrent.futures, ~2.5 MiB in every process) for
+# its async log methods only, which Pegasus never calls: it gets a stand-in that imports asyncio on
+# its first attribute use; everyone else imports asyncio as ever (the MCP host, the gateway).
+_DEFERRED_BY_STRUCTLOG = ("asyncio",)
+
+
+class _OnFirstUse(types.ModuleType):
+    """A module imported on the first use of one of its attributes (then through ``sys.modules``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            raise AttributeError(name)  # asked while it stands in: the import below would return it
+        return getattr(importlib.import_module(self.__name__), name)
 
 
 def _load_structlog() -> Any:
     modules: dict[str, Any] = sys.modules  # a None entry: typed apart
     hidden = [name for name in _UNUSED_BY_STRUCTLOG if name not in modules]
     modules.update(dict.fromkeys(hidden))
+    deferred = {name: _OnFirstUse(name) for name in _DEFERRED_BY_STRUCTLOG if name not in modules}
+    modules.update(deferred)
     try:
         return importlib.import_module("structlog")
     finally:
         for name in hidden:
             if modules.get(name, "loaded") is None:
+                del modules[name]
+        for name, stand_in in deferred.items():
+            if modules.get(name) is stand_in:
                 del modules[name]
 
 

@@ -45,7 +45,13 @@ def preload_system(*, freeze_here: bool, settings_json: str = "") -> None:
         from pegasus import logs  # noqa: PLC0415 - loaded above, through the actors
         from pegasus.config import Settings  # noqa: PLC0415
 
-        logs.configure_from(Settings.model_validate_json(settings_json))
+        settings = Settings.model_validate_json(settings_json)
+        logs.configure_from(settings)
+        if settings.mcp.servers:  # the MCP client stack (asyncio), which no actor module imports up front
+            importlib.import_module("pegasus.tools.mcp")
+        for entry in settings.tools.plugins:  # one copy, not one each in the supervisor and both pools
+            with contextlib.suppress(Exception):  # an optimisation: where it is used, its import says what failed
+                importlib.import_module(entry.partition(":")[0])
     if freeze_here:
         linecache.clearcache()  # Thespian's sources, read by the patches' checks (~0.6 MiB): never needed again
         gc.collect()  # the build's garbage, before its pages are shared

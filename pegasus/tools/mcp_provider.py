@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from pegasus.tools.mcp import McpHost, McpServerSpec
 from pegasus.tools.mcp_policy import ServerView, tool_effect
 from pegasus.tools.mcp_schema import args_model
 from pegasus.tools.registry import EffectClass, Tool, ToolContext, ToolError, ToolExecutionError
+
+if TYPE_CHECKING:  # the MCP client stack (asyncio) loads only where a server is configured (docs/memory.md)
+    from pegasus.tools.mcp import McpHost, McpServerSpec
 
 
 class McpSource(Protocol):

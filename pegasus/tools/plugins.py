@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pegasus.config import Settings
 from pegasus.tools import memory as memory_tools
 from pegasus.files import StateDirError, private_dir
 from pegasus.tools.builtin import workspace_tools
-from pegasus.tools.mcp import McpServerSpec, host_for
 from pegasus.tools.mcp_provider import LocalSource, McpProvider, RemoteSource
 from pegasus.tools.registry import ToolError, ToolRegistry
+
+if TYPE_CHECKING:
+    from pegasus.tools.mcp import McpServerSpec
 
 
 def _log_dir(settings: Settings) -> Path | None:
@@ -53,7 +56,12 @@ def preflight(settings: Settings) -> None:
 
 
 def mcp_specs(settings: Settings) -> list[McpServerSpec]:
-    return McpServerSpec.from_settings(settings.mcp, _log_dir(settings)) if settings.mcp.servers else []
+    if not settings.mcp.servers:
+        return []
+    # Imported here: the MCP client stack (asyncio, ssl) is for systems with servers (docs/memory.md).
+    from pegasus.tools.mcp import McpServerSpec  # noqa: PLC0415
+
+    return McpServerSpec.from_settings(settings.mcp, _log_dir(settings))
 
 
 def registry_for(settings: Settings, remote: RemoteSource | None = None, *, retry: bool = True) -> ToolRegistry:
@@ -70,7 +78,11 @@ def registry_for(settings: Settings, remote: RemoteSource | None = None, *, retr
         _load_plugin(entry, registry)
     specs = mcp_specs(settings)
     local = [spec for spec in specs if remote is None or spec.scope == "worker"]
-    host = host_for(local, retry=retry) if local else None
+    host = None
+    if local:
+        from pegasus.tools.mcp import host_for  # noqa: PLC0415 - as in mcp_specs
+
+        host = host_for(local, retry=retry)
     for spec in specs:
         source = LocalSource(host) if host is not None and spec in local else remote
         assert source is not None

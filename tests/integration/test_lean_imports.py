@@ -26,9 +26,11 @@ CENSUS = Path(__file__).resolve().parents[1] / "support" / "census"
 # Never used by an offline system's processes, whatever their kind: the model SDK and its HTTP stack load
 # only in an llm pool on a model endpoint (tests/integration/test_worker_memory.py), numpy only for vectors,
 # the MCP SDK only in the MCP host, the gateway's server in its own process; structlog's optional
-# console helpers never (pegasus/logs.py).
+# console helpers never (pegasus/logs.py); asyncio (and ssl, concurrent.futures) and Pegasus's MCP client
+# stack only where an MCP server is configured (pegasus/tools/plugins.py, actors/mcp_host.py).
 UNUSED = ("openai", "httpx", "httpcore", "numpy", "mcp", "anyio", "starlette", "uvicorn",
-          "rich", "pygments", "colorama", "greenlet")
+          "rich", "pygments", "colorama", "greenlet", "asyncio", "ssl", "_ssl", "concurrent",
+          "pegasus.tools.mcp", "pegasus.tools.mcp_session")
 
 
 def _census(folder: Path, pid: int) -> set[str]:
@@ -38,7 +40,8 @@ def _census(folder: Path, pid: int) -> set[str]:
 def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, tmp_path: Path, subprocess_env,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Idle and after a task.  Failed before structlog loaded without its console helpers: rich, pygments,
-    colorama and greenlet (85 modules, ~4.7 MiB) were in every process.  The same system then shows what
+    colorama and greenlet (85 modules, ~4.7 MiB) were in every process; and before asyncio and the MCP
+    client stack loaded only with an MCP server (37 modules, ~2.5 MiB).  The same system then shows what
     ``python -m benchmarks.memory --running`` measures (docs/memory.md's idle table): every process, by role."""
     folder = tmp_path / "census"
     folder.mkdir()
@@ -53,7 +56,7 @@ def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, t
             "tool worker"} <= roles, roles
     for role, modules in held.values():
         assert {"thespian", "pegasus.logs", "structlog"} <= modules, role  # the census sees what a process holds
-        heavy = sorted(name for name in modules if name.partition(".")[0] in UNUSED)
+        heavy = sorted(name for name in modules if name.partition(".")[0] in UNUSED or name in UNUSED)
         assert not heavy, f"{role} holds {heavy}"
     measured = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--running"], capture_output=True, text=True,
                               env={**subprocess_env, "PEGASUS_HOME": str(client.spec.state_dir)}, timeout=120)

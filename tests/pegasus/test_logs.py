@@ -241,3 +241,22 @@ def test_a_child_configured_alike_keeps_the_inherited_configuration_and_logs_on_
     assert [(line["event"], line.get("kept")) for line in lines] == [("parent", None), ("child", True),
                                                                       ("child again", False)]
     assert lines[0]["pid"] != lines[1]["pid"] == lines[2]["pid"]
+
+
+ASYNC_SCRIPT = """
+import sys
+from pegasus import logs
+print("asyncio" in sys.modules, "ssl" in sys.modules)
+logs.configure(sys.argv[1])
+pending = logs.get("probe").ainfo("async event")  # structlog's async method: asyncio loads here, on first use
+import asyncio
+asyncio.run(pending)
+"""
+
+
+def test_structlog_loads_without_asyncio_and_its_async_methods_still_work(tmp_path: Path) -> None:
+    """structlog imports asyncio only for its async log methods, which Pegasus never calls: every process
+    held asyncio, ssl and concurrent.futures (~2.5 MiB, docs/memory.md).  Failed before: both were loaded."""
+    assert fresh_process(ASYNC_SCRIPT, str(tmp_path / "state")).split() == ["False", "False"]
+    lines = [json.loads(line) for line in (tmp_path / "state" / "logs" / "pegasus.jsonl").read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["async event"]

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pydantic
 
 from actors.runtime import sharing
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _models(root: type) -> list[type]:
@@ -41,3 +46,28 @@ def test_a_process_forked_after_the_preload_freezes_what_it_inherited_and_this_o
         os.waitpid(child, 0)
     assert frozen > 1000  # the whole inherited heap
     assert gc.get_freeze_count() == here  # the client's own process is left as it was
+
+
+LAUNCHER_PRELOAD = """
+import sys
+from actors.runtime import sharing
+from pegasus.config import Settings
+
+layers = {"state": {"home": sys.argv[1]}, "tools": {"plugins": ["tests.support.tools:register", "no_such_plugin:x"]}}
+if sys.argv[2] == "mcp":
+    layers["mcp"] = {"servers": [{"name": "probe", "command": "true"}]}
+sharing.preload_system(freeze_here=True, settings_json=Settings().with_overrides(layers).model_dump_json())
+print(*(name in sys.modules for name in ("tests.support.tools", "asyncio", "pegasus.tools.mcp")))
+"""
+
+
+def test_the_launcher_loads_the_plugins_once_for_all_and_the_mcp_stack_only_with_a_server(tmp_path: Path) -> None:
+    """The tool plugins were imported by the supervisor and each pool apart (three copies; -1.5 MiB in
+    the cpu benchmark's idle system once shared); asyncio and Pegasus's MCP client stack only where a
+    server is configured (docs/memory.md).  A plugin that cannot load is left to where it is used."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for mcp, expected in (("", "True False False"), ("mcp", "True True True")):
+        done = subprocess.run([sys.executable, "-c", LAUNCHER_PRELOAD, str(tmp_path / mcp), mcp], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == expected.split(), mcp

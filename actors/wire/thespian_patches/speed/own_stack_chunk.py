@@ -17,14 +17,18 @@ _STARTERS = (Target(_multiproc, "startChild", "source 607959bb35500ad9"), Target
 PATCH = Patch("own_stack_chunk", Kind.SPEED, "own-stack-chunk", _STARTERS)
 
 # A frame of ~4,200 slots (8 bytes each, ~33 KiB) fits no 16 or 32 KiB chunk: CPython maps a
-# 64 KiB chunk for it, and the actor's loop runs in the ~31 KiB left above it (~150 frames).
+# 64 KiB chunk for it, and the actor's loop runs in the ~31 KiB left above it (~150 frames).  The
+# slots are value-stack depth, which a code object only declares (4,200 named locals held ~1 MiB of
+# names and line table in every process; docs/memory.md).
 _WIDE_FRAME_SLOTS = 4200
-_wide_source = "def _on_own_stack_chunk(run, args, kwargs):\n" \
-    "    if run is None:\n        " + " = ".join(f"_{i}" for i in range(_WIDE_FRAME_SLOTS)) + " = None\n" \
-    "    return run(*args, **kwargs)\n"
-_namespace: dict[str, Any] = {}
-exec(compile(_wide_source, "<own_stack_chunk>", "exec"), _namespace)  # noqa: S102 - generated locals only
-on_own_stack_chunk = _namespace["_on_own_stack_chunk"]
+
+
+def _on_own_stack_chunk(run: Any, args: Any, kwargs: Any) -> Any:
+    return run(*args, **kwargs)
+
+
+_on_own_stack_chunk.__code__ = _on_own_stack_chunk.__code__.replace(co_stacksize=_WIDE_FRAME_SLOTS)
+on_own_stack_chunk = _on_own_stack_chunk
 
 
 def _on_own_chunk(start: Any) -> Any:
