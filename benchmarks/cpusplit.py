@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchmarks import msgprof
+from benchmarks import msgprof, spyprof
 from benchmarks.common import (
     KINDS,
     CpuAccount,
@@ -33,6 +34,9 @@ TOP = 4  # message types per actor kind in the table (the JSON has them all)
 # PEGASUS_BENCH_CPROFILE="supervisor,task actors": those kinds' handlers also run under cProfile in the
 # message runs (their handler times then include the profiler's); their top functions go in the JSON.
 CPROFILE = frozenset(filter(None, (k.strip() for k in os.environ.get("PEGASUS_BENCH_CPROFILE", "").split(","))))
+# PEGASUS_BENCH_PYSPY=1 (py-spy installed): the workload runs sample the supervisor's whole process, its busy
+# samples split by part and handler into each run's JSON (benchmarks/spyprof.py); py-spy's own CPU is its own.
+PYSPY = bool(os.environ.get("PEGASUS_BENCH_PYSPY"))
 
 
 def _overrides(latency_ms: float) -> dict[str, Any]:
@@ -47,13 +51,16 @@ def workload(tasks: int, latency_ms: float) -> dict[str, Any]:
         client = system.client
         client.wait(client.submit("what is 1 + 1?")["task_id"])  # warm-up: first connections, imports
         cpu = CpuAccount(system, kinds=True)
-        start = time.monotonic()
-        client.submit_many(texts)
-        counts = wait_counts(client, tasks + 1, timeout=300, pause=0.25)
-        elapsed = time.monotonic() - start
+        spy = spyprof.recording(cpu.supervisor, state / "supervisor.raw") if PYSPY else nullcontext(False)
+        with spy as spied:
+            start = time.monotonic()
+            client.submit_many(texts)
+            counts = wait_counts(client, tasks + 1, timeout=300, pause=0.25)
+            elapsed = time.monotonic() - start
         spent = cpu.close(tasks)
+        profile = {"supervisor_py_spy": spyprof.split(state / "supervisor.raw")} if spied else {}
     return {"tasks": tasks, "latency_ms": latency_ms, "done": counts.get("done", 0) - 1, "counts": counts,
-            "tasks_per_s": round(tasks / elapsed, 3), **spent}
+            "tasks_per_s": round(tasks / elapsed, 3), **spent, **profile}
 
 
 def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:

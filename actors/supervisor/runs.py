@@ -19,13 +19,13 @@ def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> No
     """A task actor's reports, of one or more tasks, each task's in order; their store writes share one commit."""
     if ctx.store is None or ctx.admission is None:
         return
-    ctx.task_actors.report(sender, batch.cpu_s, batch.reports)
+    key = ctx.task_actors.report(sender, batch.cpu_s, batch.reports)  # the sender told once, not per report
     with ctx.store.group():
         for report in batch.reports:
             if isinstance(report, m.Reflected):  # of a run over already: its own check
                 memory.reflected(ctx, report, sender)
                 continue
-            if ctx.task_actors.address_of(report.task_id) != sender:
+            if not ctx.task_actors.sent_by(report.task_id, key):
                 continue  # not the actor of the task's run (one stopped when the store failed, say)
             if isinstance(report, m.TaskTransitioned):
                 _transitioned(ctx, report)

@@ -2,11 +2,13 @@
 
 ``TaskActors`` carries the policy's commands that concern the actors themselves
 (create one, tell one to exit) and maps its host keys to addresses; the
-supervisor sends the runs' messages and arms the timer the policy asks for.
+supervisor sends the runs' messages and arms the timer the policy asks for.  A sender is told from its
+address once: Thespian's ``ActorAddress.__eq__`` costs several calls a comparison, and every report asks.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from thespian.actors import ActorAddress, ActorExitRequest
 
@@ -26,6 +28,7 @@ class TaskActors:
         self.create, self.send, self.wake = create, send, wake
         self.policy = TaskHosts()
         self.address: dict[int, ActorAddress] = {}
+        self._known: dict[object, int] = {}  # a sender's address details -> its key (emptied when ``address`` changes)
         self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
         self.reports = {"messages": 0, "reports": 0, "most_tasks": 0}  # TaskReports received: stats' "reports"
 
@@ -46,6 +49,11 @@ class TaskActors:
             return None
         return self.address.get(held[0])
 
+    def sent_by(self, task_id: str, key: int | None) -> bool:
+        """Whether the task's running run is on the task actor ``key`` (``key_of`` its message's sender)."""
+        held = self.policy.host_of(task_id)
+        return key is not None and held is not None and held[0] == key
+
     def release(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The run stopped: the address of its task actor (None when it held no such run)."""
         key, commands = self.policy.release(task_id, run)
@@ -53,34 +61,36 @@ class TaskActors:
         self._carry_out(commands)
         return address
 
-    def report(self, address: ActorAddress, cpu_s: float, reports: tuple[object, ...] = ()) -> None:
-        """A TaskReports from ``address``: its CPU so far (its load), and the reports counted."""
+    def report(self, address: ActorAddress, cpu_s: float, reports: tuple[object, ...] = ()) -> int | None:
+        """A TaskReports from ``address``: its CPU so far (its load), and the reports counted; its key."""
         counted = self.reports
         counted["messages"] += 1
         counted["reports"] += len(reports)
         counted["most_tasks"] = max(counted["most_tasks"], len({getattr(r, "task_id", None) for r in reports}))
-        key = self._key(address)
+        key = self.key_of(address)
         if key is not None:
             self.policy.report(key, cpu_s)
+        return key
 
     def reflecting(self, address: ActorAddress, task_id: str) -> None:
         """The task actor at ``address`` handed the task's reflection out: it is not retired before the answer."""
-        key = self._key(address)
+        key = self.key_of(address)
         if key is not None:
             self.policy.hold(key, task_id)
 
     def reflected(self, address: ActorAddress, task_id: str) -> None:
         """Its answer came (in the actor's reports)."""
-        key = self._key(address)
+        key = self.key_of(address)
         if key is not None:
             self._carry_out(self.policy.unhold(key, task_id))
 
     def exited(self, address: ActorAddress) -> list[tuple[str, int]] | None:
         """A task actor exited: the runs it held (None: not one of ours any more, e.g. one retired)."""
-        key = self._key(address)
+        key = self.key_of(address)
         if key is None:
             return None
         del self.address[key]
+        self._known.clear()
         self.died += 1
         return self.policy.lost(key)
 
@@ -96,14 +106,27 @@ class TaskActors:
     def view(self) -> dict[str, int]:
         return {**self.policy.view(), "died": self.died}
 
-    def _key(self, address: ActorAddress) -> int | None:
-        return next((key for key, known in self.address.items() if known == address), None)
+    def key_of(self, address: ActorAddress) -> int | None:
+        """The key of our task actor at ``address`` (None: not one of ours).  Found by Thespian's comparison once,
+        then by the address's details: a later sender equal to them by hash and ``==`` is that same actor."""
+        details = getattr(address, "addressDetails", None)
+        try:
+            return self._known[details]
+        except (KeyError, TypeError):  # not met yet, or details that cannot be a key: compared as Thespian does
+            pass
+        key = next((key for key, known in self.address.items() if known == address), None)
+        if key is not None:
+            with contextlib.suppress(TypeError):
+                self._known[details] = key
+        return key
 
     def _carry_out(self, commands: list[HostCommand]) -> None:
         for command in commands:
             if isinstance(command, StartHost):
                 self.address[command.key] = self.create()
+                self._known.clear()
             elif isinstance(command, RetireHost):
+                self._known.clear()
                 self.send(self.address.pop(command.key), ActorExitRequest())
             elif isinstance(command, WakeIn):
                 self.wake(command.seconds)

@@ -146,6 +146,10 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE memory_facts ADD COLUMN vector_model TEXT",
         "ALTER TABLE memory_episodes ADD COLUMN vector_model TEXT",
     ],
+    [  # 17 (i33-super2): a new episode's repeat check (same title, summary, details, lesson) by index: it read the
+        # whole table at every done task's reflection, in the supervisor (0.27 ms of CPU more at 5,000 episodes)
+        "CREATE INDEX memory_episodes_by_title ON memory_episodes (title)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
