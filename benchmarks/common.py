@@ -131,10 +131,30 @@ def _poll_stats(client: Client, done: Callable[[dict[str, Any]], bool], timeout:
 
 def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.25,
                 states: frozenset[str] = TERMINAL) -> dict[str, int]:
-    """Poll ``stats`` until ``expected`` tasks are in ``states``; return the counts."""
-    stats = _poll_stats(client, lambda st: sum(n for state, n in st["tasks"].items() if state in states) >= expected,
-                        timeout, pause, f"waiting for {expected} tasks in {sorted(states)}")
-    return dict(stats["tasks"])
+    """Poll ``stats`` until ``expected`` tasks are in ``states``; return the counts.  Paced (``next_pause``): each
+    ``stats`` costs the supervisor and both pools six messages, which a measured run must not be made of."""
+    deadline = began = time.monotonic()
+    deadline += timeout
+    first: int | None = None
+    while True:
+        stats = client.stats()
+        reached = sum(n for state, n in stats["tasks"].items() if state in states)
+        if reached >= expected:
+            return dict(stats["tasks"])
+        now = time.monotonic()
+        if now >= deadline:
+            raise TimeoutError(f"after {timeout:g}s: waiting for {expected} tasks in {sorted(states)} "
+                               f"(last stats: tasks {stats['tasks']}, pools {stats['pools']})")
+        first = reached if first is None else first
+        time.sleep(min(next_pause(expected - reached, reached - first, now - began, pause), deadline - now))
+
+
+def next_pause(left: int, finished: int, elapsed_s: float, floor_s: float, ceiling_s: float = 5.0) -> float:
+    """Half the time the ``left`` tasks should take at the rate seen so far (``finished`` in ``elapsed_s``), within
+    [floor_s, ceiling_s]: a run is asked about a few times plus once per ``floor_s`` near its end."""
+    if finished <= 0 or elapsed_s <= 0:
+        return floor_s
+    return min(ceiling_s, max(floor_s, 0.5 * left * elapsed_s / finished))
 
 
 def wait_workers(client: Client, timeout: float = 30.0) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from actors.runtime import procs
-from benchmarks.common import every_task, pegasus_system, state_dir, wait_workers
+from benchmarks import common
+from benchmarks.common import every_task, next_pause, pegasus_system, state_dir, wait_counts, wait_workers
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HOLD_A_SYSTEM = """
@@ -75,3 +76,45 @@ def test_a_benchmark_ended_by_a_signal_stops_its_system_and_removes_its_state(si
             run.kill()
             run.wait()
         procs.kill_all(system, grace=0.5)
+
+
+class _Clock:
+    """``time`` as wait_counts uses it, without waiting: ``sleep`` moves ``monotonic``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class _Run:
+    """A system finishing 10 tasks a second after a warm-up task: ``stats`` as the harness reads it, counted."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock, self.began, self.asked = clock, clock.now, 0
+
+    def stats(self) -> dict[str, Any]:
+        self.asked += 1
+        return {"tasks": {"done": 1 + min(200, int(10 * (self.clock.now - self.began)))}, "pools": {}}
+
+
+def test_waiting_for_a_run_asks_stats_a_few_times_not_every_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33: a 20 s run was asked 80 times at 0.25 s; each ``stats`` is six messages through the supervisor and
+    both pools (~2 ms of the supervisor at load 32), 21% of its CPU per task at 50 ms stages."""
+    clock = _Clock()
+    monkeypatch.setattr(common, "time", clock)
+    run = _Run(clock)
+    assert wait_counts(run, 201, timeout=300, pause=0.25)["done"] == 201  # type: ignore[arg-type]
+    assert run.asked <= 15
+    assert clock.now - run.began <= 20.0 + 0.25 + 1e-9  # the end seen within one pause
+
+
+def test_the_pause_is_half_the_time_left_at_the_rate_seen_within_its_bounds() -> None:
+    assert next_pause(left=100, finished=0, elapsed_s=3.0, floor_s=0.25) == 0.25  # no rate yet
+    assert next_pause(left=100, finished=50, elapsed_s=5.0, floor_s=0.25) == 5.0  # 10 s left: 5
+    assert next_pause(left=2, finished=50, elapsed_s=5.0, floor_s=0.25) == 0.25
+    assert next_pause(left=1000, finished=10, elapsed_s=5.0, floor_s=0.25) == 5.0  # the ceiling
