@@ -27,6 +27,7 @@ from thespian.actors import (
 
 from actors import telemetry
 from actors.runtime import procs, sharing, titles
+from actors.wire.leaving import send_then
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
@@ -265,7 +266,9 @@ class StageWorker(ActorTypeDispatcher):
                                         request.run, command.call))
 
     def _answer(self, command: c.Answer) -> None:
-        self.send(command.to, _result(command.request, command.outcome, command.worker))
+        job = command.job  # its pool hears the job is over once the answer has left (pegasus.worker.core)
+        send_then(self, command.to, _result(command.request, command.outcome, command.worker),
+                  lambda: self._step(i.AnswerLeft(job)))
 
     def _return(self, command: c.Return) -> None:
         self.send(command.pool, WorkDone(command.job, _result(command.request, command.outcome, command.worker),

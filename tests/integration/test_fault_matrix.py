@@ -25,7 +25,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.client import Client
-from tests.support.processes import titled
+from tests.support import hold
+from tests.support.processes import paused, titled
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
 
@@ -216,3 +217,50 @@ def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path) -> None:
             os.kill(pool, signal.SIGCONT)
     assert_nothing_wedged(client, tasks, keys, poller, "tool pool stopped")
     poller.client.close()
+
+
+def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Path) -> None:
+    """A worker answers its requester itself and tells its pool the job is over.  Thespian sends one message
+    at a time to a peer: an answer behind one not yet acknowledged waits inside the worker's process.  Killed
+    then, the pool must still hold that job and fail it (the task goes on), not have forgotten it on the
+    worker's word: last session's wedge (two tasks in ``acting`` for good, their answers lost with the worker)."""
+    marks, release, released = tmp_path / "marks", tmp_path / "release", tmp_path / "released"
+    released.touch()
+    client = pegasus(tools={"plugins": [hold.PLUGIN, *PLUGIN["tools"]["plugins"]]},
+                     pools={"tool_workers": 1}, runtime={"task_actors_max": 1})
+    tool_pool = lambda: client.stats()["pools"]["tool"]  # noqa: E731
+
+    def marked(tag: str, until: Path) -> str:
+        return f"call mark_until {json.dumps({'path': str(marks), 'tag': tag, 'release': str(until)})}"
+
+    # a's first step opens the worker's connection to the task actor; its second holds the worker.
+    first = client.submit(f"call big_text {json.dumps({'tag': 'a', 'chars': 1})} and then {marked('a', release)}")
+    wait_for(lambda: keys_in(marks) == ["a"], what="a's second step holding the worker")
+    second = client.submit(marked("b", released))
+    wait_for(lambda: tool_pool()["queued"] == 1, what="b's step queued behind it")
+    worker = next(w["pid"] for w in tool_pool()["workers"])
+    task_actor = wait_for(lambda: one_titled("task actor")(client), what="the task actor's pid")
+    with paused(task_actor):  # it acknowledges nothing: a's answer is sent, b's waits in the worker behind it
+        release.touch()
+        wait_for(lambda: keys_in(marks) == ["a", "b"] and "poll" in _wchan(worker), what="b answered, in vain")
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: tool_pool()["replaced"] == 1, what="the killed worker replaced")
+    finals = {task: _final(client, task, 60) for task in (first["task_id"], second["task_id"])}
+    assert list(finals.values()) == ["done", "done"], finals
+
+
+def _wchan(pid: int) -> str:
+    """Where the process waits in the kernel (``poll``...: its loop, idle)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return ""
+
+
+def _final(client: Client, task: str, timeout: float) -> str:
+    """The task's end, or where it is stuck (its lifecycle and state) after ``timeout``."""
+    try:
+        return str(client.wait(task, timeout=timeout)["lifecycle_state"])
+    except TimeoutError:
+        now = client.get(task) or {}
+        return f"still {now.get('lifecycle_state')} in {now.get('state')}"
