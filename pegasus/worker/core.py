@@ -130,8 +130,8 @@ class WorkerCore:
         if work.known:  # (shapes only step down: taking them before a held job runs is never wrong)
             out.append(Adopt(work.known))
         streamed = self.streams and work.request.stage in LLM_STAGES
-        if self.awaiting_listing or (streamed and self.streaming is not None):
-            self.held.append((work, event.pool))
+        if self.awaiting_listing or self.leaving or (streamed and self.streaming is not None):
+            self.held.append((work, event.pool))  # (a prefetched job waits for the answer before it to leave)
             return
         job = Job(work, event.pool, self.wall_clock())
         request = work.request
@@ -208,10 +208,13 @@ class WorkerCore:
         free = self.leaving.pop(event.job, None)
         if free is not None:
             out.append(free)
+            self._serve_held(out)
 
     def _serve_held(self, out: Out) -> None:
-        # One Run at a time: the next held job is served once the carrier says the running one Ran.
-        while self.held and not self.awaiting_listing and self.streaming is None and not self.running:
+        # One Run at a time: the next held job is served once the carrier says the running one Ran, and its
+        # answer has left (a stage run meanwhile would keep the pool from hearing of it: its deadline passes).
+        while (self.held and not self.awaiting_listing and self.streaming is None and not self.running
+               and not self.leaving):
             self._requested(Requested(*self.held.popleft()), out)
 
     # -- the streamed stage --------------------------------------------------------------------

@@ -151,7 +151,10 @@ def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: 
                           polls_bounded: bool = True) -> None:
     """``polls_bounded``: False when the row bounds stats itself (after a whole restart the poller's polls
     span the time nothing could answer)."""
-    finals = [client.wait(task, timeout=180) for task in tasks]
+    deadline = time.monotonic() + 180
+    finals = [_ended(client, task, max(1.0, deadline - time.monotonic())) for task in tasks]
+    stuck = [task for task, final in zip(tasks, finals) if final is None]
+    assert not stuck, _wedged(client, stuck)
     times = poller.close()
     written = Counter(key.split("/")[0] for key in keys_in(keys))
     repeated = {key: n for key, n in Counter(keys_in(keys)).items() if n > 1}
@@ -245,8 +248,10 @@ def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Pa
         wait_for(lambda: keys_in(marks) == ["a", "b"] and "poll" in _wchan(worker), what="b answered, in vain")
         os.kill(worker, signal.SIGKILL)
         wait_for(lambda: tool_pool()["replaced"] == 1, what="the killed worker replaced")
-    finals = {task: _final(client, task, 60) for task in (first["task_id"], second["task_id"])}
-    assert list(finals.values()) == ["done", "done"], finals
+    tasks = [first["task_id"], second["task_id"]]
+    finals = [_ended(client, task, 60) for task in tasks]
+    assert None not in finals, _wedged(client, [task for task, final in zip(tasks, finals) if final is None])
+    assert [final["lifecycle_state"] for final in finals] == ["done", "done"], finals
 
 
 def _wchan(pid: int) -> str:
@@ -257,10 +262,23 @@ def _wchan(pid: int) -> str:
         return ""
 
 
-def _final(client: Client, task: str, timeout: float) -> str:
-    """The task's end, or where it is stuck (its lifecycle and state) after ``timeout``."""
+def _ended(client: Client, task: str, timeout: float) -> dict[str, Any] | None:
+    """The task as it ended, None if it has not within ``timeout``."""
     try:
-        return str(client.wait(task, timeout=timeout)["lifecycle_state"])
+        return client.wait(task, timeout=timeout)
     except TimeoutError:
-        now = client.get(task) or {}
-        return f"still {now.get('lifecycle_state')} in {now.get('state')}"
+        return None
+
+
+def _wedged(client: Client, stuck: list[str]) -> str:
+    """What the next wedge needs to be read: each stuck task's last transitions, each pool's workers and queue."""
+    lines = [f"{len(stuck)} task(s) wedged:"]
+    for task in stuck:
+        last = client.history(task)["cognitive"][-3:]
+        lines.append(f"  {task}: " + ", ".join(f"{t['from_state']} -{t['event']}-> {t['to_state']} {t['timestamp']}"
+                                              for t in last))
+    for name, pool in client.stats()["pools"].items():
+        workers = [(w["index"], w["pid"], w["busy"], w["tasks"]) for w in pool.get("workers", [])]
+        lines.append(f"  {name} pool: queued {pool.get('queued')}, replaced {pool.get('replaced')}, "
+                     f"workers (index, pid, busy, tasks) {workers}")
+    return "\n".join(lines)

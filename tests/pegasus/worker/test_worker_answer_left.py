@@ -27,6 +27,16 @@ def test_the_pool_is_told_a_job_is_over_only_once_its_answer_has_left_the_proces
     assert worker.step(AnswerLeft(9)) == []  # not a job it answered
 
 
+def test_a_job_handed_over_meanwhile_runs_once_the_answer_before_it_has_left() -> None:
+    """Run at once, a prefetched stage would block the worker's loop, where the answer leaves: the pool would
+    hear of the first job only after the second ran, past the first one's deadline."""
+    worker = Worker(answers_leave=False)
+    worker.ask(1)
+    assert worker.ask(2) == []  # held
+    out = worker.step(AnswerLeft(1))
+    assert [type(c).__name__ for c in out] == ["Free", "Run", "Answer"] and out[0] == Free(POOL, 1, {})
+
+
 class Wired:
     """A pool core and one worker core, their messages handed across at once; answers leave the worker's
     process only when the test says so (``leave``): what has not left when the worker dies is lost."""
