@@ -4,8 +4,8 @@ For every row: every task ends without a person (done, or failed with its
 interrupted effect named ``unknown``), no key is written twice, a task whose
 key was never written is one reported ``unknown``, and ``stats`` answers within
 ``STATS_S`` throughout (polled from a thread with its own client during the
-fault).  Plus a pool stopped (SIGSTOP) for up to 30 s.  Adding a row is one line:
-a kind, how to find its pid, and what the system needs (``ROWS``).
+fault).  Plus a pool stopped (SIGSTOP) for up to 30 s, and a worker killed with answers it had not sent
+yet.  Adding a row is one line: a kind, how to find its pid, and what the system needs (``ROWS``).
 """
 
 from __future__ import annotations
@@ -231,7 +231,9 @@ def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Pa
     released.touch()
     client = pegasus(tools={"plugins": [hold.PLUGIN, *PLUGIN["tools"]["plugins"]]},
                      pools={"tool_workers": 1}, runtime={"task_actors_max": 1})
-    tool_pool = lambda: client.stats()["pools"]["tool"]  # noqa: E731
+
+    def tool_pool() -> dict[str, Any]:
+        return client.stats()["pools"]["tool"]  # type: ignore[no-any-return]
 
     def marked(tag: str, until: Path) -> str:
         return f"call mark_until {json.dumps({'path': str(marks), 'tag': tag, 'release': str(until)})}"
