@@ -268,7 +268,14 @@ class StageWorker(ActorTypeDispatcher):
     def _answer(self, command: c.Answer) -> None:
         job = command.job  # its pool hears the job is over once the answer has left (pegasus.worker.core)
         send_then(self, command.to, _result(command.request, command.outcome, command.worker),
-                  lambda: self._step(i.AnswerLeft(job)))
+                  lambda: self._left(job))
+
+    def _left(self, job: int) -> None:
+        """(Maybe Thespian's send callback, in its loop: nothing may raise into it.)"""
+        try:
+            self._step(i.AnswerLeft(job))
+        except Exception:  # noqa: BLE001 - the pool's deadline ends the job
+            self.log.exception("worker_error", input="AnswerLeft", job=job)
 
     def _return(self, command: c.Return) -> None:
         self.send(command.pool, WorkDone(command.job, _result(command.request, command.outcome, command.worker),
