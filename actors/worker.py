@@ -27,6 +27,7 @@ from thespian.actors import (
 
 from actors import telemetry
 from actors.runtime import procs, sharing, titles
+from actors.wire.leaving import send_then
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
@@ -265,7 +266,16 @@ class StageWorker(ActorTypeDispatcher):
                                         request.run, command.call))
 
     def _answer(self, command: c.Answer) -> None:
-        self.send(command.to, _result(command.request, command.outcome, command.worker))
+        job = command.job  # its pool hears the job is over once the answer has left (pegasus.worker.core)
+        send_then(self, command.to, _result(command.request, command.outcome, command.worker),
+                  lambda: self._left(job))
+
+    def _left(self, job: int) -> None:
+        """(Maybe Thespian's send callback, in its loop: nothing may raise into it.)"""
+        try:
+            self._step(i.AnswerLeft(job))
+        except Exception:  # noqa: BLE001 - the pool's deadline ends the job
+            self.log.exception("worker_error", input="AnswerLeft", job=job)
 
     def _return(self, command: c.Return) -> None:
         self.send(command.pool, WorkDone(command.job, _result(command.request, command.outcome, command.worker),

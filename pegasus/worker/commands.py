@@ -100,7 +100,8 @@ class Refused:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Send the requester at ``to`` the outcome of ``request`` with ``worker`` as its worker record."""
+    """Send the requester at ``to`` the outcome of ``request`` with ``worker`` as its worker record; tell the
+    core ``AnswerLeft(job)`` once the answer has left this process (its ``Free`` waits for that)."""
 
     to: Any
     job: int

@@ -5,7 +5,9 @@ stage's text, MCP calls through the machine's host, and whether its pool is gone
 the commands out in order; it never raises, no I/O, clocks are parameters.  One stage at a time
 (the pool's size is its concurrency limit; a streamed stage runs in its own thread so a stop closes
 it at once).  Every job is answered exactly once, and an effectful step runs only on the journal's
-go for its job and key, so one waiting at a crash provably never ran (docs/architecture.md).
+go for its job and key, so one waiting at a crash provably never ran (docs/architecture.md).  The pool
+is told a job is over only once its answer has left this process: a worker killed with an answer still
+inside leaves the job to its pool, which fails it (the task goes on), never a task waiting for good.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pegasus.worker.commands import (
 )
 from pegasus.worker.host_calls import Asked, HostCalls
 from pegasus.worker.inputs import (
-    ChildExited, Closing, Configured, Heard, HostAnswered, HostCheckDue, HostFound, HostHolds, Journalled,
+    AnswerLeft, ChildExited, Closing, Configured, Heard, HostAnswered, HostCheckDue, HostFound, HostHolds, Journalled,
     ListingDue, Listed, Loaded, OrphanDue, Outcome, Pinged, Ran, Requested, StopAsked, WorkAsk, WorkerInput,
 )
 from pegasus.worker.steps import machine_call, tool_of
@@ -68,12 +70,13 @@ class WorkerCore:
         self.awaiting_listing = False  # machine-scope MCP servers not yet started or failed once
         self.starting: dict[int, Job] = {}  # effectful steps waiting for the journal's go, by job
         self.running: dict[int, Job] = {}  # handed to the carrier to run (Run), until it says Ran
+        self.leaving: dict[int, Free] = {}  # answered jobs whose answer has not left the process yet: their Free
         self.streaming: Streaming | None = None
         self.calls = HostCalls()
         self.watch = PoolWatch(orphan_after_s(ConventionSettings()))  # a member's worker whose pool is gone exits
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
             Configured: self._configure, Loaded: self._loaded, Requested: self._requested,
-            Journalled: self._journalled, Ran: self._ran, Heard: self._heard, StopAsked: self._stop,
+            Journalled: self._journalled, Ran: self._ran, AnswerLeft: self._answer_left, Heard: self._heard, StopAsked: self._stop,
             Pinged: self._pinged, Listed: self._listed, ListingDue: self._listing_due, HostFound: self._host_found,
             HostAnswered: self._host_answered, HostHolds: self._host_holds, HostCheckDue: self._host_check_due,
             ChildExited: self._child_exited, OrphanDue: self._orphan_due, Closing: self._closing,
@@ -127,8 +130,8 @@ class WorkerCore:
         if work.known:  # (shapes only step down: taking them before a held job runs is never wrong)
             out.append(Adopt(work.known))
         streamed = self.streams and work.request.stage in LLM_STAGES
-        if self.awaiting_listing or (streamed and self.streaming is not None):
-            self.held.append((work, event.pool))
+        if self.awaiting_listing or self.leaving or (streamed and self.streaming is not None):
+            self.held.append((work, event.pool))  # (a prefetched job waits for the answer before it to leave)
             return
         job = Job(work, event.pool, self.wall_clock())
         request = work.request
@@ -196,12 +199,22 @@ class WorkerCore:
             # read the requester's next request first: two senders, two connections, no order between them.)
             out.append(Return(job.pool, job.number, work.request, outcome, worker, pooled))
             return
-        out.extend([Answer(work.reply_to, job.number, work.request, outcome, worker),
-                    Free(job.pool, job.number, pooled)])
+        # The pool forgets the job on its Free: sent before the answer has left, a death between them (the
+        # answer waiting behind an unacknowledged one to the same requester) would lose the answer unseen.
+        self.leaving[job.number] = Free(job.pool, job.number, pooled)
+        out.append(Answer(work.reply_to, job.number, work.request, outcome, worker))
+
+    def _answer_left(self, event: AnswerLeft, out: Out) -> None:
+        free = self.leaving.pop(event.job, None)
+        if free is not None:
+            out.append(free)
+            self._serve_held(out)
 
     def _serve_held(self, out: Out) -> None:
-        # One Run at a time: the next held job is served once the carrier says the running one Ran.
-        while self.held and not self.awaiting_listing and self.streaming is None and not self.running:
+        # One Run at a time: the next held job is served once the carrier says the running one Ran, and its
+        # answer has left (a stage run meanwhile would keep the pool from hearing of it: its deadline passes).
+        while (self.held and not self.awaiting_listing and self.streaming is None and not self.running
+               and not self.leaving):
             self._requested(Requested(*self.held.popleft()), out)
 
     # -- the streamed stage --------------------------------------------------------------------
@@ -280,7 +293,8 @@ class WorkerCore:
             out.append(Arm(self.watch.check_period_s, OrphanDue()))
 
     def _orphan_due(self, event: OrphanDue, out: Out) -> None:
-        idle = self.streaming is None and not (self.held or self.starting or self.running or self.calls.asking)
+        idle = self.streaming is None and not (self.held or self.starting or self.running or self.leaving
+                                               or self.calls.asking)
         if self.watch.orphaned(self.clock(), idle):
             # Its leader died or was cut off (and declared this member gone): a new leader places its own
             # workers, so this one only takes room.

@@ -108,6 +108,14 @@ class Ran:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerLeft:
+    """Job ``job``'s answer has left this process: written whole to its connection (the kernel's to deliver
+    now, whatever becomes of this process), delivered, or failed for good.  Said once or more."""
+
+    job: int
+
+
+@dataclass(frozen=True, slots=True)
 class Heard:
     """The streamed stage's thread woke the loop: the text taken since (seq, call, text), and whether
     it has ended (then its result, None if it has none, and its CPU seconds)."""
@@ -195,5 +203,5 @@ class OrphanDue:
     """Time to look whether this worker's pool is gone (pegasus.pool.contact.PoolWatch)."""
 
 
-WorkerInput = (Configured | Loaded | Requested | Journalled | Ran | Heard | StopAsked | Pinged | Listed | HostFound
-               | HostAnswered | HostHolds | ChildExited | Closing | ListingDue | HostCheckDue | OrphanDue)
+WorkerInput = (Configured | Loaded | Requested | Journalled | Ran | AnswerLeft | Heard | StopAsked | Pinged | Listed
+               | HostFound | HostAnswered | HostHolds | ChildExited | Closing | ListingDue | HostCheckDue | OrphanDue)

@@ -4,8 +4,8 @@ For every row: every task ends without a person (done, or failed with its
 interrupted effect named ``unknown``), no key is written twice, a task whose
 key was never written is one reported ``unknown``, and ``stats`` answers within
 ``STATS_S`` throughout (polled from a thread with its own client during the
-fault).  Plus a pool stopped (SIGSTOP) for up to 30 s.  Adding a row is one line:
-a kind, how to find its pid, and what the system needs (``ROWS``).
+fault).  Plus a pool stopped (SIGSTOP) for up to 30 s, and a worker killed with answers it had not sent
+yet.  Adding a row is one line: a kind, how to find its pid, and what the system needs (``ROWS``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.client import Client
-from tests.support.processes import titled
+from tests.support import hold
+from tests.support.processes import paused, titled
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
 
@@ -150,7 +151,10 @@ def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: 
                           polls_bounded: bool = True) -> None:
     """``polls_bounded``: False when the row bounds stats itself (after a whole restart the poller's polls
     span the time nothing could answer)."""
-    finals = [client.wait(task, timeout=180) for task in tasks]
+    deadline = time.monotonic() + 180
+    finals = [_ended(client, task, max(1.0, deadline - time.monotonic())) for task in tasks]
+    stuck = [task for task, final in zip(tasks, finals) if final is None]
+    assert not stuck, _wedged(client, stuck)
     times = poller.close()
     written = Counter(key.split("/")[0] for key in keys_in(keys))
     repeated = {key: n for key, n in Counter(keys_in(keys)).items() if n > 1}
@@ -216,3 +220,67 @@ def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path) -> None:
             os.kill(pool, signal.SIGCONT)
     assert_nothing_wedged(client, tasks, keys, poller, "tool pool stopped")
     poller.client.close()
+
+
+def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Path) -> None:
+    """A worker answers its requester itself and tells its pool the job is over.  Thespian sends one message
+    at a time to a peer: an answer behind one not yet acknowledged waits inside the worker's process.  Killed
+    then, the pool must still hold that job and fail it (the task goes on), not have forgotten it on the
+    worker's word: last session's wedge (two tasks in ``acting`` for good, their answers lost with the worker)."""
+    marks, release, released = tmp_path / "marks", tmp_path / "release", tmp_path / "released"
+    released.touch()
+    client = pegasus(tools={"plugins": [hold.PLUGIN, *PLUGIN["tools"]["plugins"]]},
+                     pools={"tool_workers": 1}, runtime={"task_actors_max": 1})
+
+    def tool_pool() -> dict[str, Any]:
+        return client.stats()["pools"]["tool"]  # type: ignore[no-any-return]
+
+    def marked(tag: str, until: Path) -> str:
+        return f"call mark_until {json.dumps({'path': str(marks), 'tag': tag, 'release': str(until)})}"
+
+    # a's first step opens the worker's connection to the task actor; its second holds the worker.
+    first = client.submit(f"call big_text {json.dumps({'tag': 'a', 'chars': 1})} and then {marked('a', release)}")
+    wait_for(lambda: keys_in(marks) == ["a"], what="a's second step holding the worker")
+    second = client.submit(marked("b", released))
+    wait_for(lambda: tool_pool()["queued"] == 1, what="b's step queued behind it")
+    worker = next(w["pid"] for w in tool_pool()["workers"])
+    task_actor = wait_for(lambda: one_titled("task actor")(client), what="the task actor's pid")
+    with paused(task_actor):  # it acknowledges nothing: a's answer is sent, b's waits in the worker behind it
+        release.touch()
+        wait_for(lambda: keys_in(marks) == ["a", "b"] and "poll" in _wchan(worker), what="b answered, in vain")
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: tool_pool()["replaced"] == 1, what="the killed worker replaced")
+    tasks = [first["task_id"], second["task_id"]]
+    finals = [_ended(client, task, 60) for task in tasks]
+    assert None not in finals, _wedged(client, [task for task, final in zip(tasks, finals) if final is None])
+    assert [final["lifecycle_state"] for final in finals] == ["done", "done"], finals
+
+
+def _wchan(pid: int) -> str:
+    """Where the process waits in the kernel (``poll``...: its loop, idle)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return ""
+
+
+def _ended(client: Client, task: str, timeout: float) -> dict[str, Any] | None:
+    """The task as it ended, None if it has not within ``timeout``."""
+    try:
+        return client.wait(task, timeout=timeout)
+    except TimeoutError:
+        return None
+
+
+def _wedged(client: Client, stuck: list[str]) -> str:
+    """What the next wedge needs to be read: each stuck task's last transitions, each pool's workers and queue."""
+    lines = [f"{len(stuck)} task(s) wedged:"]
+    for task in stuck:
+        last = client.history(task)["cognitive"][-3:]
+        lines.append(f"  {task}: " + ", ".join(f"{t['from_state']} -{t['event']}-> {t['to_state']} {t['timestamp']}"
+                                              for t in last))
+    for name, pool in client.stats()["pools"].items():
+        workers = [(w["index"], w["pid"], w["busy"], w["tasks"]) for w in pool.get("workers", [])]
+        lines.append(f"  {name} pool: queued {pool.get('queued')}, replaced {pool.get('replaced')}, "
+                     f"workers (index, pid, busy, tasks) {workers}")
+    return "\n".join(lines)

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from pegasus.config import Settings
-from pegasus.worker.commands import FindHost, Run, SetUp, WorkerCommand
+from pegasus.worker.commands import Answer, FindHost, Run, SetUp, WorkerCommand
 from pegasus.worker.core import WorkerCore
-from pegasus.worker.inputs import Configured, HostFound, Loaded, Ran, Requested, WorkerInput
+from pegasus.worker.inputs import AnswerLeft, Configured, HostFound, Loaded, Ran, Requested, WorkerInput
 
 POOL = "pool"
 IDENTITY = {"pid": 4242, "host": "box", "member": None, "admin_port": 19000}
@@ -69,15 +69,18 @@ class Clock:
 class Worker:
     """``step`` carries out what only the carrier can, as it does, at once: SetUp -> Loaded, FindHost ->
     HostFound at ``host-1``, ``host-2``...; Run -> Ran with ``run(request)`` (when ``runs``; otherwise the
-    Run is left for the test to answer)."""
+    Run is left for the test to answer); Answer -> AnswerLeft, as for an answer written whole at once (when
+    ``answers_leave``; otherwise the test says when it has left)."""
 
     def __init__(self, settings: Settings | None = None, *, machine: frozenset[str] = frozenset(),
                  effects: dict[str, str] | None = None, runs: bool = True,
-                 run: Callable[[Any], Result] | None = None, configure: bool = True) -> None:
+                 run: Callable[[Any], Result] | None = None, configure: bool = True,
+                 answers_leave: bool = True) -> None:
         self.clock, self.wall = Clock(), Clock(1_700_000_000.0)
         self.core = WorkerCore(IDENTITY, self.clock, self.wall)
         self.machine, self.effects = machine, effects or {}
         self.runs, self.run = runs, run or (lambda request: Result(f"ran {request.task_id}"))
+        self.answers_leave = answers_leave
         self.hosts = 0
         self.started: list[WorkerCommand] = []
         if configure:
@@ -94,6 +97,8 @@ class Worker:
                 done += self.step(HostFound(f"host-{self.hosts}"))
             elif isinstance(command, Run) and self.runs:
                 done += self.step(Ran(command.job, self.run(command.request), 0.002))
+            elif isinstance(command, Answer) and self.answers_leave:
+                done += self.step(AnswerLeft(command.job))
         return done
 
     def ask(self, job: int, task_id: str | None = None, **fields: Any) -> list[WorkerCommand]:
