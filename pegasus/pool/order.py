@@ -99,13 +99,19 @@ class WaitQueue:
         best = self._top(self._by_order)
         if best is None or best.lane != LOW:
             return best
-        return best if idle and spare() >= int(workers * LOW_RESERVE) else None
+        return best if idle and self._low_fits(workers, spare) else None
 
-    def ordered(self, workers: int) -> list[Waiting]:
-        """Every request in hand-out order (a rate budget reads on past those it refuses)."""
+    def ordered(self, workers: int, spare: Callable[[], int]) -> list[Waiting]:
+        """What an idle worker may take, in hand-out order (a rate budget reads on past those it refuses)."""
         overdue = sorted((w for w in self._live.values() if self.overdue(w, workers)), key=lambda w: w.mark)
-        rest = sorted((w for w in self._live.values() if not self.overdue(w, workers)), key=order_key)
+        low = self._low_fits(workers, spare)
+        rest = sorted((w for w in self._live.values() if not self.overdue(w, workers) and (low or w.lane != LOW)),
+                      key=order_key)
         return overdue + rest
+
+    @staticmethod
+    def _low_fits(workers: int, spare: Callable[[], int]) -> bool:
+        return spare() >= int(workers * LOW_RESERVE)
 
     def _top(self, heap: list[tuple[Any, int, Waiting]]) -> Waiting | None:
         while heap and self._live.get(heap[0][2].seq) is not heap[0][2]:

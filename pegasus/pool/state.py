@@ -163,7 +163,7 @@ class PoolState:
         refused: dict[str, float] = {}
         full: set[str] = set()
         self.blocked = frozenset()
-        for waiting in self.queue.ordered(len(self.slots)):
+        for waiting in self.queue.ordered(len(self.slots), self._spare):
             tier = budget.tier_of(waiting.request.stage, waiting.request.tier)
             if tier in refused or tier in full:
                 continue
