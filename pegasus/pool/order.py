@@ -2,7 +2,7 @@
 first come first, the low lane (post-task reflections) last and only beside a reserve of idle workers.
 
 First come beats oldest task first and later stage first at the tail of many tasks in flight (simulated:
-docs/performance.md, "600 in flight").  No request waits for ever: once ``BYPASS_ROUNDS`` x the pool's
+docs/performance.md, "The pool's order at the tail").  No request waits for ever: once ``BYPASS_ROUNDS`` x the pool's
 workers requests were handed out since it came, it goes before all others not overdue, in arrival order.
 """
 
@@ -18,8 +18,8 @@ from pegasus.pool.inputs import StageAsk
 from pegasus.task.names import StageName
 
 # The lowest lane: handed out only when no other request waits, and only to an idle worker (never prefetched
-# behind a busy one), so it never delays a task's stage (the post-task reflector, the background job giving
-# memory rows their vectors) -- until it is overdue.
+# behind a busy one) that leaves LOW_RESERVE of the workers idle, so it never takes the worker a task's next
+# stage needs (the post-task reflector, the background job giving memory rows their vectors); until overdue.
 LOW_PRIORITY = frozenset({StageName.POST_REFLECT, StageName.EMBED_ROWS})
 FRONT, STAGE, LOW = 0, 1, 2  # lanes: work handed out before and coming back (a worker lost, rate-limited); the rest
 BYPASS_ROUNDS = 32  # a request is overdue once this many x the pool's workers later ones were handed out
