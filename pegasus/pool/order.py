@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,13 +46,14 @@ def order_key(waiting: Waiting) -> tuple[int, int, int]:
 
 class WaitQueue:
     """The requests a pool holds, in ``order_key`` order, with the wait bound.  Removal is lazy (O(log n) a
-    hand-out): a heap entry whose request left the queue is skipped when it comes up."""
+    hand-out): an entry whose request left the queue is skipped when it comes up.  Marks only grow, so the
+    arrival order is a deque."""
 
     def __init__(self) -> None:
         self.handouts = 0
         self._live: dict[int, Waiting] = {}  # seq -> the request waiting under it
         self._by_order: list[tuple[tuple[int, int, int], int, Waiting]] = []
-        self._by_arrival: list[tuple[int, int, Waiting]] = []
+        self._by_arrival: deque[Waiting] = deque()
         self._tickets = itertools.count()
 
     def __len__(self) -> int:
@@ -70,7 +72,7 @@ class WaitQueue:
         self._live[waiting.seq] = waiting
         ticket = next(self._tickets)
         heapq.heappush(self._by_order, (order_key(waiting), ticket, waiting))
-        heapq.heappush(self._by_arrival, (waiting.mark, ticket, waiting))
+        self._by_arrival.append(waiting)
 
     def remove(self, waiting: Waiting) -> None:
         if self._live.get(waiting.seq) is waiting:
@@ -93,9 +95,11 @@ class WaitQueue:
         """What to hand out next to a worker (``idle``: one running nothing; ``spare``: the other idle ones) of
         a pool of ``workers``: the earliest-come overdue request, else the first in order; a LOW one only to
         an idle worker that leaves ``LOW_RESERVE`` of the workers idle beside it."""
-        oldest = self._top(self._by_arrival)
-        if oldest is not None and self.overdue(oldest, workers):
-            return oldest
+        arrival, live = self._by_arrival, self._live
+        while arrival and live.get(arrival[0].seq) is not arrival[0]:
+            arrival.popleft()  # left the queue
+        if arrival and self.overdue(arrival[0], workers):
+            return arrival[0]
         best = self._top(self._by_order)
         if best is None or best.lane != LOW:
             return best
@@ -113,7 +117,7 @@ class WaitQueue:
     def _low_fits(workers: int, spare: Callable[[], int]) -> bool:
         return spare() >= int(workers * LOW_RESERVE)
 
-    def _top(self, heap: list[tuple[Any, int, Waiting]]) -> Waiting | None:
+    def _top(self, heap: list[tuple[tuple[int, int, int], int, Waiting]]) -> Waiting | None:
         while heap and self._live.get(heap[0][2].seq) is not heap[0][2]:
             heapq.heappop(heap)  # left the queue
         return heap[0][2] if heap else None
@@ -122,6 +126,5 @@ class WaitQueue:
         """Drop the entries of requests gone once they outnumber the live ones (a canceled task's many)."""
         if len(self._by_order) > 2 * len(self._live) + 64:
             self._by_order = [e for e in self._by_order if self._live.get(e[2].seq) is e[2]]
-            self._by_arrival = [e for e in self._by_arrival if self._live.get(e[2].seq) is e[2]]
+            self._by_arrival = deque(w for w in self._by_arrival if self._live.get(w.seq) is w)
             heapq.heapify(self._by_order)
-            heapq.heapify(self._by_arrival)
