@@ -176,7 +176,7 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
-            tier=stage.tier))
+            tier=stage.tier, priority=stage.priority))
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what

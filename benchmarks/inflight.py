@@ -9,6 +9,7 @@ N = 20, 200 ms stages, 8 + 4 workers.  ``python -m benchmarks.charts x.json docs
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -43,6 +44,7 @@ QUICK = {"latency_ms": 200.0, "llm_workers": 8, "tool_workers": 4}
 QUICK_SIZE = 20
 BATCH = 100
 SAMPLE_S = 1.0
+TAIL_SHARE = 0.25  # the llm pool's idle share is given for the last quarter of its busy span (the tail)
 PSS_SHARE = 0.1  # the most of one core the sampler's PSS readings may take
 GUESS_LLM_STAGES = 4  # a classic "what is i + 1?" task: perceive, think, plan, reflect (the timeout's guess only)
 GUARD_SHARE, GUARD_FLOOR_KIB = 0.6, 1024 * 1024
@@ -171,6 +173,35 @@ def _wait(system: System, tasks: int, timeout: float, sampler: Sampler) -> tuple
         time.sleep(1.0)
 
 
+def occupancy(spans: list[tuple[float, float]], workers: int, tail_share: float = TAIL_SHARE,
+              bin_s: float = 2.0) -> dict[str, Any]:
+    """How busy a pool's ``workers`` were with these (start, end) stage spans: from the first start to the last
+    end, its whole-pool seconds idle, the idle share of its last ``tail_share`` of that time (the tail), and
+    its busy share in each ``bin_s`` from the first start."""
+    if not spans or workers < 1:
+        return {}
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    tail = last - tail_share * (last - first)
+    busy = sum(e - s for s, e in spans)
+    tail_busy = sum(max(0.0, e - max(s, tail)) for s, e in spans)
+    bins = [sum(max(0.0, min(e, at + bin_s) - max(s, at)) for s, e in spans) / workers / bin_s
+            for at in (first + k * bin_s for k in range(math.ceil((last - first) / bin_s)))]
+    return {"span_s": round(last - first, 3), "idle_s": round(last - first - busy / workers, 3),
+            "tail_s": round(last - tail, 3), "tail_idle_share": round(1 - tail_busy / workers / max(last - tail, 1e-9), 3),
+            "busy_share_by_bin": [round(b, 2) for b in bins], "bin_s": bin_s}
+
+
+def _pool_spans(system: System, ids: list[str], pool: str) -> list[tuple[float, float]]:
+    """(start, end) of every stage every task ran on ``pool`` (its worker's wall clock)."""
+    spans = []
+    for task_id in ids:
+        for stage in system.client.get(task_id)["stages"]:
+            started, finished = stage.get("started"), stage.get("finished")
+            if stage.get("pool") == pool and isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+                spans.append((float(started), float(finished)))
+    return spans
+
+
 def _stages_per_task(system: System, ids: list[str]) -> tuple[dict[str, float], float]:
     """Mean stages per task on each pool over a sample of the tasks, and the earliest stage start in it."""
     sample = sorted(set(ids[:10] + ids[:: max(1, len(ids) // 40)]))
@@ -241,6 +272,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
                           **bound_s(tasks, stages, {pool: workers.get(pool, 1) for pool in stages}, latency_s))
             result["ratio"] = round(result["bound_s"] / result["completion_s"], 3)
             result["bound_tasks_per_s"] = round(tasks / result["bound_s"], 3)
+            result["llm_pool"] = occupancy(_pool_spans(system, ids, llm), workers[llm])
     result["wall_s"] = round(time.monotonic() - began, 3)
     return result
 
@@ -281,6 +313,9 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
         check(f"N={n}: PSS per task in flight ((peak - idle {result['idle_pss_mib']} MiB) / N)",
               (result["peak_pss_mib"] - result["idle_pss_mib"]) / n, "MiB"),
     ]
+    if pool := result.get("llm_pool"):
+        rows.append(check(f"N={n}: llm pool idle, whole-pool seconds of its {pool['span_s']} s busy span "
+                          f"(last {pool['tail_s']} s: {100 * pool['tail_idle_share']:.0f}% idle)", pool["idle_s"], "s"))
     ceiling = result["task_actor_ceiling"]
     rows.append(check(f"N={n}: peak processes (idle {result['idle_processes']}; task actors at most "
                       f"{result['peak_task_actors']})", result["peak_processes"], "processes",

@@ -73,6 +73,7 @@ class StageRequest(_Brief):
     run: int = 0  # the task's run that asked (the supervisor refuses a step of a run that is over)
     texts: tuple[str, ...] = ()  # what an embed stage embeds (pegasus.cognitive.stages.EMBED_STAGES)
     tier: str | None = None  # the task's model tier (``submit --tier``), read by the llm pool's budget
+    priority: int = 5  # its task's (lower first, as admission): the pool's order (pegasus.pool.order)
 
     def __getstate__(self) -> dict[str, Any]:
         return StageRequest.__dict__["context"].pickled(self.__dict__)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,8 @@ from pegasus.pool.inputs import (
 )
 from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
-from pegasus.pool.state import Job, Member, Out, Waiting, member_name_of
+from pegasus.pool.order import Waiting
+from pegasus.pool.state import Job, Member, Out, member_name_of
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Restart, StartAgain, Started, Supervision
 from pegasus.supervision import Exited as Died
 from pegasus.task.names import PoolName
@@ -199,7 +199,7 @@ class PoolCore(Pinging):
                             f"({self.config.queue_limit} waiting)", "queue_full"))
             return
         self.next_seq += 1
-        self.queue.append(Waiting(self.next_seq, event.request, event.requester))
+        self.queue.add(Waiting(self.next_seq, event.request, event.requester))
         self._watch_starved(out)
         if self.budget is not None and self.budget_armed and \
                 self.budget.tier_of(event.request.stage, event.request.tier) in self.blocked:
@@ -250,7 +250,7 @@ class PoolCore(Pinging):
                                                    "requeues": job.requeues + 1, "again": again}))
         if again:
             self.next_seq += 1
-            self.queue.appendleft(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1))
+            self.queue.add(Waiting(self.next_seq, job.request, job.requester, requeues=job.requeues + 1), front=True)
         else:
             error = getattr(event.result, "error", None) or "the endpoint answered 429"
             out.append(Fail(job.requester, job.request, f"RateLimited: {error} (sent {job.requeues + 1} times: "
@@ -275,7 +275,7 @@ class PoolCore(Pinging):
         self._arm(out)
 
     def _starve_due(self, event: StarveDue, out: Out) -> None:
-        waiting = next((w for w in self.queue if w.seq == event.seq), None)
+        waiting = self.queue.get(event.seq)
         if waiting is None:
             return
         waiting.watched = False
@@ -342,7 +342,7 @@ class PoolCore(Pinging):
         """A canceled task's work: queued requests are dropped, a running stage's worker is
         ended and replaced (a blocking call cannot be interrupted otherwise), a held one
         still runs (see below); nobody waits for those answers any more."""
-        self.queue = deque(w for w in self.queue if w.request.task_id != event.task_id)
+        self.queue.drop_task(event.task_id)
         for job_id, job in list(self.jobs.items()):
             if job.request.task_id != event.task_id or job_id not in self.jobs:
                 continue

@@ -30,6 +30,8 @@ class StageAsk(Protocol):
     def context(self) -> Any: ...  # read only under a rate budget (its tokens are estimated)
     @property
     def tier(self) -> str | None: ...  # its task's model tier (None: its stage's), read by a rate budget
+    @property
+    def priority(self) -> int: ...  # its task's (lower first, as admission): the pool's order (pegasus.pool.order)
 
 
 class PoolSpec(Protocol):

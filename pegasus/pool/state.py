@@ -15,14 +15,10 @@ from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, S
 from pegasus.pool.contact import Contact
 from pegasus.pool.endpoints import EndpointLimits
 from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, RespawnDue, StageAsk, StarveDue
+from pegasus.pool.order import WaitQueue, Waiting
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
-from pegasus.task.names import StageName
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
-# The lowest priority: handed out only when no other request waits, and only to an idle worker (never
-# prefetched behind a busy one), so it never delays a task's stage (the post-task reflector, the
-# background job giving memory rows their vectors).
-LOW_PRIORITY = frozenset({StageName.POST_REFLECT, StageName.EMBED_ROWS})
 
 Out = list[PoolCommand]
 
@@ -79,16 +75,6 @@ class Job:
     reruns: int = 0  # times it ran again because its worker was lost with its member
 
 
-@dataclass
-class Waiting:
-    seq: int
-    request: StageAsk
-    requester: Any
-    watched: bool = False  # a StarveDue is pending for it
-    requeues: int = 0  # times it came back rate-limited (llm pool)
-    reruns: int = 0  # see Job.reruns
-
-
 def member_name_of(capabilities: dict[str, Any]) -> str | None:
     """The name a convention member advertises, if it is a Pegasus admin."""
     name = capabilities.get(MEMBER_CAPABILITY)
@@ -102,7 +88,7 @@ class PoolState:
         self.name, self.me, self.lead, self.placement_timeout_s = "?", "", False, 0.0
         self.slots: dict[int, Slot] = {}
         self.idle: deque[int] = deque()
-        self.queue: deque[Waiting] = deque()
+        self.queue = WaitQueue()  # in hand-out order (pegasus.pool.order)
         self.jobs: dict[int, Job] = {}
         self.members: dict[str, Member] = {}
         self.deadlines: list[tuple[float, int]] = []  # heap of (clock due, job)
@@ -136,8 +122,10 @@ class PoolState:
 
     def _dispatch(self, out: Out) -> None:
         while self.queue and (slot := self._next_slot()) is not None:
-            position = self._first(idle=not slot.jobs)
-            if position is None:  # only low-priority requests wait, and this worker is busy
+            waiting = self.queue.first(idle=not slot.jobs, workers=len(self.slots), spare=self._spare)
+            if waiting is None:  # only low-priority requests wait, and this worker is busy or kept for stages
+                if not slot.jobs:
+                    self.idle.appendleft(slot.index)
                 return
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
                 found = self._admitted(self.budget)
@@ -150,9 +138,8 @@ class PoolState:
                         self.budget_armed = True
                         out.append(Arm(found, BudgetDue()))
                     return
-                position = found
-            waiting = self.queue[position]
-            del self.queue[position]
+                waiting = found
+            self.queue.take(waiting)
             self.next_job += 1
             job = self.next_job
             self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
@@ -163,24 +150,12 @@ class PoolState:
             if len(slot.jobs) == 1:
                 self._started(slot, out)
 
-    def _first(self, *, idle: bool) -> int | None:
-        """The queue position of the first request to hand out: the first not of LOW_PRIORITY, else
-        (to an idle worker) the first of it.  Reads past position 0 only while low ones wait first."""
-        low = None
-        for position, waiting in enumerate(self.queue):
-            if waiting.request.stage not in LOW_PRIORITY:
-                return position
-            if low is None:
-                low = position
-        return low if idle else None
+    def _spare(self) -> int:
+        """Idle workers (besides one just taken off ``idle``)."""
+        return sum(1 for index in self.idle if (s := self.slots.get(index)) is not None and s.ready and not s.jobs)
 
-    def _ordered(self) -> list[int]:
-        """Queue positions in the order requests are handed out: the others first, then LOW_PRIORITY."""
-        stages = [waiting.request.stage in LOW_PRIORITY for waiting in self.queue]
-        return [p for p, low in enumerate(stages) if not low] + [p for p, low in enumerate(stages) if low]
-
-    def _admitted(self, budget: LlmBudget) -> int | float | None:
-        """The queue position of the first request its tier's budget and endpoint admit now, else the
+    def _admitted(self, budget: LlmBudget) -> Waiting | float | None:
+        """The first request (in hand-out order) its tier's budget and endpoint admit now, else the
         shortest wait for a budget, else None (every tier waiting is at its endpoint's limit).
 
         Requests of one tier keep their order (a refused one stays first of its tier); one of a
@@ -188,8 +163,7 @@ class PoolState:
         refused: dict[str, float] = {}
         full: set[str] = set()
         self.blocked = frozenset()
-        for position in self._ordered():
-            waiting = self.queue[position]
+        for waiting in self.queue.ordered(len(self.slots), self._spare):
             tier = budget.tier_of(waiting.request.stage, waiting.request.tier)
             if tier in refused or tier in full:
                 continue
@@ -200,7 +174,7 @@ class PoolState:
                 continue
             wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage, tier)
             if wait <= 0:
-                return position
+                return waiting
             refused[tier] = wait
             if len(refused) + len(full) == budget.tier_count:
                 break  # every tier is refused: the rest of the queue need not be read
@@ -277,8 +251,8 @@ class PoolState:
             self.budget.release(running)  # admitted again when it runs again
         for job_id in reversed([running, *held] if rerun else held):
             if (job := self.jobs.pop(job_id, None)) is not None and not job.canceled:
-                self.queue.appendleft(Waiting(job.seq, job.request, job.requester, requeues=job.requeues,
-                                              reruns=job.reruns + (job_id == running)))
+                self.queue.add(Waiting(job.seq, job.request, job.requester, requeues=job.requeues,
+                                       reruns=job.reruns + (job_id == running)), front=True)
         if (job := self.jobs.pop(running, None)) is not None:
             if self.budget is not None:
                 self.budget.release(running)

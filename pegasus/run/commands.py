@@ -36,6 +36,7 @@ class SendStage:
     step_index: int | None = None
     idempotency_key: str | None = None
     journal: bool = False
+    priority: int = 5  # the task's: the pool's order (pegasus.pool.order)
 
     @property
     def tier(self) -> str | None:

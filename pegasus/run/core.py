@@ -308,7 +308,7 @@ class TaskRun:
         pool = PoolName.MEMORY if work.step_index is not None and is_memory_tool(self._tool(work.step_index)) \
             else work.pool
         self._out.append(SendStage(pool, fsm.task_id, self.run, self.token, work.stage, fsm.machine.name,
-                                   fsm.context, work.step_index, key, journal))
+                                   fsm.context, work.step_index, key, journal, fsm.priority))
 
     def _act_failed(self, answer: StageAnswer, stage: dict[str, Any]) -> None:
         """A tool step came back failed.  The journal decides whether an effectful one ran:

@@ -43,7 +43,7 @@ class HeldReflections:
             return None
         snapshot = stopped.snapshot
         stage = SendStage(PoolName.LLM, stopped.task_id, stopped.run, token, StageName.POST_REFLECT,
-                          snapshot.machine, snapshot.context)
+                          snapshot.machine, snapshot.context, priority=snapshot.priority)
         self.waiting.append(stage)
         return stage
 

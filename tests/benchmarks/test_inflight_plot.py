@@ -102,3 +102,11 @@ def test_plot_refuses_a_report_without_the_scenario(tmp_path: Path, capsys: pyte
     assert charts.main([str(other), str(tmp_path / "out.svg")]) == 2
     assert "no 'inflight' scenario" in capsys.readouterr().err
     assert not (tmp_path / "out.svg").exists()
+
+
+def test_the_llm_pools_occupancy_says_its_idle_seconds_and_its_tails_idle_share() -> None:
+    """Two workers: both busy 0-2 s, one 2-4 s, one 5-6 s: 2.5 whole-pool seconds idle of 6; the last 1.5 s
+    (a quarter) two-thirds idle."""
+    figures = inflight.occupancy([(0, 2), (0, 2), (2, 4), (5, 6)], 2)
+    assert (figures["span_s"], figures["idle_s"], figures["tail_s"], figures["tail_idle_share"]) == (6, 2.5, 1.5, 0.667)
+    assert figures["busy_share_by_bin"] == [1.0, 0.5, 0.25]

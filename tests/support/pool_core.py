@@ -25,6 +25,7 @@ class Ask:
     timeout_s: float | None = None
     context: Any = None
     tier: str | None = None
+    priority: int = 5
 
 
 @dataclass(frozen=True)

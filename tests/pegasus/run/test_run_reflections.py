@@ -123,3 +123,9 @@ def test_a_reflection_asks_on_its_stages_tier_and_a_run_stage_on_its_tasks() -> 
         update={"context": context})), token=9)
     assert stage is not None and stage.tier is None
     assert stage.__class__(LLM, "t-tier", 1, 2, "think", "classic", context).tier == "small"
+
+
+def test_a_reflection_asks_with_its_tasks_priority() -> None:
+    task = TaskFSM.create("classic", "what is 2 + 3?", task_id="t-p", priority=1).snapshot()
+    stage = HeldReflections(limit=1).take(TaskStopped("t-p", 1, "completed", task), token=9)
+    assert stage is not None and stage.priority == 1

@@ -72,6 +72,14 @@ def test_a_new_task_starts_and_asks_the_llm_pool_for_its_first_stage() -> None:
         PoolName.LLM, StageName.PERCEIVE, 8, None, None)  # a free actor's token only grows
 
 
+def test_every_stage_request_carries_its_tasks_priority_for_the_pools_order() -> None:
+    run, commands = begin(TaskFSM.create("classic", "x", task_id="t1", priority=2))
+    [send] = of(SendStage, commands)
+    assert send.priority == 2
+    [send] = of(SendStage, run.step(Answered(answer(send, "PERCEIVE_DONE", {"perception": {}}))))
+    assert (send.stage, send.priority) == (StageName.THINK, 2)
+
+
 def test_a_snapshot_that_cannot_be_read_abandons_the_activation() -> None:
     run, commands = start_run(RunSnapshot(None, 1, 5))  # type: ignore[arg-type]
     assert run.stopped and isinstance(commands[-1], Abandon)
