@@ -189,6 +189,23 @@ def test_typing_and_a_press_on_resume_go_on_across_the_pages_redraws(dashboard: 
     cancel(dashboard, asking)
 
 
+def test_a_press_on_a_listed_task_begun_before_the_list_redraws_opens_it(dashboard: Dashboard, wide: Any) -> None:
+    """The live list redraws when a task below the pressed one changes: the press, released after, still
+    opens the pressed task's page (its row, unchanged, was kept)."""
+    older = dashboard.submit("sleep 60")
+    dashboard.cli.wait_for(older, {"running"})
+    pressed = dashboard.submit("echo pressed")
+    assert dashboard.cli.wait_for(pressed, {"done", "failed"})["lifecycle_state"] == "done"
+    login(wide, dashboard, "read")
+    wide.wait_for_selector(f'tr[data-task="{older}"] td.lifecycle >> text=running')
+    wide.hover(f'tr[data-task="{pressed}"] a')
+    wide.mouse.down()
+    cancel(dashboard, older)
+    wide.wait_for_selector(f'tr[data-task="{older}"] td.lifecycle >> text=canceled')
+    wide.mouse.up()
+    wide.wait_for_selector(f"h1 >> text={pressed}")
+
+
 def test_a_submit_token_is_offered_resume_but_no_admin_action(dashboard: Dashboard, wide: Any) -> None:
     """Approve, suspend, cancel and retry need an admin token: a submit token is shown Resume only."""
     asking = dashboard.submit("help me")
