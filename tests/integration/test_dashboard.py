@@ -157,7 +157,8 @@ def test_approve_with_the_button_and_see_the_task_run(dashboard: Dashboard, page
 def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Dashboard, page: Any) -> None:
     """A task waiting for information is resumed with the message typed on its page and finishes with it; a
     running task is suspended, then canceled, with the buttons."""
-    asking, sleeping = dashboard.submit("help me"), dashboard.submit("sleep 5")
+    # it sleeps longer than a loaded machine takes to press Suspend (a 5 s one ended first at a load of 30-40)
+    asking, sleeping = dashboard.submit("help me"), dashboard.submit("sleep 60")
     dashboard.cli.json("approve", asking)
     assert dashboard.cli.wait_for(asking, {"blocked", "done", "failed"})["lifecycle_state"] == "blocked"
     login(page, dashboard, "admin")

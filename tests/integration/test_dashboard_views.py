@@ -93,6 +93,19 @@ def redrawn(page: Any, selector: str) -> None:
     page.wait_for_function("sel => { const el = document.querySelector(sel); return el && !el.dataset.old; }", arg=selector)
 
 
+def watch(page: Any, selector: str, text: str) -> None:
+    """From now on, note whether a redraw of the task page's fields leaves ``text`` in ``selector``."""
+    page.evaluate("""([sel, text]) => { window.shownWhenRedrawn = false;
+      new MutationObserver(() => { const el = document.querySelector(sel);
+                                   if (el && el.textContent.includes(text)) window.shownWhenRedrawn = true; })
+        .observe(document.getElementById('summary'), {childList: true}); }""", [selector, text])
+
+
+def shown_when_redrawn(page: Any) -> None:
+    """Wait for a redraw that left the watched text in sight (an action's answer is followed by one)."""
+    page.wait_for_function("() => window.shownWhenRedrawn")
+
+
 def test_a_parent_waiting_for_sub_tasks_is_not_offered_resume_and_a_refusal_stays_shown(
         dashboard: Dashboard, wide: Any, failed: str) -> None:
     """A parent waiting for its sub-tasks: "waiting for sub-tasks", its children nested under it, no Resume
@@ -129,15 +142,68 @@ def test_a_parent_waiting_for_sub_tasks_is_not_offered_resume_and_a_refusal_stay
     assert wide.inner_text('dd[data-field="lifecycle"]') == "blocked waiting for sub-tasks"
 
     wide.goto(f"{dashboard.url}/#/task/{asking}")
-    wide.fill("#resume-message", "x" * 70_000)  # over max_input_bytes: the supervisor refuses it
-    mark(wide, "#action-error")
+    wide.fill("#resume-message", "x" * 70_000)  # over max_input_bytes: the gateway refuses it (400)
+    watch(wide, "#action-error", "resume refused")
     wide.click("#resume")
-    # the refusal is in the redrawn page, not only in the element that was there when it came
-    wide.wait_for_function("() => { const el = document.querySelector('#action-error'); "
-                           "return el && !el.dataset.old && el.textContent.includes('resume refused'); }")
+    shown_when_redrawn(wide)  # the redraw after the answer keeps the refusal in sight
+    assert "resume refused" in wide.inner_text("#action-error")
     assert dashboard.status(asking)["lifecycle_state"] == "blocked"
     cancel(dashboard, parent)
     cancel(dashboard, asking)
+
+
+def redrawing(page: Any, task_id: str) -> None:
+    """The task's page redraws about every half second: its event stream answers one event and ends, and
+    the page connects again (what a busy task's transitions do to it)."""
+    page.route(f"**/v1/tasks/{task_id}/events*", lambda route: route.fulfill(
+        status=200, headers={"Content-Type": "text/event-stream"}, body="id: 1\nevent: transition\ndata: {}\n\n"))
+
+
+def test_typing_and_a_press_on_resume_go_on_across_the_pages_redraws(dashboard: Dashboard, wide: Any) -> None:
+    """While the page redraws, what a person types keeps going into the resume box (it keeps its focus),
+    a press on Resume begun before a redraw and released after it is a click, and the refusal and the
+    message it refused stay in sight through the next redraws."""
+    asking = dashboard.submit("help me")
+    assert dashboard.cli.wait_for(asking, {"blocked"})["lifecycle_state"] == "blocked"
+    login(wide, dashboard, "admin")
+    redrawing(wide, asking)
+    wide.goto(f"{dashboard.url}/#/task/{asking}")
+    wide.click("#resume-message")
+    for part in ("what is ", "6*7?"):
+        mark(wide, "#fields")
+        wide.keyboard.type(part)
+        redrawn(wide, "#fields")
+    assert wide.input_value("#resume-message") == "what is 6*7?"
+
+    wide.fill("#resume-message", "x" * 70_000)  # over max_input_bytes: the gateway refuses it (400)
+    watch(wide, "#action-error", "resume refused")
+    wide.hover("#resume")
+    wide.mouse.down()
+    mark(wide, "#fields")
+    redrawn(wide, "#fields")
+    wide.mouse.up()
+    shown_when_redrawn(wide)
+    assert "resume refused" in wide.inner_text("#action-error")
+    assert len(wide.input_value("#resume-message")) == 70_000  # to be shortened, not typed again
+    assert dashboard.status(asking)["lifecycle_state"] == "blocked"
+    cancel(dashboard, asking)
+
+
+def test_a_press_on_a_listed_task_begun_before_the_list_redraws_opens_it(dashboard: Dashboard, wide: Any) -> None:
+    """The live list redraws when a task below the pressed one changes: the press, released after, still
+    opens the pressed task's page (its row, unchanged, was kept)."""
+    older = dashboard.submit("sleep 60")
+    dashboard.cli.wait_for(older, {"running"})
+    pressed = dashboard.submit("echo pressed")
+    assert dashboard.cli.wait_for(pressed, {"done", "failed"})["lifecycle_state"] == "done"
+    login(wide, dashboard, "read")
+    wide.wait_for_selector(f'tr[data-task="{older}"] td.lifecycle >> text=running')
+    wide.hover(f'tr[data-task="{pressed}"] a')
+    wide.mouse.down()
+    cancel(dashboard, older)
+    wide.wait_for_selector(f'tr[data-task="{older}"] td.lifecycle >> text=canceled')
+    wide.mouse.up()
+    wide.wait_for_selector(f"h1 >> text={pressed}")
 
 
 def test_a_submit_token_is_offered_resume_but_no_admin_action(dashboard: Dashboard, wide: Any) -> None:

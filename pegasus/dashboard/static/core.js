@@ -37,6 +37,22 @@ export function h(tag, attrs, ...children) {
   }
   return el;
 }
+// Makes ``nodes`` the children of ``parent``, leaving in place (never detached) those already there: a redraw
+// keeps a box being typed in, its focus and a button being pressed. One that had to move gets its focus back.
+export function patch(parent, nodes) {
+  const focused = document.activeElement, from = focused && focused.selectionStart, to = focused && focused.selectionEnd;
+  const keep = new Set(nodes);
+  for (const child of [...parent.childNodes]) if (!keep.has(child)) child.remove();
+  let at = parent.firstChild;
+  for (const node of nodes) {
+    if (node === at) at = at.nextSibling;
+    else parent.insertBefore(node, at);
+  }
+  if (focused && focused.isConnected && document.activeElement !== focused) {
+    focused.focus();
+    if (typeof from === "number") focused.setSelectionRange(from, to);
+  }
+}
 export const svgNS = "http://www.w3.org/2000/svg";
 export function s(tag, attrs, ...children) {
   const el = document.createElementNS(svgNS, tag);

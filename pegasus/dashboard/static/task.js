@@ -1,24 +1,28 @@
 // Pegasus dashboard, a task's page: its fields and the actions that can succeed, its machines' diagrams
 // lit, its stages as a Gantt chart (charts.js), its transitions, plan, memories, sub-tasks and log.
 
-import { state, showing, h, badge, short, clip, main, localTime, throttle, api, get, stream, machines, diagram, currentStage, runningStage, canWrite, canAdmin, live } from "./core.js";
+import { state, showing, h, badge, short, clip, main, patch, localTime, throttle, api, get, stream, machines, diagram, currentStage, runningStage, canWrite, canAdmin, live } from "./core.js";
 import { gantt } from "./charts.js";
 
 export async function taskPage(id) {
   const view = state.view;
   main().replaceChildren(h("p", { class: "muted" }, "loading\u2026"));
   const ms = await machines().catch(() => ({}));
-  const log = taskLog(id);  // drawn once, moved into each redraw: what it read stays
+  // Drawn once and kept in place by each redraw (patch): the log (what it read stays), the card of the
+  // fields and actions (what is typed, the focus, a button being pressed, a refusal).
+  const log = taskLog(id), summary = h("div", { class: "card", id: "summary" });
+  let asked = 0, drawn = 0;  // an answer older than the one drawn is dropped
   const draw = async () => {
+    const mine = ++asked;
     const [task, history, known] = await Promise.all([get(`/v1/tasks/${encodeURIComponent(id)}`),
       get(`/v1/tasks/${encodeURIComponent(id)}/history`),
       get(`/v1/tasks/${encodeURIComponent(id)}/context`).catch(() => ({}))]);
+    if (mine < drawn) return;
     const context = known.context || {};
-    shown = { task, history };
     const chart = h("div", { class: "card", id: "gantt" });
     const content = [
       h("h1", {}, "Task ", h("span", { class: "mono" }, task.task_id)),
-      h("div", { class: "card" }, fields(task), actions(task, draw)),
+      summary,
       h("h2", {}, "Machine"),
       h("div", { class: "card", id: "diagram" }, await lit(task.machine, task.state, history.cognitive || [], "cognitive")),
       h("div", { class: "card", id: "lifecycle-diagram" },
@@ -29,8 +33,14 @@ export async function taskPage(id) {
         h("div", {}, plan(context), memories(task, context), children(task))),
       h("h2", {}, "Log"), log.card,
     ];
-    if (showing(view)) { main().replaceChildren(...content.filter(Boolean)); drawGantt(); }
+    if (!showing(view) || mine < drawn) return;
+    drawn = mine;
+    shown = { task, history };
+    patch(summary, [fields(task), bar(task)].filter(Boolean));
+    patch(main(), content.filter(Boolean));
+    drawGantt();
   };
+  const bar = actionBar(id, draw);
   let shown = null;
   // The chart is as wide as its card; a stage running now grows to the present every second.
   const drawGantt = () => {
@@ -139,46 +149,62 @@ export function allows(from, event) {
 
 // Only the actions that can succeed: allowed from the task's state by the lifecycle table, by this token's
 // scope (approve, suspend, cancel, retry need admin; resume needs submit), and not a resume of a parent that
-// waits for its sub-tasks (it resumes by itself). A refusal stays shown across the live redraws.
-export function actions(task, redraw) {
-  if (!canWrite()) return null;
-  const id = task.task_id, lifecycle = task.lifecycle_state, why = waitingFor(task);
-  const problem = h("span", { class: "error", id: "action-error", role: "alert" }, refused.get(id) || "");
-  const act = (verb, body) => async () => {
-    refused.delete(id);
-    try { await api("POST", `/v1/tasks/${encodeURIComponent(id)}/${verb}`, body || {}); if (state.revive) state.revive(); }
-    catch (e) { refused.set(id, `${verb} refused: ${e.message}`); }
-    problem.textContent = refused.get(id) || "";
-    redraw().catch(() => {});
-  };
-  // What is typed survives the page's live redraws (a transition arriving while a person types).
-  const message = h("input", { id: "resume-message", placeholder: task.question ? "your answer" : "message for the task (optional)",
-    oninput: (e) => { typed.set(id, e.target.value); } });
-  message.value = typed.get(id) || "";
-  const buttons = [];
-  if (canAdmin() && allows(lifecycle, "TASK_APPROVED")) buttons.push(h("button", { class: "action", id: "approve", onclick: act("approve") }, "Approve"));
+// waits for its sub-tasks (it resumes by itself). Each is a button ({id, label}) or a note ({id, note}).
+export function offered(task) {
+  const lifecycle = task.lifecycle_state, why = waitingFor(task), offers = [];
+  if (canAdmin() && allows(lifecycle, "TASK_APPROVED")) offers.push({ id: "approve", label: "Approve" });
   const machine = state.machines && state.machines[task.machine];
   const active = Boolean(machine && machine.active.includes(task.state));  // TASK_SUSPENDED's rows: from an active state
-  if (canAdmin() && lifecycle === "running" && active) buttons.push(h("button", { class: "action", id: "suspend", onclick: act("suspend") }, "Suspend"));
-  if (why === "person") {  // suspended, or waiting for the information it asked for
-    buttons.push(message, h("button", { class: "action", id: "resume",
-      onclick: () => { typed.delete(id); return act("resume", message.value ? { message: message.value } : {})(); } },
-      "Resume"));
-  }
+  if (canAdmin() && lifecycle === "running" && active) offers.push({ id: "suspend", label: "Suspend" });
+  if (why === "person") offers.push({ id: "resume", label: "Resume" });  // suspended, or waiting for the information it asked for
   if (why === "children") {
     const n = (task.waiting_for || []).length;
-    buttons.push(h("span", { class: "muted", id: "waiting-note" },
-      `waiting for ${n || "its"} sub-task${n === 1 ? "" : "s"}: it goes on by itself when they end`));
+    offers.push({ id: "waiting-note", note: `waiting for ${n || "its"} sub-task${n === 1 ? "" : "s"}: it goes on by itself when they end` });
   }
   // a failed task is retried while it has attempts left (the gateway gives the system's max_attempts)
   const spent = task.max_attempts && task.attempts >= task.max_attempts;
-  if (canAdmin() && allows(lifecycle, "TASK_RETRIED") && !spent) buttons.push(h("button", { class: "action", id: "retry", onclick: act("retry") }, "Retry"));
+  if (canAdmin() && allows(lifecycle, "TASK_RETRIED") && !spent) offers.push({ id: "retry", label: "Retry" });
   if (canAdmin() && allows(lifecycle, "TASK_RETRIED") && spent) {
-    buttons.push(h("span", { class: "muted", id: "no-retry" }, `no retry left: ${task.attempts} of ${task.max_attempts} attempts used`));
+    offers.push({ id: "no-retry", note: `no retry left: ${task.attempts} of ${task.max_attempts} attempts used` });
   }
-  if (canAdmin() && allows(lifecycle, "TASK_CANCELED")) buttons.push(h("button", { class: "action danger", id: "cancel", onclick: act("cancel") }, "Cancel"));
-  if (!buttons.length && !problem.textContent) return null;
-  return h("div", { class: "actions", id: "actions" }, ...buttons, problem);
+  if (canAdmin() && allows(lifecycle, "TASK_CANCELED")) offers.push({ id: "cancel", label: "Cancel" });
+  return offers;
+}
+
+// A task page's action bar: ``bar(task)`` is the bar for the task as read now, the same element while the
+// same actions are offered, so a live redraw never takes the message being typed, the focus or a press on a
+// button. A refusal stays shown until the next action; a refused message stays in its box to be mended.
+export function actionBar(id, redraw) {
+  const problem = h("span", { class: "error", id: "action-error", role: "alert" });
+  const message = h("input", { id: "resume-message", oninput: () => { typed.set(id, message.value); } });
+  message.value = typed.get(id) || "";  // what was typed before the person left the page
+  const act = (verb) => async () => {
+    const body = verb === "resume" && message.value ? { message: message.value } : {};
+    refused.delete(id);
+    problem.textContent = "";
+    try {
+      await api("POST", `/v1/tasks/${encodeURIComponent(id)}/${verb}`, body);
+      if (verb === "resume") { typed.delete(id); message.value = ""; }
+      if (state.revive) state.revive();
+    } catch (e) { refused.set(id, `${verb} refused: ${e.message}`); }
+    problem.textContent = refused.get(id) || "";
+    redraw().catch(() => {});
+  };
+  const shown = (offer) => offer.note ? [h("span", { class: "muted", id: offer.id }, offer.note)]
+    : [offer.id === "resume" ? message : null,
+      h("button", { class: `action${offer.id === "cancel" ? " danger" : ""}`, id: offer.id, onclick: act(offer.id) }, offer.label)];
+  let drawn = null, bar = null;
+  return (task) => {
+    if (!canWrite()) return null;
+    const offers = offered(task), key = JSON.stringify(offers);
+    message.placeholder = task.question ? "your answer" : "message for the task (optional)";
+    problem.textContent = refused.get(id) || "";
+    if (key !== drawn) {
+      drawn = key;
+      bar = h("div", { class: "actions", id: "actions" }, offers.flatMap(shown), problem);
+    }
+    return offers.length || problem.textContent ? bar : null;
+  };
 }
 
 // The machine's diagram with the current state lit and the path taken (the latest run's transitions).

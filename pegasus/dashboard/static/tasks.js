@@ -1,7 +1,7 @@
 // Pegasus dashboard, the tasks page: the counts, the queue, the submit form, and the list (searched and
 // paged by the server, sub-tasks nested under their parents), kept live from /v1/events.
 
-import { PAGE, state, h, badge, short, clip, main, age, localTime, debounce, throttle, api, get, stream, machines, currentStage, canWrite, live } from "./core.js";
+import { PAGE, state, h, badge, short, clip, main, patch, age, localTime, debounce, throttle, api, get, stream, machines, currentStage, canWrite, live } from "./core.js";
 import { waitingFor, lifecycleBadges } from "./task.js";
 
 export async function tasksPage(params) {
@@ -40,7 +40,11 @@ export async function tasksPage(params) {
   }
   stateSelect.value = view.state;
 
+  // A row whose task did not change is kept, not drawn again: a click on it begun before a redraw is not lost.
+  const drawnRows = new Map();  // task id -> [what its row shows, the row]
   function row(task, depth) {
+    const key = JSON.stringify([task, depth]), had = drawnRows.get(task.task_id);
+    if (had && had[0] === key) return had[1];
     const parent = task.parent_id;
     const tr = h("tr", { class: `task-row${depth ? " sub-task" : ""}`, "data-task": task.task_id, "data-parent": parent || null,
       "data-depth": depth, "data-waiting": waitingFor(task), onclick: () => { location.hash = `#/task/${task.task_id}`; } },
@@ -56,6 +60,7 @@ export async function tasksPage(params) {
       h("td", { class: "age", "data-created": task.created_at || "", title: task.created_at ? localTime(task.created_at).textContent : null },
         task.created_at ? age(task.created_at) : "-"),
       h("td", { class: "stage" }, currentStage(task)));
+    drawnRows.set(task.task_id, [key, tr]);
     return tr;
   }
   function matches(task) {  // a task whose state changed since the page was read (the text is the server's)
@@ -82,8 +87,9 @@ export async function tasksPage(params) {
   }
   function draw() {
     const tasks = [...view.rows.values()].filter(matches);
-    body.replaceChildren(...nested(tasks));
-    if (!tasks.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "no tasks")));
+    const rows = nested(tasks);
+    for (const id of drawnRows.keys()) if (!view.rows.has(id)) drawnRows.delete(id);
+    patch(body, rows.length ? rows : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "no tasks"))]);
     prev.disabled = view.page === 0;
     next.disabled = !view.cursors[view.page + 1];
     const found = view.text && view.total !== null ? `${view.total} match${view.total === 1 ? "" : "es"}, ` : "";
@@ -113,20 +119,27 @@ export async function tasksPage(params) {
     view.refusal = "";
     draw();
   }
+  // The counts and the queue are drawn again only when they change (a click on them is not lost to a redraw).
+  let countsShown = null, queueShown = null;
   async function refreshCounts() {
     const stats = await get("/v1/stats");
     const total = Object.values(stats.tasks || {}).reduce((a, b) => a + b, 0);
-    counts.replaceChildren(
+    const countsNow = JSON.stringify([stats.tasks, view.state]);
+    if (countsNow !== countsShown) counts.replaceChildren(
       h("button", { class: view.state ? "" : "selected", "data-state": "", onclick: () => choose("") }, `all ${total}`),
       ...Object.entries(stats.tasks || {}).map(([name, n]) =>
         h("button", { class: view.state === name ? "selected" : "", "data-state": name, onclick: () => choose(name) },
           badge(name), ` ${n}`)));
+    countsShown = countsNow;
     const [waiting, drafts] = await Promise.all([get("/v1/tasks?state=queued&limit=10"), get("/v1/tasks?state=draft&limit=10")]);
     const item = (t) => h("li", {}, h("a", { href: `#/task/${t.task_id}` }, short(t.task_id)), " ", clip(t.input, 50),
       " ", h("span", { class: "muted" }, `priority ${t.priority}`));
     // The count is the listing's own total (tasks in the queued state), so it agrees with the tasks listed;
     // stats.queue_length leaves out the queued tasks not yet in the admission queue (a retry's back-off).
     const queued = waiting.tasks || [], more = (waiting.total ?? queued.length) - queued.length;
+    const queueNow = JSON.stringify([waiting, drafts, stats.active, stats.max_active_tasks]);
+    if (queueNow === queueShown) return;
+    queueShown = queueNow;
     queue.replaceChildren(
       h("p", { id: "queue-summary" }, h("span", { id: "queued-count" }, `${waiting.total ?? queued.length} queued`),
         `, ${stats.active ?? 0} running of ${stats.max_active_tasks ?? "?"} at most`),
