@@ -1,13 +1,11 @@
 """A stage worker's decisions: which job is held, when a step may run, what a stop does, the streamed
 stage's text, MCP calls through the machine's host, and whether its pool is gone.
 
-``WorkerCore.step(input) -> [command]``, as for the pool: the carrier (actors/worker.py) carries
-the commands out in order; it never raises, no I/O, clocks are parameters.  One stage at a time
-(the pool's size is its concurrency limit; a streamed stage runs in its own thread so a stop closes
-it at once).  Every job is answered exactly once, and an effectful step runs only on the journal's
-go for its job and key, so one waiting at a crash provably never ran (docs/architecture.md).  The pool
-is told a job is over only once its answer has left this process: a worker killed with an answer still
-inside leaves the job to its pool, which fails it (the task goes on), never a task waiting for good.
+``WorkerCore.step(input) -> [command]``, as for the pool: never raises, no I/O, clocks are parameters.
+One stage at a time (a streamed one in its own thread, so a stop closes it at once).  Every job is
+answered exactly once; an effectful step runs only on the journal's go for its job and key; the pool
+is told a job is over only once its answer has left this process, so a worker killed with an answer
+inside leaves the job to its pool, which fails it, never a task waiting for good (docs/architecture.md).
 """
 
 from __future__ import annotations
