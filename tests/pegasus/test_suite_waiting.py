@@ -48,3 +48,9 @@ def test_a_condition_that_never_holds_fails_at_the_timeout_naming_it(clock: Cloc
     with pytest.raises(AssertionError, match="timed out after 5s waiting for the answer"):
         waiting.wait_for(lambda: None, timeout=5, what="the answer")
     assert 1005.0 <= clock.now <= 1005.1
+
+
+def test_a_cheap_predicate_may_keep_the_first_pace(clock: Clock) -> None:
+    polls: list[float] = []
+    waiting.wait_for(lambda: polls.append(clock.now) or len(polls) > 50, poll_max_s=0.02)
+    assert max(b - a for a, b in itertools.pairwise(polls)) == pytest.approx(0.02)

@@ -13,18 +13,20 @@ from typing import Any
 POLL_FIRST_S, POLL_MAX_S = 0.02, 0.1
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+             poll_max_s: float = POLL_MAX_S) -> Any:
     """The first truthy value of ``predicate()``; AssertionError after ``timeout``.  Polled after 20 ms, then
-    half as often again each time, to every 0.1 s: a poll of a real system costs CPU there and here, and a
-    long wait on a loaded machine made that CPU the machine's load (at every 20 ms, 50 polls a second)."""
+    half as often again each time, to every ``poll_max_s``: a poll of a real system costs CPU there and here,
+    and a long wait on a loaded machine made that CPU the machine's load (at every 20 ms, 50 polls a second).
+    A cheap predicate that must be seen at once (a file read inside a short window) passes 0.02."""
     deadline = time.monotonic() + timeout
-    pause = POLL_FIRST_S
+    pause = min(POLL_FIRST_S, poll_max_s)
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(pause)
-        pause = min(pause * 1.5, POLL_MAX_S)
+        pause = min(pause * 1.5, poll_max_s)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
