@@ -24,7 +24,9 @@ import pytest
 from actors.runtime import procs
 from actors.runtime.system import is_running, system_pids
 from tests.support.cli import (ARITHMETIC, CLI_TIMEOUT, Pegasus, Sampler, assert_failure, assert_gone, at_once, make,
-                               plugins_env, stop_and_check, transitions)
+                               plugins_env, stop_and_check, stop_unread, transitions)
+from tests.support.hold import PLUGIN as HOLD_PLUGIN
+from tests.support.hold import append_key_until_request
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -144,14 +146,16 @@ def test_run_blocked_exits_3_with_the_question(embedded: dict[str, Run]) -> None
 
 def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> None:
     """Regression (issue 15): a task whose effectful step was interrupted ended done, exit 0, unmarked."""
-    cli.env_extra.update(plugins_env("tests.support.tools:register"))
+    cli.env_extra.update(plugins_env(HOLD_PLUGIN))
     keys = tmp_path / "keys.txt"
-    argv = cli.argv(["run", f"call append_key {json.dumps({'path': str(keys), 'hold_s': 20})}"])
+    # The worker holds after the effect until released (never, here): with a 20 s hold, `stats` at a load of
+    # 40 answered after the step had ended, and no worker was busy.
+    argv = cli.argv(["run", append_key_until_request(keys, tmp_path / "never-released")])
     running = subprocess.Popen(argv, cwd=cli.cwd, env=cli.env(), text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while not keys.exists():  # the effect has happened; the worker now holds for 20 s
+        while not keys.exists():  # the effect has happened; the worker now holds
             assert time.monotonic() < deadline and running.poll() is None, running.communicate()
             time.sleep(0.05)
         cli.track()
@@ -160,12 +164,10 @@ def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> 
         os.kill(busy[0]["pid"], 9)  # a pid of the system this test started
         out, err = running.communicate(timeout=CLI_TIMEOUT)
     finally:
-        if running.poll() is None:
-            running.kill()
-            running.communicate()
+        stop_unread(running)  # killed, its system's processes would hold its pipes open: never read to their end
     assert running.returncode == 4, out + err
     assert err.startswith("pegasus: task failed: 1 effectful tool step(s) were interrupted") and err.count("\n") == 1
-    assert re.search(r"^\s*effect unknown: append_key \(step 0, key \S+/a1\.0/i0/s0\)$", out, re.M), out
+    assert re.search(r"^\s*effect unknown: append_key_until \(step 0, key \S+/a1\.0/i0/s0\)$", out, re.M), out
     assert "(exit_reason: unknown)" in out
     assert len(keys.read_text().split()) == 1  # never repeated
 
@@ -189,9 +191,7 @@ def test_ctrl_c_on_run_stops_the_embedded_system_at_once(cli: Pegasus) -> None:
         out, err = running.communicate(timeout=CLI_TIMEOUT)
         elapsed = time.monotonic() - began
     finally:
-        if running.poll() is None:
-            running.kill()
-            running.communicate()
+        stop_unread(running)
     assert running.returncode == 130 and err.strip() == "pegasus: interrupted", (running.returncode, err)
     assert "acting -> " not in out, out  # stopped inside the step, not after it (out: what followed "-> acting")
     assert_gone(cli.seen, "the embedded system")

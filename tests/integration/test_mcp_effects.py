@@ -116,7 +116,8 @@ def test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again(transport: str
     def run(tool: str, mode: str, then: Callable[[], None] | None = None) -> tuple[dict[str, Any], list[str]]:
         before = len(keys())
         task_id = client.submit(f'call m.{tool} {{"mode": "{mode}"}}')["task_id"]
-        wait_for(lambda: len(keys()) > before, what=f"m.{tool} {mode} called")
+        # At the first pace: a kill must land inside the server's TIMEOUT_S, and reading a file costs nothing.
+        wait_for(lambda: len(keys()) > before, what=f"m.{tool} {mode} called", poll_max_s=0.02)
         if then is not None:
             then()
         if mode == "exit" and web is not None:

@@ -10,14 +10,23 @@ from pathlib import Path
 from typing import Any
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """The first truthy value of ``predicate()``, polled every 20 ms; AssertionError after ``timeout``."""
+POLL_FIRST_S, POLL_MAX_S = 0.02, 0.1
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+             poll_max_s: float = POLL_MAX_S) -> Any:
+    """The first truthy value of ``predicate()``; AssertionError after ``timeout``.  Polled after 20 ms, then
+    half as often again each time, to every ``poll_max_s``: a poll of a real system costs CPU there and here,
+    and a long wait on a loaded machine made that CPU the machine's load (at every 20 ms, 50 polls a second).
+    A cheap predicate that must be seen at once (a file read inside a short window) passes 0.02."""
     deadline = time.monotonic() + timeout
+    pause = min(POLL_FIRST_S, poll_max_s)
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.02)
+        time.sleep(pause)
+        pause = min(pause * 1.5, poll_max_s)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
