@@ -95,9 +95,10 @@ def test_a_child_past_max_depth_is_refused_and_the_error_names_the_limit(pegasus
 
 def test_a_suspended_child_keeps_its_parent_waiting_until_it_is_resumed(pegasus) -> None:
     client = pegasus()
-    parent = client.submit("in parallel: sleep 1.5 and then echo late; echo soon")["task_id"]
-    wait_for(lambda: waiting(client, parent, 2), what="the parent waiting")
-    slow = client.get(parent)["children"][0]
+    parent = client.submit("in parallel: sleep 3 and then echo late; echo soon")["task_id"]
+    # Not "waiting for 2": the echo child may end before a poll sees both (missed at load 9, polled every 0.1 s).
+    slow = wait_for(lambda: (t := client.get(parent))["lifecycle_state"] == "blocked" and t["children"]
+                    and t["children"][0] in t["waiting_for"] and t["children"][0], what="the parent waiting")
     client.suspend(slow, "hold on")
     wait_for(lambda: waiting(client, parent, 1), what="the quick child's end")
     assert client.get(slow)["state"] == "suspended" and client.get(parent)["lifecycle_state"] == "blocked"
