@@ -15,6 +15,7 @@ import pytest
 from actors.runtime import procs
 from benchmarks import common
 from benchmarks.common import every_task, next_pause, pegasus_system, state_dir, wait_counts, wait_workers
+from tests.support.clock import FakeTime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HOLD_A_SYSTEM = """
@@ -78,23 +79,10 @@ def test_a_benchmark_ended_by_a_signal_stops_its_system_and_removes_its_state(si
         procs.kill_all(system, grace=0.5)
 
 
-class _Clock:
-    """``time`` as wait_counts uses it, without waiting: ``sleep`` moves ``monotonic``."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class _Run:
     """A system finishing 10 tasks a second after a warm-up task: ``stats`` as the harness reads it, counted."""
 
-    def __init__(self, clock: _Clock) -> None:
+    def __init__(self, clock: FakeTime) -> None:
         self.clock, self.began, self.asked = clock, clock.now, 0
 
     def stats(self) -> dict[str, Any]:
@@ -105,7 +93,7 @@ class _Run:
 def test_waiting_for_a_run_asks_stats_a_few_times_not_every_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33: a 20 s run was asked 80 times at 0.25 s; each ``stats`` is six messages through the supervisor and
     both pools (~2 ms of the supervisor at load 32), 21% of its CPU per task at 50 ms stages."""
-    clock = _Clock()
+    clock = FakeTime()
     monkeypatch.setattr(common, "time", clock)
     run = _Run(clock)
     assert wait_counts(run, 201, timeout=300, pause=0.25)["done"] == 201  # type: ignore[arg-type]

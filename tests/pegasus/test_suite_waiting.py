@@ -8,24 +8,13 @@ import itertools
 import pytest
 
 from tests.support import waiting
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clock import FakeTime as Clock
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(waiting.time, "monotonic", clock.monotonic)
-    monkeypatch.setattr(waiting.time, "sleep", clock.sleep)
+    monkeypatch.setattr(waiting, "time", clock)
     return clock
 
 
