@@ -116,37 +116,40 @@ def _terminate_raises() -> Iterator[None]:
 
 
 # -- waiting --------------------------------------------------------------------------------------
-def _poll_stats(client: Client, done: Callable[[dict[str, Any]], bool], timeout: float, pause: float,
-                what: str) -> dict[str, Any]:
-    """Ask ``stats`` until ``done(stats)``; return those stats.  TimeoutError (naming ``what``) after ``timeout``."""
-    deadline = time.monotonic() + timeout
+def _poll_stats(client: Client, done: Callable[[dict[str, Any]], bool], timeout: float,
+                pause: Callable[[dict[str, Any], float], float], what: str) -> dict[str, Any]:
+    """Ask ``stats`` until ``done(stats)``; return those stats; between asks, ``pause(stats, seconds waited)``.
+    TimeoutError (naming ``what``) after ``timeout``."""
+    began = time.monotonic()
+    deadline = began + timeout
     while True:
         stats = client.stats()
         if done(stats):
             return stats
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise TimeoutError(f"after {timeout:g}s: {what} (last stats: tasks {stats['tasks']}, pools {stats['pools']})")
-        time.sleep(pause)
+        time.sleep(min(pause(stats, now - began), deadline - now))
 
 
 def wait_counts(client: Client, expected: int, timeout: float, pause: float = 0.25,
                 states: frozenset[str] = TERMINAL) -> dict[str, int]:
     """Poll ``stats`` until ``expected`` tasks are in ``states``; return the counts.  Paced (``next_pause``): each
     ``stats`` costs the supervisor and both pools six messages, which a measured run must not be made of."""
-    deadline = began = time.monotonic()
-    deadline += timeout
-    first: int | None = None
-    while True:
-        stats = client.stats()
-        reached = sum(n for state, n in stats["tasks"].items() if state in states)
-        if reached >= expected:
-            return dict(stats["tasks"])
-        now = time.monotonic()
-        if now >= deadline:
-            raise TimeoutError(f"after {timeout:g}s: waiting for {expected} tasks in {sorted(states)} "
-                               f"(last stats: tasks {stats['tasks']}, pools {stats['pools']})")
-        first = reached if first is None else first
-        time.sleep(min(next_pause(expected - reached, reached - first, now - began, pause), deadline - now))
+    def reached(stats: dict[str, Any]) -> int:
+        return sum(n for state, n in stats["tasks"].items() if state in states)
+
+    first: list[int] = []  # what the first ask saw: the rate counts from there
+
+    def paced(stats: dict[str, Any], waited_s: float) -> float:
+        now = reached(stats)
+        if not first:
+            first.append(now)
+        return next_pause(expected - now, now - first[0], waited_s, pause)
+
+    stats = _poll_stats(client, lambda st: reached(st) >= expected, timeout, paced,
+                        f"waiting for {expected} tasks in {sorted(states)}")
+    return dict(stats["tasks"])
 
 
 def next_pause(left: int, finished: int, elapsed_s: float, floor_s: float, ceiling_s: float = 5.0) -> float:
@@ -162,7 +165,7 @@ def wait_workers(client: Client, timeout: float = 30.0) -> None:
     too busy to answer ``stats`` in time (starting 100 workers on a loaded machine) is shown without them."""
     _poll_stats(client, lambda st: all("workers" in pool and all(w["pid"] for w in pool["workers"])
                                        for pool in st["pools"].values()),
-                timeout, 0.05, "waiting for every worker to report")
+                timeout, lambda _stats, _waited: 0.05, "waiting for every worker to report")
 
 
 def every_task(client: Client, page: int = 1000) -> list[dict[str, Any]]:

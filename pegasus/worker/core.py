@@ -74,7 +74,8 @@ class WorkerCore:
         self.watch = PoolWatch(orphan_after_s(ConventionSettings()))  # a member's worker whose pool is gone exits
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
             Configured: self._configure, Loaded: self._loaded, Requested: self._requested,
-            Journalled: self._journalled, Ran: self._ran, AnswerLeft: self._answer_left, Heard: self._heard, StopAsked: self._stop,
+            Journalled: self._journalled, Ran: self._ran, AnswerLeft: self._answer_left, Heard: self._heard,
+            StopAsked: self._stop,
             Pinged: self._pinged, Listed: self._listed, ListingDue: self._listing_due, HostFound: self._host_found,
             HostAnswered: self._host_answered, HostHolds: self._host_holds, HostCheckDue: self._host_check_due,
             ChildExited: self._child_exited, OrphanDue: self._orphan_due, Closing: self._closing,
