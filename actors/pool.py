@@ -9,7 +9,6 @@ decision is the core's (docs/architecture.md, "The pool").
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -115,7 +114,7 @@ class StagePool(ActorTypeDispatcher):
         self._step(i.Created(command.index, address))
 
     def _end(self, command: c.EndWorker) -> None:
-        if command.kill_pid is not None and _kill(command.kill_pid) and command.shutdown:
+        if command.kill_pid is not None and procs.kill_own_child(command.kill_pid) and command.shutdown:
             # Thespian 4.0.1 may never count a killed child gone (its exit loop's onError lambda
             # names the last child, not the refused one; and a sibling's exit can drop the dead
             # process unannounced), and waits for it until the admin gives up (10 s): telling
@@ -144,23 +143,3 @@ class StagePool(ActorTypeDispatcher):
         logs.configure_from(command.settings)
         self.log = logs.get("pool", pool=command.pool)
         sharing.before_forking(command.settings, command.pool)  # its workers are forked next
-
-
-def _kill(pid: int) -> bool:
-    """SIGKILL a worker stuck in a blocking call -- only one this very process forked.
-
-    Several admins may run on one host (a leader and members), so a pid is not
-    enough: a remote worker's pid may be any process here.  Only a worker
-    created locally by this pool is a child of this process; /proc must confirm
-    that parent link before the signal is sent.
-    """
-    if pid == os.getpid():
-        return False
-    stat = procs.read_stat(pid)
-    if stat is None or stat.ppid != os.getpid() or stat.is_zombie:
-        return False
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return False
-    return True

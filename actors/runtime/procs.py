@@ -9,12 +9,12 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
-import sys
-from collections.abc import Callable, Iterator
 import signal
 import socket
 import struct
+import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +103,19 @@ def is_alive(pid: int, starttime: int | None = None) -> bool:
     if st is None or st.is_zombie:
         return False
     return starttime is None or st.starttime == starttime
+
+
+def kill_own_child(pid: int) -> bool:
+    """SIGKILL ``pid`` only when /proc shows it is this process's own living child (never a reused pid, never
+    a process of another system on this host); whether it was signalled."""
+    stat = read_stat(pid)
+    if pid == os.getpid() or stat is None or stat.ppid != os.getpid() or stat.is_zombie:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def descendants(root: int, stats: dict[int, ProcStat] | None = None) -> list[int]:

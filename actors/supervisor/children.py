@@ -11,7 +11,6 @@ starts a new one.  A pool seen stopped on two looks ``POOL_CHECK_S`` apart is ki
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 
@@ -154,7 +153,7 @@ def check_pools(ctx: Context, check: m.PoolsCheck) -> None:
         stat = procs.read_stat(pid)
         stopped = stat is not None and stat.state in STOPPED_STATES
         pools.stopped[name] = pools.stopped.get(name, 0) + 1 if stopped else 0
-        if pools.stopped[name] >= 2 and _kill_child(pid):
+        if pools.stopped[name] >= 2 and procs.kill_own_child(pid):
             ctx.log.error("pool_stopped_killed", pool=name, pid=pid)  # its ChildActorExited replaces it
             pools.stopped[name] = 0
     ctx.wake(POOL_CHECK_S, m.PoolsCheck())
@@ -171,15 +170,3 @@ def pools_view(ctx: Context, parts: dict[str, dict[str, object]]) -> dict[str, o
 
 def _actor_name(address: ActorAddress) -> str:
     return f"task-actor {address}"
-
-
-def _kill_child(pid: int) -> bool:
-    """SIGKILL ``pid`` only when /proc shows it is this process's own living child (never a reused pid)."""
-    stat = procs.read_stat(pid)
-    if pid == os.getpid() or stat is None or stat.ppid != os.getpid() or stat.is_zombie:
-        return False
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return False
-    return True

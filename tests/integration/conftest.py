@@ -7,6 +7,7 @@ pid -- only pids of that system, identified by pid and start time).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -22,8 +23,40 @@ from pegasus.config import Settings
 from tests.support.cli import make, stop_and_check
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+TROUBLE_LINES = 40  # a failed test's report shows at most this many of its system's warnings and errors
 
 
+FAILED = pytest.StashKey[bool]()  # set on a test whose call failed: its fixtures' finalizers can tell
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+def print_trouble(state_dir: Path) -> None:
+    """The system's warnings and errors (logs/pegasus.jsonl), printed: a failed test's report shows them
+    (under "Captured stdout teardown"), so a failure seen only in CI says what the system went through."""
+    path = state_dir / "logs" / "pegasus.jsonl"
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        print(f"no system log at {path}: {exc}")
+        return
+    trouble = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("level") in ("warning", "error", "critical"):
+            trouble.append(line)
+    print(f"{len(trouble)} warnings and errors in {path}" + (f", the last {TROUBLE_LINES}:" if trouble else ""))
+    for line in trouble[-TROUBLE_LINES:]:
+        print(line[:600])
 
 
 @pytest.fixture
@@ -80,7 +113,7 @@ def tcp_system(free_port: int, state_dir: Path) -> Iterator[tuple[SystemSpec, ob
 
 
 @pytest.fixture
-def pegasus(free_port: int, state_dir: Path) -> Iterator[Callable[..., Client]]:
+def pegasus(free_port: int, state_dir: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Client]]:
     """Start a real Pegasus system (multiprocTCPBase) with settings overrides; returns its client.
 
     ``start(runtime={"max_active_tasks": 2}, pools={...})``; ``start(daemon=True, ...)`` starts it in
@@ -102,6 +135,8 @@ def pegasus(free_port: int, state_dir: Path) -> Iterator[Callable[..., Client]]:
     try:
         yield start
     finally:
+        if started and request.node.stash.get(FAILED, False):
+            print_trouble(state_dir)
         for client, seen in started:
             if client.closed:  # closed (or killed) by the test: its processes must be gone all the same
                 assert procs.kill_all(seen, grace=10.0) == [], f"processes of port {client.spec.admin_port} left"

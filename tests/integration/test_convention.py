@@ -259,29 +259,6 @@ def test_command_line_values_are_parsed_or_refused_with_the_reason() -> None:
             conv.parse_address(bad)
 
 
-def test_the_pool_sigkills_only_its_own_child_workers() -> None:
-    """pool._kill: a pid that is not this process's child is never signalled (that a worker placed
-    on a member is never even named for a kill is the core's: tests/pegasus/pool/test_pool_core.py)."""
-    from actors.pool import _kill
-
-    child = subprocess.Popen(["sleep", "30"])
-    grandchild = subprocess.Popen([sys.executable, "-c", "import subprocess; subprocess.run(['sleep', '30'])"])
-    nephews: dict[int, int] = {}
-    try:
-        nephew = wait_for(lambda: next(iter(procs.descendants(grandchild.pid)), None), what="a grandchild")
-        nephews = procs.identities([nephew])  # alive, on this host, not our child
-        assert not _kill(nephew)  # not forked by this process
-        assert not _kill(os.getpid())
-        assert procs.is_alive(child.pid) and procs.is_alive(nephew)
-        assert _kill(child.pid)
-        assert child.wait(5) == -signal.SIGKILL
-    finally:
-        procs.kill_all(nephews, grace=0)
-        for proc in (child, grandchild):
-            proc.kill()
-            proc.wait()
-
-
 def test_a_leader_without_workers_queues_until_a_member_joins(convention: Convention) -> None:
     """local_workers = false and no member yet: a stage waits; past its timeout it fails, never hangs."""
     client = convention.leader(convention={"local_workers": False}, pools={"llm_timeout_s": 5.0})

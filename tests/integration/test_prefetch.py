@@ -72,7 +72,9 @@ def test_a_canceled_held_request_runs_but_changes_nothing(pegasus) -> None:
             assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
     # The worker was not ended for it (it had just answered another task, whose result a
     # SIGKILL could lose): the held request ran, and its answer was dropped.
-    llm = client.stats()["pools"]["llm"]
-    assert llm["replaced"] == 0 and llm["workers"][0]["pid"] == worker["pid"] and not llm["busy"]
+    stats = client.stats()
+    llm = stats["pools"]["llm"]
+    assert llm["replaced"] == 0 and llm["workers"][0]["pid"] == worker["pid"] and not llm["busy"], \
+        (llm, stats["supervisor_pid"])
     assert client.get(held)["lifecycle_state"] == "canceled"
     assert len(client.history(held)["cognitive"]) == seen
