@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from benchmarks.common import check, pegasus_system, percentile, state_dir, wait_counts
@@ -77,7 +78,7 @@ def _worker_gaps(stages: list[dict[str, Any]], lo: float, hi: float) -> tuple[fl
     gaps = []
     for runs in by_worker.values():
         runs.sort(key=lambda s: s["started"])
-        gaps += [b["started"] - a["finished"] for a, b in zip(runs, runs[1:])]
+        gaps += [b["started"] - a["finished"] for a, b in pairwise(runs)]
     return sum(gaps), len(gaps)
 
 
