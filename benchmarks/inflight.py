@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from benchmarks.common import (
     wait_workers,
 )
 from benchmarks.machine import load_average
+from benchmarks.pool import reflections_written
 from pegasus.task.names import MachineName, PoolName
 
 NAME = "inflight"
@@ -174,13 +176,17 @@ def _wait(system: System, tasks: int, timeout: float, sampler: Sampler) -> tuple
 
 
 def occupancy(spans: list[tuple[float, float]], workers: int, tail_share: float = TAIL_SHARE,
-              bin_s: float = 2.0) -> dict[str, Any]:
-    """How busy a pool's ``workers`` were with these (start, end) stage spans: from the first start to the last
-    end, its whole-pool seconds idle, the idle share of its last ``tail_share`` of that time (the tail), and
-    its busy share in each ``bin_s`` from the first start."""
+              bin_s: float = 2.0, reflections: Iterable[tuple[float, float]] = ()) -> dict[str, Any]:
+    """How busy a pool's ``workers`` were with these (start, end) stage spans, and the ``reflections``' spans
+    within theirs (a user's work too): from the first start to the last end, its whole-pool seconds idle, the
+    idle share of its last ``tail_share`` of that time (the tail), and its busy share in each ``bin_s`` from
+    the first start."""
     if not spans or workers < 1:
         return {}
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    within = [(max(s, first), min(e, last)) for s, e in reflections if e > first and s < last]
+    reflected = sum(e - s for s, e in within)
+    spans = spans + within
     tail = last - tail_share * (last - first)
     busy = sum(e - s for s, e in spans)
     tail_busy = sum(max(0.0, e - max(s, tail)) for s, e in spans)
@@ -188,7 +194,7 @@ def occupancy(spans: list[tuple[float, float]], workers: int, tail_share: float 
             for at in (first + k * bin_s for k in range(math.ceil((last - first) / bin_s)))]
     return {"span_s": round(last - first, 3), "idle_s": round(last - first - busy / workers, 3),
             "tail_s": round(last - tail, 3), "tail_idle_share": round(1 - tail_busy / workers / max(last - tail, 1e-9), 3),
-            "busy_share_by_bin": [round(b, 2) for b in bins], "bin_s": bin_s}
+            "busy_share_by_bin": [round(b, 2) for b in bins], "bin_s": bin_s, "reflections_s": round(reflected, 3)}
 
 
 def _pool_spans(system: System, ids: list[str], pool: str) -> list[tuple[float, float]]:
@@ -272,7 +278,10 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
                           **bound_s(tasks, stages, {pool: workers.get(pool, 1) for pool in stages}, latency_s))
             result["ratio"] = round(result["bound_s"] / result["completion_s"], 3)
             result["bound_tasks_per_s"] = round(tasks / result["bound_s"], 3)
-            result["llm_pool"] = occupancy(_pool_spans(system, ids, llm), workers[llm])
+            # A reflection's row says when it was written: it ran for about L before (benchmarks/pool.py).
+            written = reflections_written(system.client.history(task_id).get("post_reflection") for task_id in ids)
+            result["llm_pool"] = occupancy(_pool_spans(system, ids, llm), workers[llm],
+                                           reflections=[(at - latency_s, at) for at in written])
     result["wall_s"] = round(time.monotonic() - began, 3)
     return result
 
@@ -315,7 +324,8 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
     if pool := result.get("llm_pool"):
         rows.append(check(f"N={n}: llm pool idle, whole-pool seconds of its {pool['span_s']} s busy span "
-                          f"(last {pool['tail_s']} s: {100 * pool['tail_idle_share']:.0f}% idle)", pool["idle_s"], "s"))
+                          f"(last {pool['tail_s']} s: {100 * pool['tail_idle_share']:.0f}% idle; reflections "
+                          f"{pool.get('reflections_s', 0):g} s of it busy)", pool["idle_s"], "s"))
     ceiling = result["task_actor_ceiling"]
     rows.append(check(f"N={n}: peak processes (idle {result['idle_processes']}; task actors at most "
                       f"{result['peak_task_actors']})", result["peak_processes"], "processes",

@@ -110,3 +110,12 @@ def test_the_llm_pools_occupancy_says_its_idle_seconds_and_its_tails_idle_share(
     figures = inflight.occupancy([(0, 2), (0, 2), (2, 4), (5, 6)], 2)
     assert (figures["span_s"], figures["idle_s"], figures["tail_s"], figures["tail_idle_share"]) == (6, 2.5, 1.5, 0.667)
     assert figures["busy_share_by_bin"] == [1.0, 0.5, 0.25]
+
+
+def test_a_reflection_within_the_pools_span_is_busy_time_not_idle() -> None:
+    """The same pool, a reflection on the idle worker 4-5 s and one after the last stage (not in the span): 1.5
+    whole-pool seconds idle; the tail half idle (two-thirds without it)."""
+    figures = inflight.occupancy([(0, 2), (0, 2), (2, 4), (5, 6)], 2, reflections=[(4, 5), (6, 8)])
+    assert (figures["span_s"], figures["idle_s"], figures["tail_idle_share"], figures["reflections_s"]) == \
+        (6, 2.0, 0.5, 1.0)
+    assert figures["busy_share_by_bin"] == [1.0, 0.5, 0.5]
