@@ -345,7 +345,7 @@ class StageWorker(ActorTypeDispatcher):
         if self.processors is None:
             raise RuntimeError("stage worker received work before WorkerInit")
         if self.latency_s:
-            time.sleep(self.latency_s)
+            _simulated_latency(self.latency_s)
         # The CPU clock starts after the simulated latency: reading it is a system call,
         # where the process may be preempted, and one before the sleep delayed the
         # whole stage.
@@ -379,6 +379,12 @@ class StageWorker(ActorTypeDispatcher):
             reported["context"] = outcome.context  # the context budget's fits: the task's history shows them
         return StageResult(request.task_id, request.token, request.stage, ok=True,
                            event_type=str(outcome.event_type), payload=outcome.payload, worker=reported)
+
+
+def _simulated_latency(seconds: float) -> None:
+    """[cognition] latency_ms: the model's wait, in the stage's thread (a frame of its own, so that a profile
+    of the process tells it from work: benchmarks/spyprof.py)."""
+    time.sleep(seconds)
 
 
 def _run_gate(request: StageRequest) -> StageResult:
