@@ -27,7 +27,7 @@ from thespian.actors import (
 
 from actors import telemetry
 from actors.runtime import procs, sharing, titles
-from actors.wire.leaving import send_then
+from actors.wire.leaving import send_then, take_arrived_acks
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
@@ -233,6 +233,8 @@ class StageWorker(ActorTypeDispatcher):
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
         cpu_s = time.thread_time() - self.cpu_started if self.cpu_started is not None else 0.0
         self.cpu_started = None
+        # Acknowledgements that came during the stage: read now, the answer and the pool's WorkDone leave at once.
+        take_arrived_acks(self)
         self._step(i.Ran(command.job, result, cpu_s))
 
     def _stream(self, command: c.Stream) -> None:
