@@ -22,6 +22,7 @@ from thespian.system.transport import TransmitIntent
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
+from actors.wire.leaving import take_arrived_acks
 from actors.wire.read_ahead import read_ahead
 from pegasus import logs
 from pegasus.config import Settings
@@ -176,6 +177,7 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
+        take_arrived_acks(self, command.to)  # the request before it acknowledged, unread: this one goes at once
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,

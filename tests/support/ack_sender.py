@@ -4,8 +4,9 @@ multiprocTCPBase system, as tests/support/echo_actor.py says).
 ``Sender``, asked ``("warm", peer)``, sends ``peer`` a ping and answers "warm" once the peer's pong is back
 (their connection is open and idle then).  Asked ``("go", take)``, it does in one handler what a stage worker
 does at L = 50 ms: a message to the peer, the peer's acknowledgement left unread while the handler is busy,
-then (if ``take``) ``take_arrived_acks``, then ``send_then``; it answers (acknowledgements read, whether
-the second message had left when ``send_then`` returned).
+then ``take_arrived_acks`` (``take``: None, not called; "peer": for the peer; "elsewhere": for another
+address), then ``send_then``; it answers (acknowledgements read, whether the second message had left when
+``send_then`` returned).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Sender(Actor):
         elif message[0] == "go":
             self.send(self.peer, "first")
             self._until_acknowledged()
-            taken = take_arrived_acks(self) if message[1] else 0
+            take = message[1]
+            taken = 0 if take is None else take_arrived_acks(self, self.peer if take == "peer" else self.asker)
             left: list[bool] = []
             send_then(self, self.peer, "second", lambda: left.append(True))
             self.send(sender, (taken, bool(left)))
