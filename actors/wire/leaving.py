@@ -45,7 +45,7 @@ def take_arrived_acks(actor: Any, to: Any = None) -> int:
     waits on, by Thespian's own step, as the loop's next pass would: the connection is free again for the next
     message; the sends' callbacks run at the end of that pass, as ever.  How many were read.  Only Thespian
     4.0.1's TCP transport has them; a transport busy in another thread is left alone."""
-    transport = getattr(getattr(actor, "_myRef", None), "transport", None)
+    transport: Any = getattr(getattr(actor, "_myRef", None), "transport", None)
     intents = getattr(transport, "_transmitIntents", None)
     waiting = getattr(transport, "_XMITStepWaitForAck", None)
     if not intents or waiting is None or not transport._exclusively_processing():
