@@ -22,6 +22,7 @@ from thespian.system.transport import TransmitIntent
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
+from actors.wire.leaving import take_arrived_acks
 from actors.wire.read_ahead import read_ahead
 from pegasus import logs
 from pegasus.config import Settings
@@ -34,6 +35,9 @@ from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
 
+# While many runs wait for stages, transitions wait this long after the batch before (pegasus.run.report_batch):
+# at L = 50 ms each answer arrives alone, and a TaskReports per stage cost the supervisor a wake-up and a commit.
+REPORT_HOLD_S = 0.05
 _EFFECT_REGISTRIES: dict[str, ToolRegistry] = {}
 # Machine-scope MCP servers' listings (their tools' effect classes), pushed by the admin's MCP host.
 _MCP_LISTINGS = RemoteSource()
@@ -58,7 +62,7 @@ class TaskActor(ActorTypeDispatcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         procs.die_with_parent()
-        self.host = h.RunHost(pid=os.getpid())
+        self.host = h.RunHost(pid=os.getpid(), report_hold_s=REPORT_HOLD_S)
         self.registry: ToolRegistry | None = None
         self.settings: Settings | None = None  # from ConfigureTaskActor
         self.effect_of: EffectOf = _unknown
@@ -77,7 +81,7 @@ class TaskActor(ActorTypeDispatcher):
             super().receiveMessage(message, sender)
         except Exception:
             self.log.exception("task_actor_error")
-        self._step(h.Handled(self._more_read()))
+        self._step(h.Handled(self._more_read(), time.monotonic()))
 
     def _step(self, event: h.HostInput) -> None:
         """Step the core and carry its commands out; an input met meanwhile (a delivery said during a send,
@@ -173,6 +177,7 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
+        take_arrived_acks(self, command.to)  # the request before it acknowledged, unread: this one goes at once
         self.send(command.to, m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
@@ -196,13 +201,13 @@ class TaskActor(ActorTypeDispatcher):
         send_intent = getattr(ref, "_send_intent", None)
         if getattr(ref, "transport", None) is None or send_intent is None:
             self.send(command.to, message)
-            self._step(h.Delivered(self._more_read()))
+            self._step(h.Delivered(self._more_read(), time.monotonic()))
             return
         intent = TransmitIntent(command.to, message, onError=getattr(ref, "actor_send_fail", None))
         send_intent(intent.addCallback(self._delivered, self._delivered))
 
     def _delivered(self, result: Any, intent: Any) -> None:
-        self._step(h.Delivered(self._more_read()))
+        self._step(h.Delivered(self._more_read(), time.monotonic()))
 
     def _abandoned(self, command: h.Abandoned) -> None:
         self.send(command.to, m.TaskAbandoned(command.task_id, command.run, command.reason))

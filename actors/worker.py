@@ -27,7 +27,7 @@ from thespian.actors import (
 
 from actors import telemetry
 from actors.runtime import procs, sharing, titles
-from actors.wire.leaving import send_then
+from actors.wire.leaving import send_then, take_arrived_acks
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
     McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
@@ -233,6 +233,8 @@ class StageWorker(ActorTypeDispatcher):
                                  error=f"{type(exc).__name__}: {exc}", error_kind="exception")
         cpu_s = time.thread_time() - self.cpu_started if self.cpu_started is not None else 0.0
         self.cpu_started = None
+        # Acknowledgements that came during the stage: read now, the answer and the pool's WorkDone leave at once.
+        take_arrived_acks(self)
         self._step(i.Ran(command.job, result, cpu_s))
 
     def _stream(self, command: c.Stream) -> None:
@@ -345,7 +347,7 @@ class StageWorker(ActorTypeDispatcher):
         if self.processors is None:
             raise RuntimeError("stage worker received work before WorkerInit")
         if self.latency_s:
-            time.sleep(self.latency_s)
+            _simulated_latency(self.latency_s)
         # The CPU clock starts after the simulated latency: reading it is a system call,
         # where the process may be preempted, and one before the sleep delayed the
         # whole stage.
@@ -379,6 +381,12 @@ class StageWorker(ActorTypeDispatcher):
             reported["context"] = outcome.context  # the context budget's fits: the task's history shows them
         return StageResult(request.task_id, request.token, request.stage, ok=True,
                            event_type=str(outcome.event_type), payload=outcome.payload, worker=reported)
+
+
+def _simulated_latency(seconds: float) -> None:
+    """[cognition] latency_ms: the model's wait, in the stage's thread (a frame of its own, so that a profile
+    of the process tells it from work: benchmarks/spyprof.py)."""
+    time.sleep(seconds)
 
 
 def _run_gate(request: StageRequest) -> StageResult:

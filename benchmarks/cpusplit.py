@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from actors.runtime import procs
 from benchmarks import msgprof, spyprof
 from benchmarks.common import (
     KINDS,
@@ -23,7 +24,9 @@ from benchmarks.common import (
     check,
     pegasus_system,
     pss_kib,
+    role_of,
     state_dir,
+    title_of,
     wait_counts,
 )
 from benchmarks.compare import LIMITS
@@ -36,7 +39,9 @@ TOP = 4  # message types per actor kind in the table (the JSON has them all)
 CPROFILE = frozenset(filter(None, (k.strip() for k in os.environ.get("PEGASUS_BENCH_CPROFILE", "").split(","))))
 # PEGASUS_BENCH_PYSPY=1 (py-spy installed): the workload runs sample the supervisor's whole process, its busy
 # samples split by part and handler into each run's JSON (benchmarks/spyprof.py); py-spy's own CPU is its own.
-PYSPY = bool(os.environ.get("PEGASUS_BENCH_PYSPY"))
+# Or the processes to sample by title, e.g. "task actor,llm worker,tool worker,llm pool": one of each (the first).
+PYSPY = tuple(filter(None, (kind.strip() for kind in os.environ.get("PEGASUS_BENCH_PYSPY", "").split(","))))
+PYSPY = ("supervisor",) if PYSPY == ("1",) else PYSPY
 
 
 def _overrides(latency_ms: float) -> dict[str, Any]:
@@ -51,16 +56,27 @@ def workload(tasks: int, latency_ms: float) -> dict[str, Any]:
         client = system.client
         client.wait(client.submit("what is 1 + 1?")["task_id"])  # warm-up: first connections, imports
         cpu = CpuAccount(system, kinds=True)
-        spy = spyprof.recording(cpu.supervisor, state / "supervisor.raw") if PYSPY else nullcontext(False)
-        with spy as spied:
+        with ExitStack() as spies:
+            spied = [kind for kind, pid in _first_of_each(cpu, PYSPY).items()
+                     if spies.enter_context(spyprof.recording(pid, state / f"{kind}.raw"))]
             start = time.monotonic()
             client.submit_many(texts)
             counts = wait_counts(client, tasks + 1, timeout=300, pause=0.25)
             elapsed = time.monotonic() - start
         spent = cpu.close(tasks)
-        profile = {"supervisor_py_spy": spyprof.split(state / "supervisor.raw")} if spied else {}
+        profile = {f"{kind.replace(' ', '_')}_py_spy": spyprof.split(state / f"{kind}.raw") for kind in spied}
     return {"tasks": tasks, "latency_ms": latency_ms, "done": counts.get("done", 0) - 1, "counts": counts,
             "tasks_per_s": round(tasks / elapsed, 3), **spent, **profile}
+
+
+def _first_of_each(cpu: CpuAccount, kinds: tuple[str, ...]) -> dict[str, int]:
+    """The first live process of each kind named (its title's role: ``llm worker``; ``task actor``: the
+    supervisor's child), for py-spy."""
+    found: dict[str, int] = {}
+    for st in sorted(procs.all_stats().values(), key=lambda st: st.pid):
+        if st.pid in cpu.roles or st.ppid == cpu.supervisor:
+            found.setdefault(role_of(title_of(st.pid)), st.pid)
+    return {kind: found[kind] for kind in kinds if kind in found}
 
 
 def message_kinds(tasks: int, latency_ms: float) -> dict[str, Any]:

@@ -5,6 +5,12 @@ previous one's acknowledgement (``TCPTransport._next_XMIT_1``), and so does one 
 being made.  A message written whole to its connection is the kernel's to deliver even if the sender is
 SIGKILLed next.  The stage worker tells its pool a job is over only then (``pegasus.worker.core``).  Under
 any other transport (simpleSystemBase) the message is handed over at once.
+
+An acknowledgement that arrives while the actor's thread is busy (a worker's stage) lies unread until the
+next pass of the loop, and the next message to that peer queues behind it: it leaves a pass later (and a
+worker's answer says it has left only on its own acknowledgement, a wake-up later still).  So does one
+that arrives between the loop's poll and the handler that sends next (a task actor's stage requests to a
+pool).  ``take_arrived_acks`` reads those first.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from thespian.system.transport import TransmitIntent
+
+from actors.wire.thespian_patches.speed.whole_messages import _has_data
 
 
 def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> None:
@@ -30,3 +38,28 @@ def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> No
     serialized = getattr(intent, "serMsg", None)
     if serialized and getattr(intent, "amtSent", 0) >= len(serialized):
         left()
+
+
+def take_arrived_acks(actor: Any, to: Any = None) -> int:
+    """Read every acknowledgement that has arrived for a message this process sent (to ``to``, or to anyone) and
+    waits on, by Thespian's own step, as the loop's next pass would: the connection is free again for the next
+    message; the sends' callbacks run at the end of that pass, as ever.  How many were read.  Only Thespian
+    4.0.1's TCP transport has them; a transport busy in another thread is left alone."""
+    transport: Any = getattr(getattr(actor, "_myRef", None), "transport", None)
+    intents = getattr(transport, "_transmitIntents", None)
+    waiting = getattr(transport, "_XMITStepWaitForAck", None)
+    if not intents or waiting is None or not transport._exclusively_processing():
+        return 0
+    taken = 0
+    try:
+        for fileno, intent in list(intents.items()):
+            sock = getattr(intent, "socket", None)
+            if (intents.get(fileno) is intent and intent.stage == waiting and sock is not None
+                    and (to is None or intent.targetAddr == to) and _has_data(sock)):
+                transport._processIntents(fileno)
+                taken += 1
+    except Exception:  # noqa: BLE001 - the loop's next pass reads what is left, as before
+        pass
+    finally:
+        transport._not_processing()
+    return taken

@@ -28,6 +28,7 @@ from pegasus.task.names import PoolName, StageName
 
 Address = Any  # an actor address, opaque here
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
+HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions may wait
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -94,16 +95,19 @@ class Closing:
 
 @dataclass(frozen=True, slots=True)
 class Handled:
-    """A message was handled; ``more_read``: another, already read, waits to be handled."""
+    """A message was handled; ``more_read``: another, already read, waits to be handled; ``now``: the
+    carrier's monotonic clock (None: reports are never held for time, ``pegasus.run.report_batch``)."""
 
     more_read: bool = False
+    now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    """A ``Report`` sent earlier was delivered, or failed (``more_read`` as in ``Handled``)."""
+    """A ``Report`` sent earlier was delivered, or failed (``more_read`` and ``now`` as in ``Handled``)."""
 
     more_read: bool = False
+    now: float | None = None
 
 
 HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
@@ -164,7 +168,8 @@ _TOLD = (AskRecall, TextDelta)
 class RunHost:
     """The runs one task actor holds; see the module docstring."""
 
-    def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id) -> None:
+    def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id,
+                 report_hold_s: float = 0.0) -> None:
         self.pid, self.clock, self.ids = pid, clock, ids
         self.supervisor: Address = None
         self.token = 0  # the highest token issued here
@@ -175,7 +180,8 @@ class RunHost:
         self.effect_of: EffectOf = _unknown
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
-        self.batch = ReportBatch()  # reports made and not yet sent
+        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait.
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned))
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -271,10 +277,14 @@ class RunHost:
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        return self._reports(self.batch.handled(event.more_read, idle=not self.runs))
+        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now)))
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs))
+        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+
+    def _busy(self, now: float | None) -> float | None:
+        """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""
+        return now if len(self.asked) >= HOLD_RUNS else None
 
     def _reports(self, reports: Reports) -> list[HostCommand]:
         return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []

@@ -5,10 +5,17 @@ already read wait to be handled, or while the last batch is undelivered (Thespia
 in flight per sender and target), never beyond ``LIMIT``.  A lazy report (a reflection's answer) waits
 for a batch that goes anyway, or till the host holds no run.  Held reports go first, in order, before
 any other message to the supervisor; one lost with its task actor is as one in flight (docs/durability.md).
+
+While many runs wait for their stages (each message then arrives alone, issue 33), reports the
+``holdable`` predicate accepts (transitions) also wait until ``hold_s`` after the batch before left,
+and go with the first message handled after that: with no timer (a send from a wakeup handler can
+stall in Thespian's transmit queue, docs/architecture.md).  Any other report (a run's end) ends the wait.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 LIMIT = 16  # reports one message carries at most: a long burst still reports as it goes
@@ -17,36 +24,49 @@ LIMIT = 16  # reports one message carries at most: a long burst still reports as
 class ReportBatch:
     """The policy alone: each call answers the reports to send now, in order, as one message (empty: none)."""
 
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = LIMIT, hold_s: float = 0.0,
+                 holdable: Callable[[Any], bool] = lambda report: False) -> None:
         self.limit = max(1, limit)
+        self.hold_s, self.holdable = hold_s, holdable
         self.held: list[Any] = []
         self.due = False  # a report held is not lazy: the batch goes at the next chance
+        self.urgent = False  # a report held is not holdable: no hold_s wait
         self.in_flight = 0  # batches sent and not yet delivered (or failed)
+        self.left_at = -math.inf  # when the last batch left (the caller's clock)
 
     def add(self, reports: tuple[Any, ...] | list[Any], lazy: bool = False) -> tuple[Any, ...]:
         """An activation made ``reports``: held; sent at once when the batch is full.  ``lazy``: they go
         with the next batch that goes anyway (their own message would cost both processes a wake-up)."""
         self.held.extend(reports)
         self.due = self.due or (bool(reports) and not lazy)
+        self.urgent = self.urgent or (not lazy and not all(self.holdable(report) for report in reports))
         return self._send() if len(self.held) >= self.limit else ()
 
     def before_other(self) -> tuple[Any, ...]:
         """Another message to the supervisor is about to go: whatever is held goes first."""
         return self._send()
 
-    def handled(self, more_read: bool, idle: bool = True) -> tuple[Any, ...]:
+    def handled(self, more_read: bool, idle: bool = True, now: float | None = None) -> tuple[Any, ...]:
         """A message was handled; ``more_read``: another, already read, waits to be handled; ``idle``: no
-        later report is coming to carry lazy ones (the host holds no run), so they go alone."""
-        return () if more_read or self.in_flight or not (self.due or idle) else self._send()
+        later report is coming to carry lazy ones (the host holds no run), so they go alone.  ``now``: the
+        clock, given while a message is sure to come soon (many runs wait for stages): holdable reports
+        then wait until ``hold_s`` after the batch before left."""
+        if more_read or self.in_flight or not (self.due or idle):
+            return ()
+        if now is not None and not idle and not self.urgent and now < self.left_at + self.hold_s:
+            return ()
+        return self._send(now)
 
-    def delivered(self, more_read: bool, idle: bool = True) -> tuple[Any, ...]:
+    def delivered(self, more_read: bool, idle: bool = True, now: float | None = None) -> tuple[Any, ...]:
         """A batch sent earlier was delivered (or failed: nothing waits for it any more)."""
         self.in_flight = max(0, self.in_flight - 1)
-        return self.handled(more_read, idle)
+        return self.handled(more_read, idle, now)
 
-    def _send(self) -> tuple[Any, ...]:
+    def _send(self, now: float | None = None) -> tuple[Any, ...]:
         if not self.held:
             return ()
-        batch, self.held, self.due = tuple(self.held), [], False
+        batch, self.held, self.due, self.urgent = tuple(self.held), [], False, False
         self.in_flight += 1
+        if now is not None:
+            self.left_at = now
         return batch

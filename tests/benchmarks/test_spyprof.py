@@ -35,3 +35,25 @@ def test_without_py_spy_nothing_is_recorded(tmp_path: Path, monkeypatch: object)
     with spyprof.recording(1, tmp_path / "x.raw") as running:
         assert running is False
     assert not (tmp_path / "x.raw").exists()
+
+
+def test_a_workers_simulated_latency_is_a_wait_and_its_samples_go_to_its_handler_or_a_delivery_callback(
+        tmp_path: Path) -> None:
+    """A worker forked from the pool (whose loop is in its stack too) at L = 50 ms (issue 33)."""
+    parent = f"main (x.py:1);{LOOP};{HANDLE};StagePool.receiveMsg_PoolConfig (actors/pool.py:90);{LOOP}"
+    work = "StageWorker.receiveMsg_Work (actors/worker.py:151);StageWorker._run_now (actors/worker.py:227)"
+    left = "ResultCallback.resultCallback (thespian/system/transport/__init__.py:40);StageWorker._left (actors/worker.py:270)"
+    raw = tmp_path / "llm worker.raw"
+    raw.write_text("\n".join((
+        f"{parent};{work};_simulated_latency (actors/worker.py:385) 70",
+        f"{parent};{left};{work};_simulated_latency (actors/worker.py:385) 20",
+        f"{parent};{work};run_stage (pegasus/cognitive/stages.py:80) 3",
+        f"{parent};{left};StageWorker._free (actors/worker.py:290);_serialize (actors/wire/thespian_patches/security/frame_auth.py:60) 1",
+        f"{parent};TCPTransport._next_XMIT_2 (thespian/system/transport/TCPTransport.py:891) 6",
+    )) + "\n", encoding="utf-8")
+    found = spyprof.split(raw)
+    assert found["busy_samples"] == 10
+    assert found["handlers"] == {"outside handlers (receive, MAC, unpickle, acks)": 0.6,
+                                 "StageWorker.receiveMsg_Work": 0.3, "delivery callbacks": 0.1}
+    assert found["parts"] == {"Thespian loop and transport": 0.6, "the actor's own code (actors/, pegasus/)": 0.3,
+                              "pickle, msgpack": 0.1}

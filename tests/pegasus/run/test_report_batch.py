@@ -8,8 +8,10 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 
 from pegasus.run import TaskStopped, TaskTransitioned
-from pegasus.run.host import Abandoned, AskPool, Closing, Delivered, Handled, Report, RunHost, Tell
+from pegasus.run import SuspendAsked
+from pegasus.run.host import HOLD_RUNS, Abandoned, AskPool, Closing, Delivered, Handled, Report, RunHost, Tell
 from pegasus.run.report_batch import ReportBatch
+from tests.pegasus.conftest import FixedClock, Ids
 from tests.pegasus.run.test_task_host import INPUTS, SUP, answer, host, of, settled, start
 
 # -- the policy alone ------------------------------------------------------------------------------
@@ -20,20 +22,28 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("handled"), st.booleans()),
     st.tuples(st.just("busy"), st.booleans()),  # handled while the host holds runs
     st.tuples(st.just("delivered"), st.booleans()),
+    st.tuples(st.just("timed"), st.floats(0.0, 0.03)),  # handled while many runs wait: the clock moved on
+    st.tuples(st.just("stop"), st.none()),  # a report that is not holdable (a run's end)
 ), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
 @given(STEPS, st.integers(1, 8))
 def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(steps: list[Any], limit: int) -> None:
-    batch = ReportBatch(limit)
+    batch = ReportBatch(limit, hold_s=0.05, holdable=lambda report: report >= 0)
     made: list[int] = []
     sent: list[tuple[int, ...]] = []
+    now = 0.0
     for kind, arg in steps:
-        if kind in ("add", "lazy"):
-            reports = list(range(len(made), len(made) + arg))
+        if kind in ("add", "lazy", "stop"):
+            reports = list(range(len(made), len(made) + arg)) if kind != "stop" else [-1 - len(made)]
             made += reports
             out = batch.add(reports, lazy=kind == "lazy")
+        elif kind == "timed":
+            now += arg
+            out = batch.handled(False, idle=False, now=now)
+            if batch.held and batch.due and not batch.in_flight:  # held for time: only holdable ones, not for long
+                assert all(report >= 0 for report in batch.held) and now < batch.left_at + 0.05
         elif kind == "other":
             out = batch.before_other()
             assert not batch.held  # nothing held overtaken by another message
@@ -73,6 +83,24 @@ def test_a_lazy_report_waits_for_a_batch_that_goes_anyway_or_for_the_host_to_hol
     assert batch.add(["r2"], lazy=True) == () and batch.handled(False, idle=True) == ("r2",)  # nothing else coming
     assert batch.add(["r3"], lazy=True) == () and batch.delivered(False, idle=True) == ("r3",)
     assert batch.add(["r4"], lazy=True) == () and batch.before_other() == ("r4",)
+
+
+def test_while_runs_wait_transitions_wait_till_hold_s_after_the_batch_before_and_a_runs_end_does_not() -> None:
+    """At L = 50 ms each answer arrives alone: a batch per stage cost the supervisor a wake-up and a commit each
+    (issue 33).  No timer: the first message handled after the hold carries them."""
+    batch = ReportBatch(hold_s=0.05, holdable=lambda report: report.startswith("t"))
+    assert batch.add(["t1"]) == () and batch.handled(False, idle=False, now=10.0) == ("t1",)  # none before it
+    assert batch.delivered(False, idle=False, now=10.001) == ()
+    assert batch.add(["t2"]) == () and batch.handled(False, idle=False, now=10.02) == ()  # 20 ms after: held
+    assert batch.add(["t3"]) == () and batch.handled(False, idle=False, now=10.04) == ()
+    assert batch.add(["t4"]) == () and batch.handled(False, idle=False, now=10.06) == ("t2", "t3", "t4")
+    batch.delivered(False, idle=False, now=10.061)
+    assert batch.add(["t5"]) == () and batch.handled(False, idle=False, now=10.07) == ()
+    assert batch.add(["stop6"]) == () and batch.handled(False, idle=False, now=10.08) == ("t5", "stop6")  # at once
+    batch.delivered(False, idle=False, now=10.081)
+    assert batch.add(["t7"]) == () and batch.handled(False, idle=True, now=10.09) == ("t7",)  # no run held: at once
+    batch.delivered(False)
+    assert batch.add(["t8"]) == () and batch.handled(False, idle=False) == ("t8",)  # no clock: never for time
 
 
 def test_a_full_batch_goes_at_once_and_another_message_to_the_supervisor_goes_after_what_is_held() -> None:
@@ -117,6 +145,30 @@ def test_held_reports_go_before_a_recall_request_a_run_let_go_and_the_process_ex
     assert [r.task_id for r in report.reports] == ["c"]
 
 
+def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_message_their_ends_do_not() -> None:
+    core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=0.05)
+    tasks = [f"t{n}" for n in range(HOLD_RUNS)]
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in tasks}
+    [first] = of(Report, core.step(Handled(False, 1.0)))  # all started together: one batch
+    assert len(first.reports) == HOLD_RUNS and not core.step(Delivered(False, 1.001))
+    out = core.step(answer(asks["t0"])) + core.step(Handled(False, 1.01))
+    assert not of(Report, out) and of(AskPool, out)  # held; the next stage did not wait
+    out = core.step(answer(asks["t1"])) + core.step(Handled(False, 1.06))
+    [report] = of(Report, out)
+    assert [(r.task_id, r.to_state) for r in report.reports] == [("t0", "thinking"), ("t1", "thinking")]
+    core.step(Delivered(False, 1.061))
+    out = core.step(SuspendAsked("t2", "asked")) + core.step(Handled(False, 1.07))  # a run's end: no wait
+    assert [type(r).__name__ for r in of(Report, out)[0].reports][-1] == "TaskStopped"
+
+
+def test_with_fewer_runs_waiting_a_transition_goes_as_before() -> None:
+    core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=0.05)
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in ("a", "b")}
+    core.step(Handled(False, 1.0))
+    core.step(Delivered(False, 1.001))
+    assert of(Report, core.step(answer(asks["a"])) + core.step(Handled(False, 1.01)))  # no message sure to come
+
+
 def test_streamed_text_goes_after_the_reports_held_before_it() -> None:
     from pegasus.run import Streamed
     from pegasus.streaming import TextDelta
@@ -126,7 +178,9 @@ def test_streamed_text_goes_after_the_reports_held_before_it() -> None:
     assert [type(c) for c in out] == [Report, Tell]
 
 
-SIGNALS = st.one_of(st.builds(Handled, st.booleans()), st.builds(Delivered, st.booleans()))
+SIGNALS = st.one_of(st.builds(Handled, st.booleans()), st.builds(Delivered, st.booleans()),
+                    st.builds(Handled, st.booleans(), st.floats(0.0, 1.0)),  # held for time while runs wait
+                    st.builds(Delivered, st.booleans(), st.floats(0.0, 1.0)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -134,6 +188,7 @@ SIGNALS = st.one_of(st.builds(Handled, st.booleans()), st.builds(Delivered, st.b
 def test_any_interleaving_of_inputs_and_flushes_reports_each_run_once_and_in_order(inputs: list[Any]) -> None:
     """Every report the runs made leaves once, in the order they were made (so each task's in its order)."""
     core = host()
+    core.batch.hold_s = 0.05
     made: list[Any] = []
     add = core.batch.add
     core.batch.add = lambda reports: (made.extend(reports), add(reports))[1]  # type: ignore[method-assign]
