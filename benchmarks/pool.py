@@ -1,16 +1,10 @@
 """Scenario 2, pool efficiency: measured llm-stage throughput against the bound N / L.
 
-Every offline stage sleeps ``[cognition] latency_ms`` = L in its worker, the
-llm pool has N workers, and enough tasks run at once (cap 4N + 4, tool pool
-large enough never to be the bottleneck) that llm requests always wait in the
-pool's queue.  The throughput is measured over the steady part of the run: the
-llm stages that started between the 10th and the 90th percentile of all llm
-stage starts, divided by that window's length.  Efficiency = throughput / (N / L).
-
-The throughput counts the post-task reflections written inside the window beside the task stages: each is
-one more llm stage of L on a worker (a user's real work), and the pool's wait bound runs them inside the
-window (pegasus/pool/order.py).  Left out, a worker running one looked idle for L (the 2-4% "lost" at the
-merge of 2026-11-26: docs/performance.md).  The task stages' own share is reported beside it.
+Every offline stage sleeps L in its worker, the llm pool has N workers, and enough tasks run at once that
+llm requests always wait.  Throughput: the llm stages started between the 10th and 90th percentile of all
+starts, over that window.  Efficiency = throughput / (N / L).  Post-task reflections run inside the window
+count as llm work (a user's real work, run there by the pool's wait bound); the task stages' own share is
+reported beside it (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """A send that says when its message has left this process: from then on, this process's death cannot lose it.
 
-Thespian 4.0.1 sends one message at a time to a peer: the next waits, in the sender's memory, for the
-previous one's acknowledgement (``TCPTransport._next_XMIT_1``), and so does one whose connection is still
-being made.  A message written whole to its connection is the kernel's to deliver even if the sender is
-SIGKILLed next.  The stage worker tells its pool a job is over only then (``pegasus.worker.core``).  Under
-any other transport (simpleSystemBase) the message is handed over at once.
-
-An acknowledgement that arrives while the actor's thread is busy (a worker's stage) lies unread until the
-next pass of the loop, and the next message to that peer queues behind it: it leaves a pass later (and a
-worker's answer says it has left only on its own acknowledgement, a wake-up later still).  So does one
-that arrives between the loop's poll and the handler that sends next (a task actor's stage requests to a
-pool).  ``take_arrived_acks`` reads those first.
+Thespian 4.0.1 sends one message at a time to a peer: the next waits in the sender's memory for the previous
+one's acknowledgement (``TCPTransport._next_XMIT_1``); one written whole to its connection is the kernel's to
+deliver even if the sender is SIGKILLed next, and the stage worker tells its pool a job is over only then.
+``take_arrived_acks`` reads acknowledgements that arrived while the actor's thread was busy, so the next
+message to that peer does not wait a pass of the loop behind them (docs/architecture.md).
 """
 
 from __future__ import annotations

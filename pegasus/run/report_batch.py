@@ -1,15 +1,10 @@
 """When a task actor's reports leave: those of several activations, of several tasks, in one message.
 
-Each message to the supervisor costs both processes a wake-up, so reports are held while messages
-already read wait to be handled, or while the last batch is undelivered (Thespian keeps one message
-in flight per sender and target), never beyond ``LIMIT``.  A lazy report (a reflection's answer) waits
-for a batch that goes anyway, or till the host holds no run.  Held reports go first, in order, before
-any other message to the supervisor; one lost with its task actor is as one in flight (docs/durability.md).
-
-While many runs wait for their stages (each message then arrives alone, issue 33), reports the
-``holdable`` predicate accepts (transitions) also wait until ``hold_s`` after the batch before left,
-and go with the first message handled after that: with no timer (a send from a wakeup handler can
-stall in Thespian's transmit queue, docs/architecture.md).  Any other report (a run's end) ends the wait.
+Each message to the supervisor costs both processes a wake-up, so reports are held while messages already
+read wait, or while the last batch is undelivered, never beyond ``LIMIT``; a lazy report (a reflection's
+answer) waits for a batch that goes anyway.  While many runs wait for their stages, transitions also wait
+until ``hold_s`` after the batch before, going with the first message handled after that (no timer: see
+docs/architecture.md); a run's end ends the wait.  A report lost with its task actor is as one in flight.
 """
 
 from __future__ import annotations
