@@ -4,9 +4,8 @@ Every ``ChildActorExited`` comes here; what a death means is declared per kind (
 and decided by the pure core, and this module pays its cost: a task actor's runs restart from their
 checkpoints; a dead pool is started again and what it had not answered is sent again, token and all
 (an effectful step asks the journal first); past the intensity the supervisor ends and the guardian
-starts a new one.  A pool seen stopped on two looks 2.5 s apart while work is in flight is killed
-(``pegasus.pool.looks``), only when /proc shows it is this process's own child (docs/architecture.md,
-"Supervision").
+starts a new one.  A pool seen stopped while work is in flight is killed (``pegasus.pool.looks``),
+only when /proc shows it is our own child (docs/architecture.md, "Supervision").
 """
 
 from __future__ import annotations
