@@ -42,7 +42,7 @@ class PoolLooks:
     armed: bool = False
     stopped: dict[str, int] = field(default_factory=dict)  # pool -> stopped looks in a row
 
-    def work(self) -> list[Command]:
+    def work(self) -> list[LookIn]:
         """Work that a pool could hold up began: the timer, unless it is armed."""
         if self.armed:
             return []
