@@ -4,7 +4,8 @@ Created by the guardian when ``[http] enabled``.  The gateway is a separate prog
 the app, ``actors.client.gateway``) started from here, so it descends from the system's lock holders:
 ``pegasus stop`` ends it with the rest.  It dies with this actor (``PR_SET_PDEATHSIG`` set before it
 execs), which dies with the guardian.  A gateway that exits is started again with the doubling
-pause of ``pegasus.restarts``; its output goes to ``logs/gateway.log``.
+pause of ``pegasus.restarts``: its pidfd is watched (Thespian's ``ThespianWatch``), so an idle keeper
+does not wake (issue 33).  Its output goes to ``logs/gateway.log``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from thespian.actors import ActorExitRequest, WakeupMessage
+from thespian.actors import ActorExitRequest, ThespianWatch, WakeupMessage, WatchMessage
 
 from actors import messages as m
 from actors.boundary import Boundary
@@ -28,7 +29,7 @@ from pegasus.restarts import Restarts
 
 HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
 RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this one (its /metrics says)
-CHECK_S = 0.5  # how soon a dead gateway is noticed
+CHECK_S = 0.5  # how soon a dead gateway is noticed where it has no pidfd to watch
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +44,7 @@ class GatewayKeeper(Boundary):
         procs.die_with_parent()
         self.state_dir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
+        self.pidfd: int | None = None  # readable once the gateway has exited
         self.restarts = Restarts()
         self.exiting = False
         self.log = logs.get("gateway")
@@ -69,7 +71,20 @@ class GatewayKeeper(Boundary):
             os.close(out)
         self.restarts.started(time.monotonic())
         self.log.info("gateway_started", pid=self.process.pid)
-        self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
+        try:
+            self.pidfd = os.pidfd_open(self.process.pid)
+        except OSError:  # no pidfd here: looked at every CHECK_S
+            self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
+
+    def receiveMessage(self, message: Any, sender: Any) -> ThespianWatch | None:
+        """Each message handled, then the gateway's pidfd watched again (Thespian watches what the last
+        handler returned)."""
+        super().receiveMessage(message, sender)
+        return ThespianWatch([self.pidfd]) if self.pidfd is not None and not self.exiting else None
+
+    def receiveMsg_WatchMessage(self, watch: WatchMessage, sender: Any) -> None:
+        if self.pidfd is not None and self.pidfd in watch.ready:
+            self._check()
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         check = wakeup.payload
@@ -78,10 +93,20 @@ class GatewayKeeper(Boundary):
         if check.start:
             self._start()
             return
+        self._check()
+
+    def _check(self) -> None:
+        """The gateway has exited (its pidfd readable), or a look where it has none: started again if it did."""
+        if self.exiting or self.process is None:
+            return
         status = self.process.poll()
         if status is None:
-            self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
+            if self.pidfd is None:
+                self.wakeupAfter(timedelta(seconds=CHECK_S), payload=m.GatewayCheck())
             return
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
         delay = self.restarts.died(time.monotonic())
         self.log.warning("gateway_died", status=status, restart_in_s=delay, deaths=self.restarts.count)
         self.wakeupAfter(timedelta(seconds=max(delay, 0.01)), payload=m.GatewayCheck(start=True))

@@ -3,7 +3,9 @@
 The launcher holds the state directory's lock for the system's life, starts the admin from a
 short-lived starter (so it holds no socket), reaps what the admin orphans (a subreaper) and
 starts the system again when the admin dies unasked; its watcher, sharing the lock, takes its
-place if it dies.  Who restarts whom: docs/architecture.md, "The top of the tree".
+place if it dies.  Who restarts whom: docs/architecture.md, "The top of the tree".  Idle, it sleeps
+in ``poll`` on what can happen (the admin's and the watcher's pidfds, a pipe written at every SIGCHLD)
+with no timeout: an idle system's launcher never wakes (issue 33).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ ADMIN, WATCHER = "admin", "watcher"
 ADMIN_SPEC = ChildSpec(intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN, first_s=0.0, then_s=1.0,
                        max_s=30.0, stable_s=60.0)
 WATCHER_SPEC = ADMIN_SPEC
+POLL_MS = 1000  # how often the launcher looks when an event has no fd (no pidfd here)
+_CHILDREN: tuple[int, int] | None = None  # the SIGCHLD pipe (read, write): _children_ended
 
 
 def say(text: str) -> None:
@@ -162,6 +166,7 @@ def _wait_for(admin: tuple[int, int], watcher: Watcher) -> str:
     """
     pid, start = admin
     admin_fd = _pidfd(pid, start)
+    children = _children_ended()
     try:
         while True:
             ended = _reap_all(block=False)
@@ -172,13 +177,56 @@ def _wait_for(admin: tuple[int, int], watcher: Watcher) -> str:
                 return "gone"
             watcher.check()
             ready = select.poll()
-            for fd in (admin_fd, watcher.fd):
+            for fd in (admin_fd, watcher.fd, children):
                 if fd is not None:
                     ready.register(fd, select.POLLIN)
-            ready.poll(watcher.wait_ms(1000))
+            # Every event has its fd; a look a second only when one could not be had.
+            ready.poll(watcher.wait_ms(None if None not in (admin_fd, watcher.fd, children) else POLL_MS))
+            _drain(children)
     finally:
         if admin_fd is not None:
             os.close(admin_fd)
+
+
+def _children_ended() -> int | None:
+    """The read end of a pipe written to at every SIGCHLD of this process (Python's wake-up fd): an orphan
+    re-parented to us (a subreaper) that dies is reaped at once, not at the next look.  Made once per process;
+    a fork's child drops it (``_drop_children_ended``).  None when it cannot be made: the launcher looks."""
+    global _CHILDREN
+    if _CHILDREN is None:
+        try:
+            read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        signal.signal(signal.SIGCHLD, _ignore)  # a handler, so that the signal is delivered (and written)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        os.register_at_fork(after_in_child=_drop_children_ended)
+        _CHILDREN = (read, write)
+    return _CHILDREN[0]
+
+
+def _ignore(_signum: int, _frame: object) -> None:
+    pass
+
+
+def _drop_children_ended() -> None:
+    """In a forked child (the starter, the watcher): SIGCHLD as it was, and not this process's pipe."""
+    global _CHILDREN
+    if _CHILDREN is not None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in _CHILDREN:
+            os.close(fd)
+        _CHILDREN = None
+
+
+def _drain(fd: int | None) -> None:
+    while fd is not None:
+        try:
+            if not os.read(fd, 512):
+                return
+        except BlockingIOError:
+            return
 
 
 def _pidfd(pid: int, start: int) -> int | None:
@@ -255,9 +303,11 @@ class Watcher:
         if self.due is not None:
             self.ensure()
 
-    def wait_ms(self, longest: int) -> int:
+    def wait_ms(self, longest: int | None) -> int | None:
+        """How long the launcher may wait: until this watcher's restart is due, ``longest`` at most (None: no bound)."""
         if self.pid is None and self.due is not None:
-            return max(0, min(longest, int((self.due - time.monotonic()) * 1000) + 1))
+            due = max(0, int((self.due - time.monotonic()) * 1000) + 1)
+            return due if longest is None else min(longest, due)
         return longest
 
     def end(self) -> None:

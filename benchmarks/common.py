@@ -254,8 +254,9 @@ class CpuAccount:
     (``os.times``).
     """
 
-    def __init__(self, system: System, *, kinds: bool = False) -> None:
-        wait_workers(system.client)
+    def __init__(self, system: System, *, kinds: bool = False, wait: bool = True) -> None:
+        if wait:  # (False: the caller has waited)
+            wait_workers(system.client)
         stats = {pid: st for pid in system.pids() if (st := procs.read_stat(pid)) is not None}
         by_title = {"supervisor": "supervisor", "llm pool": "llm pool", "tool pool": "tool pool",
                     "llm worker": "workers", "tool worker": "workers"}

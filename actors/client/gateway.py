@@ -221,6 +221,8 @@ def serve(settings: Settings, state_dir: Path) -> None:
     """Run the gateway until the process is told to stop."""
     import uvicorn
 
+    from actors.client.quiet_server import QuietServer
+
     http = settings.http
     backend = ClientBackend(settings)
     tokens = TokenReader(state_dir / DB_FILE)
@@ -233,7 +235,7 @@ def serve(settings: Settings, state_dir: Path) -> None:
     log = logs.get("gateway")
     log.info("gateway_listening", bind=http.bind, port=http.port, tls=bool(http.tls_cert))
     try:
-        uvicorn.Server(config).run()
+        QuietServer(config).run()  # uvicorn's, without its tick
     finally:
         tokens.close()
         backend.requests.close()

@@ -4,8 +4,8 @@ Every ``ChildActorExited`` comes here; what a death means is declared per kind (
 and decided by the pure core, and this module pays its cost: a task actor's runs restart from their
 checkpoints; a dead pool is started again and what it had not answered is sent again, token and all
 (an effectful step asks the journal first); past the intensity the supervisor ends and the guardian
-starts a new one.  A pool seen stopped on two looks ``POOL_CHECK_S`` apart is killed, only when
-/proc shows it is this process's own child (docs/architecture.md, "Supervision").
+starts a new one.  A pool seen stopped while work is in flight is killed (``pegasus.pool.looks``),
+only when /proc shows it is our own child (docs/architecture.md, "Supervision").
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import RunLost
+from pegasus.pool.looks import EndPool
 from pegasus.supervision import (
     Alarm, Dropped, Escalate, Exited, Removed, StartAgain, Started, SupervisionCommand,
 )
 
-POOL_CHECK_S = 2.5  # how often the pools' processes are looked at (two stopped looks: killed)
 STOPPED_STATES = frozenset({"T", "t"})
 GIVE_UP_S = 5.0  # a supervisor giving up that has not ended by then ends itself
 TROUBLE_EVERY_S = 1.0  # at most one handler error a second is told to the guardian
@@ -40,11 +40,9 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
     address = ctx.create(StagePool)
     ctx.send(address, config)
     pools.config[name], pools.address[name] = config, address
-    pools.stopped[name] = 0
+    pools.looks.started(name)
     pools.pid.pop(name, None)
     ctx.supervision.step(Started(name, "pool", time.monotonic()))
-    if len(pools.config) == 1:
-        ctx.wake(POOL_CHECK_S, m.PoolsCheck())
     return address
 
 
@@ -149,14 +147,20 @@ def pool_due(ctx: Context, due: m.PoolDue) -> None:
 
 def check_pools(ctx: Context, check: m.PoolsCheck) -> None:
     pools = ctx.pools
-    for name, pid in list(pools.pid.items()):
-        stat = procs.read_stat(pid)
-        stopped = stat is not None and stat.state in STOPPED_STATES
-        pools.stopped[name] = pools.stopped.get(name, 0) + 1 if stopped else 0
-        if pools.stopped[name] >= 2 and procs.kill_own_child(pid):
-            ctx.log.error("pool_stopped_killed", pool=name, pid=pid)  # its ChildActorExited replaces it
-            pools.stopped[name] = 0
-    ctx.wake(POOL_CHECK_S, m.PoolsCheck())
+    stopped = {name: _is_stopped(pid) for name, pid in pools.pid.items()}
+    busy = bool(pools.requests) or bool(ctx.task_actors.policy.placed)  # work a stopped pool holds up
+    for command in pools.looks.look(stopped, busy):
+        if isinstance(command, EndPool):
+            pid = pools.pid.get(command.name)
+            if pid is not None and procs.kill_own_child(pid):
+                ctx.log.error("pool_stopped_killed", pool=command.name, pid=pid)  # its ChildActorExited replaces it
+        else:
+            ctx.wake(command.seconds, m.PoolsCheck())
+
+
+def _is_stopped(pid: int) -> bool:
+    stat = procs.read_stat(pid)
+    return stat is not None and stat.state in STOPPED_STATES
 
 
 def pools_view(ctx: Context, parts: dict[str, dict[str, object]]) -> dict[str, object]:
@@ -164,7 +168,7 @@ def pools_view(ctx: Context, parts: dict[str, dict[str, object]]) -> dict[str, o
     supervised = ctx.supervision.view(time.monotonic())
     pools = ctx.pools
     return {name: {**(parts.get(name) or {}), "responsive": name in parts, "pid": pools.pid.get(name),
-                   "stopped": pools.stopped.get(name, 0) > 0, "supervision": supervised.get(name)}
+                   "stopped": pools.looks.seen_stopped(name), "supervision": supervised.get(name)}
             for name in pools.address}
 
 

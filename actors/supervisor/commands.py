@@ -54,6 +54,7 @@ def _start(ctx: Context, start: StartRun) -> None:
     settings = ctx.settings
     assert settings is not None  # commands come only from a configured admission
     host = ctx.task_actors.take(start.task_id, start.run)
+    ctx.pools_in_use()
     ctx.run_started[(start.task_id, start.run)] = time.time_ns()
     ctx.send(host, m.StartTask(start.snapshot, start.run, ctx.pools.address[PoolName.LLM],
                                ctx.pools.address[PoolName.TOOL], start.resume_event, start.resume_payload,

@@ -23,6 +23,7 @@ from pegasus.admission.reflections import PostReflections
 from pegasus.config import Settings
 from pegasus.memory.recall import CurrentIdentity
 from pegasus.memory.vectors import Backfill, Breaker
+from pegasus.pool.looks import PoolLooks
 from pegasus.schedule_timer import ScheduleTimer
 from pegasus.store import Store
 from pegasus.store.health import StoreHealth
@@ -50,7 +51,7 @@ class Pools:
     address: dict[str, ActorAddress] = field(default_factory=dict)
     config: dict[str, m.PoolConfig] = field(default_factory=dict)
     pid: dict[str, int] = field(default_factory=dict)
-    stopped: dict[str, int] = field(default_factory=dict)  # stopped looks in a row (SIGSTOP)
+    looks: PoolLooks = field(default_factory=PoolLooks)  # for a stopped pool (SIGSTOP), while work is in flight
     requests: dict[tuple[str, str], tuple[str, m.StageRequest]] = field(default_factory=dict)  # sent again if one dies
 
 
@@ -128,6 +129,12 @@ class Context:
         """The supervisor's own stage requests (gates, reflections): kept until answered, sent again to a new pool."""
         self.pools.requests[(request.task_id, request.stage)] = (name, request)
         self.send(self.pools.address[name], request)
+        self.pools_in_use()
+
+    def pools_in_use(self) -> None:
+        """Work a pool could hold up began: the looks for a stopped pool go on (``pegasus.pool.looks``)."""
+        for look in self.pools.looks.work():
+            self.wake(look.seconds, m.PoolsCheck())
 
     def answered_by_pool(self, task_id: str, stage: str, token: int | None = None) -> None:
         held = self.pools.requests.get((task_id, stage))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import cpusplit
 from benchmarks.__main__ import SCENARIOS
 from benchmarks.charts import CHARTS
 
@@ -87,3 +88,7 @@ def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str,
         assert idle["pss_mib"] > 0 and set(idle["pss_mib_by_kind"]) == set(idle["processes_by_kind"])
         assert "idle: PSS of all" in done.stdout and "idle: PSS of the workers (6 process(es))" in done.stdout
         assert "supervisor handler CPU/task" in done.stdout
+        # An idle system's processes wake only for what happens (issue 33): counted, not timed, so load does not
+        # move it.  Before, the launcher woke 60 times a minute, the supervisor 24 and the admin 20.
+        assert idle["busiest"]["wakeups_per_min"] <= cpusplit.IDLE_WAKEUPS_PER_MIN, idle["wakeups_per_min_by_kind"]
+        assert "idle: wake-ups a minute, the busiest process" in done.stdout

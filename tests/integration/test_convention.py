@@ -260,16 +260,27 @@ def test_command_line_values_are_parsed_or_refused_with_the_reason() -> None:
 
 
 def test_a_leader_without_workers_queues_until_a_member_joins(convention: Convention) -> None:
-    """local_workers = false and no member yet: a stage waits; past its timeout it fails, never hangs."""
+    """local_workers = false and no member yet: a stage waits; past its timeout it fails, never hangs.  The
+    leader was alone until then (its admin's loop unbounded: thespian_patches quiet_admin): a member that
+    then goes silent (stopped, its sockets open) is still noticed by its missed check-ins."""
     client = convention.leader(convention={"local_workers": False}, pools={"llm_timeout_s": 5.0})
     starved = client.wait(client.submit("what is 1 + 1?")["task_id"], timeout=60)
     assert starved["lifecycle_state"] == "failed" and "no llm worker" in starved["error"], starved
     waiting = client.submit("what is 2 + 2?")["task_id"]
-    convention.join("a", llm_workers=1, tool_workers=1)  # joins within the waiting stage's timeout
+    member = convention.join("a", llm_workers=1, tool_workers=1)  # joins within the waiting stage's timeout
+    convention.track(member)
     # Not failed: still running, or (on a loaded machine, before this read) already through.
     assert client.get(waiting)["lifecycle_state"] in {"running", "verifying", "verified", "done"}
     done = client.wait(waiting, timeout=60)
     assert done["lifecycle_state"] == "done" and "4" in str(done["result"])
+    silent = system_pids(member)
+    for pid in silent:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(placed(client, "llm", {}), timeout=60, what="the silent member's workers to be dropped")
+    finally:
+        for pid in silent:
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_member_worker_journals_an_effectful_step_with_the_leaders_supervisor(convention: Convention,

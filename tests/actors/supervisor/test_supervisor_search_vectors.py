@@ -65,7 +65,7 @@ def test_a_search_step_waits_for_its_query_vector_off_the_mailbox_then_runs_fuse
     vectors.memory_step(ctx, search_step(7), "task-actor")
     (to, embed), = sent
     assert (to, embed.stage, embed.token, embed.texts) == ("llm-pool", StageName.EMBED_QUERY, -1, (QUESTION,))
-    assert woken == [(2 * 4 + vectors.STAGE_MARGIN_S, m.RecallVectorDue("t1", -1))]
+    assert woken == [(2 * 4 + vectors.STAGE_MARGIN_S, m.RecallVectorDue("t1", -1)), (2.5, m.PoolsCheck())]
     vectors.query_vector(ctx, m.StageResult("t1", -1, StageName.EMBED_QUERY, True,
                                             payload={"vectors": [pack([0.9, 0.1])]}))
     to, answer = sent[-1]

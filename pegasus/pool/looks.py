@@ -1,0 +1,70 @@
+"""When the supervisor looks at its pools' processes for one stopped (SIGSTOP, a debugger), and which it ends.
+
+A stopped pool answers nothing and Thespian says nothing of it: the supervisor reads its state from /proc
+and ends one seen stopped on ``looks`` looks in a row, ``every_s`` apart (its death then replaces it).
+A stopped pool holds up only work sent to it, so the looks are armed by work (a run placed, a request of
+the supervisor's own) and go on while work is in flight or a pool was seen stopped; an idle system is not
+looked at and its supervisor never wakes (issue 33).  A pool stopped while idle is ended ``looks`` looks
+after the first work.  Pure: the carrier reads /proc, arms the timer and ends the process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EVERY_S = 2.5
+LOOKS = 2
+
+
+@dataclass(frozen=True)
+class LookIn:
+    """Arm the timer: the next look in ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EndPool:
+    """The pool was seen stopped on enough looks: end its process."""
+
+    name: str
+
+
+Command = LookIn | EndPool
+
+
+@dataclass
+class PoolLooks:
+    """The looks at the pools' processes; see the module docstring."""
+
+    every_s: float = EVERY_S
+    looks: int = LOOKS
+    armed: bool = False
+    stopped: dict[str, int] = field(default_factory=dict)  # pool -> stopped looks in a row
+
+    def work(self) -> list[LookIn]:
+        """Work that a pool could hold up began: the timer, unless it is armed."""
+        if self.armed:
+            return []
+        self.armed = True
+        return [LookIn(self.every_s)]
+
+    def look(self, stopped: dict[str, bool], busy: bool) -> list[Command]:
+        """The timer fired: each pool's state now (True: stopped), and whether work is in flight."""
+        commands: list[Command] = []
+        self.stopped = {name: self.stopped.get(name, 0) + 1 if now else 0 for name, now in stopped.items()}
+        for name, count in self.stopped.items():
+            if count >= self.looks:
+                commands.append(EndPool(name))
+                self.stopped[name] = 0
+        self.armed = busy or any(self.stopped.values())
+        if self.armed:
+            commands.append(LookIn(self.every_s))
+        return commands
+
+    def started(self, name: str) -> None:
+        """A pool (a new one after a death) was started: nothing seen of it yet."""
+        self.stopped[name] = 0
+
+    def seen_stopped(self, name: str) -> bool:
+        return self.stopped.get(name, 0) > 0
