@@ -27,6 +27,7 @@ from actors.wire.read_ahead import read_ahead
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context, Rows
+from actors.supervisor.outbox import coalesced
 from actors.supervisor.replies import Row, answer, lookup
 from actors.supervisor.task_actors import TaskActors
 from actors.task_actor import TaskActor, effect_registry
@@ -179,7 +180,7 @@ class Supervisor(Actor):
 
     def _flush(self) -> None:
         held, self.held = self.held or [], None
-        for address, message in held:
+        for address, message in coalesced(held):  # a task actor's StartTasks in one message
             self.send(address, message)
 
     def _send(self, address: ActorAddress, message: Any) -> None:

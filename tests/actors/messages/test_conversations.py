@@ -70,6 +70,8 @@ def _samples() -> dict[ModuleType, list[Any]]:
             task_run.ConfigureTaskActor(settings),
             task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, "MESSAGE_RECEIVED", {"text": "x"}, "1.0",
                                {"k": {"status": "finished"}}),
+            task_run.StartTasks((task_run.StartTask(fsm.snapshot(), 1, ADDRESS, ADDRESS, task_id="t1"),
+                                 task_run.StartTask(fsm.snapshot(), 2, ADDRESS, ADDRESS, task_id="t1"))),
             task_run.SuspendTask("t1", "wait"), moved, task_run.DropTask("t1", 1),
             task_run.TaskAbandoned("t1", 1, "unreadable"),
             task_run.TaskReports((moved,), 0.25), task_run.TaskStopped("t1", 1, "completed", fsm.snapshot(), None),
