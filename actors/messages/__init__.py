@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from actors.messages.gateway import GatewayCheck, StartGateway
     from actors.messages.recall import AskRecall, Recalled, RecallVectorDue, VectorsDue
     from actors.messages.supervision import (
-        GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue,
+        GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, CommitDue, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue,
         RetentionDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
     )
     from actors.messages.task_messages import MessageTask
@@ -54,7 +54,7 @@ _HOMES = {
                                    "WorkerInit", "WorkerReady"),
     "actors.messages.gateway": ("GatewayCheck", "StartGateway"),
     "actors.messages.recall": ("AskRecall", "Recalled", "RecallVectorDue", "VectorsDue"),
-    "actors.messages.supervision": ("GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue",
+    "actors.messages.supervision": ("GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue",
                                     "PoolReady", "PoolReplaced", "PoolsCheck", "RestartDue", "RetentionDue", "RetryDue",
                                     "StatsDue", "StoreProbe", "TaskActorsDue"),
     "actors.messages.task_messages": ("MessageTask",),
@@ -87,5 +87,5 @@ __all__ = [
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
-    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
+    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
 ]

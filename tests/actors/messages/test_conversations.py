@@ -91,7 +91,7 @@ def _samples() -> dict[ModuleType, list[Any]]:
         ],
         supervision: [supervision.RestartDue(2), supervision.RetryDue("t1"), supervision.StoreProbe(),
                       supervision.TaskActorsDue(), supervision.PoolDue("llm"), supervision.PoolsCheck(),
-                      supervision.StatsDue(3), supervision.PoolReady("tool", 4242),
+                      supervision.StatsDue(3), supervision.CommitDue(), supervision.PoolReady("tool", 4242),
                       supervision.PoolReplaced("llm", "new address", "dead address"),
                       supervision.ChildTrouble("KeyError: 'x'"), supervision.KeeperDue(),
                       supervision.RetentionDue()],
