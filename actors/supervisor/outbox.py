@@ -20,6 +20,8 @@ MOST_STARTS = 64  # runs in one StartTasks: a bound on the message's size (a sna
 def coalesced(sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``sends`` (address, message) in order, with each run of ``StartTask``s to one address (the same
     address object: ``TaskActors`` holds one per actor) one ``StartTasks``."""
+    if len(sends) < 2:
+        return sends
     out: list[tuple[Any, Any]] = []
     last: dict[int, int] = {}  # id(address) -> index in ``out`` of its last send
     for address, message in sends:
