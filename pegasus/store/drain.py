@@ -1,16 +1,10 @@
 """When the writes of several messages share one commit: the supervisor's reports of one mailbox drain.
 
-The reports Thespian hands the supervisor in one pass of its loop answer no one, so they are written
-in one transaction: opened at the first (``Hold``), committed (``Settle``) before any other message,
-when none is left, or after ``LIMIT``.  What the handlers send meanwhile leaves only after that
-commit, so nothing tells of a transition before it is durable (docs/durability.md); a failed store
-rolls the group back and the held sends go all the same.
-
-A group whose reports sent nothing lingers (``Linger``) for the reports that come in the next
-``[store] commit_linger_ms`` instead of committing alone: when stages wait, each report arrives
-alone, and a commit each was the supervisor's largest cost there.  Its timer, any other message, or a
-send a report makes settles it.  So a report nothing was told of may be durable that much later;
-anything told of one (a send, an answer) still leaves after its commit.
+Reports answer no one, so those Thespian hands over in one pass share a transaction (``Hold``), committed
+(``Settle``) before any other message, after ``LIMIT``, or when none is left; a group whose reports sent
+nothing lingers (``Linger``) ``[store] commit_linger_ms`` for the next ones (when stages wait each arrives
+alone) and its timer settles it.  What the handlers send leaves only after that commit, so nothing tells of
+a transition before it is durable (docs/durability.md); a failed store rolls the group back.
 """
 
 from __future__ import annotations
