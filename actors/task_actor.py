@@ -128,6 +128,10 @@ class TaskActor(ActorTypeDispatcher):
                            settings.memory.recall_k if settings else 0, start.identity,
                            limit_for(settings) if settings else 0))
 
+    def receiveMsg_StartTasks(self, starts: m.StartTasks, sender: Any) -> None:
+        for start in starts.starts:  # the supervisor's StartTasks of one commit, in order
+            self.receiveMsg_StartTask(start, sender)
+
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))
 
@@ -229,5 +233,5 @@ def _unknown(tool: str) -> None:
 
 
 # What reaches receiveMessage (and so ends with Handled): a queued one of these holds the reports.
-_HANDLED = frozenset({m.StartTask, m.StageResult, m.Recalled, m.TextDelta, m.SuspendTask, m.MessageTask, m.DropTask,
-                      m.PoolReplaced, m.ConfigureTaskActor, m.McpListing, ActorExitRequest})
+_HANDLED = frozenset({m.StartTask, m.StartTasks, m.StageResult, m.Recalled, m.TextDelta, m.SuspendTask, m.MessageTask,
+                      m.DropTask, m.PoolReplaced, m.ConfigureTaskActor, m.McpListing, ActorExitRequest})

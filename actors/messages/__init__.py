@@ -28,12 +28,12 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from actors.messages.gateway import GatewayCheck, StartGateway
     from actors.messages.recall import AskRecall, Recalled, RecallVectorDue, VectorsDue
     from actors.messages.supervision import (
-        GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue,
+        GUARDIAN_CLASS, GUARDIAN_NAME, ChildTrouble, CommitDue, KeeperDue, PoolDue, PoolReady, PoolReplaced, PoolsCheck, RestartDue,
         RetentionDue, RetryDue, StatsDue, StoreProbe, TaskActorsDue,
     )
     from actors.messages.task_messages import MessageTask
     from actors.messages.triggers import ScheduleDue
-    from actors.messages.task_run import ConfigureTaskActor, DropTask, Reflected, StartTask, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned
+    from actors.messages.task_run import ConfigureTaskActor, DropTask, Reflected, StartTask, StartTasks, SuspendTask, TaskAbandoned, TaskReports, TaskStopped, TaskTransitioned
 
 # Where each message between Pegasus's own actors lives: imported when first named.
 _HOMES = {
@@ -54,12 +54,12 @@ _HOMES = {
                                    "WorkerInit", "WorkerReady"),
     "actors.messages.gateway": ("GatewayCheck", "StartGateway"),
     "actors.messages.recall": ("AskRecall", "Recalled", "RecallVectorDue", "VectorsDue"),
-    "actors.messages.supervision": ("GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue",
+    "actors.messages.supervision": ("GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue",
                                     "PoolReady", "PoolReplaced", "PoolsCheck", "RestartDue", "RetentionDue", "RetryDue",
                                     "StatsDue", "StoreProbe", "TaskActorsDue"),
     "actors.messages.task_messages": ("MessageTask",),
     "actors.messages.triggers": ("ScheduleDue",),
-    "actors.messages.task_run": ("ConfigureTaskActor", "DropTask", "Reflected", "StartTask", "SuspendTask", "TaskAbandoned",
+    "actors.messages.task_run": ("ConfigureTaskActor", "DropTask", "Reflected", "StartTask", "StartTasks", "SuspendTask", "TaskAbandoned",
                                  "TaskReports", "TaskStopped", "TaskTransitioned"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -83,9 +83,9 @@ __all__ = [
     "Get", "History", "ConfigureTaskActor", "DropTask", "ListTasks", "Locate", "MessageTask", "SendMessage", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList",
     "MemorySearch", "MemoryShow", "MemoryWrite", "McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe", "PoolConfig", "PoolStats", "PoolStatsRequest", "Reply", "Request", "RestartDue", "Resume",
     "Reflected", "Retry", "RetryDue",
-    "StageRequest", "StageResult", "StartTask", "Stats", "StepGo", "StepStarting", "StoreProbe", "StoreStatus", "Submit",
+    "StageRequest", "StageResult", "StartTask", "StartTasks", "Stats", "StepGo", "StepStarting", "StoreProbe", "StoreStatus", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
-    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
+    "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
 ]

@@ -45,6 +45,10 @@ class StatsDue:
     ask_id: int
 
 @dataclass(frozen=True)
+class CommitDue:
+    """Wakeup payload of the supervisor: commit the reports' group that lingered (pegasus.store.drain)."""
+
+@dataclass(frozen=True)
 class PoolReady:
     """Pool -> supervisor, once configured: its process (for the stopped-pool check and stats)."""
 

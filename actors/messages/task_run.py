@@ -40,6 +40,14 @@ class StartTask(_Brief):
     inbox: tuple[tuple[int, str], ...] = ()  # messages for the run to take at its next transition
     identity: str = ""  # the agent's identity, with recall off (else each recall brings it): every think/reason has it
 
+@dataclass(frozen=True, repr=False)
+class StartTasks(_Brief):
+    """Several ``StartTask``s to one task actor in one message, in order (the supervisor's sends of one
+    commit: a submit, or the runs that follow the ends in one batch of reports).  Every Thespian message
+    costs both processes its receive, MAC check, unpickle and acknowledgement."""
+
+    starts: tuple[StartTask, ...]
+
 @dataclass(frozen=True)
 class SuspendTask:
     task_id: str

@@ -27,6 +27,7 @@ from actors.wire.read_ahead import read_ahead
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context, Rows
+from actors.supervisor.outbox import coalesced
 from actors.supervisor.replies import Row, answer, lookup
 from actors.supervisor.task_actors import TaskActors
 from actors.task_actor import TaskActor, effect_registry
@@ -34,7 +35,7 @@ from pegasus import logs
 from pegasus.admission.inputs import Wake
 from pegasus.errors import PegasusError
 from pegasus.store import Store, StoreError, StoreUnavailable
-from pegasus.store.drain import DrainBatch, Hold, Settle
+from pegasus.store.drain import DrainBatch, Hold, Linger, Settle
 from pegasus.store.health import ProbeDue
 from pegasus.task import PoolName
 
@@ -108,6 +109,7 @@ TIMERS: Rows = {
     m.TaskActorsDue: lambda ctx, due: ctx.task_actors.tick(), m.ScheduleDue: schedules.woken,
     m.PoolDue: children.pool_due, m.PoolsCheck: children.check_pools, m.StatsDue: stats.stats_due,
     m.RecallVectorDue: vectors.recall_vector_due, m.VectorsDue: vectors.vectors_due, m.RetentionDue: ops.retention_due,
+    m.CommitDue: lambda ctx, due: None,  # its group was settled before it was handled (pegasus.store.drain)
 }
 
 
@@ -136,7 +138,8 @@ class Supervisor(Actor):
                                           error_type="SystemStopping"))
             return
         batched = type(message) in BATCHED
-        self._batch(ctx, self.batch.before(batched, ctx.store is not None and ctx.admission is not None))
+        lingered = type(message) is WakeupMessage and type(message.payload) is m.CommitDue
+        self._batch(ctx, self.batch.before(batched, ctx.store is not None and ctx.admission is not None, lingered))
         self.held = [] if self.held is None else self.held  # what it sends waits for its writes' commit
         try:
             self._handle(ctx, message, sender)
@@ -146,13 +149,18 @@ class Supervisor(Actor):
         except Exception as exc:  # noqa: BLE001 - requests answer their own errors: this is the rest
             ctx.log.exception("supervisor_error", message_type=type(message).__name__)
             children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
-        self._batch(ctx, self.batch.after(self._next_batched()))
+        linger_s = ctx.settings.store.commit_linger_ms / 1000.0 if ctx.settings is not None else 0.0
+        self._batch(ctx, self.batch.after(self._next_batched(), bool(self.held), linger_s))
         if not self.batch.open:
             self._flush()
 
-    def _batch(self, ctx: Context, commands: list[Hold | Settle]) -> None:
-        """pegasus.store.drain's commands: the store's group opened, or committed and the held sends sent."""
+    def _batch(self, ctx: Context, commands: list[Hold | Settle | Linger]) -> None:
+        """pegasus.store.drain's commands: the store's group opened, or committed and the held sends sent, or
+        left open until the timer (any message before it settles the group)."""
         for command in commands:
+            if isinstance(command, Linger):
+                self._wake(command.seconds, m.CommitDue())
+                continue
             if isinstance(command, Hold):
                 try:
                     assert ctx.store is not None
@@ -161,6 +169,7 @@ class Supervisor(Actor):
                     self.batch.failed()
                 continue
             failure: StoreError | None = None
+            ctx.task_actors.reports["commits"] += command.commit  # stats' "reports": their commits
             try:
                 if ctx.store is not None:
                     ctx.store.release(command.commit)
@@ -179,7 +188,7 @@ class Supervisor(Actor):
 
     def _flush(self) -> None:
         held, self.held = self.held or [], None
-        for address, message in held:
+        for address, message in coalesced(held):  # a task actor's StartTasks in one message
             self.send(address, message)
 
     def _send(self, address: ActorAddress, message: Any) -> None:

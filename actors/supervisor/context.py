@@ -102,8 +102,11 @@ class Context:
     run_started: dict[tuple[str, int], int] = field(default_factory=dict)  # (task, run) -> when placed, ns: its span
     subscribers: list[tuple[ActorAddress, str | None]] = field(default_factory=list)
     pending_suspend: dict[str, list[tuple[ActorAddress, str]]] = field(default_factory=dict)
-    pending_stats: dict[int, tuple[ActorAddress, str, dict[str, Any]]] = field(default_factory=dict)
+    # stats ask id -> the requests it answers (client, request id) and the pools' figures so far
+    pending_stats: dict[int, tuple[list[tuple[ActorAddress, str]], dict[str, Any]]] = field(default_factory=dict)
     asked: int = 0  # the last stats ask id
+    # stats requests that asked the pools, and those answered by an ask already under way (stats' "stats_asks")
+    stats_asks: dict[str, int] = field(default_factory=lambda: {"asked": 0, "shared": 0})
     identity: CurrentIdentity = field(default_factory=CurrentIdentity)  # identity.md's text, read when it changed
     schedules_quarantined: dict[str, str] = field(default_factory=dict)  # name -> error, as the store said last
     parent: ActorAddress | None = None  # the guardian (it sent Configure)

@@ -30,7 +30,8 @@ class TaskActors:
         self.address: dict[int, ActorAddress] = {}
         self._known: dict[object, int] = {}  # a sender's address details -> its key (emptied when ``address`` changes)
         self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
-        self.reports = {"messages": 0, "reports": 0, "most_tasks": 0}  # TaskReports received: stats' "reports"
+        # TaskReports received, and the commits of their groups (pegasus.store.drain): stats' "reports"
+        self.reports = {"messages": 0, "reports": 0, "most_tasks": 0, "commits": 0}
 
     def configure(self, runtime: RuntimeSettings) -> None:
         self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,

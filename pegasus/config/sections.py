@@ -331,6 +331,9 @@ class StoreSettings(_Section):
     # Days a finished task tree is kept after its last change; the supervisor deletes older ones hourly (their
     # transitions, checkpoints and journal with them; memory stays).  0: kept for good.
     retain_days: float = Field(0.0, ge=0, le=36500)
+    # Milliseconds a commit of task reports that told no one anything waits for more reports to share it
+    # (pegasus.store.drain: when stages wait, each report arrives alone).  0: each commits at once.
+    commit_linger_ms: float = Field(20.0, ge=0, le=1000)
 
 
 class LoggingSettings(_Section):

@@ -1,10 +1,10 @@
 """When the writes of several messages share one commit: the supervisor's reports of one mailbox drain.
 
-The reports Thespian hands the supervisor in one pass of its loop answer no one, so they are written
-in one transaction: opened at the first (``Hold``), committed (``Settle``) before any other message,
-when none is left, or after ``LIMIT``.  What the handlers send meanwhile leaves only after that
-commit, so nothing tells of a transition before it is durable (docs/durability.md); a failed store
-rolls the group back and the held sends go all the same.
+Reports answer no one, so those Thespian hands over in one pass share a transaction (``Hold``), committed
+(``Settle``) before any other message, after ``LIMIT``, or when none is left; a group whose reports sent
+nothing lingers (``Linger``) ``[store] commit_linger_ms`` for the next ones (when stages wait each arrives
+alone) and its timer settles it.  What the handlers send leaves only after that commit, so nothing tells of
+a transition before it is durable (docs/durability.md); a failed store rolls the group back.
 """
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ class Settle:
     commit: bool = True
 
 
-Command = Hold | Settle
+@dataclass(frozen=True)
+class Linger:
+    """Keep the group open; arm the timer that settles it (``lingered``) in ``seconds``."""
+
+    seconds: float
+
+
+Command = Hold | Settle | Linger
 
 
 class DrainBatch:
@@ -36,9 +43,13 @@ class DrainBatch:
         self.limit = limit
         self.open = False
         self.count = 0  # reports in the open group
+        self.armed = False  # a Linger's timer is on its way (one at a time)
 
-    def before(self, batched: bool, can_hold: bool) -> list[Command]:
-        """A message is about to be handled: ``batched`` (a report), ``can_hold`` (a store takes writes)."""
+    def before(self, batched: bool, can_hold: bool, lingered: bool = False) -> list[Command]:
+        """A message is about to be handled: ``batched`` (a report), ``can_hold`` (a store takes writes),
+        ``lingered`` (it is the timer a ``Linger`` armed: not batched, so it settles what is open)."""
+        if lingered:
+            self.armed = False
         commands: list[Command] = []
         if self.open and not batched:
             commands.append(self._settle(True))
@@ -49,10 +60,17 @@ class DrainBatch:
             self.count += 1
         return commands
 
-    def after(self, next_batched: bool) -> list[Command]:
-        """The message was handled; ``next_batched``: the next message already read is a report too."""
+    def after(self, next_batched: bool, sends_held: bool = True, linger_s: float = 0.0) -> list[Command]:
+        """The message was handled; ``next_batched``: the next message already read is a report too;
+        ``sends_held``: what the group's handlers sent waits for its commit; ``linger_s``: how long a group
+        that sent nothing may wait for more (0: not at all)."""
         if not self.open or (next_batched and self.count < self.limit):
             return []
+        if not sends_held and self.count < self.limit and linger_s > 0:
+            if self.armed:
+                return []  # settled by the timer already on its way, sooner
+            self.armed = True
+            return [Linger(linger_s)]
         return [self._settle(True)]
 
     def failed(self) -> list[Command]:

@@ -13,7 +13,7 @@ from pegasus.admission import inputs as i
 from pegasus.config import Settings
 from pegasus.store import Store, StoreError
 from pegasus.store.checkpoint import encode_full
-from pegasus.store.drain import DrainBatch, Hold, Settle
+from pegasus.store.drain import DrainBatch, Hold, Linger, Settle
 from pegasus.task import TaskFSM
 
 
@@ -54,33 +54,62 @@ def test_no_group_without_a_store_and_a_failed_store_rolls_back() -> None:
     assert batch.after(next_batched=True) == []
 
 
-@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=200), st.integers(1, 8))
+def test_a_group_that_told_no_one_lingers_until_its_timer_and_one_timer_is_armed_at_a_time() -> None:
+    batch = DrainBatch()
+    assert batch.before(batched=True, can_hold=True) == [Hold()]
+    assert batch.after(next_batched=False, sends_held=False, linger_s=0.02) == [Linger(0.02)]  # before: Settle
+    assert batch.before(batched=True, can_hold=True) == []  # a report alone a moment later joins it
+    assert batch.after(next_batched=False, sends_held=False, linger_s=0.02) == []  # the timer is on its way
+    assert batch.before(batched=False, can_hold=True, lingered=True) == [Settle()]  # the timer commits both
+    assert batch.after(next_batched=False) == []
+    assert batch.before(batched=True, can_hold=True) == [Hold()]
+    assert batch.after(next_batched=False, sends_held=False, linger_s=0.02) == [Linger(0.02)]
+    assert batch.before(batched=True, can_hold=True) == []
+    assert batch.after(next_batched=False, sends_held=True, linger_s=0.02) == [Settle()]  # a send waits: now
+    assert batch.before(batched=False, can_hold=True, lingered=True) == []  # the timer finds nothing open
+    assert batch.before(batched=True, can_hold=True) == [Hold()]
+    assert batch.after(next_batched=False, sends_held=False, linger_s=0.0) == [Settle()]  # lingering off
+
+
+STEP = st.tuples(st.sampled_from(["report", "other", "timer"]), st.booleans(), st.booleans(), st.booleans())
+
+
+@given(st.lists(STEP, max_size=200), st.integers(1, 8), st.sampled_from([0.0, 0.02]))
 def test_a_group_is_always_settled_and_never_holds_more_than_its_limit(
-        steps: list[tuple[bool, bool, bool]], limit: int) -> None:
+        steps: list[tuple[str, bool, bool, bool]], limit: int, linger_s: float) -> None:
+    """Whatever comes: nothing but reports is handled inside a group, a group holds at most ``limit``, and one
+    left open with nothing more read has its timer on the way (no report waits for a commit for good)."""
     batch = DrainBatch(limit)
-    open_, held = False, 0
-    for batched, next_batched, fails in steps:
-        commands = batch.before(batched, can_hold=True)
+    open_, held, timer = False, 0, False
+    for kind, next_batched, fails, sends_held in steps:
+        if kind == "timer" and not timer:
+            continue  # only a Linger arms one
+        timer = timer and kind != "timer"
+        commands = batch.before(kind == "report", can_hold=True, lingered=kind == "timer")
         for command in commands:
             if isinstance(command, Hold):
                 assert not open_
                 open_, held = True, 0
             else:
-                assert open_ and command.commit
+                assert open_ and command == Settle()
                 open_ = False
-        if not batched:
+        if kind != "report":
             assert not open_  # nothing else is ever handled inside a group
         held += open_
         assert held <= limit
         if fails:
             assert batch.failed() == ([Settle(commit=False)] if open_ else [])
             open_ = False
-        settled = batch.after(next_batched)
-        if settled:
-            assert open_ and settled == [Settle()]
-            open_ = False
-        if not next_batched:
-            assert not open_  # nothing left to read: nothing waits for a commit
+        for command in batch.after(next_batched, sends_held, linger_s):
+            assert open_
+            if isinstance(command, Linger):
+                assert not timer and not sends_held and linger_s
+                timer = True
+            else:
+                assert command == Settle()
+                open_ = False
+        if open_ and not next_batched:
+            assert timer and not sends_held and linger_s  # nothing left to read: its timer will commit it
         assert batch.open == open_
 
 
