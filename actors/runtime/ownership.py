@@ -145,7 +145,10 @@ def holders(state_dir: Path) -> list[int]:
 
 
 def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
-    """Whether process ``pid`` holds the flock of the file ``wanted`` (device, inode) on one of its descriptors."""
+    """Whether process ``pid`` holds the flock of the file ``wanted`` (device, inode) on one of its descriptors.
+
+    Only descriptors opened by the name ``LOCK_FILE`` are looked at: every holder inherits the one ``acquire`` opened.
+    """
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -153,6 +156,9 @@ def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
         return False  # gone, or another user's
     for fd in fds:
         try:
+            # The link's name first (a string, no stat): a stop scans every descriptor of every process, several times.
+            if os.readlink(f"{fd_dir}/{fd}").rpartition("/")[2] != LOCK_FILE:
+                continue
             target = os.stat(f"{fd_dir}/{fd}")
         except OSError:
             continue
