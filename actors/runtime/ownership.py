@@ -137,6 +137,11 @@ def holders(state_dir: Path) -> list[int]:
         info = lock_path(state_dir).stat()
     except FileNotFoundError:
         return []
+    try:
+        if not is_owned(state_dir):  # nobody holds it: no scan of every process (a stop's last look, ~10 ms each)
+            return []
+    except OSError:
+        pass  # cannot tell: the scan decides
     wanted = (info.st_dev, info.st_ino)
     me = os.getpid()
     found = [int(entry.name) for entry in os.scandir("/proc")
@@ -178,6 +183,8 @@ def _holds_flock(fdinfo: str) -> bool:
 def pids_of(state_dir: Path) -> list[int]:
     """Every live process of the system of ``state_dir``: the lock's holders and their descendants (not this one)."""
     roots = holders(state_dir)
+    if not roots:
+        return []
     stats = procs.all_stats()
     found = set(roots)
     for root in roots:

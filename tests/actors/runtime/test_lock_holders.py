@@ -69,3 +69,20 @@ def test_a_stat_is_read_whatever_the_process_is_named(holder: subprocess.Popen[s
     assert (again.pid, again.ppid, again.starttime) == (stat.pid, stat.ppid, stat.starttime)
     assert procs.is_alive(holder.pid, stat.starttime) and not procs.is_alive(holder.pid, stat.starttime + 1)
     assert procs.read_stat(2**22 + 1) is None  # above pid_max: no such process
+
+
+def test_a_lock_nobody_holds_has_no_holders_without_a_look_at_any_process(
+        holder: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ownership.holders(tmp_path) == [holder.pid]
+    holder.kill()
+    holder.wait(timeout=60)
+    looked: list[str] = []
+    real_scandir = os.scandir
+
+    def counted(path="."):  # type: ignore[no-untyped-def]
+        looked.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(ownership.os, "scandir", counted)
+    assert ownership.holders(tmp_path) == [] and ownership.pids_of(tmp_path) == []
+    assert "/proc" not in looked
