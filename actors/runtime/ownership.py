@@ -172,6 +172,15 @@ def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
     return False
 
 
+def holds(pid: int, state_dir: Path) -> bool:
+    """Whether process ``pid`` holds the state directory's lock (a look at that process only)."""
+    try:
+        info = lock_path(state_dir).stat()
+    except OSError:
+        return False
+    return _pid_holds(str(pid), (info.st_dev, info.st_ino))
+
+
 def _holds_flock(fdinfo: str) -> bool:
     try:
         with open(fdinfo, encoding="ascii") as info:
@@ -297,12 +306,7 @@ def _recorded_admin_listens(spec: SystemSpec) -> bool:
     if not (isinstance(admin, list) and len(admin) == 2 and all(type(n) is int for n in admin)):
         return False
     pid, start = admin
-    try:
-        info = lock_path(spec.state_dir).stat()
-    except OSError:
-        return False
-    return (procs.is_alive(pid, start) and _pid_holds(str(pid), (info.st_dev, info.st_ino))
-            and procs.listener_pid(spec.admin_port, [pid]) == pid)
+    return procs.is_alive(pid, start) and holds(pid, spec.state_dir) and procs.listener_pid(spec.admin_port, [pid]) == pid
 
 
 def check_attachable(spec: SystemSpec) -> None:

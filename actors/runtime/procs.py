@@ -67,6 +67,7 @@ class ProcStat:
     starttime: int  # clock ticks since boot: with pid, a unique identity
     cpu: int = 0  # utime + stime, clock ticks
     children_cpu: int = 0  # cutime + cstime: of the children it has reaped
+    session: int = 0  # the session id: the pid of the process that opened the session (setsid)
 
     @property
     def is_zombie(self) -> bool:
@@ -89,7 +90,7 @@ def read_stat(pid: int) -> ProcStat | None:
     # on the last ')' so the remaining fields are positional.
     rest = raw.rsplit(b")", 1)[1].split()
     return ProcStat(pid=pid, state=rest[0].decode(), ppid=int(rest[1]), starttime=int(rest[19]),
-                    cpu=int(rest[11]) + int(rest[12]), children_cpu=int(rest[13]) + int(rest[14]))
+                    cpu=int(rest[11]) + int(rest[12]), children_cpu=int(rest[13]) + int(rest[14]), session=int(rest[3]))
 
 
 def all_stats() -> dict[int, ProcStat]:

@@ -145,13 +145,22 @@ def start_system(spec: SystemSpec) -> ActorSystem:
                                    spec.admin_port) from exc
         # multiprocessing forked an intermediate child that daemonized the admin
         # (setsid + fork) and exited; nobody joins it, so reap it here.
-        procs.reap_zombie_children(sorted(set(procs.children_of(os.getpid())) - before))
+        intermediates = sorted(set(procs.children_of(os.getpid())) - before)
+        procs.reap_zombie_children(intermediates)
     finally:
         lock.close()  # the system's processes hold the lock from now on, not this one
-    admin = _admin_pid(spec)
+    admin = _started_admin(spec, intermediates)
     if admin is not None:
         write_owner(spec, admin, None)
     return asys
+
+
+def _started_admin(spec: SystemSpec, intermediates: list[int]) -> int | None:
+    """The admin just started: in the session an intermediate opened, listening on the admin port and holding the
+    lock (a look at that session's processes); else the one among every process's (``_admin_pid``, ~10 ms more)."""
+    session = [st.pid for st in procs.all_stats().values() if st.session in intermediates]
+    admin = procs.listener_pid(spec.admin_port, session) if session else None
+    return admin if admin is not None and ownership.holds(admin, spec.state_dir) else _admin_pid(spec)
 
 
 def attach(spec: SystemSpec) -> ActorSystem:

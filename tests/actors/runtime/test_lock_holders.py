@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_the_holder_is_found_without_a_stat_of_every_descriptor_of_every_process
     stats: list[str] = []
     real_stat = os.stat
 
-    def counted(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         if str(path).startswith("/proc/"):
             stats.append(str(path))
         return real_stat(path, *args, **kwargs)
@@ -52,7 +53,7 @@ def test_the_holder_is_found_without_a_stat_of_every_descriptor_of_every_process
     monkeypatch.setattr(ownership.os, "stat", counted)
     with open(ownership.lock_path(tmp_path), "rb"):  # this process has it open too: a reader, not a holder
         assert ownership.holders(tmp_path) == [holder.pid]
-    named = []  # what each descriptor looked at named (one gone since reads None)
+    named: list[str | None] = []  # what each descriptor looked at named (one gone since reads None)
     for path in stats:
         try:
             named.append(os.path.basename(os.readlink(path)))
@@ -79,7 +80,7 @@ def test_a_lock_nobody_holds_has_no_holders_without_a_look_at_any_process(
     looked: list[str] = []
     real_scandir = os.scandir
 
-    def counted(path="."):  # type: ignore[no-untyped-def]
+    def counted(path: Any = ".") -> Any:
         looked.append(str(path))
         return real_scandir(path)
 
