@@ -25,7 +25,7 @@ from thespian.system import multiprocTCPBase
 from thespian.system.transport import SendStatus
 
 from actors.wire import frames, thespian_patches
-from actors.runtime import ownership, procs, sharing, titles
+from actors.runtime import ownership, procs, titles
 from actors.runtime.ownership import (  # re-exported, as the spec's names
     _admin_pid, _check_port_free, write_owner, check_attachable as check_attachable, check_owner as check_owner,
     is_running as is_running, port_in_use as port_in_use, port_user as port_user, read_owner as read_owner,
@@ -131,6 +131,9 @@ def start_system(spec: SystemSpec) -> ActorSystem:
         _check_port_free(spec)
         spec.write_settings()
         prepare_process(spec, ownership.create_key(spec.state_dir))
+        # Imported here: a command that only attaches (status, list ...) needs none of it (~5 ms of each).
+        from actors.runtime import sharing  # noqa: PLC0415
+
         sharing.preload_system(freeze_here=False)  # this process is a client's (a test's, a benchmark's)
         titles.install(spec.admin_port, spec.state_dir)
         frames.reset_count(spec.state_dir)
