@@ -137,6 +137,11 @@ def holders(state_dir: Path) -> list[int]:
         info = lock_path(state_dir).stat()
     except FileNotFoundError:
         return []
+    try:
+        if not is_owned(state_dir):  # nobody holds it: no scan of every process (a stop's last look, ~10 ms each)
+            return []
+    except OSError:
+        pass  # cannot tell: the scan decides
     wanted = (info.st_dev, info.st_ino)
     me = os.getpid()
     found = [int(entry.name) for entry in os.scandir("/proc")
@@ -145,7 +150,10 @@ def holders(state_dir: Path) -> list[int]:
 
 
 def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
-    """Whether process ``pid`` holds the flock of the file ``wanted`` (device, inode) on one of its descriptors."""
+    """Whether process ``pid`` holds the flock of the file ``wanted`` (device, inode) on one of its descriptors.
+
+    Only descriptors opened by the name ``LOCK_FILE`` are looked at: every holder inherits the one ``acquire`` opened.
+    """
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -153,12 +161,24 @@ def _pid_holds(pid: str, wanted: tuple[int, int]) -> bool:
         return False  # gone, or another user's
     for fd in fds:
         try:
+            # The link's name first (a string, no stat): a stop scans every descriptor of every process, several times.
+            if os.readlink(f"{fd_dir}/{fd}").rpartition("/")[2] != LOCK_FILE:
+                continue
             target = os.stat(f"{fd_dir}/{fd}")
         except OSError:
             continue
         if (target.st_dev, target.st_ino) == wanted and _holds_flock(f"/proc/{pid}/fdinfo/{fd}"):
             return True
     return False
+
+
+def holds(pid: int, state_dir: Path) -> bool:
+    """Whether process ``pid`` holds the state directory's lock (a look at that process only)."""
+    try:
+        info = lock_path(state_dir).stat()
+    except OSError:
+        return False
+    return _pid_holds(str(pid), (info.st_dev, info.st_ino))
 
 
 def _holds_flock(fdinfo: str) -> bool:
@@ -172,6 +192,8 @@ def _holds_flock(fdinfo: str) -> bool:
 def pids_of(state_dir: Path) -> list[int]:
     """Every live process of the system of ``state_dir``: the lock's holders and their descendants (not this one)."""
     roots = holders(state_dir)
+    if not roots:
+        return []
     stats = procs.all_stats()
     found = set(roots)
     for root in roots:
@@ -284,12 +306,7 @@ def _recorded_admin_listens(spec: SystemSpec) -> bool:
     if not (isinstance(admin, list) and len(admin) == 2 and all(type(n) is int for n in admin)):
         return False
     pid, start = admin
-    try:
-        info = lock_path(spec.state_dir).stat()
-    except OSError:
-        return False
-    return (procs.is_alive(pid, start) and _pid_holds(str(pid), (info.st_dev, info.st_ino))
-            and procs.listener_pid(spec.admin_port, [pid]) == pid)
+    return procs.is_alive(pid, start) and holds(pid, spec.state_dir) and procs.listener_pid(spec.admin_port, [pid]) == pid
 
 
 def check_attachable(spec: SystemSpec) -> None:

@@ -67,6 +67,7 @@ class ProcStat:
     starttime: int  # clock ticks since boot: with pid, a unique identity
     cpu: int = 0  # utime + stime, clock ticks
     children_cpu: int = 0  # cutime + cstime: of the children it has reaped
+    session: int = 0  # the session id: the pid of the process that opened the session (setsid)
 
     @property
     def is_zombie(self) -> bool:
@@ -76,22 +77,28 @@ class ProcStat:
 def read_stat(pid: int) -> ProcStat | None:
     """The stat of one process, or None when it does not exist (any more)."""
     try:
-        raw = (_PROC / str(pid) / "stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    try:
+        raw = os.read(fd, 4096)  # one read, no Path nor text file: a stop reads every process's, several times
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
     # comm (field 2) is in parentheses and may contain spaces or ')': split
     # on the last ')' so the remaining fields are positional.
-    rest = raw.rsplit(")", 1)[1].split()
-    return ProcStat(pid=pid, state=rest[0], ppid=int(rest[1]), starttime=int(rest[19]),
-                    cpu=int(rest[11]) + int(rest[12]), children_cpu=int(rest[13]) + int(rest[14]))
+    rest = raw.rsplit(b")", 1)[1].split()
+    return ProcStat(pid=pid, state=rest[0].decode(), ppid=int(rest[1]), starttime=int(rest[19]),
+                    cpu=int(rest[11]) + int(rest[12]), children_cpu=int(rest[13]) + int(rest[14]), session=int(rest[3]))
 
 
 def all_stats() -> dict[int, ProcStat]:
     """Stat of every process visible in /proc, keyed by pid."""
     stats: dict[int, ProcStat] = {}
-    for entry in _PROC.iterdir():
-        if entry.name.isdigit():
-            st = read_stat(int(entry.name))
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
             if st is not None:
                 stats[st.pid] = st
     return stats

@@ -25,7 +25,7 @@ from thespian.system import multiprocTCPBase
 from thespian.system.transport import SendStatus
 
 from actors.wire import frames, thespian_patches
-from actors.runtime import ownership, procs, sharing, titles
+from actors.runtime import ownership, procs, titles
 from actors.runtime.ownership import (  # re-exported, as the spec's names
     _admin_pid, _check_port_free, write_owner, check_attachable as check_attachable, check_owner as check_owner,
     is_running as is_running, port_in_use as port_in_use, port_user as port_user, read_owner as read_owner,
@@ -131,6 +131,9 @@ def start_system(spec: SystemSpec) -> ActorSystem:
         _check_port_free(spec)
         spec.write_settings()
         prepare_process(spec, ownership.create_key(spec.state_dir))
+        # Imported here: a command that only attaches (status, list ...) needs none of it (~5 ms of each).
+        from actors.runtime import sharing  # noqa: PLC0415
+
         sharing.preload_system(freeze_here=False)  # this process is a client's (a test's, a benchmark's)
         titles.install(spec.admin_port, spec.state_dir)
         frames.reset_count(spec.state_dir)
@@ -145,13 +148,22 @@ def start_system(spec: SystemSpec) -> ActorSystem:
                                    spec.admin_port) from exc
         # multiprocessing forked an intermediate child that daemonized the admin
         # (setsid + fork) and exited; nobody joins it, so reap it here.
-        procs.reap_zombie_children(sorted(set(procs.children_of(os.getpid())) - before))
+        intermediates = sorted(set(procs.children_of(os.getpid())) - before)
+        procs.reap_zombie_children(intermediates)
     finally:
         lock.close()  # the system's processes hold the lock from now on, not this one
-    admin = _admin_pid(spec)
+    admin = _started_admin(spec, intermediates)
     if admin is not None:
         write_owner(spec, admin, None)
     return asys
+
+
+def _started_admin(spec: SystemSpec, intermediates: list[int]) -> int | None:
+    """The admin just started: in the session an intermediate opened, listening on the admin port and holding the
+    lock (a look at that session's processes); else the one among every process's (``_admin_pid``, ~10 ms more)."""
+    session = [st.pid for st in procs.all_stats().values() if st.session in intermediates]
+    admin = procs.listener_pid(spec.admin_port, session) if session else None
+    return admin if admin is not None and ownership.holds(admin, spec.state_dir) else _admin_pid(spec)
 
 
 def attach(spec: SystemSpec) -> ActorSystem:

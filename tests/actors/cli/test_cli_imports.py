@@ -52,7 +52,7 @@ def test_status_imports_only_what_asking_needs(tmp_path: Path) -> None:
     assert status == 1
     assert "actors.client" in modules
     assert loaded(modules, "rich", "starlette", "pegasus.tools", "pegasus.admission.core", "pegasus.memory",
-                  "actors.supervisor", "actors.guardian", "actors.cli.watch",
+                  "actors.supervisor", "actors.guardian", "actors.cli.watch", "actors.runtime.sharing",
                   "actors.cli.system", "actors.cli.memory", "actors.cli.local", "actors.cli.progress") == []
 
 
