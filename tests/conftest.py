@@ -1,5 +1,5 @@
-"""Suite-wide settings: nothing is written to the working directory, no time limit is a test's, and the
-longest tests start first.
+"""Suite-wide settings: nothing is written to the working directory, no time limit is a test's, the
+longest tests start first, and a module sharing a module-scoped fixture runs on one xdist worker.
 
 Hypothesis keeps an example database in ./.hypothesis by default; the suite writes nothing to the
 working directory, so keep none.  Its per-example deadline (200 ms) and its too_slow health check
@@ -43,3 +43,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--dist worksteal`` first hands out (tests/support/ordering.py)."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = lead_order(items, _rank, workers)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """worksteal that keeps a module sharing a module-scoped fixture on one worker (tests/support/scheduling.py)."""
+    if config.getvalue("dist") != "worksteal":
+        return None
+    from tests.support.scheduling import ModulesWhole  # xdist's, imported only where xdist runs the suite
+
+    return ModulesWhole(config, log, config.rootpath)
