@@ -17,19 +17,22 @@ settings.register_profile("pegasus", database=None, deadline=None, suppress_heal
 settings.load_profile("pegasus")
 
 # The longest tests, longest first (measured: docs/testing.md): each starts at once on an xdist worker of
-# its own while the others share out the rest; a node id or a prefix of one.  Tests that share a module
-# fixture are one entry (Schemathesis's three); the others one each, so they run side by side.
+# its own while the others share out the rest; a node id or a prefix of one.  A module sharing a module
+# fixture is one entry and runs whole on one worker (tests/support/scheduling.py), so a long one goes here
+# or it ends the run alone; the others one each, so they run side by side.
 SLOW_FIRST = (
     "tests/integration/test_real_model.py",
-    "tests/pegasus/test_typing.py",
+    "tests/integration/test_dashboard.py",
+    "tests/integration/test_cli_background.py",
+    "tests/integration/test_dashboard_views.py",
     "tests/integration/test_openapi_conformance.py",
+    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[baseline]",
+    "tests/integration/test_convention.py::test_the_commands_a_user_types",
+    "tests/integration/test_deploy_recipe.py::test_the_recipe_brings_up_a_leader_and_a_member_that_runs_tasks_and_stops",
     "tests/integration/test_litellm_proxy.py",
     "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[cpu]",
-    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[http]",
-    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[mcp]",
     "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
-    "tests/integration/test_hosts.py::test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself",
-    "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
+    "tests/integration/test_hosts.py::test_a_hundred_tasks_run_on_two_members_each_on_its_own_host",
 )
 
 
