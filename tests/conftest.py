@@ -53,6 +53,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     """worksteal that keeps a module sharing a module-scoped fixture on one worker (tests/support/scheduling.py)."""
     if config.getvalue("dist") != "worksteal":
         return None
-    from tests.support.scheduling import ModulesWhole  # xdist's, imported only where xdist runs the suite
+    # It subclasses xdist's scheduler: imported only where xdist runs the suite.
+    from tests.support.scheduling import ModulesWhole
 
     return ModulesWhole(config, log, config.rootpath)
