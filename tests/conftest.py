@@ -22,17 +22,20 @@ settings.load_profile("pegasus")
 # or it ends the run alone; the others one each, so they run side by side.
 SLOW_FIRST = (
     "tests/integration/test_real_model.py",
+    "tests/pegasus/test_typing.py",
+    "tests/integration/test_openapi_conformance.py",
+    "tests/integration/test_litellm_proxy.py",
+    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[cpu]",
+    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[http]",
+    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[mcp]",
+    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
+    "tests/integration/test_hosts.py::test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself",
+    "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
+    # Modules sharing a fixture, whole on one worker: heads too, but after the others (a run that started
+    # them first, all beside the llama server, was no faster: docs/testing.md).
     "tests/integration/test_dashboard.py",
     "tests/integration/test_cli_background.py",
     "tests/integration/test_dashboard_views.py",
-    "tests/integration/test_openapi_conformance.py",
-    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[baseline]",
-    "tests/integration/test_convention.py::test_the_commands_a_user_types",
-    "tests/integration/test_deploy_recipe.py::test_the_recipe_brings_up_a_leader_and_a_member_that_runs_tasks_and_stops",
-    "tests/integration/test_litellm_proxy.py",
-    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[cpu]",
-    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
-    "tests/integration/test_hosts.py::test_a_hundred_tasks_run_on_two_members_each_on_its_own_host",
 )
 
 
