@@ -1,5 +1,5 @@
-"""Suite-wide settings: nothing is written to the working directory, no time limit is a test's, and the
-longest tests start first.
+"""Suite-wide settings: nothing is written to the working directory, no time limit is a test's, the
+longest tests start first, and a module sharing a module-scoped fixture runs on one xdist worker.
 
 Hypothesis keeps an example database in ./.hypothesis by default; the suite writes nothing to the
 working directory, so keep none.  Its per-example deadline (200 ms) and its too_slow health check
@@ -17,8 +17,9 @@ settings.register_profile("pegasus", database=None, deadline=None, suppress_heal
 settings.load_profile("pegasus")
 
 # The longest tests, longest first (measured: docs/testing.md): each starts at once on an xdist worker of
-# its own while the others share out the rest; a node id or a prefix of one.  Tests that share a module
-# fixture are one entry (Schemathesis's three); the others one each, so they run side by side.
+# its own while the others share out the rest; a node id or a prefix of one.  A module sharing a module
+# fixture is one entry and runs whole on one worker (tests/support/scheduling.py), so a long one goes here
+# or it ends the run alone; the others one each, so they run side by side.
 SLOW_FIRST = (
     "tests/integration/test_real_model.py",
     "tests/pegasus/test_typing.py",
@@ -30,6 +31,11 @@ SLOW_FIRST = (
     "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
     "tests/integration/test_hosts.py::test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself",
     "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
+    # Modules sharing a fixture, whole on one worker: heads too, but after the others (a run that started
+    # them first, all beside the llama server, was no faster: docs/testing.md).
+    "tests/integration/test_dashboard.py",
+    "tests/integration/test_cli_background.py",
+    "tests/integration/test_dashboard_views.py",
 )
 
 
@@ -43,3 +49,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--dist worksteal`` first hands out (tests/support/ordering.py)."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = lead_order(items, _rank, workers)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """worksteal that keeps a module sharing a module-scoped fixture on one worker (tests/support/scheduling.py)."""
+    if config.getvalue("dist") != "worksteal":
+        return None
+    # It subclasses xdist's scheduler: imported only where xdist runs the suite.
+    from tests.support.scheduling import ModulesWhole
+
+    return ModulesWhole(config, log, config.rootpath)

@@ -1,20 +1,24 @@
-"""The suite's longest tests start first, each on a worker of its own (tests/support/ordering.py):
-checked against xdist's own worksteal scheduler, handing a collection out to four fake workers."""
+"""The suite's longest tests start first, each on a worker of its own (tests/support/ordering.py), and a
+module sharing a module-scoped fixture runs whole on one worker (tests/support/scheduling.py): checked
+against xdist's own worksteal scheduler, handing a collection out to fake workers."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from xdist.scheduler.worksteal import WorkStealingScheduling
 
 from tests.support.ordering import first_runs, lead_order
+from tests.support.scheduling import ModulesWhole
 
 
 def first_tests(collection: list[str], workers: int) -> list[str]:
     """The test each worker runs first when xdist's WorkStealingScheduling deals ``collection`` out."""
-    from xdist.scheduler.worksteal import WorkStealingScheduling
-
     sent: dict[int, list[int]] = {}
 
     class Node:  # the part of xdist's WorkerController the scheduler uses
@@ -70,3 +74,67 @@ def test_the_tests_of_one_rank_stay_together_in_order() -> None:
     names = [f"t{i}" for i in range(40)]
     ordered = lead_order(names, {"t9": 0, "t20": 1, "t21": 1, "t22": 1, "t30": 2}.get, 4)
     assert ordered[first_runs(40, 4)[0]:][:3] == ["t20", "t21", "t22"]
+
+
+def workers_of_each_test(scheduler: type, collection: list[str], speeds: list[int], root: Path) -> dict[str, set[int]]:
+    """Which workers ran each test of ``collection`` under ``scheduler``, the workers answering its steals as
+    xdist's do; worker k runs a test every ``speeds[k]`` ticks, so the fast ones run dry and steal."""
+    queues: dict[int, list[int]] = {}
+    asked: list[tuple[Any, list[int]]] = []
+
+    class Node:
+        def __init__(self, k: int) -> None:
+            self.k, self.gateway, self.shutting_down = k, SimpleNamespace(id=f"gw{k}"), False
+
+        def send_runtest_some(self, indices: list[int]) -> None:
+            queues.setdefault(self.k, []).extend(indices)
+
+        def send_steal(self, indices: list[int]) -> None:
+            asked.append((self, list(indices)))
+
+        def shutdown(self) -> None:
+            self.shutting_down = True
+
+    nodes = [Node(k) for k in range(len(speeds))]
+    config = SimpleNamespace(getvalue=lambda name: {"tx": ["popen"] * len(nodes)}.get(name),
+                             option=SimpleNamespace(maxschedchunk=None))
+    scheduling = ModulesWhole(config, None, root) if scheduler is ModulesWhole else WorkStealingScheduling(config)
+    for node in nodes:
+        scheduling.add_node(node)
+        scheduling.add_node_collection(node, collection)
+    scheduling.schedule()
+    ran: dict[str, set[int]] = {}
+    for tick in range(1, 100 * len(collection)):
+        while asked:  # the worker gives back the tests asked for if none of them has started
+            node, indices = asked.pop(0)
+            stolen = indices if set(indices) <= set(queues[node.k]) else []
+            queues[node.k] = [i for i in queues[node.k] if i not in stolen]
+            scheduling.remove_pending_tests_from_node(node, stolen)
+        for node in nodes:
+            if tick % speeds[node.k] == 0 and queues.get(node.k):
+                index = queues[node.k].pop(0)
+                ran.setdefault(collection[index], set()).add(node.k)
+                scheduling.mark_test_complete(node, index)
+    assert sorted(ran) == sorted(collection)
+    return ran
+
+
+@given(st.lists(st.integers(min_value=1, max_value=12), min_size=3, max_size=12),
+       st.lists(st.integers(min_value=1, max_value=7), min_size=2, max_size=4))
+def test_a_module_sharing_a_module_fixture_runs_on_one_worker(sizes: list[int], speeds: list[int]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        collection = []
+        for m, size in enumerate(sizes):
+            shared = m % 2 == 0
+            (Path(root) / f"test_m{m}.py").write_text('@pytest.fixture(scope="module")\n' if shared else "")
+            collection += [f"test_m{m}.py::test_{t}" for t in range(size)]
+        ran = workers_of_each_test(ModulesWhole, collection, speeds, Path(root))
+        for m in range(0, len(sizes), 2):
+            assert len(set().union(*(ran[t] for t in collection if t.startswith(f"test_m{m}.py::")))) == 1, m
+
+
+def test_plain_worksteal_splits_such_a_module() -> None:
+    """What ModulesWhole is for: xdist's own worksteal cuts a module wherever its slice ends."""
+    collection = [f"test_m.py::test_{t}" for t in range(40)]
+    ran = workers_of_each_test(WorkStealingScheduling, collection, [1, 3, 5, 7], Path("."))
+    assert len(set().union(*ran.values())) > 1

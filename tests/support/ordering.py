@@ -47,3 +47,16 @@ def lead_order(items: Sequence[T], rank: Callable[[T], int | None], workers: int
         ordered += head + rest[taken:taken + fill]
         taken += fill
     return ordered + rest[taken:]
+
+
+def unsplit(keys: Sequence[str | None], at: int, lowest: int, whole_tail: bool) -> int | None:
+    """A cut of a queue near ``at`` that splits no run of equal keys (``None`` splits anywhere): ``at`` when
+    it splits none; else the end of its run, unless that is the queue's end and not ``whole_tail``; else the
+    run's start if not below ``lowest``; else None."""
+    if not 0 < at < len(keys) or keys[at] is None or keys[at - 1] != keys[at]:
+        return at
+    end = next((i for i in range(at, len(keys)) if keys[i] != keys[at]), len(keys))
+    start = next((i + 1 for i in range(at - 1, -1, -1) if keys[i] != keys[at]), 0)
+    if end < len(keys) or whole_tail:
+        return end
+    return start if start >= lowest else None
