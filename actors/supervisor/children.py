@@ -24,12 +24,12 @@ from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import RunLost
+from pegasus.pool.core import STOPPED_STATES
 from pegasus.pool.looks import EndPool
 from pegasus.supervision import (
     Alarm, Dropped, Escalate, Exited, Removed, StartAgain, Started, SupervisionCommand,
 )
 
-STOPPED_STATES = frozenset({"T", "t"})
 GIVE_UP_S = 5.0  # a supervisor giving up that has not ended by then ends itself
 TROUBLE_EVERY_S = 1.0  # at most one handler error a second is told to the guardian
 
