@@ -17,12 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
-from thespian.system.transport import TransmitIntent
 
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
-from actors.wire.leaving import take_arrived_acks
+from actors.wire.leaving import send_with_callback, take_arrived_acks
 from actors.wire.read_ahead import read_ahead
 from pegasus import logs
 from pegasus.config import Settings
@@ -197,20 +196,10 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, ask)
 
     def _report(self, command: h.Report) -> None:
-        """Sent as Thespian's ``send`` does (its dead-letter handling kept), with a callback for the
-        delivery: the core's ``Delivered``.  Without a transport to wait for (simpleSystemBase), or
-        Thespian internals other than 4.0.1's, sent plainly and counted delivered at once."""
-        message = m.TaskReports(command.reports, time.process_time())
-        ref: Any = getattr(self, "_myRef", None)
-        send_intent = getattr(ref, "_send_intent", None)
-        if getattr(ref, "transport", None) is None or send_intent is None:
-            self.send(command.to, message)
-            self._step(h.Delivered(self._more_read(), time.monotonic()))
-            return
-        intent = TransmitIntent(command.to, message, onError=getattr(ref, "actor_send_fail", None))
-        send_intent(intent.addCallback(self._delivered, self._delivered))
+        """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
+        send_with_callback(self, command.to, m.TaskReports(command.reports, time.process_time()), self._delivered)
 
-    def _delivered(self, result: Any, intent: Any) -> None:
+    def _delivered(self) -> None:
         self._step(h.Delivered(self._more_read(), time.monotonic()))
 
     def _abandoned(self, command: h.Abandoned) -> None:

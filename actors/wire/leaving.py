@@ -17,18 +17,25 @@ from thespian.system.transport import TransmitIntent
 from actors.wire.thespian_patches.speed.whole_messages import _has_data
 
 
-def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> None:
-    """Send ``message`` to ``to`` as ``actor.send`` does (its dead-letter handling kept), and call ``left()``
-    once it has left this process: at once when written whole, else when delivered or failed for good
-    (Thespian's callback).  ``left`` may be called twice."""
+def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], None]) -> Any:
+    """Send ``message`` to ``to`` as ``actor.send`` does (its dead-letter handling kept), and call ``done()`` once
+    it is delivered or failed for good (Thespian's callback); the intent, or None where there is no transport to
+    wait for (simpleSystemBase, Thespian internals other than 4.0.1's): sent plainly and ``done()`` at once."""
     ref: Any = getattr(actor, "_myRef", None)
     send_intent = getattr(ref, "_send_intent", None)
     if getattr(ref, "transport", None) is None or send_intent is None:
         actor.send(to, message)
-        left()
-        return
+        done()
+        return None
     intent = TransmitIntent(to, message, onError=getattr(ref, "actor_send_fail", None))
-    send_intent(intent.addCallback(lambda result, sent: left(), lambda result, sent: left()))
+    send_intent(intent.addCallback(lambda result, sent: done(), lambda result, sent: done()))
+    return intent
+
+
+def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> None:
+    """``send_with_callback``, with ``left()`` called once the message has left this process: at once when
+    written whole, else when delivered or failed for good.  ``left`` may be called twice."""
+    intent = send_with_callback(actor, to, message, left)
     serialized = getattr(intent, "serMsg", None)
     if serialized and getattr(intent, "amtSent", 0) >= len(serialized):
         left()
