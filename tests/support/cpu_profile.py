@@ -19,17 +19,11 @@ from typing import Any
 
 import pytest
 
+from actors.runtime import procs
+
 MARK = "PEGASUS_CPU_PROFILE_MARK"
 TICK = os.sysconf("SC_CLK_TCK")
 Key = tuple[int, int]  # pid, start time
-
-
-def _stat(pid: int) -> tuple[int, int, int, int]:
-    """start time, own utime+stime, reaped children's, ppid (clock ticks)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
-    rest = data[data.rindex(b")") + 2:].split()
-    return int(rest[19]), int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14]), int(rest[1])
 
 
 class Tree:
@@ -56,9 +50,12 @@ class Tree:
                     continue
                 pid = int(name)
                 try:
-                    start, own, reaped, ppid = _stat(pid)
+                    st = procs.read_stat(pid)
                 except (OSError, ValueError, IndexError):
                     continue
+                if st is None:
+                    continue
+                start, own, reaped, ppid = st.starttime, st.cpu, st.children_cpu, st.ppid
                 key = (pid, start)
                 if key not in self.last and key not in seen:
                     if not self._ours(pid):
