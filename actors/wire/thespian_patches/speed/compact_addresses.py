@@ -25,6 +25,7 @@ PATCH = Patch("compact_addresses", Kind.SPEED, "compact-addresses", (
     Target(_ip, "TCPv4ActorAddress", "source c9261200fd26abf4"),  # its five attributes (IPActorAddress.__init__)
     Target(_ip, "IPActorAddress", "source 0aa0a7b922386c1a"),
 ))
+_TCP = int(socket.IPPROTO_TCP)  # a plain 6, as Thespian's own pickle brings it (getaddrinfo's proto)
 _FIELDS = frozenset({"af", "socktype", "proto", "sockname", "bindname"})
 _CACHED = _FIELDS | {"_str_form"}  # __str__ keeps its text there; Thespian's own pickle leaves it out too
 
@@ -34,7 +35,7 @@ def tcp_address(host: str, port: int, bind_host: str, bind_port: int) -> Any:
     if not (type(host) is str and type(bind_host) is str and type(port) is int and type(bind_port) is int):
         raise pickle.UnpicklingError("not an actor address")
     details = _Tcp4.__new__(_Tcp4)
-    details.__dict__.update(af=socket.AF_INET, socktype=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP,
+    details.__dict__.update(af=socket.AF_INET, socktype=socket.SOCK_STREAM, proto=_TCP,
                             sockname=(host, port), bindname=(bind_host, bind_port))
     address = _Address.__new__(_Address)
     address.__dict__["_aaddr"] = details
