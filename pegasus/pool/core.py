@@ -214,8 +214,10 @@ class PoolCore(Pinging):
             return
         # A returned result's worker record, with what the pool accounts for beside it (what it learnt).
         worker = {**(getattr(event.result, "worker", None) or {}), **(event.worker or {})}
-        if worker.get("known"):  # what the worker learnt of an endpoint: every later job starts there
-            self.known = merged(self.known, worker["known"])
+        if worker.get("known"):  # what the worker learnt of an endpoint: every worker's later jobs start there
+            known = merged(self.known, worker["known"])
+            if known != self.known:
+                self.known, self.known_version = known, self.known_version + 1
             if self.endpoints is not None:
                 self.endpoints.learn(self.known)
         if job.canceled:  # nobody waits for its answer (its task was canceled, or it overran and was stopped)

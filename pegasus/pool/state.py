@@ -39,6 +39,7 @@ class Slot:
     since: float = 0.0  # (clock) when the running job started
     stopped_looks: int = 0  # health looks in a row that found its process stopped
     mcp: dict[str, Any] = field(default_factory=dict)  # its scope = "worker" MCP servers at its last stage's end
+    known_told: int = 0  # the pool's ``known_version`` this worker was last handed (a new worker: none)
 
     def view(self, tasks: list[str]) -> dict[str, Any]:
         return {"index": self.index, "pid": self.pid, "host": self.host, "busy": bool(self.jobs),
@@ -102,6 +103,7 @@ class PoolState:
         self.closing = False  # told to exit: replace nothing any more
         # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to every job: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
+        self.known_version = 0  # how often ``known`` changed: a worker is handed it again only when it did
         self.next_job = self.next_seq = self.next_serial = self.next_index = self.replaced = 0
 
     def _new_index(self) -> int:
@@ -145,8 +147,11 @@ class PoolState:
             self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
                                  reruns=waiting.reruns)
             slot.jobs.append(job)
+            # What its process has adopted stays there: a worker is handed the ladder once after each change.
+            known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
+            slot.known_told = self.known_version
             out.append(Dispatch(slot.address, job, waiting.request, waiting.requester, self._timeout(waiting.request),
-                                tuple(self.known.items())))
+                                known))
             if len(slot.jobs) == 1:
                 self._started(slot, out)
 

@@ -215,6 +215,22 @@ def test_what_a_worker_learnt_of_an_endpoint_goes_with_every_later_job() -> None
                                      "tool_calls=prompted, token_limit_param=max_tokens, temperature omitted"}
 
 
+def test_a_worker_is_handed_what_the_pool_learnt_once_after_each_change_and_a_new_worker_again() -> None:
+    """Its process keeps what it adopted (pegasus.llm.ladder): each Work need not carry it again."""
+    pool = model_pool()
+    key = json.dumps(["http://127.0.0.1:8000/v1", "m", {}])
+    shape = {"structured": "json_object", "tools": "native", "token_param": "max_tokens", "temperature": False,
+             "reasoning_effort": False, "stream": True, "serial": False}
+    pool.ask("a")
+    pool.finish(1, known=((key, shape),))
+    assert of(Dispatch, pool.ask("b"))[0].known == ((key, shape),)
+    pool.finish(2, known=((key, shape),))  # nothing new
+    assert of(Dispatch, pool.ask("c"))[0].known == ()
+    pool.step(Exited("w1"))  # c's worker died: its replacement knows nothing yet
+    pool.step(Created(0, "w2"))
+    assert [(d.worker, d.known) for d in of(Dispatch, pool.ask("d"))] == [("w2", ((key, shape),))]
+
+
 def test_a_result_returned_with_what_its_worker_learnt_is_forwarded_after_the_pool_took_it_in() -> None:
     """A worker that learnt of its endpoint answers through the pool: the requester's next request can only
     come after the pool knows (worker record and learnt shape side by side, the record forwarded as it was)."""
