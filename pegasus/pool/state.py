@@ -101,7 +101,7 @@ class PoolState:
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.closing = False  # told to exit: replace nothing any more
-        # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to every job: one refusal a system.
+        # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to each worker: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
         self.known_version = 0  # how often ``known`` changed: a worker is handed it again only when it did
         self.next_job = self.next_seq = self.next_serial = self.next_index = self.replaced = 0
