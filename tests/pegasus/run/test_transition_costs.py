@@ -1,0 +1,49 @@
+"""What a task actor does per transition, counted (issue 33: the task actors' CPU per task): classic tasks
+through the host core, each stage run by the offline processors as a worker would, every report delivered."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from pegasus.cognitive.stages import offline_processors, run_stage
+from pegasus.run import Answered, Started
+from pegasus.run.host import AskPool, Delivered, Handled, HostCommand, LogLine, Report, RunHost, Start
+from pegasus.task import TaskFSM
+from tests.pegasus.conftest import FixedClock, Ids
+
+PROCESSORS = offline_processors(timer=lambda: 0.0)
+
+
+def run_classic(core: RunHost, task_id: str, text: str = "what is 2 + 3?") -> list[HostCommand]:
+    """One classic task from its start to its end; every command the host gave, in order."""
+    task = TaskFSM.create("classic", text, task_id=task_id).snapshot()
+    pending: list[Any] = [Start(task_id, task, 1, 10, Started(), "supervisor", "llm", "tool", lambda tool: None,
+                                identity="I am.")]
+    out: list[HostCommand] = []
+    while pending:
+        given = core.step(pending.pop(0)) + core.step(Handled())
+        out += given
+        for command in given:
+            if isinstance(command, Report):
+                pending.append(Delivered())
+            elif isinstance(command, AskPool):
+                stage = command.stage
+                done = run_stage(PROCESSORS, stage.stage, stage.context, machine=stage.machine,
+                                 step_index=stage.step_index)
+                pending.append(Answered(SimpleNamespace(
+                    task_id=stage.task_id, token=stage.token, stage=stage.stage, ok=done.event_type is not None,
+                    event_type=done.event_type, payload=done.payload, error=None, error_kind="", worker={})))
+    assert not core.runs  # it ended
+    return out
+
+
+def test_a_classic_task_writes_no_info_line_its_transitions_lines_are_debug() -> None:
+    """Each transition's line was an info line: the task actor rendered and wrote ~7 a task (~12% of its
+    handlers' CPU) though its report stores all of it.  Now a debug line, which the carrier drops unbuilt."""
+    out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids()), "t1")
+    lines = [command.line for command in out if isinstance(command, LogLine)]
+    reports = [report for command in out if isinstance(command, Report) for report in command.reports]
+    assert [line.event for line in lines if line.level != "debug"] == []
+    assert [line.fields["state"] for line in lines] == [report.to_state for report in reports
+                                                        if hasattr(report, "to_state")]
