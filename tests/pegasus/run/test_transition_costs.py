@@ -8,7 +8,9 @@ from typing import Any
 
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.run import Answered, Started
-from pegasus.run.host import AskPool, Delivered, Handled, HostCommand, LogLine, Report, RunHost, Start
+from pegasus.run.host import (
+    AskPool, AskPools, Delivered, Handled, HostCommand, LogLine, Report, RunHost, StagesDelivered, Start,
+)
 from pegasus.task import TaskFSM
 from tests.pegasus.conftest import FixedClock, Ids
 
@@ -27,15 +29,20 @@ def run_classic(core: RunHost, task_id: str, text: str = "what is 2 + 3?") -> li
         for command in given:
             if isinstance(command, Report):
                 pending.append(Delivered())
-            elif isinstance(command, AskPool):
-                stage = command.stage
-                done = run_stage(PROCESSORS, stage.stage, stage.context, machine=stage.machine,
-                                 step_index=stage.step_index)
-                pending.append(Answered(SimpleNamespace(
-                    task_id=stage.task_id, token=stage.token, stage=stage.stage, ok=done.event_type is not None,
-                    event_type=done.event_type, payload=done.payload, error=None, error_kind="", worker={})))
+            elif isinstance(command, (AskPool, AskPools)):
+                pending.append(StagesDelivered(command.to))
+                pending += [answer(ask) for ask in (command.asks if isinstance(command, AskPools) else (command,))]
     assert not core.runs  # it ended
     return out
+
+
+def answer(ask: AskPool) -> Answered:
+    """The stage ``ask`` requests, run by the offline processors as a worker would."""
+    stage = ask.stage
+    done = run_stage(PROCESSORS, stage.stage, stage.context, machine=stage.machine, step_index=stage.step_index)
+    return Answered(SimpleNamespace(task_id=stage.task_id, token=stage.token, stage=stage.stage,
+                                    ok=done.event_type is not None, event_type=done.event_type, payload=done.payload,
+                                    error=None, error_kind="", worker={}))
 
 
 def test_a_classic_task_writes_no_info_line_its_transitions_lines_are_debug() -> None:
