@@ -56,7 +56,7 @@ class TaskRun:
         self.unreadable: Exception | None = None  # the snapshot could not be restored: step abandons
         try:
             self.fsm = TaskFSM.restore(state.task, clock=clock, id_factory=ids, share=True)
-            self.checkpointer = Checkpointer(state.task, state.checkpoint_base)
+            self.checkpointer = Checkpointer(state.task, state.checkpoint_base, state.checkpoint_source)
         except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the activation go
             self.unreadable, self.stopped = exc, True
         self.clock, self.ids = clock, ids
@@ -86,7 +86,8 @@ class TaskRun:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
         return RunSnapshot(self.fsm.snapshot(share=True), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
-                           self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity)
+                           self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity,
+                           self.checkpointer.source)
 
     def _current(self, task_id: str, token: int) -> bool:
         return not self.stopped and token == self.token and task_id == self.task_id
