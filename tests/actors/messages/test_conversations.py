@@ -81,7 +81,6 @@ def _samples() -> dict[ModuleType, list[Any]]:
         stage_work: [
             request, result, stage_work.StageRequest("t1", 1, "gate", gate=Gate(name="lint", command=["true"])),
             stage_work.StageRequest("memory-vectors", 1, "embed_rows", texts=("a fact", "an episode"), timeout_s=15.0),
-            stage_work.StageRequests((request, request)),
             stage_work.StepStarting("t1/a1.0/i0/s0", "t1", 1, 0, "echo", 3),
             stage_work.StepGo("t1/a1.0/i0/s0", 3, False, reason="the run is over", existing={"status": "started"}),
             stage_work.PoolConfig("llm", 3, 100, 120.0, settings, 1), stage_work.WorkerInit("tool", 0, settings),
