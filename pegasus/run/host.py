@@ -224,13 +224,11 @@ class RunHost:
 
     # -- inputs ------------------------------------------------------------------------------------
     def _start(self, start: Start) -> list[HostCommand]:
-        known = self.pools
-        if not _same(start.supervisor, self.supervisor):  # the same actor kept as the same object: compared by identity
-            self.supervisor = start.supervisor
+        known, self.supervisor = self.pools, start.supervisor
         # Memory steps run where the store is: the supervisor.
-        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: self.supervisor}
+        self.pools = {PoolName.LLM: start.llm_pool, PoolName.TOOL: start.tool_pool, PoolName.MEMORY: start.supervisor}
         for name in (PoolName.LLM, PoolName.TOOL):  # sent before a pool was replaced: it names the dead one
-            if name in known and (self.pools[name] in self.dead_pools or _same(self.pools[name], known[name])):
+            if self.pools[name] in self.dead_pools and name in known:
                 self.pools[name] = known[name]
         self.effect_of = start.effect_of
         self.reflections.limit = start.reflections
@@ -321,7 +319,7 @@ class RunHost:
         step's to the supervisor goes at once: only pools take ``AskPools``)."""
         out: list[HostCommand] = []
         for ask in asks:
-            now = (ask,) if ask.stage.pool == PoolName.MEMORY else self.sends.add(ask.to, ask)
+            now = (ask,) if ask.to == self.supervisor else self.sends.add(ask.to, ask)
             if now:
                 out.append(ask)
             elif ReadAcks(ask.to) not in out:
@@ -427,11 +425,6 @@ class RunHost:
         CarryingFailed: _carrying_failed, Closing: _closing, Handled: _handled, Delivered: _delivered,
         StagesDelivered: _stages_delivered,
     }
-
-
-def _same(one: Address, other: Address) -> bool:
-    """Whether two addresses name the same actor (Thespian's compare in Python: identity first)."""
-    return one is other or one == other
 
 
 def _unknown(tool: str) -> None:

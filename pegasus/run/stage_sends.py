@@ -29,7 +29,7 @@ class PoolSends:
         if to not in self.busy:
             self.busy.append(to)
             return (request,)
-        held = next((requests for pool, requests in self.held if pool is to or pool == to), None)
+        held = next((requests for pool, requests in self.held if pool == to), None)
         if held is None:
             self.held.append((to, [request]))
         else:
@@ -39,7 +39,7 @@ class PoolSends:
     def delivered(self, to: Any) -> tuple[Any, ...]:
         """The message in flight to ``to`` was delivered, or failed: what is held for it goes now, in order."""
         for index, (pool, requests) in enumerate(self.held):
-            if pool is to or pool == to:
+            if pool == to:
                 batch, rest = tuple(requests[:self.limit]), requests[self.limit:]
                 if rest:
                     self.held[index] = (pool, rest)

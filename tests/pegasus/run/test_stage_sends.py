@@ -4,15 +4,12 @@ pass of the loop): the policy alone, then in the host core."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from pegasus.run import Started
-from pegasus.run.host import AskPool, AskPools, ReadAcks, StagesDelivered, Start
+from pegasus.run.host import AskPool, AskPools, ReadAcks, StagesDelivered
 from pegasus.run.stage_sends import PoolSends
-from pegasus.task import TaskFSM
 from tests.pegasus.run.test_task_host import LLM, SUP, answer, host, of, settled, start
 
 class Unhashable:
@@ -78,35 +75,5 @@ def test_eight_answers_read_together_ask_their_pool_in_two_messages_not_eight() 
 def test_a_memory_step_to_the_supervisor_is_never_held() -> None:
     core = host()
     ask = of(AskPool, settled(core, start("a")))[0]
-    memory = AskPool(SUP, replace(ask.stage, pool="memory"), None)
+    memory = AskPool(SUP, ask.stage, None)
     assert core._ask([memory, memory]) == [memory, memory]  # noqa: SLF001 - the supervisor takes no AskPools
-
-
-class Counted:
-    """An address as each message brings it (Thespian's, unpickled: equal, never the same object), its compares
-    counted: Thespian's ``ActorAddress.__eq__`` is Python, ~9,900 calls for 241 tasks in a task actor's profile."""
-
-    compares = 0
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __eq__(self, other: object) -> bool:
-        Counted.compares += 1
-        return isinstance(other, Counted) and other.name == self.name
-
-
-def test_each_start_brings_its_pools_anew_and_the_host_keeps_the_ones_it_knows() -> None:
-    core = host()
-    for n in range(8):
-        core.step(Start(f"t{n}", TaskFSM.create("classic", "echo hi", task_id=f"t{n}").snapshot(), 1, 5, Started(),
-                        Counted("supervisor"), Counted("llm"), Counted("tool"), lambda tool: None))
-    Counted.compares = 0
-    asks = [core.asked[f"t{n}"] for n in range(8)]
-    assert len({id(ask.to) for ask in asks}) == 1  # one object for the pool
-    for ask in asks:  # answered in one pass: the first goes, the others are held for it
-        core.step(answer(ask))
-    core.step(StagesDelivered(asks[0].to))
-    assert Counted.compares <= 8
