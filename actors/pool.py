@@ -19,8 +19,8 @@ from thespian.actors import (
 
 from actors.runtime import procs, sharing, titles
 from actors.messages import (
-    CancelTask, PoolConfig, PoolReady, PoolStats, PoolStatsRequest, StageRequest, StageRequests, StageResult, StopStage,
-    Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
+    CancelTask, PoolConfig, PoolReady, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
+    WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.runtime.system import member_name
 from actors.worker import StageWorker
@@ -59,10 +59,6 @@ class StagePool(ActorTypeDispatcher):
 
     def receiveMsg_StageRequest(self, request: StageRequest, sender: Any) -> None:
         self._step(i.Requested(request, sender))
-
-    def receiveMsg_StageRequests(self, requests: StageRequests, sender: Any) -> None:
-        for request in requests.requests:  # a task actor's held while its last message here was undelivered
-            self._step(i.Requested(request, sender))
 
     def receiveMsg_WorkDone(self, done: WorkDone, sender: Any) -> None:
         self._step(i.Finished(done.job, done.result, done.worker))

@@ -21,7 +21,6 @@ from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 from actors import messages as m
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
-from actors.wire.frames import FrameTooLarge
 from actors.wire.leaving import send_with_callback, take_arrived_acks
 from actors.wire.read_ahead import read_ahead
 from pegasus import logs
@@ -73,8 +72,8 @@ class TaskActor(ActorTypeDispatcher):
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
-            h.AskPool: self._ask_pool, h.AskPools: self._ask_pools, h.ReadAcks: self._read_acks, h.Tell: self._tell,
-            h.Report: self._report, h.Abandoned: self._abandoned, h.LogLine: self._log_line}
+            h.AskPool: self._ask_pool, h.Tell: self._tell, h.Report: self._report, h.Abandoned: self._abandoned,
+            h.LogLine: self._log_line}
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # The boundary: a run's own failure is the core's; nothing else raises into Thespian.
@@ -182,20 +181,12 @@ class TaskActor(ActorTypeDispatcher):
 
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
-        to = command.to
-        send_with_callback(self, to, _request(command), lambda: self._step(h.StagesDelivered(to)))
-
-    def _ask_pools(self, command: h.AskPools) -> None:
-        to, requests = command.to, tuple(map(_request, command.asks))
-        try:
-            send_with_callback(self, to, m.StageRequests(requests), lambda: self._step(h.StagesDelivered(to)))
-        except FrameTooLarge:  # together past [system] max_frame_bytes: each alone, as before
-            for request in requests[:-1]:
-                self.send(to, request)
-            send_with_callback(self, to, requests[-1], lambda: self._step(h.StagesDelivered(to)))
-
-    def _read_acks(self, command: h.ReadAcks) -> None:
-        take_arrived_acks(self, command.to)  # the message before, acknowledged unread: the held ones go this pass
+        stage = command.stage
+        take_arrived_acks(self, command.to)  # the request before it acknowledged, unread: this one goes at once
+        self.send(command.to, m.StageRequest(
+            stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
+            idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
+            tier=stage.tier, priority=stage.priority))
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what
@@ -228,13 +219,6 @@ class TaskActor(ActorTypeDispatcher):
         line = command.line
         fields = line.fields if line.error is None else {**line.fields, "exc_info": line.error}
         getattr(log, line.level)(line.event, **fields)
-
-
-def _request(ask: h.AskPool) -> m.StageRequest:
-    stage = ask.stage
-    return m.StageRequest(stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
-                          idempotency_key=stage.idempotency_key, journal_to=ask.journal_to, run=stage.run,
-                          tier=stage.tier, priority=stage.priority)
 
 
 def _unknown(tool: str) -> None:

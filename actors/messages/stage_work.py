@@ -79,13 +79,6 @@ class StageRequest(_Brief):
         return StageRequest.__dict__["context"].pickled(self.__dict__)
 
 @dataclass(frozen=True, repr=False)
-class StageRequests(_Brief):
-    """Several ``StageRequest``s to one pool in one message, in order: a task actor's made while its last message
-    to that pool was undelivered (``pegasus.run.stage_sends``).  Each keeps its context pickled once."""
-
-    requests: tuple[StageRequest, ...]
-
-@dataclass(frozen=True, repr=False)
 class StageResult(_Brief):
     """A stage's outcome: the event to apply (ok) or why it failed."""
 

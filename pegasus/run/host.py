@@ -3,8 +3,7 @@
 A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
 between two messages.  This core keeps the held runs, each run's unanswered stage request, the pool
 addresses and the highest token issued, activates one run per input and turns its commands into
-addressed sends; reports of several activations leave together (``pegasus.run.report_batch``), and so do stage
-requests to a pool made while its last message is undelivered (``pegasus.run.stage_sends``).  A
+addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).  A
 done run's post-task reflection is handed out from here when it can be (``pegasus.run.reflections``).
 Never raises; the clock, the ids and the pid are passed in.
 """
@@ -22,7 +21,6 @@ from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, St
 from pegasus.run.reflections import HeldReflections
 from pegasus.run.report_batch import ReportBatch
 from pegasus.run.snapshot import RunSnapshot, current
-from pegasus.run.stage_sends import PoolSends
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
@@ -112,15 +110,8 @@ class Delivered:
     now: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StagesDelivered:
-    """An ``AskPool`` or ``AskPools`` sent to the pool at ``to`` was delivered, or failed."""
-
-    to: Address
-
-
 HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
-             | CarryingFailed | Closing | Handled | Delivered | StagesDelivered)
+             | CarryingFailed | Closing | Handled | Delivered)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -132,23 +123,6 @@ class AskPool:
     to: Address
     stage: SendStage
     journal_to: Address | None
-
-
-@dataclass(frozen=True, slots=True)
-class AskPools:
-    """Send these requests to the pool at ``to`` in one message, in order (held while its last was undelivered).
-    The carrier answers ``StagesDelivered`` for it, as for an ``AskPool`` to a pool."""
-
-    to: Address
-    asks: tuple[AskPool, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadAcks:
-    """A request to the pool at ``to`` waits for the delivery of the message before it: the carrier reads that
-    message's acknowledgement now if it has arrived, so that the delivery (and the request) comes this pass."""
-
-    to: Address
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +160,7 @@ class LogLine:
     run: tuple[str, str, int] | None = None
 
 
-HostCommand = AskPool | AskPools | ReadAcks | Tell | Report | Abandoned | LogLine
+HostCommand = AskPool | Tell | Report | Abandoned | LogLine
 Reports = tuple[TaskTransitioned | TaskStopped | Reflected, ...]
 _TOLD = (AskRecall, TextDelta)
 
@@ -209,7 +183,6 @@ class RunHost:
         # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait.
         self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned))
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
-        self.sends = PoolSends()  # stage requests held while their pool's last message is undelivered
 
     def step(self, event: HostInput) -> list[HostCommand]:
         """Apply one input; the commands to carry out, in order.  Never raises: a run whose
@@ -282,8 +255,7 @@ class RunHost:
             return []
         self.dead_pools = [*self.dead_pools[-(DEAD_POOLS_KEPT - 1):], event.dead]
         self.pools[event.name] = event.address
-        self.sends.forget(event.dead)  # what was held for it is among what is asked again
-        again: list[AskPool] = []
+        again: list[HostCommand] = []
         if event.name == PoolName.LLM:  # the reflections out from here, too
             again += [AskPool(event.address, stage, None) for stage in self.reflections.out.values()]
         for task_id, asked in list(self.asked.items()):
@@ -292,8 +264,8 @@ class RunHost:
                 continue
             self.asked[task_id] = replace(asked, to=event.address)
             again.append(self.asked[task_id])
-        return [*self._ask(again), LogLine(Log("warning", "pool_replaced", {"pool": event.name,
-                                                                            "requests_sent_again": len(again)}))]
+        return [*again, LogLine(Log("warning", "pool_replaced", {"pool": event.name,
+                                                                 "requests_sent_again": len(again)}))]
 
     def _carrying_failed(self, event: CarryingFailed) -> list[HostCommand]:
         return self._failed(event.reason, self.previous)
@@ -309,22 +281,6 @@ class RunHost:
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
         return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
-
-    def _stages_delivered(self, event: StagesDelivered) -> list[HostCommand]:
-        asks = self.sends.delivered(event.to)
-        return [] if not asks else [asks[0]] if len(asks) == 1 else [AskPools(event.to, asks)]
-
-    def _ask(self, asks: list[AskPool]) -> list[HostCommand]:
-        """Stage requests as sends: each now, or held while its pool's last message is undelivered (a memory
-        step's to the supervisor goes at once: only pools take ``AskPools``)."""
-        out: list[HostCommand] = []
-        for ask in asks:
-            now = (ask,) if ask.to == self.supervisor else self.sends.add(ask.to, ask)
-            if now:
-                out.append(ask)
-            elif ReadAcks(ask.to) not in out:
-                out.append(ReadAcks(ask.to))
-        return out
 
     def _busy(self, now: float | None) -> float | None:
         """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""
@@ -374,7 +330,7 @@ class RunHost:
             if isinstance(command, SendStage):
                 ask = AskPool(self.pools[command.pool], command, self.supervisor if command.journal else None)
                 self.asked[command.task_id] = ask
-                first += self._ask([ask])
+                first.append(ask)
             elif isinstance(command, Log):
                 then.append(LogLine(command, who))
             elif isinstance(command, TaskStopped):
@@ -401,7 +357,7 @@ class RunHost:
         pool = self.pools.get(PoolName.LLM)
         if pool is None:  # (never: a run was started here, which names the pools)
             return []
-        return self._ask([AskPool(pool, stage, None) for stage in self.reflections.release()])
+        return [AskPool(pool, stage, None) for stage in self.reflections.release()]
 
     def _failed(self, reason: str, last: tuple[str, int] | None) -> list[HostCommand]:
         if last is None:
@@ -423,7 +379,6 @@ class RunHost:
         Start: _start, Answered: _answered, MemoriesRecalled: _recalled, Streamed: _streamed,
         SuspendAsked: _suspend_asked, Messages: _messages, Drop: _drop, PoolReplaced: _pool_replaced,
         CarryingFailed: _carrying_failed, Closing: _closing, Handled: _handled, Delivered: _delivered,
-        StagesDelivered: _stages_delivered,
     }
 
 

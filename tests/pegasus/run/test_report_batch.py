@@ -9,12 +9,10 @@ from hypothesis import given, settings, strategies as st
 
 from pegasus.run import TaskStopped, TaskTransitioned
 from pegasus.run import SuspendAsked
-from pegasus.run.host import (
-    HOLD_RUNS, Abandoned, AskPool, AskPools, Closing, Delivered, Handled, Report, RunHost, StagesDelivered, Tell,
-)
+from pegasus.run.host import HOLD_RUNS, Abandoned, AskPool, Closing, Delivered, Handled, Report, RunHost, Tell
 from pegasus.run.report_batch import ReportBatch
 from tests.pegasus.conftest import FixedClock, Ids
-from tests.pegasus.run.test_task_host import INPUTS, LLM, SUP, answer, host, of, settled, start, started
+from tests.pegasus.run.test_task_host import INPUTS, SUP, answer, host, of, settled, start
 
 # -- the policy alone ------------------------------------------------------------------------------
 STEPS = st.lists(st.one_of(
@@ -122,14 +120,12 @@ def test_the_reports_of_messages_read_together_go_as_one_message_of_several_task
     [report] = of(Report, out)
     assert report.to == SUP and [(r.task_id, r.to_state) for r in report.reports] == [
         ("a", "thinking"), ("b", "thinking"), ("c", "thinking")]
-    assert [ask.stage.stage for ask in of(AskPool, out)] == ["think"]  # the next stage did not wait for reports
-    [together] = of(AskPools, core.step(StagesDelivered(LLM)))  # the others, for the pool's last message
-    assert [ask.stage.task_id for ask in together.asks] == ["b", "c"]
+    assert [ask.stage.stage for ask in of(AskPool, out)] == ["think"] * 3  # the next stages did not wait
 
 
 def test_reports_made_while_a_batch_is_in_flight_go_together_once_it_is_delivered() -> None:
     core = host()
-    asks = {task: started(core, task) for task in ("a", "b")}
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in ("a", "b")}
     [first] = of(Report, core.step(Handled()))  # both starts, read together
     assert [r.task_id for r in first.reports] == ["a", "b"]
     for task in ("a", "b"):  # answered one by one while the first batch is not yet acknowledged
@@ -152,11 +148,9 @@ def test_held_reports_go_before_a_recall_request_a_run_let_go_and_the_process_ex
 def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_message_their_ends_do_not() -> None:
     core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=0.05)
     tasks = [f"t{n}" for n in range(HOLD_RUNS)]
-    asks = {task: started(core, task) for task in tasks}
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in tasks}
     [first] = of(Report, core.step(Handled(False, 1.0)))  # all started together: one batch
     assert len(first.reports) == HOLD_RUNS and not core.step(Delivered(False, 1.001))
-    [others] = of(AskPools, core.step(StagesDelivered(LLM)))  # the other starts' requests go together ...
-    assert len(others.asks) == HOLD_RUNS - 1 and not core.step(StagesDelivered(LLM))  # ... and are delivered
     out = core.step(answer(asks["t0"])) + core.step(Handled(False, 1.01))
     assert not of(Report, out) and of(AskPool, out)  # held; the next stage did not wait
     out = core.step(answer(asks["t1"])) + core.step(Handled(False, 1.06))
@@ -169,7 +163,7 @@ def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_mes
 
 def test_with_fewer_runs_waiting_a_transition_goes_as_before() -> None:
     core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=0.05)
-    asks = {task: started(core, task) for task in ("a", "b")}
+    asks = {task: of(AskPool, core.step(start(task)))[0] for task in ("a", "b")}
     core.step(Handled(False, 1.0))
     core.step(Delivered(False, 1.001))
     assert of(Report, core.step(answer(asks["a"])) + core.step(Handled(False, 1.01)))  # no message sure to come

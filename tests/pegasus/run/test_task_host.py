@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from pegasus.run import Answered, SendStage, Started, Streamed, SuspendAsked, TaskStopped
 from pegasus.run.host import (
-    Abandoned, AskPool, AskPools, CarryingFailed, Closing, Delivered, Drop, Handled, HostCommand, LogLine, Messages,
-    PoolReplaced, Report, RunHost, StagesDelivered, Start, Tell,
+    Abandoned, AskPool, CarryingFailed, Closing, Delivered, Drop, Handled, HostCommand, LogLine, Messages,
+    PoolReplaced, Report, RunHost, Start, Tell,
 )
 from pegasus.streaming import TextDelta
 from pegasus.task import TaskFSM
@@ -37,23 +37,13 @@ def answer(ask: AskPool, **fields: Any) -> Answered:
 
 
 def settled(core: RunHost, event: Any) -> list[HostCommand]:
-    """``event`` stepped as a message alone in the mailbox: then Handled, and each Report and stage request
-    delivered."""
+    """``event`` stepped as a message alone in the mailbox: then Handled, and each Report delivered."""
     out = core.step(event)
     more = core.step(Handled())
-    out += more
     while more:
-        more = [c for report in of(Report, more) for c in core.step(Delivered())] + \
-            [c for ask in of((AskPool, AskPools), out + more) for c in core.step(StagesDelivered(ask.to))]
         out += more
+        more = [c for report in of(Report, more) for c in core.step(Delivered())]
     return out
-
-
-def started(core: RunHost, task_id: str, **fields: Any) -> AskPool:
-    """Start a run of ``task_id``: its first stage request (sent, or held while its pool's last message is
-    undelivered: ``pegasus.run.stage_sends``)."""
-    core.step(start(task_id, **fields))
-    return core.asked[task_id]
 
 
 def of(kind: type, commands: list[HostCommand]) -> list[Any]:
@@ -88,8 +78,8 @@ def test_runs_held_together_never_share_a_token_and_each_answer_activates_its_ow
 
 def test_a_new_run_starts_past_every_token_the_host_issued_so_an_earlier_runs_answer_is_stale() -> None:
     core = host()
-    first = started(core, "a", run=1)
-    again = started(core, "a", run=2)  # the supervisor started the task again
+    first = of(AskPool, core.step(start("a", run=1)))[0]
+    again = of(AskPool, core.step(start("a", run=2)))[0]  # the supervisor started the task again
     assert again.stage.token > first.stage.token
     out = core.step(answer(first))
     assert events(out) == ["stale_result_dropped"] and not of(Report, out)
@@ -116,10 +106,10 @@ def test_streamed_text_goes_to_the_supervisor_without_activating_the_run_and_sta
 
 def test_a_replaced_pool_is_asked_again_what_the_dead_one_never_answered() -> None:
     core = host()
-    asks = [started(core, task) for task in ("a", "b")]
-    core.step(answer(asks[1]))  # b answered: its next request is the think stage (held: a's is undelivered)
+    asks = [of(AskPool, core.step(start(task)))[0] for task in ("a", "b")]
+    core.step(answer(asks[1]))  # b answered: its next request is the think stage
     assert core.step(PoolReplaced("llm", "llm-2", LLM, "stranger")) == []  # only the supervisor is heard
-    out = settled(core, PoolReplaced("llm", "llm-2", LLM, SUP))
+    out = core.step(PoolReplaced("llm", "llm-2", LLM, SUP))
     again = of(AskPool, out)
     assert {(ask.to, ask.stage.task_id) for ask in again} == {("llm-2", "a"), ("llm-2", "b")}
     assert next(a for a in again if a.stage.task_id == "a").stage == asks[0].stage  # token and all

@@ -12,9 +12,7 @@ from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.run import Answered, RunSnapshot, SendStage, Started, TaskRun, TaskTransitioned
 from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.sqlite import Checkpoint
-from pegasus.run.host import (
-    AskPool, AskPools, Delivered, Handled, HostCommand, LogLine, Report, RunHost, StagesDelivered, Start,
-)
+from pegasus.run.host import AskPool, Delivered, Handled, HostCommand, LogLine, Report, RunHost, Start
 from pegasus.task import TaskContext, TaskFSM
 from tests.pegasus.conftest import FixedClock, Ids, start_run
 
@@ -33,9 +31,8 @@ def run_classic(core: RunHost, task_id: str, text: str = "what is 2 + 3?") -> li
         for command in given:
             if isinstance(command, Report):
                 pending.append(Delivered())
-            elif isinstance(command, (AskPool, AskPools)):
-                pending.append(StagesDelivered(command.to))
-                pending += [answer(ask) for ask in (command.asks if isinstance(command, AskPools) else (command,))]
+            elif isinstance(command, AskPool):
+                pending.append(answer(command))
     assert not core.runs  # it ended
     return out
 
