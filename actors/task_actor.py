@@ -67,6 +67,7 @@ class TaskActor(ActorTypeDispatcher):
         self.effect_of: EffectOf = _unknown
         self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
+        self._debug = False  # [logging] level is debug: the runs' debug lines are rendered (else dropped unbuilt)
         self._inputs: deque[h.HostInput] = deque()  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
@@ -165,6 +166,7 @@ class TaskActor(ActorTypeDispatcher):
         effect classes (never a tool: effect_of answers from the configuration)."""
         logs.configure_from(settings)
         self.log = logs.get("task")
+        self._debug = settings.logging.level == "debug"
         if self.recall is None:
             self.recall = LocalRecall(settings)
         if self.registry is None:
@@ -206,6 +208,8 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, m.TaskAbandoned(command.task_id, command.run, command.reason))
 
     def _log_line(self, command: h.LogLine) -> None:
+        if command.line.level == "debug" and not self._debug:
+            return  # a transition's line: not even a logger bound for it
         who, log = self._run_log
         if command.run is None:
             log = self.log

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from pegasus.config import Settings
@@ -45,8 +46,9 @@ class CurrentIdentity:
     def __init__(self) -> None:
         self._kept: tuple[object, str] | None = None  # (what it was read from, its text)
 
-    def text(self, settings: Settings) -> str:
-        path = settings.state_dir() / IDENTITY_FILE
+    def text(self, settings: Settings, state_dir: Path | None = None) -> str:
+        """``state_dir``: the settings' own, when the caller keeps it (resolving it stats each part of the path)."""
+        path = (settings.state_dir() if state_dir is None else state_dir) / IDENTITY_FILE
         try:
             info = os.lstat(path)
             found: tuple[int, ...] | None = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_mode, info.st_uid)
@@ -65,6 +67,7 @@ class LocalRecall:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.state_dir = settings.state_dir()  # resolved once: twice a recall was ~25% of answering it
         self.identity = CurrentIdentity()
         self._memory: MemoryStore | None = None
         self._file = (0, 0)  # the opened store's (device, inode)
@@ -73,7 +76,7 @@ class LocalRecall:
         if configured(self.settings.memory) and query.strip():
             return None  # its vector is the llm pool's, and the index the supervisor's
         try:
-            identity = self.identity.text(self.settings)
+            identity = self.identity.text(self.settings, self.state_dir)
         except Exception as exc:  # noqa: BLE001 - an unusable identity.md: said in the context, as the supervisor does
             return "", (), f"{type(exc).__name__}: {exc}"
         try:
@@ -86,7 +89,7 @@ class LocalRecall:
         """The store, opened at the first recall and again when its path names another file (a restore)."""
         # Imported here: a task actor that never recalls skips it.
         from pegasus.store.sqlite import DB_FILE
-        path = self.settings.state_dir() / DB_FILE
+        path = self.state_dir / DB_FILE
         info = os.stat(path)
         if self._memory is not None and self._file != (info.st_dev, info.st_ino):
             self.close()

@@ -123,7 +123,7 @@ class Reflected:
 class Log:
     """A line for the task's log; ``error`` is the exception to render with it."""
 
-    level: Literal["info", "warning", "error"]
+    level: Literal["debug", "info", "warning", "error"]
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None

@@ -58,6 +58,7 @@ class RunSnapshot:
     inbox: tuple[tuple[int, str], ...] = ()  # (number, text) of messages not yet taken
     recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
     identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
+    checkpoint_source: TaskContext | None = None  # the context ``checkpoint_base`` was dumped from (None: unknown)
 
 
 def current(state: RunSnapshot, task_id: str, token: int) -> bool:

@@ -22,6 +22,7 @@ from pegasus.task.models import TaskContext, TaskSnapshot
 from pegasus.task.names import CognitiveState
 
 FORMAT = 1
+_NONE = object()
 FULL_STATES = frozenset({CognitiveState.SUSPENDED, CognitiveState.COMPLETED, CognitiveState.FAILED})
 DELTA_EVENTS = frozenset({"PLAN_DONE", "REASON_DONE", "TOOL_CALL_COMPLETED", "TOOL_CALL_FAILED", "STEP_COMPLETED",
                           "ACT_DONE", "MESSAGE_RECEIVED", "TASK_RESUMED"})
@@ -48,21 +49,37 @@ def encode_full(snapshot: TaskSnapshot) -> bytes:
 class Checkpointer:
     """Makes a task's checkpoints, remembering what the last one contained."""
 
-    def __init__(self, snapshot: TaskSnapshot, base: dict[str, Any] | None = None) -> None:
-        # The context as the last checkpoint left it (JSON; replaced, never changed in place):
-        # a task run's snapshot keeps it, and gives it back here when the run is restored.
-        self.base: dict[str, Any] = snapshot.context.model_dump(mode="json") if base is None else base
+    def __init__(self, snapshot: TaskSnapshot, base: dict[str, Any] | None = None,
+                 source: TaskContext | None = None) -> None:
+        # The context as the last checkpoint left it (JSON; replaced, never changed in place), and the context it
+        # was dumped from (None: unknown): a task run's snapshot keeps both, and gives them back here.
+        if base is None:
+            base, source = snapshot.context.model_dump(mode="json"), snapshot.context
+        self.base: dict[str, Any] = base
+        self.source = source
 
     def make(self, kind: str, task: TaskFSM | TaskSnapshot) -> bytes:
         """The checkpoint of a task (its FSM, read not copied, or a snapshot) as it is now."""
-        current = task.context.model_dump(mode="json")
+        context = task.context
+        current = self._dump(context)
         if kind == "full":
             data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
             change = deltas.diff(self.base, current)
             data = codec.pack({"format": FORMAT, "delta": change, "metadata": task.metadata})
-        self.base = current
+        self.base, self.source = current, context
         return data
+
+    def _dump(self, context: TaskContext) -> dict[str, Any]:
+        """``context`` as JSON.  A context is never changed in place (a transition changes a copy, sharing the
+        fields it leaves: ``pegasus.task.fsm``), so a field whose value is still the one ``base`` was dumped
+        from is as ``base`` has it: only the others are dumped (a whole dump and its diff, a checkpoint)."""
+        source = self.source
+        if source is None or type(source) is not type(context):
+            return context.model_dump(mode="json")
+        before = source.__dict__
+        changed = {name for name, value in context.__dict__.items() if before.get(name, _NONE) is not value}
+        return {**self.base, **context.model_dump(mode="json", include=changed)} if changed else self.base
 
 
 def rebuild(task_id: str, rows: list[Any]) -> TaskSnapshot:

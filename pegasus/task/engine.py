@@ -26,6 +26,18 @@ Reducer = Callable[[TaskContext, Event], None]
 
 
 @dataclass(frozen=True)
+class InPlace:
+    """A reducer that changes in place only the context fields it names, and may assign any field: the FSM
+    copies those for it and shares the rest (a reducer that is not one gets a deep copy of the whole context)."""
+
+    reduce: Reducer
+    fields: frozenset[str]
+
+    def __call__(self, context: TaskContext, event: Event) -> None:
+        self.reduce(context, event)
+
+
+@dataclass(frozen=True)
 class EntryGate:
     """Checked when a state is entered (seed 002's state-entry gates).
 

@@ -13,10 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from pegasus.task import machines as _machines
-from pegasus.task.engine import Machine
+from pegasus.task.engine import InPlace, Machine
 from pegasus.task.errors import InvalidStateTransition
 from pegasus.task.events import EXTERNAL_INPUT, Event, EventType, new_id, utc_now
-from pegasus.task.models import StateTransition, TaskContext, TaskSnapshot, deep_copy
+from pegasus.task.models import StateTransition, TaskContext, TaskSnapshot, copied_fields, deep_copy
 from pegasus.task.names import MachineName
 
 Clock = Callable[[], datetime]
@@ -186,8 +186,14 @@ class TaskFSM:
         if machine.row_for(source, event.type) is None:
             machine.resolve(source, self._context, event)  # raises with the right message
         reducer = machine.reducers.get(event.type)
-        # A reducer changes a copy (a refused event leaves the context untouched); none: nothing to copy.
-        context = self._context if reducer is None else deep_copy(self._context)
+        # A reducer changes a copy (a refused event leaves the context untouched); none: nothing to copy.  One
+        # that says which fields it changes in place gets those copied (a deep copy was ~10% of a task actor's CPU).
+        if reducer is None:
+            context = self._context
+        elif isinstance(reducer, InPlace):
+            context = copied_fields(self._context, reducer.fields)
+        else:
+            context = deep_copy(self._context)
         if reducer is not None:
             try:
                 reducer(context, event)

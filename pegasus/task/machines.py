@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from pegasus.task.engine import Dynamic, EntryGate, Machine, Runs, Special, Static, build_machine
+from pegasus.task.engine import Dynamic, EntryGate, InPlace, Machine, Runs, Special, Static, build_machine
 from pegasus.task.errors import MachineDefinitionError, StateEntryGateError, UnknownMachineError
 from pegasus.task.events import Event, EventType as E
 from pegasus.task.models import ActionResult, Plan, Reflection, TaskContext
@@ -88,21 +88,23 @@ def _failed(ctx: TaskContext, event: Event) -> None:
     _set_final_result(ctx, event)
 
 
+# Each names the fields it changes in place (it may assign any other): the FSM copies only those for it.
+_ASSIGNS, _STEP, _REFLECTIONS = frozenset(), frozenset({"actions_done", "plan"}), frozenset({"reflections"})
 COGNITIVE_REDUCERS = {
-    E.PERCEIVE_DONE: _perceived,
-    E.THINK_DONE: _reasoned,
-    E.PLAN_DONE: _reasoned,
-    E.REASON_DONE: _reasoned,
-    E.NEED_MORE_INFO: _need_more_info,
-    E.TOOL_CALL_COMPLETED: _step_done,
-    E.TOOL_CALL_FAILED: _step_done,
-    E.STEP_COMPLETED: _step_done,
-    E.ACT_DONE: _set_final_result,
-    E.REFLECT_DONE: _reflected,
-    E.MESSAGE_RECEIVED: _message,
-    E.TASK_RESUMED: _message,
-    E.TASK_SUSPENDED: _suspended,
-    E.TASK_FAILED: _failed,
+    E.PERCEIVE_DONE: InPlace(_perceived, _ASSIGNS),
+    E.THINK_DONE: InPlace(_reasoned, _ASSIGNS),
+    E.PLAN_DONE: InPlace(_reasoned, _ASSIGNS),
+    E.REASON_DONE: InPlace(_reasoned, _ASSIGNS),
+    E.NEED_MORE_INFO: InPlace(_need_more_info, _ASSIGNS),
+    E.TOOL_CALL_COMPLETED: InPlace(_step_done, _STEP),
+    E.TOOL_CALL_FAILED: InPlace(_step_done, _STEP),
+    E.STEP_COMPLETED: InPlace(_step_done, _STEP),
+    E.ACT_DONE: InPlace(_set_final_result, _ASSIGNS),
+    E.REFLECT_DONE: InPlace(_reflected, _REFLECTIONS),
+    E.MESSAGE_RECEIVED: InPlace(_message, frozenset({"messages"})),
+    E.TASK_RESUMED: InPlace(_message, frozenset({"messages"})),
+    E.TASK_SUSPENDED: InPlace(_suspended, _ASSIGNS),
+    E.TASK_FAILED: InPlace(_failed, _REFLECTIONS),
 }
 
 # -- guards ----------------------------------------------------------------------

@@ -193,6 +193,20 @@ def deep_copy(model: _ModelT) -> _ModelT:
     return _copy(model)  # type: ignore[no-any-return]
 
 
+def copied_fields(model: _ModelT, fields: frozenset[str]) -> _ModelT:
+    """A copy of ``model`` for a change that assigns any field but changes only ``fields`` in place: those are
+    deep-copied, every other field's value is shared (an assignment replaces it in the copy alone)."""
+    state = dict(model.__dict__)
+    for name in fields:
+        state[name] = _copy(state[name])
+    new = object.__new__(type(model))
+    _set(new, "__dict__", state)
+    _set(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
+    _set(new, "__pydantic_extra__", _copy(model.__pydantic_extra__))
+    _set(new, "__pydantic_private__", _copy(model.__pydantic_private__))
+    return new
+
+
 def _copy(value: Any) -> Any:
     kind = type(value)
     if kind in _IMMUTABLE:

@@ -20,10 +20,11 @@ FAULTS = {"plugins": ["tests.support.faults:register"]}
 ERROR_EVENTS = {"request_failed", "task_actor_error", "stage_failed"}
 
 
-def provoke_every_error_path(pegasus, state_dir: Path, content: bool) -> tuple[str, str, set[str]]:
+def provoke_every_error_path(pegasus, state_dir: Path, content: bool,
+                             level: str = "info") -> tuple[str, str, set[str]]:
     """(secret, every log file's text, the events logged) after tasks failed in each process kind."""
     secret = f"SECRET-{uuid.uuid4().hex}"
-    client = pegasus(tools=FAULTS, logging={"content": content})
+    client = pegasus(tools=FAULTS, logging={"content": content, "level": level})
     with pytest.raises(RequestError, match="internal error"):
         client.submit(f"FAIL-IN-SUBMIT {secret}")
     for marker in ("FAIL-IN-TASK", "FAIL-IN-THINK"):
@@ -41,9 +42,11 @@ def test_no_task_text_in_any_log_file_by_default(pegasus, state_dir: Path) -> No
     assert ERROR_EVENTS <= events  # each error path was taken and logged ...
     assert secret not in text  # ... without the task's text
     assert "<withheld: " in text
+    assert "transition" not in events  # a debug line (the task's transitions are in the store: `pegasus logs`)
 
 
 def test_content_true_lets_task_text_into_the_log(pegasus, state_dir: Path) -> None:
-    secret, text, events = provoke_every_error_path(pegasus, state_dir, content=True)
+    secret, text, events = provoke_every_error_path(pegasus, state_dir, content=True, level="debug")
     assert ERROR_EVENTS <= events and secret in text
+    assert "transition" in events  # the task actor's debug lines, at level debug
     assert "held by a local" not in text  # exception locals: never

@@ -89,3 +89,19 @@ def test_a_store_it_cannot_read_now_sends_the_recall_to_the_supervisor(stored: t
         store.db.execute("SELECT COUNT(*) FROM memory_facts").fetchone()  # the lock is let go at the next read
     assert local.answer("deploy key", 5) is not None  # opened again
     local.close()
+
+
+def test_recalls_resolve_the_state_directory_once(stored: tuple[Settings, Store],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving it stats each part of the path: twice a recall was ~25% of a task actor's answering it (issue 33)."""
+    settings, _ = stored
+    resolved = []
+    state_dir = Settings.state_dir
+    monkeypatch.setattr(Settings, "state_dir", lambda self: resolved.append(1) or state_dir(self))
+    local = LocalRecall(settings)
+    assert (local.answer("where is the deploy key?", 5) or ("", (), "none"))[2] is None  # identity.md read too
+    first = len(resolved)
+    for _ in range(3):
+        assert (local.answer("where is the deploy key?", 5) or ("", (), "none"))[2] is None
+    local.close()
+    assert len(resolved) == first

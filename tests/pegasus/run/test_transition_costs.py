@@ -1,0 +1,94 @@
+"""What a task actor does per transition, counted (issue 33: the task actors' CPU per task): classic tasks
+through the host core, each stage run by the offline processors as a worker would, every report delivered."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pegasus.cognitive.stages import offline_processors, run_stage
+from pegasus.run import Answered, RunSnapshot, SendStage, Started, TaskRun, TaskTransitioned
+from pegasus.store.checkpoint import encode_full, rebuild
+from pegasus.store.sqlite import Checkpoint
+from pegasus.run.host import AskPool, Delivered, Handled, HostCommand, LogLine, Report, RunHost, Start
+from pegasus.task import TaskContext, TaskFSM
+from tests.pegasus.conftest import FixedClock, Ids, start_run
+
+PROCESSORS = offline_processors(timer=lambda: 0.0)
+
+
+def run_classic(core: RunHost, task_id: str, text: str = "what is 2 + 3?") -> list[HostCommand]:
+    """One classic task from its start to its end; every command the host gave, in order."""
+    task = TaskFSM.create("classic", text, task_id=task_id).snapshot()
+    pending: list[Any] = [Start(task_id, task, 1, 10, Started(), "supervisor", "llm", "tool", lambda tool: None,
+                                identity="I am.")]
+    out: list[HostCommand] = []
+    while pending:
+        given = core.step(pending.pop(0)) + core.step(Handled())
+        out += given
+        for command in given:
+            if isinstance(command, Report):
+                pending.append(Delivered())
+            elif isinstance(command, AskPool):
+                pending.append(answer(command))
+    assert not core.runs  # it ended
+    return out
+
+
+def answer(ask: AskPool) -> Answered:
+    """The stage ``ask`` requests, run by the offline processors as a worker would."""
+    stage = ask.stage
+    done = run_stage(PROCESSORS, stage.stage, stage.context, machine=stage.machine, step_index=stage.step_index)
+    return Answered(SimpleNamespace(task_id=stage.task_id, token=stage.token, stage=stage.stage,
+                                    ok=done.event_type is not None, event_type=done.event_type, payload=done.payload,
+                                    error=None, error_kind="", worker={}))
+
+
+def test_a_classic_task_writes_no_info_line_its_transitions_lines_are_debug() -> None:
+    """Each transition's line was an info line: the task actor rendered and wrote ~7 a task (~12% of its
+    handlers' CPU) though its report stores all of it.  Now a debug line, which the carrier drops unbuilt."""
+    out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids()), "t1")
+    lines = [command.line for command in out if isinstance(command, LogLine)]
+    reports = [report for command in out if isinstance(command, Report) for report in command.reports]
+    assert [line.event for line in lines if line.level != "debug"] == []
+    assert [line.fields["state"] for line in lines] == [report.to_state for report in reports
+                                                        if hasattr(report, "to_state")]
+
+
+def test_a_checkpoint_dumps_only_the_context_fields_changed_and_the_checkpoints_rebuild_the_context(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each checkpoint dumped the whole context to JSON and diffed all of it (~6% of a task actor's handler CPU);
+    a field still holding the value the last checkpoint was dumped from is as that checkpoint has it.  What the
+    store rebuilds from the checkpoints is the run's context after every one, the run passivated and restored
+    between every two inputs as a task actor does."""
+    dumped: list[int] = []
+    model_dump = TaskContext.model_dump
+
+    def counting(self: TaskContext, **kwargs: Any) -> dict[str, Any]:
+        dumped.append(len(kwargs.get("include") or type(self).model_fields))
+        return model_dump(self, **kwargs)
+
+    clock, ids = FixedClock(), Ids()
+    task = TaskFSM.create("classic", "what is 2 + 3 * 4?", task_id="t1", clock=clock, id_factory=ids)
+    rows = [Checkpoint(0, 1, "full", task.state, encode_full(task.snapshot()))]
+    monkeypatch.setattr(TaskContext, "model_dump", counting)
+    run, out = start_run(RunSnapshot(task.snapshot(), 1, 5, recall_k=0, identity="I am."), clock=clock, ids=ids)
+    while True:
+        for report in out:
+            if isinstance(report, TaskTransitioned) and report.checkpoint is not None:
+                kind, data = report.checkpoint
+                row = Checkpoint(len(rows), 1, kind, report.to_state, data)
+                rows = [row] if kind == "full" else [*rows, row]  # a full checkpoint starts them again
+                monkeypatch.setattr(TaskContext, "model_dump", model_dump)
+                assert rebuild("t1", rows).context == run.fsm.context
+                monkeypatch.setattr(TaskContext, "model_dump", counting)
+        if run.stopped:
+            break
+        run = TaskRun(run.snapshot(), clock=clock, ids=ids)
+        [send] = [command for command in out if isinstance(command, SendStage)]
+        out = run.step(answer(AskPool("llm", send, None)))
+    assert run.fsm.state == "completed"
+    assert dumped[0] == len(TaskContext.model_fields)  # the run's start
+    assert dumped[1:] == [4, 2, 3, 1]  # perceived, reasoned, recalled, planned; a step twice; the reflection
