@@ -89,7 +89,8 @@ def _failed(ctx: TaskContext, event: Event) -> None:
 
 
 # Each names the fields it changes in place (it may assign any other): the FSM copies only those for it.
-_ASSIGNS, _STEP, _REFLECTIONS = frozenset(), frozenset({"actions_done", "plan"}), frozenset({"reflections"})
+_ASSIGNS: frozenset[str] = frozenset()
+_STEP, _REFLECTIONS = frozenset({"actions_done", "plan"}), frozenset({"reflections"})
 COGNITIVE_REDUCERS = {
     E.PERCEIVE_DONE: InPlace(_perceived, _ASSIGNS),
     E.THINK_DONE: InPlace(_reasoned, _ASSIGNS),
