@@ -419,7 +419,9 @@ class Admission:
                    **payload: Any) -> list[Command]:
         """Apply a lifecycle event in memory, then write it (compare-and-set) with its audit row."""
         source = record.lifecycle.state
-        target = record.lifecycle.transition(Event(type=event_type, task_id=record.task_id, payload=payload))
+        # Built, not validated (our own values), with no uuid4: a lifecycle event's id is never stored (restored: '')
+        event = Event.model_construct(type=event_type, task_id=record.task_id, payload=payload, id="")
+        target = record.lifecycle.transition(event)
         if target == source:
             return []
         context = record.snapshot.context
