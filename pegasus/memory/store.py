@@ -217,7 +217,11 @@ class MemoryStore:
         return ArchivedTask(task_id, input, result, context, when)
 
     def index_archives(self) -> int:
-        """Put the archived tasks not yet in the full-text index into it (in one transaction); how many."""
+        """Put the archived tasks not yet in the full-text index into it (in one transaction); how many.
+        A read alone when the newest is indexed (so are all)."""
+        newest = self.database.db.execute("SELECT fts_rowid FROM memory_archive ORDER BY seq DESC LIMIT 1").fetchone()
+        if newest is None or newest[0] is not None:
+            return 0
         with self.database.transaction() as db:
             return self._index_archives(db)
 
@@ -225,10 +229,12 @@ class MemoryStore:
         """The unindexed rows are the newest (each batch indexes them all, in one savepoint): read newest first
         up to the first indexed one, never the whole table."""
         rows = []
-        for row in db.execute("SELECT seq, task_id, input, result, fts_rowid FROM memory_archive ORDER BY seq DESC"):
+        cursor = db.execute("SELECT seq, task_id, input, result, fts_rowid FROM memory_archive ORDER BY seq DESC")
+        for row in cursor:
             if row[4] is not None:
                 break
             rows.append(row)
+        cursor.close()  # not read to its end: ended before the writes
         for seq, task_id, input, result, _ in reversed(rows):
             fts = self._index(db, "archive", task_id, input, _text_of(None if result is None else codec.unpack(result)))
             db.execute("UPDATE memory_archive SET fts_rowid = ? WHERE seq = ?", (fts, seq))

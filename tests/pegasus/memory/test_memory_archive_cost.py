@@ -27,6 +27,9 @@ def test_an_archive_in_the_group_is_one_statement_and_is_searchable_at_once(tmp_
         memory.archive("t1", "email Alice the quarterly report", "sent", {"input_text": "email Alice"})
         assert [sql.split()[:3] for sql in ran] == [["INSERT", "INTO", "memory_archive"]]
     assert [item.id for item in memory.search("quarterly report", kinds=("archive",))] == ["task:t1"]
+    ran.clear()
+    assert len(memory.search("alice", kinds=("archive",))) == 1
+    assert not [sql for sql in ran if sql.split()[0] in ("BEGIN", "SAVEPOINT", "INSERT", "UPDATE")]  # reads only
     assert memory.archive("t1", "other", None, {}).input == "email Alice the quarterly report"  # once per task
     assert memory.forget("task:t1") == ["task:t1"] and memory.search("quarterly", kinds=("archive",)) == []
 
