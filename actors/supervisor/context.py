@@ -97,6 +97,8 @@ class Context:
     vectors: Vectors = field(default_factory=Vectors)
     post: PostReflections | None = None  # made at Configure (its limit is the llm pool's size)
     stopped: dict[str, TaskSnapshot] = field(default_factory=dict)  # a run's last snapshot while its end is admitted
+    # a run's full checkpoint at completed, within its TaskReports: the archive's context, not dumped again
+    completed: dict[str, bytes] = field(default_factory=dict)
     # while a run's end is admitted: the task actor that hands its reflection out (TaskStopped.reflecting)
     reflecting: dict[str, ActorAddress] = field(default_factory=dict)
     run_started: dict[tuple[str, int], int] = field(default_factory=dict)  # (task, run) -> when placed, ns: its span

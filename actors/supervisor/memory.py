@@ -16,6 +16,7 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.context import Context, Rows
+from pegasus import codec
 from pegasus.admission import TransitionNotice
 from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
 from pegasus.cognitive.stages import offline_processors, run_stage
@@ -100,7 +101,8 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
     result as its row does (not read back)."""
     if last and snapshot is not None:
         context = snapshot.context
-        memory_of(ctx).archive(task_id, context.input_text, context.final_result, context.model_dump(mode="json"))
+        memory_of(ctx).archive(task_id, context.input_text, context.final_result,
+                               _context_of(ctx.completed.get(task_id)) or context.model_dump(mode="json"))
         return
     store = _store(ctx)
     row = store.task_row(task_id)
@@ -109,6 +111,14 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
     if snapshot is None:
         snapshot = rebuild(task_id, store.checkpoints(task_id))
     memory_of(ctx).archive(task_id, str(row["input"]), row.get("result"), snapshot.context.model_dump(mode="json"))
+
+
+def _context_of(full: bytes | None) -> dict[str, Any] | None:
+    """The context in a run's full checkpoint (as the task actor dumped it), read with msgpack alone."""
+    try:
+        return codec.unpack(full)["data"]["context"] if full is not None else None
+    except (KeyError, TypeError, *codec.UNPACK_ERRORS):  # not a snapshot record: dumped again instead
+        return None
 
 
 # -- recall ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
-from pegasus.task import LifecycleState, StageName
+from pegasus.task import CognitiveState, LifecycleState, StageName
 
 
 def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> None:
@@ -21,16 +21,23 @@ def task_reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress) -> No
         return
     key = ctx.task_actors.report(sender, batch.cpu_s, batch.reports)  # the sender told once, not per report
     with ctx.store.group():
-        for report in batch.reports:
-            if isinstance(report, m.Reflected):  # of a run over already: its own check
-                memory.reflected(ctx, report, sender)
-                continue
-            if not ctx.task_actors.sent_by(report.task_id, key):
-                continue  # not the actor of the task's run (one stopped when the store failed, say)
-            if isinstance(report, m.TaskTransitioned):
-                _transitioned(ctx, report)
-            elif isinstance(report, m.TaskStopped):
-                _stopped(ctx, report, sender)
+        try:
+            _reports(ctx, batch, sender, key)
+        finally:
+            ctx.completed.clear()  # a run's end is never held back: its stop came in the same batch
+
+
+def _reports(ctx: Context, batch: m.TaskReports, sender: ActorAddress, key: int | None) -> None:
+    for report in batch.reports:
+        if isinstance(report, m.Reflected):  # of a run over already: its own check
+            memory.reflected(ctx, report, sender)
+            continue
+        if not ctx.task_actors.sent_by(report.task_id, key):
+            continue  # not the actor of the task's run (one stopped when the store failed, say)
+        if isinstance(report, m.TaskTransitioned):
+            _transitioned(ctx, report)
+        elif isinstance(report, m.TaskStopped):
+            _stopped(ctx, report, sender)
 
 
 def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
@@ -41,6 +48,8 @@ def _transitioned(ctx: Context, report: m.TaskTransitioned) -> None:
     record.actor_pid = report.pid
     store.cognitive_transition(report.task_id, report.run, record.machine, report.from_state, report.to_state,
                                report.event, report.stage, report.checkpoint, report.journal_finish)
+    if report.to_state == CognitiveState.COMPLETED and report.checkpoint is not None and report.checkpoint[0] == "full":
+        ctx.completed[report.task_id] = report.checkpoint[1]
     admit(ctx, Transitioned(report.task_id, report.run, report.from_state, report.to_state, report.event,
                             report.timestamp, report.stage))
 

@@ -1,8 +1,8 @@
 """The memory store: facts, episodes and the archive in the tasks' SQLite database, searched with FTS5 (BM25).
 
-Functions over a ``pegasus.store.database.Database``: every write is one transaction (a savepoint
-inside the supervisor's ``group``), so a refused write leaves nothing behind.  It never calls a
-model: vectors are handed in, or given later by ``pegasus.memory.vectors``.  One FTS5 index holds
+Functions over a ``pegasus.store.database.Database``: every write is one transaction (a savepoint inside
+the supervisor's ``group``; an archive one statement), so a refused write leaves nothing behind.  It never
+calls a model: vectors are handed in, or given later by ``pegasus.memory.vectors``.  One FTS5 index holds
 what recall searches (each fact's current version, each episode); archived tasks have their own,
 so recall never ranks them.  Ranking is ``pegasus.memory.ranking``'s.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import Any
 
 from pegasus import codec
@@ -24,12 +25,14 @@ from pegasus.memory.vectors import STALE
 from pegasus.memory.values import (RECALLED, ArchivedTask, Episode, Fact, Kind, MemoryItem, check_path, normalise,
                                    one_line, parse_id)
 from pegasus.store.database import Database
+from pegasus.store.errors import StoreError
 from pegasus.task.events import utc_now
 from pegasus.task.fsm import Clock
 
 FACT_COLUMNS = "path, version, content, created_at, task_id"
 EPISODE_COLUMNS = "episode_id, task_id, title, summary, details, lesson, created_at"
 MAX_K = 100
+ARCHIVE_INDEX_BATCH = 32  # archived tasks put in the full-text index together
 
 
 class MemoryStore:
@@ -192,18 +195,50 @@ class MemoryStore:
     # -- the archive --------------------------------------------------------------------------
     def archive(self, task_id: str, input: str, result: Any, context: dict[str, Any]) -> ArchivedTask:
         """A completed task's full context, kept and searchable (kind "archive"); once per task (idempotent).
-        Past ``[memory] archive_max`` the oldest is dropped."""
+        Past ``[memory] archive_max`` the oldest is dropped.
+
+        One statement, so no savepoint in the supervisor's group (atomic on its own, as ``deferred``); its
+        full-text row comes with the next ``ARCHIVE_INDEX_BATCH`` (one FTS5 segment for many, not one a
+        commit) or before a search of the archive (``index_archives``)."""
+        when = self._now()
+        with self.database.deferred():
+            cursor = self.database.db.execute(
+                "INSERT INTO memory_archive (task_id, input, result, context, created_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (task_id) DO NOTHING", (task_id, input, codec.pack(result), codec.pack(context), when))
+        if cursor.rowcount != 1:
+            known = self.archived(task_id)
+            assert known is not None  # the conflict was its row
+            return known
+        newest = int(cursor.lastrowid or 0)
+        if newest % ARCHIVE_INDEX_BATCH == 0 or newest > self.settings.archive_max:
+            with self.database.transaction() as db:
+                self._index_archives(db)
+                self._drop_oldest(db, "archive", newest, self.settings.archive_max)
+        return ArchivedTask(task_id, input, result, context, when)
+
+    def index_archives(self) -> int:
+        """Put the archived tasks not yet in the full-text index into it (in one transaction); how many.
+        A read alone when the newest is indexed (so are all)."""
+        newest = self.database.db.execute("SELECT fts_rowid FROM memory_archive ORDER BY seq DESC LIMIT 1").fetchone()
+        if newest is None or newest[0] is not None:
+            return 0
         with self.database.transaction() as db:
-            known = self._archived(db, task_id)
-            if known is not None:
-                return known
-            when = self._now()
-            fts = self._index(db, "archive", task_id, input, _text_of(result))
-            cursor = db.execute("INSERT INTO memory_archive (task_id, input, result, context, created_at, fts_rowid) "
-                                "VALUES (?, ?, ?, ?, ?, ?)", (task_id, input, codec.pack(result), codec.pack(context),
-                                                               when, fts))
-            self._drop_oldest(db, "archive", int(cursor.lastrowid or 0), self.settings.archive_max)
-            return ArchivedTask(task_id, input, result, context, when)
+            return self._index_archives(db)
+
+    def _index_archives(self, db: sqlite3.Connection) -> int:
+        """The unindexed rows are the newest (each batch indexes them all, in one savepoint): read newest first
+        up to the first indexed one, never the whole table."""
+        rows = []
+        cursor = db.execute("SELECT seq, task_id, input, result, fts_rowid FROM memory_archive ORDER BY seq DESC")
+        for row in cursor:
+            if row[4] is not None:
+                break
+            rows.append(row)
+        cursor.close()  # not read to its end: ended before the writes
+        for seq, task_id, input, result, _ in reversed(rows):
+            fts = self._index(db, "archive", task_id, input, _text_of(None if result is None else codec.unpack(result)))
+            db.execute("UPDATE memory_archive SET fts_rowid = ? WHERE seq = ?", (fts, seq))
+        return len(rows)
 
     def archived(self, task_id: str) -> ArchivedTask | None:
         return self._archived(self.database.db, task_id)
@@ -269,6 +304,8 @@ class MemoryStore:
             ranked += best_rows(self.database.db, path, "memory_fts", "memory_fts_terms", terms, rows, limit,
                                 recalled[0] if len(recalled) == 1 else None)
         if "archive" in wanted:
+            with suppress(StoreError):  # read-only (a task actor's reader): what the writer indexed
+                self.index_archives()
             ranked += best_rows(self.database.db, path, "memory_archive_fts", "memory_archive_terms", terms,
                                 self._count("SELECT COUNT(*) FROM memory_archive"), limit, None)
             ranked.sort(key=lambda row: -row[2])

@@ -33,12 +33,13 @@ def pending(store: Store) -> list[tuple[str, int]]:
 
 
 def started(store: Store, task_id: str) -> int:
-    """Count one more attempt (the row ``running``); the attempts so far, this one included."""
-    with store.transaction() as db:
-        db.execute("INSERT INTO post_reflections (task_id, status, attempts, updated_at) VALUES (?, ?, 1, ?)"
-                   " ON CONFLICT (task_id) DO UPDATE SET attempts = attempts + 1, updated_at = excluded.updated_at",
-                   (task_id, RUNNING, now_iso()))
-        row = db.execute("SELECT attempts FROM post_reflections WHERE task_id = ?", (task_id,)).fetchone()
+    """Count one more attempt (the row ``running``); the attempts so far, this one included.  One statement,
+    so no savepoint in the supervisor's group (atomic on its own, ``Database.deferred``)."""
+    with store.deferred():  # fetchall: a RETURNING statement run to its end before anything else
+        row, = store.db.execute("INSERT INTO post_reflections (task_id, status, attempts, updated_at)"
+                               " VALUES (?, ?, 1, ?) ON CONFLICT (task_id) DO UPDATE SET attempts = attempts + 1,"
+                               " updated_at = excluded.updated_at RETURNING attempts",
+                               (task_id, RUNNING, now_iso())).fetchall()
     return int(row[0])
 
 

@@ -13,6 +13,7 @@ from pegasus.config import Settings
 from pegasus.store import Store
 from pegasus.store.checkpoint import encode_full
 from pegasus.task import Plan, PlanStep, TaskFSM
+from pegasus.task.models import TaskContext
 
 
 class Supervisor:
@@ -72,3 +73,20 @@ def test_a_memory_step_is_answered_like_a_tool_step(tmp_path: Path) -> None:
     supervisor.receiveMsg_StageRequest(m.StageRequest("t1", 5, "think", "classic", fsm.context), "task-actor")
     refused = supervisor.sent[-1][1]
     assert not refused.ok and "memory steps only" in refused.error
+
+
+def test_a_task_done_now_is_archived_from_its_completed_checkpoint_not_dumped_again(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    supervisor = Supervisor(Store(tmp_path / "pegasus.db"))
+    fsm = stored_task(supervisor.store, "remember that the deploy key is in the vault")
+    snapshot = fsm.snapshot()
+    supervisor.ctx.completed["t1"] = encode_full(snapshot)  # as _transitioned keeps it from the run's report
+    dumps: list[object] = []
+    real = TaskContext.model_dump
+    monkeypatch.setattr(TaskContext, "model_dump", lambda self, **kw: dumps.append(self) or real(self, **kw))
+    memory.archive_task(supervisor.ctx, "t1", snapshot, last=True)
+    assert dumps == []  # the task actor dumped it for the checkpoint: msgpack reads it back
+    assert supervisor._memory().archived("t1").context == real(snapshot.context, mode="json")
+    supervisor.ctx.completed.clear()  # no checkpoint at hand (a run that stopped apart from it): dumped
+    memory.archive_task(supervisor.ctx, "t2", snapshot, last=True)
+    assert len(dumps) == 1 and supervisor._memory().archived("t2").context == real(snapshot.context, mode="json")
