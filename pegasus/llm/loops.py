@@ -1,9 +1,8 @@
-"""A reply that repeats itself: the point where a streamed reply has written one passage over and over.
+"""A reply that repeats itself: where a streamed reply has written one passage over and over.
 
-Greedy decoding lets a small model copy a block of text again and again until ``max_tokens``
-(SmolLM2-135M wrote one 380-character block 8 times, 1,023 tokens and 50 s of the server's time, for
-"echo pegasus").  llama.cpp's repetition penalties only look back 64 tokens, shorter than such a block, so
-the stream is watched instead (pegasus.llm.stream stops it).  Pure: text in, a decision out.
+Greedy decoding lets a small model copy a block of text until ``max_tokens``; llama.cpp's repetition
+penalties look back only 64 tokens, shorter than such a block, so the stream is watched instead
+(pegasus.llm.stream stops it; docs/llm.md, "A reply that loops").  Pure: text in, a decision out.
 """
 
 from __future__ import annotations
@@ -36,17 +35,22 @@ def loop_length(text: str, repeats: int) -> int:
 
 
 class LoopWatch:
-    """Looks at a growing reply every CHECK_EVERY characters; ``looped`` once its end is a loop."""
+    """A growing reply's end, looked at every CHECK_EVERY characters: ``looped`` once it is a loop.  Keeps
+    only the last ``repeats`` * MAX_PASSAGE characters, so a long reply costs no more to watch."""
 
     def __init__(self, repeats: int) -> None:
         self.repeats = repeats
         self.looped = 0  # the characters of the copies after the first, once seen
-        self._checked = 0
+        self._tail = ""
+        self._unchecked = 0
 
-    def seen(self, text: str) -> bool:
-        """Whether ``text`` (the whole reply so far) now ends in a loop."""
-        if self.repeats < 2 or len(text) - self._checked < CHECK_EVERY:
+    def add(self, text: str) -> bool:
+        """Take the reply's next ``text``; whether the reply now ends in a loop."""
+        if self.repeats < 2 or self.looped:
             return bool(self.looped)
-        self._checked = len(text)
-        self.looped = loop_length(text, self.repeats)
+        self._tail = (self._tail + text)[-self.repeats * MAX_PASSAGE:]
+        self._unchecked += len(text)
+        if self._unchecked >= CHECK_EVERY:
+            self._unchecked = 0
+            self.looped = loop_length(self._tail, self.repeats)
         return bool(self.looped)

@@ -169,7 +169,7 @@ def complete_streaming(sdk: Any, request: Mapping[str, Any], sink: DeltaSink, mo
                 break
             if text:
                 sink.on_text(text)
-                if watch.seen("".join(accumulator.content)):
+                if watch.add(text):
                     accumulator.finish_reason = "length"
                     usage.degraded(f"the reply wrote one passage {loop_repeats} times in a row: stopped after "
                                    f"{sum(map(len, accumulator.content))} characters (llm.loop_repeats)")

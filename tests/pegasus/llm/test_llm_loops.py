@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pegasus.llm.loops import MIN_PASSAGE, LoopWatch, loop_length
+from pegasus.llm.loops import MAX_PASSAGE, MIN_PASSAGE, LoopWatch, loop_length
 
 # The block SmolLM2-135M wrote 8 times for "echo pegasus" (the real-model test), after some prose.
 BLOCK = ('{\n    "description": "This is a JSON response. You can use it as a template to create new tasks with '
@@ -51,10 +51,16 @@ def test_short_pieces_repeated_a_few_times_are_no_loop(unit: str, copies: int) -
 
 
 def test_the_watch_looks_every_few_characters_and_remembers() -> None:
-    watch, text = LoopWatch(3), ""
-    seen = []
-    for piece in [BLOCK[i:i + 8] for i in range(0, len(BLOCK), 8)] * 4:
-        text += piece
-        seen.append(watch.seen(text))
+    watch = LoopWatch(3)
+    seen = [watch.add(BLOCK[i:i + 8]) for _ in range(4) for i in range(0, len(BLOCK), 8)]
     assert seen[-1] and not any(seen[:len(seen) * 3 // 4 - 1]) and watch.looped == 2 * len(BLOCK)
-    assert not LoopWatch(0).seen(BLOCK * 5)
+    assert watch.add("anything after") and not LoopWatch(0).add(BLOCK * 5)
+
+
+def test_a_long_reply_is_watched_by_its_last_characters_only() -> None:
+    """A reply of 200,000 characters before it loops is still found looping, by its end alone."""
+    watch = LoopWatch(3)
+    words = "".join(f"word {n} " for n in range(25_000))
+    assert not any(watch.add(words[i:i + 16]) for i in range(0, len(words), 16))
+    assert len(watch._tail) == 3 * MAX_PASSAGE
+    assert any(watch.add(BLOCK[i:i + 8]) for _ in range(4) for i in range(0, len(BLOCK), 8))  # seen by the 4th
