@@ -79,7 +79,8 @@ class ModelCaller:
     def ask(self, stage: str, messages: Messages, parse: Callable[[Completion], T], *,
             reply: type[BaseModel] | None = None, tools: prompts.ToolSpecs | None = None,
             tool_choice: str | None = None, in_prose: Callable[[str], T] | None = None,
-            prose_is_final: bool = False, lenient: Callable[[str | None], str | None] | None = None) -> T:
+            prose_is_final: bool | Callable[[Shape], bool] = False,
+            lenient: Callable[[str | None], str | None] | None = None) -> T:
         """The parsed reply; an invalid one is retried once with its error, then StageError.
 
         ``reply``: the model the reply must fit (its schema is the ``json_schema``
@@ -87,7 +88,8 @@ class ModelCaller:
         are prompted (None when they are native).  A parameter the endpoint refuses
         is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
         ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
-        after the corrective retry (at once with ``prose_is_final``: reason_act's answer, or a
+        after the corrective retry (at once with ``prose_is_final``, or where it says so of the shape asked
+        with: reason_act's answer, a plan that called no tool it was offered, or a
         prose reply that ran to the token limit, where asking again would cost as long again), and
         noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
         reads of a reply whose JSON still does not fit after the retry (None: it fails).
@@ -103,7 +105,7 @@ class ModelCaller:
 
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                completion, _ = ladder.complete(self.client, build, tools=tools.specs if tools else None,
+                completion, shape = ladder.complete(self.client, build, tools=tools.specs if tools else None,
                                                 tool_choice=tool_choice, schema=schema,
                                                 short=OUTPUT_TOKENS.get(stage, 0))
             except LLMRateLimited as exc:
@@ -118,10 +120,11 @@ class ModelCaller:
             except InvalidReply as exc:
                 text = prose(completion.content) if in_prose is not None and not completion.tool_calls else None
                 ran_on = completion.finish_reason == "length"  # a loop to the token cap: asking again costs as much
-                if text is not None and in_prose is not None and (prose_is_final or attempt == ATTEMPTS or ran_on):
+                final = prose_is_final(shape) if callable(prose_is_final) else prose_is_final
+                if text is not None and in_prose is not None and (final or attempt == ATTEMPTS or ran_on):
                     usage.degraded(f"{stage}: the reply was prose, not JSON; read as " + (
-                        "the answer" if prose_is_final else "its text at once (it ran to the token limit)"
-                        if attempt < ATTEMPTS else f"its text after {ATTEMPTS} replies"))
+                        "its text at once (it ran to the token limit)" if ran_on and attempt < ATTEMPTS
+                        else "the answer" if final else f"its text after {ATTEMPTS} replies"))
                     return in_prose(text)
                 text = lenient(completion.content) if lenient is not None and not completion.tool_calls else None
                 if text is not None and in_prose is not None and attempt == ATTEMPTS:
@@ -255,7 +258,11 @@ class LLMPlanner:
                                parse, reply=PlanReply, tools=specs,
                                in_prose=lambda text: Plan(goal=_goal(context), steps=[_respond(0, text)],
                                                           reasoning="the model answered in prose"),
-                               lenient=stepless)  # JSON without steps: its words, as prose is read
+                               lenient=stepless,  # JSON without steps: its words, as prose is read
+                               # Offered the tools as functions, the model called none: its prose is the answer
+                               # (asked again, SmolLM2-135M wrote prose again on 6 of 6 plans).  Prompted tools
+                               # are called in JSON, so prose there is corrected once.
+                               prose_is_final=lambda shape: shape.tools == capabilities.NATIVE)
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,9 @@ class LLMSettings(_Section):
     # Stream replies (with usage) and forward their text to followers; a server that refuses
     # streaming (a 400 naming it) is asked without it from then on.
     stream: bool = True
+    # A streamed reply that ends in one passage (64+ characters) written this many times in a row is stopped
+    # there and read as run to the token cap: a small model looping (pegasus.llm.loops).  0: never stopped.
+    loop_repeats: int = Field(3, ge=0, le=1000)
     max_tool_calls: int = Field(20, ge=1, le=100_000)  # per task (reason_act): past it the model must answer
     rpm: int = Field(0, ge=0, le=MAX_COUNT)  # requests per minute per model; 0 = unlimited
     tpm: int = Field(0, ge=0, le=MAX_COUNT * 1000)  # tokens per minute per model; 0 = unlimited

@@ -265,7 +265,7 @@ class ChatClient:
         if sink is None or not self.config.stream or self.refuses_stream:
             return None
         try:
-            reply = sink.complete(client, request, self.config.model)
+            reply = sink.complete(client, request, self.config.model, self.config.loop_repeats)
         except Exception as exc:
             if not sink.refused(exc):
                 raise

@@ -23,8 +23,9 @@ def streams(settings: Settings) -> bool:
 
 
 class Listener(Protocol):
-    def complete(self, sdk: Any, request: Mapping[str, Any], model: str) -> Any:
-        """The call made streamed, its text handed on; the Completion it adds up to."""
+    def complete(self, sdk: Any, request: Mapping[str, Any], model: str, loop_repeats: int = 0) -> Any:
+        """The call made streamed, its text handed on; the Completion it adds up to (stopped where it
+        loops: ``loop_repeats``, pegasus.llm.loops)."""
 
     def refused(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the endpoint refusing to stream (asked again without, from then on)."""

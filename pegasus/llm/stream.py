@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.llm import usage
 from pegasus.llm.client import Completion, LLMError, ToolCall, usage_of
 from pegasus.llm.listen import listening as listening  # noqa: F401 - where a sink is opened
+from pegasus.llm.loops import LoopWatch
 
 FLUSH_S = 0.05  # a piece of text waits at most this long for more (see TextBuffer)
 FLUSH_CHARS = 512  # ... or until this much has gathered
@@ -102,8 +104,8 @@ class DeltaSink:
         if self.closed.is_set():
             _close(response)
 
-    def complete(self, sdk: Any, request: Mapping[str, Any], model: str) -> Completion:
-        return complete_streaming(sdk, request, self, model)
+    def complete(self, sdk: Any, request: Mapping[str, Any], model: str, loop_repeats: int = 0) -> Completion:
+        return complete_streaming(sdk, request, self, model, loop_repeats)
 
     def refused(self, exc: BaseException) -> bool:
         return refuses_stream(exc)
@@ -144,11 +146,14 @@ def refuses_stream(exc: Any) -> bool:
     return getattr(exc, "status_code", None) == 400 and "stream" in text
 
 
-def complete_streaming(sdk: Any, request: Mapping[str, Any], sink: DeltaSink, model: str) -> Completion:
+def complete_streaming(sdk: Any, request: Mapping[str, Any], sink: DeltaSink, model: str,
+                       loop_repeats: int = 0) -> Completion:
     """One streamed call: the Completion the chunks add up to; each piece of text goes to ``sink``.
 
     The SDK's own errors propagate (the caller maps them); a stream closed by the
-    sink raises StreamCanceled, a connection lost mid-stream LLMError.
+    sink raises StreamCanceled, a connection lost mid-stream LLMError.  A reply that ends in one passage
+    written ``loop_repeats`` times in a row (pegasus.llm.loops) is stopped there, as if it had run to the
+    token cap (``finish_reason`` "length"): closing the stream stops the server's decoding.
     """
     if sink.closed.is_set():
         raise StreamCanceled("the stage was stopped before the model was asked")
@@ -156,6 +161,7 @@ def complete_streaming(sdk: Any, request: Mapping[str, Any], sink: DeltaSink, mo
     response = sdk.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
     sink.attach(response)
     accumulator = StreamAccumulator(model)
+    watch = LoopWatch(loop_repeats)
     try:
         for chunk in response:
             text = accumulator.add(chunk)
@@ -163,6 +169,11 @@ def complete_streaming(sdk: Any, request: Mapping[str, Any], sink: DeltaSink, mo
                 break
             if text:
                 sink.on_text(text)
+                if watch.add(text):
+                    accumulator.finish_reason = "length"
+                    usage.degraded(f"the reply wrote one passage {loop_repeats} times in a row: stopped after "
+                                   f"{sum(map(len, accumulator.content))} characters (llm.loop_repeats)")
+                    break
     except Exception as exc:
         if sink.closed.is_set():
             raise StreamCanceled("the stream was closed: the stage was stopped") from None

@@ -1,5 +1,6 @@
 """A reply in prose is an answer, not an error (issue 29): reason_act takes it at once as the final
-answer (ReAct's convention), every other stage reads it after its one corrective retry, and the
+answer (ReAct's convention), so does a plan that was offered tools as functions and called none; every
+other stage reads it after its one corrective retry, and the
 stage's usage says it degraded.  JSON gone wrong is still corrected, and fails after two replies."""
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ DONE = Plan(goal="g", steps=[PlanStep(index=0, description="x", action_type="too
 @pytest.mark.parametrize(("name", "read"), [
     ("perceive", lambda p: p["perception"]["summary"] == PROSE),
     ("think", lambda p: p["reasoning"]["approach"] == PROSE and not p["reasoning"]["need_more_info"]),
-    ("plan", lambda p: [(s["action_type"], s["action_params"]) for s in p["plan"]["steps"]]
-     == [("respond", {"text": PROSE})]),
     ("reflect", lambda p: p["reflection"]["verdict"] == "complete" and p["reflection"]["assessment"] == PROSE),
 ])
 def test_other_stages_read_prose_after_their_one_corrective_retry(server: FakeOpenAI, name: str, read: Any) -> None:
@@ -58,6 +57,31 @@ def test_other_stages_read_prose_after_their_one_corrective_retry(server: FakeOp
     assert read(outcome.payload), outcome.payload
     assert len(server.requests) == 2 and "not valid JSON" in server.requests[1]["messages"][-1]["content"]
     assert outcome.usage["degraded"] == [f"{name}: the reply was prose, not JSON; read as its text after 2 replies"]
+
+
+def test_a_plan_in_prose_that_called_none_of_the_tools_offered_is_the_answer_at_once(server: FakeOpenAI) -> None:
+    """Measured on SmolLM2-135M (llama-cpp-python takes ``tools`` and never calls one): all 6 classic plans
+    were prose, and prose again when asked once more.  Offered functions and calling none, the model answered."""
+    server.script(completion(PROSE))
+    outcome = stage(server, "plan", TaskContext(input_text="what is 17 * 23?", perception={"intents": []}))
+    assert [(s["action_type"], s["action_params"]) for s in outcome.payload["plan"]["steps"]] \
+        == [("respond", {"text": PROSE})]
+    assert len(server.requests) == 1 and server.requests[0]["tools"]
+    assert outcome.usage["degraded"] == ["plan: the reply was prose, not JSON; read as the answer"]
+
+
+def test_a_plan_in_prose_with_prompted_tools_is_corrected_once(server: FakeOpenAI) -> None:
+    """Where tools are prompted, a call is JSON: prose may be a plan not written as asked, so it is fed back."""
+    server.script(completion("Let me think."), completion(PROSE))
+    settings = Settings().with_overrides({"llm": {"provider": "openai", "base_url": server.url, "model": "m",
+                                                  "api_key_env": "", "max_retries": 0, "timeout_s": 5.0,
+                                                  "tool_calls": "prompted"}})
+    outcome = run_stage(processors_for(settings), "plan",
+                        TaskContext(input_text="what is 17 * 23?", perception={"intents": []}), machine="classic")
+    assert [(s["action_type"], s["action_params"]) for s in outcome.payload["plan"]["steps"]] \
+        == [("respond", {"text": PROSE})]
+    assert len(server.requests) == 2 and "tools" not in server.requests[0]
+    assert outcome.usage["degraded"] == ["plan: the reply was prose, not JSON; read as its text after 2 replies"]
 
 
 def test_json_gone_wrong_is_not_prose_and_still_fails(server: FakeOpenAI) -> None:

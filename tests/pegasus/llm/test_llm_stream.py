@@ -146,3 +146,29 @@ def test_a_stream_one_client_saw_cut_tells_every_worker_the_server_decodes_one_r
         assert second.serial  # one request at a time: a timed-out call is not sent again (test_llm_deadline)
         assert [bool(r.get("stream")) for r in server.requests] == [True, False, True]
     assert [(fields["stream"], fields["serial"]) for _, fields in ladder.learned()] == [(True, True)]  # to the pool
+
+
+def test_a_reply_that_loops_is_stopped_after_its_third_copy(monkeypatch) -> None:
+    """SmolLM2-135M copied one block until max_tokens (1,023 tokens, 50 s of the server's time): the stream
+    is closed once the reply ends in one passage written three times (llm.loop_repeats), the reply read as
+    run to the token cap, and the stage's usage says so; with loop_repeats = 0 it is read to its end."""
+    from pegasus.llm import usage  # noqa: PLC0415
+
+    block = "".join(f"line {n}: the same block of text, written once more by a model that loops.\n" for n in range(3))
+    looping = "Some prose first.\n" + block * 40
+    with FakeOpenAI([completion(looping, chunk_delay_s=0.001), completion(looping)]) as server:
+        client = ChatClient(settings(server))
+        with listening(DeltaSink(lambda text: None)), usage.metering() as meter:
+            stopped = client.complete([{"role": "user", "content": "echo pegasus"}])
+        assert stopped.finish_reason == "length" and stopped.content is not None
+        assert stopped.content.startswith("Some prose first.\n" + block * 3)
+        assert len(stopped.content) < len("Some prose first.\n" + block * 4)
+        assert meter.degraded and "3 times in a row" in meter.degraded[0]
+        for _ in range(250):
+            if server.stream_ends:
+                break
+            threading.Event().wait(0.02)
+        assert server.stream_ends == ["client closed"]
+        whole = ChatClient(settings(server, loop_repeats=0))
+        with listening(DeltaSink(lambda text: None)):
+            assert whole.complete([{"role": "user", "content": "echo pegasus"}]).content == looping
