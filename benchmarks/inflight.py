@@ -197,14 +197,14 @@ def occupancy(spans: list[tuple[float, float]], workers: int, tail_share: float 
             "busy_share_by_bin": [round(b, 2) for b in bins], "bin_s": bin_s, "reflections_s": round(reflected, 3)}
 
 
-def _pool_spans(system: System, ids: list[str], pool: str) -> list[tuple[float, float]]:
-    """(start, end) of every stage every task ran on ``pool`` (its worker's wall clock)."""
-    spans = []
+def _pool_spans(system: System, ids: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """Per pool, (start, end) of every stage every task ran on it (its worker's wall clock)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
     for task_id in ids:
         for stage in system.client.get(task_id)["stages"]:
             started, finished = stage.get("started"), stage.get("finished")
-            if stage.get("pool") == pool and isinstance(started, (int, float)) and isinstance(finished, (int, float)):
-                spans.append((float(started), float(finished)))
+            if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+                spans.setdefault(stage.get("pool") or "?", []).append((float(started), float(finished)))
     return spans
 
 
@@ -280,8 +280,14 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
             result["bound_tasks_per_s"] = round(tasks / result["bound_s"], 3)
             # A reflection's row says when it was written: it ran for about L before (benchmarks/pool.py).
             written = reflections_written(system.client.history(task_id).get("post_reflection") for task_id in ids)
-            result["llm_pool"] = occupancy(_pool_spans(system, ids, llm), workers[llm],
+            spans = _pool_spans(system, ids)
+            result["llm_pool"] = occupancy(spans.get(llm, []), workers[llm],
                                            reflections=[(at - latency_s, at) for at in written])
+            # The tools' pool's timeline beside it: when the tasks reach their tool stages (the tail's cause).
+            result["tool_pool"] = occupancy(spans.get(tool, []), workers[tool])
+            if result["llm_pool"] and result["tool_pool"]:
+                result["tool_pool"]["first_after_llm_s"] = round(min(s for s, _ in spans[tool])
+                                                                 - min(s for s, _ in spans[llm]), 3)
     result["wall_s"] = round(time.monotonic() - began, 3)
     return result
 
@@ -326,6 +332,10 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(check(f"N={n}: llm pool idle, whole-pool seconds of its {pool['span_s']} s busy span "
                           f"(last {pool['tail_s']} s: {100 * pool['tail_idle_share']:.0f}% idle; reflections "
                           f"{pool.get('reflections_s', 0):g} s of it busy)", pool["idle_s"], "s"))
+    if (tools := result.get("tool_pool")) and "first_after_llm_s" in tools:
+        rows.append(check(f"N={n}: tool pool: its first stage after the llm pool's first (its busy span "
+                          f"{tools['span_s']} s, {tools['idle_s']:g} whole-pool seconds idle)",
+                          tools["first_after_llm_s"], "s"))
     ceiling = result["task_actor_ceiling"]
     rows.append(check(f"N={n}: peak processes (idle {result['idle_processes']}; task actors at most "
                       f"{result['peak_task_actors']})", result["peak_processes"], "processes",
