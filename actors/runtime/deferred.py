@@ -13,11 +13,13 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import types
 from typing import Any
 
 PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
 DEFERRED = "importlib.metadata"
+_swap = threading.Lock()
 
 
 class _OnFirstUse(types.ModuleType):
@@ -27,11 +29,16 @@ class _OnFirstUse(types.ModuleType):
     ``__spec__`` and so loads it, and pydantic imports it that way."""
 
     def __getattr__(self, name: str) -> Any:
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-            real = importlib.import_module(self.__name__)
-            self.__dict__.update({key: value for key, value in vars(real).items() if key not in ("__spec__",)})
-        return getattr(sys.modules[self.__name__], name)
+        with _swap:  # one thread loads it; another reading meanwhile waits, then reads the real one
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+                try:
+                    real = importlib.import_module(self.__name__)
+                except BaseException:
+                    sys.modules[self.__name__] = self
+                    raise
+                self.__dict__.update({key: value for key, value in vars(real).items() if key != "__spec__"})
+        return getattr(importlib.import_module(self.__name__), name)
 
 
 def defer_metadata() -> None:
