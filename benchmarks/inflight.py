@@ -9,6 +9,7 @@ N = 20, 200 ms stages, 8 + 4 workers.  ``python -m benchmarks.charts x.json docs
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -31,6 +32,7 @@ from benchmarks.common import (
     iso_seconds,
     pegasus_system,
     pss_kib,
+    role_of,
     state_dir,
     wait_workers,
 )
@@ -95,6 +97,33 @@ def _available_kib() -> int:
         if line.startswith("MemAvailable:"):
             return int(line.split()[1])
     return 0
+
+
+CONTROL = ("supervisor", "task actor", "llm pool", "tool pool")  # every stage's hops pass through these
+
+
+def control_schedstat(pids: list[int]) -> dict[int, tuple[str, int, int]]:
+    """pid -> (kind, ns run, ns waited for a CPU while runnable: /proc/<pid>/schedstat) of the control processes."""
+    found = {}
+    for pid in pids:
+        kind = role_of(_title(pid).strip())
+        if kind in CONTROL:
+            with contextlib.suppress(OSError, ValueError):
+                run_ns, wait_ns, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+                found[pid] = (kind, int(run_ns), int(wait_ns))
+    return found
+
+
+def cpu_waits(before: dict[int, tuple[str, int, int]], after: dict[int, tuple[str, int, int]]) -> dict[str, Any]:
+    """Per kind, the seconds its processes ran and waited for a CPU between the two readings: a host too busy to
+    run the hops (a wait near or above the run) shows here, not the pools' order."""
+    kinds: dict[str, list[float]] = {}
+    for pid, (kind, run_ns, wait_ns) in after.items():
+        ran, waited = (run_ns - before[pid][1], wait_ns - before[pid][2]) if pid in before else (run_ns, wait_ns)
+        total = kinds.setdefault(kind, [0.0, 0.0])
+        total[0] += ran / 1e9
+        total[1] += waited / 1e9
+    return {kind: {"run_s": round(run, 2), "wait_s": round(wait, 2)} for kind, (run, wait) in sorted(kinds.items())}
 
 
 def system_cpu_ticks(pids: list[int]) -> int:
@@ -247,6 +276,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
         result["idle_pss_mib"], result["idle_processes"] = sampler.series[-1][1], sampler.series[-1][2]
         with sampler:
             cpu_start, machine_start, load_start = system_cpu_ticks(system.pids()), _machine_ticks(), load_average()
+            sched_start = control_schedstat(system.pids())
             start = time.time()
             ids: list[str] = []
             for first in range(0, tasks, BATCH):
@@ -257,6 +287,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
             result["submit_s"] = round(time.time() - start, 3)
             counts, stopped = _wait(system, tasks, timeout, sampler)
             cpu_ticks = system_cpu_ticks(system.pids()) - cpu_start
+            result["control_cpu"] = cpu_waits(sched_start, control_schedstat(system.pids()))
             machine_end = _machine_ticks()
         # The host is shared: how busy it was, everything on it counted, says what the figures are worth.
         busy = 1.0 - (machine_end[1] - machine_start[1]) / max(1, machine_end[0] - machine_start[0])
@@ -342,6 +373,10 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
                       f"<= idle + task-actor ceiling ({ceiling if ceiling is not None else 'none configured'})",
                       ceiling is not None and result["peak_processes"] <= result["idle_processes"] + ceiling))
     rows.append(check(f"N={n}: CPU per task (all the system's processes)", result["cpu_ms_per_task"], "ms"))
+    if control := result.get("control_cpu"):
+        rows.append(check(f"N={n}: waited for a CPU while runnable, supervisor, task actors and pools (they ran "
+                          f"{sum(k['run_s'] for k in control.values()):.1f} s; by kind {control})",
+                          sum(k["wait_s"] for k in control.values()), "s"))
     loads = " -> ".join(f"{pair[0]:g}" for pair in result["load_average"])
     rows.append(check(f"N={n}: host busy over the run, every process on it (load {loads})",
                       100 * result["machine_busy"], "%"))
