@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pegasus.pool.commands import Dispatch
-from pegasus.pool.order import AGE_SHARE, BYPASS_ROUNDS, TASKS_REMEMBERED, WaitQueue, Waiting
+from pegasus.pool.order import AGE_SHARE, BYPASS_ROUNDS, TASKS_REMEMBERED, Waiting, WaitQueue
 from pegasus.task.names import StageName
 from tests.support import pool_sim
 from tests.support.pool_core import Ask, Pool, dispatched, of
