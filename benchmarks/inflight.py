@@ -9,6 +9,7 @@ N = 20, 200 ms stages, 8 + 4 workers.  ``python -m benchmarks.charts x.json docs
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -31,6 +32,7 @@ from benchmarks.common import (
     iso_seconds,
     pegasus_system,
     pss_kib,
+    role_of,
     state_dir,
     wait_workers,
 )
@@ -95,6 +97,33 @@ def _available_kib() -> int:
         if line.startswith("MemAvailable:"):
             return int(line.split()[1])
     return 0
+
+
+CONTROL = ("supervisor", "task actor", "llm pool", "tool pool")  # every stage's hops pass through these
+
+
+def control_schedstat(pids: list[int]) -> dict[int, tuple[str, int, int]]:
+    """pid -> (kind, ns run, ns waited for a CPU while runnable: /proc/<pid>/schedstat) of the control processes."""
+    found = {}
+    for pid in pids:
+        kind = role_of(_title(pid).strip())
+        if kind in CONTROL:
+            with contextlib.suppress(OSError, ValueError):
+                run_ns, wait_ns, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+                found[pid] = (kind, int(run_ns), int(wait_ns))
+    return found
+
+
+def cpu_waits(before: dict[int, tuple[str, int, int]], after: dict[int, tuple[str, int, int]]) -> dict[str, Any]:
+    """Per kind, the seconds its processes ran and waited for a CPU between the two readings: a host too busy to
+    run the hops (a wait near or above the run) shows here, not the pools' order."""
+    kinds: dict[str, list[float]] = {}
+    for pid, (kind, run_ns, wait_ns) in after.items():
+        ran, waited = (run_ns - before[pid][1], wait_ns - before[pid][2]) if pid in before else (run_ns, wait_ns)
+        total = kinds.setdefault(kind, [0.0, 0.0])
+        total[0] += ran / 1e9
+        total[1] += waited / 1e9
+    return {kind: {"run_s": round(run, 2), "wait_s": round(wait, 2)} for kind, (run, wait) in sorted(kinds.items())}
 
 
 def system_cpu_ticks(pids: list[int]) -> int:
@@ -197,14 +226,14 @@ def occupancy(spans: list[tuple[float, float]], workers: int, tail_share: float 
             "busy_share_by_bin": [round(b, 2) for b in bins], "bin_s": bin_s, "reflections_s": round(reflected, 3)}
 
 
-def _pool_spans(system: System, ids: list[str], pool: str) -> list[tuple[float, float]]:
-    """(start, end) of every stage every task ran on ``pool`` (its worker's wall clock)."""
-    spans = []
+def _pool_spans(system: System, ids: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """Per pool, (start, end) of every stage every task ran on it (its worker's wall clock)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
     for task_id in ids:
         for stage in system.client.get(task_id)["stages"]:
             started, finished = stage.get("started"), stage.get("finished")
-            if stage.get("pool") == pool and isinstance(started, (int, float)) and isinstance(finished, (int, float)):
-                spans.append((float(started), float(finished)))
+            if isinstance(started, (int, float)) and isinstance(finished, (int, float)):
+                spans.setdefault(stage.get("pool") or "?", []).append((float(started), float(finished)))
     return spans
 
 
@@ -247,6 +276,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
         result["idle_pss_mib"], result["idle_processes"] = sampler.series[-1][1], sampler.series[-1][2]
         with sampler:
             cpu_start, machine_start, load_start = system_cpu_ticks(system.pids()), _machine_ticks(), load_average()
+            sched_start = control_schedstat(system.pids())
             start = time.time()
             ids: list[str] = []
             for first in range(0, tasks, BATCH):
@@ -257,6 +287,7 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
             result["submit_s"] = round(time.time() - start, 3)
             counts, stopped = _wait(system, tasks, timeout, sampler)
             cpu_ticks = system_cpu_ticks(system.pids()) - cpu_start
+            result["control_cpu"] = cpu_waits(sched_start, control_schedstat(system.pids()))
             machine_end = _machine_ticks()
         # The host is shared: how busy it was, everything on it counted, says what the figures are worth.
         busy = 1.0 - (machine_end[1] - machine_start[1]) / max(1, machine_end[0] - machine_start[0])
@@ -280,8 +311,14 @@ def measure(tasks: int, shape: dict[str, float], timeout: float | None = None,
             result["bound_tasks_per_s"] = round(tasks / result["bound_s"], 3)
             # A reflection's row says when it was written: it ran for about L before (benchmarks/pool.py).
             written = reflections_written(system.client.history(task_id).get("post_reflection") for task_id in ids)
-            result["llm_pool"] = occupancy(_pool_spans(system, ids, llm), workers[llm],
+            spans = _pool_spans(system, ids)
+            result["llm_pool"] = occupancy(spans.get(llm, []), workers[llm],
                                            reflections=[(at - latency_s, at) for at in written])
+            # The tools' pool's timeline beside it: when the tasks reach their tool stages (the tail's cause).
+            result["tool_pool"] = occupancy(spans.get(tool, []), workers[tool])
+            if result["llm_pool"] and result["tool_pool"]:
+                result["tool_pool"]["first_after_llm_s"] = round(min(s for s, _ in spans[tool])
+                                                                 - min(s for s, _ in spans[llm]), 3)
     result["wall_s"] = round(time.monotonic() - began, 3)
     return result
 
@@ -326,12 +363,20 @@ def checks_for(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(check(f"N={n}: llm pool idle, whole-pool seconds of its {pool['span_s']} s busy span "
                           f"(last {pool['tail_s']} s: {100 * pool['tail_idle_share']:.0f}% idle; reflections "
                           f"{pool.get('reflections_s', 0):g} s of it busy)", pool["idle_s"], "s"))
+    if (tools := result.get("tool_pool")) and "first_after_llm_s" in tools:
+        rows.append(check(f"N={n}: tool pool: its first stage after the llm pool's first (its busy span "
+                          f"{tools['span_s']} s, {tools['idle_s']:g} whole-pool seconds idle)",
+                          tools["first_after_llm_s"], "s"))
     ceiling = result["task_actor_ceiling"]
     rows.append(check(f"N={n}: peak processes (idle {result['idle_processes']}; task actors at most "
                       f"{result['peak_task_actors']})", result["peak_processes"], "processes",
                       f"<= idle + task-actor ceiling ({ceiling if ceiling is not None else 'none configured'})",
                       ceiling is not None and result["peak_processes"] <= result["idle_processes"] + ceiling))
     rows.append(check(f"N={n}: CPU per task (all the system's processes)", result["cpu_ms_per_task"], "ms"))
+    if control := result.get("control_cpu"):
+        rows.append(check(f"N={n}: waited for a CPU while runnable, supervisor, task actors and pools (they ran "
+                          f"{sum(k['run_s'] for k in control.values()):.1f} s; by kind {control})",
+                          sum(k["wait_s"] for k in control.values()), "s"))
     loads = " -> ".join(f"{pair[0]:g}" for pair in result["load_average"])
     rows.append(check(f"N={n}: host busy over the run, every process on it (load {loads})",
                       100 * result["machine_busy"], "%"))

@@ -235,6 +235,10 @@ def detach(asys: ActorSystem) -> None:
 # --- daemon ---------------------------------------------------------------------
 
 
+# Lean first (actors/runtime/deferred.py): every process of the system is forked from the launcher.
+LAUNCHER = "from actors.runtime.deferred import defer_metadata; defer_metadata(); from actors.launcher import main; main()"
+
+
 def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     """Start the system in a detached background launcher; return the admin pid.
 
@@ -266,7 +270,7 @@ def start_daemon(spec: SystemSpec, timeout: float = 30.0) -> int:
     try:
         launcher = subprocess.Popen(
             # -P: do not put the cwd (state_dir) on sys.path.
-            [sys.executable, "-P", "-c", "from actors.launcher import main; main()"],
+            [sys.executable, "-P", "-c", LAUNCHER],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             close_fds=True, start_new_session=True, cwd=spec.state_dir, env=env,
         )

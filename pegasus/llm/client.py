@@ -10,7 +10,6 @@ must not parse stage outputs or wait for rate budgets.  ``openai`` is imported o
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import random
@@ -118,6 +117,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
         return max(0.0, float(raw))
     except ValueError:
         pass
+    import email.utils  # noqa: PLC0415 - here only: email is not loaded in every process (docs/memory.md)
+
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):

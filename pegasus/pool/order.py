@@ -1,16 +1,18 @@
 """The order a pool hands out what waits: work coming back first, then task stages by their task's priority and
-first come first, the low lane (post-task reflections) last and only beside a reserve of idle workers.
+first come first, a task already served here moved ahead by a share of its age, the low lane (post-task
+reflections) last and only beside a reserve of idle workers.
 
-First come beats oldest task first and later stage first at the tail of many tasks in flight (simulated:
-docs/performance.md, "The pool's order at the tail").  No request waits for ever: once ``BYPASS_ROUNDS`` x the pool's
-workers requests were handed out since it came, it goes before all others not overdue, in arrival order.
+Pure first come moves many tasks in flight in lockstep, so the next pool (tools) gets all its work at the tail;
+the age share feeds it from the start (simulated: docs/performance.md, "The pool's order at the tail" and
+"Issue 33: the tail in flight").  No request waits for ever: once ``BYPASS_ROUNDS`` x the pool's workers requests
+were handed out since it came, it goes before all others not overdue, in arrival order.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,8 @@ LOW_PRIORITY = frozenset({StageName.POST_REFLECT, StageName.EMBED_ROWS})
 FRONT, STAGE, LOW = 0, 1, 2  # lanes: work handed out before and coming back (a worker lost, rate-limited); the rest
 BYPASS_ROUNDS = 32  # a request is overdue once this many x the pool's workers later ones were handed out
 LOW_RESERVE = 0.5  # the share of a pool's workers (rounded down) a LOW request leaves idle for task stages
+AGE_SHARE = 0.3  # a request's place: its arrival less this share of the arrivals since its task's first one here
+TASKS_REMEMBERED = 8192  # tasks whose first arrival a pool keeps; an older one forgotten counts as new (order only)
 
 
 @dataclass
@@ -37,11 +41,12 @@ class Waiting:
     reruns: int = 0  # see Job.reruns
     lane: int = STAGE  # set by WaitQueue.add
     mark: int = 0  # the queue's handouts when it came (WaitQueue.add): how long it has waited
+    place: float = 0.0  # set by WaitQueue.add: its arrival, moved ahead by a share of its task's age here
 
 
-def order_key(waiting: Waiting) -> tuple[int, int, int]:
-    """Lane, then the task's priority (lower first, as admission), then arrival."""
-    return waiting.lane, waiting.request.priority, waiting.seq
+def order_key(waiting: Waiting) -> tuple[int, int, float, int]:
+    """Lane, then the task's priority (lower first, as admission), then its place (arrival and task's age)."""
+    return waiting.lane, waiting.request.priority, waiting.place, waiting.seq
 
 
 class WaitQueue:
@@ -52,9 +57,10 @@ class WaitQueue:
     def __init__(self) -> None:
         self.handouts = 0
         self._live: dict[int, Waiting] = {}  # seq -> the request waiting under it
-        self._by_order: list[tuple[tuple[int, int, int], int, Waiting]] = []
+        self._by_order: list[tuple[tuple[int, int, float, int], int, Waiting]] = []
         self._by_arrival: deque[Waiting] = deque()
         self._tickets = itertools.count()
+        self._first_seen: OrderedDict[str, int] = OrderedDict()  # task -> seq of its first request here
 
     def __len__(self) -> int:
         return len(self._live)
@@ -69,6 +75,7 @@ class WaitQueue:
         """Queue it: ``front`` (work that was handed out before) goes before every task stage."""
         waiting.lane = FRONT if front else LOW if waiting.request.stage in LOW_PRIORITY else STAGE
         waiting.mark = self.handouts
+        waiting.place = waiting.seq - AGE_SHARE * max(0, waiting.seq - self._first(waiting))
         self._live[waiting.seq] = waiting
         ticket = next(self._tickets)
         heapq.heappush(self._by_order, (order_key(waiting), ticket, waiting))
@@ -87,6 +94,14 @@ class WaitQueue:
     def drop_task(self, task_id: str) -> None:
         for waiting in [w for w in self._live.values() if w.request.task_id == task_id]:
             self.remove(waiting)
+        self._first_seen.pop(task_id, None)
+
+    def _first(self, waiting: Waiting) -> int:
+        """The seq of its task's first request here (this one's if none came before)."""
+        first = self._first_seen.setdefault(waiting.request.task_id, waiting.seq)
+        if len(self._first_seen) > TASKS_REMEMBERED:
+            self._first_seen.popitem(last=False)
+        return first
 
     def overdue(self, waiting: Waiting, workers: int) -> bool:
         return self.handouts - waiting.mark >= BYPASS_ROUNDS * max(1, workers)
@@ -117,7 +132,7 @@ class WaitQueue:
     def _low_fits(workers: int, spare: Callable[[], int]) -> bool:
         return spare() >= int(workers * LOW_RESERVE)
 
-    def _top(self, heap: list[tuple[tuple[int, int, int], int, Waiting]]) -> Waiting | None:
+    def _top(self, heap: list[tuple[tuple[int, int, float, int], int, Waiting]]) -> Waiting | None:
         while heap and self._live.get(heap[0][2].seq) is not heap[0][2]:
             heapq.heappop(heap)  # left the queue
         return heap[0][2] if heap else None

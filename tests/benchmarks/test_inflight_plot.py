@@ -119,3 +119,17 @@ def test_a_reflection_within_the_pools_span_is_busy_time_not_idle() -> None:
     assert (figures["span_s"], figures["idle_s"], figures["tail_idle_share"], figures["reflections_s"]) == \
         (6, 2.0, 0.5, 1.0)
     assert figures["busy_share_by_bin"] == [1.0, 0.5, 0.5]
+
+
+def test_the_control_processes_time_waiting_for_a_cpu_is_given_beside_the_ratio() -> None:
+    """On a host too busy to run the hops, the wait for a CPU says so (schedstat, per kind), as does the tool
+    pool's start beside the llm pool's (the order's part in the tail)."""
+    before = {1: ("supervisor", 1_000_000_000, 2_000_000_000)}
+    after = {1: ("supervisor", 3_000_000_000, 5_000_000_000), 2: ("task actor", 1_000_000_000, 500_000_000)}
+    waits = inflight.cpu_waits(before, after)
+    assert waits == {"supervisor": {"run_s": 2.0, "wait_s": 3.0}, "task actor": {"run_s": 1.0, "wait_s": 0.5}}
+    run = {**_run(600, 1700.0, 10.0), "control_cpu": waits,
+           "tool_pool": {"first_after_llm_s": 21.0, "span_s": 30.0, "idle_s": 5.0}}
+    rows = {row["metric"].split(" (")[0]: row["value"] for row in inflight.checks_for(run)}
+    assert rows["N=600: waited for a CPU while runnable, supervisor, task actors and pools"] == 3.5
+    assert rows["N=600: tool pool: its first stage after the llm pool's first"] == 21.0

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import linecache
 from dataclasses import dataclass
-from importlib import metadata
+from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -34,11 +34,29 @@ class Kind(enum.Enum):
 
 
 def installed_version() -> str | None:
-    """The version of the installed Thespian distribution (None when it has no metadata)."""
+    """The version of the installed Thespian distribution (None when it has no metadata): read from the one
+    ``thespian-*.dist-info`` beside the package imported, else from ``importlib.metadata``, which a system's
+    processes do not load otherwise (actors/runtime/deferred.py)."""
+    import thespian  # noqa: PLC0415 - loaded already by whoever patches it
+
+    found = list(Path(thespian.__path__[0]).parent.glob("thespian-*.dist-info"))
+    if len(found) == 1:
+        for line in _lines(found[0] / "METADATA"):
+            if line.startswith("Version:"):
+                return line.partition(":")[2].strip()
+    from importlib import metadata  # noqa: PLC0415
+
     try:
         return metadata.version("thespian")
     except metadata.PackageNotFoundError:
         return None
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").split("\n\n", 1)[0].splitlines()  # the headers only
+    except OSError:
+        return []
 
 
 def fingerprint(value: Any) -> str:
