@@ -59,11 +59,12 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
-def fingerprint(value: Any) -> str:
+def fingerprint(value: Any, members: dict[str, Any] | None = None) -> str:
     """What a target is: a hash of its source for code, its name for a module, "value" for a setting.
 
     The source, not the signature (a changed body keeps its signature) nor the bytecode (which differs
-    between Python versions for the same Thespian).  A class: its own functions' sources.
+    between Python versions for the same Thespian).  A class: its own functions' sources (of ``members``,
+    its namespace as imported, where given).
     """
     if value is _MISSING:
         return "missing"
@@ -73,7 +74,8 @@ def fingerprint(value: Any) -> str:
     if inspect.isbuiltin(code):
         return f"builtin {code.__qualname__}"
     if inspect.isclass(code):
-        parts = [f"{name} {fingerprint(member)}" for name, member in sorted(vars(code).items())
+        found_members = vars(code) if members is None else members
+        parts = [f"{name} {fingerprint(member)}" for name, member in sorted(found_members.items())
                  if inspect.isfunction(member) or isinstance(member, (property, staticmethod, classmethod))]
         source = f"class {code.__qualname__}({', '.join(b.__qualname__ for b in code.__bases__)})\n" + "\n".join(parts)
     elif isinstance(code, (staticmethod, classmethod)):
@@ -117,11 +119,17 @@ def mark(value: Any, patch: str) -> Any:
 class Target:
     """One attribute of Thespian a patch touches, as it was when this module was imported."""
 
-    __slots__ = ("owner", "name", "expected", "original")
+    __slots__ = ("owner", "name", "expected", "original", "members")
 
     def __init__(self, owner: Any, name: str, expected: str) -> None:
         self.owner, self.name, self.expected = owner, name, expected
         self.original: Any = getattr(owner, name, _MISSING)
+        # A class's namespace now, before any patch: another patch may replace one of its members later.
+        self.members = dict(vars(self.original)) if inspect.isclass(self.original) else None
+
+    def found(self) -> str:
+        """The fingerprint of what this target was when imported."""
+        return fingerprint(self.original, self.members)
 
     @property
     def label(self) -> str:
@@ -131,7 +139,7 @@ class Target:
         return f"{self.owner.__qualname__}.{self.name}"
 
     def problem(self) -> str | None:
-        found = fingerprint(self.original)
+        found = self.found()
         if found != self.expected:
             return f"{self.label} is not the code the patch was written for ({found}, expected {self.expected})"
         if self.expected != "value":
