@@ -17,7 +17,9 @@ from benchmarks.common import check, pegasus_system, percentile, state_dir
 from tests.support.fake_openai import FakeOpenAI, completion
 
 NAME = "streaming"
-ANSWER = ("Streaming lets a reader start on the answer while the model is still writing it. " * 8).strip()
+# ~600 characters that never repeat a passage ([llm] loop_repeats would stop a reply that does).
+ANSWER = " ".join(f"Part {i}: streaming lets a reader start on the answer while the model writes line {i}."
+                  for i in range(1, 8))
 CHUNK_CHARS, CHUNK_DELAY_S = 4, 0.01
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import thespian
 
 from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, system_pids
@@ -33,10 +34,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def other_thespian(tmp_path: Path) -> Iterator[Pegasus]:
-    """The CLI, with the metadata of a Thespian 4.0.2 found first (the code is the installed 4.0.1)."""
+    """The CLI, with a Thespian 4.0.2 found first: the installed 4.0.1's code (linked) beside the metadata
+    of 4.0.2, which is where the check reads the version of the Thespian imported."""
     dist = tmp_path / "site" / "thespian-4.0.2.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thespian\nVersion: 4.0.2\n")
+    (dist.parent / "thespian").symlink_to(Path(thespian.__path__[0]), target_is_directory=True)
     path = os.pathsep.join((str(dist.parent), str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))
     pegasus = make(tmp_path, "other", PYTHONPATH=path)
     try:
