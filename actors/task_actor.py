@@ -34,9 +34,6 @@ from pegasus.tools.mcp_provider import RemoteSource
 from pegasus.tools.plugins import registry_for
 from pegasus.tools.registry import ToolError, ToolRegistry
 
-# While many runs wait for stages, transitions wait this long after the batch before (pegasus.run.report_batch):
-# at L = 50 ms each answer arrives alone, and a TaskReports per stage cost the supervisor a wake-up and a commit.
-REPORT_HOLD_S = 0.05
 _EFFECT_REGISTRIES: dict[str, ToolRegistry] = {}
 # Machine-scope MCP servers' listings (their tools' effect classes), pushed by the admin's MCP host.
 _MCP_LISTINGS = RemoteSource()
@@ -61,13 +58,13 @@ class TaskActor(ActorTypeDispatcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         procs.die_with_parent()
-        self.host = h.RunHost(pid=os.getpid(), report_hold_s=REPORT_HOLD_S)
+        self.host = h.RunHost(pid=os.getpid(), report_hold_s=h.REPORT_HOLD_S)
         self.registry: ToolRegistry | None = None
         self.settings: Settings | None = None  # from ConfigureTaskActor
         self.effect_of: EffectOf = _unknown
         self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
-        self._debug = False  # [logging] level is debug: the runs' debug lines are rendered (else dropped unbuilt)
+        self._debug = False  # [logging] level is debug: the runs' debug lines are rendered (else dropped, no logger bound)
         self._inputs: deque[h.HostInput] = deque()  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)

@@ -17,7 +17,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -353,6 +353,12 @@ def iso_seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
+def reflections_written(rows: Iterable[dict[str, Any] | None]) -> list[float]:
+    """When (epoch s) each reflection that ran on a worker was written, from the tasks' ``post_reflection`` rows."""
+    return [iso_seconds(row["updated_at"]) for row in rows
+            if row is not None and row.get("status") in ("complete", "failed") and row.get("updated_at")]
+
+
 def title_of(pid: int) -> str:
     """The process's title (setproctitle writes it over argv), or "" when it is gone."""
     try:
@@ -373,3 +379,22 @@ def role_of(title: str) -> str:
     if words[:1] == ["admin"]:
         return "admin"
     return " ".join(words)
+
+
+def woken_and_ran(pid: int) -> tuple[int, int]:
+    """A process's wake-ups from a wait (voluntary context switches) and its nanoseconds on a CPU, all threads
+    (/proc: exact, where the ticks of ``CpuAccount`` sample, and charge a short wake-up a whole 10 ms tick)."""
+    woken = ran = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0, 0
+    for task in tasks:
+        try:
+            status = (task / "status").read_text()
+            ran += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        woken += next((int(line.split()[1]) for line in status.splitlines()
+                       if line.startswith("voluntary_ctxt_switches:")), 0)
+    return woken, ran

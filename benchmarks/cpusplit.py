@@ -30,24 +30,32 @@ from benchmarks.common import (
     title_of,
     wait_counts,
     wait_workers,
+    woken_and_ran,
 )
 from benchmarks.compare import LIMITS
 
 NAME = "cpu"
 OFF_ZERO, OFF_WAITING = "no latency, memory off", "waiting, memory off"
 WAITING_MS = 50.0
+# regime -> (latency ms, memory at its defaults), run in this order in each repetition: the issue's workload first.
+REGIMES = {OFF_ZERO: (0.0, False), OFF_WAITING: (WAITING_MS, False), "no latency": (0.0, True),
+           "waiting": (WAITING_MS, True)}
 TOP = 4  # message types per actor kind in the table (the JSON has them all)
 # An idle process wakes only for what happens (issue 33): no periodic timer.  Before, the launcher looked
 # every second (60 a minute), the supervisor every 2.5 s and the admin every 3 s.
 IDLE_WAKEUPS_PER_MIN = 12
 # PEGASUS_BENCH_CPROFILE="supervisor,task actors": those kinds' handlers also run under cProfile in the
 # message runs (their handler times then include the profiler's); their top functions go in the JSON.
-CPROFILE = frozenset(filter(None, (k.strip() for k in os.environ.get("PEGASUS_BENCH_CPROFILE", "").split(","))))
+def _names(variable: str) -> tuple[str, ...]:
+    """The comma-separated names in an environment variable."""
+    return tuple(filter(None, (name.strip() for name in os.environ.get(variable, "").split(","))))
+
+
+CPROFILE = frozenset(_names("PEGASUS_BENCH_CPROFILE"))
 # PEGASUS_BENCH_PYSPY=1 (py-spy installed): the workload runs sample the supervisor's whole process, its busy
 # samples split by part and handler into each run's JSON (benchmarks/spyprof.py); py-spy's own CPU is its own.
 # Or the processes to sample by title, e.g. "task actor,llm worker,tool worker,llm pool": one of each (the first).
-PYSPY = tuple(filter(None, (kind.strip() for kind in os.environ.get("PEGASUS_BENCH_PYSPY", "").split(","))))
-PYSPY = ("supervisor",) if PYSPY == ("1",) else PYSPY
+PYSPY = ("supervisor",) if _names("PEGASUS_BENCH_PYSPY") == ("1",) else _names("PEGASUS_BENCH_PYSPY")
 
 
 # The issue's workload: recall and the post-task reflector off, so that Pegasus does the work LangGraph and DBOS did.
@@ -142,10 +150,10 @@ def idle(window_s: float) -> dict[str, Any]:
         for pid, kind in cpu.roles.items():
             pss[kind] += pss_kib(pid) / 1024.0
     per_kind = {kind: ms for kind, ms in spent["cpu_ms_per_task"].items() if kind != "client"}
-    scale = 60.0 / spent["wall_s"] / 1000.0  # ms over the window -> s per minute
+    per_min = 60.0 / spent["wall_s"]
+    scale = per_min / 1000.0  # ms over the window -> s per minute
     woke = {pid: after[pid][0] - before[pid][0] for pid in before}
     ran_ns = {pid: after[pid][1] - before[pid][1] for pid in before}
-    per_min = 60.0 / spent["wall_s"]
     busiest = max(woke, key=lambda pid: woke[pid])
     return {"window_s": spent["wall_s"], "processes": processes, "processes_by_kind": counts,
             "cpu_s_per_min": round(sum(per_kind.values()) * scale, 4),
@@ -158,34 +166,13 @@ def idle(window_s: float) -> dict[str, Any]:
             "pss_mib": round(sum(pss.values()), 1), "pss_mib_by_kind": {k: round(v, 1) for k, v in pss.items()}}
 
 
-def woken_and_ran(pid: int) -> tuple[int, int]:
-    """A process's wake-ups from a wait (voluntary context switches) and its nanoseconds on a CPU, all threads
-    (/proc: exact, where the ticks of ``CpuAccount`` sample, and charge a short wake-up a whole 10 ms tick)."""
-    woken = ran = 0
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return 0, 0
-    for task in tasks:
-        try:
-            status = (task / "status").read_text()
-            ran += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        woken += next((int(line.split()[1]) for line in status.splitlines()
-                       if line.startswith("voluntary_ctxt_switches:")), 0)
-    return woken, ran
-
-
 def run(quick: bool) -> dict[str, Any]:
     tasks = 24 if quick else 240
     reps = 1 if quick else 2
-    runs: dict[str, list[dict[str, Any]]] = {"no latency": [], "waiting": [], OFF_ZERO: [], OFF_WAITING: []}
+    runs: dict[str, list[dict[str, Any]]] = {regime: [] for regime in REGIMES}
     for _ in range(reps):
-        runs[OFF_ZERO].append(workload(tasks, 0.0, memory=False))
-        runs[OFF_WAITING].append(workload(tasks, WAITING_MS, memory=False))
-        runs["no latency"].append(workload(tasks, 0.0))
-        runs["waiting"].append(workload(tasks, WAITING_MS))
+        for regime, (latency_ms, memory) in REGIMES.items():
+            runs[regime].append(workload(tasks, latency_ms, memory))
     best = {regime: min(results, key=lambda r: r["cpu_ms_per_task_total"]) for regime, results in runs.items()}
     messages = {"no latency": message_kinds(tasks, 0.0), "waiting": message_kinds(tasks, WAITING_MS)}
     still = idle(10.0 if quick else 60.0)

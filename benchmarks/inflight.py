@@ -32,12 +32,13 @@ from benchmarks.common import (
     iso_seconds,
     pegasus_system,
     pss_kib,
+    reflections_written,
     role_of,
     state_dir,
+    title_of,
     wait_workers,
 )
 from benchmarks.machine import load_average
-from benchmarks.pool import reflections_written
 from pegasus.task.names import MachineName, PoolName
 
 NAME = "inflight"
@@ -85,13 +86,6 @@ def bound_s(tasks: int, stages: dict[str, float], workers: dict[str, int], laten
             "bound_s": round(limit, 3), "set_by": slowest if pools.get(slowest, 0.0) >= chain else "chain"}
 
 
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _available_kib() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -106,7 +100,7 @@ def control_schedstat(pids: list[int]) -> dict[int, tuple[str, int, int]]:
     """pid -> (kind, ns run, ns waited for a CPU while runnable: /proc/<pid>/schedstat) of the control processes."""
     found = {}
     for pid in pids:
-        kind = role_of(_title(pid).strip())
+        kind = role_of(title_of(pid))
         if kind in CONTROL:
             with contextlib.suppress(OSError, ValueError):
                 run_ns, wait_ns, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
@@ -169,7 +163,7 @@ class Sampler(MemorySampler):
     def sample(self, pss: bool | None = None) -> int:
         """Count the processes; read their PSS when ``pss`` (by default: when it is due).  The last PSS (KiB)."""
         pids = self.pids()
-        actors = sum(1 for pid in pids if _title(pid).startswith(TASK_ACTOR_TITLE))
+        actors = sum(1 for pid in pids if title_of(pid).startswith(TASK_ACTOR_TITLE))
         self.peak_processes = max(self.peak_processes, len(pids))
         self.peak_task_actors = max(self.peak_task_actors, actors)
         if (available := _available_kib()) < self.floor_kib and not self.guard.is_set():

@@ -10,11 +10,10 @@ reported beside it (docs/performance.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-from benchmarks.common import check, pegasus_system, percentile, state_dir, wait_counts
+from benchmarks.common import check, pegasus_system, percentile, reflections_written, state_dir, wait_counts
 
 NAME = "pool"
 SIZES = (1, 3, 8)
@@ -33,12 +32,6 @@ def measure(n: int, latency_ms: float, tasks: int) -> dict[str, Any]:
             "done": counts.get("done", 0)}
 
 
-def reflections_written(rows: Iterable[dict[str, Any] | None]) -> list[float]:
-    """When (epoch s) each reflection that ran on a worker was written, from the tasks' ``post_reflection`` rows."""
-    return [datetime.fromisoformat(row["updated_at"]).timestamp() for row in rows
-            if row is not None and row.get("status") in ("complete", "failed") and row.get("updated_at")]
-
-
 def efficiency(llm: list[dict[str, Any]], n: int, latency_ms: float,
                reflected: Iterable[float] = ()) -> dict[str, Any]:
     """Throughput of ``llm`` stage records, and of the reflections written (``reflected``: epoch s) in their
@@ -53,11 +46,12 @@ def efficiency(llm: list[dict[str, Any]], n: int, latency_ms: float,
     gaps, count = _worker_gaps(llm, lo, hi)
     # A reflection runs in one of the gaps, for about a stage's service time: what is left is the workers' idle.
     idle = (gaps - reflections * busy) / count if count else float("nan")
+    throughput, stage_throughput = (len(window) + reflections) / seconds, len(window) / seconds
     return {"llm_stages": len(llm), "window_s": round(hi - lo, 3), "window_stages": len(window),
-            "window_reflections": reflections, "throughput_per_s": round((len(window) + reflections) / seconds, 3),
-            "bound_per_s": round(bound, 3), "efficiency": round((len(window) + reflections) / seconds / bound, 4),
-            "stage_throughput_per_s": round(len(window) / seconds, 3),
-            "stage_efficiency": round(len(window) / seconds / bound, 4), "mean_stage_service_ms": round(busy * 1000, 3),
+            "window_reflections": reflections, "throughput_per_s": round(throughput, 3),
+            "bound_per_s": round(bound, 3), "efficiency": round(throughput / bound, 4),
+            "stage_throughput_per_s": round(stage_throughput, 3),
+            "stage_efficiency": round(stage_throughput / bound, 4), "mean_stage_service_ms": round(busy * 1000, 3),
             "mean_worker_gap_ms": round(gaps / count * 1000, 3) if count else float("nan"),
             "mean_worker_idle_ms": round(idle * 1000, 3)}
 

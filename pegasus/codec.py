@@ -61,6 +61,20 @@ def encode(record: BaseModel) -> bytes:
 
 def decode(data: bytes, expected: type[M] | None = None) -> Any:
     """The record in ``data``; CodecError for anything that is not one."""
+    cls, fields = _opened(data, expected)
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as exc:
+        raise CodecError(f"invalid {cls.__name__} record: {exc}") from exc
+
+
+def fields_of(data: bytes, expected: type[M]) -> Any:
+    """The fields of the ``expected`` record in ``data`` as stored (checked as ``decode`` checks, not validated)."""
+    return _opened(data, expected)[1]
+
+
+def _opened(data: bytes, expected: type[M] | None) -> tuple[type[BaseModel], Any]:
+    """The record type ``data`` names and its fields; CodecError for anything that is not a record."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"expected bytes, got {type(data).__name__}")
     try:
@@ -77,7 +91,4 @@ def decode(data: bytes, expected: type[M] | None = None) -> Any:
         raise CodecError(f"unknown record type {name!r}")
     if expected is not None and cls is not expected:
         raise CodecError(f"expected a {expected.__name__} record, got {name}")
-    try:
-        return cls.model_validate(envelope.get("data"))
-    except ValidationError as exc:
-        raise CodecError(f"invalid {name} record: {exc}") from exc
+    return cls, envelope.get("data")

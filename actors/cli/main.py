@@ -289,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         as_json = getattr(args, "json", False)
         quick = whole_process and args.command in QUICK_EXIT
         if quick:  # pydantic's search of every installed distribution for plugins (~10 ms): none for a read
-            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+            from actors.runtime.deferred import plugins_off  # noqa: PLC0415 - only where it is needed
+
+            plugins_off()
         status: int = args.handler(args)
         if quick:
             _exit_now(status)

@@ -41,10 +41,15 @@ class _OnFirstUse(types.ModuleType):
         return getattr(importlib.import_module(self.__name__), name)
 
 
-def defer_metadata() -> None:
-    """Turn pydantic's plugins off unless the environment says otherwise, and stand ``importlib.metadata`` in
-    for itself until something reads it.  Before any pydantic model is built."""
+def plugins_off() -> None:
+    """pydantic's plugins off (its search reads every installed distribution) unless the environment says otherwise."""
     os.environ.setdefault(PLUGINS_ENV, "__all__")
+
+
+def defer_metadata() -> None:
+    """Turn pydantic's plugins off, and stand ``importlib.metadata`` in for itself until something reads it.
+    Before any pydantic model is built."""
+    plugins_off()
     if DEFERRED in sys.modules or (spec := importlib.util.find_spec(DEFERRED)) is None:
         return
     stand_in = _OnFirstUse(DEFERRED)

@@ -148,20 +148,21 @@ def start_system(spec: SystemSpec) -> ActorSystem:
                                    spec.admin_port) from exc
         # multiprocessing forked an intermediate child that daemonized the admin
         # (setsid + fork) and exited; nobody joins it, so reap it here.
-        intermediates = sorted(set(procs.children_of(os.getpid())) - before)
+        stats = procs.all_stats()  # one look at /proc: the intermediates, and the admin in their session
+        intermediates = sorted(st.pid for st in stats.values() if st.ppid == os.getpid() and st.pid not in before)
         procs.reap_zombie_children(intermediates)
     finally:
         lock.close()  # the system's processes hold the lock from now on, not this one
-    admin = _started_admin(spec, intermediates)
+    admin = _started_admin(spec, intermediates, stats)
     if admin is not None:
         write_owner(spec, admin, None)
     return asys
 
 
-def _started_admin(spec: SystemSpec, intermediates: list[int]) -> int | None:
-    """The admin just started: in the session an intermediate opened, listening on the admin port and holding the
-    lock (a look at that session's processes); else the one among every process's (``_admin_pid``, ~10 ms more)."""
-    session = [st.pid for st in procs.all_stats().values() if st.session in intermediates]
+def _started_admin(spec: SystemSpec, intermediates: list[int], stats: dict[int, procs.ProcStat]) -> int | None:
+    """The admin just started: in the session an intermediate opened (``stats``: /proc as the start left it),
+    listening on the admin port and holding the lock; else the one among every process's (``_admin_pid``)."""
+    session = [st.pid for st in stats.values() if st.session in intermediates]
     admin = procs.listener_pid(spec.admin_port, session) if session else None
     return admin if admin is not None and ownership.holds(admin, spec.state_dir) else _admin_pid(spec)
 

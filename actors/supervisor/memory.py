@@ -16,7 +16,6 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.context import Context, Rows
-from pegasus import codec
 from pegasus.admission import TransitionNotice
 from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
 from pegasus.cognitive.stages import offline_processors, run_stage
@@ -27,7 +26,7 @@ from pegasus.memory.recall import recalled_items
 from pegasus.tools.memory import register
 from pegasus.store.quarantine import reason
 from pegasus.store import Store, StoreUnavailable, reflections
-from pegasus.store.checkpoint import rebuild
+from pegasus.store.checkpoint import full_context, rebuild
 from pegasus.task import LifecycleState, MachineName, PoolName, StageName, TaskSnapshot
 from pegasus.task.models import PostTaskReflection, deep_copy
 from pegasus.tools.registry import ToolRegistry
@@ -100,9 +99,10 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
     from the store's checkpoints; ``last``: it is the run's last snapshot, which holds the task's input and
     result as its row does (not read back)."""
     if last and snapshot is not None:
-        context = snapshot.context
+        context, full = snapshot.context, ctx.completed.get(task_id)
+        dumped = full_context(full) if full is not None else None  # as the task actor dumped it: not again
         memory_of(ctx).archive(task_id, context.input_text, context.final_result,
-                               _context_of(ctx.completed.get(task_id)) or context.model_dump(mode="json"))
+                               dumped or context.model_dump(mode="json"))
         return
     store = _store(ctx)
     row = store.task_row(task_id)
@@ -111,14 +111,6 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
     if snapshot is None:
         snapshot = rebuild(task_id, store.checkpoints(task_id))
     memory_of(ctx).archive(task_id, str(row["input"]), row.get("result"), snapshot.context.model_dump(mode="json"))
-
-
-def _context_of(full: bytes | None) -> dict[str, Any] | None:
-    """The context in a run's full checkpoint (as the task actor dumped it), read with msgpack alone."""
-    try:
-        return codec.unpack(full)["data"]["context"] if full is not None else None
-    except (KeyError, TypeError, *codec.UNPACK_ERRORS):  # not a snapshot record: dumped again instead
-        return None
 
 
 # -- recall ---------------------------------------------------------------------------------------

@@ -210,15 +210,16 @@ class MemoryStore:
             assert known is not None  # the conflict was its row
             return known
         newest = int(cursor.lastrowid or 0)
-        if newest % ARCHIVE_INDEX_BATCH == 0 or newest > self.settings.archive_max:
+        batch = newest % ARCHIVE_INDEX_BATCH == 0  # past the cap too: an index each archive is a segment a commit
+        if batch or newest > self.settings.archive_max:
             with self.database.transaction() as db:
-                self._index_archives(db)
+                if batch:
+                    self._index_archives(db)
                 self._drop_oldest(db, "archive", newest, self.settings.archive_max)
         return ArchivedTask(task_id, input, result, context, when)
 
     def index_archives(self) -> int:
-        """Put the archived tasks not yet in the full-text index into it (in one transaction); how many.
-        A read alone when the newest is indexed (so are all)."""
+        """Index the archived tasks not yet in full text (one transaction); how many.  A read when none is."""
         newest = self.database.db.execute("SELECT fts_rowid FROM memory_archive ORDER BY seq DESC LIMIT 1").fetchone()
         if newest is None or newest[0] is not None:
             return 0

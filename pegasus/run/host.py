@@ -29,6 +29,9 @@ from pegasus.task.names import PoolName, StageName
 Address = Any  # an actor address, opaque here
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
 HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions may wait
+# ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
+# TaskReports per stage cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
+REPORT_HOLD_S = 0.05
 
 
 # -- inputs ---------------------------------------------------------------------------------------

@@ -46,6 +46,15 @@ def encode_full(snapshot: TaskSnapshot) -> bytes:
     return codec.encode(snapshot.model_copy(update={"history": []}))
 
 
+def full_context(data: bytes) -> dict[str, Any] | None:
+    """The context in a full checkpoint as the task actor dumped it (not validated); None for anything else."""
+    try:
+        context = codec.fields_of(data, TaskSnapshot)["context"]
+    except (CodecError, KeyError, TypeError):
+        return None
+    return context if isinstance(context, dict) else None
+
+
 class Checkpointer:
     """Makes a task's checkpoints, remembering what the last one contained."""
 

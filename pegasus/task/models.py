@@ -199,12 +199,7 @@ def copied_fields(model: _ModelT, fields: frozenset[str]) -> _ModelT:
     state = dict(model.__dict__)
     for name in fields:
         state[name] = _copy(state[name])
-    new = object.__new__(type(model))
-    _set(new, "__dict__", state)
-    _set(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
-    _set(new, "__pydantic_extra__", _copy(model.__pydantic_extra__))
-    _set(new, "__pydantic_private__", _copy(model.__pydantic_private__))
-    return new
+    return _rebuilt(model, state)
 
 
 def _copy(value: Any) -> Any:
@@ -216,10 +211,15 @@ def _copy(value: Any) -> Any:
     if kind is list:
         return [_copy(item) for item in value]
     if isinstance(value, BaseModel):
-        new = object.__new__(kind)
-        _set(new, "__dict__", {key: _copy(item) for key, item in value.__dict__.items()})
-        _set(new, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
-        _set(new, "__pydantic_extra__", _copy(value.__pydantic_extra__))
-        _set(new, "__pydantic_private__", _copy(value.__pydantic_private__))
-        return new
+        return _rebuilt(value, {key: _copy(item) for key, item in value.__dict__.items()})
     return copy.deepcopy(value)
+
+
+def _rebuilt(model: _ModelT, state: dict[str, Any]) -> _ModelT:
+    """``model`` again with ``state`` as its fields, unvalidated; its other pydantic parts copied."""
+    new = object.__new__(type(model))
+    _set(new, "__dict__", state)
+    _set(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
+    _set(new, "__pydantic_extra__", _copy(model.__pydantic_extra__))
+    _set(new, "__pydantic_private__", _copy(model.__pydantic_private__))
+    return new

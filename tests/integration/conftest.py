@@ -20,6 +20,7 @@ from actors.runtime import procs
 from actors.client import Client
 from actors.runtime.system import SystemSpec, shutdown, start_system, system_pids
 from pegasus.config import Settings
+from pegasus.logs import LOG_FILE
 from tests.support.cli import make, stop_and_check
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def print_trouble(state_dir: Path) -> None:
     """The system's warnings and errors (logs/pegasus.jsonl), printed: a failed test's report shows them
     (under "Captured stdout teardown"), so a failure seen only in CI says what the system went through."""
-    path = state_dir / "logs" / "pegasus.jsonl"
+    path = state_dir / "logs" / LOG_FILE
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError as exc:

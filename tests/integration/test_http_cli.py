@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from actors.runtime import procs
-from benchmarks.common import title_of
-from benchmarks.cpusplit import woken_and_ran
 from actors.runtime.system import system_pids
+from benchmarks.common import woken_and_ran
 from tests.integration.test_http_gateway import _wait_up
+from tests.support.processes import titled
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def test_start_with_http_tokens_from_the_cli_and_stop_ends_the_gateway(cli: Any)
     assert gateway is not None
     # Idle, neither the gateway nor its keeper wakes (issue 33): counted, not timed.  Before, uvicorn's loop woke
     # every 0.1 s and the keeper looked at the gateway every 0.5 s (36 wake-ups in these 3 s).
-    keeper = next(pid for pid in system_pids(cli.spec) if "gateway keeper" in title_of(pid))
+    [keeper] = titled(cli.spec, "gateway keeper")
     before = {pid: woken_and_ran(pid)[0] for pid in (gateway, keeper)}
     time.sleep(3.0)  # the window counted, not a wait for something
     woken = {pid: woken_and_ran(pid)[0] - before[pid] for pid in before}

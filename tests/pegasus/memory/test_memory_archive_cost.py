@@ -68,3 +68,13 @@ def test_a_reflections_attempt_in_the_group_is_one_statement(tmp_path: Path) -> 
         assert reflections.started(store, "t1") == 2
         assert [sql.split()[:3] for sql in ran] == [["INSERT", "INTO", "post_reflections"]] * 2
     assert reflections.started(store, "t1") == 3
+
+
+def test_past_its_cap_the_archive_still_indexes_in_batches(tmp_path: Path) -> None:
+    store = Store(tmp_path / "pegasus.db")
+    memory = MemoryStore(store, MemorySettings(archive_max=5))
+    ran = traced(store)
+    for n in range(1, 9):
+        memory.archive(f"t{n}", f"fig task {n}", None, {})
+    assert not [sql for sql in ran if sql.startswith("INSERT INTO memory_archive_fts")]  # 8 < one batch
+    assert store.db.execute("SELECT COUNT(*) FROM memory_archive").fetchone()[0] == 5
