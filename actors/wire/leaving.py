@@ -4,17 +4,21 @@ Thespian 4.0.1 sends one message at a time to a peer: the next waits in the send
 one's acknowledgement (``TCPTransport._next_XMIT_1``); one written whole to its connection is the kernel's to
 deliver even if the sender is SIGKILLed next, and the stage worker tells its pool a job is over only then.
 ``take_arrived_acks`` reads acknowledgements that arrived while the actor's thread was busy, so the next
-message to that peer does not wait a pass of the loop behind them (docs/architecture.md).
+message to that peer does not wait a pass of the loop behind them (docs/architecture.md): by Thespian internals
+pinned in ``thespian_patches.readers``, and not at all where they differ.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from thespian.system.transport import TransmitIntent
 
-from actors.wire.thespian_patches.speed.whole_messages import _has_data
+from actors.wire.thespian_patches.base import installed_version
+from actors.wire.thespian_patches.readers import ARRIVED_ACKS
+from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 
 def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], None]) -> Any:
@@ -41,11 +45,20 @@ def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> No
         left()
 
 
+@functools.cache
+def acks_readable() -> bool:
+    """Whether this process's Thespian is the code ``take_arrived_acks`` was written for (checked once)."""
+    return ARRIVED_ACKS.problem(installed_version()) is None
+
+
 def take_arrived_acks(actor: Any, to: Any = None) -> int:
     """Read every acknowledgement that has arrived for a message this process sent (to ``to``, or to anyone) and
     waits on, by Thespian's own step, as the loop's next pass would: the connection is free again for the next
     message; the sends' callbacks run at the end of that pass, as ever.  How many were read.  Only Thespian
-    4.0.1's TCP transport has them; a transport busy in another thread is left alone."""
+    4.0.1's TCP transport has them (none is read where its code differs); a transport busy in another thread
+    is left alone."""
+    if not acks_readable():
+        return 0
     transport: Any = getattr(getattr(actor, "_myRef", None), "transport", None)
     intents = getattr(transport, "_transmitIntents", None)
     waiting = getattr(transport, "_XMITStepWaitForAck", None)
@@ -56,7 +69,7 @@ def take_arrived_acks(actor: Any, to: Any = None) -> int:
         for fileno, intent in list(intents.items()):
             sock = getattr(intent, "socket", None)
             if (intents.get(fileno) is intent and intent.stage == waiting and sock is not None
-                    and (to is None or intent.targetAddr == to) and _has_data(sock)):
+                    and (to is None or intent.targetAddr == to) and has_data(sock)):
                 transport._processIntents(fileno)
                 taken += 1
     except Exception:  # noqa: BLE001 - the loop's next pass reads what is left, as before

@@ -1,10 +1,10 @@
 """Everything Pegasus changes in Thespian, one module per patch, and the check that they still apply.
 
 Written against ``thespian==4.0.1`` (pinned in setup.cfg): ``security/``, ``robustness/`` and
-``speed/`` patches.  ``install`` checks them first (``check``): a security or robustness patch that
-cannot apply refuses the start (``PatchRefused``), a speed patch that cannot is left out with one
-warning line.  Per process, inherited by every actor forked from it.  Each patch:
-docs/thespian-patches.md.
+``speed/`` patches, and ``readers`` (internals a carrier uses unpatched, checked as speed patches).
+``install`` checks them first (``check``): a security or robustness patch that cannot apply refuses
+the start (``PatchRefused``), a speed patch that cannot is left out with one warning line.  Per
+process, inherited by every actor forked from it.  Each patch: docs/thespian-patches.md.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from actors.wire.thespian_patches import readers
 from actors.wire.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
 from actors.wire.thespian_patches.robustness import convention_timing, fresh_retry, logger_restart
 from actors.wire.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
@@ -25,7 +26,7 @@ SECURITY = (bind_address, frame_auth, private_files, thespian_log)
 ROBUSTNESS = (fresh_retry, convention_timing, logger_restart)
 SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, due_expiry_scan,
          quiet_admin, compact_addresses)
-PATCHES: tuple[Patch, ...] = tuple(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED))
+PATCHES: tuple[Patch, ...] = (*(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED)), *readers.READERS)
 UPGRADING = f"{DOCS}#moving-to-another-thespian"
 
 __all__ = ["PATCHES", "PINNED", "BindConflict", "Checked", "PatchRefused", "check", "install", "verify"]

@@ -1,13 +1,19 @@
-"""send_then: when a message has left the process, as Thespian 4.0.1's transport shows it."""
+"""send_then: when a message has left the process, as Thespian 4.0.1's transport shows it; take_arrived_acks
+only on the Thespian code it was written for."""
 
 from __future__ import annotations
 
+import socket
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from thespian.system.transport import SendStatus
 
-from actors.wire.leaving import send_then
+import actors.wire.thespian_patches as patches
+from actors.wire import leaving
+from actors.wire.leaving import send_then, take_arrived_acks
+from actors.wire.thespian_patches.readers import ARRIVED_ACKS
 
 
 class Actor:
@@ -47,3 +53,50 @@ def test_without_a_transport_the_message_is_sent_plainly_and_has_left() -> None:
     send_then(actor, "peer", "m", lambda: left.append(1))
     assert actor.sent == [("peer", "m")] and left == [1]
 
+
+
+class _Transport:
+    """Thespian 4.0.1's TCP transport as take_arrived_acks sees it: one intent waiting for its acknowledgement,
+    which has arrived (its socket is readable)."""
+
+    _XMITStepWaitForAck = 4
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._transmitIntents = {sock.fileno(): SimpleNamespace(socket=sock, stage=4, targetAddr="peer")}
+        self.stepped: list[int] = []
+
+    def _exclusively_processing(self) -> bool:
+        return True
+
+    def _not_processing(self) -> None:
+        pass
+
+    def _processIntents(self, fileno: int) -> None:  # noqa: N802 - Thespian's name
+        self.stepped.append(fileno)
+
+
+def test_a_thespian_other_than_the_pinned_one_has_no_acknowledgement_read_and_the_check_says_so(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The internals take_arrived_acks steps are pinned (thespian_patches.readers): where they differ it reads
+    nothing, and the patches' check reports it as a speed patch left out."""
+    ours, peers = socket.socketpair()
+    with ours, peers:
+        peers.sendall(b"ack")
+        actor = SimpleNamespace(_myRef=SimpleNamespace(transport=_Transport(ours)))
+        leaving.acks_readable.cache_clear()
+        assert take_arrived_acks(actor, "peer") == 1  # the pinned code: read
+        target = next(t for t in ARRIVED_ACKS.targets if t.name == "_processIntents")
+        monkeypatch.setattr(target, "expected", "source 0")
+        monkeypatch.setattr(patches, "_warned", set())
+        leaving.acks_readable.cache_clear()
+        try:
+            assert take_arrived_acks(actor, "peer") == 0
+            assert actor._myRef.transport.stepped == [ours.fileno()]  # the second call stepped nothing
+        finally:
+            leaving.acks_readable.cache_clear()
+    checked = patches.verify()
+    assert [p.name for p in checked.skipped()] == ["arrived_acks"]
+    assert capsys.readouterr().err == (
+        "pegasus: warning: running without the Thespian speed patch arrived_acks: TCPTransport._processIntents is not "
+        f"the code the patch was written for ({target.found()}, expected source 0) "
+        "(see docs/thespian-patches.md#arrived-acknowledgements)\n")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import actors.wire.thespian_patches as patches
-from actors.wire.thespian_patches import Kind, PatchRefused, base, robustness, security, speed
+from actors.wire.thespian_patches import Kind, PatchRefused, base, readers, robustness, security, speed
 from actors.wire.thespian_patches.base import Target, fingerprint
 from actors.wire.thespian_patches.robustness import fresh_retry, logger_restart
 from actors.wire.thespian_patches.speed import whole_messages
@@ -89,6 +89,8 @@ def test_every_patch_module_points_to_its_section_of_the_docs() -> None:
     for module in (*patches.SECURITY, *patches.ROBUSTNESS, *patches.SPEED):
         assert module.PATCH.section in anchors, module.__name__
         assert module.PATCH.where in " ".join(module.__doc__.split()), module.__name__
+    for reader in readers.READERS:  # internals a carrier uses unpatched, checked as speed patches
+        assert reader.kind is Kind.SPEED and reader.section in anchors and reader.where in " ".join(readers.__doc__.split())
 
 
 class _Thespian:

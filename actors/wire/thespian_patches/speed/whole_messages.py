@@ -24,7 +24,7 @@ PATCH = Patch("whole_messages", Kind.SPEED, "whole-messages", (
 _read, _send, _read_one_ack = _READ.original, _SEND.original, _ACK.original
 
 
-def _has_data(sock: Any) -> bool:
+def has_data(sock: Any) -> bool:
     """Whether a non-blocking read of ``sock`` would return at once (data, or the end of the stream)."""
     try:
         sock.recv(1, _socket.MSG_PEEK | _socket.MSG_DONTWAIT)
@@ -39,7 +39,7 @@ def _read_incoming(self: Any, inc: Any, has_exclusive_flag: bool = False) -> Any
     """``TCPTransport._handleReadableIncoming``, repeated until the message is in (or nothing is left to read)."""
     while True:
         result = _read(self, inc, has_exclusive_flag=has_exclusive_flag)
-        if result is not inc or inc.failCount or inc.socket is None or not _has_data(inc.socket):
+        if result is not inc or inc.failCount or inc.socket is None or not has_data(inc.socket):
             return result
 
 
@@ -56,7 +56,7 @@ def _read_ack(self: Any, intent: Any) -> Any:
     while True:
         result = _read_one_ack(self, intent)
         if (result is not True or intent.stage != self._XMITStepWaitForAck
-                or getattr(intent, "socket", None) is None or not _has_data(intent.socket)):
+                or getattr(intent, "socket", None) is None or not has_data(intent.socket)):
             return result
 
 
