@@ -20,8 +20,9 @@ from tests.support.clock import FakeTime
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HOLD_A_SYSTEM = """
 import time
-from benchmarks.common import pegasus_system, state_dir
+from benchmarks.common import pegasus_system, state_dir, wait_workers
 with state_dir() as state, pegasus_system(state) as system:
+    wait_workers(system.client, timeout=120)  # the process tree complete: every process of it is checked
     print(state, *system.pids(), flush=True)
     time.sleep(600)
 """
@@ -65,13 +66,16 @@ def test_a_benchmark_ended_by_a_signal_stops_its_system_and_removes_its_state(si
     system: dict[int, int] = {}
     try:
         state, *pids = (run.stdout.readline() if run.stdout else "").split()
-        assert pids, run.stderr.read() if run.stderr else ""
+        if not pids:
+            run.kill()  # before reading its stderr to the end: it would sleep on, holding it open
+        assert pids, run.communicate(timeout=120)[1]
         system = procs.identities([int(pid) for pid in pids])
         run.send_signal(signum)
-        assert run.wait(timeout=120) == 128 + signum
+        _, err = run.communicate(timeout=300)  # its stderr read while it stops: a full pipe would block it
+        assert run.returncode == 128 + signum, err
         alive = procs.identities(list(system))
-        assert [pid for pid, started in alive.items() if system[pid] == started] == []
-        assert not Path(state).exists()
+        assert [pid for pid, started in alive.items() if system[pid] == started] == [], err
+        assert not Path(state).exists(), (sorted(p.name for p in Path(state).rglob("*")), err)
     finally:
         if run.poll() is None:
             run.kill()
