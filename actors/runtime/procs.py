@@ -28,13 +28,10 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 def die_with_parent() -> None:
     """In an actor process: be SIGKILLed when the process that forked it ends.
 
-    A pool told to exit while one of its workers is still starting (a system
-    stopped a moment after it started) sends that worker an ActorExitRequest it
-    never receives: Thespian drops what is queued for a child that has not
-    reported its address when the parent exits.  The worker then idles forever
-    as an orphan of init, outside every process tree we check.  With
-    PR_SET_PDEATHSIG the kernel ends it with its parent.  Only in a
-    multiprocessing child (never in a simpleSystemBase test process), only on
+    A worker still starting when its pool exits (a system stopped just after it started) never gets the
+    ActorExitRequest (Thespian drops what is queued for a child that has not reported its address) and
+    would idle forever as an orphan of init, outside every tree we check: PR_SET_PDEATHSIG ends it with
+    its parent.  Only in a multiprocessing child (never in a simpleSystemBase test process), only on
     Linux; a parent already gone by now is checked after setting it.
     """
     parent = multiprocessing.parent_process()

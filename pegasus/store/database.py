@@ -201,13 +201,11 @@ class Database:
     def group(self) -> Iterator[None]:
         """Several writes, one commit.
 
-        Each write inside stays atomic on its own (a failed one is rolled back
-        alone) and what succeeded is committed when the block ends, even if it
-        raises: exactly what separate transactions would leave, for one WAL
-        append instead of one per write.  They are durable only when the block
-        ends: nothing that promises durability (a journal entry's answer) may be
-        sent inside it.  When the store becomes unavailable (``StoreUnavailable``)
-        the whole group is rolled back: the writer re-reads the store anyway.
+        Each write inside stays atomic on its own (a failed one is rolled back alone) and what succeeded is
+        committed when the block ends, even if it raises: what separate transactions would leave, for one
+        WAL append instead of one per write.  Durable only when the block ends: nothing that promises
+        durability (a journal entry's answer) may be sent inside it.  When the store becomes unavailable
+        (``StoreUnavailable``) the whole group is rolled back: the writer re-reads the store anyway.
         """
         if self._depth:
             yield

@@ -55,7 +55,8 @@ def test_another_version_changed_code_or_a_tick_setting_gets_uvicorns_own_server
                                                     f"{quiet_server.PINNED}{see}"]
     monkeypatch.undo()
     chosen, warned = _chosen(uvicorn.Config(app=None, limit_max_requests=10))
-    assert type(chosen) is uvicorn.Server and warned == [f"limit_max_requests and callback_notify are the tick's to serve{see}"]
+    assert type(chosen) is uvicorn.Server
+    assert warned == [f"limit_max_requests and callback_notify are the tick's to serve{see}"]
 
 
 def test_the_warning_points_to_a_section_of_the_docs() -> None:
