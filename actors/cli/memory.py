@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,27 +30,27 @@ def add_commands(sub: Any, on_system: argparse.ArgumentParser, configured: argpa
                                         "(docs/agent-memory.md).")
     actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+    def action(name: str, answer: _Answer, help_text: str) -> argparse.ArgumentParser:
         p = actions.add_parser(name, parents=[on_system], help=help_text, description=help_text)
-        p.set_defaults(handler=run, action=name)
+        p.set_defaults(handler=lambda args: _run(args, answer))
         return p
 
-    p = action("list", "facts (path, version, size) and the newest episodes")
+    p = action("list", _list, "facts (path, version, size) and the newest episodes")
     p.add_argument("--prefix", default="", metavar="PATH", help="only facts whose path starts with this")
-    p = action("search", "the memories most relevant to QUERY, best first")
+    p = action("search", _search, "the memories most relevant to QUERY, best first")
     p.add_argument("query", metavar="QUERY")
     p.add_argument("-k", type=count(1, 100), default=5, metavar="N", help="how many (default 5)")
     p.add_argument("--archive", action="store_true", help="search the archive of done tasks instead")
-    p = action("show", "one memory: a fact path, fact:PATH@VERSION, episode:N or task:ID")
+    p = action("show", _show, "one memory: a fact path, fact:PATH@VERSION, episode:N or task:ID")
     p.add_argument("item_id", metavar="PATH-or-ID")
-    p = action("write", "write fact PATH (a new version; the same text again changes nothing)")
+    p = action("write", _write, "write fact PATH (a new version; the same text again changes nothing)")
     p.add_argument("path", metavar="PATH")
     p.add_argument("text", metavar="TEXT")
-    p = action("forget", "remove a fact (every version), an episode or an archived task for good")
+    p = action("forget", _forget, "remove a fact (every version), an episode or an archived task for good")
     p.add_argument("item_id", metavar="PATH-or-ID")
-    p = action("export", "write the memory as Markdown into DIR (new or empty)")
+    p = action("export", _export, "write the memory as Markdown into DIR (new or empty)")
     p.add_argument("directory", metavar="DIR")
-    p = action("import", "merge the Markdown in DIR (as export writes it) into the memory")
+    p = action("import", _import, "merge the Markdown in DIR (as export writes it) into the memory")
     p.add_argument("directory", metavar="DIR")
     p = sub.add_parser("identity", parents=[configured], help="show the agent's identity and where it comes from",
                        description="The agent's name, role and standing instructions: [agent] in the config, "
@@ -71,35 +71,53 @@ def _memory(args: argparse.Namespace) -> Iterator[MemoryClient]:
         yield client
 
 
-def run(args: argparse.Namespace) -> int:
+_Answer = Callable[[argparse.Namespace, MemoryClient], tuple[dict[str, Any], str]]  # (the reply, its text)
+
+
+def _run(args: argparse.Namespace, answer: _Answer) -> int:
     with _memory(args) as memory:
-        if args.action == "list":
-            found = memory.memory_list(args.prefix)
-            emit(args, found, _list_text(found))
-        elif args.action == "search":
-            found = memory.memory_search(args.query, args.k, ["archive"] if args.archive else None)
-            _warn(args, found)
-            emit(args, found, "\n".join(f"{i['id']}  {i['score']:.3g}  {clean(i['title'])}: "
-                                        f"{clean(i['text'].splitlines()[0] if i['text'] else '')}"
-                                        for i in found["items"]) or "(nothing found)")
-        elif args.action == "show":
-            found = memory.memory_show(args.item_id)
-            emit(args, found, _show_text(found))
-        elif args.action == "write":
-            found = memory.memory_write(args.path, args.text)
-            _warn(args, found)
-            emit(args, found, f"{'unchanged' if found['unchanged'] else 'wrote'} {found['id']}")
-        elif args.action == "forget":
-            found = memory.memory_forget(args.item_id)
-            emit(args, found, "forgot " + ", ".join(found["forgotten"]))
-        elif args.action == "export":
-            found = memory.memory_export(args.directory)
-            emit(args, found, f"exported {found['facts']} facts and {found['episodes']} episodes to "
-                              f"{found['directory']}")
-        else:
-            found = memory.memory_import(args.directory)
-            emit(args, found, ", ".join(f"{key.replace('_', ' ')}: {count}" for key, count in found.items()))
+        found, text = answer(args, memory)
+    emit(args, found, text)
     return EXIT_OK
+
+
+def _list(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_list(args.prefix)
+    return found, _list_text(found)
+
+
+def _search(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_search(args.query, args.k, ["archive"] if args.archive else None)
+    _warn(args, found)
+    return found, "\n".join(f"{i['id']}  {i['score']:.3g}  {clean(i['title'])}: "
+                            f"{clean(i['text'].splitlines()[0] if i['text'] else '')}"
+                            for i in found["items"]) or "(nothing found)"
+
+
+def _show(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_show(args.item_id)
+    return found, _show_text(found)
+
+
+def _write(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_write(args.path, args.text)
+    _warn(args, found)
+    return found, f"{'unchanged' if found['unchanged'] else 'wrote'} {found['id']}"
+
+
+def _forget(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_forget(args.item_id)
+    return found, "forgot " + ", ".join(found["forgotten"])
+
+
+def _export(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_export(args.directory)
+    return found, f"exported {found['facts']} facts and {found['episodes']} episodes to {found['directory']}"
+
+
+def _import(args: argparse.Namespace, memory: MemoryClient) -> tuple[dict[str, Any], str]:
+    found = memory.memory_import(args.directory)
+    return found, ", ".join(f"{key.replace('_', ' ')}: {n}" for key, n in found.items())
 
 
 def _warn(args: argparse.Namespace, found: dict[str, Any]) -> None:
