@@ -245,13 +245,11 @@ def _machine_ticks() -> tuple[int, int]:
 class CpuAccount:
     """CPU time by process role over a run, from /proc (clock ticks).
 
-    The roles come from the processes' titles when the account opens (``pegasus:
-    supervisor [...]``, ``pegasus: llm worker 3 [...]``: actors/runtime/titles.py); the
-    guardian, the MCP host, the admin and the logger count as "admin+logger".
-    Task actors come and go (each serves up to ``task_actor_runs`` runs): their
-    CPU is what the live ones used plus the growth of the supervisor's ``cutime +
-    cstime`` (the exited ones, reaped by it).  The client is this process
-    (``os.times``).
+    The roles come from the processes' titles when the account opens (``pegasus: supervisor [...]``,
+    ``pegasus: llm worker 3 [...]``: actors/runtime/titles.py); the guardian, the MCP host, the admin and
+    the logger count as "admin+logger".  Task actors come and go (each serves up to ``task_actor_runs``
+    runs): their CPU is what the live ones used plus the growth of the supervisor's ``cutime + cstime``
+    (the exited ones, reaped by it).  The client is this process (``os.times``).
     """
 
     def __init__(self, system: System, *, kinds: bool = False, wait: bool = True) -> None:
