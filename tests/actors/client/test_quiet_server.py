@@ -1,5 +1,5 @@
 """The quiet server stands in for uvicorn's loop only on the uvicorn it was written for (actors/client/quiet_server.py):
-every pinned fingerprint is the installed uvicorn's, setup.cfg pins its version, and another version, changed code
+every pinned fingerprint is the installed uvicorn's, the test extra pins its version, and another version, changed code
 or a setting only the tick serves gives uvicorn's own server after a warning.  (The gateway on a changed uvicorn,
 through real processes: tests/integration/test_quiet_server.py.)"""
 
@@ -23,11 +23,13 @@ def test_every_pinned_fingerprint_is_the_installed_uvicorns(target: Target) -> N
     assert target.found() == target.expected
 
 
-def test_setup_cfg_pins_the_uvicorn_the_quiet_server_is_written_for() -> None:
+def test_the_test_extra_pins_the_uvicorn_the_quiet_server_is_written_for_and_users_get_any() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    requires = [line.strip() for line in cfg["options"]["install_requires"].splitlines()]
-    assert [line for line in requires if line.startswith("uvicorn")] == [f"uvicorn=={quiet_server.PINNED}"]
+    def uvicorns(lines: str) -> list[str]:
+        return [line.strip() for line in lines.splitlines() if line.strip().startswith("uvicorn")]
+    assert uvicorns(cfg["options.extras_require"]["test"]) == [f"uvicorn=={quiet_server.PINNED}"]
+    assert uvicorns(cfg["options"]["install_requires"]) == ["uvicorn>=0.29"]
     assert uvicorn.__version__ == quiet_server.PINNED
 
 
