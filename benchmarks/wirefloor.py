@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import cProfile
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -63,6 +64,7 @@ class Ran:
     asker_cpu_s: float
     answerer_cpu_s: float
     wall_s: float
+    wakeups: int = 0  # voluntary context switches of both processes
 
 
 @dataclass(frozen=True)
@@ -75,22 +77,29 @@ class Measure:
 @dataclass(frozen=True)
 class Measured:
     cpu_s: float
+    wakeups: int = 0
+
+
+def _switches() -> int:
+    """Voluntary context switches of this process so far: how often it slept and was woken."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
 
 class _Account:
     """A process's CPU from ``start`` to ``stop``, under cProfile when asked."""
 
     def __init__(self) -> None:
-        self.started, self.profiler = 0.0, None
+        self.started, self.profiler, self.switches = 0.0, None, 0
 
     def start(self, profile: str) -> None:
         self.profiler = cProfile.Profile(time.thread_time) if profile else None
-        self.started = time.process_time()
+        self.started, self.switches = time.process_time(), _switches()
         if self.profiler is not None:
             self.profiler.enable()
 
     def stop(self, profile: str, name: str) -> float:
         used = time.process_time() - self.started
+        self.switches = _switches() - self.switches
         if self.profiler is not None:
             self.profiler.disable()
             self.profiler.dump_stats(str(Path(profile) / f"{name}-{os.getpid()}.prof"))
@@ -113,7 +122,8 @@ class Answerer(ActorTypeDispatcher):
             self.account.start(measure.profile)
             self.send(sender, Measured(0.0))
         else:
-            self.send(sender, Measured(self.account.stop(measure.profile, "answerer")))
+            cpu_s = self.account.stop(measure.profile, "answerer")
+            self.send(sender, Measured(cpu_s, self.account.switches))
 
 
 class Asker(ActorTypeDispatcher):
@@ -139,7 +149,8 @@ class Asker(ActorTypeDispatcher):
             self.account.start(self.run.profile)
             self.send(self.answerer, Ask(0, self.run.gap_s))
             return
-        self.send(self.client, Ran(self.asker_cpu_s, measured.cpu_s, self.wall_s))
+        self.send(self.client, Ran(self.asker_cpu_s, measured.cpu_s, self.wall_s,
+                                   self.account.switches + measured.wakeups))
 
     def receiveMsg_Answer(self, answer: Answer, sender: Any) -> None:
         pass  # a task actor's transition would go here
@@ -175,7 +186,7 @@ def measure(rounds: int, gaps_ms: tuple[float, ...] = (0.0, 50.0), repeats: int 
                 for _ in range(repeats):
                     ran = asys.ask(asker, Run(n, gap / 1000.0, profile), 60 + n * gap / 500)
                     if not isinstance(ran, Ran):
-                        raise RuntimeError(f"wire floor run got {ran!r}")
+                        raise TypeError(f"wire floor run got {ran!r}")
                     runs.append(ran)
                 best = min(runs, key=lambda r: r.asker_cpu_s + r.answerer_cpu_s)
                 us = 1e6 / n
@@ -185,6 +196,7 @@ def measure(rounds: int, gaps_ms: tuple[float, ...] = (0.0, 50.0), repeats: int 
                     "both_us_a_round": round((best.asker_cpu_s + best.answerer_cpu_s) * us, 1),
                     "both_us_a_message": round((best.asker_cpu_s + best.answerer_cpu_s) * us / MESSAGES_A_ROUND, 1),
                     "wall_ms_a_round": round(best.wall_s * 1e3 / n, 3),
+                    "wakeups_a_round": round(min(r.wakeups for r in runs) / n, 2),
                 }
             asys.tell(asker, ActorExitRequest())
             return out
@@ -196,8 +208,9 @@ def main(argv: list[str]) -> None:
     rounds = int(argv[0]) if argv else 1000
     gaps = tuple(float(g) for g in argv[1:]) or (0.0, 50.0)
     print(f"load {os.getloadavg()[0]:.1f}")
-    from benchmarks import wirefloor  # the actors' classes by their module's name, not __main__'s
-    for gap, figures in wirefloor.measure(rounds, gaps, profile=os.environ.get("PEGASUS_WIRE_PROFILE", "")).items():
+    # the actors' classes named by their module, not __main__
+    from benchmarks.wirefloor import measure as measure_imported
+    for gap, figures in measure_imported(rounds, gaps, profile=os.environ.get("PEGASUS_WIRE_PROFILE", "")).items():
         print(gap, figures)
     print(f"load {os.getloadavg()[0]:.1f}")
 
