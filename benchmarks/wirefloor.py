@@ -1,17 +1,12 @@
-"""Thespian's own CPU per message (issue 33): two bare actors, a stage's messages, nothing of Pegasus but its patches.
+"""Thespian's own CPU per message (issue 33): two bare actors with Pegasus's patches, a stage's messages.
 
-A real multiprocTCPBase system with Pegasus's Thespian patches (``start_system``: frame_auth, the speed
-patches).  Each round, ``Asker`` (as a task actor and pool) sends a ~2 KB ``Ask``; ``Answerer`` (as a worker)
-answers a ~800 B ``Answer`` and a ~200 B ``Done``: three messages and three acknowledgements.  Back to back
-(``gap_ms`` 0) each process is woken while warm; with ``gap_ms`` 50 the answerer sleeps in its handler as a
-worker waits for its model, so the asker sleeps too and every message arrives alone.  Each actor reports its
-own process CPU (``time.process_time``); ``PEGASUS_WIRE_PROFILE=DIR`` also writes each actor's cProfile of the
-measured rounds (its whole loop: receive, MAC check, unpickle, handler, send) to DIR.
-
-``python -m benchmarks.wirefloor [rounds] [gap_ms ...]``: CPU us a round and a message, per process, min of
-the repetitions.  docs/performance.md, "Thespian's floor per message (branch i33-wire2)".
+``Asker`` (a task actor and pool) sends a ~2 KB ``Ask``; ``Answerer`` (a worker) answers ~800 B and ~200 B:
+three messages and their acknowledgements a round, in a real multiprocTCPBase system.  ``gap_ms`` 50: the
+answerer sleeps in its handler as a worker waits for its model, so every message arrives alone.  Each actor
+reports its process CPU; ``PEGASUS_WIRE_PROFILE=DIR`` writes each actor's cProfile of its loop to DIR.
+``python -m benchmarks.wirefloor [rounds] [gap_ms ...]``: CPU us a message, per process, min of repetitions
+(docs/performance.md, "Issue 33: Thespian's floor per message (branch i33-wire2)").
 """
-
 from __future__ import annotations
 
 import cProfile
