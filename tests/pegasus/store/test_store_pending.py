@@ -3,6 +3,7 @@ statements, the same rows committed, reads and failed writes in between as befor
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -181,3 +182,18 @@ def test_a_groups_plain_submits_make_one_statement_a_table_and_no_savepoint(tmp_
     assert store.db.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 60
     assert store.db.execute("SELECT COUNT(*) FROM transitions").fetchone()[0] == 60
     assert store.db.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0] == 20
+
+
+def test_an_audit_row_makes_no_system_call_for_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight audit rows a classic task: each drew ``os.urandom`` (a ``getrandom`` system call) before."""
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    drawn: list[int] = []
+    real = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: drawn.append(n) or real(n))
+    with store.group():
+        store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="a", reason="r")
+        store.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="a", reason="r")
+    assert drawn == []
+    ids = [row[0] for row in store.db.execute("SELECT audit_id FROM audit ORDER BY rowid")]
+    assert len(ids) == len(set(ids)) == 3 and all(len(i) == 32 for i in ids)
