@@ -106,7 +106,7 @@ class Store(TaskMessages, TreeTables, Database):
         # context has it too) is read by views
         transition = (task_id, "lifecycle", 0, "-", "draft", "TASK_CREATED",
                       pack({"reason": "submitted", **_tier(row)}), stamp)
-        audit = _audit_row(task_id, "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
+        audit = audit_row(task_id, "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
                                                      **_tier(row)}, stamp)
         if claim is None and row.get("link") is None and self.holding:
             with self.deferred() as pending:
@@ -142,7 +142,7 @@ class Store(TaskMessages, TreeTables, Database):
         stamp = now_iso()
         columns = {"lifecycle_state": target, "updated_at": stamp, **_encode_updates(updates or {})}
         transition = (task_id, "lifecycle", run, expected, target, event, pack({"reason": reason}), stamp)
-        audit = _audit_row(task_id, f"STATE_TRANSITION_{target.upper()}",
+        audit = audit_row(task_id, f"STATE_TRANSITION_{target.upper()}",
                            {"from_state": expected, "to_state": target, "actor": actor, "reason": reason,
                             "transition_metadata": metadata or {}}, stamp)
         with self.deferred() as pending:
@@ -214,7 +214,7 @@ class Store(TaskMessages, TreeTables, Database):
         return None
 
     def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        db.execute(AUDIT, _audit_row(task_id, event_type, payload, now_iso()))
+        db.execute(AUDIT, audit_row(task_id, event_type, payload, now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
@@ -355,7 +355,7 @@ def _usage_row(usage: dict[str, Any]) -> tuple[Any, ...]:
             cost, unpriced, number("estimated_calls"))
 
 
-def _audit_row(task_id: str, event_type: str, payload: dict[str, Any], stamp: str) -> tuple[Any, ...]:
+def audit_row(task_id: str, event_type: str, payload: dict[str, Any], stamp: str) -> tuple[Any, ...]:
     return (_audit_id(), task_id, event_type, json.dumps(payload, default=str), stamp)
 
 
