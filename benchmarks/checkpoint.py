@@ -233,7 +233,8 @@ def in_flight_pages(ids: Callable[[], str], tasks: int, in_flight: int = 32, per
         pages = 0
         for count in (stored, tasks):
             pages = wal_pages(store.path, page_size)
-            left, live, reports = count, [], 0
+            live: list[Iterator[None]] = []
+            left, reports = count, 0
             store.hold()
             while left or live:
                 while left and len(live) < in_flight:
