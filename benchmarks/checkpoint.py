@@ -9,10 +9,12 @@ the task's payload bytes in the store (``Store.bytes_for``) across one step.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,63 @@ def statements(tasks: int, together: bool) -> dict[str, Any]:
             "wal_pages_per_task": round(pages / tasks, 2),
             "statements_by_kind": {k: round(v / tasks, 2) for k, v in kinds.most_common()},
             "calls_by_kind": {k: round(v / tasks, 2) for k, v in calls.calls.most_common()}}
+
+
+def _task_writes(store: Store, seq: int, task_id: str) -> Iterator[None]:
+    """``classic_task``'s writes of one task, with each report its own step (the caller commits): created and
+    started, then one report a step, the last with the task's end."""
+    fsm = TaskFSM.create(machine="classic", input_text=f"what is {seq} + 1?", task_id=task_id)
+    full = encode_full(fsm.snapshot())
+    store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
+                       "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}}, full)
+    for source, target, event in UP:
+        store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(), run=1,
+                                   updates={"cognitive_state": "idle", "runs": 1})
+    delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
+    detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
+    for source, target, event, kind in CLASSIC:
+        yield
+        checkpoint = (kind, full if kind == "full" else delta) if kind else None
+        store.cognitive_transition(task_id, 1, "classic", source, target, event, detail, checkpoint, None)
+    for source, target, event in DOWN:
+        store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(), run=1,
+                                   updates={"cognitive_state": "completed", "runs": 1,
+                                            "result": f"{seq} + 1 = {seq + 1}" if target == "done" else None})
+
+
+def in_flight_pages(ids: Callable[[], str], tasks: int, in_flight: int = 32, per_commit: int = 8,
+                    stored: int = 0) -> float:
+    """WAL pages a task when ``in_flight`` classic tasks' reports interleave, ``per_commit`` of them a commit
+    (a task ended starts the next), after ``stored`` tasks written the same way; task ids from ``ids``.
+    Where a task's rows land in the indexes led by its id decides how many pages a commit dirties."""
+    with state_dir() as state:
+        store = Store(state / "pegasus.db")
+        store.db.execute("PRAGMA wal_autocheckpoint = 0")  # the WAL grows: its pages are counted
+        page_size = int(store.db.execute("PRAGMA page_size").fetchone()[0])
+        seq = itertools.count(1)
+        pages = 0
+        for count in (stored, tasks):
+            pages = wal_pages(store.path, page_size)
+            live: list[Iterator[None]] = []
+            left, reports = count, 0
+            store.hold()
+            while left or live:
+                while left and len(live) < in_flight:
+                    task = _task_writes(store, next(seq), ids())
+                    next(task)
+                    live.append(task)
+                    left -= 1
+                task = live.pop(0)
+                if next(task, StopIteration) is not StopIteration:
+                    live.append(task)
+                reports += 1
+                if reports % per_commit == 0:
+                    store.release()
+                    store.hold()
+            store.release()
+        pages = wal_pages(store.path, page_size) - pages
+        store.close()
+    return round(pages / tasks, 2)
 
 
 def run(quick: bool) -> dict[str, Any]:

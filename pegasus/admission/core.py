@@ -29,13 +29,13 @@ from pegasus.idempotency import SUBMIT, Claim, submit_claim
 from pegasus.store.quarantine import reason
 from pegasus.run.commands import ChildStep
 from pegasus.store.checkpoint import encode_full, rebuild
+from pegasus.store.task_ids import TaskIds
 from pegasus.store.tree import Link
 from pegasus.task import (
     Event, EventType, InvalidStateTransition, RetryNotAllowedError, TaskAlreadyInStateError, TaskNotFoundError,
     TaskSnapshot,
 )
 from pegasus.task.errors import QueueFull
-from pegasus.task.events import new_id
 from pegasus.task.names import CognitiveState, LifecycleState, MachineName
 
 _ENDS = frozenset({LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED})  # a sub-task's ends
@@ -47,11 +47,11 @@ class Admission:
     """All tasks of one supervisor: records, the priority queue and the running set."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic,
-                 id_factory: Callable[[], str] = new_id, store: StorePort | None = None) -> None:
+                 id_factory: Callable[[], str] | None = None, store: StorePort | None = None) -> None:
         self.settings = settings
         self.store: StorePort = store if store is not None else NullStore()
         self.clock = clock
-        self.id_factory = id_factory
+        self.id_factory = id_factory or TaskIds()  # time-ordered: a commit's rows share index pages
         self.records: dict[str, TaskRecord] = {}
         self.quarantined: dict[str, str] = {}  # task id -> why: rows restore set aside (pegasus stats)
         self.running: set[str] = set()

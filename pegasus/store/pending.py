@@ -2,6 +2,7 @@
 
 A transition's rows (transition, audit, checkpoint, journal end, usage, full-text) and its task row's
 new columns go with one ``executemany`` per table and one UPDATE per task row just before the COMMIT,
+a new task's row and full-text rows first (a group's plain submits: no savepoint a task),
 or before anything else reads or writes in the same transaction: what commits is what the writes one
 by one would have left, in the same order.  ``lifecycle`` is each task's lifecycle state as this
 transaction left it: the writer holds the lock, so a second compare-and-set is answered from it.
@@ -12,6 +13,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+TASK = ("INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, source,"
+        " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)")
+TASK_TEXT = "INSERT INTO task_search (rowid, input) VALUES ((SELECT rowid FROM tasks WHERE task_id = ?), ?)"
+TASK_META = "INSERT OR REPLACE INTO task_meta (task_id, key, value) VALUES (?, ?, ?)"
 TRANSITION = ("INSERT INTO transitions (task_id, machine, run, from_state, to_state, event, detail, created_at)"
               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 AUDIT = "INSERT INTO audit (audit_id, task_id, level, event_type, payload, created_at) VALUES (?, ?, 'info', ?, ?, ?)"
@@ -42,6 +47,9 @@ class PendingWrites:
         self.clear()
 
     def clear(self) -> None:
+        self.tasks: list[tuple[Any, ...]] = []  # new tasks' rows, with their full-text rows and metadata pairs
+        self.task_texts: list[tuple[Any, ...]] = []
+        self.task_meta: list[tuple[Any, ...]] = []
         self.transitions: list[tuple[Any, ...]] = []
         self.audit: list[tuple[Any, ...]] = []
         self.checkpoints: list[tuple[Any, ...]] = []
@@ -56,8 +64,14 @@ class PendingWrites:
         self.lifecycle.clear()
 
     def __bool__(self) -> bool:
-        return bool(self.transitions or self.audit or self.checkpoints or self.journal or self.results
+        return bool(self.tasks or self.transitions or self.audit or self.checkpoints or self.journal or self.results
                     or self.usage or self.rows)
+
+    def created(self, transition: tuple[Any, ...], audit: tuple[Any, ...], checkpoint: tuple[Any, ...]) -> None:
+        """A new task's first history rows: its TASK_CREATED transition and audit, its first checkpoint."""
+        self.transitions.append(transition)
+        self.audit.append(audit)
+        self.checkpoints.append(checkpoint)
 
     def set_row(self, task_id: str, columns: dict[str, Any]) -> None:
         """Columns the task row takes at the flush (later values win, as later UPDATEs would)."""
@@ -73,7 +87,8 @@ class PendingWrites:
     def flush(self, db: sqlite3.Connection) -> None:
         """Write everything waiting, in table order (rows of one table keep their order), then forget it."""
         try:
-            for sql, rows in ((TRANSITION, self.transitions), (AUDIT, self.audit), (CHECKPOINT, self.checkpoints),
+            for sql, rows in ((TASK, self.tasks), (TASK_TEXT, self.task_texts), (TASK_META, self.task_meta),
+                              (TRANSITION, self.transitions), (AUDIT, self.audit), (CHECKPOINT, self.checkpoints),
                               (JOURNAL_END, self.journal), (USAGE, self.usage), (RESULT_TEXT, self.results)):
                 if rows:
                     db.executemany(sql, rows)

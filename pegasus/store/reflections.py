@@ -14,7 +14,7 @@ from typing import Any
 from pegasus import codec
 from pegasus.store.quarantine import reason, sift
 from pegasus.store.database import now_iso
-from pegasus.store.sqlite import Store, unpack
+from pegasus.store.sqlite import Store, audit_row, unpack
 from pegasus.task.events import EventType
 from pegasus.task.names import LifecycleState
 
@@ -48,19 +48,34 @@ def finished(store: Store, task_id: str, status: str, *, reflection: dict[str, A
     """Mark the reflection over -- ``write`` (the memory writes: their ids) in the same transaction --
     with REFLECTION_COMPLETE / REFLECTION_FAILED in the task's audit log.  A ``write`` that raises
     leaves nothing written (the caller records the failure instead)."""
+    marker = (task_id, status, codec.pack(reflection) if reflection is not None else None, error, now_iso())
+    if write is None:  # the marker alone: one statement, atomic on its own (no savepoint, nothing flushed early)
+        with store.deferred() as waiting:
+            store.db.execute(_MARKER, marker)
+            if status != SKIPPED:  # its audit row waits with the group's (pegasus.store.pending)
+                waiting.audit.append(audit_row(task_id, *_audited(status, [], reflection, error), marker[-1]))
+        return []
     # One savepoint in a group: the memory store's own transactions nest inside it, and a write that raises
     # undoes them all with the marker (a bare transaction cannot hold another).
     with store.group(), store.transaction() as db:
-        written = write() if write is not None else []
-        db.execute("INSERT INTO post_reflections (task_id, status, attempts, reflection, error, updated_at)"
-                   " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,"
-                   " reflection = excluded.reflection, error = excluded.error, updated_at = excluded.updated_at",
-                   (task_id, status, codec.pack(reflection) if reflection is not None else None, error, now_iso()))
+        written = write()
+        db.execute(_MARKER, marker)
         if status != SKIPPED:
-            event = EventType.REFLECTION_COMPLETE if status == COMPLETE else EventType.REFLECTION_FAILED
-            store._audit(db, task_id, event.value, {"memories": written, "error": error} if error else
-                         {"memories": written, "assessment": (reflection or {}).get("assessment", "")})
+            store._audit(db, task_id, *_audited(status, written, reflection, error))
     return written
+
+
+_MARKER = ("INSERT INTO post_reflections (task_id, status, attempts, reflection, error, updated_at)"
+           " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,"
+           " reflection = excluded.reflection, error = excluded.error, updated_at = excluded.updated_at")
+
+
+def _audited(status: str, written: list[str], reflection: dict[str, Any] | None,
+             error: str | None) -> tuple[str, dict[str, Any]]:
+    """The audit row's event and payload of a reflection over (none is written for a skipped one)."""
+    event = EventType.REFLECTION_COMPLETE if status == COMPLETE else EventType.REFLECTION_FAILED
+    return event.value, ({"memories": written, "error": error} if error else
+                         {"memories": written, "assessment": (reflection or {}).get("assessment", "")})
 
 
 def reflection_of(store: Store, task_id: str) -> dict[str, Any] | None:

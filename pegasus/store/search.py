@@ -67,16 +67,6 @@ def register(db: sqlite3.Connection) -> None:
     db.create_function("pegasus_meta", 1, _packed_meta, deterministic=True)
 
 
-def index_new(db: sqlite3.Connection, task_id: str, text: str, metadata: Mapping[str, Any] | None) -> None:
-    """A new task's input and metadata, in its creating transaction (after its row)."""
-    db.execute("INSERT INTO task_search (rowid, input) VALUES ((SELECT rowid FROM tasks WHERE task_id = ?), ?)",
-               (task_id, text))
-    pairs = meta_pairs(metadata)
-    if pairs:
-        db.executemany("INSERT OR REPLACE INTO task_meta (task_id, key, value) VALUES (?, ?, ?)",
-                       [(task_id, key, value) for key, value in pairs.items()])
-
-
 def forget(db: sqlite3.Connection, task_ids: list[str]) -> None:
     """Remove deleted tasks from both tables (before their rows go: the rowid is read from them)."""
     for task_id in task_ids:

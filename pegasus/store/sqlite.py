@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from pegasus.store.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
-from pegasus.store.pending import AUDIT, CHECKPOINT
+from pegasus.store.pending import AUDIT, CHECKPOINT, TASK, TASK_META, TASK_TEXT
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
 from pegasus.store.metric_facts import Tally, metric_facts
@@ -41,10 +42,15 @@ MARKER = DB_FILE + ".created"  # written beside the store of a state directory w
 TERMINAL = (LifecycleState.DONE, LifecycleState.FAILED, LifecycleState.CANCELED)
 
 
+_AUDIT_RANDOM = random.Random()  # seeded from os.urandom: an audit id must be unique, not secret
+os.register_at_fork(after_in_child=_AUDIT_RANDOM.seed)  # a forked child draws its own
+
+
 def _audit_id() -> str:
     """32 hex digits, the time first: each new row goes to the end of the key's index, not to a random page
-    of it (a uuid4 dirtied a page of that index, and wrote it to the WAL, at every audit row)."""
-    return f"{time.time_ns() // 1000:014x}{os.urandom(9).hex()}"
+    of it (a uuid4 dirtied a page of that index, and wrote it to the WAL, at every audit row).  The rest from
+    a seeded generator: no system call a row (8 a task)."""
+    return f"{time.time_ns() // 1000:014x}{_AUDIT_RANDOM.getrandbits(72):018x}"
 
 
 def unpack(data: bytes | None) -> Any:
@@ -86,31 +92,44 @@ class Store(TaskMessages, TreeTables, Database):
     # -- writes ------------------------------------------------------------------------------
     def create_task(self, row: dict[str, Any], checkpoint: bytes, claim: Claim | None = None) -> None:
         """Insert a new task (in draft), its TASK_CREATED audit and its first full checkpoint,
-        and the idempotency key it was submitted with (one transaction: both or neither)."""
+        and the idempotency key it was submitted with (one transaction: both or neither).
+
+        In an open group with no key and no link, its rows wait with those of its first moves
+        (``pegasus.store.pending``): a batch of submits makes one statement a table and no savepoint.
+        Nothing of it can fail alone there (a fresh id, no key to conflict); what could (encoding) runs first."""
         stamp = now_iso()
-        with self.transaction() as db:
-            if claim is not None:
-                db.execute("INSERT INTO idempotency (scope, key, task_id, fingerprint, created_at) VALUES (?, ?, ?, ?, ?)",
-                           (claim.scope, claim.key, row["task_id"], claim.fingerprint, stamp))
-            db.execute(
-                "INSERT INTO tasks (task_id, machine, lifecycle_state, cognitive_state, priority, seq, input, source,"
-                " metadata, created_at, updated_at) VALUES (?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row["task_id"], row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
-                 row["source"], pack(row.get("metadata") or {}), stamp, stamp))
-            search.index_new(db, row["task_id"], row["input"], row.get("metadata"))
-            if row.get("link") is not None:  # a sub-task: created with its link, or not at all
-                insert_link(db, row["link"])
-            # its history's first rows wait with those of its first moves (pegasus.store.pending)
-            self.pending.transitions.append((row["task_id"], "lifecycle", 0, "-", "draft", "TASK_CREATED",
-                                             # the tier it was submitted with (its context has it too): read by views
-                                             pack({"reason": "submitted", **_tier(row)}), stamp))
-            self.pending.audit.append(_audit_row(row["task_id"], "TASK_CREATED", {
-                "machine": row["machine"], "priority": row["priority"], **_tier(row)}, stamp))
-            self.pending.checkpoints.append((row["task_id"], 0, "full", row["cognitive_state"], checkpoint, stamp))
+        task_id = row["task_id"]
+        task = (task_id, row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
+                row["source"], pack(row.get("metadata") or {}), stamp, stamp)
+        meta = [(task_id, key, value) for key, value in search.meta_pairs(row.get("metadata")).items()]
+        # its history's first rows wait with those of its first moves; the tier it was submitted with (its
+        # context has it too) is read by views
+        transition = (task_id, "lifecycle", 0, "-", "draft", "TASK_CREATED",
+                      pack({"reason": "submitted", **_tier(row)}), stamp)
+        audit = audit_row(task_id, "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
+                                                     **_tier(row)}, stamp)
+        if claim is None and row.get("link") is None and self.holding:
+            with self.deferred() as pending:
+                pending.tasks.append(task)
+                pending.task_texts.append((task_id, row["input"]))
+                pending.task_meta.extend(meta)
+                pending.created(transition, audit, (task_id, 0, "full", row["cognitive_state"], checkpoint, stamp))
+        else:
+            with self.transaction() as db:
+                if claim is not None:
+                    db.execute("INSERT INTO idempotency (scope, key, task_id, fingerprint, created_at)"
+                               " VALUES (?, ?, ?, ?, ?)", (claim.scope, claim.key, task_id, claim.fingerprint, stamp))
+                db.execute(TASK, task)
+                db.execute(TASK_TEXT, (task_id, row["input"]))
+                if meta:
+                    db.executemany(TASK_META, meta)
+                if row.get("link") is not None:  # a sub-task: created with its link, or not at all
+                    insert_link(db, row["link"])
+                self.pending.created(transition, audit, (task_id, 0, "full", row["cognitive_state"], checkpoint, stamp))
         if row.get("link") is None:
-            self._unlinked.add(row["task_id"])
+            self._unlinked.add(task_id)
         if self.holding:  # its first moves, in the same group, compare with the state it was created in
-            self.pending.lifecycle[row["task_id"]] = "draft"
+            self.pending.lifecycle[task_id] = "draft"
 
     def lifecycle_transition(self, task_id: str, expected: str, target: str, event: str, *, actor: str,
                              reason: str, metadata: dict[str, Any] | None = None,
@@ -123,7 +142,7 @@ class Store(TaskMessages, TreeTables, Database):
         stamp = now_iso()
         columns = {"lifecycle_state": target, "updated_at": stamp, **_encode_updates(updates or {})}
         transition = (task_id, "lifecycle", run, expected, target, event, pack({"reason": reason}), stamp)
-        audit = _audit_row(task_id, f"STATE_TRANSITION_{target.upper()}",
+        audit = audit_row(task_id, f"STATE_TRANSITION_{target.upper()}",
                            {"from_state": expected, "to_state": target, "actor": actor, "reason": reason,
                             "transition_metadata": metadata or {}}, stamp)
         with self.deferred() as pending:
@@ -195,7 +214,7 @@ class Store(TaskMessages, TreeTables, Database):
         return None
 
     def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        db.execute(AUDIT, _audit_row(task_id, event_type, payload, now_iso()))
+        db.execute(AUDIT, audit_row(task_id, event_type, payload, now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
@@ -336,7 +355,7 @@ def _usage_row(usage: dict[str, Any]) -> tuple[Any, ...]:
             cost, unpriced, number("estimated_calls"))
 
 
-def _audit_row(task_id: str, event_type: str, payload: dict[str, Any], stamp: str) -> tuple[Any, ...]:
+def audit_row(task_id: str, event_type: str, payload: dict[str, Any], stamp: str) -> tuple[Any, ...]:
     return (_audit_id(), task_id, event_type, json.dumps(payload, default=str), stamp)
 
 

@@ -90,3 +90,20 @@ def test_a_task_done_now_is_archived_from_its_completed_checkpoint_not_dumped_ag
     supervisor.ctx.completed.clear()  # no checkpoint at hand (a run that stopped apart from it): dumped
     memory.archive_task(supervisor.ctx, "t2", snapshot, last=True)
     assert len(dumps) == 1 and supervisor._memory().archived("t2").context == real(snapshot.context, mode="json")
+
+
+def test_the_identity_each_start_carries_resolves_the_state_dir_once(tmp_path: Path, monkeypatch) -> None:
+    """Recall off, every StartTask carries the identity text: before, each resolved the state dir again (a
+    stat of each part of its path; 2.4% of the supervisor's busy samples at L = 50 ms, memory off)."""
+    supervisor = Supervisor(Store(tmp_path / "p.db"))
+    supervisor.ctx.settings = Settings().with_overrides({"state": {"home": str(tmp_path)}})
+    (tmp_path / "identity.md").write_text("I am the test's agent.\n")
+    resolved: list[object] = []
+    real = Settings.state_dir
+    monkeypatch.setattr(Settings, "state_dir", lambda self: resolved.append(self) or real(self))
+    assert memory.identity(supervisor.ctx) == "I am the test's agent."  # read (and the dir resolved) once
+    resolved.clear()
+    assert {memory.identity(supervisor.ctx) for _ in range(5)} == {"I am the test's agent."} and resolved == []
+    supervisor.ctx.settings = supervisor.ctx.settings.with_overrides({})  # configured again: resolved again
+    memory.identity(supervisor.ctx)
+    assert resolved == [supervisor.ctx.settings]

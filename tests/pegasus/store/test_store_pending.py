@@ -3,8 +3,11 @@ statements, the same rows committed, reads and failed writes in between as befor
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,29 @@ def new_task(store: Store, task_id: str = "t1") -> TaskFSM:
     store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
                        "seq": 1, "input": "count things", "source": "test"}, encode_full(fsm.snapshot()))
     return fsm
+
+
+class Calls:
+    """The connection, its ``execute`` and ``executemany`` calls counted by verb and table."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db, self.calls = db, Counter[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def _count(self, sql: str) -> None:
+        words = sql.split()
+        table = words[words.index("INTO") + 1] if words[0] == "INSERT" else " ".join(words[1:2])
+        self.calls[f"{words[0]} {table}"] += 1
+
+    def execute(self, sql: str, *params: Any) -> sqlite3.Cursor:
+        self._count(sql)
+        return self._db.execute(sql, *params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self._count(sql)
+        return self._db.executemany(sql, rows)
 
 
 def traced(store: Store) -> list[str]:
@@ -125,3 +151,49 @@ def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: P
     store.close()
     assert Store(tmp_path / "p.db").link_of("child") is not None  # another store (a restart) reads it
 
+
+
+def test_a_groups_plain_submits_make_one_statement_a_table_and_no_savepoint(tmp_path: Path) -> None:
+    """Submitted together (``SubmitMany``, a batch of starts): 20 tasks, each created, approved and queued.
+    Before, each creation was a savepoint that wrote what waited: 20 SAVEPOINTs and RELEASEs, 20 calls
+    INSERTing into tasks and into task_search, 20 executemany a table of history rows."""
+    store = Store(tmp_path / "p.db")
+    seen = traced(store)
+    calls = Calls(store.db)
+    store.db = calls  # type: ignore[assignment]
+    with store.group():
+        for n in range(20):
+            task_id = f"t{n:02}"
+            fsm = TaskFSM.create("classic", f"task {n}", task_id=task_id)
+            store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                               "seq": n, "input": f"task {n}", "source": "test", "metadata": {"team": "a"}},
+                              encode_full(fsm.snapshot()))
+            store.lifecycle_transition(task_id, "draft", "approved", "TASK_APPROVED", actor="a", reason="r")
+            store.lifecycle_transition(task_id, "approved", "queued", "TASK_QUEUED", actor="a", reason="r")
+        assert not [sql for sql in seen if sql.startswith("INSERT")]  # every row waits for the commit
+    store.db = calls._db
+    assert not [sql for sql in seen if sql.startswith(("SAVEPOINT", "RELEASE"))]
+    for kind in ("INSERT tasks", "INSERT task_search", "INSERT task_meta", "INSERT transitions", "INSERT audit",
+                 "INSERT checkpoints", "UPDATE tasks"):
+        assert calls.calls[kind] == 1, kind  # one executemany a table
+    rows = store.db.execute("SELECT t.task_id, t.lifecycle_state, s.input, m.value FROM tasks t JOIN task_search s"
+                            " ON s.rowid = t.rowid JOIN task_meta m ON m.task_id = t.task_id ORDER BY 1").fetchall()
+    assert rows == [(f"t{n:02}", "queued", f"task {n}", "a") for n in range(20)]
+    assert store.db.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 60
+    assert store.db.execute("SELECT COUNT(*) FROM transitions").fetchone()[0] == 60
+    assert store.db.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0] == 20
+
+
+def test_an_audit_row_makes_no_system_call_for_its_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight audit rows a classic task: each drew ``os.urandom`` (a ``getrandom`` system call) before."""
+    store = Store(tmp_path / "p.db")
+    new_task(store)
+    drawn: list[int] = []
+    real = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: drawn.append(n) or real(n))
+    with store.group():
+        store.lifecycle_transition("t1", "draft", "approved", "TASK_APPROVED", actor="a", reason="r")
+        store.lifecycle_transition("t1", "approved", "queued", "TASK_QUEUED", actor="a", reason="r")
+    assert drawn == []
+    ids = [row[0] for row in store.db.execute("SELECT audit_id FROM audit ORDER BY rowid")]
+    assert len(ids) == len(set(ids)) == 3 and all(len(i) == 32 for i in ids)

@@ -96,3 +96,24 @@ def test_the_memory_stores_own_writes_nest_in_the_marker_and_a_refused_one_undoe
             memory.add_episode("t2", "second", "kept").id,
             memory.write_fact("vault", "The vault is in the basement of the old building.", task_id="t2").id])
     assert [e.task_id for e in memory.episodes()] == ["t1"] and r.pending(store) == [("t2", 0)]  # nothing of t2
+
+
+@pytest.mark.parametrize("status", [r.SKIPPED, r.FAILED])
+def test_a_marker_alone_in_a_group_is_one_statement_and_flushes_nothing(tmp_path: Path, status: str) -> None:
+    """The reflector off (the issue's workload): every done task writes a ``skipped`` marker in the group that
+    ends it.  Before, that was a savepoint that wrote the group's waiting rows first and forgot the lifecycle
+    states known in it (the next task's start compared in the file again): SAVEPOINT, RELEASE, and one
+    statement a table of waiting rows, mid-group."""
+    store = Store(tmp_path / "p.db")
+    done_task(store, "t1", 1, state="verified")
+    seen: list[str] = []
+    store.db.set_trace_callback(lambda sql: seen.append(sql) if not sql.startswith("--") else None)
+    with store.group():
+        store.lifecycle_transition("t1", "verified", "done", "E", actor="test", reason="")
+        r.finished(store, "t1", status, error="[memory] reflector is off")
+        assert [sql.split()[0] for sql in seen] == ["BEGIN", "UPDATE", "INSERT"]  # the move's compare, the marker
+        assert store.pending.lifecycle == {"t1": "done"} and store.pending.transitions
+    assert not [sql for sql in seen if sql.startswith(("SAVEPOINT", "RELEASE"))]
+    assert r.pending(store) == []
+    audit = [row[0] for row in store.db.execute("SELECT event_type FROM audit WHERE task_id = 't1' ORDER BY rowid")]
+    assert audit[-1] == ("REFLECTION_FAILED" if status == r.FAILED else "STATE_TRANSITION_DONE")
