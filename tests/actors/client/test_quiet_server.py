@@ -33,6 +33,23 @@ def test_the_test_extra_pins_the_uvicorn_the_quiet_server_is_written_for_and_use
     assert uvicorn.__version__ == quiet_server.PINNED
 
 
+@pytest.fixture(autouse=True)
+def _pristine_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn as imported: sse_starlette (which the MCP client imports, in this process through other tests)
+    replaces ``Server.handle_exit`` on import; a gateway, which never imports it, sees uvicorn's own."""
+    for target in quiet_server.TARGETS:
+        monkeypatch.setattr(target.owner, target.name, target.original)
+
+
+def test_a_handle_exit_replaced_by_another_library_gets_uvicorns_own_server_after_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sse_starlette.sse  # replaces Server.handle_exit as it is imported (the MCP SDK imports it)
+    monkeypatch.setattr(uvicorn.Server, "handle_exit", sse_starlette.sse.AppStatus.handle_exit)
+    chosen, warned = _chosen(uvicorn.Config(app=None))
+    assert type(chosen) is uvicorn.Server
+    assert warned == [f"Server.handle_exit was replaced by something other than Pegasus (see {quiet_server.DOCS})"]
+
+
 def _chosen(config: uvicorn.Config) -> tuple[uvicorn.Server, list[str]]:
     warned: list[str] = []
     return quiet_server.server(config, warned.append), warned
@@ -46,16 +63,16 @@ def test_the_pinned_uvicorn_gets_the_quiet_server_silently() -> None:
 def test_another_version_changed_code_or_a_tick_setting_gets_uvicorns_own_server_after_a_warning(
         monkeypatch: pytest.MonkeyPatch) -> None:
     see = f" (see {quiet_server.DOCS})"
-    monkeypatch.setattr(quiet_server.TARGETS[0], "expected", "source 0")
-    chosen, warned = _chosen(uvicorn.Config(app=None))
-    assert type(chosen) is uvicorn.Server
-    assert warned == [f"Server.main_loop is not the code the patch was written for "
-                      f"({quiet_server.TARGETS[0].found()}, expected source 0){see}"]
-    monkeypatch.undo()
-    monkeypatch.setattr(uvicorn, "__version__", "0.55.0")
-    assert _chosen(uvicorn.Config(app=None))[1] == [f"uvicorn 0.55.0 is installed; the quiet server is written for "
-                                                    f"{quiet_server.PINNED}{see}"]
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:
+        patched.setattr(quiet_server.TARGETS[0], "expected", "source 0")
+        chosen, warned = _chosen(uvicorn.Config(app=None))
+        assert type(chosen) is uvicorn.Server
+        assert warned == [f"Server.main_loop is not the code the patch was written for "
+                          f"({quiet_server.TARGETS[0].found()}, expected source 0){see}"]
+    with monkeypatch.context() as patched:
+        patched.setattr(uvicorn, "__version__", "0.55.0")
+        assert _chosen(uvicorn.Config(app=None))[1] == [
+            f"uvicorn 0.55.0 is installed; the quiet server is written for {quiet_server.PINNED}{see}"]
     chosen, warned = _chosen(uvicorn.Config(app=None, limit_max_requests=10))
     assert type(chosen) is uvicorn.Server
     assert warned == [f"limit_max_requests and callback_notify are the tick's to serve{see}"]
