@@ -172,8 +172,9 @@ class RunHost:
     """The runs one task actor holds; see the module docstring."""
 
     def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id,
-                 report_hold_s: float = 0.0) -> None:
+                 report_hold_s: float = 0.0, debug: bool = False) -> None:
         self.pid, self.clock, self.ids = pid, clock, ids
+        self.debug = debug  # the carrier writes debug lines: the runs make theirs (``TaskRun.debug``)
         self.supervisor: Address = None
         self.token = 0  # the highest token issued here
         self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
@@ -307,7 +308,7 @@ class RunHost:
         """One activation: the run restored, one input stepped, its commands addressed, the run
         passivated again -- or forgotten when it stopped or cannot go on."""
         self.last = (task_id, held.run)
-        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid)
+        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid, debug=self.debug)
         commands = run.step(event)
         self.token = max(self.token, run.token)
         out, abandon = self._address(run, commands)
