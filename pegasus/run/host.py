@@ -31,7 +31,8 @@ DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a repl
 HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions may wait
 # ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
 # TaskReports per stage cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
-REPORT_HOLD_S = 0.05
+# 100 ms, not 50: TaskReports a task 1.36 -> 0.81 at L = 50 ms (docs/performance.md, branch i33-stage).
+REPORT_HOLD_S = 0.1
 
 
 # -- inputs ---------------------------------------------------------------------------------------
