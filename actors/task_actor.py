@@ -163,7 +163,7 @@ class TaskActor(ActorTypeDispatcher):
         effect classes (never a tool: effect_of answers from the configuration)."""
         logs.configure_from(settings)
         self.log = logs.get("task")
-        self._debug = settings.logging.level == "debug"
+        self._debug = self.host.debug = settings.logging.level == "debug"
         if self.recall is None:
             self.recall = LocalRecall(settings)
         if self.registry is None:
@@ -206,7 +206,7 @@ class TaskActor(ActorTypeDispatcher):
 
     def _log_line(self, command: h.LogLine) -> None:
         if command.line.level == "debug" and not self._debug:
-            return  # a transition's line: not even a logger bound for it
+            return  # (the runs make none then: RunHost.debug)
         who, log = self._run_log
         if command.run is None:
             log = self.log

@@ -50,7 +50,7 @@ class TaskRun:
     """One run of one task; see the module docstring."""
 
     def __init__(self, state: RunSnapshot, *, effect_of: EffectOf = _unknown, clock: Clock = utc_now,
-                 ids: IdFactory = new_id, pid: int = 0) -> None:
+                 ids: IdFactory = new_id, pid: int = 0, debug: bool = False) -> None:
         self.task_id: str = getattr(state.task, "task_id", "")
         self.run, self.token, self.stopped = state.run, state.token, state.stopped
         self.unreadable: Exception | None = None  # the snapshot could not be restored: step abandons
@@ -69,6 +69,7 @@ class TaskRun:
         self.recall_k, self.identity = state.recall_k, state.identity
         self.effect_of = effect_of
         self.pid = pid  # the process carrying the run (named in its transition reports)
+        self.debug = debug  # its carrier writes debug lines: a transition's line is made (else not even built)
         self._out: list[Command] = []
 
     def step(self, event: RunInput) -> list[Command]:
@@ -206,9 +207,11 @@ class TaskRun:
             if not fsm.is_terminal:
                 self._fail("exception", f"internal: {exc}", stage)
             return
-        # A debug line: the report below is stored with all of it (`pegasus logs` reads it there); at info, a line a
-        # transition cost the task actor ~12% of its handlers' CPU (a structlog render, a flock and a write).
-        self._log("debug", "transition", state=target, trigger=str(event.type), from_state=source)
+        # A debug line, made only for a carrier that writes them: the report below is stored with all of it
+        # (`pegasus logs` reads it there); at info, a line a transition cost the task actor ~12% of its handlers'
+        # CPU (a structlog render, a flock and a write).
+        if self.debug:
+            self._log("debug", "transition", state=target, trigger=str(event.type), from_state=source)
         kind = kind_for(target, str(event.type))
         task = fsm.snapshot(share=True) if kind == "full" else fsm  # a full one encodes a snapshot: no copy for it
         checkpoint = (kind, self.checkpointer.make(kind, task)) if kind else None

@@ -31,7 +31,8 @@ DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a repl
 HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions may wait
 # ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
 # TaskReports per stage cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
-REPORT_HOLD_S = 0.05
+# 100 ms, not 50: TaskReports a task 1.36 -> 0.81 at L = 50 ms (docs/performance.md, branch i33-stage).
+REPORT_HOLD_S = 0.1
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -172,8 +173,9 @@ class RunHost:
     """The runs one task actor holds; see the module docstring."""
 
     def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id,
-                 report_hold_s: float = 0.0) -> None:
+                 report_hold_s: float = 0.0, debug: bool = False) -> None:
         self.pid, self.clock, self.ids = pid, clock, ids
+        self.debug = debug  # the carrier writes debug lines: the runs make theirs (``TaskRun.debug``)
         self.supervisor: Address = None
         self.token = 0  # the highest token issued here
         self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
@@ -183,8 +185,12 @@ class RunHost:
         self.effect_of: EffectOf = _unknown
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
-        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait.
-        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned))
+        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait, and a
+        # run's end too while messages come briskly (``handled_at``).
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned),
+                                 brisk_holdable=lambda report: isinstance(report, TaskStopped))
+        self.handled_at: float | None = None  # the carrier's clock when it last handled a message
+        self.brisk = False  # the message handled last came within report_hold_s of the one before
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -280,10 +286,14 @@ class RunHost:
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        before, self.handled_at = self.handled_at, event.now
+        self.brisk = event.now is not None and before is not None and event.now - before < self.batch.hold_s
+        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now),
+                                                brisk=self.brisk))
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now),
+                                                  brisk=self.brisk))
 
     def _busy(self, now: float | None) -> float | None:
         """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""
@@ -307,7 +317,7 @@ class RunHost:
         """One activation: the run restored, one input stepped, its commands addressed, the run
         passivated again -- or forgotten when it stopped or cannot go on."""
         self.last = (task_id, held.run)
-        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid)
+        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid, debug=self.debug)
         commands = run.step(event)
         self.token = max(self.token, run.token)
         out, abandon = self._address(run, commands)

@@ -20,8 +20,8 @@ from tests.pegasus.conftest import FixedClock, Ids
 SUP, LLM, TOOL = "supervisor", "llm-1", "tool-1"
 
 
-def host() -> RunHost:
-    return RunHost(pid=7, clock=FixedClock(), ids=Ids())
+def host(debug: bool = False) -> RunHost:
+    return RunHost(pid=7, clock=FixedClock(), ids=Ids(), debug=debug)
 
 
 def start(task_id: str, run: int = 1, *, llm: str = LLM, snapshot: Any = "new") -> Start:
@@ -55,7 +55,7 @@ def events(commands: list[HostCommand]) -> list[str]:
 
 
 def test_a_started_run_asks_its_pool_first_then_logs_then_reports_once_to_its_supervisor() -> None:
-    core = host()
+    core = host(debug=True)  # the transitions' lines are made
     out = settled(core, start("a"))
     assert isinstance(out[0], AskPool) and (out[0].to, out[0].stage.stage, out[0].journal_to) == (LLM, "perceive",
                                                                                                    None)

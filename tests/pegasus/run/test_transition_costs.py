@@ -48,13 +48,21 @@ def answer(ask: AskPool) -> Answered:
 
 def test_a_classic_task_writes_no_info_line_its_transitions_lines_are_debug() -> None:
     """Each transition's line was an info line: the task actor rendered and wrote ~7 a task (~12% of its
-    handlers' CPU) though its report stores all of it.  Now a debug line, which the carrier drops unbuilt."""
-    out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids()), "t1")
+    handlers' CPU) though its report stores all of it.  Now a debug line, made only for a carrier that writes
+    debug lines (``RunHost(debug=True)``)."""
+    out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids(), debug=True), "t1")
     lines = [command.line for command in out if isinstance(command, LogLine)]
     reports = [report for command in out if isinstance(command, Report) for report in command.reports]
     assert [line.event for line in lines if line.level != "debug"] == []
     assert [line.fields["state"] for line in lines] == [report.to_state for report in reports
                                                         if hasattr(report, "to_state")]
+
+
+def test_at_the_default_level_a_classic_task_makes_no_log_line_at_all() -> None:
+    """The transitions' debug lines were built (a Log and its fields, a LogLine) and dropped by the task actor at
+    every transition below debug: ~7 a task that nobody read.  Now not made."""
+    out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids()), "t1")
+    assert [command.line.event for command in out if isinstance(command, LogLine)] == []
 
 
 def test_a_checkpoint_dumps_only_the_context_fields_changed_and_the_checkpoints_rebuild_the_context(
