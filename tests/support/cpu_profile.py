@@ -93,12 +93,12 @@ class Profile:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[Any]:
         self.tree.read()
-        self.current, self.ticks, began = item.nodeid, 0, time.monotonic()
+        self.current, self.ticks, began, since = item.nodeid, 0, time.monotonic(), time.time()
         yield
         cpu = (self.ticks + self.tree.read()) / TICK
         self.current = ""
         with open(self.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"test": item.nodeid, "wall_s": round(time.monotonic() - began, 2),
+            f.write(json.dumps({"test": item.nodeid, "start": round(since, 2), "wall_s": round(time.monotonic() - began, 2),
                                 "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1)}) + "\n")
 
 
