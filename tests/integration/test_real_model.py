@@ -35,7 +35,8 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Startin
     reason = server.missing()
     if reason:
         pytest.skip(reason)
-    with server.starting(tmp_path_factory.mktemp("llama-cpp-python") / "server.log") as starting:
+    log = tmp_path_factory.mktemp("llama-cpp-python") / "server.log"
+    with server.starting(log, favoured=True) as starting:
         yield starting
 
 
@@ -72,6 +73,9 @@ def test_both_machines_finish_simple_tasks_on_smollm2(pegasus, smollm2: server.S
     Figures: docs/performance.md, "A real model"."""
     client = pegasus(llm={"provider": "openai", "base_url": smollm2.url, "model": "smollm2"})  # while it loads
     ready(smollm2)
+    if os.geteuid() == 0:  # its one thread ahead of the suite's other workers (tests/support/smollm2.py)
+        nice = max(-20, os.getpriority(os.PRIO_PROCESS, 0) + server.FAVOURED_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, smollm2.server.pid) == nice
     ids = {machine: [client.submit(text, machine=machine)["task_id"] for text in TASKS] for machine in MACHINES}
     until = time.monotonic() + PATIENCE_S
     tasks = {machine: [settled(client, task_id, until, machine) for task_id in found] for machine, found in ids.items()}

@@ -1,6 +1,6 @@
 """Opt-in pytest plugin: the CPU of each test's whole process tree, one JSON line a test (issue 30).
 
-``python -m pytest -n 4 -p tests.support.cpu_profile`` writes ``$CPU_PROFILE_DIR/<worker>.jsonl`` (default
+``python -m pytest -n 6 -p tests.support.cpu_profile`` writes ``$CPU_PROFILE_DIR/<worker>.jsonl`` (default
 /tmp/pegasus-cpu-profile).  Each xdist worker marks its environment; every process that inherits the mark
 (forked actors, subprocesses, daemons) is sampled from /proc every 0.4 s and counted from its birth, and what
 a tracked parent reaped beyond the last sample is counted through the parent.  rusage alone misses actors
@@ -93,12 +93,12 @@ class Profile:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[Any]:
         self.tree.read()
-        self.current, self.ticks, began = item.nodeid, 0, time.monotonic()
+        self.current, self.ticks, began, since = item.nodeid, 0, time.monotonic(), time.time()
         yield
         cpu = (self.ticks + self.tree.read()) / TICK
         self.current = ""
         with open(self.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"test": item.nodeid, "wall_s": round(time.monotonic() - began, 2),
+            f.write(json.dumps({"test": item.nodeid, "start": round(since, 2), "wall_s": round(time.monotonic() - began, 2),
                                 "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 1)}) + "\n")
 
 

@@ -26,6 +26,8 @@ from tests.support.waiting import not_answering
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
 # What the server needs beyond llama_cpp itself (llama-cpp-python[server]).
+# The test's server beside the suite's other xdist workers (docs/testing.md, "The real-model test's share").
+FAVOURED_NICE = -5
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
 
@@ -96,12 +98,14 @@ class Starting:
 
 
 @contextlib.contextmanager
-def starting(log: Path, timeout: float = 180.0) -> Iterator[Starting]:
-    """The server on a free port of 127.0.0.1, loading while the caller does other work; stopped after."""
+def starting(log: Path, timeout: float = 180.0, favoured: bool = False) -> Iterator[Starting]:
+    """The server on a free port of 127.0.0.1, loading while the caller does other work; stopped after.
+    ``favoured``: at nice -5 where allowed (root), so beside the suite's other workers its one thread is not
+    the run's tail; elsewhere ``nice`` says it cannot and runs it as it is."""
     port = procs.free_port()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1",
+            [*(["nice", "-n", str(FAVOURED_NICE)] if favoured else []), sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1",
              "--port", str(port), "--model_alias", ALIAS, "--n_ctx", "8192",
              # One thread reads the prompt (its default is every core): on a loaded machine two threads wait
              # on each other at every step; measured at a load of 18-25, a 501-token prompt took 30-59 s on
