@@ -1,0 +1,30 @@
+"""actors/wire/thespian_patches/robustness/child_exits.py: a child that died while its parent handled a
+sibling's exit is still announced to the parent, and the parent's exit then waits for no dead child (a
+stage pool that had replaced two killed workers kept its admin's shutdown waiting 10 s, then was killed)."""
+
+from __future__ import annotations
+
+from thespian.actors import ActorExitRequest
+
+from actors.runtime import procs
+from tests.support.child_deaths import Parent
+from tests.support.waiting import wait_for
+
+ASK = 90  # seconds: the parent's own waits are bounded at 60 s
+
+
+def _gone(pid: int) -> bool:
+    stat = procs.read_stat(pid)
+    return stat is None or stat.is_zombie
+
+
+def test_a_child_killed_while_a_sibling_exit_is_handled_is_announced_and_the_parent_stops(tcp_system) -> None:
+    _spec, asys = tcp_system
+    parent = asys.createActor(Parent)
+    first, second, third = asys.ask(parent, "start", ASK)
+    parent_pid = asys.ask(parent, "pid", ASK)
+    asys.ask(parent, "kill", ASK)  # A killed and its exit queued, then B killed: B dies before A's exit is handled
+    wait_for(lambda: asys.ask(parent, "exits", ASK) == [0, 1], what="both killed children announced")  # C lives
+    assert _gone(first) and _gone(second) and not _gone(third)
+    asys.tell(parent, ActorExitRequest())  # it asks C to exit and waits for its children: for C only
+    wait_for(lambda: _gone(parent_pid) and _gone(third), what="the parent and its live child exited")
