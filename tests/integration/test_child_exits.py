@@ -7,6 +7,7 @@ from __future__ import annotations
 from thespian.actors import ActorExitRequest
 
 from actors.runtime import procs
+from actors.runtime.system import system_pids
 from tests.support.child_deaths import Parent
 from tests.support.waiting import wait_for
 
@@ -28,3 +29,17 @@ def test_a_child_killed_while_a_sibling_exit_is_handled_is_announced_and_the_par
     assert _gone(first) and _gone(second) and not _gone(third)
     asys.tell(parent, ActorExitRequest())  # it asks C to exit and waits for its children: for C only
     wait_for(lambda: _gone(parent_pid) and _gone(third), what="the parent and its live child exited")
+
+
+def test_a_system_whose_tool_pool_replaced_canceled_workers_stops_without_its_admin_giving_up(pegasus,
+                                                                                              state_dir) -> None:
+    client = pegasus(runtime={"max_active_tasks": 4})
+    tasks = [client.submit(f"sleep {20 + n}")["task_id"] for n in range(3)]  # texts apart: none folded
+    wait_for(lambda: all(w["busy"] for w in client.stats()["pools"]["tool"]["workers"]), what="three workers busy")
+    for task in tasks:  # each worker SIGKILLed and replaced, close together
+        client.cancel(task, "enough")
+    wait_for(lambda: client.stats()["pools"]["tool"]["replaced"] == 3, what="the three workers replaced")
+    pids = procs.identities(system_pids(client.spec))
+    client.close()  # the system's stop: the admin asks every actor to exit and waits for them
+    assert not [pid for pid, start in pids.items() if procs.is_alive(pid, start)]
+    assert "No response to Admin shutdown request" not in (state_dir / "logs" / "thespian.log").read_text()
