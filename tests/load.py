@@ -1,4 +1,4 @@
-"""The suite under load: two CPU spinners beside ``python -m pytest -q -n 6`` (issue 30).
+"""The suite under load: two CPU spinners beside ``python -m pytest -q -n 4`` (issue 30).
 
     python -m tests.load                  # the whole suite, as .ci/run runs it
     python -m tests.load tests/integration/test_cli_run.py -x   # other pytest arguments instead of the default
@@ -20,7 +20,7 @@ import time
 
 SPINNERS = 2
 SPIN_MAX_S = 45 * 60.0  # longer than a loaded run takes (~15 min); a bound, so a spinner never lingers
-DEFAULT_ARGS = ["-q", "-n", "6"]
+DEFAULT_ARGS = ["-q", "-n", "4"]
 
 
 def spin(until: float) -> None:

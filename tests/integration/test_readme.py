@@ -22,9 +22,9 @@ def python_blocks() -> list[str]:
 def test_the_readme_has_the_two_set_up_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert "pip install -e . && pegasus run" in text
-    assert "pip install -e '.[test]' && python -m pytest -q -n 6" in text
+    assert "pip install -e '.[test]' && python -m pytest -q -n 4" in text
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
-    assert "python -m pytest -q -n 6" in ci and "pip install --quiet -e '.[test]'" in ci
+    assert "python -m pytest -q -n 4" in ci and "pip install --quiet -e '.[test]'" in ci
 
 
 def test_the_state_machine_example() -> None:

@@ -35,7 +35,7 @@ def test_a_collection_with_bytecode_written_comes_before_the_run() -> None:
     commands = _commands()
     prepass = _prepass()
     assert prepass[0] == "PYTHONDONTWRITEBYTECODE=", prepass  # emptied: Python writes when it is empty
-    assert commands.index(prepass) < commands.index(["python", "-m", "pytest", "-q", "-n", "6"])
+    assert commands.index(prepass) < commands.index(["python", "-m", "pytest", "-q", "-n", "4"])
 
 
 def test_that_collection_leaves_a_rewrite_a_run_without_bytecode_reads(tmp_path: Path) -> None:

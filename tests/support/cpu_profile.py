@@ -1,6 +1,6 @@
 """Opt-in pytest plugin: the CPU of each test's whole process tree, one JSON line a test (issue 30).
 
-``python -m pytest -n 6 -p tests.support.cpu_profile`` writes ``$CPU_PROFILE_DIR/<worker>.jsonl`` (default
+``python -m pytest -n 4 -p tests.support.cpu_profile`` writes ``$CPU_PROFILE_DIR/<worker>.jsonl`` (default
 /tmp/pegasus-cpu-profile).  Each xdist worker marks its environment; every process that inherits the mark
 (forked actors, subprocesses, daemons) is sampled from /proc every 0.4 s and counted from its birth, and what
 a tracked parent reaped beyond the last sample is counted through the parent.  rusage alone misses actors
