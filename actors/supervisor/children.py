@@ -64,6 +64,9 @@ def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -
     address = exited.childAddress
     name = next((pool for pool, known in ctx.pools.address.items() if known == address), None)
     if name is not None:
+        if ctx.pools.dead.get(name) == address:
+            return  # told twice (its goodbye and SIGCHLD's): one death
+        ctx.pools.dead[name] = address
         ctx.pools.pid.pop(name, None)
         ctx.log.warning("pool_died", pool=name)
         _supervise(ctx, ctx.supervision.step(Exited(name, time.monotonic(), f"the {name} pool died")))

@@ -54,6 +54,7 @@ class Pools:
     pid: dict[str, int] = field(default_factory=dict)
     looks: PoolLooks = field(default_factory=PoolLooks)  # for a stopped pool (SIGSTOP), while work is in flight
     requests: dict[tuple[str, str], tuple[str, m.StageRequest]] = field(default_factory=dict)  # sent again if one dies
+    dead: dict[str, ActorAddress] = field(default_factory=dict)  # each pool's last death counted, until it restarts
 
 
 @dataclass
