@@ -101,6 +101,8 @@ class Store(TaskMessages, TreeTables, Database):
         task_id = row["task_id"]
         task = (task_id, row["machine"], row["cognitive_state"], row["priority"], row["seq"], row["input"],
                 row["source"], pack(row.get("metadata") or {}), stamp, stamp)
+        if None in task:  # NOT NULL, checked before anything waits: a bad row fails alone, not the group's commit
+            raise StoreError(f"store {self.path}: task {task_id!r} lacks a column")
         meta = [(task_id, key, value) for key, value in search.meta_pairs(row.get("metadata")).items()]
         # its history's first rows wait with those of its first moves; the tier it was submitted with (its
         # context has it too) is read by views

@@ -197,3 +197,20 @@ def test_an_audit_row_makes_no_system_call_for_its_id(tmp_path: Path, monkeypatc
     assert drawn == []
     ids = [row[0] for row in store.db.execute("SELECT audit_id FROM audit ORDER BY rowid")]
     assert len(ids) == len(set(ids)) == 3 and all(len(i) == 32 for i in ids)
+
+
+def test_a_plain_submit_lacking_a_column_fails_alone_and_the_groups_other_rows_commit(tmp_path: Path) -> None:
+    """Its rows would wait for the group's commit: a NOT NULL column missing is refused at once, before they
+    wait (else the commit failed and took every other task of the group with it)."""
+    store = Store(tmp_path / "p.db")
+
+    def row(task_id: str, machine: str | None) -> dict[str, object]:
+        return {"task_id": task_id, "machine": machine, "cognitive_state": "perceive", "priority": 3, "seq": 1,
+                "input": "x", "source": "test"}
+
+    fsm = TaskFSM.create("classic", "x", task_id="good")
+    with store.group():
+        store.create_task(row("good", "classic"), encode_full(fsm.snapshot()))
+        with pytest.raises(StoreError, match="'bad' lacks a column"):
+            store.create_task(row("bad", None), encode_full(fsm.snapshot()))
+    assert store.db.execute("SELECT task_id FROM tasks").fetchall() == [("good",)]
