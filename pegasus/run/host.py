@@ -185,12 +185,8 @@ class RunHost:
         self.effect_of: EffectOf = _unknown
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
-        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait, and a
-        # run's end too while messages come briskly (``handled_at``).
-        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned),
-                                 brisk_holdable=lambda report: isinstance(report, TaskStopped))
-        self.handled_at: float | None = None  # the carrier's clock when it last handled a message
-        self.brisk = False  # the message handled last came within report_hold_s of the one before
+        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait.
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned))
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -286,14 +282,10 @@ class RunHost:
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        before, self.handled_at = self.handled_at, event.now
-        self.brisk = event.now is not None and before is not None and event.now - before < self.batch.hold_s
-        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now),
-                                                brisk=self.brisk))
+        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now)))
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now),
-                                                  brisk=self.brisk))
+        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
 
     def _busy(self, now: float | None) -> float | None:
         """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""

@@ -4,8 +4,7 @@ Each message to the supervisor costs both processes a wake-up, so reports are he
 read wait, or while the last batch is undelivered, never beyond ``LIMIT``; a lazy report (a reflection's
 answer) waits for a batch that goes anyway.  While many runs wait for their stages, transitions also wait
 until ``hold_s`` after the batch before, going with the first message handled after that (no timer: see
-docs/architecture.md); so does a run's end while messages come briskly (the one before came within ``hold_s``:
-the next is near), else it ends the wait.  A report lost with its task actor is as one in flight.
+docs/architecture.md); a run's end ends the wait.  A report lost with its task actor is as one in flight.
 """
 
 from __future__ import annotations
@@ -21,14 +20,12 @@ class ReportBatch:
     """The policy alone: each call answers the reports to send now, in order, as one message (empty: none)."""
 
     def __init__(self, limit: int = LIMIT, hold_s: float = 0.0,
-                 holdable: Callable[[Any], bool] = lambda report: False,
-                 brisk_holdable: Callable[[Any], bool] = lambda report: False) -> None:
+                 holdable: Callable[[Any], bool] = lambda report: False) -> None:
         self.limit = max(1, limit)
-        self.hold_s, self.holdable, self.brisk_holdable = hold_s, holdable, brisk_holdable
+        self.hold_s, self.holdable = hold_s, holdable
         self.held: list[Any] = []
         self.due = False  # a report held is not lazy: the batch goes at the next chance
         self.urgent = False  # a report held is not holdable: no hold_s wait
-        self.brisk_only = False  # a report held waits hold_s only while messages come briskly (a run's end)
         self.in_flight = 0  # batches sent and not yet delivered (or failed)
         self.left_at = -math.inf  # when the last batch left (the caller's clock)
 
@@ -37,40 +34,33 @@ class ReportBatch:
         with the next batch that goes anyway (their own message would cost both processes a wake-up)."""
         self.held.extend(reports)
         self.due = self.due or (bool(reports) and not lazy)
-        if not lazy:
-            brisk = [report for report in reports if not self.holdable(report)]
-            self.brisk_only = self.brisk_only or bool(brisk)
-            self.urgent = self.urgent or not all(self.brisk_holdable(report) for report in brisk)
+        self.urgent = self.urgent or (not lazy and not all(self.holdable(report) for report in reports))
         return self._send() if len(self.held) >= self.limit else ()
 
     def before_other(self) -> tuple[Any, ...]:
         """Another message to the supervisor is about to go: whatever is held goes first."""
         return self._send()
 
-    def handled(self, more_read: bool, idle: bool = True, now: float | None = None,
-                brisk: bool = False) -> tuple[Any, ...]:
+    def handled(self, more_read: bool, idle: bool = True, now: float | None = None) -> tuple[Any, ...]:
         """A message was handled; ``more_read``: another, already read, waits to be handled; ``idle``: no
         later report is coming to carry lazy ones (the host holds no run), so they go alone.  ``now``: the
         clock, given while a message is sure to come soon (many runs wait for stages): holdable reports
-        then wait until ``hold_s`` after the batch before left; ``brisk``: messages come briskly, so the
-        brisk-holdable ones (a run's end) wait too."""
+        then wait until ``hold_s`` after the batch before left."""
         if more_read or self.in_flight or not (self.due or idle):
             return ()
-        if (now is not None and not idle and not self.urgent and (brisk or not self.brisk_only)
-                and now < self.left_at + self.hold_s):
+        if now is not None and not idle and not self.urgent and now < self.left_at + self.hold_s:
             return ()
         return self._send(now)
 
-    def delivered(self, more_read: bool, idle: bool = True, now: float | None = None,
-                  brisk: bool = False) -> tuple[Any, ...]:
+    def delivered(self, more_read: bool, idle: bool = True, now: float | None = None) -> tuple[Any, ...]:
         """A batch sent earlier was delivered (or failed: nothing waits for it any more)."""
         self.in_flight = max(0, self.in_flight - 1)
-        return self.handled(more_read, idle, now, brisk)
+        return self.handled(more_read, idle, now)
 
     def _send(self, now: float | None = None) -> tuple[Any, ...]:
         if not self.held:
             return ()
-        batch, self.held, self.due, self.urgent, self.brisk_only = tuple(self.held), [], False, False, False
+        batch, self.held, self.due, self.urgent = tuple(self.held), [], False, False
         self.in_flight += 1
         if now is not None:
             self.left_at = now

@@ -23,16 +23,14 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("busy"), st.booleans()),  # handled while the host holds runs
     st.tuples(st.just("delivered"), st.booleans()),
     st.tuples(st.just("timed"), st.floats(0.0, 0.03)),  # handled while many runs wait: the clock moved on
-    st.tuples(st.just("stop"), st.none()),  # a report that is not holdable (a run's end; some while brisk)
-    st.tuples(st.just("brisk"), st.floats(0.0, 0.03)),  # as timed, messages coming briskly
+    st.tuples(st.just("stop"), st.none()),  # a report that is not holdable (a run's end)
 ), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
 @given(STEPS, st.integers(1, 8))
 def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(steps: list[Any], limit: int) -> None:
-    batch = ReportBatch(limit, hold_s=0.05, holdable=lambda report: report >= 0,
-                        brisk_holdable=lambda report: report % 2 == 0)
+    batch = ReportBatch(limit, hold_s=0.05, holdable=lambda report: report >= 0)
     made: list[int] = []
     sent: list[tuple[int, ...]] = []
     now = 0.0
@@ -41,12 +39,11 @@ def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(st
             reports = list(range(len(made), len(made) + arg)) if kind != "stop" else [-1 - len(made)]
             made += reports
             out = batch.add(reports, lazy=kind == "lazy")
-        elif kind in ("timed", "brisk"):
+        elif kind == "timed":
             now += arg
-            out = batch.handled(False, idle=False, now=now, brisk=kind == "brisk")
+            out = batch.handled(False, idle=False, now=now)
             if batch.held and batch.due and not batch.in_flight:  # held for time: only holdable ones, not for long
-                assert all(report >= 0 or (kind == "brisk" and report % 2 == 0) for report in batch.held)
-                assert now < batch.left_at + 0.05
+                assert all(report >= 0 for report in batch.held) and now < batch.left_at + 0.05
         elif kind == "other":
             out = batch.before_other()
             assert not batch.held  # nothing held overtaken by another message
@@ -106,23 +103,6 @@ def test_while_runs_wait_transitions_wait_till_hold_s_after_the_batch_before_and
     assert batch.add(["t8"]) == () and batch.handled(False, idle=False) == ("t8",)  # no clock: never for time
 
 
-def test_while_messages_come_briskly_a_runs_end_waits_as_transitions_do_else_it_goes_at_once() -> None:
-    """At L = 50 ms a run's end went alone at once: one TaskReports more a task for both processes (issue 33).
-    It waits only while the message before came within hold_s, so a message is near to carry it."""
-    batch = ReportBatch(hold_s=0.05, holdable=lambda report: report.startswith("t"),
-                        brisk_holdable=lambda report: report.startswith("stop"))
-    assert batch.add(["t1"]) == () and batch.handled(False, idle=False, now=10.0) == ("t1",)
-    batch.delivered(False, idle=False, now=10.001)
-    assert batch.add(["t2", "stop2"]) == () and batch.handled(False, idle=False, now=10.02, brisk=True) == ()
-    assert batch.add(["t3"]) == () and batch.handled(False, idle=False, now=10.04, brisk=True) == ()
-    assert batch.add(["t4"]) == () and batch.handled(False, idle=False, now=10.06, brisk=True) == (
-        "t2", "stop2", "t3", "t4")  # one message for four reports
-    batch.delivered(False, idle=False, now=10.061)
-    assert batch.add(["stop5"]) == () and batch.handled(False, idle=False, now=10.07) == ("stop5",)  # not brisk
-    batch.delivered(False, idle=False, now=10.071)
-    assert batch.add(["gone6"]) == () and batch.handled(False, idle=False, now=10.08, brisk=True) == ("gone6",)
-
-
 def test_a_full_batch_goes_at_once_and_another_message_to_the_supervisor_goes_after_what_is_held() -> None:
     batch = ReportBatch(limit=2)
     assert batch.add(["a1"]) == () and batch.add(["b1"]) == ("a1", "b1")
@@ -178,26 +158,6 @@ def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_mes
     assert [(r.task_id, r.to_state) for r in report.reports] == [("t0", "thinking"), ("t1", "thinking")]
     core.step(Delivered(False, 1.061))
     out = core.step(SuspendAsked("t2", "asked")) + core.step(Handled(False, 1.07))  # a run's end: no wait
-    assert [type(r).__name__ for r in of(Report, out)[0].reports][-1] == "TaskStopped"
-
-
-def test_while_answers_come_briskly_a_runs_end_waits_for_a_later_message_after_a_pause_it_goes_at_once() -> None:
-    """Nine runs wait; answers 10 ms apart: a run's end goes with the transitions of the next message handled
-    50 ms after the batch before (one TaskReports where there were two); after a quiet 60 ms, at once."""
-    core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=0.05)
-    tasks = [f"t{n}" for n in range(HOLD_RUNS + 2)]
-    asks = {task: of(AskPool, core.step(start(task)))[0] for task in tasks}
-    core.step(Handled(False, 1.0))
-    core.step(Delivered(False, 1.001))
-    out = core.step(answer(asks["t0"])) + core.step(Handled(False, 1.01))
-    out += core.step(SuspendAsked("t1", "asked")) + core.step(Handled(False, 1.02))  # an end, 10 ms after
-    assert not of(Report, out)
-    out = core.step(answer(asks["t2"])) + core.step(Handled(False, 1.06))
-    [report] = of(Report, out)
-    assert [(type(r).__name__, r.task_id) for r in report.reports] == [
-        ("TaskTransitioned", "t0"), ("TaskTransitioned", "t1"), ("TaskStopped", "t1"), ("TaskTransitioned", "t2")]
-    core.step(Delivered(False, 1.061))
-    out = core.step(SuspendAsked("t3", "asked")) + core.step(Handled(False, 1.12))  # 60 ms without a message
     assert [type(r).__name__ for r in of(Report, out)[0].reports][-1] == "TaskStopped"
 
 
