@@ -151,11 +151,7 @@ def classic_task(store: Store, seq: int, together: bool) -> None:
     task_id = fsm.task_id
     full = encode_full(fsm.snapshot())
     with store.group():
-        store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
-                           "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}}, full)
-        for source, target, event in UP:
-            store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(), run=1,
-                                       updates={"cognitive_state": "idle", "runs": 1})
+        _created_and_started(store, fsm, seq)
     delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
     detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
     for index, (source, target, event, kind) in enumerate(CLASSIC):
@@ -198,16 +194,22 @@ def statements(tasks: int, together: bool) -> dict[str, Any]:
             "calls_by_kind": {k: round(v / tasks, 2) for k, v in calls.calls.most_common()}}
 
 
+def _created_and_started(store: Store, fsm: TaskFSM, seq: int) -> None:
+    """A classic task's row, its first checkpoint and the lifecycle up to running."""
+    store.create_task({"task_id": fsm.task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
+                       "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}},
+                      encode_full(fsm.snapshot()))
+    for source, target, event in UP:
+        store.lifecycle_transition(fsm.task_id, source, target, event, actor="system", reason=event.lower(), run=1,
+                                   updates={"cognitive_state": "idle", "runs": 1})
+
+
 def _task_writes(store: Store, seq: int, task_id: str) -> Iterator[None]:
     """``classic_task``'s writes of one task, with each report its own step (the caller commits): created and
     started, then one report a step, the last with the task's end."""
     fsm = TaskFSM.create(machine="classic", input_text=f"what is {seq} + 1?", task_id=task_id)
     full = encode_full(fsm.snapshot())
-    store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
-                       "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}}, full)
-    for source, target, event in UP:
-        store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(), run=1,
-                                   updates={"cognitive_state": "idle", "runs": 1})
+    _created_and_started(store, fsm, seq)
     delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
     detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
     for source, target, event, kind in CLASSIC:
