@@ -45,6 +45,7 @@ def placed(client: Any, pool: str, expected: dict[str, int]) -> Callable[[], dic
         for w in workers:
             if w["ready"]:
                 ready[w["member"]] = ready.get(w["member"], 0) + 1
+        check.last = [(w["member"], w["ready"], w.get("busy")) for w in workers]  # type: ignore[attr-defined]
         return stats if ready == expected and len(workers) == sum(expected.values()) else None
     return check
 

@@ -18,7 +18,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
     """The first truthy value of ``predicate()``; AssertionError after ``timeout``.  Polled after 20 ms, then
     half as often again each time, to every ``poll_max_s``: a poll of a real system costs CPU there and here,
     and a long wait on a loaded machine made that CPU the machine's load (at every 20 ms, 50 polls a second).
-    A cheap predicate that must be seen at once (a file read inside a short window) passes 0.02."""
+    A cheap predicate that must be seen at once (a file read inside a short window) passes 0.02.  A predicate
+    with a ``last`` attribute (what it saw last) has it shown when the wait times out."""
     deadline = time.monotonic() + timeout
     pause = min(POLL_FIRST_S, poll_max_s)
     while time.monotonic() < deadline:
@@ -27,7 +28,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
             return value
         time.sleep(pause)
         pause = min(pause * 1.5, poll_max_s)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+    seen = getattr(predicate, "last", None)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}"
+                         + (f"; last seen: {seen}" if seen is not None else ""))
 
 
 def not_answering(url: str, server: subprocess.Popen[bytes], log: Path, name: str, timeout: float) -> str | None:
