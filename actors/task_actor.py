@@ -64,7 +64,6 @@ class TaskActor(ActorTypeDispatcher):
         self.effect_of: EffectOf = _unknown
         self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
-        self._debug = False  # [logging] level is debug: the runs' debug lines are rendered (else dropped, no logger bound)
         self._inputs: deque[h.HostInput] = deque()  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
@@ -163,7 +162,7 @@ class TaskActor(ActorTypeDispatcher):
         effect classes (never a tool: effect_of answers from the configuration)."""
         logs.configure_from(settings)
         self.log = logs.get("task")
-        self._debug = self.host.debug = settings.logging.level == "debug"
+        self.host.debug = settings.logging.level == "debug"  # else the runs make no debug line
         if self.recall is None:
             self.recall = LocalRecall(settings)
         if self.registry is None:
@@ -205,8 +204,6 @@ class TaskActor(ActorTypeDispatcher):
         self.send(command.to, m.TaskAbandoned(command.task_id, command.run, command.reason))
 
     def _log_line(self, command: h.LogLine) -> None:
-        if command.line.level == "debug" and not self._debug:
-            return  # (the runs make none then: RunHost.debug)
         who, log = self._run_log
         if command.run is None:
             log = self.log

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thespian.actors import ActorAddress
@@ -112,7 +111,6 @@ class Context:
     # stats requests that asked the pools, and those answered by an ask already under way (stats' "stats_asks")
     stats_asks: dict[str, int] = field(default_factory=lambda: {"asked": 0, "shared": 0})
     identity: CurrentIdentity = field(default_factory=CurrentIdentity)  # identity.md's text, read when it changed
-    identity_dir: tuple[Settings, Path] | None = None  # the settings' state dir, resolved once (a stat a part)
     schedules_quarantined: dict[str, str] = field(default_factory=dict)  # name -> error, as the store said last
     parent: ActorAddress | None = None  # the guardian (it sent Configure)
     told_trouble_at: float = 0.0

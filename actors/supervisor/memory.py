@@ -132,11 +132,8 @@ def recall(ctx: Context, ask: m.AskRecall, sender: ActorAddress, query_vector: l
 
 def _current_identity(ctx: Context) -> str:
     """The identity text (pegasus.memory.recall.CurrentIdentity: read again only when identity.md changed)."""
-    settings = ctx.settings
-    assert settings is not None
-    if ctx.identity_dir is None or ctx.identity_dir[0] is not settings:  # each StartTask with recall off asks
-        ctx.identity_dir = (settings, settings.state_dir())
-    return ctx.identity.text(settings, ctx.identity_dir[1])
+    assert ctx.settings is not None
+    return ctx.identity.text(ctx.settings)  # each StartTask with recall off asks: the state dir resolved once
 
 
 def identity(ctx: Context) -> str:

@@ -45,10 +45,12 @@ class CurrentIdentity:
 
     def __init__(self) -> None:
         self._kept: tuple[object, str] | None = None  # (what it was read from, its text)
+        self._dir: tuple[Settings, Path] | None = None  # the settings' state dir, resolved once (a stat a part)
 
-    def text(self, settings: Settings, state_dir: Path | None = None) -> str:
-        """``state_dir``: the settings' own, when the caller keeps it (resolving it stats each part of the path)."""
-        path = (settings.state_dir() if state_dir is None else state_dir) / IDENTITY_FILE
+    def text(self, settings: Settings) -> str:
+        if self._dir is None or self._dir[0] is not settings:
+            self._dir = (settings, settings.state_dir())
+        path = self._dir[1] / IDENTITY_FILE
         try:
             info = os.lstat(path)
             found: tuple[int, ...] | None = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_mode, info.st_uid)
@@ -76,7 +78,7 @@ class LocalRecall:
         if configured(self.settings.memory) and query.strip():
             return None  # its vector is the llm pool's, and the index the supervisor's
         try:
-            identity = self.identity.text(self.settings, self.state_dir)
+            identity = self.identity.text(self.settings)
         except Exception as exc:  # noqa: BLE001 - an unusable identity.md: said in the context, as the supervisor does
             return "", (), f"{type(exc).__name__}: {exc}"
         try:
