@@ -271,12 +271,11 @@ async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response
     return _json(await gw.ask(r.ScheduleAdd.of(body.name, **fields)), 201)
 
 
-def _schedule_action(action: r.ScheduleAction) -> Handler:
-    async def handler(gw: Gateway, op: Operation, request: Request) -> Response:
-        if (await gw.body(request)).strip() not in (b"", b"{}"):
-            raise ApiError(400, "bad_request", "body: this takes no fields")
-        return _json(await gw.ask(r.ScheduleControl(name=request.path_params["name"], action=action)))
-    return handler
+async def schedule_control(gw: Gateway, op: Operation, request: Request) -> Response:
+    """Pause, resume, trigger or remove: the row's request of the path's schedule name."""
+    if (await gw.body(request)).strip() not in (b"", b"{}"):
+        raise ApiError(400, "bad_request", "body: this takes no fields")
+    return _json(await gw.ask(_asked(op)(name=request.path_params["name"])))
 
 
 TASK = "/v1/tasks/{task_id}"
@@ -321,14 +320,14 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd,
                makes="name"),
      add_schedule),
-    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.ScheduleControl),
-     _schedule_action("pause")),
-    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule", request=r.ScheduleControl),
-     _schedule_action("resume")),
-    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now", request=r.ScheduleControl),
-     _schedule_action("trigger")),
-    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleControl),
-     _schedule_action("remove")),
+    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.SchedulePause),
+     schedule_control),
+    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule", request=r.ScheduleResume),
+     schedule_control),
+    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now", request=r.ScheduleTrigger),
+     schedule_control),
+    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleRemove),
+     schedule_control),
     (Operation("GET", "/healthz", None, "Whether the system answers (no token)"), healthz),
     (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics", request=r.Stats, produces=("text/plain",)),
      metrics),
