@@ -32,7 +32,7 @@ RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this 
 CHECK_S = 0.5  # how soon a dead gateway is noticed where it has no pidfd to watch
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
-GATEWAY = "http_gateway"
+GATEWAY = "gateway"
 # At once, then 1 s doubling to 30 s (over again after a minute up); more than 5 deaths a minute: every 30 s.
 SPEC = ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN, first_s=0.0,
                  then_s=1.0, max_s=30.0, stable_s=60.0)
@@ -114,7 +114,8 @@ class GatewayKeeper(Boundary):
             self.pidfd = None
         for command in self.supervision.step(Exited(GATEWAY, time.monotonic(), f"exit status {status}")):
             if isinstance(command, Alarm):
-                self.log.error("gateway_crash_looping", deaths=command.deaths, period_s=command.period_s)
+                self.log.error(f"{command.child}_crash_loop", deaths=command.deaths, period_s=command.period_s,
+                               reason=command.reason)
             elif isinstance(command, StartAgain):
                 self.deaths = command.deaths
                 self.log.warning("gateway_died", status=status, restart_in_s=command.delay_s, deaths=command.deaths)
