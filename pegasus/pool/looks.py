@@ -4,9 +4,8 @@ A stopped pool answers nothing and Thespian says nothing of it: the supervisor r
 and ends one seen stopped on ``looks`` looks in a row, ``every_s`` apart (its death then replaces it).
 A stopped pool holds up only work sent to it, so the looks are armed by work (a run placed, a request of
 the supervisor's own) and go on while work is in flight or a pool was seen stopped; an idle system is not
-looked at and its supervisor never wakes (issue 33).  A pool stopped while idle is ended ``looks`` looks
-after the first work.  ``step(input) -> [command]``, never raising; the carrier reads /proc, arms the timer
-and ends the process.
+looked at and its supervisor never wakes.  A pool stopped while idle is ended ``looks`` looks after the
+first work.  ``step(input) -> [command]``, never raising; the carrier reads /proc, arms timers, ends pools.
 """
 
 from __future__ import annotations
