@@ -3,8 +3,8 @@
 Created by the guardian when ``[http] enabled``.  The gateway is a separate program (uvicorn and
 the app, ``actors.client.gateway``) started from here, so it descends from the system's lock holders:
 ``pegasus stop`` ends it with the rest.  It dies with this actor (``PR_SET_PDEATHSIG`` set before it
-execs), which dies with the guardian.  A gateway that exits is started again with the doubling
-pause of ``pegasus.restarts``: its pidfd is watched (Thespian's ``ThespianWatch``), so an idle keeper
+execs), which dies with the guardian.  A gateway that exits is started again as ``GATEWAY``'s spec says
+(``pegasus.supervision``): its pidfd is watched (Thespian's ``ThespianWatch``), so an idle keeper
 does not wake (issue 33).  Its output goes to ``logs/gateway.log``.
 """
 
@@ -25,13 +25,17 @@ from actors import messages as m
 from actors.boundary import Boundary
 from actors.runtime import procs, titles
 from pegasus import files, logs
-from pegasus.restarts import Restarts
+from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
 HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
 RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this one (its /metrics says)
 CHECK_S = 0.5  # how soon a dead gateway is noticed where it has no pidfd to watch
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+GATEWAY = "gateway"
+# At once, then 1 s doubling to 30 s (over again after a minute up); more than 5 deaths a minute: every 30 s.
+SPEC = ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN, first_s=0.0,
+                 then_s=1.0, max_s=30.0, stable_s=60.0)
 
 
 class GatewayKeeper(Boundary):
@@ -45,7 +49,8 @@ class GatewayKeeper(Boundary):
         self.state_dir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.pidfd: int | None = None  # readable once the gateway has exited
-        self.restarts = Restarts()
+        self.supervision = Supervision({GATEWAY: SPEC})
+        self.deaths = 0
         self.exiting = False
         self.log = logs.get("gateway")
 
@@ -60,7 +65,7 @@ class GatewayKeeper(Boundary):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env[HOME_ENV] = str(self.state_dir)
-        env[RESTARTS_ENV] = str(self.restarts.count)
+        env[RESTARTS_ENV] = str(self.deaths)
         out = files.open_private(self.state_dir / "logs" / "gateway.log", os.O_WRONLY | os.O_APPEND)
         try:
             self.process = subprocess.Popen(
@@ -69,7 +74,7 @@ class GatewayKeeper(Boundary):
                 preexec_fn=procs.exec_dies_with_parent)  # noqa: PLW1509 - only a prctl, before exec
         finally:
             os.close(out)
-        self.restarts.started(time.monotonic())
+        self.supervision.step(Started(GATEWAY, GATEWAY, time.monotonic()))
         self.log.info("gateway_started", pid=self.process.pid)
         try:
             self.pidfd = os.pidfd_open(self.process.pid)
@@ -107,9 +112,14 @@ class GatewayKeeper(Boundary):
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
-        delay = self.restarts.died(time.monotonic())
-        self.log.warning("gateway_died", status=status, restart_in_s=delay, deaths=self.restarts.count)
-        self.wakeupAfter(timedelta(seconds=max(delay, 0.01)), payload=m.GatewayCheck(start=True))
+        for command in self.supervision.step(Exited(GATEWAY, time.monotonic(), f"exit status {status}")):
+            if isinstance(command, Alarm):
+                self.log.error(f"{command.child}_crash_loop", deaths=command.deaths, period_s=command.period_s,
+                               reason=command.reason)
+            elif isinstance(command, StartAgain):
+                self.deaths = command.deaths
+                self.log.warning("gateway_died", status=status, restart_in_s=command.delay_s, deaths=command.deaths)
+                self.wakeupAfter(timedelta(seconds=max(command.delay_s, 0.01)), payload=m.GatewayCheck(start=True))
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self.exiting = True

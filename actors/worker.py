@@ -88,12 +88,10 @@ class StageWorker(ActorTypeDispatcher):
     def actorSystemCapabilityCheck(capabilities: dict[str, Any], requirements: dict[str, Any]) -> bool:  # noqa: N802
         """Thespian's placement test (thespian.system.utilis.checkActorCapabilities).
 
-        Without requirements a worker runs where its pool asks (the pool's own
-        admin: a single system, or the leader's local workers).  With
-        ``placement(member, pool)`` it runs only on the admin named ``member``,
-        and only if that admin advertises workers for ``pool``: Thespian then
-        forwards the creation from the leader to exactly that member (it does
-        no load balancing of its own).
+        Without requirements a worker runs where its pool asks (the pool's own admin).  With
+        ``placement(member, pool)`` it runs only on the admin named ``member``, and only if that admin
+        advertises workers for ``pool``: Thespian then forwards the creation to exactly that member (it
+        does no load balancing of its own).
         """
         member = (requirements or {}).get(MEMBER_CAPABILITY)
         if member is None:

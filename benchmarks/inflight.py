@@ -133,13 +133,10 @@ class Sampler(MemorySampler):
     """In a thread: the system's processes and task actors every ``interval`` s, its summed PSS as often as
     costs at most ``PSS_SHARE`` of a core; the peaks.
 
-    Finding a system's pids by its lock (``system_pids``) stats every descriptor of every process, and
-    reading smaps_rollup walks page tables: with 1,200 processes either costs ~1 s of CPU, which on 2
-    cores would slow the run it measures.  So the system's roots are found once by the lock, its pids
-    each time as their descendants (parent links, /proc/<pid>/stat), and PSS waits ``1 / PSS_SHARE`` x
-    what its last reading cost.  It trips ``guard`` (saying why) when the PSS passes ``limit_kib`` or,
-    checked every time, the host's available memory falls under what it was less 1.25 x ``limit_kib``
-    (at least ``GUARD_FLOOR_KIB``): the run is then stopped rather than the shared machine exhausted.
+    Pids come as the descendants of roots found once by the lock, and PSS waits in proportion to what its
+    last reading cost: both are dear with many processes and would slow the run measured.  ``guard`` trips
+    (saying why) when PSS passes ``limit_kib`` or the host's available memory falls under what it was less
+    1.25 x ``limit_kib``: the run stops rather than exhaust the shared machine.
     """
 
     def __init__(self, system: System, limit_kib: int, interval: float = SAMPLE_S) -> None:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # the client, the settings and the requests are imported by t
     from pegasus import config
     from pegasus.requests import R, Request
 
+Handler = Callable[[argparse.Namespace], int]
+
 # 0 done, 1 failed (a task, or the command itself), 2 usage error (argparse's), 3 a task waits for
 # information (blocked), 4 a task failed with an effect in doubt (effects_unknown), 130 interrupted.
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_WAITING, EXIT_EFFECTS_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -29,6 +31,14 @@ class UsageError(PegasusError):
     def __init__(self, message: str, usage: str = "", prog: str = "pegasus") -> None:
         self.usage, self.prog = usage, prog
         super().__init__(message)
+
+
+def asking(request: type[Request[Any]], handler: Handler) -> Handler:
+    """``handler``, a command that asks ``request`` alone, marked with it (``handler.request``): the parser
+    names each such command's request class from its declaration (tests/actors/cli/test_cli_requests.py)."""
+    handler.request = request  # type: ignore[attr-defined]
+    handler.__name__ = request.__name__.lower()
+    return handler
 
 
 def count(minimum: int, maximum: int) -> Callable[[str], int]:

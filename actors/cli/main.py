@@ -14,15 +14,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 import pegasus
 from actors.cli.base import (
-    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, count, duration, error, error_type,
+    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Handler, UsageError, asking, count, duration, error,
+    error_type,
 )
 from pegasus.errors import PegasusError
 from pegasus.metadata import INT64_MAX
 from pegasus.task.names import CognitiveMachineName
+
+if TYPE_CHECKING:  # imported by the commands that ask them
+    from pegasus.requests import Request, View
 
 RUN_EXIT_STATUS = ("exit status: 0 done (every step it rests on succeeded), 1 failed or canceled (or the command "
                    "failed), 3 waiting for information (pegasus resume), 4 failed or canceled with an effect "
@@ -62,13 +66,12 @@ def _imported(module: str) -> Any:
         gc.enable()
 
 
-def task_request(request: str, **extra: str) -> Callable[[argparse.Namespace], int]:
-    """status, suspend, ...: ``actors.cli.tasks.task_command`` of the request class named ``request``."""
+def task_request(asked: type[Request[View]], **extra: str) -> Handler:
+    """status, suspend, ...: ``actors.cli.tasks.task_command`` of the request ``asked``, imported when it runs."""
     def handler(args: argparse.Namespace) -> int:
-        tasks, requests = _imported("actors.cli.tasks"), _imported("pegasus.requests")
-        return tasks.task_command(getattr(requests, request), **extra)(args)
-    handler.__name__ = request.lower()
-    return handler
+        status: int = _imported("actors.cli.tasks").task_command(asked, **extra)(args)
+        return status
+    return asking(asked, handler)
 
 
 @dataclass
@@ -110,14 +113,15 @@ def _task_commands(c: _Commands) -> None:
 
 
 def _task_actions(c: _Commands) -> None:
+    from pegasus.requests import tasks as r
     for name, handler, help_text in (
-        ("status", task_request("Get"), "show a task"),
+        ("status", task_request(r.Get), "show a task"),
         ("history", later("tasks", "history"), "a task's transitions"),
-        ("suspend", task_request("Suspend"), "suspend a running task"),
-        ("resume", task_request("Resume", message="message"), "resume a suspended or blocked task"),
-        ("cancel", task_request("Cancel"), "cancel a task"),
-        ("approve", task_request("Approve"), "approve a draft task (manual approval)"),
-        ("retry", task_request("Retry"), "retry a failed task"),
+        ("suspend", task_request(r.Suspend), "suspend a running task"),
+        ("resume", task_request(r.Resume, message="message"), "resume a suspended or blocked task"),
+        ("cancel", task_request(r.Cancel), "cancel a task"),
+        ("approve", task_request(r.Approve), "approve a draft task (manual approval)"),
+        ("retry", task_request(r.Retry), "retry a failed task"),
     ):
         p = c.command(name, handler, help_text)
         p.add_argument("task_id", metavar="TASK_ID")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from actors import messages as m
-from actors.cli.base import EXIT_OK, ask, emit
+from actors.cli.base import EXIT_OK, ask, asking, emit
 from actors.cli.views import clean
-from pegasus.requests import ScheduleAction
+from pegasus.requests import View
 from pegasus.triggers.schedules import DEFAULT_CATCHUP_S, Overlap
 from pegasus.task import machines
 
@@ -37,14 +38,10 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
                           f"(default {DEFAULT_CATCHUP_S:g}s)")
     add.set_defaults(handler=add_schedule)
     actions.add_parser("list", parents=[parent], help="list the schedules").set_defaults(handler=list_schedules)
-    actions_help: tuple[tuple[ScheduleAction, str], ...] = (
-        ("pause", "pause a schedule (its slots do not fire)"),
-        ("resume", "resume a paused schedule (what passed meanwhile does not fire)"),
-        ("trigger", "fire a schedule's task now"), ("remove", "remove a schedule"))
-    for action, help_text in actions_help:
-        q = actions.add_parser(action, parents=[parent], help=help_text, description=help_text)
+    for verb, (asked, help_text, said) in CONTROLS.items():
+        q = actions.add_parser(verb, parents=[parent], help=help_text, description=help_text)
         q.add_argument("name", metavar="NAME")
-        q.set_defaults(handler=control(action))
+        q.set_defaults(handler=control(asked, said))
 
 
 def add_schedule(args: argparse.Namespace) -> int:
@@ -61,20 +58,27 @@ def list_schedules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def control(action: ScheduleAction) -> Any:
+def _paused_or_resumed(view: dict[str, Any]) -> str:
+    return f"schedule {view['name']} " + ("paused" if view["paused"] else f"resumed; next: {view['next_time']}")
+
+
+# Each verb of a schedule: the request it asks, its help, and the line its answer prints.
+CONTROLS: dict[str, tuple[type[m.Request[View]], str, Callable[[dict[str, Any]], str]]] = {
+    "pause": (m.SchedulePause, "pause a schedule (its slots do not fire)", _paused_or_resumed),
+    "resume": (m.ScheduleResume, "resume a paused schedule (what passed meanwhile does not fire)", _paused_or_resumed),
+    "trigger": (m.ScheduleTrigger, "fire a schedule's task now",
+                lambda view: f"schedule {view['name']} fired task {view['task']['task_id']}"),
+    "remove": (m.ScheduleRemove, "remove a schedule", lambda view: f"schedule {view['name']} removed"),
+}
+
+
+def control(asked: type[m.Request[View]], said: Callable[[dict[str, Any]], str]) -> Callable[[argparse.Namespace], int]:
+    """The handler of a verb: its request of the schedule named, its line out."""
     def handler(args: argparse.Namespace) -> int:
-        view = ask(args, m.ScheduleControl(name=args.name, action=action))
-        if action == "remove":
-            text = f"schedule {view['name']} removed"
-        elif action == "trigger":
-            text = f"schedule {view['name']} fired task {view['task']['task_id']}"
-        else:
-            state = "paused" if view["paused"] else f"resumed; next: {view['next_time']}"
-            text = f"schedule {view['name']} {state}"
-        emit(args, view, text)
+        view = ask(args, asked(name=args.name))
+        emit(args, view, said(view))
         return EXIT_OK
-    handler.__name__ = f"schedule_{action}"
-    return handler
+    return asking(asked, handler)
 
 
 def when_text(view: dict[str, Any]) -> str:

@@ -38,22 +38,19 @@ class TriggersClient:
                                           priority=priority, overlap=overlap, **later))
 
     def schedule_pause(self, name: str) -> dict[str, Any]:
-        return self._control(name, "pause")
+        return self.ask(m.SchedulePause(name=name))
 
     def schedule_resume(self, name: str) -> dict[str, Any]:
         """Unpause; the slots that passed while paused do not fire."""
-        return self._control(name, "resume")
+        return self.ask(m.ScheduleResume(name=name))
 
     def schedule_trigger(self, name: str) -> dict[str, Any]:
         """A task now (whatever the overlap policy; cancel_other still cancels the running one): the
         schedule's view with ``task``."""
-        return self._control(name, "trigger")
+        return self.ask(m.ScheduleTrigger(name=name))
 
     def schedule_remove(self, name: str) -> dict[str, Any]:
-        return self._control(name, "remove")
-
-    def _control(self, name: str, action: str) -> dict[str, Any]:
-        return self.ask(m.ScheduleControl(name=name, action=action))  # type: ignore[arg-type]
+        return self.ask(m.ScheduleRemove(name=name))
 
     # -- webhooks ---------------------------------------------------------------------------------
     def webhooks(self) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
         LIST_STATES, MAX_BATCH, MAX_PAGE, MAX_PRIORITY, Approve, Backup, Cancel, Configure, DeleteTask, DeliverWebhook,
         Get, History, ListTasks, Locate, MemoryExport, MemoryForget, MemoryImport, MemoryList, MemorySearch, MemoryShow,
         MemoryWrite, Purge, Reply,
-        Request, Resume, Retry, ScheduleAdd, ScheduleControl, ScheduleList, SendMessage, Stats, StoreStatus, Submit,
+        Request, Resume, Retry, ScheduleAdd, ScheduleList, SchedulePause, ScheduleRemove, ScheduleResume, ScheduleTrigger, SendMessage, Stats, StoreStatus, Submit,
         SubmitMany, Subscribe, Suspend, TaskContextRequest, TaskLog, TokenCreate, TokenList, TokenRevoke, Tree, Unsubscribe,
         WebhookAdd, WebhookList, WebhookRemove, revalidate,
     )
@@ -41,7 +41,8 @@ _HOMES = {
         "LIST_STATES", "MAX_BATCH", "MAX_PAGE", "MAX_PRIORITY", "Approve", "Backup", "Cancel", "Configure",
         "DeleteTask", "DeliverWebhook", "Get", "History", "ListTasks", "Locate", "MemoryExport", "MemoryForget",
         "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow", "MemoryWrite", "Purge", "Reply", "Request",
-        "Resume", "Retry", "ScheduleAdd", "ScheduleControl", "ScheduleList", "SendMessage", "Stats", "StoreStatus",
+        "Resume", "Retry", "ScheduleAdd", "ScheduleList", "SchedulePause", "ScheduleRemove", "ScheduleResume",
+        "ScheduleTrigger", "SendMessage", "Stats", "StoreStatus",
         "Submit", "SubmitMany", "Subscribe", "Suspend", "TaskContextRequest", "TaskLog", "TokenCreate", "TokenList",
         "TokenRevoke", "Tree", "Unsubscribe", "WebhookAdd", "WebhookList", "WebhookRemove", "revalidate"
     ),
@@ -86,6 +87,7 @@ __all__ = [
     "StageRequest", "StageResult", "StartTask", "StartTasks", "Stats", "StepGo", "StepStarting", "StoreProbe", "StoreStatus", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
     "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
-    "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleControl", "ScheduleDue", "ScheduleList", "WebhookAdd", "WebhookList",
+    "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleDue", "ScheduleList", "SchedulePause",
+    "ScheduleRemove", "ScheduleResume", "ScheduleTrigger", "WebhookAdd", "WebhookList",
     "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",
 ]

@@ -200,12 +200,9 @@ def listen(asys: ActorSystem, timeout: float) -> Any:
 def send(asys: ActorSystem, address: Any, message: Any, timeout: float = 10.0) -> str | None:
     """Send ``message`` from a client and wait until it is delivered; None, or why it was not.
 
-    ``ActorSystem.tell`` returns silently when the target is dead (the run ends,
-    aborted, before it looks at the failure), so a client could not tell a
-    delivered request from one sent to a supervisor that was just replaced.
-    This is ``tell`` (thespian/system/systemBase.py) looking at the outcome:
-    ``"DeadTarget"``, ``"BadPacket"`` (the receiver refused the frame),
-    ``"Failed"``, or ``"Timeout"``.
+    ``ActorSystem.tell`` returns silently when the target is dead, so a client could not tell a delivered
+    request from one sent to a supervisor just replaced.  This is ``tell`` (thespian/system/systemBase.py)
+    looking at the outcome: ``"DeadTarget"``, ``"BadPacket"`` (the frame refused), ``"Failed"``, ``"Timeout"``.
     """
     base = asys._systemBase
     if not hasattr(base, "_tx_to_actor"):  # simpleSystemBase: delivered in this process, or not at all

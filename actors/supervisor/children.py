@@ -25,7 +25,7 @@ from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
 from pegasus.admission.inputs import RunLost
 from pegasus.pool.core import STOPPED_STATES
-from pegasus.pool.looks import EndPool
+from pegasus.pool.looks import EndPool, Look, PoolStarted
 from pegasus.supervision import (
     Alarm, Dropped, Escalate, Exited, Removed, StartAgain, Started, SupervisionCommand,
 )
@@ -40,7 +40,7 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
     address = ctx.create(StagePool)
     ctx.send(address, config)
     pools.config[name], pools.address[name] = config, address
-    pools.looks.started(name)
+    pools.looks.step(PoolStarted(name))
     pools.pid.pop(name, None)
     ctx.supervision.step(Started(name, "pool", time.monotonic()))
     return address
@@ -152,7 +152,7 @@ def check_pools(ctx: Context, check: m.PoolsCheck) -> None:
     pools = ctx.pools
     stopped = {name: _is_stopped(pid) for name, pid in pools.pid.items()}
     busy = bool(pools.requests) or bool(ctx.task_actors.policy.placed)  # work a stopped pool holds up
-    for command in pools.looks.look(stopped, busy):
+    for command in pools.looks.step(Look(stopped, busy)):
         if isinstance(command, EndPool):
             pid = pools.pid.get(command.name)
             if pid is not None and procs.kill_own_child(pid):

@@ -23,7 +23,7 @@ from pegasus.admission.reflections import PostReflections
 from pegasus.config import Settings
 from pegasus.memory.recall import CurrentIdentity
 from pegasus.memory.vectors import Backfill, Breaker
-from pegasus.pool.looks import PoolLooks
+from pegasus.pool.looks import LookIn, PoolLooks, Work
 from pegasus.schedule_timer import ScheduleTimer
 from pegasus.store import Store
 from pegasus.store.health import StoreHealth
@@ -139,8 +139,9 @@ class Context:
 
     def pools_in_use(self) -> None:
         """Work a pool could hold up began: the looks for a stopped pool go on (``pegasus.pool.looks``)."""
-        for look in self.pools.looks.work():
-            self.wake(look.seconds, m.PoolsCheck())
+        for look in self.pools.looks.step(Work()):
+            if isinstance(look, LookIn):
+                self.wake(look.seconds, m.PoolsCheck())
 
     def answered_by_pool(self, task_id: str, stage: str, token: int | None = None) -> None:
         held = self.pools.requests.get((task_id, stage))

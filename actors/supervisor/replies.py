@@ -25,7 +25,8 @@ Row = Callable[..., object]  # (ctx, request, sender): the Reply's data, or DEFE
 DEFERRED = object()
 WRITES = (m.Submit, m.SubmitMany, m.Suspend, m.Resume, m.Cancel, m.Approve, m.Retry,  # refused while the store fails
           m.MemoryWrite, m.MemoryForget, m.MemoryImport,
-          m.ScheduleAdd, m.ScheduleControl, m.WebhookAdd, m.WebhookRemove, m.DeliverWebhook,
+          m.ScheduleAdd, m.SchedulePause, m.ScheduleResume, m.ScheduleTrigger, m.ScheduleRemove,
+          m.WebhookAdd, m.WebhookRemove, m.DeliverWebhook,
           m.TokenCreate, m.TokenRevoke, m.SendMessage, m.DeleteTask, m.Purge)
 
 

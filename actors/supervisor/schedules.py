@@ -9,7 +9,7 @@ again instead of firing twice -- and saves each schedule's new cursor in the sam
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -60,35 +60,64 @@ def schedule_list(ctx: Context, request: m.ScheduleList) -> Any:
     return [_view(row, now) for row in _rows(ctx)]
 
 
-def schedule_control(ctx: Context, request: m.ScheduleControl) -> Any:
-    _, store, _ = ctx.configured
-    row = _schedule(ctx, request.name)
-    now = time.time()
-    if request.action == "remove":
-        triggers.remove_schedule(store, row.name)
-        ctx.log.info("schedule_removed", name=row.name)
-        _rows(ctx)  # a quarantined one removed leaves stats
-        return {"name": row.name, "removed": True}
+def schedule_pause(ctx: Context, request: m.SchedulePause) -> Any:
+    row, now = _usable(ctx, request.name), time.time()
+    triggers.save_schedule(ctx.configured[1], row.name, replace(row.state, paused=True, buffered=None))
+    return _controlled(ctx, "schedule_pause", row.name, now)
+
+
+def schedule_resume(ctx: Context, request: m.ScheduleResume) -> Any:
+    row, now = _usable(ctx, request.name), time.time()
+    triggers.save_schedule(ctx.configured[1], row.name, resume(row.state, now))
+    changed(ctx)
+    return _controlled(ctx, "schedule_resume", row.name, now)
+
+
+def schedule_trigger(ctx: Context, request: m.ScheduleTrigger) -> Any:
+    """A task now, whatever the overlap policy (cancel_other still cancels)."""
+    row, now = _usable(ctx, request.name), time.time()
+    spec, state, store = row.spec, row.state, ctx.configured[1]
+    with store.group():
+        fire = trigger(spec, state, now, _running(ctx, state))
+        state = _fire(ctx, row.schedule_id, spec, replace(state, fired=state.fired + 1), fire, manual=True)
+        triggers.save_schedule(store, spec.name, state)
+    task = task_view(ctx, state.last_task) if state.last_task else None
+    return {**_controlled(ctx, "schedule_trigger", row.name, now), **({"task": task} if task is not None else {})}
+
+
+def schedule_remove(ctx: Context, request: m.ScheduleRemove) -> Any:
+    row = _schedule(ctx, request.name)  # a quarantined one too
+    triggers.remove_schedule(ctx.configured[1], row.name)
+    ctx.log.info("schedule_removed", name=row.name)
+    _rows(ctx)  # a quarantined one removed leaves stats
+    return {"name": row.name, "removed": True}
+
+
+def _usable(ctx: Context, name: str) -> _Usable:
+    row = _schedule(ctx, name)
     if row.quarantined is not None or row.spec is None or row.state is None:
         raise ScheduleError(f"schedule {row.name!r} is quarantined ({row.quarantined}): remove it and add it again")
-    schedule_id, spec, state = row.schedule_id, row.spec, row.state
-    task = None
-    if request.action == "pause":
-        triggers.save_schedule(store, spec.name, replace(state, paused=True, buffered=None))
-    elif request.action == "resume":
-        triggers.save_schedule(store, spec.name, resume(state, now))
-        changed(ctx)
-    else:  # trigger: a task now, whatever the overlap policy (cancel_other still cancels)
-        with store.group():
-            fire = trigger(spec, state, now, _running(ctx, state))
-            state = _fire(ctx, schedule_id, spec, replace(state, fired=state.fired + 1), fire, manual=True)
-            triggers.save_schedule(store, spec.name, state)
-        task = task_view(ctx, state.last_task) if state.last_task else None
-    ctx.log.info(f"schedule_{request.action}", name=spec.name)
-    return {**_view(_schedule(ctx, spec.name), now), **({"task": task} if task is not None else {})}
+    return _Usable(row.schedule_id, row.name, row.spec, row.state)
 
 
-REQUESTS: Rows = {m.ScheduleAdd: schedule_add, m.ScheduleList: schedule_list, m.ScheduleControl: schedule_control}
+def _controlled(ctx: Context, event: str, name: str, now: float) -> dict[str, Any]:
+    ctx.log.info(event, name=name)
+    return _view(_schedule(ctx, name), now)
+
+
+@dataclass(frozen=True)
+class _Usable:
+    """A schedule that is not quarantined: its spec and state read."""
+
+    schedule_id: str
+    name: str
+    spec: ScheduleSpec
+    state: ScheduleState
+
+
+REQUESTS: Rows = {m.ScheduleAdd: schedule_add, m.ScheduleList: schedule_list, m.SchedulePause: schedule_pause,
+                  m.ScheduleResume: schedule_resume, m.ScheduleTrigger: schedule_trigger,
+                  m.ScheduleRemove: schedule_remove}
 
 
 # -- the timer ------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Thespian 4.0.1 sends one message at a time to a peer: the next waits in the send
 one's acknowledgement (``TCPTransport._next_XMIT_1``); one written whole to its connection is the kernel's to
 deliver even if the sender is SIGKILLed next, and the stage worker tells its pool a job is over only then.
 ``take_arrived_acks`` reads acknowledgements that arrived while the actor's thread was busy, so the next
-message to that peer does not wait a pass of the loop behind them (docs/architecture.md): by Thespian internals
-pinned in ``thespian_patches.readers``, and not at all where they differ.
+message to that peer does not wait a pass of the loop behind them (docs/architecture.md).  Each reads Thespian
+internals pinned in ``thespian_patches.readers``; the reads that only save time are not made where they differ.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from thespian.system.transport import TransmitIntent
 
 from actors.wire.thespian_patches.base import installed_version
-from actors.wire.thespian_patches.readers import ARRIVED_ACKS
+from actors.wire.thespian_patches.readers import ARRIVED_ACKS, WRITTEN_WHOLE
 from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 
@@ -38,8 +38,11 @@ def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], Non
 
 def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> None:
     """``send_with_callback``, with ``left()`` called once the message has left this process: at once when
-    written whole, else when delivered or failed for good.  ``left`` may be called twice."""
+    written whole (read only on the code ``written_whole`` pins), else when delivered or failed for good.
+    ``left`` may be called twice."""
     intent = send_with_callback(actor, to, message, left)
+    if intent is None or not whole_readable():
+        return
     serialized = getattr(intent, "serMsg", None)
     if serialized and getattr(intent, "amtSent", 0) >= len(serialized):
         left()
@@ -49,6 +52,12 @@ def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> No
 def acks_readable() -> bool:
     """Whether this process's Thespian is the code ``take_arrived_acks`` was written for (checked once)."""
     return ARRIVED_ACKS.problem(installed_version()) is None
+
+
+@functools.cache
+def whole_readable() -> bool:
+    """Whether this process's Thespian is the code ``send_then`` reads a written message by (checked once)."""
+    return WRITTEN_WHOLE.problem(installed_version()) is None
 
 
 def take_arrived_acks(actor: Any, to: Any = None) -> int:

@@ -42,11 +42,9 @@ def plan_results(context: TaskContext) -> list[ActionResult]:
 def failed_steps(context: TaskContext) -> tuple[str, str] | None:
     """Why a task whose loop is about to end must fail instead: ``(exit_reason, error)``, or None.
 
-    A task whose answer depends on a failed step does not end done: ``unknown``
-    when an effectful step was interrupted in this attempt (its effect may or may
-    not have happened: never repeated, listed in the task's ``effects_unknown``),
-    else ``retry_exhausted`` when a tool step of the last plan failed (the answer
-    is built from that plan; the offline processors have retried it once by then),
+    A task whose answer depends on a failed step does not end done: ``unknown`` when an effectful step was
+    interrupted in this attempt (its effect may have happened: never repeated, listed in ``effects_unknown``),
+    else ``retry_exhausted`` when a tool step of the last plan failed (the answer is built from that plan),
     ``fatal_error`` when every such step was refused (deterministic: never retried).
     """
     interrupted = [r for r in context.actions_done if (r.error or "").startswith(INTERRUPTED)]

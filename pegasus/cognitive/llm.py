@@ -83,16 +83,11 @@ class ModelCaller:
             lenient: Callable[[str | None], str | None] | None = None) -> T:
         """The parsed reply; an invalid one is retried once with its error, then StageError.
 
-        ``reply``: the model the reply must fit (its schema is the ``json_schema``
-        rung); ``messages``: a list, or a function of the tool specs when the tools
-        are prompted (None when they are native).  A parameter the endpoint refuses
-        is stepped down at once (pegasus.llm.ladder), not counted as an attempt.
-        ``in_prose``: the stage's reading of a reply in prose (no JSON at all), taken
-        after the corrective retry (at once with ``prose_is_final``, or where it says so of the shape asked
-        with: reason_act's answer, a plan that called no tool it was offered, or a
-        prose reply that ran to the token limit, where asking again would cost as long again), and
-        noted in the stage's usage as ``degraded``.  ``lenient``: the words ``in_prose``
-        reads of a reply whose JSON still does not fit after the retry (None: it fails).
+        ``reply``: the model it must fit (the ``json_schema`` rung); ``messages``: a list, or a function of the
+        prompted tool specs.  A parameter the endpoint refuses is stepped down (pegasus.llm.ladder), no attempt
+        spent.  ``in_prose`` reads a reply with no JSON after the retry (at once where ``prose_is_final`` says
+        so of the shape: asking again would cost as long again), noted ``degraded``; ``lenient``: the words it
+        reads of JSON that still does not fit (None: it fails).
         """
         schema = _schema(reply) if reply is not None else None
         fed_back: list[dict[str, Any]] = []

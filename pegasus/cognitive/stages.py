@@ -243,12 +243,11 @@ def run_stage(processors: Processors, stage: str, context: TaskContext, *, machi
               step_index: int | None = None) -> StageOutcome:
     """Run ``stage`` of a task whose context is ``context`` on ``machine`` (classic or reason_act).
 
-    perceive -> PERCEIVE_DONE; think -> THINK_DONE or NEED_MORE_INFO; plan ->
-    PLAN_DONE; reason -> REASON_DONE or NEED_MORE_INFO; reflect -> REFLECT_DONE;
-    act (step ``step_index``, default the plan's current step) ->
-    TOOL_CALL_COMPLETED / TOOL_CALL_FAILED, or STEP_COMPLETED for a respond or
-    generate step on reason_act.  ValueError for an unknown stage or machine;
-    StageError when an llm-stage processor raises or there is no step to act on.
+    perceive -> PERCEIVE_DONE; think -> THINK_DONE or NEED_MORE_INFO; plan -> PLAN_DONE; reason ->
+    REASON_DONE or NEED_MORE_INFO; reflect -> REFLECT_DONE; act (step ``step_index``, default the plan's
+    current one) -> TOOL_CALL_COMPLETED / TOOL_CALL_FAILED, or STEP_COMPLETED for a respond or generate step
+    on reason_act.  ValueError for an unknown stage or machine; StageError when an llm-stage processor
+    raises or there is no step to act on.
     """
     pool = pool_for(stage)
     if machine not in MACHINES:

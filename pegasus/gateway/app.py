@@ -181,20 +181,16 @@ async def task_read(gw: Gateway, op: Operation, request: Request) -> Response:
     return _json(await gw.ask(_asked(op)(task_id=request.path_params["task_id"])))
 
 
-def _action(field: str | None) -> Handler:
-    """A task action: the row's request of the path's task_id and the body's ``field`` (the request's own
-    default when the body leaves it out)."""
-    async def handler(gw: Gateway, op: Operation, request: Request) -> Response:
-        raw = await gw.body(request)
-        kwargs: dict[str, Any] = {}
-        if op.body is not None and field is not None:
-            value = getattr(parse(op.body, raw), field)
-            if value is not None:
-                kwargs[field] = value
-        elif raw.strip() not in (b"", b"{}"):
-            raise ApiError(400, "bad_request", f"body: {op.path.rsplit('/', 1)[-1]} takes no fields")
-        return _json(await gw.ask(_asked(op)(task_id=request.path_params["task_id"], **kwargs)))
-    return handler
+async def task_action(gw: Gateway, op: Operation, request: Request) -> Response:
+    """A task action: the row's request of the path's task_id and the fields the body gives (the request's own
+    defaults for those it leaves out)."""
+    raw = await gw.body(request)
+    fields: dict[str, Any] = {}
+    if op.body is not None:
+        fields = parse(op.body, raw).model_dump(exclude_none=True)
+    elif raw.strip() not in (b"", b"{}"):
+        raise ApiError(400, "bad_request", f"body: {op.path.rsplit('/', 1)[-1]} takes no fields")
+    return _json(await gw.ask(_asked(op)(task_id=request.path_params["task_id"], **fields)))
 
 
 async def task_events(gw: Gateway, op: Operation, request: Request) -> Response:
@@ -271,12 +267,11 @@ async def add_schedule(gw: Gateway, op: Operation, request: Request) -> Response
     return _json(await gw.ask(r.ScheduleAdd.of(body.name, **fields)), 201)
 
 
-def _schedule_action(action: r.ScheduleAction) -> Handler:
-    async def handler(gw: Gateway, op: Operation, request: Request) -> Response:
-        if (await gw.body(request)).strip() not in (b"", b"{}"):
-            raise ApiError(400, "bad_request", "body: this takes no fields")
-        return _json(await gw.ask(r.ScheduleControl(name=request.path_params["name"], action=action)))
-    return handler
+async def schedule_control(gw: Gateway, op: Operation, request: Request) -> Response:
+    """Pause, resume, trigger or remove: the row's request of the path's schedule name."""
+    if (await gw.body(request)).strip() not in (b"", b"{}"):
+        raise ApiError(400, "bad_request", "body: this takes no fields")
+    return _json(await gw.ask(_asked(op)(name=request.path_params["name"])))
 
 
 TASK = "/v1/tasks/{task_id}"
@@ -304,15 +299,15 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("GET", TASK + "/events", Scope.READ, "A task's transitions live (Server-Sent Events; resume "
                "with Last-Event-ID)", query=EventsQuery, produces=(EVENT_STREAM,),
                headers=(("Last-Event-ID", EVENT_ID),)), task_events),
-    (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody, request=r.Cancel), _action("reason")),
+    (Operation("POST", TASK + "/cancel", Scope.ADMIN, "Cancel a task", ReasonBody, request=r.Cancel), task_action),
     (Operation("POST", TASK + "/suspend", Scope.ADMIN, "Suspend a running task", ReasonBody, request=r.Suspend),
-     _action("reason")),
+     task_action),
     (Operation("POST", TASK + "/resume", Scope.SUBMIT, "Resume a suspended or blocked task", ResumeBody,
-               request=r.Resume), _action("message")),
-    (Operation("POST", TASK + "/approve", Scope.ADMIN, "Approve a draft task", request=r.Approve), _action(None)),
-    (Operation("POST", TASK + "/retry", Scope.ADMIN, "Retry a failed task", request=r.Retry), _action(None)),
+               request=r.Resume), task_action),
+    (Operation("POST", TASK + "/approve", Scope.ADMIN, "Approve a draft task", request=r.Approve), task_action),
+    (Operation("POST", TASK + "/retry", Scope.ADMIN, "Retry a failed task", request=r.Retry), task_action),
     (Operation("POST", TASK + "/message", Scope.SUBMIT, "Send a running task a message", MessageBody,
-               request=r.SendMessage), _action("text")),
+               request=r.SendMessage), task_action),
     (Operation("GET", "/v1/stats", Scope.READ, "Tasks, queue, pools, usage", request=r.Stats), ask_plain),
     (Operation("GET", "/v1/machines", Scope.READ, "The state machines"), list_machines),
     (Operation("POST", "/v1/webhooks/{name}", None, "Deliver a webhook (authenticated by its HMAC signature)",
@@ -321,14 +316,14 @@ ROUTES: list[tuple[Operation, Handler]] = [
     (Operation("POST", "/v1/schedules", Scope.ADMIN, "Add a schedule", ScheduleBody, 201, request=r.ScheduleAdd,
                makes="name"),
      add_schedule),
-    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.ScheduleControl),
-     _schedule_action("pause")),
-    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule", request=r.ScheduleControl),
-     _schedule_action("resume")),
-    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now", request=r.ScheduleControl),
-     _schedule_action("trigger")),
-    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleControl),
-     _schedule_action("remove")),
+    (Operation("POST", SCHEDULE + "/pause", Scope.ADMIN, "Pause a schedule", request=r.SchedulePause),
+     schedule_control),
+    (Operation("POST", SCHEDULE + "/resume", Scope.ADMIN, "Resume a schedule", request=r.ScheduleResume),
+     schedule_control),
+    (Operation("POST", SCHEDULE + "/trigger", Scope.ADMIN, "Fire a schedule now", request=r.ScheduleTrigger),
+     schedule_control),
+    (Operation("DELETE", SCHEDULE, Scope.ADMIN, "Remove a schedule", request=r.ScheduleRemove),
+     schedule_control),
     (Operation("GET", "/healthz", None, "Whether the system answers (no token)"), healthz),
     (Operation("GET", "/metrics", Scope.READ, "Prometheus metrics", request=r.Stats, produces=("text/plain",)),
      metrics),

@@ -3,27 +3,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pegasus.memory import service
 from pegasus.memory.store import MemoryStore
 from pegasus.requests import memory as r
 
+# Each memory request and its answer: one row each, looked up by the request's class.
+ANSWERS: dict[type[Any], Callable[[MemoryStore, Any], Any]] = {
+    r.MemoryList: lambda store, q: service.list_memory(store, q.prefix, q.episodes),
+    r.MemorySearch: lambda store, q: service.search(store, q.text, q.k, q.kinds, q.query_vector),
+    r.MemoryShow: lambda store, q: service.show(store, q.item_id),
+    r.MemoryWrite: lambda store, q: service.write(store, q.path, q.content, q.vector),
+    r.MemoryForget: lambda store, q: service.forget(store, q.item_id),
+    r.MemoryExport: lambda store, q: service.export_page(store, q.after_episode, q.limit),
+    r.MemoryImport: lambda store, q: service.import_page(store, q.facts, q.episodes),
+}
+
 
 def answer_memory(store: MemoryStore, request: Any) -> Any:
     """The Reply data of ``request`` (a ``pegasus.requests.memory`` request) over ``store``."""
-    if isinstance(request, r.MemoryList):
-        return service.list_memory(store, request.prefix, request.episodes)
-    if isinstance(request, r.MemorySearch):
-        return service.search(store, request.text, request.k, request.kinds, request.query_vector)
-    if isinstance(request, r.MemoryShow):
-        return service.show(store, request.item_id)
-    if isinstance(request, r.MemoryWrite):
-        return service.write(store, request.path, request.content, request.vector)
-    if isinstance(request, r.MemoryForget):
-        return service.forget(store, request.item_id)
-    if isinstance(request, r.MemoryExport):
-        return service.export_page(store, request.after_episode, request.limit)
-    if isinstance(request, r.MemoryImport):
-        return service.import_page(store, request.facts, request.episodes)
-    raise ValueError(f"not a memory request: {type(request).__name__}")
+    answer = ANSWERS.get(type(request))
+    if answer is None:
+        raise ValueError(f"not a memory request: {type(request).__name__}")
+    return answer(store, request)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     )
     from pegasus.requests.tokens import TOKEN_NAME, TokenCreate, TokenList, TokenRevoke
     from pegasus.requests.triggers import (
-        DeliverWebhook, OverlapName, ScheduleAction, ScheduleAdd, ScheduleControl, ScheduleList, WebhookAdd, WebhookList, WebhookRemove,
+        DeliverWebhook, OverlapName, ScheduleAdd, ScheduleList, SchedulePause, ScheduleRemove, ScheduleResume, ScheduleTrigger,
+        WebhookAdd, WebhookList, WebhookRemove,
     )
 
 # Where each request lives: its module is imported when the name is first used (PEP 562), so a command
@@ -43,7 +44,8 @@ _HOMES = {
         "TOKEN_NAME", "TokenCreate", "TokenList", "TokenRevoke"
     ),
     "pegasus.requests.triggers": (
-        "DeliverWebhook", "OverlapName", "ScheduleAction", "ScheduleAdd", "ScheduleControl", "ScheduleList",
+        "DeliverWebhook", "OverlapName", "ScheduleAdd", "ScheduleList", "SchedulePause", "ScheduleRemove",
+        "ScheduleResume", "ScheduleTrigger",
         "WebhookAdd", "WebhookList", "WebhookRemove"
     ),
 }
@@ -53,8 +55,8 @@ __all__ = [
     "LIST_STATES", "MAX_BATCH", "MAX_DIMENSIONS", "MAX_IMPORT_ITEMS", "MAX_PAGE", "MAX_PRIORITY", "MAX_REASON",
     "MAX_META", "TOKEN_NAME", "Approve", "DeleteTask", "Purge", "TaskLog", "Backup", "Cancel", "Configure", "DeliverWebhook", "Get", "History", "ListTasks",
     "Locate", "MemoryExport", "MemoryForget", "MemoryImport", "MemoryList", "MemorySearch", "MemoryShow",
-    "MemoryWrite", "OverlapName", "R", "ScheduleAction", "Reply", "Request", "Resume", "Retry", "ScheduleAdd", "ScheduleControl",
-    "ScheduleList", "SendMessage", "Stats", "StoreStatus", "Submit", "SubmitMany", "Subscribe", "Suspend",
+    "MemoryWrite", "OverlapName", "R", "Reply", "Request", "Resume", "Retry", "ScheduleAdd", "ScheduleList",
+    "SchedulePause", "ScheduleRemove", "ScheduleResume", "ScheduleTrigger", "SendMessage", "Stats", "StoreStatus", "Submit", "SubmitMany", "Subscribe", "Suspend",
     "TaskContextRequest", "TierName", "TokenCreate", "TokenList", "TokenRevoke", "Tree", "Unsubscribe", "View", "Views",
     "WebhookAdd", "WebhookList", "WebhookRemove", "problems", "revalidate",
 ]

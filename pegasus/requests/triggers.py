@@ -13,7 +13,6 @@ from pegasus.triggers.schedules import DEFAULT_CATCHUP_S, make_spec
 from pegasus.task.names import CognitiveMachineName
 
 OverlapName = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
-ScheduleAction = Literal["pause", "resume", "trigger", "remove"]
 
 
 class ScheduleAdd(Request[View]):
@@ -43,11 +42,25 @@ class ScheduleAdd(Request[View]):
 class ScheduleList(Request[Views]):
     """Every schedule: its spec, state, counts and next time."""
 
-class ScheduleControl(Request[View]):
-    """Pause, resume, trigger (a task now) or remove the schedule ``name``."""
+class SchedulePause(Request[View]):
+    """Pause the schedule ``name``: its slots do not fire."""
 
     name: str
-    action: ScheduleAction
+
+class ScheduleResume(Request[View]):
+    """Unpause the schedule ``name``; the slots that passed while paused do not fire."""
+
+    name: str
+
+class ScheduleTrigger(Request[View]):
+    """A task of the schedule ``name`` now, whatever its overlap policy: its view with ``task``."""
+
+    name: str
+
+class ScheduleRemove(Request[View]):
+    """Remove the schedule ``name`` (a quarantined one too)."""
+
+    name: str
 
 class WebhookAdd(Request[View]):
     """A new webhook: its template, and the file its secret is read from (None: one is made, kept in a private

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pegasus import requests as r
@@ -23,7 +24,6 @@ from pegasus.store.task_ids import full_task_id
 from pegasus.task.errors import TaskNotFoundError
 from pegasus.views import history_view, stored_view
 
-READS = (r.Get, r.History, r.ListTasks, r.Tree, r.TaskLog)  # what answer_read answers
 TREE_DEPTH = 16  # levels a tree shows, as the supervisor's
 
 
@@ -60,31 +60,59 @@ class StoreReader(Store):
 def answer_read(reader: Store, request: r.Request[Any], max_attempts: int | None = None) -> Any:
     """What the supervisor answers ``request`` (one of ``READS``), from the store alone (``max_attempts``: the
     settings' [retry] one, which a task's view carries)."""
-    if isinstance(request, r.ListTasks):
-        found = (request.text, request.metadata)  # pegasus.store.search, as the supervisor asks it
-        return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before, *found),
-                "total": reader.count_tasks(request.state, *found), "offset": request.offset, "limit": request.limit}
-    task_id = full_task_id(reader._query, str(getattr(request, "task_id", "")))
-    if isinstance(request, r.TaskLog):
-        return task_log.task_log(reader, request.model_copy(update={"task_id": task_id}), time.time())
-    if isinstance(request, r.Tree):
-        return subtree(reader, task_id)
+    answer = ANSWERS.get(type(request))
+    if answer is None:
+        raise ValueError(f"{type(request).__name__} is not a read of the store")
+    return answer(reader, request, max_attempts)
+
+
+def _list(reader: Store, request: r.ListTasks, max_attempts: int | None) -> Any:
+    found = (request.text, request.metadata)  # pegasus.store.search, as the supervisor asks it
+    return {"tasks": reader.list_tasks(request.state, request.limit, request.offset, request.before, *found),
+            "total": reader.count_tasks(request.state, *found), "offset": request.offset, "limit": request.limit}
+
+
+def _log(reader: Store, request: r.TaskLog, max_attempts: int | None) -> Any:
+    task_id = full_task_id(reader._query, request.task_id)
+    return task_log.task_log(reader, request.model_copy(update={"task_id": task_id}), time.time())
+
+
+def _tree(reader: Store, request: r.Tree, max_attempts: int | None) -> Any:
+    return subtree(reader, full_task_id(reader._query, request.task_id))
+
+
+def _history(reader: Store, request: r.History, max_attempts: int | None) -> Any:
+    task_id, _ = _stored(reader, request.task_id)
+    return {**history_view(task_id, reader.transitions(task_id, lenient=True), reader.audit(task_id)),
+            "post_reflection": reflections.reflection_of(reader, task_id)}
+
+
+def _get(reader: Store, request: r.Get, max_attempts: int | None) -> Any:
+    task_id, row = _stored(reader, request.task_id)
+    link = reader.link_of(task_id)
+    return {**stored_view(task_id, row, reader.transitions(task_id, lenient=True)),
+            "messages": reader.conversation(task_id),
+            "post_reflection": reflections.reflection_of(reader, task_id),
+            "effects_unknown": reader.effects_unknown(task_id, run_over=True),
+            "parent_id": link.parent_id if link else None, "depth": link.depth if link else 0,
+            "children": [child.child_id for child in reader.children_of(task_id)], "waiting_for": [],
+            "messages_quarantined": reader.quarantined_messages(task_id), "max_attempts": max_attempts}
+
+
+def _stored(reader: Store, given: str) -> tuple[str, Any]:
+    """The whole id of the task ``given`` (a prefix may do) and its row; TaskNotFoundError when there is none."""
+    task_id = full_task_id(reader._query, given)
     row = reader.task_row(task_id, lenient=True)
     if row is None:
         raise TaskNotFoundError(task_id)
-    if isinstance(request, r.History):
-        return {**history_view(task_id, reader.transitions(task_id, lenient=True), reader.audit(task_id)),
-                "post_reflection": reflections.reflection_of(reader, task_id)}
-    if isinstance(request, r.Get):
-        link = reader.link_of(task_id)
-        return {**stored_view(task_id, row, reader.transitions(task_id, lenient=True)),
-                "messages": reader.conversation(task_id),
-                "post_reflection": reflections.reflection_of(reader, task_id),
-                "effects_unknown": reader.effects_unknown(task_id, run_over=True),
-                "parent_id": link.parent_id if link else None, "depth": link.depth if link else 0,
-                "children": [child.child_id for child in reader.children_of(task_id)], "waiting_for": [],
-                "messages_quarantined": reader.quarantined_messages(task_id), "max_attempts": max_attempts}
-    raise ValueError(f"{type(request).__name__} is not a read of the store")
+    return task_id, row
+
+
+# Each read and its answer, by the request's class.
+ANSWERS: dict[type[Any], Callable[[Store, Any, int | None], Any]] = {
+    r.Get: _get, r.History: _history, r.ListTasks: _list, r.Tree: _tree, r.TaskLog: _log,
+}
+READS = tuple(ANSWERS)  # what answer_read answers
 
 
 def subtree(reader: Store, task_id: str, depth_left: int = TREE_DEPTH) -> dict[str, Any]:

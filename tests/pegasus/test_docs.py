@@ -264,14 +264,30 @@ def test_slugs_are_githubs() -> None:
 
 
 MODULE_DOCSTRING_LINES = 8  # what a module owns and why, in a few lines: figures and history go to docs/ and commits
+DOCSTRING_LINES = 8  # a function's or class's too
+
+
+def _sources() -> list[Path]:
+    return sorted(p for package in ("actors", "pegasus", "benchmarks") for p in (ROOT / package).rglob("*.py"))
+
+
+def _lines(node: ast.AST) -> int:
+    return len((ast.get_docstring(node, clean=False) or "").splitlines())  # type: ignore[arg-type]
 
 
 def test_every_module_says_what_and_why_in_a_few_lines() -> None:
     long = []
-    for path in sorted(p for package in ("actors", "pegasus", "benchmarks") for p in (ROOT / package).rglob("*.py")):
-        lines = len((ast.get_docstring(ast.parse(_text(path)), clean=False) or "").splitlines())
+    for path in _sources():
+        lines = _lines(ast.parse(_text(path)))
         if not 0 < lines <= MODULE_DOCSTRING_LINES:
             long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert long == []
+
+
+def test_every_function_and_class_docstring_says_what_and_why_in_a_few_lines() -> None:
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {_lines(node)} lines" for path in _sources()
+            for node in ast.walk(ast.parse(_text(path)))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _lines(node) > DOCSTRING_LINES]
     assert long == []
 
 

@@ -1,7 +1,7 @@
 """Everything Pegasus changes in Thespian, one module per patch, and the check that they still apply.
 
 Written against ``thespian==4.0.1`` (pinned in setup.cfg): ``security/``, ``robustness/`` and
-``speed/`` patches, and ``readers`` (internals a carrier uses unpatched, checked as speed patches).
+``speed/`` patches, and ``readers`` (internals a carrier uses unpatched, checked as their kind says).
 ``install`` checks them first (``check``): a security or robustness patch that cannot apply refuses
 the start (``PatchRefused``), a speed patch that cannot is left out with one warning line.  Per
 process, inherited by every actor forked from it.  Each patch: docs/thespian-patches.md.

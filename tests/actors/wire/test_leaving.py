@@ -1,5 +1,6 @@
-"""send_then: when a message has left the process, as Thespian 4.0.1's transport shows it; take_arrived_acks
-only on the Thespian code it was written for."""
+"""send_then: when a message has left the process, as Thespian 4.0.1's transport shows it; what it and
+take_arrived_acks read, only on the Thespian code they were written for; send_with_callback's internals pinned,
+refusing the start where they differ."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from thespian.system.transport import SendStatus
 import actors.wire.thespian_patches as patches
 from actors.wire import leaving
 from actors.wire.leaving import send_then, take_arrived_acks
-from actors.wire.thespian_patches.readers import ARRIVED_ACKS
+from actors.wire.thespian_patches import PatchRefused
+from actors.wire.thespian_patches.readers import ARRIVED_ACKS, SENT_CALLBACKS, WRITTEN_WHOLE
 
 
 class Actor:
@@ -46,6 +48,41 @@ def test_a_message_written_whole_has_left_at_once_one_still_inside_when_its_send
     [intent] = partly.intents
     intent.tx_done(SendStatus.Sent)  # acknowledged (or failed for good: the same)
     assert left == ["whole", "partly"]
+
+
+def test_where_thespian_differs_from_the_pinned_code_a_message_has_left_only_once_its_send_is_done(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """How much of a message is written is read by internals pinned (``written_whole``): where they differ,
+    send_then does not read them and waits for Thespian's callback; the check warns, as for a speed patch."""
+    target = next(t for t in WRITTEN_WHOLE.targets if t.name == "_next_XMIT_2")
+    monkeypatch.setattr(target, "expected", "source 0")
+    monkeypatch.setattr(patches, "_warned", set())
+    leaving.whole_readable.cache_clear()
+    try:
+        left: list[str] = []
+        whole = Actor(written=10)
+        send_then(whole, "peer", "m", lambda: left.append("whole"))
+        assert left == []
+        whole.intents[0].tx_done(SendStatus.Sent)
+        assert left == ["whole"]
+    finally:
+        leaving.whole_readable.cache_clear()
+    checked = patches.verify()
+    assert [p.name for p in checked.skipped()] == ["written_whole"] and not checked.refused()
+    assert "speed patch written_whole: TCPTransport._next_XMIT_2 is not the code" in capsys.readouterr().err
+
+
+def test_a_send_with_a_callback_on_code_other_than_the_pinned_refuses_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Thespian's callback a worker could not tell when its result has left: ``sent_callbacks`` is a
+    robustness reader, and a changed target of it refuses the start, naming it."""
+    target = next(t for t in SENT_CALLBACKS.targets if t.name == "tx_done")
+    monkeypatch.setattr(target, "expected", "source 0")
+    with pytest.raises(PatchRefused) as refused:
+        patches.verify()
+    assert str(refused.value) == (
+        "Thespian robustness patch sent_callbacks cannot apply: TransmitIntent.tx_done is not the code the patch was "
+        f"written for ({target.found()}, expected source 0); Pegasus needs Thespian 4.0.1's own code there "
+        "(see docs/thespian-patches.md#sent-callbacks)")
 
 
 def test_without_a_transport_the_message_is_sent_plainly_and_has_left() -> None:

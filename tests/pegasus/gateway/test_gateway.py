@@ -190,9 +190,11 @@ def test_each_route_asks_the_request_its_row_names_built_from_path_and_body(app:
     client, backend, auth = app
     assert client.post("/v1/tasks/t/message", json={"text": "hi"}, headers=auth).status_code == 200
     assert client.post("/v1/tasks/t/cancel", headers=auth).status_code == 200
-    assert client.post("/v1/schedules/tidy/pause", headers=auth).status_code == 200
-    assert backend.calls == [r.SendMessage(task_id="t", text="hi"), r.Cancel(task_id="t"),
-                             r.ScheduleControl(name="tidy", action="pause")]
+    for verb in ("pause", "resume", "trigger"):
+        assert client.post(f"/v1/schedules/tidy/{verb}", headers=auth).status_code == 200
+    assert client.delete("/v1/schedules/tidy", headers=auth).status_code == 200
+    assert backend.calls == [r.SendMessage(task_id="t", text="hi"), r.Cancel(task_id="t"), r.SchedulePause(name="tidy"),
+                             r.ScheduleResume(name="tidy"), r.ScheduleTrigger(name="tidy"), r.ScheduleRemove(name="tidy")]
     asking = {(op.method, op.path): op.request for op, _ in ROUTES if op.request is not None}
     assert asking[("GET", "/v1/tasks/{task_id}")] is r.Get and asking[("POST", "/v1/tasks")] is r.Submit
     paths = document([op for op, _ in ROUTES])["paths"]

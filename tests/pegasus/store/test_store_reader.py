@@ -43,3 +43,19 @@ def test_no_store_file_is_no_reader_and_none_is_made(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no store"):
         StoreReader.of_state_dir(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_each_read_has_an_answer_of_its_own_found_by_its_class_and_any_other_request_is_refused(tmp_path: Path) -> None:
+    """No chain of tests over the requests: ``ANSWERS`` has one row per read, and READS is its keys."""
+    from pegasus.store.reader import ANSWERS, READS
+    assert set(ANSWERS) == set(READS) == {r.Get, r.History, r.ListTasks, r.Tree, r.TaskLog}
+    assert len(set(ANSWERS.values())) == len(ANSWERS)
+    Store(tmp_path / "pegasus.db")
+    reader = StoreReader.of_state_dir(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="Cancel is not a read of the store"):
+            answer_read(reader, r.Cancel(task_id=TASK))
+        with pytest.raises(TaskNotFoundError):
+            answer_read(reader, r.History(task_id=TASK))
+    finally:
+        reader.close()
