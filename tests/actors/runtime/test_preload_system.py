@@ -44,8 +44,8 @@ def test_a_process_forked_after_the_preload_freezes_what_it_inherited_and_this_o
     finally:
         os.close(read)
         os.waitpid(child, 0)
-    assert frozen > 1000  # the whole inherited heap
-    assert gc.get_freeze_count() == here  # the client's own process is left as it was
+    assert frozen > 1000 and frozen > here  # the whole inherited heap
+    assert gc.get_freeze_count() <= here  # the client's own process froze nothing (a frozen object may be freed)
 
 
 LAUNCHER_PRELOAD = """
