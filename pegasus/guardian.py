@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pegasus.logs import Level
+from pegasus.levels import Level
 from pegasus.requests.base import Reply
 from pegasus.supervision import (
     Alarm,

@@ -9,7 +9,6 @@ rendered.  The file is private and rotated by size (pegasus.logfile).
 
 from __future__ import annotations
 
-import enum
 import importlib
 import json
 import logging
@@ -30,15 +29,6 @@ _UNUSED_BY_STRUCTLOG = ("rich", "colorama", "greenlet")
 # its async log methods only, which Pegasus never calls: it gets a stand-in that imports asyncio on
 # its first attribute use; everyone else imports asyncio as ever (the MCP host, the gateway).
 _DEFERRED_BY_STRUCTLOG = ("asyncio",)
-
-
-class Level(enum.IntEnum):
-    """A log line's level, as a core's ``Log`` command names it (the ``logging`` numbers): ``emit`` writes it."""
-
-    DEBUG = logging.DEBUG
-    INFO = logging.INFO
-    WARNING = logging.WARNING
-    ERROR = logging.ERROR
 
 
 def emit(log: Any, level: Level, event: str, **fields: Any) -> None:
@@ -76,6 +66,7 @@ structlog = _load_structlog()
 from structlog.tracebacks import ExceptionDictTransformer  # noqa: E402 - after structlog's own, above
 
 from pegasus.config import LoggingSettings, Settings
+from pegasus.levels import Level
 from pegasus.logfile import SharedLogFile
 
 LOG_FILE = "pegasus.jsonl"

@@ -28,7 +28,7 @@ from pegasus.guardian import (
     Trouble,
     WakeIn,
 )
-from pegasus.logs import Level
+from pegasus.levels import Level
 from pegasus.requests.base import Reply
 
 
