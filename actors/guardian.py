@@ -17,39 +17,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from thespian.actors import ActorExitRequest, ChildActorExited, WakeupMessage
 
 from actors import messages as m
 from actors.boundary import Boundary
 from actors.gateway_keeper import GatewayKeeper
 from actors.runtime import procs
-from actors.runtime.system import HOME_CAPABILITY, SETTINGS_FILE
+from actors.runtime.settings import SettingsUnusable, read_settings
+from actors.runtime.system import HOME_CAPABILITY
 from actors.supervisor import Supervisor
 from pegasus import guardian as core
 from pegasus import logs
-from pegasus.config import Settings
-from pegasus.errors import PegasusError
 
 GUARDIAN_NAME = m.GUARDIAN_NAME
-
-
-class GuardianError(PegasusError):
-    """The guardian cannot configure a supervisor (its settings are missing or invalid)."""
-
-
-def settings_path(state_dir: Path) -> Path:
-    return Path(state_dir) / SETTINGS_FILE
-
-
-def read_settings(state_dir: Path) -> Settings:
-    path = settings_path(state_dir)
-    try:
-        return Settings.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise GuardianError(f"no settings at {path}: start the system with pegasus start") from None
-    except (OSError, ValidationError) as exc:
-        raise GuardianError(f"the settings at {path} cannot be used: {exc}") from None
 
 
 def last_crash(path: Path, pid: int | None, tail_bytes: int = 65536) -> str | None:
@@ -126,7 +106,7 @@ class Guardian(Boundary):
     def _read_settings(self, command: core.ReadSettings) -> list[core.Command]:
         try:
             settings = read_settings(self.home)
-        except GuardianError as exc:
+        except SettingsUnusable as exc:
             return self.core.step(core.SettingsRead(time.monotonic(), error=str(exc)))
         return self.core.step(core.SettingsRead(time.monotonic(), settings, http_enabled=settings.http.enabled))
 
