@@ -259,7 +259,8 @@ class Backfill:
         return [StoreVectors(rows)]
 
     def view(self) -> dict[str, Any]:
-        return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight), "failures": self.failures,
+        return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight),
+                "failures": self.failures,
                 "last_error": self.last_error, "last_error_at": self.last_error_at, "last_ok_at": self.last_ok_at,
                 "next_try_s": self.next_delay()}
 
