@@ -15,16 +15,7 @@ from typing import Any
 
 from pegasus.levels import Level
 from pegasus.requests.base import Reply
-from pegasus.supervision import (
-    Alarm,
-    ChildSpec,
-    Exceeded,
-    Exited,
-    Restart,
-    StartAgain,
-    Started,
-    Supervision,
-)
+from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 from pegasus.views import supervision_view
 
 SUPERVISOR, KEEPER = "supervisor", "gateway_keeper"

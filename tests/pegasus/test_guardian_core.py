@@ -7,26 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pegasus.guardian import (
-    KEEPER,
-    SUPERVISOR,
-    TROUBLE_FRESH_S,
-    UNEXPECTED,
-    Answer,
-    ChildExited,
-    Created,
-    Due,
-    Exit,
-    GuardianCore,
-    Locate,
-    Log,
-    ReadSettings,
-    Replied,
-    SettingsRead,
-    StartKeeper,
-    StartSupervisor,
-    Stop,
-    Trouble,
-    WakeIn,
+    KEEPER, SUPERVISOR, TROUBLE_FRESH_S, UNEXPECTED, Answer, ChildExited, Created, Due, Exit, GuardianCore, Locate, Log,
+    ReadSettings, Replied, SettingsRead, StartKeeper, StartSupervisor, Stop, Trouble, WakeIn,
 )
 from pegasus.levels import Level
 from pegasus.requests.base import Reply

@@ -4,23 +4,8 @@ in the inputs (``Policy`` below: the old per-event calls over ``step``, on a clo
 from __future__ import annotations
 
 from pegasus.run.hosts import (
-    GROW_AT,
-    SAMPLE_S,
-    STALE_S,
-    Freed,
-    Hold,
-    HostLost,
-    Lost,
-    Place,
-    Placed,
-    Release,
-    Report,
-    RetireHost,
-    StartHost,
-    TaskHosts,
-    Tick,
-    Unhold,
-    WakeIn,
+    GROW_AT, SAMPLE_S, STALE_S, Freed, Hold, HostLost, Lost, Place, Placed, Release, Report, RetireHost, StartHost,
+    TaskHosts, Tick, Unhold, WakeIn,
 )
 
 
