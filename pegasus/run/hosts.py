@@ -1,12 +1,11 @@
 """Where task runs live: which task actor a new run goes to, when another starts, when one retires.
 
-``step(input) -> [command]``, never raising, the clock in the inputs; the supervisor's ``TaskActors``
-carries out the commands (actors/supervisor/task_actors.py).  Load is each host's measured CPU
-per second of wall time, so the number of hosts follows the rate of transitions, not the tasks in
-flight.  A new run goes to the cool host with the fewest runs; when all are hot, another starts,
-up to the ceiling.  A run never moves (docs/architecture.md, "Virtual task actors").  A host is not
-retired while it holds a done task's reflection it handed out (``pegasus.run.reflections``): its
-answer would go with it.
+``step(input) -> [command]``, never raising, the clock in the inputs (carried out by
+actors/supervisor/task_actors.py).  Load is each host's measured CPU per second of wall time, so the
+number of hosts follows the rate of transitions, not the tasks in flight.  A new run goes to the cool
+host with the fewest runs; when all are hot, another starts, up to the ceiling.  A run never moves
+(docs/architecture.md, "Virtual task actors").  A host holding a done task's reflection it handed out
+(``pegasus.run.reflections``) is not retired: its answer would go with it.
 """
 
 from __future__ import annotations
