@@ -23,12 +23,11 @@ from thespian.actors import ActorExitRequest, ThespianWatch, WakeupMessage, Watc
 
 from actors import messages as m
 from actors.boundary import Boundary
+from actors.messages.gateway import HOME_ENV, RESTARTS_ENV
 from actors.runtime import procs, titles
 from pegasus import files, logs
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
 
-HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
-RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this one (its /metrics says)
 CHECK_S = 0.5  # how soon a dead gateway is noticed where it has no pidfd to watch
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]

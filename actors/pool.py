@@ -135,7 +135,7 @@ class StagePool(ActorTypeDispatcher):
         self.send(command.to, PoolStats(command.ask_id, **command.figures))
 
     def _log(self, command: c.Log) -> None:
-        getattr(self.log, command.level)(command.event, **command.fields)
+        logs.emit(self.log, command.level, command.event, **command.fields)
 
     def _set_up(self, command: c.SetUp) -> None:
         logs.configure_from(command.settings)

@@ -212,7 +212,7 @@ class TaskActor(ActorTypeDispatcher):
             self._run_log = (command.run, log)
         line = command.line
         fields = line.fields if line.error is None else {**line.fields, "exc_info": line.error}
-        getattr(log, line.level)(line.event, **fields)
+        logs.emit(log, line.level, line.event, **fields)
 
 
 def _unknown(tool: str) -> None:

@@ -313,7 +313,7 @@ class StageWorker(ActorTypeDispatcher):
         self.send(self.myAddress, ActorExitRequest())
 
     def _log(self, command: c.Log) -> None:
-        getattr(self.log, command.level)(command.event, **command.fields)
+        logs.emit(self.log, command.level, command.event, **command.fields)
 
     def _adopt(self, command: c.Adopt) -> None:
         ladder.adopt(command.known)

@@ -31,6 +31,11 @@ _UNUSED_BY_STRUCTLOG = ("rich", "colorama", "greenlet")
 _DEFERRED_BY_STRUCTLOG = ("asyncio",)
 
 
+def emit(log: Any, level: Level, event: str, **fields: Any) -> None:
+    """Write ``event`` at ``level`` (structlog's ``log`` names the line's level from the number)."""
+    log.log(level, event, **fields)
+
+
 class _OnFirstUse(types.ModuleType):
     """A module imported on the first use of one of its attributes (then through ``sys.modules``)."""
 
@@ -61,6 +66,7 @@ structlog = _load_structlog()
 from structlog.tracebacks import ExceptionDictTransformer  # noqa: E402 - after structlog's own, above
 
 from pegasus.config import LoggingSettings, Settings
+from pegasus.levels import Level
 from pegasus.logfile import SharedLogFile
 
 LOG_FILE = "pegasus.jsonl"

@@ -44,7 +44,7 @@ def _answers(url: str) -> bool:
 def dashboard(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     try:  # the running system's own settings (pegasus start --http PORT writes its port there)
-        from actors.guardian import read_settings  # imported when used: the guardian is no cost of other commands
+        from actors.runtime.settings import read_settings  # imported when used: no cost of other commands
         settings = read_settings(settings.state_dir())
     except PegasusError:
         pass

@@ -23,8 +23,8 @@ from thespian.actors import ActorSystemException
 from actors import messages as m
 from actors.client.client import TERMINAL_LIFECYCLE, Client
 from actors.client.errors import RequestError
-from actors.gateway_keeper import HOME_ENV, RESTARTS_ENV
-from actors.guardian import read_settings
+from actors.messages.gateway import HOME_ENV, RESTARTS_ENV
+from actors.runtime.settings import read_settings
 from actors.runtime.spec import SystemNotRunningError, SystemStartError
 from pegasus import logs
 from pegasus.config import Settings

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The gateway process's environment, as its keeper starts it (read by actors.client.gateway).
+HOME_ENV = "PEGASUS_GATEWAY_HOME"  # the gateway process's state directory
+RESTARTS_ENV = "PEGASUS_GATEWAY_RESTARTS"  # how many gateways died before this one (its /metrics says)
+
 
 @dataclass(frozen=True)
 class StartGateway:

@@ -17,7 +17,8 @@ from thespian.actors import ActorAddress
 from actors import messages as m
 from actors.supervisor.context import Context, Rows
 from pegasus.admission import TransitionNotice
-from pegasus.admission.reflections import Again, Dispatch, GiveUp, Keep, PostReflections
+from pegasus.admission import reflections as post_reflections
+from pegasus.admission.reflections import Count, Dispatch, GiveUp, Keep, PostReflections, TakenBack
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.memory import MemoryStore
 from pegasus.memory.answers import answer_memory
@@ -182,11 +183,9 @@ def _task_done(ctx: Context, task_id: str) -> None:
         return
     holder = ctx.reflecting.get(task_id)
     if holder is not None:  # its task actor handed the reflection out: counted here, with done
-        decision = _post(ctx).held_by(task_id, holder, reflections.started(store, task_id))
-        if isinstance(decision, GiveUp):
-            _reflection_failed(ctx, task_id, decision.error)
+        _carry_out(ctx, _post(ctx).step(post_reflections.HeldBy(task_id, holder, reflections.started(store, task_id))))
         return
-    _hand_out(ctx, _post(ctx).want(task_id), snapshot)
+    _carry_out(ctx, _post(ctx).step(post_reflections.Want(task_id)), snapshot)
 
 
 def reflections_restored(ctx: Context) -> None:
@@ -194,66 +193,55 @@ def reflections_restored(ctx: Context) -> None:
     if ctx.store is None or ctx.settings is None or not ctx.settings.memory.reflector:
         return
     for task_id, _ in reflections.pending(ctx.store):
-        _hand_out(ctx, _post(ctx).want(task_id))
+        _carry_out(ctx, _post(ctx).step(post_reflections.Want(task_id)))
 
 
-def _hand_out(ctx: Context, task_ids: list[str], known: TaskSnapshot | None = None) -> None:
-    """Hand these reflections to the llm pool (each counted first); one given up lets the next go."""
-    store = _store(ctx)
+def _carry_out(ctx: Context, commands: list[post_reflections.ReflectionCommand],
+               known: TaskSnapshot | None = None) -> None:
+    """The reflections' commands: hand-outs counted in the store, then sent to the llm pool; answers kept or failed."""
     post = _post(ctx)
-    for task_id in task_ids:
-        decision = post.handed_out(task_id, reflections.started(store, task_id))
-        if isinstance(decision, GiveUp):
-            _reflection_failed(ctx, task_id, decision.error)
-            _hand_out(ctx, post.release())
-            continue
-        assert isinstance(decision, Dispatch)
-        try:
-            snapshot = known if known is not None and known.task_id == task_id else \
-                rebuild(task_id, store.checkpoints(task_id))
-        except Exception as exc:  # noqa: BLE001 - quarantined: this reflection fails, the others go
-            post.dropped(task_id)
-            _reflection_failed(ctx, task_id, reason(exc))
-            _hand_out(ctx, post.release())
-            continue
-        ctx.to_pool(PoolName.LLM, m.StageRequest(task_id, decision.token, StageName.POST_REFLECT,
-                                                 snapshot.machine, snapshot.context))
+    while commands:
+        command = commands.pop(0)
+        if isinstance(command, Count):
+            counted = reflections.started(_store(ctx), command.task_id)
+            commands[:0] = post.step(post_reflections.HandedOut(command.task_id, counted))
+        elif isinstance(command, Dispatch):
+            task_id = command.task_id
+            try:
+                snapshot = known if known is not None and known.task_id == task_id else \
+                    rebuild(task_id, _store(ctx).checkpoints(task_id))
+            except Exception as exc:  # noqa: BLE001 - quarantined: this reflection fails, the others go
+                _reflection_failed(ctx, task_id, reason(exc))
+                commands[:0] = post.step(post_reflections.Dropped(task_id))
+                continue
+            ctx.to_pool(PoolName.LLM, m.StageRequest(task_id, command.token, StageName.POST_REFLECT,
+                                                     snapshot.machine, snapshot.context))
+        elif isinstance(command, GiveUp):
+            _reflection_failed(ctx, command.task_id, command.error)
+        elif isinstance(command, Keep):
+            _keep(ctx, command.task_id, command.reflection)
+        elif isinstance(command, TakenBack):
+            ctx.log.warning("reflections_taken_back", task_ids=list(command.task_ids))
 
 
 def on_post_reflection(ctx: Context, result: m.StageResult) -> None:
     """The answer to a reflection the supervisor handed out."""
-    _decided(ctx, _post(ctx).answered(result.task_id, result.token, result.ok, result.payload, result.error,
-                                      result.error_kind))
+    _carry_out(ctx, _post(ctx).step(post_reflections.Answered(result.task_id, result.token, result.ok, result.payload,
+                                                              result.error, result.error_kind)))
 
 
 def reflected(ctx: Context, report: m.Reflected, sender: ActorAddress) -> None:
     """The answer to a reflection a task actor handed out, in its reports: written in their commit."""
     ctx.task_actors.reflected(sender, report.task_id)
-    _decided(ctx, _post(ctx).answered_by(report.task_id, sender, report.ok, report.payload, report.error,
-                                         report.error_kind))
+    _carry_out(ctx, _post(ctx).step(post_reflections.AnsweredBy(report.task_id, sender, report.ok, report.payload,
+                                                                report.error, report.error_kind)))
 
 
 def task_actor_gone(ctx: Context, address: ActorAddress) -> None:
     """A task actor exited: the reflections it held are handed out from here (each counted again)."""
     if ctx.post is None or not ctx.post.held:
         return
-    lost = ctx.post.holder_lost(address)
-    if lost:
-        ctx.log.warning("reflections_taken_back", task_ids=lost)
-        _hand_out(ctx, ctx.post.release())
-
-
-def _decided(ctx: Context, decision: Keep | GiveUp | Again | None) -> None:
-    if decision is None:
-        return  # a late answer of an earlier hand-out, or of a task actor that no longer holds it
-    post = _post(ctx)
-    if isinstance(decision, Again):
-        post.again(decision.task_id)
-    elif isinstance(decision, GiveUp):
-        _reflection_failed(ctx, decision.task_id, decision.error)
-    elif isinstance(decision, Keep):
-        _keep(ctx, decision.task_id, decision.reflection)
-    _hand_out(ctx, post.release())
+    _carry_out(ctx, ctx.post.step(post_reflections.HolderLost(address)))
 
 
 def _keep(ctx: Context, task_id: str, reflection: PostTaskReflection) -> None:

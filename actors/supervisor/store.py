@@ -13,6 +13,7 @@ from actors import messages as m
 from actors.supervisor import memory, vectors
 from actors.supervisor.commands import carry_out
 from actors.supervisor.context import Context, Rows
+from pegasus import logs
 from pegasus.admission import Admission, Refused, StopRun
 from pegasus.admission.inputs import Restore
 from pegasus.files import write_private
@@ -51,7 +52,7 @@ def step(ctx: Context, event: health.Input) -> None:
 
 
 def _report(ctx: Context, command: health.Report) -> None:
-    getattr(ctx.log, command.level)(command.event, **command.fields)
+    logs.emit(ctx.log, command.level, command.event, **command.fields)
 
 
 def _probe_after(ctx: Context, command: health.ProbeAfter) -> None:

@@ -1,19 +1,22 @@
 """The supervisor's task actors: the hosts of its runs, placed and sized by ``pegasus.run.hosts``.
 
-``TaskActors`` carries the policy's commands that concern the actors themselves
-(create one, tell one to exit) and maps its host keys to addresses; the
-supervisor sends the runs' messages and arms the timer the policy asks for.  A sender is told from its
+``TaskActors`` steps the policy (``TaskHosts.step``, the clock passed in), carries out its commands
+(create a task actor, tell one to exit, arm the timer) and maps its host keys to addresses; the
+supervisor sends the runs' messages.  A sender is told from its
 address once: Thespian's ``ActorAddress.__eq__`` costs several calls a comparison, and every report asks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
+from typing import Any
+
 from thespian.actors import ActorAddress, ActorExitRequest
 
 from pegasus.config import RuntimeSettings
-from pegasus.run.hosts import HostCommand, RetireHost, StartHost, TaskHosts, WakeIn
+from pegasus.run import hosts as h
 
 
 class TaskActors:
@@ -26,7 +29,7 @@ class TaskActors:
     def __init__(self, create: Callable[[], ActorAddress], send: Callable[[ActorAddress, object], None],
                  wake: Callable[[float], None]) -> None:
         self.create, self.send, self.wake = create, send, wake
-        self.policy = TaskHosts()
+        self.policy = h.TaskHosts()
         self.address: dict[int, ActorAddress] = {}
         self._known: dict[object, int] = {}  # a sender's address details -> its key (emptied when ``address`` changes)
         self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
@@ -34,14 +37,12 @@ class TaskActors:
         self.reports = {"messages": 0, "reports": 0, "most_tasks": 0, "commits": 0}
 
     def configure(self, runtime: RuntimeSettings) -> None:
-        self.policy = TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
+        self.policy = h.TaskHosts(runtime.task_actors_min, runtime.task_actors_max, runtime.task_actor_runs,
                                 runtime.task_actors_idle_s)
 
     def take(self, task_id: str, run: int) -> ActorAddress:
         """The address of the task actor the new run goes to (created now when the policy says so)."""
-        key, commands = self.policy.place(task_id, run)
-        self._carry_out(commands)
-        return self.address[key]
+        return self._carry_out(self.policy.step(h.Place(task_id, run, time.monotonic())))
 
     def address_of(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The task actor of the task's running run (of ``run`` when given), or None."""
@@ -57,10 +58,7 @@ class TaskActors:
 
     def release(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The run stopped: the address of its task actor (None when it held no such run)."""
-        key, commands = self.policy.release(task_id, run)
-        address = self.address.get(key) if key is not None else None
-        self._carry_out(commands)
-        return address
+        return self._carry_out(self.policy.step(h.Release(task_id, run, time.monotonic())))
 
     def report(self, address: ActorAddress, cpu_s: float, reports: tuple[object, ...] = ()) -> int | None:
         """A TaskReports from ``address``: its CPU so far (its load), and the reports counted; its key."""
@@ -70,20 +68,20 @@ class TaskActors:
         counted["most_tasks"] = max(counted["most_tasks"], len({getattr(r, "task_id", None) for r in reports}))
         key = self.key_of(address)
         if key is not None:
-            self.policy.report(key, cpu_s)
+            self.policy.step(h.Report(key, cpu_s, time.monotonic()))
         return key
 
     def reflecting(self, address: ActorAddress, task_id: str) -> None:
         """The task actor at ``address`` handed the task's reflection out: it is not retired before the answer."""
         key = self.key_of(address)
         if key is not None:
-            self.policy.hold(key, task_id)
+            self.policy.step(h.Hold(key, task_id))
 
     def reflected(self, address: ActorAddress, task_id: str) -> None:
         """Its answer came (in the actor's reports)."""
         key = self.key_of(address)
         if key is not None:
-            self._carry_out(self.policy.unhold(key, task_id))
+            self._carry_out(self.policy.step(h.Unhold(key, task_id, time.monotonic())))
 
     def exited(self, address: ActorAddress) -> list[tuple[str, int]] | None:
         """A task actor exited: the runs it held (None: not one of ours any more, e.g. one retired)."""
@@ -93,10 +91,11 @@ class TaskActors:
         del self.address[key]
         self._known.clear()
         self.died += 1
-        return self.policy.lost(key)
+        lost = self.policy.step(h.Lost(key))
+        return list(lost[0].runs) if lost and isinstance(lost[0], h.HostLost) else None
 
     def tick(self) -> None:
-        self._carry_out(self.policy.tick())
+        self._carry_out(self.policy.step(h.Tick(time.monotonic())))
 
     def running(self) -> list[str]:
         return list(self.policy.placed)
@@ -121,13 +120,18 @@ class TaskActors:
                 self._known[details] = key
         return key
 
-    def _carry_out(self, commands: list[HostCommand]) -> None:
+    def _carry_out(self, commands: list[h.HostCommand]) -> Any:
+        """Carry the commands out; the address a ``Placed`` or ``Freed`` names (None without one)."""
+        named = None
         for command in commands:
-            if isinstance(command, StartHost):
+            if isinstance(command, (h.Placed, h.Freed)):
+                named = self.address.get(command.key)
+            elif isinstance(command, h.StartHost):
                 self.address[command.key] = self.create()
                 self._known.clear()
-            elif isinstance(command, RetireHost):
+            elif isinstance(command, h.RetireHost):
                 self._known.clear()
                 self.send(self.address.pop(command.key), ActorExitRequest())
-            elif isinstance(command, WakeIn):
+            elif isinstance(command, h.WakeIn):
                 self.wake(command.seconds)
+        return named

@@ -4,7 +4,8 @@
 The supervisor never calls the endpoint: the llm pool embeds (EMBED_QUERY; EMBED_ROWS at the lowest
 priority).  A recall or a search waits for its vector at most ``2 x embeddings_timeout_s`` (+ a
 margin), then goes by full text alone and says why.  A search's pool requests carry negative tokens
-(a recall's are its run's), so an answer finds its own.  Policy: ``pegasus.memory.vectors.Backfill``.
+(a recall's are its run's), so an answer finds its own.  Policy: ``pegasus.memory.vectors``' ``Backfill.step``
+and ``Breaker.step``; this module carries their commands out (the store's reads and writes, the pool's requests).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from actors.supervisor import memory
 from actors.supervisor.context import Context, FullTextOnly, Vectors
 from pegasus.memory.embeddings import configured, unpack
 from pegasus.tools.memory import search_query
-from pegasus.memory.vectors import BACKFILL_TASK, Backfill, missing, missing_count, store_vectors
+from pegasus.memory import vectors as v
+from pegasus.memory.vectors import BACKFILL_TASK, missing, missing_count, store_vectors
 from pegasus.task.events import utc_now
 from pegasus.task.names import PoolName, StageName
 
@@ -81,9 +83,9 @@ def _ask_vector(ctx: Context, task_id: str, token: int, query: str) -> str | Non
     """The query's vector asked of the llm pool (answered by query_vector, or recall_vector_due when late);
     or, while the breaker is open (the endpoint failed a moment ago), why it was not asked."""
     assert ctx.settings is not None
-    breaker, now = ctx.vectors.breaker, time.monotonic()
-    if not breaker.closed(now):
-        return f"embeddings: {breaker.error} (not asked again for {breaker.open_until - now:.0f}s)"
+    [asked] = ctx.vectors.breaker.step(v.Asking(time.monotonic())) or [v.Ask()]
+    if isinstance(asked, v.NotAsked):
+        return asked.why
     timeout = ctx.settings.memory.embeddings_timeout_s
     ctx.wake(_patience_s(ctx), m.RecallVectorDue(task_id, token))
     ctx.to_pool(PoolName.LLM, m.StageRequest(task_id, token, StageName.EMBED_QUERY, texts=(query,),
@@ -104,12 +106,11 @@ def _late(ctx: Context) -> str:
 def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
     """Every embed stage's answer opens or closes the breaker."""
     assert ctx.settings is not None
-    if result.ok:
-        ctx.vectors.breaker.succeeded()
-    elif result.error_kind == "exception":  # the endpoint's failure (not a pool's queue_full, a dead worker)
-        backfill = ctx.vectors.backfill
-        wait = backfill.next_delay() if backfill is not None else ctx.settings.memory.embeddings_backfill_s
-        ctx.vectors.breaker.failed(time.monotonic(), wait, result.error or "failed")
+    backfill = ctx.vectors.backfill
+    wait = backfill.next_delay() if backfill is not None else ctx.settings.memory.embeddings_backfill_s
+    # error_kind "exception": the endpoint's failure (not a pool's queue_full, a dead worker)
+    ctx.vectors.breaker.step(v.EmbedAnswered(result.ok, result.error_kind == "exception", result.error,
+                                             time.monotonic(), wait))
 
 
 def query_vector(ctx: Context, result: m.StageResult) -> None:
@@ -161,57 +162,58 @@ def restored(ctx: Context) -> None:
     assert ctx.settings is not None
     if ctx.vectors.backfill is None:
         settings = ctx.settings.memory
-        ctx.vectors.backfill = Backfill(settings.embeddings_backfill_s, settings.embeddings_batch,
-                                        settings.embeddings_timeout_s)
-    _arm(ctx, ctx.vectors.backfill)
-
-
-def _arm(ctx: Context, backfill: Backfill) -> None:
-    if backfill.arm():
-        ctx.wake(backfill.next_delay(), m.VectorsDue())
+        ctx.vectors.backfill = v.Backfill(settings.embeddings_backfill_s, settings.embeddings_batch,
+                                          settings.embeddings_timeout_s)
+    _backfill(ctx, v.Restored())
 
 
 def vectors_due(ctx: Context, due: m.VectorsDue) -> None:
-    backfill = ctx.vectors.backfill
-    if backfill is None:
-        return
-    if backfill.due(time.monotonic()):
-        _next_batch(ctx, backfill)
-    _arm(ctx, backfill)
-
-
-def _next_batch(ctx: Context, backfill: Backfill) -> None:
-    if ctx.store is None:
-        return
-    try:
-        rows = missing(ctx.store.db, backfill.batch, _model(ctx))
-    except Exception as exc:  # noqa: BLE001 - a store that cannot be read now: the next timer looks again
-        ctx.log.warning("vectors_not_read", error=f"{type(exc).__name__}: {exc}")
-        return
-    token = backfill.start(rows, time.monotonic())
-    if token is not None:
-        ctx.to_pool(PoolName.LLM, m.StageRequest(
-            BACKFILL_TASK, token, StageName.EMBED_ROWS, texts=tuple(row.text for row in backfill.in_flight),
-            timeout_s=backfill.timeout_s + STAGE_MARGIN_S))
+    _backfill(ctx, v.Due(time.monotonic()))
 
 
 def row_vectors(ctx: Context, result: m.StageResult) -> None:
     backfill = ctx.vectors.backfill
     if backfill is None:
         return
-    rows, more = backfill.answered(result.token, result.ok, result.error, utc_now().isoformat())
-    _endpoint_answered(ctx, result)  # after the back-off grew: the breaker waits as long
-    if not result.ok:
-        ctx.log.warning("vectors_failed", error=result.error, next_try_s=backfill.next_delay())
     vectors = result.payload.get("vectors") or []
-    if rows and len(vectors) == len(rows) and ctx.store is not None:
-        try:
-            backfill.kept(store_vectors(ctx.store, rows, vectors, _model(ctx)))
-        except Exception as exc:  # noqa: BLE001 - not kept (a full disk): those rows go in a later batch
-            ctx.log.warning("vectors_not_kept", error=f"{type(exc).__name__}: {exc}")
-            return
-        if more:
-            _next_batch(ctx, backfill)
+    answered = v.BatchAnswered(result.token, result.ok, len(vectors), result.error, utc_now().isoformat())
+    commands = backfill.step(answered)
+    _endpoint_answered(ctx, result)  # after the back-off grew: the breaker waits as long
+    _carry_out(ctx, backfill, commands, vectors)
+
+
+def _backfill(ctx: Context, event: v.BackfillInput) -> None:
+    backfill = ctx.vectors.backfill
+    if backfill is not None:
+        _carry_out(ctx, backfill, backfill.step(event), [])
+
+
+def _carry_out(ctx: Context, backfill: v.Backfill, commands: list[v.BackfillCommand], vectors: list[bytes]) -> None:
+    """The job's commands; ``vectors``: the answer a ``StoreVectors`` keeps."""
+    while commands:
+        command = commands.pop(0)
+        if isinstance(command, v.WakeIn):
+            ctx.wake(command.seconds, m.VectorsDue())
+        elif isinstance(command, v.ReadRows) and ctx.store is not None:
+            try:
+                rows = missing(ctx.store.db, command.limit, _model(ctx))
+            except Exception as exc:  # noqa: BLE001 - a store that cannot be read now: the next timer looks again
+                ctx.log.warning("vectors_not_read", error=f"{type(exc).__name__}: {exc}")
+                continue
+            commands[:0] = backfill.step(v.RowsRead(tuple(rows), time.monotonic()))
+        elif isinstance(command, v.SendBatch):
+            ctx.to_pool(PoolName.LLM, m.StageRequest(BACKFILL_TASK, command.token, StageName.EMBED_ROWS,
+                                                     texts=tuple(row.text for row in command.rows),
+                                                     timeout_s=command.timeout_s + STAGE_MARGIN_S))
+        elif isinstance(command, v.StoreVectors) and ctx.store is not None:
+            try:
+                kept = store_vectors(ctx.store, list(command.rows), vectors, _model(ctx))
+            except Exception as exc:  # noqa: BLE001 - not kept (a full disk): those rows go in a later batch
+                ctx.log.warning("vectors_not_kept", error=f"{type(exc).__name__}: {exc}")
+                continue
+            commands[:0] = backfill.step(v.Kept(kept))
+        elif isinstance(command, v.BatchFailed):
+            ctx.log.warning("vectors_failed", error=command.error, next_try_s=command.next_try_s)
 
 
 def embeddings_view(ctx: Context) -> dict[str, Any] | None:

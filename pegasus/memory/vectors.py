@@ -4,7 +4,7 @@ A row written without a vector, or whose vector another model made (``vector_mod
 The supervisor's ``Backfill`` takes a batch of such rows on its timer (``missing``), an llm pool
 worker embeds them at the lowest priority, and ``store_vectors`` keeps each only where the row
 still holds the text embedded.  A failed batch waits twice as long each time (``MAX_BACKOFF``).
-Pure policy and a few SQL statements: no model call, no Thespian; the clock is a parameter.
+Pure policy (``Backfill.step``, ``Breaker.step``) and a few SQL statements: no model call, no Thespian.
 """
 
 from __future__ import annotations
@@ -100,13 +100,93 @@ def store_vectors(database: Database, rows: list[Pending], vectors: list[bytes],
     return kept
 
 
+# -- the background job and the breaker: step(input) -> [command], never raising, the clock in the inputs --
+@dataclass(frozen=True)
+class Restored:
+    """The supervisor (re)started: the job's timer, once."""
+
+
+@dataclass(frozen=True)
+class Due:
+    """The job's timer fired at ``now``."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class RowsRead:
+    """The rows ``ReadRows`` found without a vector (read at ``now``)."""
+
+    rows: tuple[Pending, ...]
+    now: float
+
+
+@dataclass(frozen=True)
+class BatchAnswered:
+    """The llm pool's answer to batch ``token``: ``ok`` with ``vectors`` (how many), or ``error``; ``when``: ISO."""
+
+    token: int
+    ok: bool
+    vectors: int
+    error: str | None
+    when: str
+
+
+@dataclass(frozen=True)
+class Kept:
+    """``StoreVectors`` kept ``count`` vectors."""
+
+    count: int
+
+
+BackfillInput = Restored | Due | RowsRead | BatchAnswered | Kept
+
+
+@dataclass(frozen=True)
+class WakeIn:
+    """Arm the job's timer: ``Due`` after ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ReadRows:
+    """Read up to ``limit`` rows without a vector (``missing``); step ``RowsRead`` with them."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
+class SendBatch:
+    """Ask the llm pool for the vectors of ``rows`` (batch ``token``)."""
+
+    token: int
+    rows: tuple[Pending, ...]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class StoreVectors:
+    """Keep the answer's vectors for ``rows`` (``store_vectors``); step ``Kept`` with how many."""
+
+    rows: tuple[Pending, ...]
+
+
+@dataclass(frozen=True)
+class BatchFailed:
+    """A batch failed: log it, with when the next one goes."""
+
+    error: str | None
+    next_try_s: float
+
+
+BackfillCommand = WakeIn | ReadRows | SendBatch | StoreVectors | BatchFailed
+
+
 @dataclass
 class Backfill:
-    """The background job's state: one batch at a time, a timer chain, a back-off after failures.
-
-    The carrier arms a timer for ``next_delay()`` whenever ``arm()`` says so, calls ``due`` when it fires, and
-    sends the batch ``start`` returns; ``answered`` says whether its vectors are to be stored and whether the next
-    batch goes at once (a full batch: there may be more)."""
+    """The background job's state: one batch at a time, a timer chain, a back-off after failures; a full batch
+    kept: the next one at once (there may be more)."""
 
     interval_s: float
     batch: int
@@ -117,56 +197,103 @@ class Backfill:
     started: float = 0.0
     failures: int = 0
     filled: int = 0
+    more: bool = False  # the last batch kept was full
     last_error: str | None = None
     last_error_at: str | None = None
     last_ok_at: str | None = None
 
-    def arm(self) -> bool:
-        """Whether a timer must be armed now (none is pending)."""
-        if self.armed:
-            return False
-        self.armed = True
-        return True
+    def step(self, event: BackfillInput) -> list[BackfillCommand]:
+        try:
+            if isinstance(event, Restored):
+                return self._arm()
+            if isinstance(event, Due):
+                return self._due(event.now)
+            if isinstance(event, RowsRead):
+                return self._start(event.rows, event.now)
+            if isinstance(event, BatchAnswered):
+                return self._answered(event)
+            if isinstance(event, Kept):
+                self.filled += event.count
+                more, self.more = self.more, False
+                return [ReadRows(self.batch)] if more else []
+        except Exception:  # noqa: BLE001 - a background job must never take the supervisor down; nothing is decided
+            return []
+        return []
 
     def next_delay(self) -> float:
         return self.interval_s * min(2 ** self.failures, MAX_BACKOFF)
 
-    def due(self, now: float) -> bool:
-        """The timer fired: whether to look for rows now (no batch in flight, or the one in flight is lost)."""
+    def _arm(self) -> list[BackfillCommand]:
+        if self.armed:
+            return []  # one timer at a time, however often the supervisor restores
+        self.armed = True
+        return [WakeIn(self.next_delay())]
+
+    def _due(self, now: float) -> list[BackfillCommand]:
+        """Look for rows now unless a batch is in flight and not yet given up as lost."""
         self.armed = False
         if self.in_flight and now - self.started < STALE_AFTER * self.timeout_s:
-            return False
+            return self._arm()
         self.in_flight = ()
-        return True
+        return [ReadRows(self.batch), *self._arm()]
 
-    def start(self, rows: list[Pending], now: float) -> int | None:
-        """The token of the batch of ``rows`` to send (None: nothing to do)."""
+    def _start(self, rows: tuple[Pending, ...], now: float) -> list[BackfillCommand]:
         if not rows or self.in_flight:
-            return None
+            return []
         self.token += 1
         self.in_flight, self.started = tuple(rows[:self.batch]), now
-        return self.token
+        return [SendBatch(self.token, self.in_flight, self.timeout_s)]
 
-    def answered(self, token: int, ok: bool, error: str | None, when: str) -> tuple[list[Pending], bool]:
-        """(the rows whose vectors to store, whether to look for the next batch at once) of an answer; a late
-        answer of a batch given up is ignored."""
-        if token != self.token or not self.in_flight:
-            return [], False
-        rows, self.in_flight = list(self.in_flight), ()
-        if not ok:
+    def _answered(self, event: BatchAnswered) -> list[BackfillCommand]:
+        if event.token != self.token or not self.in_flight:
+            return []  # a late answer of a batch given up
+        rows, self.in_flight = self.in_flight, ()
+        if not event.ok:
             self.failures += 1
-            self.last_error, self.last_error_at = error or "failed", when
-            return [], False
-        self.failures, self.last_ok_at = 0, when
-        return rows, len(rows) >= self.batch
-
-    def kept(self, count: int) -> None:
-        self.filled += count
+            self.last_error, self.last_error_at = event.error or "failed", event.when
+            return [BatchFailed(event.error, self.next_delay())]
+        self.failures, self.last_ok_at = 0, event.when
+        if event.vectors != len(rows):
+            return []  # an answer that does not fit its batch: those rows go in a later one
+        self.more = len(rows) >= self.batch
+        return [StoreVectors(rows)]
 
     def view(self) -> dict[str, Any]:
-        return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight), "failures": self.failures,
+        return {"healthy": self.failures == 0, "filled": self.filled, "in_flight": len(self.in_flight),
+                "failures": self.failures,
                 "last_error": self.last_error, "last_error_at": self.last_error_at, "last_ok_at": self.last_ok_at,
                 "next_try_s": self.next_delay()}
+
+
+@dataclass(frozen=True)
+class Asking:
+    """A recall or a search would ask the endpoint for its query's vector at ``now``."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class EmbedAnswered:
+    """An embed stage's answer: ``ok``, or the endpoint's own failure (``endpoint_failed``: not a pool's
+    queue_full or a dead worker) with ``error``; ``wait``: the background job's back-off now."""
+
+    ok: bool
+    endpoint_failed: bool
+    error: str | None
+    now: float
+    wait: float
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Ask the endpoint."""
+
+
+@dataclass(frozen=True)
+class NotAsked:
+    """The breaker is open: go on without a vector, for ``why``."""
+
+    why: str
 
 
 @dataclass
@@ -178,11 +305,18 @@ class Breaker:
     open_until: float = 0.0
     error: str | None = None
 
-    def closed(self, now: float) -> bool:
-        return now >= self.open_until
-
-    def failed(self, now: float, wait: float, error: str) -> None:
-        self.open_until, self.error = now + wait, error
-
-    def succeeded(self) -> None:
-        self.open_until, self.error = 0.0, None
+    def step(self, event: Asking | EmbedAnswered) -> list[Ask | NotAsked]:
+        try:
+            if isinstance(event, Asking):
+                if event.now >= self.open_until:
+                    return [Ask()]
+                left = self.open_until - event.now
+                return [NotAsked(f"embeddings: {self.error} (not asked again for {left:.0f}s)")]
+            if isinstance(event, EmbedAnswered):
+                if event.ok:
+                    self.open_until, self.error = 0.0, None
+                elif event.endpoint_failed:
+                    self.open_until, self.error = event.now + event.wait, event.error or "failed"
+        except Exception:  # noqa: BLE001 - nothing is decided: a recall asks, as with the breaker closed
+            return [Ask()] if isinstance(event, Asking) else []
+        return []

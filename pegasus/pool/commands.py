@@ -7,6 +7,7 @@ from typing import Any
 
 from pegasus.bounds import timer_s
 from pegasus.config import Settings
+from pegasus.levels import Level
 from pegasus.pool.inputs import (
     BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
 )
@@ -127,7 +128,7 @@ class SendStats:
 
 @dataclass(frozen=True, slots=True)
 class Log:
-    level: str  # a structlog method: info, warning, error
+    level: Level
     event: str
     fields: dict[str, Any]
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pegasus.levels import Level
 from pegasus.llm.budget import LlmBudget
 from pegasus.llm.capabilities import ladder_view, merged
 from pegasus.llm.listen import streams
@@ -63,7 +64,7 @@ class PoolCore(Pinging):
             handler(event, out)
         except Exception as exc:  # noqa: BLE001 - a bug here must not become Thespian's PoisonMessage
             error = f"{type(exc).__name__}: {exc}"
-            out.append(Log("error", "pool_error", {"input": type(event).__name__, "error": error}))
+            out.append(Log(Level.ERROR, "pool_error", {"input": type(event).__name__, "error": error}))
             if isinstance(event, Requested):
                 out.append(Fail(event.requester, event.request, f"pool error: {error}", "exception"))
         return out
@@ -89,7 +90,7 @@ class PoolCore(Pinging):
             PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong, RespawnDue: self._respawn_due,
         }
         out.append(SetUp(config.settings, config.name))
-        out.append(Log("info", "pool_started", {"size": local, "queue_limit": config.queue_limit,
+        out.append(Log(Level.INFO, "pool_started", {"size": local, "queue_limit": config.queue_limit,
                                                 "timeout_s": config.timeout_s, "lead": self.lead}))
         for _ in range(local):
             self._spawn(self._new_index(), self.me, out)
@@ -123,7 +124,7 @@ class PoolCore(Pinging):
         if not slot.ready:
             slot.ready = True
             self.idle.append(slot.index)
-            out.append(Log("info", "worker_placed", {"worker": slot.index, "member": slot.member, "pid": event.pid}))
+            out.append(Log(Level.INFO, "worker_placed", {"worker": slot.index, "member": slot.member, "pid": event.pid}))
             self._ping_new(slot, out)  # before any stage: a worker busy at every PingDue still learns it has a pool
             self._dispatch(out)
 
@@ -134,7 +135,7 @@ class PoolCore(Pinging):
         caps = dict(event.capabilities or {})
         name = member_name_of(caps)
         if name is None or name == self.me:
-            out.append(Log("warning", "member_ignored", {"address": str(event.address), "reason": "no pegasus.member"}))
+            out.append(Log(Level.WARNING, "member_ignored", {"address": str(event.address), "reason": "no pegasus.member"}))
             return
         known = self.members.get(name)
         if not event.added:
@@ -148,14 +149,14 @@ class PoolCore(Pinging):
             self._member_left(name, "was replaced by a new admin of the same name", out)
         wanted = min(advertised_workers(caps, self.name), MAX_WORKERS_PER_MEMBER)
         self.members[name] = Member(name, event.address, caps, wanted, self.wall_clock())
-        out.append(Log("info", "member_joined", {"member": name, "workers": wanted}))
+        out.append(Log(Level.INFO, "member_joined", {"member": name, "workers": wanted}))
         for _ in range(wanted):
             self._spawn(self._new_index(), name, out)
 
     def _member_left(self, name: str, why: str, out: Out) -> None:
         self.members.pop(name, None)
         lost = [slot for slot in self.slots.values() if slot.member == name]
-        out.append(Log("warning", "member_left", {"member": name, "workers": len(lost), "why": why}))
+        out.append(Log(Level.WARNING, "member_left", {"member": name, "workers": len(lost), "why": why}))
         for slot in lost:
             # Its llm stages run again elsewhere (no side effect, and the member's loss is no fault of
             # theirs); a tool step fails as a crashed worker's and the task's journal decides.  A late
@@ -173,7 +174,7 @@ class PoolCore(Pinging):
         slot = self.slots.get(event.index)
         if slot is None or slot.serial != event.serial or slot.ready:
             return
-        out.append(Log("warning", "placement_failed", {"worker": slot.index, "member": slot.member,
+        out.append(Log(Level.WARNING, "placement_failed", {"worker": slot.index, "member": slot.member,
                                                        "timeout_s": self.placement_timeout_s}))
         if (member := self.members.get(slot.member)) is not None:
             member.failed_placements += 1
@@ -247,7 +248,7 @@ class PoolCore(Pinging):
         again = self.budget.settle(event.job, worker, job.requeues, ok=getattr(event.result, "ok", True))
         if "retry_after_s" not in worker:
             return False
-        out.append(Log("warning", "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
+        out.append(Log(Level.WARNING, "rate_limited", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                    "retry_after_s": worker.get("retry_after_s"),
                                                    "requeues": job.requeues + 1, "again": again}))
         if again:
@@ -270,7 +271,7 @@ class PoolCore(Pinging):
                 self._stop(job_id, job, out, overran=True)
             elif job is not None:
                 timeout = self._timeout(job.request)
-                out.append(Log("warning", "stage_deadline", {"task_id": job.request.task_id,
+                out.append(Log(Level.WARNING, "stage_deadline", {"task_id": job.request.task_id,
                                                              "stage": job.request.stage, "timeout_s": timeout}))
                 self._replace(job.slot, f"{job.request.stage} overran its {timeout:g}s deadline", "timeout", out,
                               kill=True)
@@ -306,7 +307,7 @@ class PoolCore(Pinging):
             stopped = event.states.get(slot.pid or 0) in STOPPED_STATES
             slot.stopped_looks = slot.stopped_looks + 1 if stopped else 0
             if slot.stopped_looks >= 2:
-                out.append(Log("warning", "worker_hung", {"worker": slot.index, "pid": slot.pid,
+                out.append(Log(Level.WARNING, "worker_hung", {"worker": slot.index, "pid": slot.pid,
                                                           "jobs": list(slot.jobs)}))
                 self._replace(slot.index, f"stage worker {slot.pid} was stopped (hung)", "worker_died", out,
                               kill=True, rerun=self.name == RERUN_POOL)
@@ -317,7 +318,7 @@ class PoolCore(Pinging):
         slot = next((s for s in self.slots.values() if s.address == event.address), None)
         if slot is None:
             return
-        out.append(Log("warning", "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,
+        out.append(Log(Level.WARNING, "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,
                                                     "jobs": list(slot.jobs)}))
         where = "" if slot.local else f" on convention member {slot.member}"
         # A worker on a member is reported dead when its member is lost (often before the membership
@@ -328,7 +329,7 @@ class PoolCore(Pinging):
         respawn_s = 0.0
         for command in self.worker_deaths.step(Died(str(slot.index), self.clock(), f"stage worker died{where}")):
             if isinstance(command, Alarm):
-                out.append(Log("error", "worker_crash_loop", {"worker": slot.index, "deaths": command.deaths,
+                out.append(Log(Level.ERROR, "worker_crash_loop", {"worker": slot.index, "deaths": command.deaths,
                                                               "period_s": command.period_s}))
             elif isinstance(command, StartAgain):
                 respawn_s = command.delay_s
@@ -357,7 +358,7 @@ class PoolCore(Pinging):
             elif self.stoppable:
                 self._stop(job_id, job, out, overran=False)
             else:
-                out.append(Log("info", "stage_canceled", {"task_id": event.task_id, "stage": job.request.stage,
+                out.append(Log(Level.INFO, "stage_canceled", {"task_id": event.task_id, "stage": job.request.stage,
                                                           "worker": job.slot}))
                 self._replace(job.slot, "the task was canceled", "exception", out, kill=True)
 
@@ -368,7 +369,7 @@ class PoolCore(Pinging):
         job.canceled = True
         slot = self.slots[job.slot]
         timeout = self._timeout(job.request)
-        out.append(Log("info" if not overran else "warning", "stage_stopping",
+        out.append(Log(Level.INFO if not overran else Level.WARNING, "stage_stopping",
                        {"task_id": job.request.task_id, "stage": job.request.stage, "worker": job.slot,
                         "why": f"overran its {timeout:g}s deadline" if overran else "canceled"}))
         out.append(Stop(slot.address, job_id))

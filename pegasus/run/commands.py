@@ -10,8 +10,9 @@ The reports are the task-run conversation's messages themselves
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from pegasus.levels import Level
 from pegasus.store.journal import StepEnd
 from pegasus.streaming import TextDelta
 from pegasus.task.models import TaskContext, TaskSnapshot
@@ -123,7 +124,7 @@ class Reflected:
 class Log:
     """A line for the task's log; ``error`` is the exception to render with it."""
 
-    level: Literal["debug", "info", "warning", "error"]
+    level: Level
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None

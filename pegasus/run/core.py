@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pegasus import codec
 from pegasus.cognitive.base import INTERRUPTED
+from pegasus.levels import Level
 from pegasus.tools.memory import is_memory_tool
 from pegasus.run.commands import Abandon, AskRecall, ChildStep, Command, Log, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.inputs import (
@@ -76,12 +77,12 @@ class TaskRun:
         """Apply one input; the commands to carry out, in order.  Never raises."""
         if self.unreadable is not None:
             exc = self.unreadable
-            return [Log("error", "task_actor_error", {}, exc),
+            return [Log(Level.ERROR, "task_actor_error", {}, exc),
                     Abandon(f"the run cannot start: {type(exc).__name__}: {exc}")]
         try:
             return self._HANDLERS[type(event)](self, event)
         except Exception as exc:  # noqa: BLE001 - an input the handlers could not even read
-            return [Log("error", "task_actor_error", {"input": type(event).__name__}, exc)]
+            return [Log(Level.ERROR, "task_actor_error", {"input": type(event).__name__}, exc)]
 
     def snapshot(self) -> RunSnapshot:
         """The run as a value (what ``TaskRun(snapshot)`` restores)."""
@@ -100,14 +101,14 @@ class TaskRun:
     def _answered_input(self, event: Answered) -> list[Command]:
         answer = event.answer
         if not self._current(answer.task_id, answer.token):
-            return [Log("info", "stale_result_dropped",
+            return [Log(Level.INFO, "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
 
     def _recalled_input(self, event: MemoriesRecalled) -> list[Command]:
         answer = event.answer
         if not self._current(answer.task_id, answer.token):
-            return [Log("info", "stale_recall_dropped", {"token": answer.token, "current": self.token})]
+            return [Log(Level.INFO, "stale_recall_dropped", {"token": answer.token, "current": self.token})]
         return self._handle(self._recalled, answer)
 
     def _streamed(self, event: Streamed) -> list[Command]:
@@ -124,7 +125,7 @@ class TaskRun:
             return []
         known = {number for number, _ in self.inbox}
         self.inbox += tuple(entry for entry in event.entries if entry[0] not in known)
-        return [Log("info", "message_waiting", {"messages": len(self.inbox)})]
+        return [Log(Level.INFO, "message_waiting", {"messages": len(self.inbox)})]
 
     _HANDLERS: ClassVar[dict[type, Callable[[TaskRun, Any], list[Command]]]] = {
         Started: _started, Answered: _answered_input, MemoriesRecalled: _recalled_input, Streamed: _streamed,
@@ -135,7 +136,7 @@ class TaskRun:
         self.token += 1
         recall = recalled(self.fsm.context.iteration, answer.identity, list(answer.items), answer.error)
         if answer.error:
-            self._log("warning", "recall_failed", error=answer.error)
+            self._log(Level.WARNING, "recall_failed", error=answer.error)
         self.fsm.replace_context(recall=recall)  # checkpointed with the stage's transition (else recalled again)
         self._advance()
 
@@ -143,7 +144,7 @@ class TaskRun:
         try:
             step(*args)
         except Exception as exc:  # noqa: BLE001 - never raise: the task fails instead
-            self._out.append(Log("error", "task_actor_error", {}, exc))
+            self._out.append(Log(Level.ERROR, "task_actor_error", {}, exc))
             self._give_up(exc)
         out, self._out = self._out, []
         return out
@@ -192,7 +193,7 @@ class TaskRun:
 
     def _suspend(self, reason: str) -> None:
         if not self.fsm.can_transition(EventType.TASK_SUSPENDED):
-            self._log("info", "suspend_refused", state=self.fsm.state)
+            self._log(Level.INFO, "suspend_refused", state=self.fsm.state)
             return
         self._apply(self._event(EventType.TASK_SUSPENDED, {"reason": reason}))
 
@@ -203,7 +204,7 @@ class TaskRun:
         try:
             target = fsm.transition(event)
         except InvalidStateTransition as exc:
-            self._log("error", "transition_refused", state=source, trigger=str(event.type), error=str(exc))
+            self._log(Level.ERROR, "transition_refused", state=source, trigger=str(event.type), error=str(exc))
             if not fsm.is_terminal:
                 self._fail("exception", f"internal: {exc}", stage)
             return
@@ -211,7 +212,7 @@ class TaskRun:
         # (`pegasus logs` reads it there); at info, a line a transition cost the task actor ~12% of its handlers'
         # CPU (a structlog render, a flock and a write).
         if self.debug:
-            self._log("debug", "transition", state=target, trigger=str(event.type), from_state=source)
+            self._log(Level.DEBUG, "transition", state=target, trigger=str(event.type), from_state=source)
         kind = kind_for(target, str(event.type))
         task = fsm.snapshot(share=True) if kind == "full" else fsm  # a full one encodes a snapshot: no copy for it
         checkpoint = (kind, self.checkpointer.make(kind, task)) if kind else None
@@ -295,7 +296,7 @@ class TaskRun:
                 break
             children.append(ChildStep(sub_task_key(self.task_id, self.generation, fsm.context, step.index),
                                       step.index, dict(step.action_params)))
-        self._log("info", "waiting_for_children", steps=[child.step_index for child in children])
+        self._log(Level.INFO, "waiting_for_children", steps=[child.step_index for child in children])
         self.stopped = True
         self.token += 1  # nothing is in flight, but nothing may answer this run any more
         self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(share=True), None,
@@ -331,7 +332,7 @@ class TaskRun:
         if answer.error_kind in LOST and step and self._effect(step.index) == "effectful":
             if key and key not in self.redispatched and isinstance(work, RunStage):
                 self.redispatched.add(key)
-                self._log("warning", "step_redispatched", key=key, error=error)
+                self._log(Level.WARNING, "step_redispatched", key=key, error=error)
                 self._send(work, key)  # (the token moved on when this answer arrived)
                 return
             error = f"{INTERRUPTED} ({error})"  # it may have had its effect: never run it again
@@ -341,15 +342,15 @@ class TaskRun:
     def _replay(self, work: RunStage, key: str, row: dict[str, Any]) -> None:
         """A step the journal already knows (a restarted run): never run a finished step again."""
         if row.get("status") in ENDED and row.get("result"):
-            self._log("info", "journal_replayed", key=key)
+            self._log(Level.INFO, "journal_replayed", key=key)
             self.step_in_flight = None
             result = row["result"]
             self._apply(self._event(result["event_type"], result["payload"]))
         elif row.get("effect") in ("pure", "idempotent"):
-            self._log("info", "journal_rerun", key=key, effect=row.get("effect"))
+            self._log(Level.INFO, "journal_rerun", key=key, effect=row.get("effect"))
             self._send(work, key)
         else:
-            self._log("warning", "journal_interrupted", key=key, effect=row.get("effect"))
+            self._log(Level.WARNING, "journal_interrupted", key=key, effect=row.get("effect"))
             self.step_in_flight = key
             self._step_failed(INTERRUPTED, {"stage": StageName.ACT.value, "ok": False, "error": INTERRUPTED})
 
@@ -397,7 +398,7 @@ class TaskRun:
     def _event(self, event_type: str, payload: dict[str, Any] | None = None) -> Event:
         return Event(type=event_type, payload=payload or {}, id=self.ids(), timestamp=self.clock())
 
-    def _log(self, level: Literal["debug", "info", "warning", "error"], event: str, **fields: Any) -> None:
+    def _log(self, level: Level, event: str, **fields: Any) -> None:
         self._out.append(Log(level, event, fields))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from pegasus.levels import Level
 from pegasus.run import inputs as run_inputs
 from pegasus.run.commands import Abandon, AskRecall, Command, Log, Reflected, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
@@ -197,7 +198,7 @@ class RunHost:
             return self._HANDLERS[type(event)](self, event)
         except Exception as exc:  # noqa: BLE001
             fields = {"input": type(event).__name__, **({"task_id": self.last[0]} if self.last else {})}
-            return [LogLine(Log("error", "task_actor_error", fields, exc)),
+            return [LogLine(Log(Level.ERROR, "task_actor_error", fields, exc)),
                     *self._failed(f"{type(exc).__name__}: {exc}", self.last)]
 
     # -- inputs ------------------------------------------------------------------------------------
@@ -269,7 +270,7 @@ class RunHost:
                 continue
             self.asked[task_id] = replace(asked, to=event.address)
             again.append(self.asked[task_id])
-        return [*again, LogLine(Log("warning", "pool_replaced", {"pool": event.name,
+        return [*again, LogLine(Log(Level.WARNING, "pool_replaced", {"pool": event.name,
                                                                  "requests_sent_again": len(again)}))]
 
     def _carrying_failed(self, event: CarryingFailed) -> list[HostCommand]:
@@ -300,7 +301,7 @@ class RunHost:
         """The run an answer is for, or None and a log line when it is for no run held here, or a stale one."""
         held = self.runs.get(task_id)
         if held is None or not current(held, task_id, token):
-            line = Log("info", stale, {"task_id": task_id, "token": token,
+            line = Log(Level.INFO, stale, {"task_id": task_id, "token": token,
                                        "current": held.token if held is not None else None, **fields})
             return None, [LogLine(line)]
         return held, []

@@ -1,17 +1,15 @@
 """Where task runs live: which task actor a new run goes to, when another starts, when one retires.
 
-Pure; the supervisor carries out its commands (clock passed in).  Load is each host's measured CPU
-per second of wall time, so the number of hosts follows the rate of transitions, not the tasks in
-flight.  A new run goes to the cool host with the fewest runs; when all are hot, another starts,
-up to the ceiling.  A run never moves (docs/architecture.md, "Virtual task actors").  A host is not
-retired while it holds a done task's reflection it handed out (``pegasus.run.reflections``): its
-answer would go with it.
+``step(input) -> [command]``, never raising, the clock in the inputs (carried out by
+actors/supervisor/task_actors.py).  Load is each host's measured CPU per second of wall time, so the
+number of hosts follows the rate of transitions, not the tasks in flight.  A new run goes to the cool
+host with the fewest runs; when all are hot, another starts, up to the ceiling.  A run never moves
+(docs/architecture.md, "Virtual task actors").  A host holding a done task's reflection it handed out
+(``pegasus.run.reflections``) is not retired: its answer would go with it.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pegasus.bounds import timer_s
@@ -22,14 +20,101 @@ SMOOTH_S = 1.0  # utilisation is smoothed over about this long
 STALE_S = 2.0  # a host that reported nothing for this long is idle, whatever its last sample said
 
 
-@dataclass(frozen=True)
+# -- inputs ------------------------------------------------------------------------------------
+# Those made per run or report (on the supervisor's hot path) are slotted and not frozen: a frozen
+# dataclass's __init__ sets each field through object.__setattr__, about twice the cost.
+@dataclass(slots=True)
+class Place:
+    """A new run of ``task_id`` (a run it had elsewhere is released first): ``Placed`` says where."""
+
+    task_id: str
+    run: int
+    now: float
+
+
+@dataclass(slots=True)
+class Release:
+    """The run stopped (``run`` None: whichever it has): ``Freed`` says which host held it."""
+
+    task_id: str
+    run: int | None
+    now: float
+
+
+@dataclass(slots=True)
+class Report:
+    """Host ``key`` has used ``cpu_s`` seconds of CPU so far (its reports carry it)."""
+
+    key: int
+    cpu_s: float
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Host ``key`` handed the task's reflection out: it holds it until ``Unhold``."""
+
+    key: int
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unhold:
+    """Host ``key`` no longer holds the task's reflection."""
+
+    key: int
+    task_id: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Host ``key``'s task actor died: ``HostLost`` gives back its runs."""
+
+    key: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """The timer a ``WakeIn`` armed fired: idle hosts may be retired."""
+
+    now: float
+
+
+HostInput = Place | Release | Report | Hold | Unhold | Lost | Tick
+
+
+# -- commands ----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Placed:
+    """The run goes to host ``key`` (after its ``StartHost``, when one came first)."""
+
+    key: int
+
+
+@dataclass(slots=True)
+class Freed:
+    """The released run was on host ``key`` (before a ``RetireHost`` of it)."""
+
+    key: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostLost:
+    """Host ``key`` is forgotten; the runs it held (task, run)."""
+
+    key: int
+    runs: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StartHost:
     """Create a task actor for host ``key`` (before the run placed on it is sent)."""
 
     key: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetireHost:
     """Tell host ``key``'s task actor to exit: it holds no run."""
 
@@ -38,7 +123,7 @@ class RetireHost:
 
 @dataclass(frozen=True)
 class WakeIn:
-    """Call ``tick`` after ``seconds`` (an idle host may be retired then)."""
+    """Step ``Tick`` after ``seconds`` (an idle host may be retired then)."""
 
     seconds: float
 
@@ -46,7 +131,7 @@ class WakeIn:
         object.__setattr__(self, "seconds", timer_s(self.seconds))
 
 
-HostCommand = StartHost | RetireHost | WakeIn
+HostCommand = Placed | Freed | HostLost | StartHost | RetireHost | WakeIn
 
 
 @dataclass
@@ -66,85 +151,97 @@ class Host:
 class TaskHosts:
     """The hosts of one supervisor's runs; see the module docstring."""
 
-    def __init__(self, minimum: int = 1, maximum: int = 8, runs_per_host: int = 1000, idle_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, minimum: int = 1, maximum: int = 8, runs_per_host: int = 1000, idle_s: float = 30.0) -> None:
         self.minimum, self.maximum = minimum, max(1, maximum)
-        self.runs_per_host, self.idle_s, self.clock = runs_per_host, idle_s, clock
+        self.runs_per_host, self.idle_s = runs_per_host, idle_s
         self.hosts: dict[int, Host] = {}
         self.placed: dict[str, int] = {}  # task -> the host of its run
         self.created = 0
         self._tick_armed = False
 
-    # -- runs -------------------------------------------------------------------------------------
-    def place(self, task_id: str, run: int) -> tuple[int, list[HostCommand]]:
-        """The host for a new run of ``task_id`` (a run it had elsewhere is released first)."""
-        commands = self.release(task_id)[1]
-        host = self._choose()
-        if host is None:
-            self.created += 1
-            host = self.hosts[self.created] = Host(self.created)
-            commands.append(StartHost(host.key))
-        host.runs[task_id] = run
-        host.served += 1
-        host.idle_since = None
-        self.placed[task_id] = host.key
-        return host.key, commands
+    def step(self, event: HostInput) -> list[HostCommand]:
+        try:
+            if isinstance(event, Place):
+                return self._place(event)
+            if isinstance(event, Release):
+                return self._release(event.task_id, event.run, event.now)
+            if isinstance(event, Report):
+                self._report(event)
+            elif isinstance(event, Hold):
+                if (host := self.hosts.get(event.key)) is not None:
+                    host.reflections.add(event.task_id)
+            elif isinstance(event, Unhold):
+                return self._unhold(event)
+            elif isinstance(event, Lost):
+                return self._lost(event.key)
+            elif isinstance(event, Tick):
+                return self._tick(event.now)
+        except Exception:  # noqa: BLE001 - placement must never take the supervisor down; nothing is decided
+            return []
+        return []
 
     def host_of(self, task_id: str) -> tuple[int, int] | None:
         """(host, run) of the task's running run, or None."""
         key = self.placed.get(task_id)
         return None if key is None else (key, self.hosts[key].runs[task_id])
 
-    def release(self, task_id: str, run: int | None = None) -> tuple[int | None, list[HostCommand]]:
-        """The run stopped (or is stopped): (its host or None when it held none of this run, commands)."""
+    # -- runs -------------------------------------------------------------------------------------
+    def _place(self, event: Place) -> list[HostCommand]:
+        task_id = event.task_id
+        commands = self._release(task_id, None, event.now)[1:] if task_id in self.placed else []  # not its Freed
+        host = self._choose(event.now)
+        if host is None:
+            self.created += 1
+            host = self.hosts[self.created] = Host(self.created)
+            commands.append(StartHost(host.key))
+        host.runs[task_id] = event.run
+        host.served += 1
+        host.idle_since = None
+        self.placed[task_id] = host.key
+        commands.append(Placed(host.key))
+        return commands
+
+    def _release(self, task_id: str, run: int | None, now: float) -> list[HostCommand]:
         key = self.placed.get(task_id)
         if key is None:
-            return None, []
+            return []
         host = self.hosts[key]
         if run is not None and host.runs[task_id] != run:
-            return None, []
-        del self.placed[task_id], host.runs[task_id]
-        return key, self._emptied(host)
-
-    def hold(self, key: int, task_id: str) -> None:
-        """Host ``key`` holds the task's reflection (until ``unhold``)."""
-        host = self.hosts.get(key)
-        if host is not None:
-            host.reflections.add(task_id)
-
-    def unhold(self, key: int, task_id: str) -> list[HostCommand]:
-        """Host ``key`` no longer holds the task's reflection."""
-        host = self.hosts.get(key)
-        if host is None or task_id not in host.reflections:
             return []
-        host.reflections.discard(task_id)
-        return self._emptied(host)
+        del self.placed[task_id], host.runs[task_id]
+        emptied = self._emptied(host, now)
+        return [Freed(key), *emptied] if emptied else [Freed(key)]
 
-    def _emptied(self, host: Host) -> list[HostCommand]:
+    def _unhold(self, event: Unhold) -> list[HostCommand]:
+        host = self.hosts.get(event.key)
+        if host is None or event.task_id not in host.reflections:
+            return []
+        host.reflections.discard(event.task_id)
+        return self._emptied(host, event.now)
+
+    def _emptied(self, host: Host, now: float) -> list[HostCommand]:
         if host.runs or host.reflections:
             return []
         if host.served >= self.runs_per_host:  # served its runs: retired now, it holds none
             del self.hosts[host.key]
             return [RetireHost(host.key)]
-        host.idle_since = self.clock()
+        host.idle_since = now
         return self._arm()
 
-    def lost(self, key: int) -> list[tuple[str, int]] | None:
-        """Host ``key`` died: forget it; the runs it held (None: not a host of ours any more)."""
+    def _lost(self, key: int) -> list[HostCommand]:
         host = self.hosts.pop(key, None)
         if host is None:
-            return None
+            return []  # not a host of ours any more (retired)
         for task_id in host.runs:
             del self.placed[task_id]
-        return list(host.runs.items())
+        return [HostLost(key, tuple(host.runs.items()))]
 
     # -- load and size ------------------------------------------------------------------------------
-    def report(self, key: int, cpu_s: float) -> None:
-        """Host ``key`` has used ``cpu_s`` seconds of CPU so far (its reports carry it)."""
-        host = self.hosts.get(key)
+    def _report(self, event: Report) -> None:
+        host = self.hosts.get(event.key)
         if host is None:
             return
-        now = self.clock()
+        now, cpu_s = event.now, event.cpu_s
         if host.sample is None:
             host.sample = (cpu_s, now)
             return
@@ -155,10 +252,9 @@ class TaskHosts:
         host.util += min(1.0, (now - at) / SMOOTH_S) * (rate - host.util)  # a sample of SMOOTH_S or more: as it is
         host.sample = (cpu_s, now)
 
-    def tick(self) -> list[HostCommand]:
+    def _tick(self, now: float) -> list[HostCommand]:
         """Retire the hosts idle for ``idle_s`` beyond the floor; arm the next tick while one is idle."""
         self._tick_armed = False
-        now = self.clock()
         commands: list[HostCommand] = []
         idle = sorted((h for h in self.hosts.values() if h.idle_since is not None), key=lambda h: h.idle_since or 0)
         for host in idle:
@@ -169,23 +265,25 @@ class TaskHosts:
                 commands.append(RetireHost(host.key))
         return commands + self._arm()
 
-    def load(self, host: Host) -> float:
+    @staticmethod
+    def load(host: Host, now: float) -> float:
         """Its utilisation, 0 when it has said nothing lately."""
-        if host.sample is None or self.clock() - host.sample[1] > STALE_S:
+        if host.sample is None or now - host.sample[1] > STALE_S:
             return 0.0
         return host.util
 
-    def _choose(self) -> Host | None:
+    def _choose(self, now: float) -> Host | None:
         """The host for a new run; None: start one."""
         if len(self.hosts) < min(self.minimum, self.maximum):
             return None  # up to the floor, each new run starts a host: a burst spreads before any load is known
+        load = self.load
         open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host]
-        cool = [h for h in open_hosts if self.load(h) < GROW_AT]
+        cool = [h for h in open_hosts if load(h, now) < GROW_AT]
         if cool:
-            return min(cool, key=lambda h: (len(h.runs), self.load(h), h.key))
+            return min(cool, key=lambda h: (len(h.runs), load(h, now), h.key))
         if len(self.hosts) < self.maximum or not self.hosts:
             return None
-        return min(open_hosts or self.hosts.values(), key=lambda h: (self.load(h), len(h.runs), h.key))
+        return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))
 
     def _arm(self) -> list[HostCommand]:
         idle = any(h.idle_since is not None for h in self.hosts.values())

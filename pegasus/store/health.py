@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.levels import Level
 from pegasus.store.errors import DiskFull, StoreCorrupt, StoreReplaced, StoreUnavailable
 
 PROBE_S = 1.0  # how often a full store is tried again (and the first retry of an unavailable one)
@@ -61,7 +62,7 @@ class SaveTasks:
 class Report:
     """Log this once."""
 
-    level: str
+    level: Level
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
 
@@ -167,7 +168,7 @@ class StoreHealth:
             self.since, self.probes = now, 0
         commands: list[Command] = []
         if self.state != before:
-            commands.append(Report("error", f"store_{self.state}", {"error": str(error), "action": self.action()}))
+            commands.append(Report(Level.ERROR, f"store_{self.state}", {"error": str(error), "action": self.action()}))
         if self.state == DAMAGED:
             commands.append(SaveTasks())  # before memory is dropped
         if first:
@@ -208,7 +209,7 @@ class StoreHealth:
         """A write worked again (or the system started)."""
         if self.error is None:
             return []
-        report = Report("warning", "store_available", {"error_was": str(self.error),
+        report = Report(Level.WARNING, "store_available", {"error_was": str(self.error),
                                                        "refused_s": round(now - (self.since or now), 3)})
         self.error, self.since, self.probes = None, None, 0
         return [report]

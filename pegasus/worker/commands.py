@@ -8,6 +8,7 @@ from typing import Any
 
 from pegasus.bounds import timer_s
 from pegasus.config import Settings
+from pegasus.levels import Level
 from pegasus.worker.inputs import HostCheckDue, ListingDue, OrphanDue, Outcome, StageAsk
 
 
@@ -205,7 +206,7 @@ class Exit:
 
 @dataclass(frozen=True, slots=True)
 class Log:
-    level: str  # a structlog method: info, warning, error
+    level: Level
     event: str
     fields: dict[str, Any]
 

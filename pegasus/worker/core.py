@@ -18,6 +18,7 @@ from typing import Any
 
 from pegasus.cognitive.stages import LLM_STAGES
 from pegasus.config import ConventionSettings, Settings
+from pegasus.levels import Level
 from pegasus.llm.listen import streams
 from pegasus.pool.contact import PoolWatch, orphan_after_s
 from pegasus.worker.commands import (
@@ -92,7 +93,7 @@ class WorkerCore:
             handler(event, out)
         except Exception as exc:  # noqa: BLE001 - a bug here must not become Thespian's PoisonMessage
             error = f"{type(exc).__name__}: {exc}"
-            out.append(Log("error", "worker_error", {"input": type(event).__name__, "error": error}))
+            out.append(Log(Level.ERROR, "worker_error", {"input": type(event).__name__, "error": error}))
             if isinstance(event, Requested):
                 owed = Job(event.work, event.pool, self.wall_clock())
             if owed is not None and not self._holds(owed.number) and not _answered(owed.number, out):
@@ -155,7 +156,7 @@ class WorkerCore:
             self._serve(job, out)
             return
         request = job.work.request
-        out.append(Log("info", "step_not_started", {"task_id": request.task_id, "key": event.key,
+        out.append(Log(Level.INFO, "step_not_started", {"task_id": request.task_id, "key": event.key,
                                                     "reason": event.reason}))
         self._answer(job, Refused(f"not started: {event.reason}", "not_started",
                                   {"journal": event.existing} if event.existing else {}), 0.0, out)
@@ -237,7 +238,7 @@ class WorkerCore:
         streaming = self.streaming
         if streaming is not None and streaming.job.number == event.job:
             request = streaming.job.work.request
-            out.append(Log("info", "stage_stopped", {"task_id": request.task_id, "stage": request.stage}))
+            out.append(Log(Level.INFO, "stage_stopped", {"task_id": request.task_id, "stage": request.stage}))
             streaming.stopped = True
             out.append(CloseStream())  # the thread's read ends; it reports done (Heard)
             return
@@ -272,7 +273,7 @@ class WorkerCore:
 
     def _host_holds(self, event: HostHolds, out: Out) -> None:
         for asked, error in self.calls.lost(event.asked, event.held, out):  # lost with a host that died
-            out.append(Log("warning", "mcp_call_lost", {"task_id": asked.work.work.request.task_id,
+            out.append(Log(Level.WARNING, "mcp_call_lost", {"task_id": asked.work.work.request.task_id,
                                                          "tool": error.tool}))
             self._from_host(asked, False, error, out)
 
@@ -283,7 +284,7 @@ class WorkerCore:
 
     def _child_exited(self, event: ChildExited, out: Out) -> None:
         if self.calls.host_exited(event.address):
-            out.append(Log("warning", "mcp_host_exited", {"calls_waiting": len(self.calls.asking)}))
+            out.append(Log(Level.WARNING, "mcp_host_exited", {"calls_waiting": len(self.calls.asking)}))
 
     # -- the pool's pings ----------------------------------------------------------------------
     def _pinged(self, event: Pinged, out: Out) -> None:
@@ -297,7 +298,7 @@ class WorkerCore:
         if self.watch.orphaned(self.clock(), idle):
             # Its leader died or was cut off (and declared this member gone): a new leader places its own
             # workers, so this one only takes room.
-            out.append(Log("warning", "worker_orphaned", {"unheard_s": self.watch.orphan_after_s}))
+            out.append(Log(Level.WARNING, "worker_orphaned", {"unheard_s": self.watch.orphan_after_s}))
             out.append(Exit())
         else:
             out.append(Arm(self.watch.check_period_s, OrphanDue()))

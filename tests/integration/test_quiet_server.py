@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from actors.client.quiet_server import DOCS, TARGETS
-from actors.gateway_keeper import HOME_ENV
+from actors.messages.gateway import HOME_ENV
 from actors.runtime import procs
 from actors.runtime.spec import SETTINGS_FILE
 from pegasus.config import Settings

@@ -260,3 +260,17 @@ def test_structlog_loads_without_asyncio_and_its_async_methods_still_work(tmp_pa
     assert fresh_process(ASYNC_SCRIPT, str(tmp_path / "state")).split() == ["False", "False"]
     lines = [json.loads(line) for line in (tmp_path / "state" / "logs" / "pegasus.jsonl").read_text().splitlines()]
     assert [line["event"] for line in lines] == ["async event"]
+
+
+def test_a_typed_level_is_written_under_its_name_and_filtered_as_the_configured_level(tmp_path: Path) -> None:
+    """The cores' Log commands name a ``Level`` (declared once); ``emit`` writes it as structlog's own method."""
+    fresh_process("import sys; from pegasus import logs; from pegasus.levels import Level\n"
+                  "from pegasus.config import LoggingSettings\n"
+                  "logs.configure(sys.argv[1], LoggingSettings(level='info'))\n"
+                  "log = logs.get('t')\n"
+                  "for level in Level: logs.emit(log, level, f'at_{level.name}', n=1)\n"
+                  "logs.emit(log, Level.ERROR, 'failed', exc_info=ValueError('x'))\n", str(tmp_path))
+    lines = [json.loads(line) for line in (tmp_path / "logs" / "pegasus.jsonl").read_text().splitlines()]
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("at_INFO", "info"), ("at_WARNING", "warning"), ("at_ERROR", "error"), ("failed", "error")]
+    assert lines[-1]["exception"][0]["exc_type"] == "ValueError"

@@ -3,7 +3,9 @@ question naming its path, a repeated request names its earlier episode, and the 
 
 from __future__ import annotations
 
-from pegasus.admission.reflections import MAX_ATTEMPTS, Again, Dispatch, GiveUp, Keep, PostReflections
+from pegasus.admission.reflections import (
+    MAX_ATTEMPTS, Answered, Count, Dispatch, GiveUp, HandedOut, Keep, PostReflections, Want,
+)
 from pegasus.cognitive.remember import answering_fact, remembered, slug
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.task.models import ActionResult, Fact, Memory, Plan, Recall, TaskContext
@@ -87,45 +89,56 @@ def test_the_offline_post_reflector_keeps_an_episode_and_the_remembered_facts() 
 def test_at_most_limit_reflections_are_out_and_the_others_wait_in_order() -> None:
     """Each one out counts against the llm pool's queue_limit: a burst of done tasks must not fill it."""
     post = PostReflections(limit=2)
-    assert post.want("t1") + post.want("t2") + post.want("t3") + post.want("t1") == ["t1", "t2"]
-    one, two = post.handed_out("t1", 1), post.handed_out("t2", 1)
+    wanted = [c for t in ("t1", "t2", "t3", "t1") for c in post.step(Want(t))]
+    assert wanted == [Count("t1"), Count("t2")]  # counted in the store first, then handed out
+    [one], [two] = post.step(HandedOut("t1", 1)), post.step(HandedOut("t2", 1))
     assert isinstance(one, Dispatch) and isinstance(two, Dispatch) and list(post.waiting) == ["t3"]
-    assert post.release() == []  # both still out
-    assert isinstance(post.answered("t1", one.token, True, {"post_reflection": {}}, None), Keep)
-    assert post.release() == ["t3"]
+    kept, *going = post.step(Answered("t1", one.token, True, {"post_reflection": {}}, None))
+    assert isinstance(kept, Keep) and going == [Count("t3")]  # one answered: the next goes
 
 
 def test_reflections_are_handed_out_at_most_max_attempts_times_and_late_answers_are_dropped() -> None:
     post = PostReflections()
-    first = post.handed_out("t1", 1)
+    post.step(Want("t1"))
+    [first] = post.step(HandedOut("t1", 1))
     assert isinstance(first, Dispatch)
-    assert isinstance(post.answered("t1", first.token, False, {}, "died", "worker_died"), Again)
-    second = post.handed_out("t1", 2)
+    assert post.step(Answered("t1", first.token, False, {}, "died", "worker_died")) == [Count("t1")]  # again
+    [second] = post.step(HandedOut("t1", 2))
     assert isinstance(second, Dispatch)
-    assert post.answered("t1", first.token, True, {}, None) is None  # the earlier hand-out's: stale
-    kept = post.answered("t1", second.token, True, {"post_reflection": {"facts": [], "assessment": "ok"}}, None)
+    assert post.step(Answered("t1", first.token, True, {}, None)) == []  # the earlier hand-out's: stale
+    [kept] = post.step(Answered("t1", second.token, True, {"post_reflection": {"facts": [], "assessment": "ok"}},
+                                None))
     assert isinstance(kept, Keep) and kept.reflection.assessment == "ok"
-    assert isinstance(post.handed_out("t2", MAX_ATTEMPTS + 1), GiveUp)  # never tried forever
+    post.step(Want("t2"))
+    post.step(Want("t3"))
+    given_up, going = post.step(HandedOut("t2", MAX_ATTEMPTS + 1))  # never tried forever
+    assert isinstance(given_up, GiveUp) and going == Count("t3")  # one given up lets the next go
 
 
 def test_a_failed_or_malformed_reflection_gives_up_with_the_reason() -> None:
-    post = PostReflections()
-    one, two = post.handed_out("t1", 1), post.handed_out("t2", 1)
+    post = PostReflections(limit=2)
+    post.step(Want("t1"))
+    post.step(Want("t2"))
+    [one], [two] = post.step(HandedOut("t1", 1)), post.step(HandedOut("t2", 1))
     assert isinstance(one, Dispatch) and isinstance(two, Dispatch)
-    failed = post.answered("t1", one.token, False, {}, "the model said 500", "exception")
+    [failed] = post.step(Answered("t1", one.token, False, {}, "the model said 500", "exception"))
     assert isinstance(failed, GiveUp) and "the model said 500" in failed.error
-    bad = post.answered("t2", two.token, True, {"post_reflection": {"facts": "nope"}}, None)
+    [bad] = post.step(Answered("t2", two.token, True, {"post_reflection": {"facts": "nope"}}, None))
     assert isinstance(bad, GiveUp) and "not a PostTaskReflection" in bad.error
 
 
 def test_a_lost_reflection_goes_first_in_line_and_a_task_waits_once() -> None:
     post = PostReflections(limit=1)
-    assert post.want("t1") == ["t1"]
-    out = post.handed_out("t1", 1)
+    assert post.step(Want("t1")) == [Count("t1")]
+    [out] = post.step(HandedOut("t1", 1))
     assert isinstance(out, Dispatch)
-    assert post.want("t2") + post.want("t3") + post.want("t2") == [] and list(post.waiting) == ["t2", "t3"]
-    assert isinstance(post.answered("t1", out.token, False, {}, "died", "worker_died"), Again)
-    post.again("t1")
-    post.again("t1")  # (twice: still once in line)
-    assert post.release() == ["t1"] and list(post.waiting) == ["t2", "t3"]
-    assert post.want("t1") == []  # out again: not queued behind itself
+    assert [c for t in ("t2", "t3", "t2") for c in post.step(Want(t))] == [] and list(post.waiting) == ["t2", "t3"]
+    assert post.step(Answered("t1", out.token, False, {}, "died", "worker_died")) == [Count("t1")]  # first in line
+    assert list(post.waiting) == ["t2", "t3"]
+    assert post.step(Want("t1")) == []  # out again: not queued behind itself
+
+
+def test_the_reflections_core_never_raises() -> None:
+    post = PostReflections()
+    assert post.step(Answered("t1", 0, True, None, None)) == []  # type: ignore[arg-type]  # nothing decided
+    assert post.step(object()) == []  # type: ignore[arg-type]

@@ -12,8 +12,11 @@ from pegasus.config import MemorySettings
 from pegasus.memory import MemoryStore
 from pegasus.memory.embeddings import fuse, pack
 from pegasus.memory.values import Episode
-from pegasus.memory.vectors import (MAX_BACKOFF, STALE_AFTER, Backfill, episode_text, fact_text, has_vector, missing,
-                                    missing_count, store_vectors)
+from pegasus.memory.vectors import (
+    MAX_BACKOFF, STALE_AFTER, Ask, Asking, Backfill, BatchAnswered, BatchFailed, Breaker, Due, EmbedAnswered, Kept,
+    NotAsked, Pending, ReadRows, Restored, RowsRead, SendBatch, StoreVectors, WakeIn, episode_text, fact_text,
+    has_vector, missing, missing_count, store_vectors,
+)
 from pegasus.store import Store
 
 V = pack([1.0, 0.0, 0.5])
@@ -68,44 +71,68 @@ def test_writing_the_same_content_again_gives_a_row_without_a_vector_its_vector(
     assert blob == V  # a vector it has is not replaced by a write of the same content
 
 
+def rows(n: int) -> tuple[Pending, ...]:
+    return tuple(Pending("fact", f"p{i}", 1, f"text {i}") for i in range(n))
+
+
+def sent(job: Backfill, count: int, now: float) -> SendBatch:
+    """The timer fires at ``now`` and ``count`` rows are found: the batch sent."""
+    assert ReadRows(job.batch) in job.step(Due(now))
+    [batch] = job.step(RowsRead(rows(count), now))
+    assert isinstance(batch, SendBatch)
+    return batch
+
+
 def test_the_background_job_takes_one_bounded_batch_at_a_time_and_goes_on_at_once_after_a_full_one() -> None:
     job = Backfill(interval_s=10, batch=2, timeout_s=5)
-    assert job.arm() and not job.arm()  # one timer at a time, however often the supervisor restores
-    assert job.due(now=0.0)
-    rows = [object(), object(), object()]
-    token = job.start(rows, now=0.0)  # type: ignore[arg-type]
-    assert token == 1 and len(job.in_flight) == 2
-    assert job.start(rows, now=1.0) is None  # type: ignore[arg-type]  # one batch in flight
-    assert not job.due(now=1.0)  # its answer is awaited
-    kept, more = job.answered(1, True, None, "t")
-    assert len(kept) == 2 and more  # a full batch: look again at once
-    assert job.start([], now=2.0) is None  # nothing left: no request
+    assert job.step(Restored()) == [WakeIn(10)] and job.step(Restored()) == []  # one timer, however many restores
+    assert job.step(Due(0.0)) == [ReadRows(2), WakeIn(10)]
+    [batch] = job.step(RowsRead(rows(3), 0.0))
+    assert batch == SendBatch(1, rows(2), 5) and len(job.in_flight) == 2
+    assert job.step(RowsRead(rows(3), 1.0)) == []  # one batch in flight
+    assert job.step(Due(1.0)) == [WakeIn(10)]  # its answer is awaited: not looked for
+    assert job.step(BatchAnswered(1, True, 2, None, "t")) == [StoreVectors(rows(2))]
+    assert job.step(Kept(2)) == [ReadRows(2)]  # a full batch kept: look again at once
+    assert job.step(RowsRead((), 2.0)) == [] and job.view()["filled"] == 2  # nothing left: no request
+    batch = sent(job, 1, 3.0)
+    assert job.step(BatchAnswered(batch.token, True, 1, None, "t")) == [StoreVectors(rows(1))]
+    assert job.step(Kept(1)) == []  # not full: the timer looks next
+    batch = sent(job, 2, 4.0)
+    assert job.step(BatchAnswered(batch.token, True, 1, None, "t")) == []  # vectors that do not fit: none kept
 
 
 def test_a_failing_endpoint_is_asked_less_and_less_often_and_a_lost_batch_is_given_up() -> None:
     job = Backfill(interval_s=10, batch=4, timeout_s=5)
     delays = []
     for attempt in range(8):
-        assert job.due(now=attempt * 1000.0)
-        token = job.start([object()], now=attempt * 1000.0)  # type: ignore[list-item]
-        assert token is not None
-        assert job.answered(token, False, "unreachable", "t") == ([], False)
+        batch = sent(job, 1, attempt * 1000.0)
+        [failed] = job.step(BatchAnswered(batch.token, False, 0, "unreachable", "t"))
+        assert failed == BatchFailed("unreachable", job.next_delay())
         delays.append(job.next_delay())
     assert delays == [20, 40, 80, 160, 320, 320, 320, 320]
     assert job.view()["last_error"] == "unreachable" and not job.view()["healthy"]
-    token = job.start([object()], now=10_000.0)  # type: ignore[list-item]
-    assert not job.due(now=10_000.0 + STALE_AFTER * 5 - 1)  # still awaited
-    assert job.due(now=10_000.0 + STALE_AFTER * 5)  # lost (its pool died with it): given up
-    assert job.answered(token or 0, True, None, "t") == ([], False)  # its late answer is ignored
-    token = job.start([object()], now=20_000.0)  # type: ignore[list-item]
-    job.answered(token or 0, True, None, "t")
+    batch = sent(job, 1, 10_000.0)
+    assert ReadRows(4) not in job.step(Due(10_000.0 + STALE_AFTER * 5 - 1))  # still awaited
+    assert ReadRows(4) in job.step(Due(10_000.0 + STALE_AFTER * 5))  # lost (its pool died with it): given up
+    assert job.step(BatchAnswered(batch.token, True, 1, None, "t")) == []  # its late answer is ignored
+    batch = sent(job, 1, 20_000.0)
+    job.step(BatchAnswered(batch.token, True, 1, None, "t"))
     assert job.next_delay() == 10 and job.view()["healthy"]  # one success: the interval again
+
+
+def test_the_jobs_core_never_raises() -> None:
+    job = Backfill(interval_s=10, batch=2, timeout_s=5)
+    assert job.step(RowsRead(None, 0.0)) == []  # type: ignore[arg-type]  # malformed: nothing decided
+    assert job.step(object()) == []  # type: ignore[arg-type]
+    assert Breaker().step(Asking(None)) == [Ask()]  # type: ignore[arg-type]
 
 
 @given(st.integers(min_value=0, max_value=10_000), st.floats(min_value=0.001, max_value=86400))
 def test_the_wait_between_batches_is_bounded_whatever_the_failures(failures: int, interval: float) -> None:
     job = Backfill(interval_s=interval, batch=1, timeout_s=1, failures=failures)
     assert interval <= job.next_delay() <= interval * MAX_BACKOFF
+    [wake] = job.step(Restored())
+    assert isinstance(wake, WakeIn) and wake.seconds == job.next_delay()
 
 
 def test_fusion_ranks_by_both_lists_and_keeps_what_either_found() -> None:
@@ -138,16 +165,16 @@ def test_nearest_ranks_alike_with_and_without_numpy_and_leaves_out_another_model
 
 def test_after_a_failed_call_recalls_do_not_ask_the_endpoint_until_the_wait_passes() -> None:
     """A hung endpoint costs one timeout, not one per recall (each would hold an llm worker that long)."""
-    from pegasus.memory.vectors import Breaker
-
     breaker = Breaker()
-    assert breaker.closed(now=0.0)
-    breaker.failed(now=100.0, wait=20.0, error="did not answer within 10s")
-    assert not breaker.closed(now=119.9) and breaker.error == "did not answer within 10s"
-    assert breaker.closed(now=120.0)  # then one recall asks again
-    breaker.failed(now=120.0, wait=40.0, error="again")
-    breaker.succeeded()  # e.g. the background job's batch went through
-    assert breaker.closed(now=121.0) and breaker.error is None
+    assert breaker.step(Asking(0.0)) == [Ask()]
+    assert breaker.step(EmbedAnswered(False, True, "did not answer within 10s", 100.0, 20.0)) == []
+    assert breaker.step(Asking(119.4)) == [NotAsked("embeddings: did not answer within 10s (not asked again for 1s)")]
+    assert breaker.step(Asking(120.0)) == [Ask()]  # then one recall asks again
+    breaker.step(EmbedAnswered(False, False, "queue_full", 120.0, 40.0))  # a pool's refusal: not the endpoint's
+    assert breaker.step(Asking(121.0)) == [Ask()]
+    breaker.step(EmbedAnswered(False, True, "again", 120.0, 40.0))
+    breaker.step(EmbedAnswered(True, False, None, 121.0, 40.0))  # e.g. the background job's batch went through
+    assert breaker.step(Asking(121.0)) == [Ask()] and breaker.error is None
 
 
 def test_metrics_show_rows_without_a_vector_a_failing_endpoint_and_recalls_by_full_text_alone() -> None:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pegasus.config import Settings
+from pegasus.levels import Level
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, Log, SendStats, SetUp, StartWorker
 from pegasus.pool.core import PoolCore
 from pegasus.pool.inputs import (
@@ -269,7 +270,7 @@ def test_stats_say_what_is_left_of_the_rate_budget() -> None:
 def test_a_broken_input_becomes_a_logged_error_and_a_failed_answer_never_an_exception() -> None:
     pool = Pool(size=1)
     out = pool.step(Requested(object(), "r"))  # type: ignore[arg-type]  # a request without its fields
-    assert [log.level for log in of(Log, out)] == ["error"]
+    assert [log.level for log in of(Log, out)] == [Level.ERROR]
     assert [(f.to, f.kind) for f in of(Fail, out)] == [("r", "exception")]
     # The pool still works, and the broken request took no worker with it (it did before the pool's order).
     assert dispatched(pool.step(Requested(Ask("next"), "r2"))) == [("next", "w1", 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pegasus.config import Settings
+from pegasus.levels import Level
 from pegasus.pool.commands import Arm, EndWorker, Fail, Inspect, Log, SendStats, StartWorker, Watch
 from pegasus.pool.inputs import (
     Closing, DeadlineDue, Exited, HealthDue, Looked, MemberChanged, PlacementDue, Reported, RespawnDue, StarveDue,
@@ -131,7 +132,7 @@ def test_admins_that_are_not_pegasus_members_or_offer_too_much_are_bounded() -> 
     pool = leader()
     for bad in (caps(name=None), caps(name=ME)):
         [log] = pool.step(MemberChanged(True, "admin-x", bad))
-        assert (log.level, log.event) == ("warning", "member_ignored")
+        assert (log.level, log.event) == (Level.WARNING, "member_ignored")
     assert len(of(StartWorker, pool.step(MemberChanged(True, "admin-b", caps(workers="many"))))) == 0
     out = pool.step(MemberChanged(True, "admin-c", caps(name="10.0.0.3:1", workers=10_000)))
     assert len(of(StartWorker, out)) == MAX_WORKERS_PER_MEMBER

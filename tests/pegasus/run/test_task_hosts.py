@@ -1,27 +1,70 @@
-"""The task actors' placement and sizing policy (pegasus.run.hosts), on a fixed clock."""
+"""The task actors' placement and sizing policy (pegasus.run.hosts): ``step(input) -> [command]``, the clock
+in the inputs (``Policy`` below: the old per-event calls over ``step``, on a clock the test moves)."""
 
 from __future__ import annotations
 
-from pegasus.run.hosts import GROW_AT, SAMPLE_S, STALE_S, RetireHost, StartHost, TaskHosts, WakeIn
+from pegasus.run.hosts import (
+    GROW_AT, SAMPLE_S, STALE_S, Freed, Hold, HostLost, Lost, Place, Placed, Release, Report, RetireHost, StartHost,
+    TaskHosts, Tick, Unhold, WakeIn,
+)
 
 
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
 
-    def __call__(self) -> float:
-        return self.now
+
+class Policy:
+    """``TaskHosts`` stepped as its carrier does, each call on the test's clock."""
+
+    def __init__(self, clock: Clock, **kwargs) -> None:
+        self.core, self.clock = TaskHosts(**kwargs), clock
+
+    def place(self, task_id: str, run: int) -> tuple[int, list]:
+        *commands, placed = self.core.step(Place(task_id, run, self.clock.now))
+        assert isinstance(placed, Placed)
+        return placed.key, commands
+
+    def release(self, task_id: str, run: int | None = None) -> tuple[int | None, list]:
+        commands = self.core.step(Release(task_id, run, self.clock.now))
+        if not commands:
+            return None, []
+        assert isinstance(commands[0], Freed)
+        return commands[0].key, commands[1:]
+
+    def report(self, key: int, cpu_s: float) -> None:
+        assert self.core.step(Report(key, cpu_s, self.clock.now)) == []
+
+    def hold(self, key: int, task_id: str) -> None:
+        assert self.core.step(Hold(key, task_id)) == []
+
+    def unhold(self, key: int, task_id: str) -> list:
+        return self.core.step(Unhold(key, task_id, self.clock.now))
+
+    def lost(self, key: int) -> list[tuple[str, int]] | None:
+        commands = self.core.step(Lost(key))
+        return list(commands[0].runs) if commands and isinstance(commands[0], HostLost) else None
+
+    def tick(self) -> list:
+        return self.core.step(Tick(self.clock.now))
+
+    def host_of(self, task_id: str) -> tuple[int, int] | None:
+        return self.core.host_of(task_id)
+
+    def view(self) -> dict[str, int]:
+        return self.core.view()
 
 
-def hosts(**kwargs) -> tuple[TaskHosts, Clock]:
+
+def hosts(**kwargs) -> tuple[Policy, Clock]:
     clock = Clock()
-    return TaskHosts(clock=clock, **kwargs), clock
+    return Policy(clock, **kwargs), clock
 
 
 _cpu: dict[tuple[int, int], float] = {}
 
 
-def busy(policy: TaskHosts, clock: Clock, key: int, util: float) -> None:
+def busy(policy: Policy, clock: Clock, key: int, util: float) -> None:
     """Host ``key`` reports its CPU time having used ``util`` of the last second."""
     slot = (id(policy), key)
     if slot not in _cpu:
@@ -148,3 +191,12 @@ def test_runs_spread_over_the_floor_before_any_load_is_known() -> None:
     policy, _ = hosts(minimum=3, maximum=8)
     keys = [policy.place(f"t{n}", 1)[0] for n in range(9)]
     assert sorted(keys) == [1, 1, 1, 2, 2, 2, 3, 3, 3] and policy.view()["hosts"] == 3
+
+
+def test_the_core_never_raises_and_decides_nothing_on_a_malformed_input() -> None:
+    core = TaskHosts()
+    assert core.step(Place("t", 1, 0.0)) == [StartHost(1), Placed(1)]
+    assert core.step(Report(1, "much", 1.0)) == []  # type: ignore[arg-type]
+    assert core.step(Report(1, 2.0, 2.0)) == []  # its arithmetic fails inside: nothing decided, nothing raised
+    assert core.step(object()) == []  # type: ignore[arg-type]
+    assert core.host_of("t") == (1, 1)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pegasus.cognitive.stages import offline_processors, run_stage
+from pegasus.levels import Level
 from pegasus.run import Answered, RunSnapshot, SendStage, Started, TaskRun, TaskTransitioned
 from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.sqlite import Checkpoint
@@ -53,7 +54,7 @@ def test_a_classic_task_writes_no_info_line_its_transitions_lines_are_debug() ->
     out = run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids(), debug=True), "t1")
     lines = [command.line for command in out if isinstance(command, LogLine)]
     reports = [report for command in out if isinstance(command, Report) for report in command.reports]
-    assert [line.event for line in lines if line.level != "debug"] == []
+    assert [line.event for line in lines if line.level != Level.DEBUG] == []
     assert [line.fields["state"] for line in lines] == [report.to_state for report in reports
                                                         if hasattr(report, "to_state")]
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pegasus.config import Settings
+from pegasus.levels import Level
 from pegasus.tools.mcp_policy import ServerView
 from pegasus.tools.registry import ToolOutcomeUnknown
 from pegasus.worker.commands import (
@@ -214,7 +215,7 @@ def test_a_pinged_worker_unheard_of_while_idle_exits_and_one_never_pinged_stays(
     assert worker.step(OrphanDue()) == [Arm(9.0, OrphanDue())]
     worker.clock.now += 0.5
     out = worker.step(OrphanDue())
-    assert kinds(out) == ["Log", "Exit"] and out[0] == Log("warning", "worker_orphaned", {"unheard_s": 27.0})
+    assert kinds(out) == ["Log", "Exit"] and out[0] == Log(Level.WARNING, "worker_orphaned", {"unheard_s": 27.0})
     assert out[1] == Exit()
 
 
