@@ -216,7 +216,7 @@ class MemoryStore:
                 if batch:
                     self._index_archives(db)
                 self._drop_oldest(db, "archive", newest, self.settings.archive_max)
-        return ArchivedTask(task_id, input, result, context if isinstance(context, dict) else codec.unpack(context), when)
+        return ArchivedTask(task_id, input, result, context, when)
 
     def index_archives(self) -> int:
         """Index the archived tasks not yet in full text (one transaction); how many.  A read when none is."""
