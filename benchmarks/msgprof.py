@@ -39,14 +39,22 @@ class _Totals:
         self.profilers: dict[str, cProfile.Profile] = {}
         self.pid = 0  # the process the profilers belong to: a fork starts its own
 
+    def own(self) -> None:
+        """In a process forked inside a handler (an actor created), its parent's counts and running profilers are
+        the parent's: stopped and dropped, neither written as this process's nor profiling its life."""
+        if self.pid != os.getpid():
+            for profiler in self.profilers.values():
+                profiler.disable()
+            self.pid, self.profilers, self.rows = os.getpid(), {}, defaultdict(lambda: [0, 0.0])
+
     def profiler(self, kind: str) -> cProfile.Profile | None:
+        self.own()
         if kind not in self.cprofile:
             return None
-        if self.pid != os.getpid():
-            self.pid, self.profilers = os.getpid(), {}
         return self.profilers.setdefault(kind, cProfile.Profile(time.thread_time))  # CPU: a loaded machine preempts
 
     def add(self, kind: str, name: str, cpu_s: float) -> None:
+        self.own()
         row = self.rows[(kind, name)]
         row[0] += 1
         row[1] += cpu_s

@@ -4,16 +4,20 @@ Every task submitted (``Client.submit_many``, BATCH a request, as fast as the su
 ``stats`` polled until all are done.  Throughput = tasks / (first submit -> the last task's ``done``).
 Memory: the peak of the summed PSS of every process of the system, sampled every 2 s in a thread (its own
 CPU reported apart).  CPU: ms per task by process role (``benchmarks.common.CpuAccount``) and how busy the
-machine was.
+machine was; the supervisor's commits and report messages a task (load cannot move them), and with
+``PEGASUS_BENCH_PYSPY=supervisor`` its busy samples by part and handler (``benchmarks.spyprof``).
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from typing import Any
 
+from benchmarks import spyprof
 from benchmarks.common import (ROLES, CpuAccount, MemorySampler, check, every_task, iso_seconds, pegasus_system, state_dir,
                                wait_counts)
+from benchmarks.cpusplit import PYSPY
 
 NAME = "scale"
 CAP = 32
@@ -27,21 +31,27 @@ def measure(tasks: int) -> dict[str, Any]:
         client = system.client
         with MemorySampler(system, interval=2.0) as memory:
             cpu = CpuAccount(system)
-            start = time.time()
-            for first in range(0, tasks, BATCH):
-                client.submit_many([f"what is {i} + 1?" for i in range(first, min(first + BATCH, tasks))])
-            submitted = time.time()
-            counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
-            spent = cpu.close(tasks, not_client_s=memory.cpu_s)
+            with ExitStack() as spy:  # py-spy's own CPU is its own process's
+                spied = "supervisor" in PYSPY and spy.enter_context(spyprof.recording(cpu.supervisor, state / "sup.raw"))
+                start = time.time()
+                for first in range(0, tasks, BATCH):
+                    client.submit_many([f"what is {i} + 1?" for i in range(first, min(first + BATCH, tasks))])
+                submitted = time.time()
+                counts = wait_counts(client, tasks, timeout=120 + tasks * 0.5, pause=0.5)
+                spent = cpu.close(tasks, not_client_s=memory.cpu_s)
+            reports = client.stats()["reports"]  # TaskReports received and the commits of their groups, since the start
             rows = every_task(client)
         end = max(iso_seconds(row["updated_at"]) for row in rows)
         done = sum(1 for row in rows if row["lifecycle_state"] == "done")
+        profile = {"supervisor_py_spy": spyprof.split(state / "sup.raw")} if spied else {}
     elapsed = end - start
     return {"tasks": tasks, "cap": CAP, "batch": BATCH, "done": done, "counts": counts, "elapsed_s": round(elapsed, 3),
             "tasks_per_s": round(tasks / elapsed, 3), "submit_s": round(submitted - start, 3),
             "submits_per_s": round(tasks / (submitted - start), 3),
             "peak_pss_mib": round(memory.peak_kib / 1024, 1), "peak_processes": memory.peak_processes,
-            "memory_samples": memory.samples, "sampler_cpu_s": round(memory.cpu_s, 3), **spent}
+            "memory_samples": memory.samples, "sampler_cpu_s": round(memory.cpu_s, 3),
+            "supervisor_per_task": {"task_reports": round(reports["messages"] / tasks, 3),
+                                    "commits": round(reports["commits"] / tasks, 3)}, **spent, **profile}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -63,6 +73,9 @@ def run(quick: bool) -> dict[str, Any]:
         checks.append(check(f"{tasks} tasks: CPU/task, all processes (machine {result['machine_busy']:.0%} busy)",
                             result["cpu_ms_per_task_total"], "ms"))
         checks.append(check(f"{tasks} tasks: CPU/task: {ROLE_LABEL}", shares, "ms"))  # type: ignore[arg-type]
+        per_task = result["supervisor_per_task"]
+        checks.append(check(f"{tasks} tasks: the supervisor's TaskReports | commits a task",
+                            f"{per_task['task_reports']:g} | {per_task['commits']:g}", ""))  # type: ignore[arg-type]
     return {"figures": figures, "checks": checks, "notes": [
         f"scale: tasks submitted {BATCH} per request (Client.submit_many), all at once; "
         "throughput = tasks / (first submit -> last task done); PSS summed over every system process, "

@@ -44,6 +44,15 @@ def pack(value: Any) -> bytes:
     return data
 
 
+class Packed(bytes):
+    """A value's msgpack bytes already made (sliced out of a record, say): ``packed`` keeps them as they are."""
+
+
+def packed(value: Any) -> bytes:
+    """``pack(value)``, or ``value`` itself when it is ``Packed`` already."""
+    return value if isinstance(value, Packed) else pack(value)
+
+
 UNPACK_ERRORS = (msgpack.UnpackException, ValueError)  # what ``unpack`` raises for bytes that are not a value
 
 

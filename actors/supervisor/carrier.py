@@ -27,7 +27,7 @@ from actors.wire.read_ahead import read_ahead
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context, Rows
-from actors.supervisor.outbox import coalesced
+from actors.supervisor.outbox import coalesced, urgent
 from actors.supervisor.replies import Row, answer, lookup
 from actors.supervisor.task_actors import TaskActors
 from actors.task_actor import TaskActor, effect_registry
@@ -150,7 +150,7 @@ class Supervisor(Actor):
             ctx.log.exception("supervisor_error", message_type=type(message).__name__)
             children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
         linger_s = ctx.settings.store.commit_linger_ms / 1000.0 if ctx.settings is not None else 0.0
-        self._batch(ctx, self.batch.after(self._next_batched(), bool(self.held), linger_s))
+        self._batch(ctx, self.batch.after(self._next_batched(), urgent(self.held or []), linger_s))
         if not self.batch.open:
             self._flush()
 

@@ -101,7 +101,7 @@ def archive_task(ctx: Context, task_id: str, snapshot: TaskSnapshot | None = Non
     result as its row does (not read back)."""
     if last and snapshot is not None:
         context, full = snapshot.context, ctx.completed.get(task_id)
-        dumped = full_context(full) if full is not None else None  # as the task actor dumped it: not again
+        dumped = full_context(full) if full is not None else None  # its bytes as the task actor packed them
         memory_of(ctx).archive(task_id, context.input_text, context.final_result,
                                dumped or context.model_dump(mode="json"))
         return

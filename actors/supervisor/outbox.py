@@ -1,11 +1,10 @@
 """What the supervisor sends once a message's (or a batch's) writes are committed: the runs it starts on one
-task actor travel together.
+task actor travel together, and wait for the ends that come next.
 
-A submit of many tasks, or a batch of reports that ends several tasks (each end starts the next queued
-one), sends a ``StartTask`` per run, most of them to the same task actor.  Each message costs both
-processes a send, a receive, a MAC check, an unpickle and an acknowledgement, so the ``StartTask``s that
-follow one another among one actor's sends go as one ``StartTasks``.  What any one actor receives keeps
-its order (Thespian keeps a sender's order per target, not across targets).
+Each message costs both processes a send, a receive, a MAC check, an unpickle and an acknowledgement, so the
+``StartTask``s that follow one another among one actor's sends go as one ``StartTasks`` (each actor's order
+kept).  Starts alone are not ``urgent``: a group of reports that sent only those lingers as one that sent
+nothing (pegasus.store.drain), so several runs' ends share a commit and their successors a message.
 """
 
 from __future__ import annotations
@@ -37,3 +36,8 @@ def coalesced(sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
         last[id(address)] = len(out)
         out.append((address, message))
     return out
+
+
+def urgent(sends: list[tuple[Any, Any]]) -> bool:
+    """Whether ``sends`` hold anything but ``StartTask``s: what someone waits on, sent once committed now."""
+    return any(type(message) is not m.StartTask for _, message in sends)

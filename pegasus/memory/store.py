@@ -193,7 +193,7 @@ class MemoryStore:
         return [Episode(*row) for row in rows]
 
     # -- the archive --------------------------------------------------------------------------
-    def archive(self, task_id: str, input: str, result: Any, context: dict[str, Any]) -> ArchivedTask:
+    def archive(self, task_id: str, input: str, result: Any, context: dict[str, Any] | codec.Packed) -> ArchivedTask:
         """A completed task's full context, kept and searchable (kind "archive"); once per task (idempotent).
         Past ``[memory] archive_max`` the oldest is dropped.
 
@@ -204,7 +204,7 @@ class MemoryStore:
         with self.database.deferred():
             cursor = self.database.db.execute(
                 "INSERT INTO memory_archive (task_id, input, result, context, created_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (task_id) DO NOTHING", (task_id, input, codec.pack(result), codec.pack(context), when))
+                " ON CONFLICT (task_id) DO NOTHING", (task_id, input, codec.pack(result), codec.packed(context), when))
         if cursor.rowcount != 1:
             known = self.archived(task_id)
             assert known is not None  # the conflict was its row

@@ -95,7 +95,7 @@ class ArchivedTask:
     task_id: str
     input: str
     result: Any
-    context: dict[str, Any]
+    context: dict[str, Any] | bytes  # bytes: packed, in archive's answer when it was given so (codec.Packed)
     created_at: str
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 from pydantic import ValidationError
 
 from pegasus import codec
@@ -46,13 +47,31 @@ def encode_full(snapshot: TaskSnapshot) -> bytes:
     return codec.encode(snapshot.model_copy(update={"history": []}))
 
 
-def full_context(data: bytes) -> dict[str, Any] | None:
-    """The context in a full checkpoint as the task actor dumped it (not validated); None for anything else."""
+def full_context(data: bytes) -> codec.Packed | None:
+    """The context in a full checkpoint, its bytes as the task actor packed them: sliced out, not unpacked and
+    packed again (the envelope checked as ``codec.decode`` checks it, and read to its end; the context not
+    validated); None for anything else."""
+    reader = msgpack.Unpacker(raw=False, strict_map_key=True)
+    reader.feed(data)
+    context = None
     try:
-        context = codec.fields_of(data, TaskSnapshot)["context"]
-    except (CodecError, KeyError, TypeError):
+        fields = reader.read_map_header()
+        envelope = {reader.unpack(): reader.unpack() for _ in range(fields - 1)}  # "data" comes last (codec.encode)
+        if envelope != {"pegasus": codec.VERSION, "type": TaskSnapshot.__name__} or reader.unpack() != "data":
+            return None
+        for _ in range(reader.read_map_header()):
+            if reader.unpack() != "context":
+                reader.skip()
+                continue
+            start = reader.tell()
+            reader.skip()
+            if data[start] & 0xF0 == 0x80 or data[start] in (0xDE, 0xDF):  # a map: fixmap, map 16, map 32
+                context = codec.Packed(data[start:reader.tell()])
+        if reader.tell() != len(data):
+            return None
+    except (*codec.UNPACK_ERRORS, TypeError, IndexError):
         return None
-    return context if isinstance(context, dict) else None
+    return context
 
 
 class Checkpointer:

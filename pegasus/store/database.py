@@ -165,6 +165,25 @@ class Database:
             raise
         self._end(commit=True)
 
+    @contextmanager
+    def apart(self) -> Iterator[sqlite3.Connection]:
+        """``transaction`` for writes to tables the waiting rows never go to (memory's), and to those only
+        through ``pending``: in a group, the rows waiting before it keep waiting (not written mid-group, the
+        lifecycle states known in it kept) and its own wait after them; it fails alone, as a savepoint."""
+        if not self._depth:
+            with self.transaction() as db:
+                yield db
+            return
+        waiting, self.pending = self.pending, PendingWrites()
+        try:
+            with self.transaction() as db:  # flushes nothing: nothing waits in its own rows yet
+                yield db
+                own, self.pending = self.pending, waiting
+        except BaseException:
+            self.pending = waiting  # its own rows gone with its savepoint
+            raise
+        waiting.extend(own)
+
     def _undo(self, savepoint: str) -> None:
         self.pending.reset()  # what the failed write left waiting goes with it (nothing waited before it)
         if self.db.in_transaction:  # SQLite may have rolled the whole transaction back itself (disk full)

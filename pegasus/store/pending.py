@@ -84,6 +84,15 @@ class PendingWrites:
             for name in columns:
                 waiting.pop(name, None)
 
+    def extend(self, later: PendingWrites) -> None:
+        """``later``'s rows wait after these (a write apart in the same transaction: ``Database.apart``)."""
+        for name in ("tasks", "task_texts", "task_meta", "transitions", "audit", "checkpoints", "journal", "results",
+                     "usage"):
+            getattr(self, name).extend(getattr(later, name))
+        for task_id, columns in later.rows.items():
+            self.set_row(task_id, columns)
+        self.lifecycle.update(later.lifecycle)
+
     def flush(self, db: sqlite3.Connection) -> None:
         """Write everything waiting, in table order (rows of one table keep their order), then forget it."""
         try:

@@ -56,12 +56,13 @@ def finished(store: Store, task_id: str, status: str, *, reflection: dict[str, A
                 waiting.audit.append(audit_row(task_id, *_audited(status, [], reflection, error), marker[-1]))
         return []
     # One savepoint in a group: the memory store's own transactions nest inside it, and a write that raises
-    # undoes them all with the marker (a bare transaction cannot hold another).
-    with store.group(), store.transaction() as db:
+    # undoes them all with the marker (a bare transaction cannot hold another).  Memory's tables only: the
+    # group's waiting rows keep waiting, and the audit row waits after them (``Database.apart``).
+    with store.group(), store.apart() as db:
         written = write()
         db.execute(_MARKER, marker)
         if status != SKIPPED:
-            store._audit(db, task_id, *_audited(status, written, reflection, error))
+            store.pending.audit.append(audit_row(task_id, *_audited(status, written, reflection, error), marker[-1]))
     return written
 
 

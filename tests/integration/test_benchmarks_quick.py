@@ -61,6 +61,10 @@ def test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures(name: str,
             assert run["done"] == run["tasks"] and not run["stopped"], run.get("stopped")
             assert run["peak_pss_mib"] >= run["idle_pss_mib"] > 0 and run["peak_processes"] >= run["idle_processes"]
             assert run["bound_s"] > 0 and run["ratio"] > 0 and run["cpu_ms_per_task"] > 0
+    if name == "scale":  # the supervisor's counts a task, which load cannot move (issue 33)
+        per_task = figures["runs"][0]["supervisor_per_task"]
+        assert per_task["task_reports"] > 0 and 0 < per_task["commits"] <= per_task["task_reports"], per_task
+        assert "the supervisor's TaskReports | commits a task" in done.stdout
     if name == "baseline":
         for cpu in figures["cpu"]:
             # Both sides timed their tool steps' CPU, and the machine's scaling was probed around the workload.

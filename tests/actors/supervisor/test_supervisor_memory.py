@@ -107,3 +107,30 @@ def test_the_identity_each_start_carries_resolves_the_state_dir_once(tmp_path: P
     supervisor.ctx.settings = supervisor.ctx.settings.with_overrides({})  # configured again: resolved again
     memory.identity(supervisor.ctx)
     assert resolved == [supervisor.ctx.settings]
+
+
+def test_a_task_done_now_is_archived_with_its_checkpoints_context_bytes_not_unpacked_and_packed_again(
+        tmp_path: Path, monkeypatch) -> None:
+    """The archive's context is the slice of the completed checkpoint the task actor packed: the same bytes as
+    packing it again, with no msgpack unpack of the checkpoint and no pack of the context (one of each before)."""
+    import msgpack
+
+    from pegasus import codec
+    from pegasus.store.checkpoint import full_context
+
+    supervisor = Supervisor(Store(tmp_path / "pegasus.db"))
+    fsm = stored_task(supervisor.store, "remember that the deploy key is in the vault")
+    fsm.context.messages.append({"role": "user", "content": "a" * 70000})  # a map past 65,535 bytes: no short form
+    snapshot = fsm.snapshot()
+    full = encode_full(snapshot)
+    supervisor.ctx.completed["t1"] = full
+    calls: list[str] = []
+    unpackb, pack = msgpack.unpackb, codec.pack
+    monkeypatch.setattr(msgpack, "unpackb", lambda data, **k: calls.append(f"unpackb {len(data)}") or unpackb(data, **k))
+    monkeypatch.setattr(codec, "pack", lambda value: calls.append(f"pack {type(value).__name__}") or pack(value))
+    memory.archive_task(supervisor.ctx, "t1", snapshot, last=True)
+    stored, = supervisor.store.db.execute("SELECT context FROM memory_archive WHERE task_id = 't1'").fetchone()
+    assert calls == ["pack NoneType"]  # the result (none yet); the context's bytes as they were
+    assert stored == pack(unpackb(full)["data"]["context"])
+    assert full_context(b"\x80") is None and full_context(codec.pack({"pegasus": 1, "type": "Plan", "data": {}})) is None
+    assert full_context(full[:-3]) is None and full_context(b"not msgpack") is None

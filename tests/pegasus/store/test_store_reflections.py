@@ -117,3 +117,50 @@ def test_a_marker_alone_in_a_group_is_one_statement_and_flushes_nothing(tmp_path
     assert r.pending(store) == []
     audit = [row[0] for row in store.db.execute("SELECT event_type FROM audit WHERE task_id = 't1' ORDER BY rowid")]
     assert audit[-1] == ("REFLECTION_FAILED" if status == r.FAILED else "STATE_TRANSITION_DONE")
+
+
+def test_a_reflection_with_memories_leaves_the_groups_waiting_rows_waiting(tmp_path: Path) -> None:
+    """The reflector on (``scale``): a done task's answer writes its episode and marker in a savepoint of the group
+    that also holds other tasks' moves.  Before, that savepoint wrote the waiting rows first, mid-group (one
+    statement a table), wrote its audit row on its own, and forgot the lifecycle states known, so the next move of
+    a task moved earlier in the group was compared in the file again (an UPDATE).  Now: no statement on the
+    waiting rows' tables until the commit, and the audit rows there in the order they were made."""
+    store = Store(tmp_path / "p.db")
+    memory = MemoryStore(store, MemorySettings())
+    done_task(store, "t1", 1)
+    done_task(store, "t2", 2, state="running")
+    seen: list[str] = []
+    store.db.set_trace_callback(lambda sql: seen.append(sql) if not sql.startswith("--") else None)
+    with store.group():
+        store.lifecycle_transition("t2", "running", "verifying", "E", actor="test", reason="")
+        r.finished(store, "t1", r.COMPLETE, reflection={"assessment": "fine"},
+                   write=lambda: [memory.add_episode("t1", "remember it", "kept").id])
+        store.lifecycle_transition("t2", "verifying", "verified", "E", actor="test", reason="")
+        waiting = [sql for sql in seen if sql.split()[0] in ("INSERT", "UPDATE") and
+                   any(f" {table} " in f"{sql} " for table in ("tasks", "transitions", "audit", "checkpoints"))]
+        assert [sql.split()[0] for sql in waiting] == ["UPDATE"]  # t2's first move: its compare-and-set
+        assert store.pending.lifecycle["t2"] == "verified" and len(store.pending.audit) == 3
+    assert [row[0] for row in store.db.execute("SELECT event_type FROM audit ORDER BY rowid")][-3:] == [
+        "STATE_TRANSITION_VERIFYING", "REFLECTION_COMPLETE", "STATE_TRANSITION_VERIFIED"]
+    assert r.pending(store) == [] and [e.task_id for e in memory.episodes()] == ["t1"]
+
+
+def test_a_refused_reflection_in_a_group_keeps_the_rows_that_waited_before_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    done_task(store, "t1", 1)
+    done_task(store, "t2", 2, state="running")
+
+    def refused() -> list[str]:
+        store.db.execute("INSERT INTO meta (name, value) VALUES ('written', 'yes')")
+        store.pending.audit.append(("x", "t1", "E", "{}", "now"))  # a row it left waiting goes with it
+        raise ValueError("[memory] facts_max_bytes")
+
+    with store.group():
+        store.lifecycle_transition("t2", "running", "verifying", "E", actor="test", reason="")
+        with pytest.raises(ValueError):
+            r.finished(store, "t1", r.COMPLETE, reflection={}, write=refused)
+        store.lifecycle_transition("t2", "verifying", "verified", "E", actor="test", reason="")
+    assert store._query("SELECT * FROM meta WHERE name = 'written'", ()) == [] and r.pending(store) == [("t1", 0)]
+    assert store.task_row("t2")["lifecycle_state"] == "verified"
+    assert [row[0] for row in store.db.execute("SELECT event_type FROM audit WHERE task_id = 't1' ORDER BY rowid")
+            ][-1] == "STATE_TRANSITION_DONE"
