@@ -201,7 +201,9 @@ def listen(asys: ActorSystem, timeout: float) -> Any:
 # 35 s: its target is a local supervisor or guardian, and one that died refuses the next connect at once.
 CLIENT_RETRY = timedelta(milliseconds=250)
 # The longest a send runs the transport before it looks at its own message again.  Thespian's transmit-only run
-# returns when a transmit ends, except when exactly one other is left pending (its count, 1, reads as True).
+# returns when a transmit ends, except when exactly one other is left pending (its count, 1, reads as True); and
+# one pass can sleep in its select to the deadline with an intent left behind (seen: a failed connect at stage 2,
+# its pause over, untouched for 30 s): a short run starts a new pass.
 SEND_LOOK_S = 0.05
 
 
