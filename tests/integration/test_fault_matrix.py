@@ -103,8 +103,8 @@ ROWS = [
 
 class StatsPoller:
     """Asks stats over and over as `pegasus stats` does, a new client each time; records how long each answer
-    took (retries included).  (A client kept across a supervisor's death may first wait out Thespian's ~15 s
-    of retries to the dead address: a known gap, docs/durability.md.)"""
+    took (retries included).  (A client kept across a supervisor's death: docs/durability.md, "Recovery after
+    a supervisor's death".)"""
 
     def __init__(self, client: Client, fresh: bool = True) -> None:
         self.settings = client.settings
