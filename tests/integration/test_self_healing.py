@@ -96,6 +96,8 @@ class DyingPeer:
     def __init__(self, resets: int = 1) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = ActorAddress(TCPv4ActorAddress("127.0.0.1", self.listener.getsockname()[1]))
+        if not resets:
+            self.listener.close()
         self.reset = threading.Event()
         self.thread = threading.Thread(target=self._die, args=(resets,), daemon=True)
         self.thread.start()
@@ -121,12 +123,14 @@ class DyingPeer:
         self.thread.join(60)
 
 
-def test_a_request_reset_by_a_dying_supervisor_is_asked_of_the_new_one_at_once(pegasus, monkeypatch) -> None:
-    """Regression: a kept client waited 30-70 s after a supervisor's SIGKILL (1 run in 6 beside three CPU
-    spinners).  A request sent as the supervisor died had its new connection accepted, then reset before it was
-    written; Thespian tries such a send again only after 35 s x the attempt, past the client's 30 s timeout,
-    and the client's send waited for every transmit of its process, so each later request waited too.  The
-    order is made explicit here: the client writes only once the peer has reset the connection."""
+def test_a_request_to_a_supervisor_dying_as_it_is_sent_is_asked_of_the_new_one_at_once(pegasus, monkeypatch) -> None:
+    """Regression: a kept client waited 30-70 s after a supervisor's or an admin's SIGKILL (most runs beside three
+    CPU spinners).  Three orders of events, each made explicit here:
+    - the request's new connection was accepted by the dying process, then reset before it was written:
+      Thespian tries that again only after 35 s x the attempt, past the client's 30 s timeout;
+    - the kernel refused the connect at once, inside ``scheduleTransmit``: Thespian's transmit-only run, with
+      nothing in flight, returned without telling the send, which took it as delivered (or, later, waited);
+    - the send waited for every transmit of its process, so each later request waited for a stale one."""
     from thespian.system.transport.TCPTransport import TCPTransport
 
     client = pegasus()
@@ -146,6 +150,20 @@ def test_a_request_reset_by_a_dying_supervisor_is_asked_of_the_new_one_at_once(p
         assert dying.reset.is_set()
     finally:
         dying.close()
+
+    dead = DyingPeer(resets=0)  # closed: refused
+    connect = socket.socket.connect
+
+    def refused_at_once(sock: socket.socket, address: Any) -> Any:
+        if address == dead.address.addressDetails.connectArgs[0]:
+            raise ConnectionRefusedError(111, "Connection refused")  # as the kernel does when it has the reset
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", refused_at_once)
+    client._supervisor = dead.address
+    assert client.get(task)["task_id"] == task
+    dead.close()
+
     broken = DyingPeer(resets=1000)  # a peer that resets every connection
     try:
         # A send its peer never acknowledged is not reported delivered (it was, at its timeout, before).
