@@ -22,7 +22,7 @@ from typing import Any
 
 from thespian.actors import ActorSystem, InvalidActorAddress
 from thespian.system import multiprocTCPBase
-from thespian.system.transport import SendStatus
+from thespian.system.transport import SendStatus, TransmitIntent
 
 from actors.wire import frames, thespian_patches
 from actors.runtime import ownership, procs, titles
@@ -197,29 +197,65 @@ def listen(asys: ActorSystem, timeout: float) -> Any:
     return asys.listen(timeout)
 
 
+# A client's send that failed (a connection reset) is tried again after this times the attempt, not Thespian's
+# 35 s: its target is a local supervisor or guardian, and one that died refuses the next connect at once.
+CLIENT_RETRY = timedelta(milliseconds=250)
+# The longest a send runs the transport before it looks at its own message again.  Thespian's transmit-only run
+# returns when a transmit ends, except when exactly one other is left pending (its count, 1, reads as True); and
+# one pass can sleep in its select to the deadline with an intent left behind (seen: a failed connect at stage 2,
+# its pause over, untouched for 30 s): a short run starts a new pass.
+SEND_LOOK_S = 0.05
+
+
+class _Outcome:
+    """How one transmit ended (a SendStatus), None while Thespian is still trying it."""
+
+    status: Any = None
+
+    def done(self, status: Any, _intent: Any) -> None:
+        self.status = status
+
+
+def _finish_ended(transport: Any) -> None:
+    """Call the callbacks of the transmits that ended where Thespian's loop does not: a connect the kernel
+    refused at once (inside ``scheduleTransmit``) ends the intent there, and the transmit-only run, finding
+    no transmit in flight, returns before it calls them (a lost client request, seen after an admin's death)."""
+    if not hasattr(transport, "_finished_intents"):
+        return
+    ended, transport._finished_intents = transport._finished_intents, []
+    for intent, status in ended:
+        intent.tx_done(status)
+
+
 def send(asys: ActorSystem, address: Any, message: Any, timeout: float = 10.0) -> str | None:
     """Send ``message`` from a client and wait until it is delivered; None, or why it was not.
 
     ``ActorSystem.tell`` returns silently when the target is dead, so a client could not tell a delivered
-    request from one sent to a supervisor just replaced.  This is ``tell`` (thespian/system/systemBase.py)
-    looking at the outcome: ``"DeadTarget"``, ``"BadPacket"`` (the frame refused), ``"Failed"``, ``"Timeout"``.
+    request from one sent to a supervisor just replaced.  This looks at its own message's outcome only (not
+    every transmit of the process, as ``tell`` does) within ``timeout``, retried after ``CLIENT_RETRY``
+    (docs/durability.md, "Recovery after a supervisor's death"): ``"DeadTarget"``, ``"BadPacket"`` (the
+    frame refused), ``"Failed"``, or ``"Timeout"``.
     """
     base = asys._systemBase
     if not hasattr(base, "_tx_to_actor"):  # simpleSystemBase: delivered in this process, or not at all
         asys.tell(address, message)
         return None
-    watch = base._tx_to_actor(address, message)
+    outcome = _Outcome()
+    base.transport.scheduleTransmit(None, TransmitIntent(
+        address, message, onSuccess=outcome.done, onError=outcome.done,
+        maxPeriod=timedelta(seconds=timeout), retryPeriod=CLIENT_RETRY))
     deadline = time.monotonic() + timeout
-    while True:
-        pending = base._run_transport(timedelta(seconds=max(0.0, deadline - time.monotonic())), txonly=True)
-        if watch.failed:
-            failure = watch.failure
-            return ("DeadTarget" if failure == SendStatus.DeadTarget else
-                    "BadPacket" if failure == SendStatus.BadPacket else "Failed")
-        if not pending:
-            return None
-        if time.monotonic() >= deadline:
+    while outcome.status is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return "Timeout"
+        if base._run_transport(timedelta(seconds=min(left, SEND_LOOK_S)), txonly=True) == 0 and outcome.status is None:
+            _finish_ended(base.transport)
+            if outcome.status is None:
+                time.sleep(0.01)  # none in the transport: ours waits in the queue another thread's send drains
+    status = outcome.status
+    return (None if status == SendStatus.Sent else "DeadTarget" if status == SendStatus.DeadTarget else
+            "BadPacket" if status == SendStatus.BadPacket else "Failed")
 
 
 def detach(asys: ActorSystem) -> None:

@@ -103,8 +103,8 @@ ROWS = [
 
 class StatsPoller:
     """Asks stats over and over as `pegasus stats` does, a new client each time; records how long each answer
-    took (retries included).  (A client kept across a supervisor's death may first wait out Thespian's ~15 s
-    of retries to the dead address: a known gap, docs/durability.md.)"""
+    took (retries included).  (A client kept across a supervisor's death: docs/durability.md, "Recovery after
+    a supervisor's death".)"""
 
     def __init__(self, client: Client, fresh: bool = True) -> None:
         self.settings = client.settings
@@ -184,7 +184,7 @@ def test_a_killed_process_wedges_nothing(pegasus, tmp_path: Path, row: Row) -> N
     os.kill(victim, signal.SIGKILL)
     if row.whole_restart:
         # As `pegasus stats` asks: a new client each time, once the new admin is up.  (A client kept from
-        # before the restart first waits out Thespian's retries to the dead supervisor, ~15 s: a known gap.)
+        # before the restart: docs/durability.md, "Recovery after a supervisor's death".)
         wait_for(lambda: _admin_now(client) not in (None, victim), what="the restarted admin")
         for _ in range(3):
             began = time.monotonic()

@@ -17,18 +17,26 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from thespian.actors import ActorAddress
+from thespian.system.transport import TransmitIntent
+from thespian.system.transport.IPBase import TCPv4ActorAddress
 
+from actors import messages as m
 from actors.runtime import procs
 from actors.client import Client
-from actors.runtime.system import SystemSpec, is_running, system_pids
+from actors.runtime.system import SystemSpec, is_running, send, system_pids
 from pegasus.config import Settings
 from tests.support.tools import append_key_request, busy_tool_worker, keys_in
 from tests.support.waiting import wait_for
@@ -78,6 +86,93 @@ def test_a_killed_supervisor_is_replaced_and_every_task_finishes(pegasus, tmp_pa
     old = {w["pid"] for pool in first["pools"].values() for w in pool["workers"]}
     assert not old & alive, f"workers of the dead supervisor still run: {old & alive}"
     assert serves(client)
+
+
+class DyingPeer:
+    """A port whose process dies as a request reaches it: the request's connection is accepted (the kernel's
+    backlog), then reset (``reset`` set) before the sender writes; after ``resets`` such connections the port
+    refuses, as a dead process's does."""
+
+    def __init__(self, resets: int = 1) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = ActorAddress(TCPv4ActorAddress("127.0.0.1", self.listener.getsockname()[1]))
+        if not resets:
+            self.listener.close()
+        self.reset = threading.Event()
+        self.thread = threading.Thread(target=self._die, args=(resets,), daemon=True)
+        self.thread.start()
+
+    def _die(self, resets: int) -> None:
+        for left in range(resets, 0, -1):
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            if left == 1:
+                self.listener.close()  # the next connect is refused
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # a reset, as the kernel sends for a dying process's connection
+            self.reset.set()
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass  # closed already
+        self.listener.close()
+        self.thread.join(60)
+
+
+def test_a_request_to_a_supervisor_dying_as_it_is_sent_is_asked_of_the_new_one_at_once(pegasus, monkeypatch) -> None:
+    """Regression: a kept client waited 30-70 s after a supervisor's or an admin's SIGKILL (most runs beside three
+    CPU spinners).  Three orders of events, each made explicit here:
+    - the request's new connection was accepted by the dying process, then reset before it was written:
+      Thespian tries that again only after 35 s x the attempt, past the client's 30 s timeout;
+    - the kernel refused the connect at once, inside ``scheduleTransmit``: Thespian's transmit-only run, with
+      nothing in flight, returned without telling the send, which took it as delivered (or, later, waited);
+    - the send waited for every transmit of its process, so each later request waited for a stale one."""
+    from thespian.system.transport.TCPTransport import TCPTransport
+
+    client = pegasus()
+    task = client.submit("echo hi")["task_id"]
+    dying = DyingPeer()
+    write = TCPTransport._next_XMIT_2
+
+    def after_the_reset(transport: Any, intent: Any) -> Any:
+        if intent.targetAddr == dying.address:
+            dying.reset.wait(60)
+        return write(transport, intent)
+
+    monkeypatch.setattr(TCPTransport, "_next_XMIT_2", after_the_reset)
+    try:
+        client._supervisor = dying.address  # the request reaches the dying supervisor: reset, then refused
+        assert client.get(task)["task_id"] == task  # asked again of the guardian's supervisor
+        assert dying.reset.is_set()
+    finally:
+        dying.close()
+
+    dead = DyingPeer(resets=0)  # closed: refused
+    connect = socket.socket.connect
+
+    def refused_at_once(sock: socket.socket, address: Any) -> Any:
+        if address == dead.address.addressDetails.connectArgs[0]:
+            raise ConnectionRefusedError(111, "Connection refused")  # as the kernel does when it has the reset
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", refused_at_once)
+    client._supervisor = dead.address
+    assert client.get(task)["task_id"] == task
+    dead.close()
+
+    broken = DyingPeer(resets=1000)  # a peer that resets every connection
+    try:
+        # A send its peer never acknowledged is not reported delivered (it was, at its timeout, before).
+        assert send(client.asys, broken.address, m.Stats(), timeout=1.0) in ("Failed", "Timeout")
+        # A transmit Thespian goes on trying is not waited for by the next request: a send waits for its own.
+        client.asys._systemBase.transport.scheduleTransmit(None, TransmitIntent(broken.address, m.Stats()))
+        assert client.get(task)["task_id"] == task
+    finally:
+        broken.close()
 
 
 def serves(client: Client) -> bool:
