@@ -2,18 +2,20 @@
 
 ``leaving.py`` steps the waiting intents (``arrived_acks``), sends with a callback (``sent_callbacks``) and
 reads how much of a message is written (``written_whole``); ``read_ahead.py`` reads the envelopes not yet
-handed over (``read_ahead``).  Where a speed reader cannot apply, one warning, and its carrier reads nothing
-(Thespian's loop does it later); where ``sent_callbacks`` cannot, the start is refused.
-docs/thespian-patches.md: arrived-acknowledgements, sent-callbacks, written-whole, read-ahead.
+handed over (``read_ahead``); a client's ``send`` waits for its own intent (``client_sends``).  Where a speed
+reader cannot apply, one warning, and its carrier reads nothing; where a robustness one cannot, no start.
+docs/thespian-patches.md: arrived-acknowledgements, sent-callbacks, written-whole, read-ahead, client-sends.
 """
 
 from __future__ import annotations
 
 from thespian import actors as _actors
 from thespian.system import actorManager as _manager
+from thespian.system import systemBase as _system
 from thespian.system import systemCommon as _common
 from thespian.system import transport as _transport
 from thespian.system.transport import TCPTransport as _tcp
+from thespian.system.transport import wakeupTransportBase as _wakeup
 
 from actors.wire.thespian_patches.base import Kind, Patch, Target
 
@@ -57,4 +59,16 @@ READ_AHEAD = Patch("read_ahead", Kind.SPEED, "read-ahead", (
     Target(_T, "_runWithExpiry", "source 5a6c512c48e9fd0a"),  # hands them over, oldest first
     Target(_transport, "ReceiveEnvelope", "source 9446e0dc79ddcbf9"),  # .message
 ))
-READERS = (ARRIVED_ACKS, SENT_CALLBACKS, WRITTEN_WHOLE, READ_AHEAD)
+# Without it a client could report a request delivered that never was, or wait 70 s on a dead supervisor.
+CLIENT_SENDS = Patch("client_sends", Kind.ROBUSTNESS, "client-sends", (
+    Target(_system.systemBase, "_run_transport", "source f9e3585d6abaeff2"),  # None when another thread runs it
+    Target(_wakeup.wakeupTransportBase, "run", "source 25ade8f9a7ec4b0d"),  # transmit-only: the count left
+    Target(_T, "scheduleTransmit", "source d967b8d19ac0f963"),
+    Target(_T, "_next_XMIT_1", "source f25e978fdce5d56d"),  # a refused connect ends the intent in there
+    Target(_T, "_finishIntent", "source bd2b2135d3e1a7f3"),  # ended intents wait in _finished_intents
+    Target(_T, "_runWithExpiry", "source 5a6c512c48e9fd0a"),  # which its loop hands to tx_done
+    Target(_T, "__init__", "source eabcf02e37125c2a"),
+    Target(_INTENT, "__init__", "source 40cd9b467a3bd968"),  # retryPeriod, maxPeriod
+    Target(_INTENT, "tx_done", "source 69a999c7abbc56ee"),
+))
+READERS = (ARRIVED_ACKS, SENT_CALLBACKS, WRITTEN_WHOLE, READ_AHEAD, CLIENT_SENDS)

@@ -135,13 +135,21 @@ def test_another_thespian_refuses_every_security_and_robustness_patch_in_one_lin
     monkeypatch.setattr(patches, "installed_version", lambda: "4.0.2")
     checked = patches.check()
     assert {p.name for p in checked.refused()} == {m.PATCH.name for m in (*patches.SECURITY, *patches.ROBUSTNESS)} | {
-        readers.SENT_CALLBACKS.name}
+        readers.SENT_CALLBACKS.name, readers.CLIENT_SENDS.name}
     with pytest.raises(PatchRefused) as refused:
         patches.verify()
     assert str(refused.value) == (
         "Thespian security patches bind_address, frame_auth, private_files, thespian_log and robustness patches "
-        "fresh_retry, convention_timing, logger_restart, child_exits, sent_callbacks cannot apply: Thespian 4.0.2 is installed, not 4.0.1; "
+        "fresh_retry, convention_timing, logger_restart, child_exits, sent_callbacks, client_sends cannot apply: Thespian 4.0.2 is "
+        "installed, not 4.0.1; "
         "Pegasus needs thespian==4.0.1 (pip install thespian==4.0.1; see docs/thespian-patches.md#moving-to-another-thespian)")
+
+
+def test_a_changed_target_of_what_a_clients_send_waits_on_refuses_the_start(monkeypatch) -> None:
+    target = readers.CLIENT_SENDS.targets[0]  # systemBase._run_transport
+    monkeypatch.setattr(target, "expected", "source 0")
+    with pytest.raises(PatchRefused, match=r"^Thespian robustness patch client_sends cannot apply: .*_run_transport"):
+        patches.verify()
 
 
 def test_a_changed_security_target_refuses_naming_it(monkeypatch) -> None:
