@@ -112,7 +112,7 @@ class Cgroup:
 
 
 class Admins:
-    """New processes that take the title ``pegasus: admin`` (a fork shows its parent's until it sets its own)."""
+    """New processes that take the title ``pegasus: admin`` within 4 s (a fork shows its parent's title first)."""
 
     def __init__(self) -> None:
         self.known: set[int] = set()
@@ -131,8 +131,9 @@ class Admins:
             except OSError:
                 name = b""
             self.untitled[pid] -= 1
-            if not name or name.startswith(b"pegasus: ") or not self.untitled[pid]:
-                self.count += name.startswith(b"pegasus: admin")
+            admin = name.startswith(b"pegasus: admin")
+            if admin or not name or not self.untitled[pid]:  # a launcher's fork shows "pegasus: launcher" first
+                self.count += admin
                 del self.untitled[pid]
         self.known &= set(pids) | set(self.untitled)
 
