@@ -162,22 +162,30 @@ def _models(stats: dict[str, Any]) -> Iterator[Metric]:
     yield paused
 
 
+UNSETTLED = ("idle", "starting")  # an MCP server's phases before it is up or has failed
+
+
 def _mcp(stats: dict[str, Any]) -> Iterator[Metric]:
     """The machine's MCP servers (its MCP host's, through the supervisor) and the ``scope = "worker"`` ones (each
-    stage worker's copy, as it was at the worker's last stage); no sample for a server none has reported."""
+    stage worker's copy, as it was at the worker's last stage); no sample for a server none has reported.  A copy
+    not started yet, or starting, says nothing of the server: a worker that has not used it reports it so."""
     up = GaugeMetricFamily("pegasus_mcp_server_up", "1 while an MCP server is started and listed its tools (one "
                            "that died is seen at the next call to it, then started again); a scope = worker "
-                           "server: 1 while every stage worker's copy was, at its last stage", labels=["server"])
+                           "server: 1 while every stage worker's copy that had started or failed was up, at its "
+                           "last stage (0 while none had)", labels=["server"])
     errors = CounterMetricFamily("pegasus_mcp_tool_errors", "Tool calls an MCP server failed or refused, by server "
                                  "(resets when the MCP host restarts; scope = worker: summed over the stage "
                                  "workers' copies, less when a worker is replaced)", labels=["server"])
-    servers = {name: (bool(server.get("up")), int(server.get("tool_errors", 0) or 0))
-               for name, server in (stats.get("mcp") or {}).items()}
+    servers: dict[str, tuple[bool | None, int]] = {
+        name: (bool(server.get("up")), int(server.get("tool_errors", 0) or 0))
+        for name, server in (stats.get("mcp") or {}).items()}
     for part in (stats.get("pools") or {}).values():
         for worker in part.get("workers") or []:
             for name, copy in (worker.get("mcp") or {}).items():
-                was_up, failed = servers.get(name, (True, 0))
-                servers[name] = (was_up and bool(copy.get("up")), failed + int(copy.get("tool_errors", 0) or 0))
+                was_up, failed = servers.get(name, (None, 0))
+                if copy.get("phase") not in UNSETTLED:
+                    was_up = (was_up is not False) and bool(copy.get("up"))
+                servers[name] = (was_up, failed + int(copy.get("tool_errors", 0) or 0))
     for name, (is_up, failed) in sorted(servers.items()):
         up.add_metric([name], 1 if is_up else 0)
         errors.add_metric([name], failed)

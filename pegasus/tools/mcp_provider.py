@@ -158,7 +158,8 @@ class McpProvider:
 
 
 def local_servers(providers: list[Any]) -> dict[str, dict[str, Any]]:
-    """The ``scope = "worker"`` servers this process runs, as the MCP host reports its own (/metrics): up
-    (started and listed) and the calls each failed."""
-    return {p.name: {"up": p.view().phase == "ready", "tool_errors": p.source.errors.get(p.name, 0)}
+    """The ``scope = "worker"`` servers this process runs, as the MCP host reports its own (/metrics): the
+    phase, up (started and listed) and the calls each failed."""
+    return {p.name: {"phase": (phase := p.view().phase), "up": phase == "ready",
+                     "tool_errors": p.source.errors.get(p.name, 0)}
             for p in providers if isinstance(p, McpProvider) and isinstance(p.source, LocalSource)}

@@ -188,3 +188,17 @@ def test_worker_scope_mcp_servers_are_counted_from_each_stage_workers_copy() -> 
         {"time": 1, "fetch": 1, "flaky": 0}  # flaky: one copy of two down
     assert {name: samples[("pegasus_mcp_tool_errors_total", (("server", name),))]
             for name in ("time", "fetch", "flaky")} == {"time": 1, "fetch": 6, "flaky": 5}
+
+
+def test_a_worker_copy_not_started_or_starting_says_nothing_of_its_server() -> None:
+    """An llm worker whose last stage came before its copy was up (seen as a /metrics 0 for an up server)."""
+    def copy(phase: str, errors: int = 0) -> dict:
+        return {"phase": phase, "up": phase == "ready", "tool_errors": errors}
+    stats = {"pools": {"tool": {"workers": [{"mcp": {"time": copy("ready", 2), "broken": copy("failed"),
+                                                     "later": copy("starting")}}]},
+                       "llm": {"workers": [{"mcp": {"time": copy("starting"), "broken": copy("idle"),
+                                                    "later": copy("idle")}}]}}}
+    samples = _samples(stats)
+    assert {name: samples[("pegasus_mcp_server_up", (("server", name),))] for name in ("time", "broken", "later")} \
+        == {"time": 1, "broken": 0, "later": 0}  # later: no copy up yet
+    assert samples[("pegasus_mcp_tool_errors_total", (("server", "time"),))] == 2
