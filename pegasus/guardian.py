@@ -10,9 +10,10 @@ values the carrier hands in.  ``step(input) -> [command]`` never raises, the clo
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pegasus.core_error import Log, error_log
 from pegasus.levels import Level
 from pegasus.requests.base import Reply
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
@@ -149,15 +150,6 @@ class WakeIn:
     generation: int
 
 
-@dataclass(frozen=True)
-class Log:
-    """A log line."""
-
-    level: Level
-    event: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
 Command = Answer | ReadSettings | StartSupervisor | StartKeeper | Stop | WakeIn | Log
 
 
@@ -183,8 +175,8 @@ class GuardianCore:
     def step(self, event: Input) -> list[Command]:
         try:
             return self._step(event)
-        except Exception:  # noqa: BLE001 - the top of the tree must never be taken down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - the top of the tree must never be taken down; nothing is decided
+            return [error_log("guardian_core", event, exc)]
 
     def _step(self, event: Input) -> list[Command]:
         if isinstance(event, Locate):

@@ -177,4 +177,5 @@ def test_a_crash_loop_is_slowed_down_never_given_up(gaps: list[float]) -> None:
 
 def test_the_core_never_raises() -> None:
     core = GuardianCore()
-    assert core.step(Replied("x", None, 0.0)) == []  # type: ignore[arg-type]  # a malformed input: nothing decided
+    [error] = core.step(Replied("x", None, 0.0))  # type: ignore[arg-type]  # a malformed input: nothing decided
+    assert error.event == "guardian_core_error" and error.fields["input_type"] == "Replied"
