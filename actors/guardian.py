@@ -111,9 +111,12 @@ class Guardian(Boundary):
         return self.core.step(core.SettingsRead(time.monotonic(), settings, http_enabled=settings.http.enabled))
 
     def _start_supervisor(self, command: core.StartSupervisor) -> list[core.Command]:
-        logs.configure_from(command.settings)
-        self.log = logs.get("guardian")
-        address = self.createActor(Supervisor)
+        try:
+            logs.configure_from(command.settings)
+            self.log = logs.get("guardian")
+            address = self.createActor(Supervisor)
+        except Exception as exc:  # noqa: BLE001 - told to the core: a failed start, not a guardian stuck configuring
+            return self.core.step(core.StartFailed(f"{type(exc).__name__}: {exc}", time.monotonic()))
         then = self.core.step(core.Created(core.SUPERVISOR, address, time.monotonic()))
         self.send(address, m.Configure(request_id=command.request_id, settings=command.settings))
         return then

@@ -10,9 +10,10 @@ values the carrier hands in.  ``step(input) -> [command]`` never raises, the clo
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pegasus.core_error import Log, error_log
 from pegasus.levels import Level
 from pegasus.requests.base import Reply
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
@@ -51,6 +52,14 @@ class Created:
 
     child: str
     address: Any
+    now: float
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """The carrier could not carry out a ``StartSupervisor`` (configuring logging or creating it raised)."""
+
+    error: str
     now: float
 
 
@@ -95,7 +104,7 @@ class Exit:
     """The guardian is asked to exit: its children go with it, nothing starts again."""
 
 
-Input = Locate | SettingsRead | Created | Replied | Trouble | ChildExited | Due | Exit
+Input = Locate | SettingsRead | Created | StartFailed | Replied | Trouble | ChildExited | Due | Exit
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -141,15 +150,6 @@ class WakeIn:
     generation: int
 
 
-@dataclass(frozen=True)
-class Log:
-    """A log line."""
-
-    level: Level
-    event: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
 Command = Answer | ReadSettings | StartSupervisor | StartKeeper | Stop | WakeIn | Log
 
 
@@ -168,14 +168,15 @@ class GuardianCore:
         self.trouble: tuple[float, str] | None = None  # (when, what) the supervisor last told it was failing on
         self.supervisor_pid: int | None = None
         self.generation = 0
+        self.pausing = False  # a supervisor's restart waits for its WakeIn (a crash loop's pause): Locate waits too
         self.http_enabled = False
         self.exiting = False
 
     def step(self, event: Input) -> list[Command]:
         try:
             return self._step(event)
-        except Exception:  # noqa: BLE001 - the top of the tree must never be taken down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - the top of the tree must never be taken down; nothing is decided
+            return [error_log("guardian_core", event, exc)]
 
     def _step(self, event: Input) -> list[Command]:
         if isinstance(event, Locate):
@@ -184,6 +185,8 @@ class GuardianCore:
             return self._settings_read(event)
         if isinstance(event, Created):
             return self._created(event)
+        if isinstance(event, StartFailed):
+            return self._start_failed(event)
         if isinstance(event, Replied):
             return self._replied(event)
         if isinstance(event, Trouble):
@@ -215,8 +218,8 @@ class GuardianCore:
         if self._up():
             return [Answer(event.client, Reply(event.request_id, True, data=self.located(event.now)))]
         self.waiting.append((event.client, event.request_id))
-        if self.supervisor is not None or self.exiting:
-            return []
+        if self.supervisor is not None or self.exiting or self.pausing:
+            return []  # answered once one is up (a Locate does not cut a crash loop's pause short)
         if self.error is not None and self.deaths == 0:
             return self._answer_waiting(event.now)  # the first start failed: say why (pegasus start reports it)
         return [ReadSettings()]
@@ -238,6 +241,12 @@ class GuardianCore:
             self.gateway = event.address
             self.supervision.step(Started(KEEPER, KEEPER, event.now))
         return []
+
+    def _start_failed(self, event: StartFailed) -> list[Command]:
+        if self.configuring is None or self.supervisor is not None:
+            return []
+        self.configuring = None
+        return self._failed(f"the supervisor could not be started: {event.error}", event.now)
 
     def _replied(self, event: Replied) -> list[Command]:
         reply = event.reply
@@ -309,8 +318,11 @@ class GuardianCore:
             elif isinstance(command, StartAgain) and command.child == SUPERVISOR:
                 commands.append(Log(Level.WARNING, "supervisor_restart",
                                     {"restart_in_s": command.delay_s, "deaths": command.deaths}))
-                commands += [ReadSettings()] if command.delay_s <= 0 else \
-                    [WakeIn(command.delay_s, SUPERVISOR, self.generation)]
+                if command.delay_s <= 0:
+                    commands.append(ReadSettings())
+                else:
+                    self.pausing = True
+                    commands.append(WakeIn(command.delay_s, SUPERVISOR, self.generation))
             elif isinstance(command, StartAgain) and command.child == KEEPER:
                 commands += self._start_keeper() if command.delay_s <= 0 else \
                     [WakeIn(command.delay_s, KEEPER, self.generation)]
@@ -319,6 +331,7 @@ class GuardianCore:
     def _due(self, event: Due) -> list[Command]:
         if event.child == SUPERVISOR:
             if event.generation == self.generation and self.supervisor is None and not self.exiting:
+                self.pausing = False
                 return [ReadSettings()]
             return []
         return self._start_keeper() if event.child == KEEPER else []

@@ -66,6 +66,7 @@ structlog = _load_structlog()
 from structlog.tracebacks import ExceptionDictTransformer  # noqa: E402 - after structlog's own, above
 
 from pegasus.config import LoggingSettings, Settings
+from pegasus.core_error import Log as CoreLog
 from pegasus.levels import Level
 from pegasus.logfile import SharedLogFile
 
@@ -165,6 +166,17 @@ def configure(state_dir: Path, section: LoggingSettings | None = None, *, conten
 def configure_from(settings: Settings) -> Path:
     """``configure`` with the settings' state directory and ``[logging]`` section."""
     return configure(settings.state_dir(), settings.logging)
+
+
+def emitted(log: Any, commands: list[Any]) -> list[Any]:
+    """Write the ``pegasus.core_error.Log`` lines among a core's ``commands`` to ``log``; the others, in order."""
+    rest = []
+    for command in commands:
+        if isinstance(command, CoreLog):
+            emit(log, command.level, command.event, **command.fields)
+        else:
+            rest.append(command)
+    return rest
 
 
 def get(component: str, **bound: Any) -> Any:

@@ -23,6 +23,7 @@ from actors.supervisor import memory
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
+from pegasus import logs
 from pegasus.admission.inputs import RunLost
 from pegasus.pool.core import STOPPED_STATES
 from pegasus.pool.looks import EndPool, Look, PoolStarted
@@ -40,7 +41,7 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
     address = ctx.create(StagePool)
     ctx.send(address, config)
     pools.config[name], pools.address[name] = config, address
-    pools.looks.step(PoolStarted(name))
+    logs.emitted(ctx.log, pools.looks.step(PoolStarted(name)))
     pools.pid.pop(name, None)
     ctx.supervision.step(Started(name, "pool", time.monotonic()))
     return address
@@ -152,7 +153,7 @@ def check_pools(ctx: Context, check: m.PoolsCheck) -> None:
     pools = ctx.pools
     stopped = {name: _is_stopped(pid) for name, pid in pools.pid.items()}
     busy = bool(pools.requests) or bool(ctx.task_actors.policy.placed)  # work a stopped pool holds up
-    for command in pools.looks.step(Look(stopped, busy)):
+    for command in logs.emitted(ctx.log, pools.looks.step(Look(stopped, busy))):
         if isinstance(command, EndPool):
             pid = pools.pid.get(command.name)
             if pid is not None and procs.kill_own_child(pid):

@@ -18,6 +18,7 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.task_actors import TaskActors
+from pegasus import logs
 from pegasus.admission import Admission, TransitionNotice
 from pegasus.admission.reflections import PostReflections
 from pegasus.config import Settings
@@ -139,7 +140,7 @@ class Context:
 
     def pools_in_use(self) -> None:
         """Work a pool could hold up began: the looks for a stopped pool go on (``pegasus.pool.looks``)."""
-        for look in self.pools.looks.step(Work()):
+        for look in logs.emitted(self.log, self.pools.looks.step(Work())):
             if isinstance(look, LookIn):
                 self.wake(look.seconds, m.PoolsCheck())
 

@@ -16,6 +16,7 @@ from thespian.actors import ActorAddress
 
 from actors import messages as m
 from actors.supervisor.context import Context, Rows
+from pegasus import logs
 from pegasus.admission import TransitionNotice
 from pegasus.admission import reflections as post_reflections
 from pegasus.admission.reflections import Count, Dispatch, GiveUp, Keep, PostReflections, TakenBack
@@ -202,7 +203,9 @@ def _carry_out(ctx: Context, commands: list[post_reflections.ReflectionCommand],
     post = _post(ctx)
     while commands:
         command = commands.pop(0)
-        if isinstance(command, Count):
+        if isinstance(command, post_reflections.Log):
+            logs.emit(ctx.log, command.level, command.event, **command.fields)
+        elif isinstance(command, Count):
             counted = reflections.started(_store(ctx), command.task_id)
             commands[:0] = post.step(post_reflections.HandedOut(command.task_id, counted))
         elif isinstance(command, Dispatch):

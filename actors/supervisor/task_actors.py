@@ -15,6 +15,7 @@ from typing import Any
 
 from thespian.actors import ActorAddress, ActorExitRequest
 
+from pegasus import logs
 from pegasus.config import RuntimeSettings
 from pegasus.run import hosts as h
 
@@ -30,6 +31,7 @@ class TaskActors:
                  wake: Callable[[float], None]) -> None:
         self.create, self.send, self.wake = create, send, wake
         self.policy = h.TaskHosts()
+        self.log = logs.get("supervisor")
         self.address: dict[int, ActorAddress] = {}
         self._known: dict[object, int] = {}  # a sender's address details -> its key (emptied when ``address`` changes)
         self.died = 0  # task actors that exited unasked (their runs resumed elsewhere): /metrics' restarts
@@ -68,14 +70,14 @@ class TaskActors:
         counted["most_tasks"] = max(counted["most_tasks"], len({getattr(r, "task_id", None) for r in reports}))
         key = self.key_of(address)
         if key is not None:
-            self.policy.step(h.Report(key, cpu_s, time.monotonic()))
+            self._carry_out(self.policy.step(h.Report(key, cpu_s, time.monotonic())))
         return key
 
     def reflecting(self, address: ActorAddress, task_id: str) -> None:
         """The task actor at ``address`` handed the task's reflection out: it is not retired before the answer."""
         key = self.key_of(address)
         if key is not None:
-            self.policy.step(h.Hold(key, task_id))
+            self._carry_out(self.policy.step(h.Hold(key, task_id)))
 
     def reflected(self, address: ActorAddress, task_id: str) -> None:
         """Its answer came (in the actor's reports)."""
@@ -91,7 +93,7 @@ class TaskActors:
         del self.address[key]
         self._known.clear()
         self.died += 1
-        lost = self.policy.step(h.Lost(key))
+        lost = logs.emitted(self.log, self.policy.step(h.Lost(key)))
         return list(lost[0].runs) if lost and isinstance(lost[0], h.HostLost) else None
 
     def tick(self) -> None:
@@ -123,7 +125,7 @@ class TaskActors:
     def _carry_out(self, commands: list[h.HostCommand]) -> Any:
         """Carry the commands out; the address a ``Placed`` or ``Freed`` names (None without one)."""
         named = None
-        for command in commands:
+        for command in logs.emitted(self.log, commands):
             if isinstance(command, (h.Placed, h.Freed)):
                 named = self.address.get(command.key)
             elif isinstance(command, h.StartHost):

@@ -20,6 +20,7 @@ from thespian.actors import ActorAddress
 from actors import messages as m
 from actors.supervisor import memory
 from actors.supervisor.context import Context, FullTextOnly, Vectors
+from pegasus import logs
 from pegasus.memory.embeddings import configured, unpack
 from pegasus.tools.memory import search_query
 from pegasus.memory import vectors as v
@@ -83,7 +84,7 @@ def _ask_vector(ctx: Context, task_id: str, token: int, query: str) -> str | Non
     """The query's vector asked of the llm pool (answered by query_vector, or recall_vector_due when late);
     or, while the breaker is open (the endpoint failed a moment ago), why it was not asked."""
     assert ctx.settings is not None
-    [asked] = ctx.vectors.breaker.step(v.Asking(time.monotonic())) or [v.Ask()]
+    [asked, *_] = logs.emitted(ctx.log, ctx.vectors.breaker.step(v.Asking(time.monotonic()))) or [v.Ask()]
     if isinstance(asked, v.NotAsked):
         return asked.why
     timeout = ctx.settings.memory.embeddings_timeout_s
@@ -109,8 +110,8 @@ def _endpoint_answered(ctx: Context, result: m.StageResult) -> None:
     backfill = ctx.vectors.backfill
     wait = backfill.next_delay() if backfill is not None else ctx.settings.memory.embeddings_backfill_s
     # error_kind "exception": the endpoint's failure (not a pool's queue_full, a dead worker)
-    ctx.vectors.breaker.step(v.EmbedAnswered(result.ok, result.error_kind == "exception", result.error,
-                                             time.monotonic(), wait))
+    logs.emitted(ctx.log, ctx.vectors.breaker.step(v.EmbedAnswered(
+        result.ok, result.error_kind == "exception", result.error, time.monotonic(), wait)))
 
 
 def query_vector(ctx: Context, result: m.StageResult) -> None:
@@ -192,7 +193,9 @@ def _carry_out(ctx: Context, backfill: v.Backfill, commands: list[v.BackfillComm
     """The job's commands; ``vectors``: the answer a ``StoreVectors`` keeps."""
     while commands:
         command = commands.pop(0)
-        if isinstance(command, v.WakeIn):
+        if isinstance(command, v.Log):
+            logs.emit(ctx.log, command.level, command.event, **command.fields)
+        elif isinstance(command, v.WakeIn):
             ctx.wake(command.seconds, m.VectorsDue())
         elif isinstance(command, v.ReadRows) and ctx.store is not None:
             try:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pegasus.core_error import Log, error_log
 from pegasus.task.models import PostTaskReflection
 
 MAX_ATTEMPTS = 3
@@ -127,7 +128,7 @@ class TakenBack:
     task_ids: tuple[str, ...]
 
 
-ReflectionCommand = Count | Dispatch | GiveUp | Keep | TakenBack
+ReflectionCommand = Count | Dispatch | GiveUp | Keep | TakenBack | Log
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,8 @@ class PostReflections:
     def step(self, event: ReflectionInput) -> list[ReflectionCommand]:
         try:
             return self._step(event)
-        except Exception:  # noqa: BLE001 - a reflection must never take the supervisor down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - a reflection must never take the supervisor down; nothing is decided
+            return [error_log("post_reflections", event, exc)]
 
     def _step(self, event: ReflectionInput) -> list[ReflectionCommand]:
         if isinstance(event, Want):

@@ -13,6 +13,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from pegasus.core_error import Log, error_log
 from pegasus.memory import vector_index
 from pegasus.store.database import Database
 
@@ -180,7 +181,7 @@ class BatchFailed:
     next_try_s: float
 
 
-BackfillCommand = WakeIn | ReadRows | SendBatch | StoreVectors | BatchFailed
+BackfillCommand = WakeIn | ReadRows | SendBatch | StoreVectors | BatchFailed | Log
 
 
 @dataclass
@@ -216,8 +217,8 @@ class Backfill:
                 self.filled += event.count
                 more, self.more = self.more, False
                 return [ReadRows(self.batch)] if more else []
-        except Exception:  # noqa: BLE001 - a background job must never take the supervisor down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - a background job must never take the supervisor down; nothing is decided
+            return [error_log("vectors_backfill", event, exc)]
         return []
 
     def next_delay(self) -> float:
@@ -305,7 +306,7 @@ class Breaker:
     open_until: float = 0.0
     error: str | None = None
 
-    def step(self, event: Asking | EmbedAnswered) -> list[Ask | NotAsked]:
+    def step(self, event: Asking | EmbedAnswered) -> list[Ask | NotAsked | Log]:
         try:
             if isinstance(event, Asking):
                 if event.now >= self.open_until:
@@ -317,6 +318,6 @@ class Breaker:
                     self.open_until, self.error = 0.0, None
                 elif event.endpoint_failed:
                     self.open_until, self.error = event.now + event.wait, event.error or "failed"
-        except Exception:  # noqa: BLE001 - nothing is decided: a recall asks, as with the breaker closed
-            return [Ask()] if isinstance(event, Asking) else []
+        except Exception as exc:  # noqa: BLE001 - nothing is decided: a recall asks, as with the breaker closed
+            return [error_log("embeddings_breaker", event, exc), *([Ask()] if isinstance(event, Asking) else [])]
         return []

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pegasus.core_error import Log, error_log
+
 EVERY_S = 2.5
 LOOKS = 2
 
@@ -30,7 +32,7 @@ class EndPool:
     name: str
 
 
-Command = LookIn | EndPool
+Command = LookIn | EndPool | Log
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ class PoolLooks:
                 return self._look(event.stopped, event.busy)
             if isinstance(event, PoolStarted):
                 self.stopped[event.name] = 0
-        except Exception:  # noqa: BLE001 - a look must never take the supervisor down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - a look must never take the supervisor down; nothing is decided
+            return [error_log("pool_looks", event, exc)]
         return []
 
     def _work(self) -> list[Command]:

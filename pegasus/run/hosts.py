@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pegasus.bounds import timer_s
+from pegasus.core_error import Log, error_log
 
 GROW_AT = 0.5  # a host busy more than half the time takes no new run while another can start
 SAMPLE_S = 0.2  # shortest interval a utilisation sample covers (shorter ones are noise)
@@ -131,7 +132,7 @@ class WakeIn:
         object.__setattr__(self, "seconds", timer_s(self.seconds))
 
 
-HostCommand = Placed | Freed | HostLost | StartHost | RetireHost | WakeIn
+HostCommand = Placed | Freed | HostLost | StartHost | RetireHost | WakeIn | Log
 
 
 @dataclass
@@ -176,8 +177,8 @@ class TaskHosts:
                 return self._lost(event.key)
             elif isinstance(event, Tick):
                 return self._tick(event.now)
-        except Exception:  # noqa: BLE001 - placement must never take the supervisor down; nothing is decided
-            return []
+        except Exception as exc:  # noqa: BLE001 - placement must never take the supervisor down; nothing is decided
+            return [error_log("task_hosts", event, exc)]
         return []
 
     def host_of(self, task_id: str) -> tuple[int, int] | None:

@@ -51,10 +51,10 @@ def full_context(data: bytes) -> codec.Packed | None:
     """The context in a full checkpoint, its bytes as the task actor packed them: sliced out, not unpacked and
     packed again (the envelope checked as ``codec.decode`` checks it, and read to its end; the context not
     validated); None for anything else."""
-    reader = msgpack.Unpacker(raw=False, strict_map_key=True)
-    reader.feed(data)
+    reader = msgpack.Unpacker(raw=False, strict_map_key=True, max_buffer_size=len(data))  # the default: 100 MiB
     context = None
     try:
+        reader.feed(data)
         fields = reader.read_map_header()
         envelope = {reader.unpack(): reader.unpack() for _ in range(fields - 1)}  # "data" comes last (codec.encode)
         if envelope != {"pegasus": codec.VERSION, "type": TaskSnapshot.__name__} or reader.unpack() != "data":

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pegasus.guardian import (
     KEEPER, SUPERVISOR, TROUBLE_FRESH_S, UNEXPECTED, Answer, ChildExited, Created, Due, Exit, GuardianCore, Locate, Log,
-    ReadSettings, Replied, SettingsRead, StartKeeper, StartSupervisor, Stop, Trouble, WakeIn,
+    ReadSettings, Replied, SettingsRead, StartFailed, StartKeeper, StartSupervisor, Stop, Trouble, WakeIn,
 )
 from pegasus.levels import Level
 from pegasus.requests.base import Reply
@@ -98,6 +98,44 @@ def test_a_locate_after_a_death_starts_one_at_once_and_a_failure_then_says_not_r
     assert of(failed, WakeIn) or ReadSettings() in failed  # tried again, as supervision says
 
 
+def test_a_start_the_carrier_could_not_carry_out_is_told_first_and_tried_again_after_a_death() -> None:
+    """Configuring logging or creating the supervisor raised: not stuck configuring with every Locate queued."""
+    core = GuardianCore()
+    core.step(Locate("c1", "r1", 0.0))
+    core.step(SettingsRead(0.0, {}))
+    failed = core.step(StartFailed("OSError: no log dir", 0.0))
+    assert of(failed, Answer)[0].reply.error_type == "StartFailed" and "no log dir" in core.error
+    assert core.configuring is None
+    core = GuardianCore()
+    up(core)
+    core.step(ChildExited("sup-1", 1.0))
+    core.step(SettingsRead(1.0, {}))
+    core.step(Locate("c", "r", 1.1))  # waits for the start in flight
+    failed = core.step(StartFailed("RuntimeError: no process", 1.2))
+    assert of(failed, Answer)[0].reply.error_type == "SystemNotRunning"
+    [timer] = of(failed, WakeIn)  # tried again, slowed down, as after a death
+    assert core.step(Due(SUPERVISOR, timer.generation, 3.0)) == [ReadSettings()]
+    assert of(core.step(SettingsRead(3.0, {})), StartSupervisor)
+
+
+def test_a_locate_waits_out_a_crash_loops_pause() -> None:
+    """Clients Locate often: the pause between restarts holds while they do (answered once one is up)."""
+    core, now = GuardianCore(), 0.0
+    up(core, "sup-0")
+    for n in range(1, 9):  # deaths 0.5 s apart: pauses 0 (the first), then 1, 2, 4, 8, 30 s
+        now += 0.5
+        timers = of(core.step(ChildExited(f"sup-{n - 1}", now)), WakeIn)
+        if n == 1:
+            assert not timers
+        else:
+            [timer] = timers
+            assert core.step(Locate("poller", f"r{n}", now + 0.1)) == []  # no start before the timer
+            now += timer.seconds
+            assert core.step(Due(SUPERVISOR, timer.generation, now)) == [ReadSettings()]
+        answered = up(core, f"sup-{n}", now)
+        assert n == 1 or {a.client for a in of(answered, Answer)} == {"client", "poller"}
+
+
 def test_the_gateway_keeper_starts_with_the_first_supervisor_and_again_when_it_dies() -> None:
     core = GuardianCore()
     assert StartKeeper() in up(core, http=True)
@@ -139,4 +177,5 @@ def test_a_crash_loop_is_slowed_down_never_given_up(gaps: list[float]) -> None:
 
 def test_the_core_never_raises() -> None:
     core = GuardianCore()
-    assert core.step(Replied("x", None, 0.0)) == []  # type: ignore[arg-type]  # a malformed input: nothing decided
+    [error] = core.step(Replied("x", None, 0.0))  # type: ignore[arg-type]  # a malformed input: nothing decided
+    assert error.event == "guardian_core_error" and error.fields["input_type"] == "Replied"

@@ -3,7 +3,12 @@ of several runs share one commit and their successors one message (actors/superv
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+
 from actors import messages as m
+from actors.supervisor import Supervisor
 from actors.supervisor.outbox import coalesced, urgent
 from pegasus.store.drain import DrainBatch, Linger, Settle
 
@@ -21,8 +26,8 @@ def test_starts_alone_are_not_urgent_and_anything_else_is() -> None:
 
 
 def test_six_ends_each_starting_the_next_run_share_one_commit_and_one_message() -> None:
-    """Six reports, each the end of a run whose successor starts, read one at a time (stages that wait): the
-    supervisor's carrier with the real policy.  Before: six commits and six start messages."""
+    """Six reports, each the end of a run whose successor starts, read one at a time (stages that wait), through
+    the policy as the carrier calls it.  Before (outbox.urgent not there): six commits and six start messages."""
     actor = object()
     batch, held, commits, sent = DrainBatch(), [], 0, []
     for n in range(6):
@@ -40,3 +45,42 @@ def test_six_ends_each_starting_the_next_run_share_one_commit_and_one_message() 
     assert commits == 1
     assert [type(message).__name__ for _, message in sent] == ["StartTasks"]
     assert [start.task_id for start in sent[0][1].starts] == [f"t{n}" for n in range(6)]
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.commits: list[bool] = []
+
+    def hold(self) -> None:
+        pass
+
+    def release(self, commit: bool) -> None:
+        self.commits.append(commit)
+
+
+def _carrier(monkeypatch: pytest.MonkeyPatch, sends: list) -> tuple[Supervisor, list, list, _Store]:
+    """The supervisor's carrier (not started in Thespian): its handling of a TaskReports sends ``sends``."""
+    supervisor, woken, out, store = Supervisor.__new__(Supervisor), [], [], _Store()
+    supervisor.batch, supervisor.held = DrainBatch(), None
+    supervisor.ctx = SimpleNamespace(exiting=False, store=store, admission=object(), log=None,
+                                     settings=SimpleNamespace(store=SimpleNamespace(commit_linger_ms=20)),
+                                     task_actors=SimpleNamespace(reports={"commits": 0}))
+    monkeypatch.setattr(supervisor, "_handle", lambda ctx, message, sender: [supervisor._send(*s) for s in sends])
+    monkeypatch.setattr(supervisor, "_next_batched", lambda: False)
+    monkeypatch.setattr(supervisor, "_wake", lambda seconds, payload: woken.append(payload))
+    monkeypatch.setattr(supervisor, "send", lambda address, message: out.append(message))
+    return supervisor, woken, out, store
+
+
+def test_the_carrier_lingers_on_a_report_that_sent_only_starts_and_commits_at_once_on_anything_else(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor's own receiveMessage: a report whose sends are only StartTasks lingers (its timer armed,
+    nothing committed or sent); a Reply among them commits and sends at once.  Before (``bool(held)``): the
+    first committed at once too."""
+    actor, client = object(), object()
+    supervisor, woken, out, store = _carrier(monkeypatch, [(actor, _start("t1"))])
+    supervisor.receiveMessage(m.TaskReports(()), actor)
+    assert [type(p) for p in woken] == [m.CommitDue] and out == [] and store.commits == []
+    supervisor, woken, out, store = _carrier(monkeypatch, [(actor, _start("t1")), (client, m.Reply("r", True))])
+    supervisor.receiveMessage(m.TaskReports(()), actor)
+    assert woken == [] and store.commits == [True] and [type(x) for x in out] == [m.StartTask, m.Reply]

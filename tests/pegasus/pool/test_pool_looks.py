@@ -43,7 +43,8 @@ def test_a_pool_seen_stopped_keeps_the_looks_going_after_the_work_is_over() -> N
 
 def test_an_input_it_cannot_take_decides_nothing_and_raises_nothing() -> None:
     looks = PoolLooks()
-    assert looks.step(Look(None, busy=True)) == []  # type: ignore[arg-type]
+    [error] = looks.step(Look(None, busy=True))  # type: ignore[arg-type]  # nothing decided, but said
+    assert error.event == "pool_looks_error" and error.fields["input_type"] == "Look"
     assert looks.step("a look") == []  # type: ignore[arg-type]
 
 

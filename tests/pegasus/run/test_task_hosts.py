@@ -197,6 +197,7 @@ def test_the_core_never_raises_and_decides_nothing_on_a_malformed_input() -> Non
     core = TaskHosts()
     assert core.step(Place("t", 1, 0.0)) == [StartHost(1), Placed(1)]
     assert core.step(Report(1, "much", 1.0)) == []  # type: ignore[arg-type]
-    assert core.step(Report(1, 2.0, 2.0)) == []  # its arithmetic fails inside: nothing decided, nothing raised
+    [error] = core.step(Report(1, 2.0, 2.0))  # its arithmetic fails inside: nothing decided, nothing raised, but said
+    assert error.event == "task_hosts_error" and error.fields["input_type"] == "Report"
     assert core.step(object()) == []  # type: ignore[arg-type]
     assert core.host_of("t") == (1, 1)

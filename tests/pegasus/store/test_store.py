@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from pegasus.store import Checkpointer, CorruptCheckpoint, StaleStateError, Store, kind_for, rebuild
 from pegasus.store import delta
-from pegasus.store.checkpoint import encode_full
+from pegasus.store import checkpoint
+from pegasus.store.checkpoint import encode_full, full_context
 from pegasus.store.journal import FINISHED, INTERRUPTED_STATUS, StepEnd
 from pegasus.store.schema import MIGRATIONS, SCHEMA_VERSION
 from pegasus.task import TaskFSM
@@ -271,3 +272,20 @@ def test_rows_are_read_by_column_name_not_position(tmp_path: Path) -> None:
     row = Store(tmp_path / "p.db").task_row("t1")
     assert row is not None
     assert (row["input"], row["source"], row["priority"], row["metadata"]) == ("the input", "cli", 3, {"k": 1})
+
+
+def test_a_full_checkpoint_past_the_unpackers_default_buffer_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """msgpack's Unpacker refuses more than its max_buffer_size (100 MiB by default) with BufferFull: the buffer
+    is the checkpoint's size, and a feed that fails is None (archive_task falls back), never an exception."""
+    import functools
+
+    import msgpack
+
+    fsm = TaskFSM.create("classic", "count things", task_id="t1")
+    fsm.context.messages.append({"role": "user", "content": "a" * 5000})
+    full = encode_full(fsm.snapshot())
+    small = functools.partial(msgpack.Unpacker, max_buffer_size=1024)  # the default, scaled down to be cheap
+    monkeypatch.setattr(checkpoint.msgpack, "Unpacker", small)
+    assert full_context(full) is not None
+    monkeypatch.setattr(checkpoint.msgpack, "Unpacker", lambda **k: small(**{**k, "max_buffer_size": 1024}))
+    assert full_context(full) is None
