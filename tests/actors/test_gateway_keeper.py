@@ -4,6 +4,9 @@ alarm; a gateway that stayed up a minute starts over.  The keeper in a real syst
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from actors import gateway_keeper
 from actors.gateway_keeper import GATEWAY, SPEC
 from pegasus.supervision import Exited, StartAgain, Started, Supervision
 
@@ -20,3 +23,10 @@ def test_a_dying_gateway_is_started_again_at_once_then_with_a_doubling_pause_and
     supervision.step(Started(GATEWAY, GATEWAY, now))
     [again] = supervision.step(Exited(GATEWAY, now + 120.0, "exit status 1"))  # up two minutes: a fresh streak
     assert isinstance(again, StartAgain) and again.delay_s == 0.0 and again.deaths == 8
+
+
+def test_the_gateway_process_is_given_the_tree_this_code_is_in_first_on_its_path() -> None:
+    """Not the tree's parent: its other folders would come before the standard library, and a relative
+    PYTHONPATH (read from the gateway's state dir) would leave it on an installed Pegasus's code."""
+    assert (gateway_keeper._PROJECT_ROOT / "actors" / "gateway_keeper.py").resolve() == \
+        Path(gateway_keeper.__file__).resolve()
