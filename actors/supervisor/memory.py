@@ -21,6 +21,7 @@ from pegasus.admission import TransitionNotice
 from pegasus.admission import reflections as post_reflections
 from pegasus.admission.reflections import Count, Dispatch, GiveUp, Keep, PostReflections, TakenBack
 from pegasus.cognitive.stages import offline_processors, run_stage
+from pegasus.core_error import Log
 from pegasus.memory import MemoryStore
 from pegasus.memory.answers import answer_memory
 from pegasus.memory.errors import MemoryStoreError
@@ -203,7 +204,7 @@ def _carry_out(ctx: Context, commands: list[post_reflections.ReflectionCommand],
     post = _post(ctx)
     while commands:
         command = commands.pop(0)
-        if isinstance(command, post_reflections.Log):
+        if isinstance(command, Log):
             logs.emit(ctx.log, command.level, command.event, **command.fields)
         elif isinstance(command, Count):
             counted = reflections.started(_store(ctx), command.task_id)
