@@ -1,6 +1,6 @@
-"""A pure core's own bug, as a command: its ``step`` never raises (a bug must not take its actor down), but
-what it swallowed is handed to its carrier as an ERROR line with the traceback, as a handler's exception
-once was (``supervisor_error``), not dropped in silence."""
+"""A pure core's log line as a command (``Log``, the pool's, the worker's and the newer cores' alike), and its
+own bug as one: ``step`` never raises (a bug must not take its actor down), but what it swallowed is handed to
+its carrier as an ERROR line with the traceback (``error_log``), not dropped in silence."""
 
 from __future__ import annotations
 

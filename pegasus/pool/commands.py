@@ -7,7 +7,7 @@ from typing import Any
 
 from pegasus.bounds import timer_s
 from pegasus.config import Settings
-from pegasus.levels import Level
+from pegasus.core_error import Log as Log  # a command of this core too (re-exported)
 from pegasus.pool.inputs import (
     BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
 )
@@ -125,12 +125,6 @@ class SendStats:
     ask_id: int
     figures: dict[str, Any]
 
-
-@dataclass(frozen=True, slots=True)
-class Log:
-    level: Level
-    event: str
-    fields: dict[str, Any]
 
 
 PoolCommand = (SetUp | Dispatch | Forward | Fail | Stop | StartWorker | EndWorker | Arm | Inspect | Watch | SendStats

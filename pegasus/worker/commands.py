@@ -8,7 +8,7 @@ from typing import Any
 
 from pegasus.bounds import timer_s
 from pegasus.config import Settings
-from pegasus.levels import Level
+from pegasus.core_error import Log as Log  # a command of this core too (re-exported)
 from pegasus.worker.inputs import HostCheckDue, ListingDue, OrphanDue, Outcome, StageAsk
 
 
@@ -203,12 +203,6 @@ class Arm:
 class Exit:
     """End this worker (its pool is gone)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Log:
-    level: Level
-    event: str
-    fields: dict[str, Any]
 
 
 WorkerCommand = (SetUp | Ready | Journal | Run | Stream | CloseStream | Delta | Answer | Return | Free | FindHost
