@@ -77,11 +77,6 @@ def decode(data: bytes, expected: type[M] | None = None) -> Any:
         raise CodecError(f"invalid {cls.__name__} record: {exc}") from exc
 
 
-def fields_of(data: bytes, expected: type[M]) -> Any:
-    """The fields of the ``expected`` record in ``data`` as stored (checked as ``decode`` checks, not validated)."""
-    return _opened(data, expected)[1]
-
-
 def _opened(data: bytes, expected: type[M] | None) -> tuple[type[BaseModel], Any]:
     """The record type ``data`` names and its fields; CodecError for anything that is not a record."""
     if not isinstance(data, (bytes, bytearray, memoryview)):

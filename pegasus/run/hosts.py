@@ -210,8 +210,7 @@ class TaskHosts:
         if run is not None and host.runs[task_id] != run:
             return []
         del self.placed[task_id], host.runs[task_id]
-        emptied = self._emptied(host, now)
-        return [Freed(key), *emptied] if emptied else [Freed(key)]
+        return [Freed(key), *self._emptied(host, now)]
 
     def _unhold(self, event: Unhold) -> list[HostCommand]:
         host = self.hosts.get(event.key)

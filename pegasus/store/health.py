@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pegasus.core_error import Log
 from pegasus.levels import Level
 from pegasus.store.errors import DiskFull, StoreCorrupt, StoreReplaced, StoreUnavailable
 
@@ -58,14 +59,7 @@ class SaveTasks:
     """Write the unfinished tasks as memory holds them beside the store: a damaged store may have lost them."""
 
 
-@dataclass(frozen=True)
-class Report:
-    """Log this once."""
-
-    level: Level
-    event: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
+Report = Log  # a line to log once, as every core's
 
 Command = HaltWork | ProbeAfter | TruncateWal | TryWrite | CheckFile | SaveTasks | Report
 

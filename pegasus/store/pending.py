@@ -37,25 +37,32 @@ USAGE = ("INSERT INTO usage_totals (model, tier, calls, prompt_tokens, cached_to
          " estimated_calls = estimated_calls + excluded.estimated_calls")
 # A task's result in its full-text row (pegasus.store.search), written with the move to done.
 RESULT_TEXT = "UPDATE task_search SET result = ? WHERE rowid = (SELECT rowid FROM tasks WHERE task_id = ?)"
+# The waiting rows' lists, in the order the flush writes them, and each one's statement.
+_TABLES = (("tasks", TASK), ("task_texts", TASK_TEXT), ("task_meta", TASK_META), ("transitions", TRANSITION),
+           ("audit", AUDIT), ("checkpoints", CHECKPOINT), ("journal", JOURNAL_END), ("usage", USAGE),
+           ("results", RESULT_TEXT))
 
 
 class PendingWrites:
     """What waits for the flush: rows per table in call order, and each task row's newest column values."""
+
+    tasks: list[tuple[Any, ...]]  # new tasks' rows, with their full-text rows and metadata pairs
+    task_texts: list[tuple[Any, ...]]
+    task_meta: list[tuple[Any, ...]]
+    transitions: list[tuple[Any, ...]]
+    audit: list[tuple[Any, ...]]
+    checkpoints: list[tuple[Any, ...]]
+    journal: list[tuple[Any, ...]]
+    usage: list[tuple[Any, ...]]  # a stage's model usage, added to its model's totals
+    results: list[tuple[Any, ...]]  # (text, task_id) for the full-text index
 
     def __init__(self) -> None:
         self.lifecycle: dict[str, str] = {}  # task_id -> its lifecycle state in this transaction
         self.clear()
 
     def clear(self) -> None:
-        self.tasks: list[tuple[Any, ...]] = []  # new tasks' rows, with their full-text rows and metadata pairs
-        self.task_texts: list[tuple[Any, ...]] = []
-        self.task_meta: list[tuple[Any, ...]] = []
-        self.transitions: list[tuple[Any, ...]] = []
-        self.audit: list[tuple[Any, ...]] = []
-        self.checkpoints: list[tuple[Any, ...]] = []
-        self.journal: list[tuple[Any, ...]] = []
-        self.results: list[tuple[Any, ...]] = []  # (text, task_id) for the full-text index
-        self.usage: list[tuple[Any, ...]] = []  # a stage's model usage, added to its model's totals
+        for name, _ in _TABLES:
+            setattr(self, name, [])
         self.rows: dict[str, dict[str, Any]] = {}  # task_id -> columns to set on its row
 
     def reset(self) -> None:
@@ -64,8 +71,7 @@ class PendingWrites:
         self.lifecycle.clear()
 
     def __bool__(self) -> bool:
-        return bool(self.tasks or self.transitions or self.audit or self.checkpoints or self.journal or self.results
-                    or self.usage or self.rows)
+        return any(getattr(self, name) for name, _ in _TABLES) or bool(self.rows)
 
     def created(self, transition: tuple[Any, ...], audit: tuple[Any, ...], checkpoint: tuple[Any, ...]) -> None:
         """A new task's first history rows: its TASK_CREATED transition and audit, its first checkpoint."""
@@ -86,8 +92,7 @@ class PendingWrites:
 
     def extend(self, later: PendingWrites) -> None:
         """``later``'s rows wait after these (a write apart in the same transaction: ``Database.apart``)."""
-        for name in ("tasks", "task_texts", "task_meta", "transitions", "audit", "checkpoints", "journal", "results",
-                     "usage"):
+        for name, _ in _TABLES:
             getattr(self, name).extend(getattr(later, name))
         for task_id, columns in later.rows.items():
             self.set_row(task_id, columns)
@@ -96,9 +101,8 @@ class PendingWrites:
     def flush(self, db: sqlite3.Connection) -> None:
         """Write everything waiting, in table order (rows of one table keep their order), then forget it."""
         try:
-            for sql, rows in ((TASK, self.tasks), (TASK_TEXT, self.task_texts), (TASK_META, self.task_meta),
-                              (TRANSITION, self.transitions), (AUDIT, self.audit), (CHECKPOINT, self.checkpoints),
-                              (JOURNAL_END, self.journal), (USAGE, self.usage), (RESULT_TEXT, self.results)):
+            for name, sql in _TABLES:
+                rows = getattr(self, name)
                 if rows:
                     db.executemany(sql, rows)
             by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}

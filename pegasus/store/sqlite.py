@@ -26,7 +26,7 @@ from pegasus.store.quarantine import sift
 from pegasus.store.errors import StaleStateError, StoreError
 from pegasus.store import search
 from pegasus.store.journal import INTERRUPTED_STATUS, STARTED, StepEnd
-from pegasus.store.pending import AUDIT, CHECKPOINT, TASK, TASK_META, TASK_TEXT
+from pegasus.store.pending import CHECKPOINT, TASK, TASK_META, TASK_TEXT
 from pegasus.store.database import Database, now_iso
 from pegasus.store.messages import TaskMessages
 from pegasus.store.metric_facts import Tally, metric_facts
@@ -110,12 +110,13 @@ class Store(TaskMessages, TreeTables, Database):
                       pack({"reason": "submitted", **_tier(row)}), stamp)
         audit = audit_row(task_id, "TASK_CREATED", {"machine": row["machine"], "priority": row["priority"],
                                                      **_tier(row)}, stamp)
+        first = (task_id, 0, "full", row["cognitive_state"], checkpoint, stamp)  # its first checkpoint
         if claim is None and row.get("link") is None and self.holding:
             with self.deferred() as pending:
                 pending.tasks.append(task)
                 pending.task_texts.append((task_id, row["input"]))
                 pending.task_meta.extend(meta)
-                pending.created(transition, audit, (task_id, 0, "full", row["cognitive_state"], checkpoint, stamp))
+                pending.created(transition, audit, first)
         else:
             with self.transaction() as db:
                 if claim is not None:
@@ -127,7 +128,7 @@ class Store(TaskMessages, TreeTables, Database):
                     db.executemany(TASK_META, meta)
                 if row.get("link") is not None:  # a sub-task: created with its link, or not at all
                     insert_link(db, row["link"])
-                self.pending.created(transition, audit, (task_id, 0, "full", row["cognitive_state"], checkpoint, stamp))
+                self.pending.created(transition, audit, first)
         if row.get("link") is None:
             self._unlinked.add(task_id)
         if self.holding:  # its first moves, in the same group, compare with the state it was created in
@@ -214,9 +215,6 @@ class Store(TaskMessages, TreeTables, Database):
             db.execute("INSERT INTO journal (key, task_id, run, step_index, tool, effect, status, started_at)"
                        " VALUES (?, ?, ?, ?, ?, ?, 'started', ?)", (key, task_id, run, step_index, tool, effect, now_iso()))
         return None
-
-    def _audit(self, db: sqlite3.Connection, task_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        db.execute(AUDIT, audit_row(task_id, event_type, payload, now_iso()))
 
     # -- reads --------------------------------------------------------------------------------------
     def task_row(self, task_id: str, *, lenient: bool = False) -> dict[str, Any] | None:
