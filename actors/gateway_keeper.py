@@ -26,15 +26,16 @@ from actors.boundary import Boundary
 from actors.messages.gateway import HOME_ENV, RESTARTS_ENV
 from actors.runtime import procs, titles
 from pegasus import files, logs
-from pegasus.supervision import Alarm, ChildSpec, Exceeded, Exited, Restart, StartAgain, Started, Supervision
+from pegasus.guardian import KEEPER, SPECS
+from pegasus.supervision import Alarm, Exited, StartAgain, Started, Supervision
 
 CHECK_S = 0.5  # how soon a dead gateway is noticed where it has no pidfd to watch
 STOP_GRACE_S = 2.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]  # the tree holding actors/: the gateway imports this code
 GATEWAY = "gateway"
-# At once, then 1 s doubling to 30 s (over again after a minute up); more than 5 deaths a minute: every 30 s.
-SPEC = ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN, first_s=0.0,
-                 then_s=1.0, max_s=30.0, stable_s=60.0)
+# The guardian's for the keeper itself: at once, then 1 s doubling to 30 s (over again after a minute up);
+# more than 5 deaths a minute: every 30 s.
+SPEC = SPECS[KEEPER]
 
 
 class GatewayKeeper(Boundary):

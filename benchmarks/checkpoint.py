@@ -147,23 +147,13 @@ def wal_pages(path: Path, page_size: int) -> int:
 def classic_task(store: Store, seq: int, together: bool) -> None:
     """The supervisor's store writes of one classic task's life: submitted and started (one commit),
     its reports (in one commit when ``together``, else one each), done (with the last report)."""
-    fsm = TaskFSM.create(machine="classic", input_text=f"what is {seq} + 1?")
-    task_id = fsm.task_id
-    full = encode_full(fsm.snapshot())
+    writes = _task_writes(store, seq)
     with store.group():
-        _created_and_started(store, fsm, seq)
-    delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
-    detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
-    for index, (source, target, event, kind) in enumerate(CLASSIC):
+        next(writes)  # created and started
+    for index in range(len(CLASSIC)):
         if not together or index == 0:
             store.hold()
-        checkpoint = (kind, full if kind == "full" else delta) if kind else None
-        store.cognitive_transition(task_id, 1, "classic", source, target, event, detail, checkpoint, None)
-        if target == "completed":
-            for source, target, event in DOWN:
-                store.lifecycle_transition(task_id, source, target, event, actor="system", reason=event.lower(),
-                                           run=1, updates={"cognitive_state": "completed", "runs": 1,
-                                                           "result": f"{seq} + 1 = {seq + 1}" if target == "done" else None})
+        next(writes, None)
         if not together or index == len(CLASSIC) - 1:
             store.release()
 
@@ -194,22 +184,21 @@ def statements(tasks: int, together: bool) -> dict[str, Any]:
             "calls_by_kind": {k: round(v / tasks, 2) for k, v in calls.calls.most_common()}}
 
 
-def _created_and_started(store: Store, fsm: TaskFSM, seq: int) -> None:
-    """A classic task's row, its first checkpoint and the lifecycle up to running."""
+def _created_and_started(store: Store, fsm: TaskFSM, seq: int, full: bytes) -> None:
+    """A classic task's row, its first checkpoint (``full``) and the lifecycle up to running."""
     store.create_task({"task_id": fsm.task_id, "machine": "classic", "cognitive_state": "idle", "priority": 5,
-                       "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}},
-                      encode_full(fsm.snapshot()))
+                       "seq": seq, "input": fsm.context.input_text, "source": "bench", "metadata": {}}, full)
     for source, target, event in UP:
         store.lifecycle_transition(fsm.task_id, source, target, event, actor="system", reason=event.lower(), run=1,
                                    updates={"cognitive_state": "idle", "runs": 1})
 
 
-def _task_writes(store: Store, seq: int, task_id: str) -> Iterator[None]:
+def _task_writes(store: Store, seq: int, task_id: str | None = None) -> Iterator[None]:
     """``classic_task``'s writes of one task, with each report its own step (the caller commits): created and
     started, then one report a step, the last with the task's end."""
     fsm = TaskFSM.create(machine="classic", input_text=f"what is {seq} + 1?", task_id=task_id)
-    full = encode_full(fsm.snapshot())
-    _created_and_started(store, fsm, seq)
+    task_id, full = fsm.task_id, encode_full(fsm.snapshot())
+    _created_and_started(store, fsm, seq, full)
     delta = msgpack.packb({"format": 1, "delta": {"k": {"actions_done": {"+": [{"step_index": 0}]}}}, "metadata": {}})
     detail = {"stage": "act", "pool": "tool", "index": 0, "pid": 1, "started": 1.0, "finished": 1.1, "ok": True}
     for source, target, event, kind in CLASSIC:
@@ -232,7 +221,6 @@ def in_flight_pages(ids: Callable[[], str], tasks: int, in_flight: int = 32, per
         store.db.execute("PRAGMA wal_autocheckpoint = 0")  # the WAL grows: its pages are counted
         page_size = int(store.db.execute("PRAGMA page_size").fetchone()[0])
         seq = itertools.count(1)
-        pages = 0
         for count in (stored, tasks):
             pages = wal_pages(store.path, page_size)
             live: list[Iterator[None]] = []

@@ -11,7 +11,7 @@ machine was; the supervisor's commits and report messages a task (load cannot mo
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import nullcontext
 from typing import Any
 
 from benchmarks import spyprof
@@ -31,8 +31,9 @@ def measure(tasks: int) -> dict[str, Any]:
         client = system.client
         with MemorySampler(system, interval=2.0) as memory:
             cpu = CpuAccount(system)
-            with ExitStack() as spy:  # py-spy's own CPU is its own process's
-                spied = "supervisor" in PYSPY and spy.enter_context(spyprof.recording(cpu.supervisor, state / "sup.raw"))
+            spying = (spyprof.recording(cpu.supervisor, state / "sup.raw") if "supervisor" in PYSPY
+                      else nullcontext(False))
+            with spying as spied:  # py-spy's own CPU is its own process's
                 start = time.time()
                 for first in range(0, tasks, BATCH):
                     client.submit_many([f"what is {i} + 1?" for i in range(first, min(first + BATCH, tasks))])

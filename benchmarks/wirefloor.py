@@ -13,7 +13,6 @@ import cProfile
 import os
 import resource
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 from thespian.actors import ActorExitRequest, ActorTypeDispatcher
 
 from actors.runtime.system import SystemSpec, shutdown, start_system
-from benchmarks.common import free_port
+from benchmarks.common import free_port, state_dir
 
 ASK, ANSWER, DONE = "q" * 2000, "a" * 800, "d" * 200
 MESSAGES_A_ROUND = 3
@@ -169,8 +168,8 @@ def measure(rounds: int, gaps_ms: tuple[float, ...] = (0.0, 50.0), repeats: int 
             profile: str = "") -> dict[str, Any]:
     """For each gap: CPU us a round and a message of the asker, the answerer and both, min of ``repeats``
     (a warm-up of 20 rounds first; ``rounds / 5`` rounds when gapped); the wall time of the best."""
-    with tempfile.TemporaryDirectory(prefix="pegasus-wirefloor-") as state:
-        spec = SystemSpec(admin_port=free_port(), state_dir=Path(state))
+    with state_dir("pegasus-wirefloor-") as state:
+        spec = SystemSpec(admin_port=free_port(), state_dir=state)
         asys = start_system(spec)
         out: dict[str, Any] = {}
         try:

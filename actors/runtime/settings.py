@@ -19,12 +19,8 @@ class SettingsUnusable(PegasusError):
     """The state directory's settings are missing or invalid: no supervisor can be configured from them."""
 
 
-def settings_path(state_dir: Path) -> Path:
-    return Path(state_dir) / SETTINGS_FILE
-
-
 def read_settings(state_dir: Path) -> Settings:
-    path = settings_path(state_dir)
+    path = Path(state_dir) / SETTINGS_FILE
     try:
         return Settings.model_validate_json(path.read_bytes())
     except FileNotFoundError:

@@ -10,7 +10,7 @@ what each state means to an operator: docs/durability.md, "Storage trouble".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pegasus.core_error import Log

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass

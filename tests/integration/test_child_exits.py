@@ -14,11 +14,6 @@ from tests.support.waiting import wait_for
 ASK = 90  # seconds: the parent's own waits are bounded at 60 s
 
 
-def _gone(pid: int) -> bool:
-    stat = procs.read_stat(pid)
-    return stat is None or stat.is_zombie
-
-
 def test_a_child_killed_while_a_sibling_exit_is_handled_is_announced_and_the_parent_stops(tcp_system) -> None:
     _spec, asys = tcp_system
     parent = asys.createActor(Parent)
@@ -26,9 +21,10 @@ def test_a_child_killed_while_a_sibling_exit_is_handled_is_announced_and_the_par
     parent_pid = asys.ask(parent, "pid", ASK)
     asys.ask(parent, "kill", ASK)  # A killed and its exit queued, then B killed: B dies before A's exit is handled
     wait_for(lambda: asys.ask(parent, "exits", ASK) == [0, 1], what="both killed children announced")  # C lives
-    assert _gone(first) and _gone(second) and not _gone(third)
+    assert not procs.is_alive(first) and not procs.is_alive(second) and procs.is_alive(third)
     asys.tell(parent, ActorExitRequest())  # it asks C to exit and waits for its children: for C only
-    wait_for(lambda: _gone(parent_pid) and _gone(third), what="the parent and its live child exited")
+    wait_for(lambda: not (procs.is_alive(parent_pid) or procs.is_alive(third)),
+             what="the parent and its live child exited")
 
 
 def test_a_system_whose_tool_pool_replaced_canceled_workers_stops_without_its_admin_giving_up(pegasus,

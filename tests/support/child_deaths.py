@@ -57,7 +57,6 @@ def _kill(pid: int) -> None:
     assert procs.kill_own_child(pid)
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        stat = procs.read_stat(pid)
-        if stat is None or stat.is_zombie:
+        if not procs.is_alive(pid):
             return
         time.sleep(0.005)

@@ -25,9 +25,9 @@ from tests.support.waiting import not_answering
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
-# What the server needs beyond llama_cpp itself (llama-cpp-python[server]).
 # The test's server beside the suite's other xdist workers (docs/testing.md, "The real-model test's share").
 FAVOURED_NICE = -5
+# What the server needs beyond llama_cpp itself (llama-cpp-python[server]).
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
 

@@ -33,10 +33,6 @@ def sockets() -> Iterator[list[socket.socket]]:
             sock.close()
 
 
-class Stepped(Exception):
-    """Thespian's step asked to move a transmit."""
-
-
 def _transport(steps: list[Any]) -> tcp.TCPTransport:
     """A TCPTransport with the state the timeout step reads; a transmit step is recorded, not run."""
     transport = object.__new__(tcp.TCPTransport)

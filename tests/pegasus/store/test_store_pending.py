@@ -5,46 +5,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pegasus.store import StaleStateError, Store, StoreError
+from benchmarks.checkpoint import Calls
 from pegasus.store.checkpoint import encode_full
 from pegasus.store.journal import FINISHED, StepEnd
 from pegasus.task import TaskFSM
-
-
-def new_task(store: Store, task_id: str = "t1") -> TaskFSM:
-    fsm = TaskFSM.create("classic", "count things", task_id=task_id)
-    store.create_task({"task_id": task_id, "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
-                       "seq": 1, "input": "count things", "source": "test"}, encode_full(fsm.snapshot()))
-    return fsm
-
-
-class Calls:
-    """The connection, its ``execute`` and ``executemany`` calls counted by verb and table."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db, self.calls = db, Counter[str]()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._db, name)
-
-    def _count(self, sql: str) -> None:
-        words = sql.split()
-        table = words[words.index("INTO") + 1] if words[0] == "INSERT" else " ".join(words[1:2])
-        self.calls[f"{words[0]} {table}"] += 1
-
-    def execute(self, sql: str, *params: Any) -> sqlite3.Cursor:
-        self._count(sql)
-        return self._db.execute(sql, *params)
-
-    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
-        self._count(sql)
-        return self._db.executemany(sql, rows)
+from tests.pegasus.store.test_store import new_task
 
 
 def traced(store: Store) -> list[str]:
