@@ -72,6 +72,8 @@ def test_a_canceled_held_request_runs_but_changes_nothing(pegasus) -> None:
             assert client.wait(task_id, timeout=60)["lifecycle_state"] == "done"
     # The worker was not ended for it (it had just answered another task, whose result a
     # SIGKILL could lose): the held request ran, and its answer was dropped.
+    # The pool hears a job's end after its task does (the worker answers the task first): wait for it.
+    wait_for(lambda: not client.stats()["pools"]["llm"]["busy"], what="the llm pool idle")
     stats = client.stats()
     llm = stats["pools"]["llm"]
     assert llm["replaced"] == 0 and llm["workers"][0]["pid"] == worker["pid"] and not llm["busy"], \
