@@ -93,10 +93,11 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
 def refuse_other_task_settings(settings: config.Settings, client: Client) -> None:
     """Refuse (PegasusError) when this command's settings differ from the running system's in what changes a
     task (the system's would be used, silently); the system's own file says what it runs with."""
-    from pegasus import config, settings_mismatch
+    from actors.runtime.settings import SettingsUnusable, read_settings
+    from pegasus import settings_mismatch
     try:
-        running = config.Settings.model_validate_json(client.spec.settings_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        running = read_settings(client.spec.state_dir)
+    except SettingsUnusable:
         return  # a system of another Pegasus, or its file unreadable: nothing to compare with
     found = settings_mismatch.differences(settings, running)
     if found:

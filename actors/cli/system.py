@@ -13,9 +13,9 @@ from actors.cli.base import EXIT_OK, ask, emit, settings_of
 from actors.client.client import Client
 from actors.runtime.lifecycle import System
 from actors.runtime.ownership import address_in_use, read_owner
+from actors.runtime.settings import SettingsUnusable, read_settings
 from actors.runtime.spec import SystemSpec, resolved
 from actors.runtime.system import SystemNotRunningError, SystemStartError
-from pegasus.config import Settings
 from pegasus.errors import PegasusError
 from pegasus.store.backup import backup_file, restore_file
 from pegasus.store.sqlite import DB_FILE
@@ -54,9 +54,9 @@ def _already_running(spec: SystemSpec, http_port: int) -> str:
     """What is true when this state directory's system runs: where, its HTTP API, how to get what was asked."""
     port = (read_owner(spec) or {}).get("admin_port", spec.admin_port)
     try:
-        running = Settings.model_validate_json(spec.settings_file.read_text(encoding="utf-8")).http
+        running = read_settings(spec.state_dir).http
         serving = f"{running.bind}:{running.port}" if running.enabled else None
-    except (OSError, ValueError):
+    except SettingsUnusable:
         serving = None
     said = f"the system of state directory {spec.state_dir} is already running (admin port {port}, " + (
         f"HTTP API on {serving})" if serving else "no HTTP API)")
