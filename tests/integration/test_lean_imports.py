@@ -28,12 +28,13 @@ CENSUS = Path(__file__).resolve().parents[1] / "support" / "census"
 # the MCP SDK only in the MCP host, the gateway's server in its own process; structlog's optional
 # console helpers never (pegasus/logs.py); asyncio (and ssl, concurrent.futures) and Pegasus's MCP client
 # stack only where an MCP server is configured (pegasus/tools/plugins.py, actors/mcp_host.py); importlib.metadata
-# only where read (pydantic's plugins are off in a system's processes).
+# only where read (pydantic's plugins are off in a system's processes); tomllib only where a file is read (a
+# system's settings come as JSON), cronsim (and calendar) only for a cron schedule.
 UNUSED = ("openai", "httpx", "httpcore", "numpy", "mcp", "anyio", "starlette", "uvicorn",
           "rich", "pygments", "colorama", "greenlet", "asyncio", "ssl", "_ssl", "concurrent",
           "pegasus.tools.mcp", "pegasus.tools.mcp_session",
           # importlib.metadata's own modules, email and csv: its stand-in loads none (actors/runtime/deferred.py)
-          "importlib.metadata._meta", "email", "csv")
+          "importlib.metadata._meta", "email", "csv", "tomllib", "cronsim", "calendar")
 
 
 def _census(folder: Path, pid: int) -> set[str]:
