@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -197,15 +198,17 @@ def cron_library() -> ModuleType:
     return cronsim
 
 
+def _cron_errors() -> tuple[type[BaseException], ...]:
+    """cronsim's error once it is loaded (only a cron expression, which loads it, raises it); else none."""
+    loaded = sys.modules.get("cronsim")
+    return (loaded.CronSimError,) if loaded is not None else ()
+
+
 def next_slot(spec: ScheduleSpec, after: float) -> float | None:
     """The slot after ``after``, None when there is none a calendar can say (never raises)."""
     try:
         slot = spec.next_slot(after)
-    except (StopIteration, ValueError, OverflowError, ArithmeticError, ScheduleError):
-        return None
-    except Exception as exc:  # noqa: BLE001 - cronsim's own error, named only once cronsim is loaded
-        if spec.cron is None or not isinstance(exc, cron_library().CronSimError):
-            raise
+    except (StopIteration, ValueError, OverflowError, ArithmeticError, ScheduleError) + _cron_errors():
         return None
     return slot if math.isfinite(slot) and slot <= MAX_TIME else None
 
