@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from actors.messages.supervision import GUARDIAN_CLASS
+from actors.runtime import free_blocks
 
 if TYPE_CHECKING:
     from pegasus.config import Settings
@@ -55,6 +56,7 @@ def preload_system(*, freeze_here: bool, settings_json: str = "") -> None:
     if freeze_here:
         linecache.clearcache()  # Thespian's sources, read by the patches' checks (~0.6 MiB): never needed again
         gc.collect()  # the build's garbage, before its pages are shared
+        free_blocks.take_free_blocks()  # and the holes it and the build left, taken: see actors/runtime/free_blocks.py
         gc.freeze()
     if _root is None:
         _root = os.getpid()
