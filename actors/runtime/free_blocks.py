@@ -1,11 +1,10 @@
 """The launcher's allocator left with no free blocks in its partly used pools before it forks (issue 33).
 
 CPython's small-object allocator puts a new object in a free block of a partly used pool first.  After the
-fork every such block is in a page the launcher shares with the 13 other processes of the system: each
-process that fills one copies the whole 4 KiB page for one small object, and each does so for the same
-holes.  ``take_free_blocks`` allocates exactly what the pools have free (read from
-``sys._debugmallocstats``) and keeps it: what a forked process allocates then goes to pools of its own,
-packed.  Figures: docs/memory.md.
+fork every such block is in a page the launcher shares with every process of the system: each process that
+fills one copies the whole page for one small object, and each does so for the same holes.
+``take_free_blocks`` allocates exactly what the pools have free (read from ``sys._debugmallocstats``) and
+keeps it: what a forked process allocates then goes to pools of its own, packed.  Figures: docs/memory.md.
 """
 
 from __future__ import annotations

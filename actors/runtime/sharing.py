@@ -75,10 +75,13 @@ def release_file_pages() -> int:
     use maps them again.  A mapping holding anonymous pages (ld.so's relocated read-only data) is left whole.
     """
     released = 0
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    for start, end, resident in _read_only_file_maps():
-        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
-            released += resident
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        for start, end, resident in _read_only_file_maps():
+            if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
+                released += resident
+    except (OSError, AttributeError, ValueError):  # no /proc or no madvise here: an optimisation, left out
+        pass
     return released
 
 
