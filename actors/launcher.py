@@ -99,6 +99,7 @@ def _run(spec: SystemSpec, adopted: tuple[int, int] | None, *, fresh: bool) -> N
         write_owner(spec, admin[0], os.getpid())
         supervision.step(Started(ADMIN, ADMIN, time.monotonic()))
         watcher.ensure()
+        sharing.release_file_pages()  # what its preload and start ran (sharing's docstring); it runs a loop from here
         status = _wait_for(admin, watcher)
         if spec.stopping_file.exists():
             break

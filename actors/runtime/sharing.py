@@ -3,12 +3,14 @@
 ``preload_system`` (before the admin is forked) imports the actor tree, builds every deferred pydantic
 schema and configures the log once; ``before_forking`` (a pool) loads what its workers will use (tool
 plugins; for an llm pool the SDK and its TLS context); ``after_fork`` freezes what a process inherited,
-so neither a late import nor a collection copies the shared pages.  Figures: docs/memory.md.
+so neither a late import nor a collection copies the shared pages; ``release_file_pages`` (the launcher,
+once its system is up) unmaps the code only its start ran.  Figures: docs/memory.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import json
@@ -19,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from actors.messages.supervision import GUARDIAN_CLASS
+from actors.runtime import free_blocks
 
 if TYPE_CHECKING:
     from pegasus.config import Settings
 
+_MADV_DONTNEED = 4  # from <sys/mman.h>
 _root: int | None = None  # the process that started the system (a client's, a test's): never frozen
 
 
@@ -55,10 +59,48 @@ def preload_system(*, freeze_here: bool, settings_json: str = "") -> None:
     if freeze_here:
         linecache.clearcache()  # Thespian's sources, read by the patches' checks (~0.6 MiB): never needed again
         gc.collect()  # the build's garbage, before its pages are shared
+        free_blocks.take_free_blocks()  # and the holes it and the build left, taken: see actors/runtime/free_blocks.py
         gc.freeze()
     if _root is None:
         _root = os.getpid()
         os.register_at_fork(before=_freeze_unless_root, after_in_child=gc.freeze)
+
+
+def release_file_pages() -> int:
+    """Unmap this process's resident pages of read-only files that hold no private copy; the KiB released.
+
+    The launcher's preload ran code no process of the system runs again (the import system, pydantic-core's
+    schema builder): those pages of libpython and of the extension modules were mapped in the launcher alone
+    (a fork copies no file page's mapping: a child maps what it runs).  The page cache keeps them, and a later
+    use maps them again.  A mapping holding anonymous pages (ld.so's relocated read-only data) is left whole.
+    """
+    released = 0
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        for start, end, resident in _read_only_file_maps():
+            if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
+                released += resident
+    except (OSError, AttributeError, ValueError):  # no /proc or no madvise here: an optimisation, left out
+        pass
+    return released
+
+
+def _read_only_file_maps() -> list[tuple[int, int, int]]:
+    """(start, end, resident KiB) of each private read-only mapping of a file with no anonymous page, from smaps."""
+    found, current = [], None
+    with open("/proc/self/smaps", encoding="ascii", errors="replace") as smaps:
+        for line in smaps:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
+                low, _, high = head[0].partition("-")
+                path = head[5] if len(head) > 5 else ""
+                plain = path.startswith("/") and head[1][1] != "w" and head[1][3] == "p"
+                current = [int(low, 16), int(high, 16), 0, 0] if plain else None
+                if current is not None:
+                    found.append(current)
+            elif current is not None and head[0] in ("Rss:", "Anonymous:"):
+                current[2 if head[0] == "Rss:" else 3] = int(head[1])
+    return [(low, high, rss) for low, high, rss, anonymous in found if anonymous == 0 and rss > 0]
 
 
 def _models(root: type[BaseModel]) -> list[type[BaseModel]]:

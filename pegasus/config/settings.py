@@ -9,7 +9,6 @@ Layers, later ones win: the code defaults (``pegasus.config.sections``), a user 
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -101,6 +100,8 @@ def from_layers(*layers: Mapping[str, Any], origin: str = "settings") -> Setting
 
 
 def parse_toml(text: str, origin: str = "<text>") -> dict[str, Any]:
+    import tomllib  # noqa: PLC0415 - read at the edge (a CLI, a test): a system's processes get JSON, never TOML
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -114,6 +115,8 @@ def parse(text: str, origin: str = "<text>") -> Settings:
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     """The ``PEGASUS_<SECTION>__<KEY>`` variables as a settings layer."""
+    import tomllib  # noqa: PLC0415 - as in parse_toml
+
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
+from types import ModuleType
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from cronsim import CronSim, CronSimError
 
 from pegasus.errors import PegasusError
 
@@ -129,7 +129,7 @@ class ScheduleSpec:
         start = datetime.fromtimestamp(after, self.zone())
         if start.timestamp() > after:  # rounded up to a microsecond, maybe onto a slot: start just before it
             start -= timedelta(microseconds=1)
-        for moment in CronSim(self.cron, start):
+        for moment in cron_library().CronSim(self.cron, start):
             if moment.timestamp() > after:
                 yield moment.timestamp()
 
@@ -155,9 +155,10 @@ def make_spec(name: str, text: str, *, cron: str | None = None, every: str | flo
     if cron is not None:
         if not isinstance(cron, str) or len(cron) > 256:
             raise ScheduleError(f"cron: a cron expression of at most 256 characters, not {str(cron)[:80]!r}")
+        cronsim = cron_library()
         try:
-            CronSim(cron, datetime(2000, 1, 1, tzinfo=zone_of(tz)))  # parsed and checked; the date does not matter
-        except CronSimError as exc:
+            cronsim.CronSim(cron, datetime(2000, 1, 1, tzinfo=zone_of(tz)))  # parsed and checked; the date does not matter
+        except cronsim.CronSimError as exc:
             raise ScheduleError(f"cron expression {cron!r}: {exc}") from None
     try:
         policy = Overlap(overlap)
@@ -189,11 +190,25 @@ def zone_of(tz: str) -> ZoneInfo:
                             "UTC)") from None
 
 
+def cron_library() -> ModuleType:
+    """cronsim (and the calendar module it imports), loaded by the first cron expression read: the processes of
+    a system without cron schedules never hold it (docs/memory.md)."""
+    import cronsim  # noqa: PLC0415 - the point
+
+    return cronsim
+
+
+def _cron_errors() -> tuple[type[BaseException], ...]:
+    """cronsim's error once it is loaded (only a cron expression, which loads it, raises it); else none."""
+    loaded = sys.modules.get("cronsim")
+    return (loaded.CronSimError,) if loaded is not None else ()
+
+
 def next_slot(spec: ScheduleSpec, after: float) -> float | None:
     """The slot after ``after``, None when there is none a calendar can say (never raises)."""
     try:
         slot = spec.next_slot(after)
-    except (StopIteration, ValueError, OverflowError, ArithmeticError, CronSimError, ScheduleError):
+    except (StopIteration, ValueError, OverflowError, ArithmeticError, ScheduleError) + _cron_errors():
         return None
     return slot if math.isfinite(slot) and slot <= MAX_TIME else None
 

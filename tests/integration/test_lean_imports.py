@@ -28,12 +28,13 @@ CENSUS = Path(__file__).resolve().parents[1] / "support" / "census"
 # the MCP SDK only in the MCP host, the gateway's server in its own process; structlog's optional
 # console helpers never (pegasus/logs.py); asyncio (and ssl, concurrent.futures) and Pegasus's MCP client
 # stack only where an MCP server is configured (pegasus/tools/plugins.py, actors/mcp_host.py); importlib.metadata
-# only where read (pydantic's plugins are off in a system's processes).
+# only where read (pydantic's plugins are off in a system's processes); tomllib only where a file is read (a
+# system's settings come as JSON), cronsim (and calendar) only for a cron schedule.
 UNUSED = ("openai", "httpx", "httpcore", "numpy", "mcp", "anyio", "starlette", "uvicorn",
           "rich", "pygments", "colorama", "greenlet", "asyncio", "ssl", "_ssl", "concurrent",
           "pegasus.tools.mcp", "pegasus.tools.mcp_session",
           # importlib.metadata's own modules, email and csv: its stand-in loads none (actors/runtime/deferred.py)
-          "importlib.metadata._meta", "email", "csv")
+          "importlib.metadata._meta", "email", "csv", "tomllib", "cronsim", "calendar")
 
 
 def _census(folder: Path, pid: int) -> set[str]:
@@ -67,3 +68,17 @@ def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, t
     rows = {line.split()[0]: line.split()[-1] for line in measured.stdout.splitlines()[2:]}
     assert {"launcher", "watcher", "admin", "logger", "guardian", "supervisor", "llm", "tool"} <= set(rows), rows
     assert float(rows["all"]) > 0
+
+
+def _resident_file_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+
+
+def test_the_launcher_of_a_running_system_maps_no_code_it_ran_only_to_start(pegasus) -> None:
+    """Failed before (actors/runtime/sharing.release_file_pages): the launcher kept ~10 MiB of libpython's and the
+    extension modules' pages mapped, run by its preload only (the import system, pydantic-core's schema builder)
+    and mapped by no other process, ~4.5 MiB of an idle system's PSS on a quiet machine; its watcher ~1 MiB."""
+    client: Client = pegasus(daemon=True, pools={"llm_workers": 1, "tool_workers": 1})
+    roles = {role_of(title_of(pid)): pid for pid in system_pids(client.spec)}
+    assert _resident_file_kib(roles["launcher"]) < 3 * 1024, _resident_file_kib(roles["launcher"])

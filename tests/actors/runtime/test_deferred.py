@@ -62,3 +62,17 @@ def test_a_users_pydantic_plugins_setting_wins() -> None:
     """Set (here to scan for plugins: no name is disabled), pydantic's plugin scan runs, and loads the module."""
     report = probe("from actors.runtime.deferred import defer_metadata; defer_metadata()", PYDANTIC_DISABLE_PLUGINS="")
     assert "importlib.metadata" in report["held"] and report["metadata"] == "module"
+
+
+def test_the_launcher_holds_no_toml_reader_nor_cron_library() -> None:
+    """Failed before: every process of a system held tomllib (its settings come as JSON) and cronsim with calendar
+    (read only for a cron schedule), ~0.4 MiB of the launcher's heap.  Both still load where used."""
+    first = LAUNCHER.split("; from actors.launcher")[0]
+    report = probe(first + "\nfrom actors.launcher import main")
+    held = set(report["held"]) | set(report["late"])
+    assert {"tomllib", "cronsim", "calendar"} & held == set()
+    from pegasus.config import parse_toml
+    from pegasus.triggers.schedules import make_spec, next_slot
+    assert parse_toml("[llm]\nprovider = 'offline'") == {"llm": {"provider": "offline"}}
+    spec = make_spec("nightly", "tidy up", cron="0 3 * * *", now=0.0)
+    assert next_slot(spec, 0.0) == 3 * 3600.0
