@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pegasus.core_error import error_log
-from pegasus.pool.commands import Dispatch, Fail, PoolCommand
+from pegasus.pool.commands import Dispatch, Fail, Forward, PoolCommand
 from pegasus.pool.core import PoolCore
 from pegasus.pool.inputs import (
     Canceled, Closing, Configured, Created, Exited, Finished, MemberChanged, PoolInput, PoolSpec, Requested, StageAsk,
@@ -115,7 +115,11 @@ class HomePools:
         """Step pool ``pool`` (hosted here) with ``event``: its commands, marked."""
         if isinstance(event, Created):
             self._workers.append((event.address, pool))
-        return [ForPool(pool, self._here(command)) for command in self.cores[pool].step(event)]
+        out = [ForPool(pool, self._here(command)) for command in self.cores[pool].step(event)]
+        # A freed worker's next job leaves before a run here takes its answer: that run's transition, in this same
+        # process, would hold the hand-out up (a pool of its own handed out while the task actor ran it).
+        return [marked for marked in out if not _for_here(marked.command)] + \
+            [marked for marked in out if _for_here(marked.command)]
 
     @staticmethod
     def _here(command: PoolCommand) -> PoolCommand:
@@ -123,3 +127,7 @@ class HomePools:
         if isinstance(command, Dispatch) and command.requester is HERE:
             return replace(command, through=True)
         return command
+
+
+def _for_here(command: PoolCommand) -> bool:
+    return isinstance(command, (Forward, Fail)) and command.to is HERE

@@ -62,6 +62,17 @@ def test_a_stage_asked_here_is_answered_through_its_pool_in_the_workers_one_mess
     assert (pool, act.worker, act.through) == ("tool", "tool-w1", True)
 
 
+def test_a_freed_worker_gets_its_next_job_before_the_run_here_takes_its_answer() -> None:
+    """The answer's transition runs in the home's own process: carried out first, the next hand-out would wait
+    for it, and with many tasks in flight every freed worker would (docs/performance.md)."""
+    home = Home()
+    [(_, first)] = commands(home.ask("t1"), Dispatch)
+    home.ask("t2")  # waits for the one llm worker
+    out = home.take(Finished(first.job, "t1's result"), sender="llm-w1")
+    assert [type(marked.command).__name__ for marked in out if isinstance(marked.command, (Dispatch, Forward))] \
+        == ["Dispatch", "Forward"]
+
+
 def test_a_request_from_elsewhere_is_served_as_by_a_pool_process_of_its_own() -> None:
     """Another task actor's, or the supervisor's: its worker answers it directly and frees itself apart."""
     home = Home()
