@@ -16,9 +16,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher
+from thespian.actors import ActorExitRequest
 
 from actors import messages as m
+from actors.home_pools import HOME_MESSAGES, HomePoolsHost
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
 from actors.wire.leaving import send_with_callback, take_arrived_acks
@@ -52,8 +53,9 @@ def effect_registry(settings: Settings) -> ToolRegistry:
     return _EFFECT_REGISTRIES[key]
 
 
-class TaskActor(ActorTypeDispatcher):
-    """A thin carrier over ``pegasus.run.host.RunHost``: each message one input, each command one send."""
+class TaskActor(HomePoolsHost):
+    """A thin carrier over ``pegasus.run.host.RunHost``: each message one input, each command one send;
+    the home host of the pools when told a ``PoolConfig`` (actors/home_pools.py)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +66,7 @@ class TaskActor(ActorTypeDispatcher):
         self.effect_of: EffectOf = _unknown
         self.recall: LocalRecall | None = None  # from ConfigureTaskActor's settings
         self.log = logs.get("task")
+        self._home_init()
         self._inputs: deque[h.HostInput] = deque()  # inputs met while stepping (a delivery said during a send)
         self._stepping = False
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
@@ -74,7 +77,8 @@ class TaskActor(ActorTypeDispatcher):
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # The boundary: a run's own failure is the core's; nothing else raises into Thespian.
         try:
-            super().receiveMessage(message, sender)
+            if not self.home_message(message, sender):
+                super().receiveMessage(message, sender)
         except Exception:
             self.log.exception("task_actor_error")
         self._step(h.Handled(self._more_read(), time.monotonic()))
@@ -131,6 +135,9 @@ class TaskActor(ActorTypeDispatcher):
     def receiveMsg_StageResult(self, result: m.StageResult, sender: Any) -> None:
         self._step(Answered(result))
 
+    def answer_here(self, result: m.StageResult) -> None:
+        self._step(Answered(result))  # from a pool here: as if it had come in a message
+
     def receiveMsg_Recalled(self, answer: m.Recalled, sender: Any) -> None:
         self._step(MemoriesRecalled(answer))
 
@@ -151,6 +158,7 @@ class TaskActor(ActorTypeDispatcher):
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
+        self.home_closing()
         if self.recall is not None:
             self.recall.close()
 
@@ -178,11 +186,14 @@ class TaskActor(ActorTypeDispatcher):
     # -- commands -> sends -----------------------------------------------------------------------
     def _ask_pool(self, command: h.AskPool) -> None:
         stage = command.stage
-        take_arrived_acks(self, command.to)  # the request before it acknowledged, unread: this one goes at once
-        self.send(command.to, m.StageRequest(
+        request = m.StageRequest(
             stage.task_id, stage.token, stage.stage, stage.machine, stage.context, stage.step_index,
             idempotency_key=stage.idempotency_key, journal_to=command.journal_to, run=stage.run,
-            tier=stage.tier, priority=stage.priority))
+            tier=stage.tier, priority=stage.priority, pool=stage.pool)
+        if self.home_ask(request):  # its pool runs here: no message
+            return
+        take_arrived_acks(self, command.to)  # the request before it acknowledged, unread: this one goes at once
+        self.send(command.to, request)
 
     def _tell(self, command: h.Tell) -> None:
         ask = command.what
@@ -221,4 +232,5 @@ def _unknown(tool: str) -> None:
 
 # What reaches receiveMessage (and so ends with Handled): a queued one of these holds the reports.
 _HANDLED = frozenset({m.StartTask, m.StartTasks, m.StageResult, m.Recalled, m.TextDelta, m.SuspendTask, m.MessageTask,
-                      m.DropTask, m.PoolReplaced, m.ConfigureTaskActor, m.McpListing, ActorExitRequest})
+                      m.DropTask, m.PoolReplaced, m.ConfigureTaskActor, m.McpListing, ActorExitRequest,
+                      *HOME_MESSAGES})

@@ -141,13 +141,16 @@ def idle(window_s: float) -> dict[str, Any]:
         time.sleep(STATS_WAIT_S + 1.0)  # and the timers of those stats asks have gone off (one wake-up each)
         cpu = CpuAccount(system, kinds=True, wait=False)
         processes = len(system.pids())
-        counts = {kind: list(cpu.roles.values()).count(kind) for kind in KINDS if kind in cpu.roles.values()}
-        before = {pid: woken_and_ran(pid) for pid in cpu.roles}
+        # The task actors too: an idle system keeps one, the home host of the pools (docs/architecture.md).
+        roles = {**cpu.roles, **{st.pid: "task actors" for st in procs.all_stats().values()
+                                 if st.ppid == cpu.supervisor and st.pid not in cpu.roles}}
+        counts = {kind: list(roles.values()).count(kind) for kind in KINDS if kind in roles.values()}
+        before = {pid: woken_and_ran(pid) for pid in roles}
         time.sleep(window_s)  # the measured window itself, not a wait for something
-        after = {pid: woken_and_ran(pid) for pid in cpu.roles}
+        after = {pid: woken_and_ran(pid) for pid in roles}
         spent = cpu.close(1)
         pss = {kind: 0.0 for kind in counts}
-        for pid, kind in cpu.roles.items():
+        for pid, kind in roles.items():
             pss[kind] += pss_kib(pid) / 1024.0
     per_kind = {kind: ms for kind, ms in spent["cpu_ms_per_task"].items() if kind != "client"}
     per_min = 60.0 / spent["wall_s"]
@@ -160,9 +163,9 @@ def idle(window_s: float) -> dict[str, Any]:
             "cpu_s_per_min_by_kind": {kind: round(ms * scale, 4) for kind, ms in per_kind.items()},
             "cpu_s_per_min_exact": round(sum(ran_ns.values()) / 1e9 * per_min, 4),
             "wakeups_per_min": round(sum(woke.values()) * per_min, 1),
-            "wakeups_per_min_by_kind": {kind: round(sum(n for pid, n in woke.items() if cpu.roles[pid] == kind) * per_min, 1)
+            "wakeups_per_min_by_kind": {kind: round(sum(n for pid, n in woke.items() if roles[pid] == kind) * per_min, 1)
                                         for kind in counts},
-            "busiest": {"kind": cpu.roles[busiest], "wakeups_per_min": round(woke[busiest] * per_min, 1)},
+            "busiest": {"kind": roles[busiest], "wakeups_per_min": round(woke[busiest] * per_min, 1)},
             "pss_mib": round(sum(pss.values()), 1), "pss_mib_by_kind": {k: round(v, 1) for k, v in pss.items()}}
 
 

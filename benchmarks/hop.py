@@ -19,15 +19,17 @@ TEXT = "what is 2 + 3 * 4?"
 MACHINES = ("classic", "reason_act")
 HOP_DEFINITION = (
     "hop = next stage's worker start - previous stage's worker finish (time.time() in the workers). "
-    "It includes: the worker pickling the StageResult and sending it straight to the task actor (Thespian "
-    "TCP, one message; a short WorkDone to its pool follows); the task actor applying the event to its "
-    "TaskFSM, making the checkpoint (context delta), sending the next StageRequest, with the whole "
-    "TaskContext, to a pool (second message) and then its TaskReports to the supervisor (which writes the "
-    "transition + checkpoint to SQLite -- not awaited, so it is on the path only through the CPU it takes "
-    "on 2 cores); the pool handing the request to an idle worker as Work (third message); the worker "
-    "unpickling it.  An effectful tool step adds one more round trip (JournalStart/JournalStarted to the "
-    "supervisor, which writes the journal row first); the workload here has none.  'floor' is the same "
-    "sends between three bare Thespian actors with a 1 KB payload: Thespian's share.")
+    "With the pools in the home host (the default: a task actor runs the pools' cores) it includes: the "
+    "worker pickling the StageResult and sending it to the task actor inside its WorkDone (Thespian TCP, "
+    "one message); the task actor's pool taking it, the task actor applying the event to its TaskFSM, "
+    "making the checkpoint (context delta), its pool handing the next request, with the whole TaskContext, "
+    "to an idle worker as Work (second message) and then its TaskReports to the supervisor (which writes "
+    "the transition + checkpoint to SQLite -- not awaited, so it is on the path only through the CPU it "
+    "takes on 2 cores); the worker unpickling it.  ([pools] home_host = false: the result goes straight to "
+    "the task actor, the request to a pool process, which sends the Work: three messages.)  An effectful "
+    "tool step adds one more round trip (StepStarting/StepGo to the supervisor, which writes the journal "
+    "row first); the workload here has none.  'floor' is three sends between three bare Thespian actors "
+    "with a 1 KB payload: Thespian's share.")
 
 
 def run(quick: bool) -> dict[str, Any]:

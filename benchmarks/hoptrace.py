@@ -36,7 +36,7 @@ def _install(trace_dir: Path) -> None:
         W0 worker: stage done, result not sent yet      T0 task actor: result received
         T1 task actor: next StageRequest about to go    T2 task actor: handler done (reports handed on)
         P0 pool: request received                       P1 pool: handler done (Work sent)
-        W2 worker: next Work received
+        W2 worker: next Work received         (the home host's own runs: P0-P1 its pool's step, T0 in WorkDone)
     """
     import actors.pool as pool_mod
     import actors.task_actor as task_mod
@@ -53,7 +53,8 @@ def _install(trace_dir: Path) -> None:
 
     worker, task, pool = worker_mod.StageWorker, task_mod.TaskActor, pool_mod.StagePool
     on_work, run, on_result = worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult
-    ask_pool, on_message, on_request = task._ask_pool, task.receiveMessage, pool.receiveMsg_StageRequest
+    ask_pool, on_message, on_pool_message = task._ask_pool, task.receiveMessage, pool.receiveMessage
+    home_ask, answer_here = task.home_ask, task.answer_here
 
     def worker_work(self: Any, work: Any, sender: Any) -> None:
         mark("W2", work.request)
@@ -73,18 +74,36 @@ def _install(trace_dir: Path) -> None:
         mark("T1", command.stage)
         ask_pool(self, command)
 
+    def task_answer_here(self: Any, result: Any) -> None:
+        mark("T0", result)
+        answer_here(self, result)
+
     def task_message(self: Any, message: Any, sender: Any) -> None:
         on_message(self, message, sender)
         if type(message).__name__ == "StageResult":
             mark("T2", message)
+        elif type(message).__name__ == "WorkDone" and message.result is not None:
+            mark("T2", message.result)
 
-    def pool_request(self: Any, request: Any, sender: Any) -> None:
+    def task_home_ask(self: Any, request: Any) -> bool:
+        if not self.home.hosts(request.pool):
+            return False  # its pool is elsewhere: marked there
         mark("P0", request)
-        on_request(self, request, sender)
+        home_ask(self, request)
         mark("P1", request)
+        return True
+
+    def pool_message(self: Any, message: Any, sender: Any) -> None:
+        request = type(message).__name__ == "StageRequest"
+        if request:
+            mark("P0", message)
+        on_pool_message(self, message, sender)
+        if request:
+            mark("P1", message)
 
     worker.receiveMsg_Work, worker._run, task.receiveMsg_StageResult = worker_work, worker_run, task_result
-    task._ask_pool, task.receiveMessage, pool.receiveMsg_StageRequest = task_ask_pool, task_message, pool_request
+    task._ask_pool, task.receiveMessage, pool.receiveMessage = task_ask_pool, task_message, pool_message
+    task.home_ask, task.answer_here = task_home_ask, task_answer_here
 
 
 def _segments(trace_dir: Path, since: float) -> dict[str, list[float]]:

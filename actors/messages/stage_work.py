@@ -74,6 +74,7 @@ class StageRequest(_Brief):
     texts: tuple[str, ...] = ()  # what an embed stage embeds (pegasus.cognitive.stages.EMBED_STAGES)
     tier: str | None = None  # the task's model tier (``submit --tier``), read by the llm pool's budget
     priority: int = 5  # its task's (lower first, as admission): the pool's order (pegasus.pool.order)
+    pool: str = ""  # the pool asked: a home host runs both (pegasus.pool.home)
 
     def __getstate__(self) -> dict[str, Any]:
         return StageRequest.__dict__["context"].pickled(self.__dict__)
@@ -143,7 +144,8 @@ class Work(_Brief):
     """Pool -> worker: one request to run, tagged with the pool's job number.
 
     ``reply_to`` is the requester: the worker answers it directly (one send
-    less on every hop) and tells the pool only that it is free again.
+    less on every hop) and tells the pool only that it is free again --
+    unless ``through_pool``.
     """
 
     job: int
@@ -151,6 +153,9 @@ class Work(_Brief):
     reply_to: Any = None
     timeout_s: float = 0.0  # the pool's deadline for it: the worker fits its model calls inside
     known: tuple[tuple[str, dict[str, Any]], ...] = ()  # what the pool's workers learnt of endpoints (ladder)
+    # The requester shares the pool's process (a home host, pegasus.pool.home): the answer goes in the WorkDone,
+    # one message; ``reply_to`` then only gets the streamed text.
+    through_pool: bool = False
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):

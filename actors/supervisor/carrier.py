@@ -55,10 +55,10 @@ def configure(ctx: Context, request: m.Configure, sender: ActorAddress) -> Any:
     ctx.log = logs.get("supervisor")
     ctx.parent = sender
     pools = settings.pools
+    ctx.task_actors.configure(settings.runtime)  # first: the pools' home host is one of its task actors
     for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
                                           (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, 0)):
         children.start_pool(ctx, name, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
-    ctx.task_actors.configure(settings.runtime)
     ctx.store = opened
     try:
         store.restore(ctx)
@@ -224,8 +224,9 @@ class Supervisor(Actor):
         # Tell every child to exit: a child created just before shutdown may not be told otherwise.
         for address in ctx.task_actors.addresses():
             self.send(address, ActorExitRequest())
-        for pool in ctx.pools.address.values():
-            self.send(pool, ActorExitRequest())
+        for place in ctx.pools.places():
+            if place not in ctx.task_actors.addresses():  # (a home host was told above)
+                self.send(place, ActorExitRequest())
         if ctx.store is not None:
             ctx.store.close()
             ctx.store = None

@@ -37,8 +37,10 @@ TROUBLE_EVERY_S = 1.0  # at most one handler error a second is told to the guard
 
 # -- starting --------------------------------------------------------------------------------------
 def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
+    """Pool ``name`` started: in the home host (a task actor, made now if there is none) by default, else in a
+    process of its own (``[pools] home_host = false``)."""
     pools = ctx.pools
-    address = ctx.create(StagePool)
+    address = ctx.task_actors.home() if config.settings.pools.home_host else ctx.create(StagePool)
     ctx.send(address, config)
     pools.config[name], pools.address[name] = config, address
     logs.emitted(ctx.log, pools.looks.step(PoolStarted(name)))
@@ -62,17 +64,20 @@ def pool_ready(ctx: Context, ready: m.PoolReady, sender: ActorAddress) -> None:
 
 # -- deaths ----------------------------------------------------------------------------------------
 def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -> None:
+    """A child died: a pool (started again), a task actor (its runs restarted), or both, the home host."""
     address = exited.childAddress
-    name = next((pool for pool, known in ctx.pools.address.items() if known == address), None)
-    if name is not None:
-        if ctx.pools.dead.get(name) == address:
-            return  # told twice (its goodbye and SIGCHLD's): one death
+    names = [pool for pool, known in ctx.pools.address.items() if known == address]
+    # First: a dead home host is no home any more, so its pools start again in a new one.
+    lost = ctx.task_actors.exited(address)
+    for name in names:
+        if ctx.pools.dead.get(name) == address or ctx.giving_up:
+            continue  # told twice (its goodbye and SIGCHLD's): one death; or the first pool's ended the supervisor
         ctx.pools.dead[name] = address
         ctx.pools.pid.pop(name, None)
         ctx.log.warning("pool_died", pool=name)
         _supervise(ctx, ctx.supervision.step(Exited(name, time.monotonic(), f"the {name} pool died")))
+    if names and lost is None:
         return
-    lost = ctx.task_actors.exited(address)
     if lost is None:  # not a child of ours any more (a task actor retired, a pool replaced)
         ctx.supervision.step(Removed(_actor_name(address)))
     else:

@@ -67,7 +67,7 @@ def _stop(ctx: Context, stop: StopRun) -> None:
     host = ctx.task_actors.release(stop.task_id)
     if host is not None and run is not None:  # its run may be mid-stage: what comes back is dropped
         ctx.send(host, m.DropTask(stop.task_id, run[1]))
-    for pool in ctx.pools.address.values():  # free the workers still busy with its stages
+    for pool in ctx.pools.places():  # free the workers still busy with its stages
         ctx.send(pool, m.CancelTask(stop.task_id))
     ctx.answered_by_pool(stop.task_id, StageName.GATE)
 

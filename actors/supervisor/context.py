@@ -9,6 +9,8 @@ plain functions of it.  The pure cores it holds decide: ``Admission`` (tasks),
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +57,14 @@ class Pools:
     looks: PoolLooks = field(default_factory=PoolLooks)  # for a stopped pool (SIGSTOP), while work is in flight
     requests: dict[tuple[str, str], tuple[str, m.StageRequest]] = field(default_factory=dict)  # sent again if one dies
     dead: dict[str, ActorAddress] = field(default_factory=dict)  # each pool's last death counted, until it restarts
+
+    def places(self) -> list[ActorAddress]:
+        """Each process the pools run in, once (a home host runs both: pegasus/pool/home.py)."""
+        places: list[ActorAddress] = []
+        for address in self.address.values():
+            if address not in places:
+                places.append(address)
+        return places
 
 
 @dataclass
@@ -134,6 +144,8 @@ class Context:
 
     def to_pool(self, name: str, request: m.StageRequest) -> None:
         """The supervisor's own stage requests (gates, reflections): kept until answered, sent again to a new pool."""
+        if request.pool != name:  # a home host runs both pools: the request names its own
+            request = dataclasses.replace(request, pool=name)
         self.pools.requests[(request.task_id, request.stage)] = (name, request)
         self.send(self.pools.address[name], request)
         self.pools_in_use()

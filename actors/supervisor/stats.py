@@ -33,8 +33,8 @@ def stats(ctx: Context, request: m.Stats, sender: ActorAddress) -> Any:
     ctx.asked += 1
     ctx.stats_asks["asked"] += 1
     ctx.pending_stats[ctx.asked] = ([(sender, request.request_id)], {})
-    for pool in ctx.pools.address.values():
-        ctx.send(pool, m.PoolStatsRequest(ctx.asked))
+    for place in ctx.pools.places():  # a home host answers for each of its pools
+        ctx.send(place, m.PoolStatsRequest(ctx.asked))
     _ask_mcp_host(ctx)
     ctx.wake(STATS_WAIT_S, m.StatsDue(ctx.asked))  # a stopped pool must not hold it
     return DEFERRED

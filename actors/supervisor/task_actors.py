@@ -46,6 +46,10 @@ class TaskActors:
         """The address of the task actor the new run goes to (created now when the policy says so)."""
         return self._carry_out(self.policy.step(h.Place(task_id, run, time.monotonic())))
 
+    def home(self) -> ActorAddress:
+        """The home host's address, created now when there is none: the pools' cores run there."""
+        return self._carry_out(self.policy.step(h.Home(time.monotonic())))
+
     def address_of(self, task_id: str, run: int | None = None) -> ActorAddress:
         """The task actor of the task's running run (of ``run`` when given), or None."""
         held = self.policy.host_of(task_id)

@@ -211,7 +211,12 @@ class PoolCore(Pinging):
         job = self.jobs.pop(event.job, None)
         if job is None:
             # Answered already (deadline, member lost).  A late result the worker sent straight
-            # to the requester carries that request's token, which the requester has moved past.
+            # to the requester carries that request's token, which the requester has moved past;
+            # one that came through the pool (a home host's, pegasus.pool.home) is dropped here.
+            if event.result is not None:
+                out.append(Log(Level.INFO, "stale_result_dropped", {
+                    "task_id": getattr(event.result, "task_id", None), "token": getattr(event.result, "token", None),
+                    "stage": getattr(event.result, "stage", None), "pool": self.name}))
             return
         # A returned result's worker record, with what the pool accounts for beside it (what it learnt).
         worker = {**(getattr(event.result, "worker", None) or {}), **(event.worker or {})}

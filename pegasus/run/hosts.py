@@ -4,8 +4,8 @@
 actors/supervisor/task_actors.py).  Load is each host's measured CPU per second of wall time, so the
 number of hosts follows the rate of transitions, not the tasks in flight.  A new run goes to the cool
 host with the fewest runs; when all are hot, another starts, up to the ceiling.  A run never moves
-(docs/architecture.md, "Virtual task actors").  A host holding a done task's reflection it handed out
-(``pegasus.run.reflections``) is not retired: its answer would go with it.
+(docs/architecture.md, "Virtual task actors").  Not retired: a host holding a done task's reflection it handed
+out (``pegasus.run.reflections``), its answer would go with it; the home host, where the pools run.
 """
 
 from __future__ import annotations
@@ -69,6 +69,13 @@ class Unhold:
 
 
 @dataclass(frozen=True, slots=True)
+class Home:
+    """The pools need a home: ``Placed`` names the home host (after its ``StartHost``, when it is new)."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class Lost:
     """Host ``key``'s task actor died: ``HostLost`` gives back its runs."""
 
@@ -82,7 +89,7 @@ class Tick:
     now: float
 
 
-HostInput = Place | Release | Report | Hold | Unhold | Lost | Tick
+HostInput = Place | Release | Report | Hold | Unhold | Home | Lost | Tick
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -147,6 +154,7 @@ class Host:
     util: float = 0.0
     sample: tuple[float, float] | None = None  # (its CPU seconds, our clock) at the last sample
     idle_since: float | None = None
+    home: bool = False  # the pools run in it: never retired
 
 
 class TaskHosts:
@@ -158,6 +166,7 @@ class TaskHosts:
         self.hosts: dict[int, Host] = {}
         self.placed: dict[str, int] = {}  # task -> the host of its run
         self.created = 0
+        self.home: int | None = None  # the key of the home host, while it lives
         self._tick_armed = False
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -173,6 +182,8 @@ class TaskHosts:
                     host.reflections.add(event.task_id)
             elif isinstance(event, Unhold):
                 return self._unhold(event)
+            elif isinstance(event, Home):
+                return self._home(event.now)
             elif isinstance(event, Lost):
                 return self._lost(event.key)
             elif isinstance(event, Tick):
@@ -202,6 +213,14 @@ class TaskHosts:
         commands.append(Placed(host.key))
         return commands
 
+    def _home(self, now: float) -> list[HostCommand]:
+        if self.home is not None:
+            return [Placed(self.home)]
+        self.created += 1
+        host = self.hosts[self.created] = Host(self.created, home=True, idle_since=now)
+        self.home = host.key
+        return [StartHost(host.key), Placed(host.key)]
+
     def _release(self, task_id: str, run: int | None, now: float) -> list[HostCommand]:
         key = self.placed.get(task_id)
         if key is None:
@@ -222,7 +241,7 @@ class TaskHosts:
     def _emptied(self, host: Host, now: float) -> list[HostCommand]:
         if host.runs or host.reflections:
             return []
-        if host.served >= self.runs_per_host:  # served its runs: retired now, it holds none
+        if host.served >= self.runs_per_host and not host.home:  # served its runs: retired now, it holds none
             del self.hosts[host.key]
             return [RetireHost(host.key)]
         host.idle_since = now
@@ -232,6 +251,8 @@ class TaskHosts:
         host = self.hosts.pop(key, None)
         if host is None:
             return []  # not a host of ours any more (retired)
+        if self.home == key:
+            self.home = None
         for task_id in host.runs:
             del self.placed[task_id]
         return [HostLost(key, tuple(host.runs.items()))]
@@ -260,7 +281,7 @@ class TaskHosts:
         for host in idle:
             if len(self.hosts) <= self.minimum:
                 break
-            if now - (host.idle_since or now) >= self.idle_s:
+            if now - (host.idle_since or now) >= self.idle_s and not host.home:
                 del self.hosts[host.key]
                 commands.append(RetireHost(host.key))
         return commands + self._arm()
@@ -277,7 +298,7 @@ class TaskHosts:
         if len(self.hosts) < min(self.minimum, self.maximum):
             return None  # up to the floor, each new run starts a host: a burst spreads before any load is known
         load = self.load
-        open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host]
+        open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host or h.home]
         cool = [h for h in open_hosts if load(h, now) < GROW_AT]
         if cool:
             return min(cool, key=lambda h: (len(h.runs), load(h, now), h.key))
@@ -286,7 +307,7 @@ class TaskHosts:
         return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))
 
     def _arm(self) -> list[HostCommand]:
-        idle = any(h.idle_since is not None for h in self.hosts.values())
+        idle = any(h.idle_since is not None and not h.home for h in self.hosts.values())
         if self._tick_armed or not idle or len(self.hosts) <= self.minimum:
             return []
         self._tick_armed = True

@@ -193,10 +193,11 @@ class WorkerCore:
                   if value}
         if not getattr(outcome, "ok", True):
             pooled["failed"] = True  # what the pool accounts for: the model requests' error count
-        if known:
+        if known or work.through_pool:
             # Learnt something of its endpoint: answered through the pool, which takes it in before it forwards
             # the answer, so the requester's next request is handed out knowing it.  (Sent to both, the pool may
             # read the requester's next request first: two senders, two connections, no order between them.)
+            # Or the requester lives in the pool's process (pegasus.pool.home): one message, not an answer and a Free.
             out.append(Return(job.pool, job.number, work.request, outcome, worker, pooled))
             return
         # The pool forgets the job on its Free: sent before the answer has left, a death between them (the

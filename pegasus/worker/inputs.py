@@ -50,6 +50,8 @@ class WorkAsk(Protocol):
     def timeout_s(self) -> float: ...  # the pool's deadline for it (0: none given)
     @property
     def known(self) -> tuple[tuple[str, dict[str, Any]], ...]: ...  # what the pool knows of endpoints
+    @property
+    def through_pool(self) -> bool: ...  # answer in the pool's WorkDone (the requester shares the pool's process)
 
 
 class Outcome(Protocol):

@@ -161,8 +161,8 @@ def test_background_processes_have_readable_titles(background: tuple[Pegasus, di
     home = f"[{pegasus.home}]"
     titles = sorted(title(pid) or "" for pid in procs.identities(system_pids(pegasus.spec)))
     expected = {f"pegasus: {role} {home}" for role in (
-        "launcher", "watcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor", "llm pool", "tool pool",
-        "task actor", *(f"{pool} worker {n}" for pool in ("llm", "tool") for n in range(3)))}
+        "launcher", "watcher", f"admin :{pegasus.port}", "logger", "guardian", "supervisor",
+        "task actor", *(f"{pool} worker {n}" for pool in ("llm", "tool") for n in range(3)))}  # pools: in a task actor
     assert expected <= set(titles), titles
     assert all(title.startswith("pegasus: ") and title.endswith(home) for title in titles), titles
     assert title(info["pid"]) == f"pegasus: admin :{pegasus.port} {home}"

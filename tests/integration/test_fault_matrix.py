@@ -86,13 +86,21 @@ class Row:
     whole_restart: bool = False
 
 
+def pools_process(client: Client) -> int | None:
+    """The pools' process: the home host (a task actor, by default), or a pool's own with home_host false."""
+    return client.stats()["pools"]["llm"]["pid"]  # type: ignore[no-any-return]
+
+
+HOME_OFF = lambda: {"pools": {"home_host": False}}  # noqa: E731 - the pools in processes of their own
+
 ROWS = [
     Row("supervisor", lambda client: client.stats()["supervisor_pid"]),
+    Row("home host", pools_process),
     Row("guardian", one_titled("guardian", parent="admin")),
     Row("task actor", task_actor),
     Row("worker", busy_worker("tool")),
-    Row("llm pool", one_titled("llm pool", parent="supervisor")),
-    Row("tool pool", one_titled("tool pool", parent="supervisor")),
+    Row("llm pool", one_titled("llm pool", parent="supervisor"), HOME_OFF),
+    Row("tool pool", one_titled("tool pool", parent="supervisor"), HOME_OFF),
     Row("gateway", one_titled("http gateway"), lambda: {"http": {"enabled": True, "port": procs.free_port()}}),
     Row("admin", background_admin, daemon=True, whole_restart=True),
     Row("logger", one_titled("logger")),
@@ -201,14 +209,17 @@ def test_a_killed_process_wedges_nothing(pegasus, tmp_path: Path, row: Row) -> N
     poller.client.close()
 
 
-def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path) -> None:
+@pytest.mark.parametrize("home", [True, False], ids=["home host", "tool pool"])
+def test_a_pool_stopped_for_30s_wedges_nothing(pegasus, tmp_path: Path, home: bool) -> None:
     """A stopped pool is not dead: nothing reports it.  Stats must not wait for it, and the supervisor
-    ends it (stopped on two looks 2.5 s apart) and starts another; were it not ended, SIGCONT after 30 s."""
+    ends it (stopped on two looks 2.5 s apart) and starts another; were it not ended, SIGCONT after 30 s.
+    With the pools in the home host (a task actor) its runs restart from their checkpoints too."""
     keys = tmp_path / "keys.txt"
-    client = pegasus(**PLUGIN)
+    client = pegasus(**PLUGIN, pools={"home_host": home})
     tasks = submit(client, keys)
     wait_for(lambda: len(keys_in(keys)) >= 5, what="some effects")
-    pool = wait_for(lambda: one_titled("tool pool", parent="supervisor")(client), what="the tool pool's pid")
+    find = pools_process if home else one_titled("tool pool", parent="supervisor")
+    pool = wait_for(lambda: find(client), what="the tool pool's pid")
     identity = procs.identities([pool])
     poller = StatsPoller(client, fresh=False)
     os.kill(pool, signal.SIGSTOP)
@@ -229,8 +240,9 @@ def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Pa
     worker's word: last session's wedge (two tasks in ``acting`` for good, their answers lost with the worker)."""
     marks, release, released = tmp_path / "marks", tmp_path / "release", tmp_path / "released"
     released.touch()
+    # The pools in processes of their own: a home host's worker answers in the one message that frees it.
     client = pegasus(tools={"plugins": [hold.PLUGIN, *PLUGIN["tools"]["plugins"]]},
-                     pools={"tool_workers": 1}, runtime={"task_actors_max": 1})
+                     pools={"tool_workers": 1, "home_host": False}, runtime={"task_actors_max": 1})
 
     def tool_pool() -> dict[str, Any]:
         return client.stats()["pools"]["tool"]  # type: ignore[no-any-return]

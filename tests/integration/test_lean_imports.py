@@ -56,7 +56,8 @@ def test_no_process_of_an_offline_system_holds_a_module_it_never_uses(pegasus, t
     assert done["lifecycle_state"] == "done", done.get("error")
     held = {pid: (role_of(title_of(pid)), _census(folder, pid)) for pid in system_pids(client.spec)}
     roles = {role for role, _ in held.values()}
-    assert {"launcher", "admin", "logger", "guardian", "supervisor", "llm pool", "tool pool", "llm worker",
+    # The pools run in the home host, a task actor (docs/architecture.md, "The home host").
+    assert {"launcher", "admin", "logger", "guardian", "supervisor", "task actor", "llm worker",
             "tool worker"} <= roles, roles
     for role, modules in held.values():
         assert {"thespian", "pegasus.logs", "structlog"} <= modules, role  # the census sees what a process holds

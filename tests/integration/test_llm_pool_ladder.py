@@ -74,7 +74,8 @@ def test_a_strict_endpoint_is_paid_for_once_per_parameter_across_the_pools_worke
     """Three llm workers share one task's stages (each goes to the next idle worker); after the first
     refusal of each parameter no request carries it, whichever worker sends it, the pool stuttering."""
     with FakeOpenAI(responder=ModelLike(STRICT), quirks=STRICT) as server:
-        client = pegasus(memory={"reflector": False}, pools={"llm_workers": 3, "tool_workers": 1},
+        # The pools in processes of their own: the llm pool's is stuttered (the home host would stop the runs too).
+        client = pegasus(memory={"reflector": False}, pools={"llm_workers": 3, "tool_workers": 1, "home_host": False},
                          llm={"provider": "openai", "base_url": server.url, "model": "strict", "api_key_env": "",
                               "max_retries": 0})
         with stuttering(llm_pool_pid(client)):

@@ -39,8 +39,13 @@ def _actors(client) -> dict:
     return client.stats()["task_actors"]
 
 
+# The home host (the pools' process, pegasus/pool/home.py) is never retired and is replaced as soon as it dies: the
+# tests of a task actor's retirement and death run with the pools in processes of their own (HOME_OFF).
+HOME_OFF = {"home_host": False}
+
+
 def test_a_task_actor_runs_tasks_one_after_another_and_is_retired_after_its_runs(pegasus) -> None:
-    client = pegasus(runtime={"max_active_tasks": 1, "task_actor_runs": 3})
+    client = pegasus(runtime={"max_active_tasks": 1, "task_actor_runs": 3}, pools=HOME_OFF)
     pids = [_run_one(client) for _ in range(7)]
     first, second, third = pids[0], pids[3], pids[6]
     assert pids == [first] * 3 + [second] * 3 + [third] and len({first, second, third}) == 3
@@ -49,15 +54,23 @@ def test_a_task_actor_runs_tasks_one_after_another_and_is_retired_after_its_runs
     assert third in system_pids(client.spec)
 
 
+def test_the_home_host_takes_runs_past_task_actor_runs_and_is_never_retired(pegasus) -> None:
+    """The pools run in it: retired, they would die with it."""
+    client = pegasus(runtime={"max_active_tasks": 1, "task_actor_runs": 2})
+    home = wait_for(lambda: client.stats()["pools"]["llm"]["pid"], what="the home host's pid")
+    assert [_run_one(client) for _ in range(4)] == [home] * 4
+    assert _actors(client) == {"running": 0, "free": 1, "created": 1, "hosts": 1, "died": 0}
+
+
 def test_task_actor_runs_1_gives_every_run_its_own_process(pegasus) -> None:
-    client = pegasus(runtime={"task_actor_runs": 1})
+    client = pegasus(runtime={"task_actor_runs": 1}, pools=HOME_OFF)
     pids = [_run_one(client) for _ in range(3)]
     assert len(set(pids)) == 3
     assert _actors(client) == {"running": 0, "free": 0, "created": 3, "hosts": 0, "died": 0}
 
 
 def test_a_free_task_actor_that_dies_is_forgotten(pegasus) -> None:
-    client = pegasus()
+    client = pegasus(pools=HOME_OFF)
     victim = _run_one(client)
     assert _actors(client)["free"] == 1
     os.kill(victim, signal.SIGKILL)

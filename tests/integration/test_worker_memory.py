@@ -40,7 +40,9 @@ def test_only_the_llm_pool_on_a_model_endpoint_loads_the_sdk_and_its_workers_sha
     loaded its own copy on its first call: ~30 MiB more PSS each); the tool pool and tool workers
     never load it."""
     with FakeOpenAI(responder=lambda body: completion({"thought": "known", "answer": "42"})) as server:
-        client = pegasus(daemon=True, pools={"llm_workers": 2, "tool_workers": 2},
+        # The pools in processes of their own: the home host runs both, so its tool workers are forked from a
+        # process that loaded the SDK (they share its pages).
+        client = pegasus(daemon=True, pools={"llm_workers": 2, "tool_workers": 2, "home_host": False},
                         llm={"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": ""})
         done = client.wait(client.submit("what is the answer?", machine="reason_act")["task_id"], timeout=60)
         assert (done["lifecycle_state"], done["result"]) == ("done", "42"), done.get("error")

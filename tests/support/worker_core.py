@@ -42,6 +42,7 @@ class Job:
     reply_to: Any = "requester"
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
+    through_pool: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,9 @@ class Worker:
     def ask(self, job: int, task_id: str | None = None, **fields: Any) -> list[WorkerCommand]:
         reply_to = fields.pop("reply_to", "requester")
         timeout_s, known = fields.pop("timeout_s", 0.0), fields.pop("known", ())
-        return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to, timeout_s, known), POOL))
+        through_pool = fields.pop("through_pool", False)
+        return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to, timeout_s, known,
+                                       through_pool), POOL))
 
 
 def of(kind: type[C], commands: list[WorkerCommand]) -> list[C]:

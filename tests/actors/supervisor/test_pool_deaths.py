@@ -21,7 +21,8 @@ def test_a_pool_death_told_twice_while_its_restart_waits_is_counted_once(tmp_pat
     sent: list[tuple[object, object]] = []
     wakes: list[object] = []
     addresses = (f"llm pool {n}" for n in itertools.count(1))
-    settings = Settings().with_overrides({"state": {"home": str(tmp_path)}})
+    # A pool in its own process (a home host's death is a task actor's too: test_home_host_deaths.py).
+    settings = Settings().with_overrides({"state": {"home": str(tmp_path)}, "pools": {"home_host": False}})
     ctx = Context(send=lambda to, message: sent.append((to, message)),
                   wake=lambda seconds, payload: wakes.append(payload), create=lambda kind: next(addresses),
                   exit=lambda: None, task_actors=TaskActors(None, None, None), log=logs.get("supervisor"),

@@ -4,8 +4,8 @@ in the inputs (``Policy`` below: the old per-event calls over ``step``, on a clo
 from __future__ import annotations
 
 from pegasus.run.hosts import (
-    GROW_AT, SAMPLE_S, STALE_S, Freed, Hold, HostLost, Lost, Place, Placed, Release, Report, RetireHost, StartHost,
-    TaskHosts, Tick, Unhold, WakeIn,
+    GROW_AT, SAMPLE_S, STALE_S, Freed, Hold, Home, HostLost, Lost, Place, Placed, Release, Report, RetireHost,
+    StartHost, TaskHosts, Tick, Unhold, WakeIn,
 )
 
 
@@ -201,3 +201,18 @@ def test_the_core_never_raises_and_decides_nothing_on_a_malformed_input() -> Non
     assert error.event == "task_hosts_error" and error.fields["input_type"] == "Report"
     assert core.step(object()) == []  # type: ignore[arg-type]
     assert core.host_of("t") == (1, 1)
+
+
+def test_the_home_host_takes_runs_is_never_retired_and_a_new_one_follows_its_death() -> None:
+    """The pools run in the home host (pegasus.pool.home): made once, before any run, it takes runs like any
+    other, is kept past its runs and its idle time, and once it died the next ``Home`` makes another."""
+    policy, clock = hosts(minimum=1, runs_per_host=2, idle_s=10.0)
+    assert policy.core.step(Home(clock.now)) == [StartHost(1), Placed(1)]
+    assert policy.core.step(Home(clock.now)) == [Placed(1)]  # both pools: one home
+    assert policy.place("t1", 1) == (1, []) and policy.place("t2", 1) == (1, [])
+    assert policy.release("t1") == (1, []) and policy.release("t2") == (1, [])  # served its 2: kept, no timer
+    clock.now += 60.0
+    assert not any(isinstance(c, RetireHost) for c in policy.tick())
+    assert policy.place("t3", 1)[0] == 1  # still taking runs
+    assert policy.lost(1) == [("t3", 1)]
+    assert policy.core.step(Home(clock.now)) == [StartHost(2), Placed(2)]

@@ -51,6 +51,17 @@ def test_a_stage_is_answered_to_its_requester_first_then_the_pool_is_told_with_t
     assert out[2] == Free(POOL, 3, {"usage": {"tokens": 7}})
 
 
+def test_a_stage_whose_requester_shares_the_pools_process_is_answered_in_one_message_to_the_pool() -> None:
+    """A home host's own request (pegasus.pool.home): the answer and the pool's accounting go together in the
+    pool's WorkDone (Return), no Answer and Free: two messages a stage, not four."""
+    worker = Worker(run=lambda request: Result("ok", {"usage": {"tokens": 7}, "context": "fits"}))
+    out = worker.ask(3, through_pool=True)
+    assert kinds(out) == ["Run", "Return"]
+    done = out[1]
+    assert (done.pool, done.job, done.pooled) == (POOL, 3, {"usage": {"tokens": 7}})
+    assert done.worker["context"] == "fits" and "known" not in done.worker
+
+
 KNOWN = (("endpoint-key", {"structured": "prompted", "tools": "prompted", "token_param": "", "temperature": False,
                            "reasoning_effort": False}),)
 
