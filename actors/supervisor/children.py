@@ -45,7 +45,7 @@ def start_pool(ctx: Context, name: str, config: m.PoolConfig) -> ActorAddress:
     pools.config[name], pools.address[name] = config, address
     logs.emitted(ctx.log, pools.looks.step(PoolStarted(name)))
     pools.pid.pop(name, None)
-    ctx.supervision.step(Started(name, "pool", time.monotonic()))
+    ctx.supervision.step(Started(name, "hosted_pool" if config.settings.pools.home_host else "pool", time.monotonic()))
     return address
 
 
@@ -92,7 +92,7 @@ def child_exited(ctx: Context, exited: ChildActorExited, sender: ActorAddress) -
 
 def _supervise(ctx: Context, commands: list[SupervisionCommand]) -> None:
     for command in commands:
-        if isinstance(command, StartAgain) and command.kind == "pool":
+        if isinstance(command, StartAgain) and command.kind in ("pool", "hosted_pool"):
             if command.delay_s <= 0:
                 _replace_pool(ctx, command.child)
             else:
@@ -150,7 +150,7 @@ def tell_trouble(ctx: Context, error: str) -> None:
 # -- timers: a pool due again, stopped pools --------------------------------------------------------
 def pool_due(ctx: Context, due: m.PoolDue) -> None:
     view = ctx.supervision.view(time.monotonic()).get(due.name)
-    if view is not None and view["status"] == "restarting":
+    if view is not None and view["status"] in ("restarting", "crash_looping"):  # crash_looping: slowed down, not ended
         _replace_pool(ctx, due.name)
 
 

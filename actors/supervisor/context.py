@@ -30,7 +30,7 @@ from pegasus.pool.looks import LookIn, PoolLooks, Work
 from pegasus.schedule_timer import ScheduleTimer
 from pegasus.store import Store
 from pegasus.store.health import StoreHealth
-from pegasus.supervision import ChildSpec, Restart, Supervision
+from pegasus.supervision import ChildSpec, Exceeded, Restart, Supervision
 from pegasus.task import TaskSnapshot
 
 if TYPE_CHECKING:  # a type only: structlog loads through pegasus.logs (what it leaves out: there)
@@ -39,6 +39,10 @@ if TYPE_CHECKING:  # a type only: structlog loads through pegasus.logs (what it 
 SPECS = {
     "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, first_s=0.0, then_s=0.5, max_s=5.0,
                       stable_s=30.0),
+    # The pools in the home host: its runs' own crashes (out of memory, a native library) kill them too, so
+    # past the intensity they start again slowly instead of ending the supervisor.
+    "hosted_pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
+                             first_s=0.0, then_s=0.5, max_s=5.0, stable_s=30.0),
     "task_actor": ChildSpec(Restart.TEMPORARY),
 }
 

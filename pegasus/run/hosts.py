@@ -216,6 +216,10 @@ class TaskHosts:
     def _home(self, now: float) -> list[HostCommand]:
         if self.home is not None:
             return [Placed(self.home)]
+        if self.hosts and len(self.hosts) >= self.maximum:  # at the ceiling: one of them becomes the home
+            host = min(self.hosts.values(), key=lambda h: (len(h.runs), h.key))
+            host.home, self.home = True, host.key
+            return [Placed(host.key)]
         self.created += 1
         host = self.hosts[self.created] = Host(self.created, home=True, idle_since=now)
         self.home = host.key
@@ -301,7 +305,8 @@ class TaskHosts:
         open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host or h.home]
         cool = [h for h in open_hosts if load(h, now) < GROW_AT]
         if cool:
-            return min(cool, key=lambda h: (len(h.runs), load(h, now), h.key))
+            # The home host first while it is cool: its runs reach the pools without a message.
+            return min(cool, key=lambda h: (not h.home, len(h.runs), load(h, now), h.key))
         if len(self.hosts) < self.maximum or not self.hosts:
             return None
         return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))

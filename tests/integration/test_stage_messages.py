@@ -32,7 +32,8 @@ def stage_messages(directory: Path, overrides: dict) -> tuple[int, dict[str, int
 
 
 def test_a_stage_is_two_messages_with_the_pools_in_the_home_host(tmp_path: Path) -> None:
-    stages, by_type = stage_messages(tmp_path, {"memory": {"reflector": False, "recall_k": 0}})
+    stages, by_type = stage_messages(tmp_path, {"memory": {"reflector": False, "recall_k": 0},
+                                                "runtime": {"task_actors_max": 1}})  # every run on the home host
     assert stages >= 6 * TASKS, by_type  # each task's stages ran on the workers
     assert by_type == {"StageRequest": 0, "Work": stages, "StageResult": 0, "WorkDone": stages}
 

@@ -52,3 +52,30 @@ def test_the_home_hosts_death_starts_both_pools_again_in_one_new_home_and_gives_
         assert ctx.supervision.children["llm"].count == 1 and ctx.pools.address["llm"] == "task actor 3"
     finally:
         ctx.store.close()
+
+
+def test_runs_that_crash_the_home_host_again_and_again_slow_its_pools_restarts_and_never_end_the_supervisor(
+        tmp_path: Path) -> None:
+    """A run can kill its process (out of memory, a native library); on the home host that is both pools' death
+    too, and a pool past 5 deaths a minute escalated: two such tasks (3 restarts each) ended the supervisor."""
+    sent: list[tuple[object, object]] = []
+    wakes: list[object] = []
+    hosts = (f"task actor {n}" for n in itertools.count(1))
+    task_actors = TaskActors(lambda: next(hosts), lambda to, message: sent.append((to, message)), lambda s: None)
+    settings = Settings().with_overrides({"state": {"home": str(tmp_path)}})
+    ctx = Context(send=lambda to, message: sent.append((to, message)), wake=lambda seconds, payload: wakes.append(payload),
+                  create=lambda kind: "a pool process", exit=lambda: None, task_actors=task_actors,
+                  log=logs.get("supervisor"), settings=settings, store=Store(tmp_path / "pegasus.db"))
+    try:
+        for name in ("llm", "tool"):
+            children.start_pool(ctx, name, m.PoolConfig(name, 3, 10, 60.0, settings))
+        for _ in range(8):
+            home = ctx.pools.address["llm"]
+            children.child_exited(ctx, ChildActorExited(home), home)
+            for due in [w for w in wakes if isinstance(w, m.PoolDue)]:
+                children.pool_due(ctx, due)
+            wakes.clear()
+        assert not ctx.giving_up
+        assert ctx.supervision.children["llm"].count == 8 and ctx.pools.address["llm"] == ctx.pools.address["tool"]
+    finally:
+        ctx.store.close()

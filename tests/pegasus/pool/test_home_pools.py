@@ -10,7 +10,7 @@ from typing import Any
 
 from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, PoolCommand, SendStats, StartWorker
 from pegasus.pool.home import HERE, ForPool, HomePools, PoolTimer
-from pegasus.pool.inputs import Canceled, Created, DeadlineDue, Exited, Finished, StatsAsked
+from pegasus.pool.inputs import Canceled, Closing, Created, DeadlineDue, Exited, Finished, StatsAsked
 from tests.support.pool_core import ME, Ask, Clock, Spec
 
 
@@ -113,6 +113,7 @@ def test_cancel_stats_and_closing_reach_every_pool_and_a_timer_its_own() -> None
     [(_, fail)] = commands(fired, Fail)  # the llm pool's deadline, in the llm pool
     assert (fail.request.task_id, fail.kind, fail.to) == ("t2", "timeout", HERE)
     assert home.take(PoolTimer("memory", DeadlineDue())) == []  # not a pool of this home
+    assert {p for p, _ in commands(home.take(Closing()), EndWorker)} == {"llm", "tool"}  # each ends its workers
 
 
 def test_a_request_for_a_pool_the_home_does_not_run_is_answered_failed() -> None:

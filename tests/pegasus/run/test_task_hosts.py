@@ -216,3 +216,32 @@ def test_the_home_host_takes_runs_is_never_retired_and_a_new_one_follows_its_dea
     assert policy.place("t3", 1)[0] == 1  # still taking runs
     assert policy.lost(1) == [("t3", 1)]
     assert policy.core.step(Home(clock.now)) == [StartHost(2), Placed(2)]
+
+
+def test_new_runs_go_to_the_cool_home_host_first_so_a_burst_leaves_no_lasting_split() -> None:
+    """Once a burst started a second host, runs went to whichever held fewer (half of them on the four-message
+    path for as long as the load lasted); the home host takes them while it is cool."""
+    policy, clock = hosts(maximum=2)
+    assert policy.core.step(Home(clock.now)) == [StartHost(1), Placed(1)]
+    busy(policy, clock, 1, 0.9)
+    assert policy.place("a", 1) == (2, [StartHost(2)])  # the home is hot: another host
+    busy(policy, clock, 1, 0.1)
+    busy(policy, clock, 2, 0.1)
+    assert [policy.place(task, 1)[0] for task in ("b", "c", "d", "e")] == [1, 1, 1, 1]
+
+
+def test_the_home_host_made_at_the_ceiling_is_one_of_the_hosts_not_one_more() -> None:
+    """The home host died and its pools start again after the runs it lost were placed up to the ceiling: the
+    host with the fewest runs becomes the home, no host past ``maximum``."""
+    policy, clock = hosts(maximum=2)
+    assert policy.core.step(Home(clock.now)) == [StartHost(1), Placed(1)]
+    policy.place("a", 1)
+    assert policy.lost(1) == [("a", 1)]
+    assert policy.place("a", 2) == (2, [StartHost(2)])
+    busy(policy, clock, 2, 0.9)
+    assert policy.place("b", 1) == (3, [StartHost(3)])
+    assert policy.place("c", 1) == (3, [])  # 2 is hot
+    assert policy.view()["hosts"] == 2
+    assert policy.core.step(Home(clock.now)) == [Placed(2)]  # the one with fewer runs, no third host
+    assert policy.view()["hosts"] == 2
+    assert policy.core.step(Home(clock.now)) == [Placed(2)]
