@@ -220,16 +220,17 @@ def stop_and_check(pegasus: Pegasus) -> None:
     assert not is_running(pegasus.spec)
 
 
-def start_here(pegasus: Pegasus) -> None:
+def start_here(pegasus: Pegasus, **overrides: Any) -> None:
     """The system of ``pegasus``'s port and home, with the settings its environment gives a command, started from
     this process as the ``pegasus`` fixture starts one (forked: no launcher, nothing imported again) and left
     running for the commands to attach to; ``stop_and_check`` (or ``pegasus stop``) stops it.  For a test of
-    commands on a running system: ``pegasus start`` itself is tests/integration/test_cli_background.py's."""
+    commands on a running system: ``pegasus start`` itself is tests/integration/test_cli_background.py's.
+    ``overrides``: settings by section, as ``pegasus start``'s flags give them (``http={"enabled": True, ...}``)."""
     from actors.client import Client  # here: a test that only runs commands never starts one itself
     from pegasus.config.settings import load
 
     settings = load(environ=pegasus.env()).with_overrides({"system": {"admin_port": pegasus.port},
-                                                           "state": {"home": str(pegasus.home)}})
+                                                           "state": {"home": str(pegasus.home)}, **overrides})
     client = Client.start(settings)
     client.owns_system = False  # closed, it detaches: the system runs on, as a background one does
     client.close()
