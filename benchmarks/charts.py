@@ -10,21 +10,31 @@ scenario of several runs in one picture (docs/inflight.svg).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+from benchmarks.inflight import NAME as INFLIGHT, TARGETS
 
-matplotlib.use("Agg")  # before pyplot: files only, never a display
-matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words stay text (searchable, and smaller)
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 
-from benchmarks.inflight import NAME as INFLIGHT, TARGETS  # noqa: E402
+@functools.cache
+def _pyplot() -> Any:
+    """matplotlib's pyplot on its Agg backend, imported when a chart is drawn: a run with nothing to chart
+    (most ``--only`` runs) and a process that only names the charts never load it."""
+    import matplotlib  # noqa: PLC0415 - see the docstring
+
+    matplotlib.use("Agg")  # before pyplot: files only, never a display
+    matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words stay text (searchable, and smaller)
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
 
 MACHINES = ("classic", "reason_act")
 PERCENTILES = ("p50_ms", "mean_ms", "p99_ms", "max_ms")
@@ -41,6 +51,7 @@ def hop_chart(report: dict[str, Any]) -> Figure | None:
     hop = _figures(report, "hop")
     if not hop:
         return None
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     samples = {m: hop[m]["hops_ms"] for m in MACHINES if hop.get(m, {}).get("hops_ms")}
     if samples:
@@ -71,7 +82,7 @@ def pool_chart(report: dict[str, Any]) -> Figure | None:
         return None
     runs = sorted(pool["runs"], key=lambda run: run["n"])
     n = [run["n"] for run in runs]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(10, 4))
     left.plot(n, [run["efficiency"] for run in runs], "o-")
     left.set_ylim(0, 1.05)
     left.set_xlabel("llm workers (N)")
@@ -105,7 +116,7 @@ def load_chart(report: dict[str, Any]) -> Figure | None:
     series = _load_series(report)
     if not series:
         return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(10, 4))
     for label, runs in series.items():
         tasks = [run["tasks"] for run in runs]
         left.plot(tasks, [run["tasks_per_s"] for run in runs], "o-", label=label)
@@ -134,7 +145,7 @@ def baseline_chart(report: dict[str, Any]) -> Figure | None:
     rows = [(label, row) for label, row in rows if row.get("pegasus") and row.get("baseline")]
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _pyplot().subplots(figsize=(8, 4.5))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [row["pegasus"]["tasks_per_s"] for _, row in rows], 0.4, label="Pegasus")
     ax.bar([i + 0.2 for i in x], [row["baseline"]["tasks_per_s"] for _, row in rows], 0.4, label="baseline")
@@ -162,7 +173,7 @@ def write(report: dict[str, Any], directory: Path) -> list[Path]:
         try:
             fig.savefig(directory / name, dpi=100)
         finally:
-            plt.close(fig)
+            _pyplot().close(fig)
         written.append(directory / name)
     return written
 
@@ -213,7 +224,7 @@ def inflight_chart(lines: dict[str, list[dict[str, Any]]]) -> Figure:
     if not any(lines.values()):
         raise ValueError("no inflight run to plot")
     ns = sorted({run["tasks"] for runs in lines.values() for run in runs})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(10, 4.6))
     for index, (label, runs) in enumerate(lines.items()):
         colour = f"C{index}"
         left.plot([r["tasks"] for r in runs], [r["pss_mib"] for r in runs], "-", color=colour, label=label)
@@ -258,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fig.savefig(args.out, dpi=100)
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
     print(f"wrote {args.out}")
     return 0
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
-
-import matplotlib.image
 
 from benchmarks import charts
 from benchmarks.__main__ import main
@@ -15,6 +15,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def assert_png(path: Path) -> None:
+    import matplotlib.image  # here: matplotlib is no cost of collecting the suite
+
     assert path.read_bytes()[:8] == PNG, path
     height, width = matplotlib.image.imread(path).shape[:2]
     assert width >= 600 and height >= 300, (path, width, height)
@@ -38,6 +40,20 @@ def test_hops_kept_by_the_run_are_drawn_as_a_histogram_and_missing_scenarios_giv
     assert fig is not None and fig.axes[0].get_xlabel().startswith("hop (ms)")  # a histogram, not percentiles
     assert charts.write(report, tmp_path) == [tmp_path / "hop-latency.png"]
     assert_png(tmp_path / "hop-latency.png")
+
+
+def test_a_run_with_nothing_to_chart_never_loads_matplotlib(tmp_path: Path) -> None:
+    """Most quick runs of the suite (``--only`` a scenario no chart draws) wrote no chart but paid
+    matplotlib's import; a fresh process shows what ``--plots`` loads."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"mode": "quick", "scenarios": {"cli": {"figures": {"commands": []}}}}))
+    check = ("import sys; from benchmarks.__main__ import main; "
+             f"assert main(['--plots', {str(tmp_path / 'charts')!r}, '--from', {str(run)!r}]) == 0; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
+    done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "charts written: none" in done.stdout and done.stdout.splitlines()[-1] == "[]", done.stdout
+    assert list((tmp_path / "charts").iterdir()) == []
 
 
 def test_from_without_plots_is_a_usage_error(tmp_path: Path, capsys) -> None:

@@ -129,6 +129,10 @@ def pegasus(free_port: int, state_dir: Path, request: pytest.FixtureRequest) -> 
         for section, values in overrides.items():
             base.setdefault(section, {}).update(values)
         settings = Settings().with_overrides(base)
+        if settings.llm.provider == "openai" and not daemon:
+            # Once for this process: every system forked from it inherits the SDK, where each one's llm pool
+            # imported it again (its preload, actors/runtime/sharing.py, still runs: the import is found done).
+            import openai  # noqa: F401, PLC0415
         client = Client.start_daemon(settings)[0] if daemon else Client.start(settings)
         started.append((client, procs.identities(system_pids(client.spec))))
         return client

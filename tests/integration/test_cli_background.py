@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.support.cli import (ARITHMETIC, Pegasus, assert_failure, assert_gone,
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 from tests.support.hold import hold_request
 from tests.support.processes import title
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -235,11 +235,8 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     helpme, long_task, doomed, finished = (r.stdout.strip() for r in submits)
 
     # The long task is suspended while its sleep step runs, the other one is canceled.
-    running = pegasus.wait_for(long_task, {"running"})
-    deadline = time.monotonic() + 60
-    while running["state"] != "acting":
-        assert time.monotonic() < deadline, running
-        running = pegasus.json("status", long_task)
+    with pegasus.client() as client:  # polled through a client: a status command a poll was an interpreter's start
+        wait_for(lambda: client.get(long_task)["state"] == "acting", what="the long task in its held step")
     suspended, canceled = pegasus.many(["suspend", long_task, "--json"], ["cancel", doomed, "--json"])
     assert suspended.returncode == 0, suspended.stderr
     task = json.loads(suspended.stdout)

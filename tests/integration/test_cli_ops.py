@@ -1,5 +1,5 @@
 """``pegasus logs``, ``delete``, ``purge`` and ``list --text/--meta`` end to end (issue 31): the real script against
-one real background system (multiprocTCPBase), stopped in a finalizer, every process checked gone."""
+one real running system (multiprocTCPBase), stopped in a finalizer, every process checked gone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from actors.client import Client
 from pegasus.config import Settings
-from tests.support.cli import Pegasus, make, start_background, stop_and_check, assert_failure, \
+from tests.support.cli import Pegasus, make, start_here, stop_and_check, assert_failure, \
     plugins_env
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 
@@ -24,7 +24,7 @@ ENDED = {"done", "failed", "canceled"}
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pegasus]:
     pegasus = make(tmp_path_factory.mktemp("ops"), "ops", **plugins_env(HOLD_PLUGIN))
     try:
-        start_background(pegasus)
+        start_here(pegasus)
         yield pegasus
     finally:
         stop_and_check(pegasus)

@@ -183,8 +183,9 @@ def test_ctrl_c_on_run_stops_the_embedded_system_at_once(cli: Pegasus) -> None:
         for line in running.stdout:  # the transitions, live: wait for the tool step
             if "-> acting" in line:
                 break
-        wait_for(lambda: any(w["busy"] for w in cli.json("stats")["pools"]["tool"]["workers"]),
-                 what="a tool worker busy in the sleep")
+        with cli.client() as client:  # polled through a client, not a stats command each time
+            wait_for(lambda: any(w["busy"] for w in client.stats()["pools"]["tool"]["workers"]),
+                     what="a tool worker busy in the sleep")
         cli.track()
         began = time.monotonic()
         running.send_signal(2)  # SIGINT, as Ctrl-C

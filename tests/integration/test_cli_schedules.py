@@ -1,4 +1,4 @@
-"""``pegasus schedule`` and ``pegasus webhook`` through the real CLI on a background system, with --json."""
+"""``pegasus schedule`` and ``pegasus webhook`` through the real CLI on a running system, with --json."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import json
 
 import pytest
 
+from tests.support.cli import start_here
+
 pytestmark = pytest.mark.integration
 
 
 def test_schedule_and_webhook_commands(cli, tmp_path) -> None:
     """add, list, trigger, pause, remove (and webhook add, list) answer JSON or a table; errors are named."""
-    assert cli("start", "--json").returncode == 0
-    cli.track()
+    start_here(cli)
     secret = tmp_path / "hook.secret"
     secret.write_text("shh\n")
     secret.chmod(0o600)
@@ -41,8 +42,7 @@ def test_schedule_and_webhook_commands(cli, tmp_path) -> None:
 def test_poison_schedule_values_from_the_cli_exit_1_naming_the_field_and_store_nothing(cli) -> None:
     """The issue's values through the real CLI (110000d was taken, 99999999d exited 1 yet was stored): each exits
     1 naming the field, nothing is stored, and the same supervisor runs a task after."""
-    assert cli("start", "--json").returncode == 0
-    cli.track()
+    start_here(cli)
     pid = cli.json("stats")["supervisor_pid"]
     cases = [(["--every", "110000d"], "every"), (["--every", "99999999d"], "every"), (["--every", "inf"], "every"),
              (["--cron", "0 0 30 2 *"], "cron"), (["--cron", "0 0 * 2 MON#5"], "cron"),

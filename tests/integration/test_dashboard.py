@@ -1,6 +1,6 @@
 """The web dashboard in a real browser (headless Chromium, tests/support/browser.py) against the real
 gateway of a real background system started by ``pegasus start``: tasks appear live without a reload,
-a task's page lights the state ``pegasus status`` reports, the Approve button runs a waiting task, and
+a task's page lights the state the system reports, the Approve button runs a waiting task, and
 a read-only token is shown no button. Screenshots go to the test's tmp dir (docs/dashboard.md says how
 one becomes docs/dashboard.png).
 """
@@ -8,7 +8,6 @@ one becomes docs/dashboard.png).
 from __future__ import annotations
 
 import sqlite3
-import time
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from actors.runtime import procs
-from tests.support.cli import Pegasus, make, start_background, stop_and_check
+from tests.support.cli import Pegasus, as_shown, make, start_background, stop_and_check, waited
 from tests.integration.test_http_gateway import _wait_up
 from tests.support.browser import chromium
 
@@ -28,23 +27,32 @@ WAIT_MS = 20_000  # the longest a page may take to show what a test expects (a l
 
 
 class Dashboard:
-    """A background system with its HTTP gateway, and tokens of each scope."""
+    """A background system with its HTTP gateway, tokens of each scope, and a client of the system: the tests
+    set up and check what the page shows through it (the command line is tests/integration/test_cli_*.py's
+    to test; a command each time would be an interpreter's start).  ``close`` before the system stops."""
 
     def __init__(self, pegasus: Pegasus, http_port: int) -> None:
         self.cli, self.url = pegasus, f"http://127.0.0.1:{http_port}"
+        self.client = pegasus.client()
         self.tokens: dict[str, str] = {}
 
     def token(self, scope: str) -> str:
         if scope not in self.tokens:
-            made = self.cli.json("token", "create", f"dash-{scope}", "--scope", scope)
-            self.tokens[scope] = made["token"]
+            self.tokens[scope] = self.client.token_create(f"dash-{scope}", scope)["token"]
         return self.tokens[scope]
 
     def submit(self, text: str) -> str:
-        return str(self.cli.json("submit", text)["task_id"])
+        return str(self.client.submit(text)["task_id"])
 
     def status(self, task_id: str) -> dict[str, Any]:
-        return dict(self.cli.json("status", task_id))
+        """The task as ``pegasus status --json`` shows it."""
+        return dict(as_shown(self.client.get(task_id)))
+
+    def wait_for(self, task_id: str, states: set[str]) -> dict[str, Any]:
+        return waited(self.client, task_id, states)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +78,11 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         pegasus.track()
         # `pegasus dashboard` gives the page's address (the one command of docs/dashboard.md)
         assert pegasus.json("dashboard", "--no-open") == {"url": f"http://127.0.0.1:{http_port}/"}
-        yield Dashboard(pegasus, http_port)
+        dashboard = Dashboard(pegasus, http_port)
+        try:
+            yield dashboard
+        finally:
+            dashboard.close()
     finally:
         stop_and_check(pegasus)
 
@@ -108,14 +120,14 @@ def lit_state(page: Any, kind: str) -> str:
 def test_tasks_appear_live_and_a_task_page_lights_the_state_status_reports(
         dashboard: Dashboard, page: Any, tmp_path: Path) -> None:
     """Tasks submitted while the page is open appear without a reload; the task page's diagrams light
-    the lifecycle and cognitive states ``pegasus status`` reports, and a finished one its path."""
+    the lifecycle and cognitive states the system reports, and a finished one its path."""
     login(page, dashboard, "admin")
     page.evaluate("window.notReloaded = true")
     first, second = dashboard.submit("what is 2 + 3 * 4?"), dashboard.submit("echo hello")
     for task_id in (first, second):
         page.wait_for_selector(f'tr[data-task="{task_id}"] td.lifecycle >> text=draft')
     assert page.evaluate("window.notReloaded") is True
-    dashboard.cli.json("approve", first)
+    dashboard.client.approve(first)
     page.wait_for_selector(f'tr[data-task="{first}"] td.lifecycle >> text=done')  # live, over SSE
     assert page.evaluate("window.notReloaded") is True
     page.screenshot(path=str(tmp_path / "dashboard-tasks.png"), full_page=True)
@@ -159,8 +171,8 @@ def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Da
     running task is suspended, then canceled, with the buttons."""
     # it sleeps longer than a loaded machine takes to press Suspend (a 5 s one ended first at a load of 30-40)
     asking, sleeping = dashboard.submit("help me"), dashboard.submit("sleep 60")
-    dashboard.cli.json("approve", asking)
-    assert dashboard.cli.wait_for(asking, {"blocked", "done", "failed"})["lifecycle_state"] == "blocked"
+    dashboard.client.approve(asking)
+    assert dashboard.wait_for(asking, {"blocked", "done", "failed"})["lifecycle_state"] == "blocked"
     login(page, dashboard, "admin")
     page.click(f'tr[data-task="{asking}"] a')
     page.wait_for_selector('dd[data-field="question"]')
@@ -169,7 +181,7 @@ def test_resume_with_a_message_suspend_and_cancel_with_the_buttons(dashboard: Da
     page.wait_for_selector('dd[data-field="lifecycle"] >> text=done')
     assert "42" in str(dashboard.status(asking)["result"])
 
-    dashboard.cli.json("approve", sleeping)
+    dashboard.client.approve(sleeping)
     page.goto(f"{dashboard.url}/#/task/{sleeping}")
     page.click("#suspend")
     page.wait_for_selector('dd[data-field="lifecycle"] >> text=blocked')
@@ -185,14 +197,9 @@ def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tm
     search; the state filter asks the gateway for that state only (a done task older than the drafts comes to
     the first page), and hides what it excludes before the answer comes."""
     finished = dashboard.submit("echo filtered done")
-    dashboard.cli.json("approve", finished)
-    deadline = time.monotonic() + 60
-    while (lifecycle := dashboard.status(finished)["lifecycle_state"]) != "done":
-        assert time.monotonic() < deadline and lifecycle not in ("failed", "canceled"), lifecycle
-        time.sleep(0.2)
-    lines = tmp_path / "tasks.txt"
-    lines.write_text("".join(f"echo paged {n:02d}\n" for n in range(30)))
-    submitted = dashboard.cli.json("submit", "--file", str(lines))
+    dashboard.client.approve(finished)
+    assert dashboard.wait_for(finished, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
+    submitted = dashboard.client.submit_many([f"echo paged {n:02d}" for n in range(30)])
     newest_first = [row["task_id"] for row in reversed(submitted)]
     login(page, dashboard, "read")
     rows = page.locator("#task-rows tr.task-row")
@@ -228,10 +235,10 @@ def test_filters_by_state_and_text_and_pages(dashboard: Dashboard, page: Any, tm
 
 
 def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dashboard, page: Any) -> None:
-    """A schedule shows its next fire time and is paused with its button (as ``pegasus schedule list`` then
+    """A schedule shows its next fire time and is paused with its button (as the system's list then
     says); the webhooks are listed, never their secrets."""
-    dashboard.cli.json("schedule", "add", "hourly", "--every", "1h", "--text", "tidy up")
-    dashboard.cli.json("webhook", "add", "gh", "--text", "Review {pull_request.title}")
+    dashboard.client.schedule_add("hourly", every="1h", text="tidy up")
+    dashboard.client.webhook_add("gh", "Review {pull_request.title}")
     login(page, dashboard, "admin")
     page.click('#nav a[data-page="schedules"]')
     row = 'tr[data-schedule="hourly"]'
@@ -239,7 +246,7 @@ def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dash
     assert page.inner_text(f"{row} td:nth-child(4)").startswith("20")  # its next fire time
     page.click(f'{row} button[data-action="pause"]')
     page.wait_for_selector(f"{row} >> text=paused")
-    assert [s["paused"] for s in dashboard.cli.json("schedule", "list") if s["name"] == "hourly"] == [True]
+    assert [s["paused"] for s in dashboard.client.schedules() if s["name"] == "hourly"] == [True]
     page.wait_for_selector('#webhooks >> text="POST /v1/webhooks/gh"')
     # A schedule a bug wrote into the store (a field no version knows) shows quarantined with its error.
     with sqlite3.connect(dashboard.cli.home / "pegasus.db") as db:
@@ -264,7 +271,7 @@ def test_a_quarantined_message_shows_on_its_tasks_page_with_its_error(dashboard:
 
 def test_the_submit_form_sends_a_tier_and_shows_a_refused_one(dashboard: Dashboard, page: Any) -> None:
     """The form's tier goes in the body of POST /v1/tasks: an unknown one's refusal, naming the tiers, is shown;
-    a known one is the task's, on its page and in ``pegasus status``."""
+    a known one is the task's, on its page and in the task's record."""
     login(page, dashboard, "submit")
     page.fill("#submit-text", "echo tier form")
     page.fill("#submit-tier", "huge")
@@ -273,7 +280,7 @@ def test_the_submit_form_sends_a_tier_and_shows_a_refused_one(dashboard: Dashboa
     page.fill("#submit-tier", "default")
     page.click("#submit button[type=submit]")
     page.wait_for_selector("#task-rows td >> text=echo tier form")  # made: the list shows it, live
-    [task] = dashboard.cli.json("list", "--text", "tier form")["tasks"]
+    [task] = dashboard.client.list(text="tier form")
     assert dashboard.status(task["task_id"])["tier"] == "default"
     page.goto(f"{dashboard.url}/#/task/{task['task_id']}")
     page.wait_for_selector('dd[data-field="tier"] >> text=default')
@@ -292,7 +299,7 @@ def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_
     # The pools page shows each worker of both pools.
     page.click('#nav a[data-page="pools"]')
     page.wait_for_selector('.pool[data-pool="llm"]')
-    stats = dashboard.cli.json("stats")
+    stats = dashboard.client.stats()
     for name, pool in stats["pools"].items():
         assert page.locator(f'.pool[data-pool="{name}"] tbody tr').count() == len(pool["workers"])
 
@@ -300,12 +307,12 @@ def test_a_read_only_token_sees_no_buttons(dashboard: Dashboard, page: Any, tmp_
 def test_a_token_revoked_while_its_page_is_open_is_sent_back_to_the_login_saying_why(
         dashboard: Dashboard, page: Any) -> None:
     """The next request is refused (401): the page forgets the token and shows the login form with the reason."""
-    made = dashboard.cli.json("token", "create", "dash-revoked", "--scope", "read")
+    made = dashboard.client.token_create("dash-revoked", "read")
     page.goto(dashboard.url + "/")
     page.fill("#token", made["token"])
     page.click("#login button[type=submit]")
     page.wait_for_selector("#tasks")
-    dashboard.cli.json("token", "revoke", "dash-revoked")
+    dashboard.client.token_revoke("dash-revoked")
     page.click('#nav a[data-page="pools"]')
     page.wait_for_selector("#login")
     assert page.inner_text("#login-error") == "The token was refused: log in again."

@@ -36,7 +36,11 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
-        yield Dashboard(pegasus, http_port)
+        dashboard = Dashboard(pegasus, http_port)
+        try:
+            yield dashboard
+        finally:
+            dashboard.close()
     finally:
         stop_and_check(pegasus)
 
@@ -50,7 +54,7 @@ def test_the_text_box_searches_every_page_on_the_server(dashboard: Dashboard, wi
     of the 26 others pages through their matches with the cursor."""
     listed = tmp_path / "tasks.txt"
     listed.write_text("\n".join(["find the zebra"] + [f"echo filler {n}" for n in range(26)]) + "\n")
-    needle = dashboard.cli.json("submit", "--file", str(listed))[0]["task_id"]
+    needle = dashboard.client.submit_many(listed.read_text().splitlines())[0]["task_id"]
     login(wide, dashboard, "read")
     wide.wait_for_function("() => document.querySelectorAll('#task-rows tr.task-row').length === 25")
     assert needle not in rows(wide)
@@ -74,21 +78,21 @@ def test_the_task_page_shows_its_log_as_it_grows(dashboard: Dashboard, wide: Any
     wide.goto(f"{dashboard.url}/#/task/{task_id}")
     wide.wait_for_selector('#log-entries li[data-kind="transition"]')
     assert "logged-line" not in wide.inner_text("#log-entries")
-    dashboard.cli("approve", task_id)
+    dashboard.client.approve(task_id)
     wide.wait_for_selector('#log-entries li[data-kind="tool"] >> text=logged-line', timeout=SLOW_MS)
     wide.wait_for_selector('#log-entries li[data-kind="transition"] >> text=\u2192 done', timeout=SLOW_MS)
     ids = [int(i) for i in wide.eval_on_selector_all("#log-entries li", "els => els.map(e => e.dataset.id)")]
     assert ids == sorted(ids)  # in order, nothing read twice but a transition's own tool output
     assert len(wide.eval_on_selector_all('#log-entries li[data-kind="transition"]', "els => els")) == len(
-        {e["id"] for e in dashboard.cli.json("logs", task_id)["entries"] if e["kind"] == "transition"})
+        {e["id"] for e in dashboard.client.logs(task_id)["entries"] if e["kind"] == "transition"})
 
 
 def test_retry_is_offered_only_while_attempts_are_left(dashboard: Dashboard, wide: Any, tmp_path: Path) -> None:
     """A failed task with one of its two attempts used: Retry offered, clicked; failed again, it has none
     left: no Retry, the page says so."""
     task_id = dashboard.submit(f"read {tmp_path}/missing.txt")
-    dashboard.cli("approve", task_id)
-    assert dashboard.cli.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "failed"
+    dashboard.client.approve(task_id)
+    assert dashboard.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "failed"
     login(wide, dashboard, "admin")
     wide.goto(f"{dashboard.url}/#/task/{task_id}")
     wide.wait_for_selector("#retry")

@@ -9,6 +9,7 @@ capabilities readable; times in the browser's own time zone; a schedule created 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from actors.client import RequestError
 from actors.runtime import procs
 from tests.support.cli import make, start_background, stop_and_check
 from tests.integration.test_dashboard import WAIT_MS, Dashboard, browser, login
@@ -39,7 +41,11 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         start_background(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
-        yield Dashboard(pegasus, http_port)
+        dashboard = Dashboard(pegasus, http_port)
+        try:
+            yield dashboard
+        finally:
+            dashboard.close()
     finally:
         stop_and_check(pegasus)
 
@@ -74,13 +80,14 @@ def narrow(browser: Any) -> Iterator[Any]:
 def failed(dashboard: Dashboard, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A task that failed (made once: its replan takes seconds); the queue's test retries it."""
     task_id = dashboard.submit(f"read {tmp_path_factory.mktemp('nothing')}/missing.txt")
-    assert dashboard.cli.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "failed"
+    assert dashboard.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "failed"
     return task_id
 
 
 def cancel(dashboard: Dashboard, task_id: str) -> None:
     """Cancel a task the test left going (one that ended meanwhile refuses: nothing to do)."""
-    dashboard.cli("cancel", task_id)
+    with contextlib.suppress(RequestError):
+        dashboard.client.cancel(task_id)
 
 
 def mark(page: Any, selector: str) -> None:
@@ -115,7 +122,7 @@ def test_a_parent_waiting_for_sub_tasks_is_not_offered_resume_and_a_refusal_stay
     # the parent waits as long as its first child waits for a person: the test's whole length
     parent, asking = dashboard.submit("in parallel: help me; echo nested"), dashboard.submit("help me")
     for task_id in (parent, asking):
-        assert dashboard.cli.wait_for(task_id, {"blocked"})["lifecycle_state"] == "blocked"
+        assert dashboard.wait_for(task_id, {"blocked"})["lifecycle_state"] == "blocked"
     assert dashboard.status(parent)["waiting_for"]
     children = dashboard.status(parent)["children"]
     wide.wait_for_selector(f'tr[data-task="{parent}"][data-waiting="children"]')
@@ -164,7 +171,7 @@ def test_typing_and_a_press_on_resume_go_on_across_the_pages_redraws(dashboard: 
     a press on Resume begun before a redraw and released after it is a click, and the refusal and the
     message it refused stay in sight through the next redraws."""
     asking = dashboard.submit("help me")
-    assert dashboard.cli.wait_for(asking, {"blocked"})["lifecycle_state"] == "blocked"
+    assert dashboard.wait_for(asking, {"blocked"})["lifecycle_state"] == "blocked"
     login(wide, dashboard, "admin")
     redrawing(wide, asking)
     wide.goto(f"{dashboard.url}/#/task/{asking}")
@@ -193,9 +200,9 @@ def test_a_press_on_a_listed_task_begun_before_the_list_redraws_opens_it(dashboa
     """The live list redraws when a task below the pressed one changes: the press, released after, still
     opens the pressed task's page (its row, unchanged, was kept)."""
     older = dashboard.submit("sleep 60")
-    dashboard.cli.wait_for(older, {"running"})
+    dashboard.wait_for(older, {"running"})
     pressed = dashboard.submit("echo pressed")
-    assert dashboard.cli.wait_for(pressed, {"done", "failed"})["lifecycle_state"] == "done"
+    assert dashboard.wait_for(pressed, {"done", "failed"})["lifecycle_state"] == "done"
     login(wide, dashboard, "read")
     wide.wait_for_selector(f'tr[data-task="{older}"] td.lifecycle >> text=running')
     wide.hover(f'tr[data-task="{pressed}"] a')
@@ -209,7 +216,7 @@ def test_a_press_on_a_listed_task_begun_before_the_list_redraws_opens_it(dashboa
 def test_a_submit_token_is_offered_resume_but_no_admin_action(dashboard: Dashboard, wide: Any) -> None:
     """Approve, suspend, cancel and retry need an admin token: a submit token is shown Resume only."""
     asking = dashboard.submit("help me")
-    assert dashboard.cli.wait_for(asking, {"blocked"})["lifecycle_state"] == "blocked"
+    assert dashboard.wait_for(asking, {"blocked"})["lifecycle_state"] == "blocked"
     login(wide, dashboard, "submit")
     wide.goto(f"{dashboard.url}/#/task/{asking}")
     wide.wait_for_selector("#resume")
@@ -285,7 +292,7 @@ def test_the_gantt_fits_its_card_at_800px_draws_the_running_stage_and_ticks_roun
     """At 800 px the chart stays inside its card (no text out of it); the stage running now is a bar that
     grows to the present; the axis ticks are 0, s, 2s ... with s 1, 2 or 5 x 10^n ms."""
     task_id = dashboard.submit("sleep 30")
-    dashboard.cli.wait_for(task_id, {"running"})
+    dashboard.wait_for(task_id, {"running"})
     login(narrow, dashboard, "read")
     narrow.goto(f"{dashboard.url}/#/task/{task_id}")
     narrow.wait_for_selector('svg.gantt g.stage.running[data-stage="act"]')
@@ -310,13 +317,13 @@ def test_the_queue_count_agrees_with_its_list_capabilities_read_and_times_are_lo
     The task's page shows its creation in the browser's time zone; the pools page says a member advertises
     no capability instead of showing ``{}``."""
     task_id = failed
-    dashboard.cli.json("retry", task_id)
+    dashboard.client.retry(task_id)
     assert dashboard.status(task_id)["lifecycle_state"] == "queued"
     login(wide, dashboard, "read")
     wide.wait_for_selector(f'#queued a[href="#/task/{task_id}"]')
     listed = wide.locator("#queued li").count()
     assert wide.inner_text("#queued-count") == f"{listed} queued"
-    assert listed == len([t for t in dashboard.cli.json("list", "--state", "queued")["tasks"]
+    assert listed == len([t for t in dashboard.client.list(state="queued")
                           if t["lifecycle_state"] == "queued"])
 
     wide.goto(f"{dashboard.url}/#/task/{task_id}")
@@ -332,7 +339,7 @@ def test_the_queue_count_agrees_with_its_list_capabilities_read_and_times_are_lo
 
 def test_a_schedule_is_created_from_the_page_and_a_refusal_stays_shown(dashboard: Dashboard, wide: Any) -> None:
     """The form posts to /v1/schedules: a bad interval's 400 is shown and stays through the table's redraw;
-    a cron rule is added in the browser's time zone, listed, and ``pegasus schedule list`` has it."""
+    a cron rule is added in the browser's time zone, listed, and the system has it."""
     login(wide, dashboard, "admin")
     wide.click('#nav a[data-page="schedules"]')
     wide.fill("#schedule-name", "too-often")
@@ -354,9 +361,9 @@ def test_a_schedule_is_created_from_the_page_and_a_refusal_stays_shown(dashboard
     wide.click("#schedule-add")
     wide.wait_for_selector('tr[data-schedule="nightly"] >> text=active')
     assert wide.inner_text("#schedule-error") == ""
-    [made] = [s for s in dashboard.cli.json("schedule", "list") if s["name"] == "nightly"]
+    [made] = [s for s in dashboard.client.schedules() if s["name"] == "nightly"]
     assert (made["cron"], made["tz"], made["text"]) == ("0 3 * * *", zone, "echo tick")
-    assert not [s for s in dashboard.cli.json("schedule", "list") if s["name"] == "too-often"]
+    assert not [s for s in dashboard.client.schedules() if s["name"] == "too-often"]
     # its next time, 03:00 in the browser's zone
     assert wide.inner_text('tr[data-schedule="nightly"] td:nth-child(4)').endswith(" 03:00:00")
-    dashboard.cli.json("schedule", "remove", "nightly")
+    dashboard.client.schedule_remove("nightly")

@@ -14,6 +14,7 @@ import pytest
 
 from actors.client import Client
 from pegasus import codec
+from tests.support.cli import start_here
 
 pytestmark = pytest.mark.integration
 
@@ -21,8 +22,7 @@ FACT = "The deploy key is in the vault."
 
 
 def test_memory_commands_on_a_running_system_and_without_one(cli: Any, tmp_path: Path) -> None:
-    cli.ok("start")
-    cli.track()
+    start_here(cli)
     written = cli.json("memory", "write", "ops/deploy-key", FACT)
     assert (written["id"], written["unchanged"]) == ("fact:ops/deploy-key@1", False)
     found, shown, exported = (json.loads(r.stdout) for r in cli.many(

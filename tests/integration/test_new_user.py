@@ -15,7 +15,7 @@ from actors.client import RequestError
 from actors.runtime import procs
 from actors.runtime.ownership import is_running
 from pegasus.store.task_ids import SHOWN
-from tests.support.cli import Pegasus, make, start_background, stop_and_check, assert_failure
+from tests.support.cli import Pegasus, make, start_background, start_here, stop_and_check, assert_failure
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def test_status_history_tree_and_list_read_the_store_when_no_system_runs(cli: Pe
     assert_failure(cli("cancel", short), "no Pegasus system is running")  # a write needs the system
 
     # With a system running: a command whose own settings would change its task refuses, naming them.
-    start_background(cli)
+    start_here(cli)
     openai = dataclasses.replace(cli, env_extra={"PEGASUS_LLM__PROVIDER": "openai", "PEGASUS_LLM__MODEL": "m"})
     for refused in (openai("run", "what is 17 * 23?"), openai("submit", "what is 17 * 23?")):
         assert_failure(refused, "llm.provider is 'openai' here, 'offline' in the system", "pegasus stop")
@@ -92,7 +92,7 @@ def test_run_under_manual_approval_says_how_to_approve(tmp_path: Path) -> None:
     """Issue 31: `pegasus run` showed only "draft 3.4s", no hint to approve."""
     manual = make(tmp_path, "manual", PEGASUS_RUNTIME__APPROVAL_POLICY="manual")
     try:
-        start_background(manual)
+        start_here(manual)
         ran = manual("run", "echo hi", "--timeout", "1")
         task_id = ran.stdout.split()[1]
         assert f"waiting for approval ([runtime] approval_policy = \"manual\"): pegasus approve {task_id[:8]}" in (

@@ -16,7 +16,7 @@ import pytest
 from actors.client import RequestError
 from actors.runtime.system import SystemStartError
 from pegasus.store import Store
-from tests.support.cli import Pegasus, start_background, assert_failure
+from tests.support.cli import Pegasus, assert_failure, start_here
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -132,7 +132,7 @@ def test_start_on_a_damaged_database_names_the_file_and_the_check(cli: Pegasus, 
 
 
 def test_cli_backup_from_a_running_system_and_without_one(cli: Pegasus, tmp_path: Path) -> None:
-    start_background(cli)
+    start_here(cli)
     task_id = cli.ok("submit", "echo kept").strip()
     cli.wait_for(task_id, {"done"})
     target = tmp_path / "cli-backup.db"
@@ -147,14 +147,14 @@ def test_cli_backup_from_a_running_system_and_without_one(cli: Pegasus, tmp_path
 
 
 def test_cli_after_the_database_was_deleted_submit_fails_and_stats_says_why(cli: Pegasus) -> None:
-    start_background(cli)
+    start_here(cli)
     (cli.home / "pegasus.db").unlink()
     assert_failure(cli("submit", "echo lost"), f"store {cli.home / 'pegasus.db'} was deleted while the system ran")
     assert "store:   takes no writes: store " in cli.ok("stats")
 
 
 def test_cli_submit_with_a_key_twice_creates_one_task(cli: Pegasus, tmp_path: Path) -> None:
-    start_background(cli)
+    start_here(cli)
     first = cli("submit", "echo once", "--key", "deploy-42")
     assert first.returncode == 0 and first.stderr == ""
     again = cli("submit", "echo once", "--key", "deploy-42")

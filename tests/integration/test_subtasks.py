@@ -14,6 +14,7 @@ import pytest
 from actors.runtime import procs
 from actors.runtime.system import system_pids
 from pegasus.errors import PegasusError
+from tests.support.cli import start_here
 from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.tools import keys_in
 from tests.support.waiting import wait_for
@@ -116,7 +117,7 @@ def test_following_a_parent_ends_when_a_child_asks_for_information(pegasus) -> N
     assert client.get(parent)["lifecycle_state"] == "blocked"
     # The echo child may still be finishing when the other one asks (a loaded machine): the parent then waits
     # for the one that asks only.
-    task = wait_for(lambda: (t := client.get(parent))["lifecycle_state"] == "blocked" and len(t["waiting_for"]) == 1
+    wait_for(lambda: (t := client.get(parent))["lifecycle_state"] == "blocked" and len(t["waiting_for"]) == 1
                     and t, what="the parent waiting for the asking child only")
     [asking] = [c for c in client.tree(parent)["children"] if c["state"] == "suspended"]
     assert asking["input"] == "help me" and client.get(asking["task_id"])["question"]
@@ -165,7 +166,7 @@ def test_every_process_killed_while_a_parent_waits_then_restarted(pegasus, tmp_p
 
 
 def test_the_cli_shows_the_tree_and_status_shows_parent_and_children(cli) -> None:
-    cli.ok("start")
+    start_here(cli)
     # run follows the parent past its wait for the children (blocked, but not for a person) to its end.
     final = cli.json("run", "in parallel: echo one; echo two")["task"]
     assert final["lifecycle_state"] == "done" and len(final["children"]) == 2

@@ -15,6 +15,7 @@ import pytest
 from actors.runtime import procs
 from pegasus.triggers.webhooks import sign
 from tests.integration.test_http_gateway import _wait_up
+from tests.support.cli import start_here
 
 pytestmark = pytest.mark.integration
 
@@ -23,8 +24,7 @@ SECRET = b"it is a secret"
 
 def test_ping_form_encoded_deliveries_and_an_event_filter(cli: Any, tmp_path: Path) -> None:
     port = procs.free_port()
-    started = cli("start", "--http", str(port), timeout=60)
-    assert started.returncode == 0, started.stdout + started.stderr
+    start_here(cli, http={"enabled": True, "port": port})
     base = f"http://127.0.0.1:{port}"
     _wait_up(base, 60)
     secret_file = tmp_path / "gh.secret"

@@ -18,12 +18,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.runtime import procs
 from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
 from pegasus.config import Settings
 from tests.support.hosts import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from actors.client import Client
 
 # The console script of the Python that runs the suite, where pip put it beside the interpreter; else the one
 # on PATH.  A pyenv shim on PATH resolves it through ~10 bash processes on every call (~0.1 s of CPU each time).
@@ -75,19 +78,22 @@ class Pegasus:
     def json(self, *args: str) -> Any:
         return json.loads(self.ok(*args, "--json"))
 
+    def client(self) -> Client:
+        """A client of this system, which the caller closes: what a test sets up and reads through where the
+        command line is not what it tests (each command is an interpreter's start and its imports)."""
+        from actors.client import Client  # here: a test that only runs commands never connects
+
+        return Client.connect(Settings().with_overrides({"system": {"admin_port": self.port},
+                                                         "state": {"home": str(self.home)}}))
+
     def wait_for(self, task_id: str, states: set[str], timeout: float = 60.0) -> dict[str, Any]:
         """The task, as ``status --json`` shows it, once its lifecycle state is one of states.  Polled through a
-        client of the system (imported here: a test that only runs commands never waits), not ``status``
-        commands: each costs an interpreter's start (~0.45 s of CPU), and a wait of seconds took several."""
-        from actors.client import Client
-
-        client = Client.connect(Settings().with_overrides({"system": {"admin_port": self.port},
-                                                           "state": {"home": str(self.home)}}))
+        client of the system, not ``status`` commands: a wait of seconds took several."""
+        client = self.client()
         try:
-            task = client.wait(task_id, timeout=timeout, until=frozenset(states))
+            return waited(client, task_id, states, timeout)
         finally:
             client.close()
-        return json.loads(json.dumps(task, default=str))
 
     def track(self) -> None:
         """Remember the system's current processes (checked gone at the end)."""
@@ -96,6 +102,16 @@ class Pegasus:
     def admin_pid(self) -> int:
         record = json.loads(self.spec.pid_file.read_text())
         return int(record["admin"][0])
+
+
+def as_shown(record: Any) -> Any:
+    """A client's answer as the command's ``--json`` prints it (dates and paths as text)."""
+    return json.loads(json.dumps(record, default=str))
+
+
+def waited(client: Client, task_id: str, states: set[str], timeout: float = 60.0) -> dict[str, Any]:
+    """The task, as ``status --json`` shows it, once its lifecycle state is one of states."""
+    return dict(as_shown(client.wait(task_id, timeout=timeout, until=frozenset(states))))
 
 
 def at_once(commands: Sequence[tuple[Pegasus, Sequence[str]]]) -> list[subprocess.CompletedProcess[str]]:
@@ -202,6 +218,23 @@ def stop_and_check(pegasus: Pegasus) -> None:
         survivors = procs.kill_all(dict(pegasus.seen), grace=5.0)  # only our own pids, by identity
     assert not survivors, f"processes {survivors} survived SIGKILL"
     assert not is_running(pegasus.spec)
+
+
+def start_here(pegasus: Pegasus, **overrides: Any) -> None:
+    """The system of ``pegasus``'s port and home, with the settings its environment gives a command, started from
+    this process as the ``pegasus`` fixture starts one (forked: no launcher, nothing imported again) and left
+    running for the commands to attach to; ``stop_and_check`` (or ``pegasus stop``) stops it.  For a test of
+    commands on a running system: ``pegasus start`` itself is tests/integration/test_cli_background.py's.
+    ``overrides``: settings by section, as ``pegasus start``'s flags give them (``http={"enabled": True, ...}``)."""
+    from actors.client import Client  # here: a test that only runs commands never starts one itself
+    from pegasus.config.settings import load
+
+    settings = load(environ=pegasus.env()).with_overrides({"system": {"admin_port": pegasus.port},
+                                                           "state": {"home": str(pegasus.home)}, **overrides})
+    client = Client.start(settings)
+    client.owns_system = False  # closed, it detaches: the system runs on, as a background one does
+    client.close()
+    pegasus.track()
 
 
 def start_background(pegasus: Pegasus) -> dict[str, Any]:

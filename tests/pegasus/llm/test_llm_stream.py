@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from openai.types.chat import ChatCompletionChunk
 
 from pegasus.config import LLMSettings
 from pegasus.llm.client import ChatClient, LLMError
@@ -25,6 +24,8 @@ def test_the_accumulator_assembles_content_tool_calls_finish_reason_and_usage() 
                                       tool_call("echo", {"text": "hi"}, "call_b")],
                       prompt_tokens=5, completion_tokens=9)["body"]
     body.update(id="c1", model="served-model")
+    from openai.types.chat import ChatCompletionChunk  # here: the SDK is no cost of collecting the suite
+
     accumulator = StreamAccumulator("m")
     texts = [accumulator.add(ChatCompletionChunk.model_validate(chunk))
              for chunk in stream_chunks(body, chunk_chars=3)]
