@@ -1,8 +1,10 @@
 """Supervision across processes: a child that keeps dying is said to, named with what it died of, and escalated.
 
-* A pool killed over and over: restarted with a growing pause, and after more than
-  5 deaths in 60 s the supervisor gives up on it (OTP's escalation): it tells the
+* A pool process killed over and over: restarted with a growing pause, and after more
+  than 5 deaths in 60 s the supervisor gives up on it (OTP's escalation): it tells the
   guardian why and ends, the guardian starts a new one, and ``stats`` says why.
+* The home host (the pools in a task actor, the default) killed over and over: a run can
+  do that, so its pools crash-loop slowly instead, and the same supervisor serves on.
 
 The guardian's own policy for a supervisor that keeps dying (slow down, say it
 crash-loops) is the same core's, unit-tested in tests/pegasus/test_supervision.py.
@@ -52,11 +54,11 @@ def llm_pool_pid(client: Client) -> int | None:
 def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus, state_dir: Path) -> None:
     port = procs.free_port()
     # A short reply timeout: a request that reached the supervisor as it gave up is asked again soon.
-    client = Client.connect(pegasus(http={"enabled": True, "port": port}).settings, timeout=5.0)
+    client = Client.connect(pegasus(http={"enabled": True, "port": port}, pools={"home_host": False}).settings,
+                            timeout=5.0)
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
-        # The llm pool's process: the home host (a task actor, by default) or a pool process of its own.
         pool = wait_for(lambda: (pid := llm_pool_pid(client)) not in killed and pid, what="a new llm pool")
         os.kill(pool, signal.SIGKILL)
         killed.append(pool)
@@ -71,6 +73,22 @@ def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus,
     assert serves(client)
     health = wait_for(lambda: _healthz(port), what="/healthz")  # the gateway's view is the guardian's too
     assert health["supervision"]["supervisor"]["restarts"] == 1 and health["crash_looping"] == []
+    client.close()
+
+
+def test_a_home_host_that_keeps_dying_slows_its_pools_restarts_and_the_supervisor_serves_on(pegasus) -> None:
+    client = Client.connect(pegasus().settings, timeout=5.0)
+    first = client.stats()["supervisor_pid"]
+    killed: list[int] = []
+    for _ in range(6):  # one death more than the pools' intensity
+        home = wait_for(lambda: (pid := llm_pool_pid(client)) not in killed and pid, what="a new home host")
+        os.kill(home, signal.SIGKILL)
+        killed.append(home)
+    looping = wait_for(lambda: (s := stats(client)) and s["pools"]["llm"]["supervision"]["status"] == "crash_looping"
+                       and s["pools"]["llm"]["supervision"], what="the llm pool crash-looping")
+    assert looping["kind"] == "hosted_pool" and client.stats()["supervisor_pid"] == first
+    assert serves(client)  # after the pause, in a new home host, under the same supervisor
+    assert client.stats()["supervisor_pid"] == first and llm_pool_pid(client) not in killed
     client.close()
 
 
