@@ -57,7 +57,7 @@ def configure(ctx: Context, request: m.Configure, sender: ActorAddress) -> Any:
     pools = settings.pools
     ctx.task_actors.configure(settings.runtime)  # first: the pools' home host is one of its task actors
     for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
-                                          (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, 0)):
+                                          (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, pools.tool_prefetch)):
         children.start_pool(ctx, name, m.PoolConfig(name, size, pools.queue_limit, timeout, settings, prefetch))
     ctx.store = opened
     try:

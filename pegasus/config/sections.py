@@ -73,8 +73,9 @@ class PoolSettings(_Section):
     queue_limit: int = Field(10000, ge=1, le=MAX_COUNT)
     llm_timeout_s: float = Field(120.0, gt=0, le=DAY_S)
     tool_timeout_s: float = Field(60.0, gt=0, le=DAY_S)
-    # Requests an llm worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
+    # Requests a worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
     llm_prefetch: int = Field(1, ge=0, le=16)
+    tool_prefetch: int = Field(1, ge=0, le=16)
     # The pools' cores run in a task actor (the home host, pegasus/pool/home.py): two messages a stage, not four.
     home_host: bool = True
 

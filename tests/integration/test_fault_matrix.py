@@ -240,9 +240,10 @@ def test_answers_a_killed_worker_had_not_sent_are_not_lost(pegasus, tmp_path: Pa
     worker's word: last session's wedge (two tasks in ``acting`` for good, their answers lost with the worker)."""
     marks, release, released = tmp_path / "marks", tmp_path / "release", tmp_path / "released"
     released.touch()
-    # The pools in processes of their own: a home host's worker answers in the one message that frees it.
+    # The pools in processes of their own: a home host's worker answers in the one message that frees it.  No
+    # prefetch: b's step waits in the pool, not held in the worker (a held one: tests/pegasus/pool/test_pool_core.py).
     client = pegasus(tools={"plugins": [hold.PLUGIN, *PLUGIN["tools"]["plugins"]]},
-                     pools={"tool_workers": 1, "home_host": False}, runtime={"task_actors_max": 1})
+                     pools={"tool_workers": 1, "home_host": False, "tool_prefetch": 0}, runtime={"task_actors_max": 1})
 
     def tool_pool() -> dict[str, Any]:
         return client.stats()["pools"]["tool"]  # type: ignore[no-any-return]

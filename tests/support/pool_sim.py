@@ -2,8 +2,8 @@
 
 Each task: perceive, think, plan (llm), two act steps (tool), reflect (llm), then its post-task reflection
 (llm, the low lane).  Every stage takes ``stage_s``; a task asks for its next stage ``gap_s`` after an answer.
-A worker runs what it was handed in order: with ``llm_prefetch`` (the llm pool's, as ``[pools]``) a busy one
-holds the next.
+A worker runs what it was handed in order: with ``llm_prefetch`` and ``tool_prefetch`` (as ``[pools]``) a busy
+one holds the next.
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ class Outcome:
 
 
 def run(tasks: int, workers: int = 100, stage_s: float = 2.0, gap_s: float = 0.05, submit_s: float = 1.0,
-        reflect: bool = True, jitter: Callable[[], float] = lambda: 0.0, llm_prefetch: int = 0) -> Outcome:
+        reflect: bool = True, jitter: Callable[[], float] = lambda: 0.0, llm_prefetch: int = 0,
+        tool_prefetch: int = 0, answer_lag_s: float = 0.0) -> Outcome:
     """Submit ``tasks`` over ``submit_s``; run them to their end (``reflect``: and their post-task reflections).
-    ``jitter``: a delay added to each ask for a next stage (a loaded machine's)."""
+    ``jitter``: a delay added to each ask for a next stage (a loaded machine's).  ``answer_lag_s``: how late
+    a worker's answer reaches its pool and task (a busy home host reading it), while the worker goes on at
+    once to a job it holds."""
     pools = {"llm": Pool(size=workers, queue_limit=10 * tasks, prefetch=llm_prefetch),
-             "tool": Pool(name="tool", size=workers, queue_limit=10 * tasks)}
+             "tool": Pool(name="tool", size=workers, queue_limit=10 * tasks, prefetch=tool_prefetch)}
     free: dict[tuple[str, object], float] = {}  # (pool, worker) -> when it ends what it was handed
     events: list[tuple[float, int, str, str, int, int]] = []  # (when, tiebreak, what, task, stage, job)
     order = itertools.count()
@@ -50,8 +53,8 @@ def run(tasks: int, workers: int = 100, stage_s: float = 2.0, gap_s: float = 0.0
             if isinstance(command, Dispatch):
                 request = command.request
                 ends = free[pool, command.worker] = max(now, free.get((pool, command.worker), now)) + stage_s
-                heapq.heappush(events, (ends, next(order), f"end:{pool}", request.task_id, request.token,
-                                        command.job))
+                heapq.heappush(events, (ends + answer_lag_s, next(order), f"end:{pool}", request.task_id,
+                                        request.token, command.job))
 
     def ask(task: str, index: int, now: float) -> None:
         pool, stage = CLASSIC[index] if index != REFLECTION else ("llm", StageName.POST_REFLECT)

@@ -151,6 +151,16 @@ def test_requests_held_by_a_worker_that_dies_go_back_first_in_line_not_failed() 
     assert dispatched(out) == [("b", "w2", 3), ("c", "w2", 4)]  # b before c, which had waited in the pool
 
 
+def test_a_tool_step_held_by_a_worker_that_dies_goes_back_first_in_line() -> None:
+    """As an llm stage: if it had begun (its worker sent the answer before it, unread), an effectful step
+    asks the journal again under its key and is refused, never run twice (actors/supervisor/runs.py)."""
+    pool = Pool(name="tool", size=1, prefetch=1)
+    assert dispatched(pool.ask("a") + pool.ask("b") + pool.ask("c")) == [("a", "w1", 1), ("b", "w1", 2)]
+    out = pool.step(Exited("w1"))
+    assert [f.to for f in of(Fail, out)] == ["requester-a"]
+    assert dispatched(out) == [("b", "w2", 3), ("c", "w2", 4)]
+
+
 def test_a_canceled_task_loses_its_queued_and_running_work_but_its_held_request_runs_on() -> None:
     pool = prefetching()
     out = pool.step(Canceled("b"))  # held behind a: not ended (a's result could be lost), never requeued
