@@ -19,9 +19,20 @@ from pegasus.core_error import error_log
 from pegasus.pool.commands import Dispatch, Fail, Forward, PoolCommand
 from pegasus.pool.core import PoolCore
 from pegasus.pool.inputs import (
-    Canceled, Closing, Configured, Created, Exited, Finished, MemberChanged, PoolInput, PoolSpec, Requested, StageAsk,
+    Canceled,
+    Closing,
+    Configured,
+    Created,
+    Exited,
+    Finished,
+    MemberChanged,
+    PoolInput,
+    PoolSpec,
+    Requested,
+    StageAsk,
     StatsAsked,
 )
+from pegasus.task.names import PoolName
 
 
 class _Here:
@@ -33,6 +44,7 @@ class _Here:
 
 HERE = _Here()
 EVERY_POOL = (MemberChanged, Canceled, StatsAsked, Closing)  # told to each pool of the home
+HOSTED = (PoolName.LLM.value, PoolName.TOOL.value)  # the pools a home runs
 
 
 class HomeAsk(StageAsk, Protocol):
@@ -69,6 +81,9 @@ class HomePools:
         self.clock, self.wall_clock = clock, wall_clock
         self.cores: dict[str, PoolCore] = {}
         self._workers: list[tuple[Any, str]] = []  # (address, pool): runtime addresses compare, they need not hash
+        # Requests for a hosted pool not configured yet: a task actor told of a new home (PoolReplaced) may ask it
+        # before the supervisor's PoolConfig arrives (two senders: no order between them).
+        self.early: list[tuple[HomeAsk, Any]] = []
 
     def hosts(self, pool: str) -> bool:
         return pool in self.cores
@@ -78,10 +93,16 @@ class HomePools:
         if config.name in self.cores:
             return []
         self.cores[config.name] = PoolCore(self.clock, self.wall_clock)
-        return self.to_pool(config.name, Configured(config, me))
+        out = self.to_pool(config.name, Configured(config, me))
+        held, self.early = [e for e in self.early if e[0].pool == config.name], \
+            [e for e in self.early if e[0].pool != config.name]
+        return out + [command for request, requester in held for command in self.ask(request, requester)]
 
     def ask(self, request: HomeAsk, requester: Any = HERE) -> Out:
         """A stage for pool ``request.pool``: from a run here (``HERE``), or sent by ``requester``."""
+        if request.pool not in self.cores and request.pool in HOSTED:
+            self.early.append((request, requester))
+            return []
         if request.pool not in self.cores:
             return [ForPool(request.pool, Fail(requester, request, f"no {request.pool or 'unnamed'} pool in the "
                                                f"home host (it runs {', '.join(sorted(self.cores)) or 'none'})",
@@ -94,6 +115,8 @@ class HomePools:
         try:
             if isinstance(event, PoolTimer):
                 return self.to_pool(event.pool, event.timer) if event.pool in self.cores else []
+            if isinstance(event, Canceled):
+                self.early = [(request, to) for request, to in self.early if request.task_id != event.task_id]
             if isinstance(event, EVERY_POOL):
                 return [command for pool in list(self.cores) for command in self.to_pool(pool, event)]
             address = sender if isinstance(event, Finished) else getattr(event, "address", None)

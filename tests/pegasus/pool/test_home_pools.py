@@ -120,3 +120,19 @@ def test_a_request_for_a_pool_the_home_does_not_run_is_answered_failed() -> None
     home = Home()
     [(_, fail)] = commands(home.ask("t1", pool="memory", requester="someone"), Fail)
     assert (fail.to, fail.kind) == ("someone", "exception") and "no memory pool" in fail.error
+
+
+def test_a_request_that_reaches_a_new_home_before_its_pools_configuration_waits_for_it() -> None:
+    """After the home host died, a task actor told of the new one (PoolReplaced) may ask it before the
+    supervisor's PoolConfig arrives: it was failed ("no llm pool in the home host"), and its task with it."""
+    home = HomePools(Clock(), wall_clock=lambda: 1_700_000_000.0)
+    assert home.ask(HomeAsk("t1", pool="llm"), "a task actor") == []  # held, not failed
+    assert home.ask(HomeAsk("t2", pool="llm"), "a task actor") == []
+    assert home.take(Canceled("t2")) == []  # a held request of a canceled task is dropped
+    out = home.configure(Spec("llm", 1), ME)
+    [created] = [m for m in out if isinstance(m.command, StartWorker)]
+    out = home.to_pool("llm", Created(created.command.index, "llm-w1"))
+    [(pool, dispatch)] = commands(out, Dispatch)
+    assert (pool, dispatch.request.task_id, dispatch.requester) == ("llm", "t1", "a task actor")
+    [(_, fail)] = commands(home.ask(HomeAsk("t3", pool="memory"), "someone"), Fail)  # never a home's: at once
+    assert fail.kind == "exception"
