@@ -125,7 +125,7 @@ class PoolConfig:
     queue_limit: int
     timeout_s: float
     settings: Settings
-    prefetch: int = 0  # requests a busy worker may hold besides the one it runs (llm pool only)
+    prefetch: int = 0  # requests a busy worker may hold besides the one it runs
 
 @dataclass(frozen=True)
 class WorkerInit:

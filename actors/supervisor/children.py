@@ -150,7 +150,9 @@ def tell_trouble(ctx: Context, error: str) -> None:
 # -- timers: a pool due again, stopped pools --------------------------------------------------------
 def pool_due(ctx: Context, due: m.PoolDue) -> None:
     view = ctx.supervision.view(time.monotonic()).get(due.name)
-    if view is not None and view["status"] in ("restarting", "crash_looping"):  # crash_looping: slowed down, not ended
+    dead = ctx.pools.dead.get(due.name)
+    if dead is not None and dead == ctx.pools.address.get(due.name) and view is not None and \
+            view["status"] in ("restarting", "crash_looping"):  # crash_looping: slowed down, not ended
         _replace_pool(ctx, due.name)
 
 

@@ -305,8 +305,10 @@ class TaskHosts:
         open_hosts = [h for h in self.hosts.values() if h.served < self.runs_per_host or h.home]
         cool = [h for h in open_hosts if load(h, now) < GROW_AT]
         if cool:
-            # The home host first while it is cool: its runs reach the pools without a message.
-            return min(cool, key=lambda h: (not h.home, len(h.runs), load(h, now), h.key))
+            # The home host first while it is cool and says so (silent, a busy one looks idle): its runs reach
+            # the pools without a message.
+            return min(cool, key=lambda h: (not (h.home and h.sample is not None and now - h.sample[1] <= STALE_S),
+                                            len(h.runs), load(h, now), h.key))
         if len(self.hosts) < self.maximum or not self.hosts:
             return None
         return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))

@@ -69,12 +69,12 @@ def test_tasks_in_flight_feed_the_next_pool_from_the_start() -> None:
 
 
 def test_answers_read_late_by_a_busy_home_host_leave_no_tool_worker_waiting_for_them() -> None:
-    """Simulated, with the defaults' prefetch: 600 tasks submitted at once (as a home host gets them), every
+    """Simulated, with one step held per worker in both pools (``tool_prefetch = 1``): 600 tasks submitted at once (as a home host gets them), every
     answer reaching its pool 0.5 s after its stage ended.  A tool worker that held no next job waited that
     long between steps, so the tool pool ran behind and the tasks ended at 0.862 of the bound (0.947 now)."""
     pools = Settings().pools
     outcome = pool_sim.run(600, workers=100, submit_s=0.0, answer_lag_s=0.5, llm_prefetch=pools.llm_prefetch,
-                           tool_prefetch=pools.tool_prefetch)
+                           tool_prefetch=1)
     assert 48.0 / outcome.completion_s >= 0.92
 
 

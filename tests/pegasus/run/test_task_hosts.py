@@ -245,3 +245,17 @@ def test_the_home_host_made_at_the_ceiling_is_one_of_the_hosts_not_one_more() ->
     assert policy.core.step(Home(clock.now)) == [Placed(2)]  # the one with fewer runs, no third host
     assert policy.view()["hosts"] == 2
     assert policy.core.step(Home(clock.now)) == [Placed(2)]
+
+
+def test_a_home_host_that_said_nothing_lately_is_not_preferred() -> None:
+    """A home host too busy to report looks idle (stale): preferred as well, it took every new run."""
+    policy, clock = hosts(maximum=2)
+    policy.core.step(Home(clock.now))
+    busy(policy, clock, 1, 0.9)
+    policy.place("a", 1)  # the home is hot: host 2 starts
+    policy.place("b", 1)
+    busy(policy, clock, 2, 0.1)
+    clock.now += STALE_S + 0.1
+    busy(policy, clock, 2, 0.1)  # 2 fresh and cool; the home silent
+    assert [policy.place(task, 1)[0] for task in ("c", "d")] == [1, 1]  # the home holds none yet: fewest runs
+    assert policy.place("e", 1)[0] == 1 and policy.place("f", 1)[0] == 2  # 2 each: the fresh one's turn comes
