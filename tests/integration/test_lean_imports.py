@@ -82,4 +82,5 @@ def test_the_launcher_of_a_running_system_maps_no_code_it_ran_only_to_start(pega
     and mapped by no other process, ~4.5 MiB of an idle system's PSS on a quiet machine; its watcher ~1 MiB."""
     client: Client = pegasus(daemon=True, pools={"llm_workers": 1, "tool_workers": 1})
     roles = {role_of(title_of(pid)): pid for pid in system_pids(client.spec)}
-    assert _resident_file_kib(roles["launcher"]) < 3 * 1024, _resident_file_kib(roles["launcher"])
+    # 15 MiB before; ~3 MiB after, a little more once the launcher has run again (it maps back what it uses)
+    assert _resident_file_kib(roles["launcher"]) < 6 * 1024, _resident_file_kib(roles["launcher"])
