@@ -75,7 +75,7 @@ class PoolSettings(_Section):
     tool_timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     # Requests a worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
     llm_prefetch: int = Field(1, ge=0, le=16)
-    tool_prefetch: int = Field(0, ge=0, le=16)
+    tool_prefetch: int = Field(1, ge=0, le=16)
     # The pools' cores run in a task actor (the home host, pegasus/pool/home.py): two messages a stage, not four.
     home_host: bool = True
 

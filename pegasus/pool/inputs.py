@@ -32,6 +32,8 @@ class StageAsk(Protocol):
     def tier(self) -> str | None: ...  # its task's model tier (None: its stage's), read by a rate budget
     @property
     def priority(self) -> int: ...  # its task's (lower first, as admission): the pool's order (pegasus.pool.order)
+    @property
+    def journal_to(self) -> Any: ...  # set: an effectful tool step (journalled before it runs), never prefetched
 
 
 class PoolSpec(Protocol):

@@ -129,6 +129,8 @@ class PoolState:
                 if not slot.jobs:
                     self.idle.appendleft(slot.index)
                 return
+            if slot.jobs and waiting.request.journal_to is not None:
+                return  # an effectful step waits for an idle worker: held, a kill meant for the one before cuts it off
             if self.budget is not None:  # (such a pool never prefetches: the slot was idle)
                 found = self._admitted(self.budget)
                 if found is None:  # every tier waiting is at its endpoint's limit: a Finished frees one

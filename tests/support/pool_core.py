@@ -26,6 +26,7 @@ class Ask:
     context: Any = None
     tier: str | None = None
     priority: int = 5
+    journal_to: Any = None
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,17 @@ def test_a_tool_step_held_by_a_worker_that_dies_goes_back_first_in_line() -> Non
     assert dispatched(out) == [("b", "w2", 3), ("c", "w2", 4)]
 
 
+def test_an_effectful_tool_step_is_never_held_behind_another_it_waits_for_an_idle_worker() -> None:
+    """Held behind b, effectful c would be cut off as an unknown effect by a cancel or deadline that kills the
+    worker (b's), and reported unknown at a crash though it never ran: it waits in the queue instead."""
+    pool = Pool(name="tool", size=1, prefetch=1)
+    assert dispatched(pool.ask("b") + pool.ask("c", journal_to="supervisor") + pool.ask("d")) == [("b", "w1", 1)]
+    assert stats(pool)["queued"] == 2  # c first in line, d behind it: the order holds
+    assert dispatched(pool.finish(1)) == [("c", "w1", 2), ("d", "w1", 3)]  # idle: c runs; d, effect-free, held
+    pool = Pool(name="tool", size=1, prefetch=1)
+    assert dispatched(pool.ask("b") + pool.ask("d")) == [("b", "w1", 1), ("d", "w1", 2)]  # effect-free: held
+
+
 def test_a_canceled_task_loses_its_queued_and_running_work_but_its_held_request_runs_on() -> None:
     pool = prefetching()
     out = pool.step(Canceled("b"))  # held behind a: not ended (a's result could be lost), never requeued
