@@ -10,7 +10,6 @@ plain functions of it.  The pure cores it holds decide: ``Admission`` (tasks),
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
