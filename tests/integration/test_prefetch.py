@@ -25,9 +25,10 @@ def _one_llm_worker(pegasus, latency_ms: float, tasks: int, **pools):
 
 
 def _held(client) -> dict:
-    """The llm pool's stats once its one worker runs a request and holds another."""
-    return wait_for(lambda: (p := client.stats()["pools"]["llm"]) and p["workers"][0]["held"] == 1 and p,
-                    what="an llm worker holding a request")
+    """The llm pool's stats once its one worker runs a request and holds another, and its pid is known (a local
+    worker takes work at once, before its WorkerReady says its pid)."""
+    return wait_for(lambda: (p := client.stats()["pools"]["llm"]) and p["workers"][0]["held"] == 1
+                    and p["workers"][0]["pid"] is not None and p, what="an llm worker holding a request")
 
 
 def test_a_held_request_waits_in_its_worker_and_its_deadline_starts_when_it_runs(pegasus) -> None:
