@@ -10,6 +10,7 @@ plain functions of it.  The pure cores it holds decide: ``Admission`` (tasks),
 from __future__ import annotations
 
 import dataclasses
+
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field

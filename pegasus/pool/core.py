@@ -320,7 +320,7 @@ class PoolCore(Pinging):
 
     def _exited(self, event: Exited, out: Out) -> None:
         # For a worker on a member, the member's admin (its surrogate parent) reports it.
-        slot = self.slot_at(event.address)
+        slot = next((s for s in self.slots.values() if s.address == event.address), None)
         if slot is None:
             return
         out.append(Log(Level.WARNING, "worker_exited", {"worker": slot.index, "member": slot.member, "pid": slot.pid,

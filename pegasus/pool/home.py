@@ -1,7 +1,7 @@
 """A home host's pools: the stage pools' cores run inside a task actor, beside the runs that ask them.
 
 A stage asked in that process reaches its pool without a message, and its worker answers in the one
-message that also frees it (``Dispatch.through_pool``): two messages a stage instead of four (the request to
+message that also frees it (``Dispatch.through``): two messages a stage instead of four (the request to
 the pool, the pool's hand-out, the answer, the worker's "free").  Requests from elsewhere (another task
 actor, the supervisor) are served as by a pool process of their own.  Each pool is a whole ``PoolCore``
 (composed, not copied): this routes inputs to it and marks what is for here.  Pure, never raises
@@ -22,6 +22,8 @@ from pegasus.pool.inputs import (
     Canceled,
     Closing,
     Configured,
+    Created,
+    Exited,
     Finished,
     MemberChanged,
     PoolInput,
@@ -78,6 +80,7 @@ class HomePools:
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.clock, self.wall_clock = clock, wall_clock
         self.cores: dict[str, PoolCore] = {}
+        self._workers: list[tuple[Any, str]] = []  # (address, pool): runtime addresses compare, they need not hash
         # Requests for a hosted pool not configured yet: a task actor told of a new home (PoolReplaced) may ask it
         # before the supervisor's PoolConfig arrives (two senders: no order between them).
         self.early: list[tuple[HomeAsk, Any]] = []
@@ -91,16 +94,16 @@ class HomePools:
             return []
         self.cores[config.name] = PoolCore(self.clock, self.wall_clock)
         out = self.to_pool(config.name, Configured(config, me))
-        held = self.early
-        self.early = []
+        held, self.early = [e for e in self.early if e[0].pool == config.name], \
+            [e for e in self.early if e[0].pool != config.name]
         return out + [command for request, requester in held for command in self.ask(request, requester)]
 
     def ask(self, request: HomeAsk, requester: Any = HERE) -> Out:
         """A stage for pool ``request.pool``: from a run here (``HERE``), or sent by ``requester``."""
+        if request.pool not in self.cores and request.pool in HOSTED:
+            self.early.append((request, requester))
+            return []
         if request.pool not in self.cores:
-            if request.pool in HOSTED:
-                self.early.append((request, requester))
-                return []
             return [ForPool(request.pool, Fail(requester, request, f"no {request.pool or 'unnamed'} pool in the "
                                                f"home host (it runs {', '.join(sorted(self.cores)) or 'none'})",
                                                "exception"))]
@@ -118,28 +121,34 @@ class HomePools:
                 return [command for pool in list(self.cores) for command in self.to_pool(pool, event)]
             address = sender if isinstance(event, Finished) else getattr(event, "address", None)
             pool = self.pool_of(address)
-            return [] if pool is None else self.to_pool(pool, event)
+            if pool is None:
+                return []
+            if isinstance(event, Exited):
+                self._workers = [(known, name) for known, name in self._workers if known != address]
+            return self.to_pool(pool, event)
         except Exception as exc:  # noqa: BLE001 - routing must never take the host down
             return [ForPool("", error_log("home_pools", event, exc))]
 
     def pool_of(self, address: Any) -> str | None:
         """The pool whose worker is at ``address`` (None: no worker of this home)."""
-        if address is None:
-            return None
-        return next((pool for pool, core in self.cores.items() if core.slot_at(address) is not None), None)
+        return next((pool for known, pool in self._workers if known == address), None) if address is not None \
+            else None
 
     def to_pool(self, pool: str, event: PoolInput) -> Out:
         """Step pool ``pool`` (hosted here) with ``event``: its commands, marked."""
+        if isinstance(event, Created):
+            self._workers.append((event.address, pool))
         out = [ForPool(pool, self._here(command)) for command in self.cores[pool].step(event)]
         # A freed worker's next job leaves before a run here takes its answer: that run's transition, in this same
         # process, would hold the hand-out up (a pool of its own handed out while the task actor ran it).
-        return sorted(out, key=lambda marked: _for_here(marked.command))
+        return [marked for marked in out if not _for_here(marked.command)] + \
+            [marked for marked in out if _for_here(marked.command)]
 
     @staticmethod
     def _here(command: PoolCommand) -> PoolCommand:
         """A hand-out for a run here is answered through the pool: in the worker's one message back."""
         if isinstance(command, Dispatch) and command.requester is HERE:
-            return replace(command, through_pool=True)
+            return replace(command, through=True)
         return command
 
 

@@ -43,7 +43,7 @@ class Pinging(PoolState):
             out.append(Ping(slot.address, self.clock()))
 
     def _pong(self, event: Pong, out: Out) -> None:
-        slot = self.slot_at(event.address)
+        slot = self._slot_at(event.address)
         if slot is not None and (member := self.members.get(slot.member)) is not None:
             member.contact.answered(self.clock() - event.sent_at, self.wall_clock())
 
@@ -52,6 +52,5 @@ class Pinging(PoolState):
         if slot is not None and not slot.local and (member := self.members.get(slot.member)) is not None:
             member.contact.heard(self.wall_clock())
 
-    def slot_at(self, address: Any) -> Slot | None:
-        """The slot of the worker at ``address`` (None: not a worker of this pool)."""
+    def _slot_at(self, address: Any) -> Slot | None:
         return next((s for s in self.slots.values() if s.address == address), None)

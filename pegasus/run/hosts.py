@@ -166,6 +166,7 @@ class TaskHosts:
         self.hosts: dict[int, Host] = {}
         self.placed: dict[str, int] = {}  # task -> the host of its run
         self.created = 0
+        self.home: int | None = None  # the key of the home host, while it lives
         self._tick_armed = False
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -212,21 +213,17 @@ class TaskHosts:
         commands.append(Placed(host.key))
         return commands
 
-    @property
-    def home(self) -> int | None:
-        """The key of the home host, while it lives."""
-        return next((host.key for host in self.hosts.values() if host.home), None)
-
     def _home(self, now: float) -> list[HostCommand]:
         if self.home is not None:
             return [Placed(self.home)]
         if self.hosts and len(self.hosts) >= self.maximum:  # at the ceiling: one of them becomes the home
             host = min(self.hosts.values(), key=lambda h: (len(h.runs), h.key))
-            host.home = True
+            host.home, self.home = True, host.key
             return [Placed(host.key)]
         self.created += 1
-        self.hosts[self.created] = Host(self.created, home=True, idle_since=now)
-        return [StartHost(self.created), Placed(self.created)]
+        host = self.hosts[self.created] = Host(self.created, home=True, idle_since=now)
+        self.home = host.key
+        return [StartHost(host.key), Placed(host.key)]
 
     def _release(self, task_id: str, run: int | None, now: float) -> list[HostCommand]:
         key = self.placed.get(task_id)
@@ -258,6 +255,8 @@ class TaskHosts:
         host = self.hosts.pop(key, None)
         if host is None:
             return []  # not a host of ours any more (retired)
+        if self.home == key:
+            self.home = None
         for task_id in host.runs:
             del self.placed[task_id]
         return [HostLost(key, tuple(host.runs.items()))]
@@ -292,14 +291,11 @@ class TaskHosts:
         return commands + self._arm()
 
     @staticmethod
-    def _fresh(host: Host, now: float) -> bool:
-        """It reported within ``STALE_S``."""
-        return host.sample is not None and now - host.sample[1] <= STALE_S
-
-    @classmethod
-    def load(cls, host: Host, now: float) -> float:
+    def load(host: Host, now: float) -> float:
         """Its utilisation, 0 when it has said nothing lately."""
-        return host.util if cls._fresh(host, now) else 0.0
+        if host.sample is None or now - host.sample[1] > STALE_S:
+            return 0.0
+        return host.util
 
     def _choose(self, now: float) -> Host | None:
         """The host for a new run; None: start one."""
@@ -311,7 +307,8 @@ class TaskHosts:
         if cool:
             # The home host first while it is cool and says so (silent, a busy one looks idle): its runs reach
             # the pools without a message.
-            return min(cool, key=lambda h: (not (h.home and self._fresh(h, now)), len(h.runs), load(h, now), h.key))
+            return min(cool, key=lambda h: (not (h.home and h.sample is not None and now - h.sample[1] <= STALE_S),
+                                            len(h.runs), load(h, now), h.key))
         if len(self.hosts) < self.maximum or not self.hosts:
             return None
         return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))
