@@ -101,3 +101,29 @@ def test_a_checkpoint_dumps_only_the_context_fields_changed_and_the_checkpoints_
     assert run.fsm.state == "completed"
     assert dumped[0] == len(TaskContext.model_fields)  # the run's start
     assert dumped[1:] == [4, 2, 3, 1]  # perceived, reasoned, recalled, planned; a step twice; the reflection
+
+
+def test_a_run_is_made_once_and_kept_between_its_inputs_not_passivated_and_restored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host passivated each run to a snapshot after every input and restored it from that snapshot at the
+    next (an FSM, a checkpointer, a RunSnapshot and a TaskSnapshot each time: ~35 us a stage in a task actor woken
+    for each answer).  Nothing reads a run between two of its inputs: it is kept as it is."""
+    made: list[str] = []
+    passivated: list[str] = []
+    init, snapshot = TaskRun.__init__, TaskRun.snapshot
+
+    def counting_init(self: TaskRun, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self.task_id)
+
+    def counting_snapshot(self: TaskRun) -> RunSnapshot:
+        passivated.append(self.task_id)
+        return snapshot(self)
+
+    monkeypatch.setattr(TaskRun, "__init__", counting_init)
+    monkeypatch.setattr(TaskRun, "snapshot", counting_snapshot)
+    core = RunHost(pid=7, clock=FixedClock(), ids=Ids())
+    out = run_classic(core, "t1") + run_classic(core, "t2")
+    assert sum(isinstance(report, TaskTransitioned) for command in out if isinstance(command, Report)
+               for report in command.reports) >= 14  # every transition reported, as before
+    assert (made, passivated) == (["t1", "t2"], [])
