@@ -1,4 +1,4 @@
-"""The task actor: a host of many tasks' runs, each passivated between messages (Orleans' virtual actors).
+"""The task actor: a host of many tasks' runs, each kept as an object between messages (Orleans' virtual actors).
 
 A thin carrier over ``pegasus.run.host.RunHost``, which keeps the held runs, their unanswered
 requests and the pool addresses, and activates one run per message; this class turns messages

@@ -36,7 +36,7 @@ MAX_BYTES = 1 << 40  # sizes in bytes
 
 
 class RuntimeSettings(_Section):
-    # Tasks admitted and running at once.  A running task waiting on a stage is a passivated run,
+    # Tasks admitted and running at once.  A running task waiting on a stage is a run held in a task actor,
     # not a process, a few KB each (docs/architecture.md, "Virtual task actors").  Above ~1,000 the priority
     # queue matters less (admitted tasks wait FIFO in the pools), so the default stops there.
     max_active_tasks: int = Field(1000, ge=1, le=1_000_000)

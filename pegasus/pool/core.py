@@ -27,7 +27,7 @@ from pegasus.pool.inputs import (
 from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
 from pegasus.pool.order import Waiting
-from pegasus.pool.state import Job, Member, Out, member_name_of
+from pegasus.pool.state import Job, JobNumbers, Member, Out, member_name_of
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Restart, StartAgain, Started, Supervision
 from pegasus.supervision import Exited as Died
 from pegasus.task.names import PoolName
@@ -45,8 +45,8 @@ WORKER_SPEC = ChildSpec(Restart.PERMANENT, intensity=10, period_s=60.0, when_exc
 
 class PoolCore(Pinging):
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock, wall_clock)
+                 wall_clock: Callable[[], float] = time.time, job_numbers: JobNumbers | None = None) -> None:
+        super().__init__(clock, wall_clock, job_numbers)
         self.worker_deaths = Supervision({"worker": WORKER_SPEC})  # per slot: the pause before its next worker
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
             Configured: self._configure, Requested: self._hold, Canceled: self._cancel_held, StatsAsked: self._stats}

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pegasus.core_error import error_log
 from pegasus.pool.commands import Dispatch, Fail, Forward, PoolCommand
 from pegasus.pool.core import PoolCore
+from pegasus.pool.state import JobNumbers
 from pegasus.pool.inputs import (
     Canceled,
     Closing,
@@ -80,6 +81,7 @@ class HomePools:
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.clock, self.wall_clock = clock, wall_clock
         self.cores: dict[str, PoolCore] = {}
+        self.job_numbers = JobNumbers()  # shared by its pools: a worker's answer finds its pool by its job
         self._workers: list[tuple[Any, str]] = []  # (address, pool): runtime addresses compare, they need not hash
         # Requests for a hosted pool not configured yet: a task actor told of a new home (PoolReplaced) may ask it
         # before the supervisor's PoolConfig arrives (two senders: no order between them).
@@ -92,7 +94,7 @@ class HomePools:
         """Host pool ``config.name`` from now on (its workers start); a second configuration is ignored."""
         if config.name in self.cores:
             return []
-        self.cores[config.name] = PoolCore(self.clock, self.wall_clock)
+        self.cores[config.name] = PoolCore(self.clock, self.wall_clock, self.job_numbers)
         out = self.to_pool(config.name, Configured(config, me))
         held, self.early = [e for e in self.early if e[0].pool == config.name], \
             [e for e in self.early if e[0].pool != config.name]
@@ -110,9 +112,14 @@ class HomePools:
         return self.to_pool(request.pool, Requested(request, requester))
 
     def take(self, event: PoolInput | PoolTimer, sender: Any = None) -> Out:
-        """Any other input: to the pool whose worker ``sender`` (or the input's address) is, to the pool whose
-        timer fired, or to every pool (membership, cancel, stats, closing).  Unknown workers are ignored."""
+        """Any other input: a worker's answer to the pool whose job it is, else to the pool whose worker ``sender``
+        (or the input's address) is; to the pool whose timer fired, or to every pool (membership, cancel, stats,
+        closing).  Unknown workers are ignored."""
         try:
+            if type(event) is Finished:  # the stage path: found by its job, no address compared (a pool process
+                pool = self._pool_of_job(event.job)  # takes a job's answer by its number alike)
+                if pool is not None:
+                    return self.to_pool(pool, event)
             if isinstance(event, PoolTimer):
                 return self.to_pool(event.pool, event.timer) if event.pool in self.cores else []
             if isinstance(event, Canceled):
@@ -129,6 +136,13 @@ class HomePools:
         except Exception as exc:  # noqa: BLE001 - routing must never take the host down
             return [ForPool("", error_log("home_pools", event, exc))]
 
+    def _pool_of_job(self, job: int) -> str | None:
+        """The pool running job ``job`` (None: no pool here has it, e.g. answered already)."""
+        for pool, core in self.cores.items():
+            if job in core.jobs:
+                return pool
+        return None
+
     def pool_of(self, address: Any) -> str | None:
         """The pool whose worker is at ``address`` (None: no worker of this home)."""
         return next((pool for known, pool in self._workers if known == address), None) if address is not None \
@@ -141,14 +155,15 @@ class HomePools:
         out = [ForPool(pool, self._here(command)) for command in self.cores[pool].step(event)]
         # A freed worker's next job leaves before a run here takes its answer: that run's transition, in this same
         # process, would hold the hand-out up (a pool of its own handed out while the task actor ran it).
-        return [marked for marked in out if not _for_here(marked.command)] + \
-            [marked for marked in out if _for_here(marked.command)]
+        here = [marked for marked in out if _for_here(marked.command)]
+        return [marked for marked in out if not _for_here(marked.command)] + here if here else out
 
     @staticmethod
     def _here(command: PoolCommand) -> PoolCommand:
         """A hand-out for a run here is answered through the pool: in the worker's one message back."""
-        if isinstance(command, Dispatch) and command.requester is HERE:
-            return replace(command, through=True)
+        if type(command) is Dispatch and command.requester is HERE:
+            return Dispatch(command.worker, command.job, command.request, HERE, command.timeout_s, command.known,
+                            through=True)
         return command
 
 

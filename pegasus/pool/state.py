@@ -82,9 +82,25 @@ def member_name_of(capabilities: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+class JobNumbers:
+    """The job numbers a pool hands out.  A home's pools share one (``pegasus.pool.home``): a number then
+    names one job of one pool, and a worker's answer finds its pool by it."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def take(self) -> int:
+        self.last += 1
+        return self.last
+
+
 class PoolState:
-    def __init__(self, clock: Callable[[], float], wall_clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], wall_clock: Callable[[], float],
+                 job_numbers: JobNumbers | None = None) -> None:
         self.clock, self.wall_clock = clock, wall_clock
+        self.job_numbers = job_numbers or JobNumbers()
         self.config: PoolSpec | None = None
         self.name, self.me, self.lead, self.placement_timeout_s = "?", "", False, 0.0
         self.slots: dict[int, Slot] = {}
@@ -104,7 +120,7 @@ class PoolState:
         # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to each worker: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
         self.known_version = 0  # how often ``known`` changed: a worker is handed it again only when it did
-        self.next_job = self.next_seq = self.next_serial = self.next_index = self.replaced = 0
+        self.next_seq = self.next_serial = self.next_index = self.replaced = 0
 
     def _new_index(self) -> int:
         self.next_index += 1
@@ -144,8 +160,7 @@ class PoolState:
                     return
                 waiting = found
             self.queue.take(waiting)
-            self.next_job += 1
-            job = self.next_job
+            job = self.job_numbers.take()
             self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
                                  reruns=waiting.reruns)
             slot.jobs.append(job)
@@ -179,7 +194,7 @@ class PoolState:
                 if len(refused) + len(full) == budget.tier_count:
                     break
                 continue
-            wait = budget.admit(waiting.request.context, self.next_job + 1, waiting.request.stage, tier)
+            wait = budget.admit(waiting.request.context, self.job_numbers.last + 1, waiting.request.stage, tier)
             if wait <= 0:
                 return waiting
             refused[tier] = wait

@@ -9,10 +9,10 @@ from pegasus.run.core import EXIT_REASON_BY_KIND, TaskRun
 from pegasus.run.inputs import (
     Answered, MemoriesRecalled, MessagesSent, RecallAnswer, RunInput, StageAnswer, Started, Streamed, SuspendAsked,
 )
-from pegasus.run.snapshot import RunSnapshot, current, delta_of, step_key, sub_task_key
+from pegasus.run.snapshot import RunSnapshot, step_key, sub_task_key
 
 __all__ = [
     "EXIT_REASON_BY_KIND", "Abandon", "Answered", "AskRecall", "ChildStep", "Command", "Log", "MemoriesRecalled",
     "MessagesSent", "RecallAnswer", "RunInput", "RunSnapshot", "SendStage", "StageAnswer", "Started", "Streamed",
-    "SuspendAsked", "TaskRun", "TaskStopped", "TaskTransitioned", "current", "delta_of", "step_key", "sub_task_key",
+    "SuspendAsked", "TaskRun", "TaskStopped", "TaskTransitioned", "step_key", "sub_task_key",
 ]

@@ -91,7 +91,8 @@ class TaskRun:
                            self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity,
                            self.checkpointer.source)
 
-    def _current(self, task_id: str, token: int) -> bool:
+    def current(self, task_id: str, token: int) -> bool:
+        """Whether an answer (or streamed text) with ``token`` is for this run: any other is dropped."""
         return not self.stopped and token == self.token and task_id == self.task_id
 
     # -- inputs -------------------------------------------------------------------------------
@@ -100,20 +101,20 @@ class TaskRun:
 
     def _answered_input(self, event: Answered) -> list[Command]:
         answer = event.answer
-        if not self._current(answer.task_id, answer.token):
+        if not self.current(answer.task_id, answer.token):
             return [Log(Level.INFO, "stale_result_dropped",
                         {"stage": answer.stage, "token": answer.token, "current": self.token})]
         return self._handle(self._answered, answer)
 
     def _recalled_input(self, event: MemoriesRecalled) -> list[Command]:
         answer = event.answer
-        if not self._current(answer.task_id, answer.token):
+        if not self.current(answer.task_id, answer.token):
             return [Log(Level.INFO, "stale_recall_dropped", {"token": answer.token, "current": self.token})]
         return self._handle(self._recalled, answer)
 
     def _streamed(self, event: Streamed) -> list[Command]:
         delta = event.delta
-        return [replace(delta, run=self.run)] if self._current(delta.task_id, delta.token) else []
+        return [replace(delta, run=self.run)] if self.current(delta.task_id, delta.token) else []
 
     def _suspend_asked(self, event: SuspendAsked) -> list[Command]:
         if self.stopped or event.task_id != self.task_id:

@@ -1,9 +1,9 @@
 """A host of many task runs, as a pure core: ``RunHost.step(input) -> list[HostCommand]``.
 
-A task actor (``actors/task_actor.py``) holds many runs, each passivated as its ``RunSnapshot``
-between two messages.  This core keeps the held runs, each run's unanswered stage request, the pool
-addresses and the highest token issued, activates one run per input and turns its commands into
-addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).  A
+A task actor (``actors/task_actor.py``) holds many runs, each a ``TaskRun`` kept between two messages
+(made once from its ``RunSnapshot``; a run is a value only where it leaves the process: its reports).  This core
+keeps the held runs, each run's unanswered stage request, the pool addresses and the highest token issued, steps
+one run per input and turns its commands into addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).  A
 done run's post-task reflection is handed out from here when it can be (``pegasus.run.reflections``).
 Never raises; the clock, the ids and the pid are passed in.
 """
@@ -21,7 +21,7 @@ from pegasus.run.core import EffectOf, TaskRun
 from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
 from pegasus.run.reflections import HeldReflections
 from pegasus.run.report_batch import ReportBatch
-from pegasus.run.snapshot import RunSnapshot, current
+from pegasus.run.snapshot import RunSnapshot
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
@@ -179,7 +179,7 @@ class RunHost:
         self.debug = debug  # the carrier writes debug lines: the runs make theirs (``TaskRun.debug``)
         self.supervisor: Address = None
         self.token = 0  # the highest token issued here
-        self.runs: dict[str, RunSnapshot] = {}  # task -> its run, passivated
+        self.runs: dict[str, TaskRun] = {}  # task -> its run, between two inputs
         self.asked: dict[str, AskPool] = {}  # task -> its unanswered stage request (sent again if its pool dies)
         self.pools: dict[str, Address] = {}
         self.dead_pools: list[Address] = []
@@ -214,7 +214,8 @@ class RunHost:
         self._forget(start.task_id)  # an earlier run of the task held here is over: this one replaces it
         state = RunSnapshot(start.task, start.run, start.max_iterations, start.generation, start.journal, self.token,
                             inbox=start.inbox, recall_k=start.recall_k, identity=start.identity)
-        return self._activate(start.task_id, state, start.started)
+        run = TaskRun(state, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid, debug=self.debug)
+        return self._activate(start.task_id, run, start.started)
 
     def _answered(self, event: Answered) -> list[HostCommand]:
         answer = event.answer
@@ -234,7 +235,7 @@ class RunHost:
     def _streamed(self, event: Streamed) -> list[HostCommand]:
         delta = event.delta
         held = self.runs.get(delta.task_id)  # passed on without activating the run
-        if held is None or not current(held, delta.task_id, delta.token):
+        if held is None or not held.current(delta.task_id, delta.token):
             return []
         return [*self._reports(self.batch.before_other()), Tell(self.supervisor, replace(delta, run=held.run))]
 
@@ -266,7 +267,7 @@ class RunHost:
             again += [AskPool(event.address, stage, None) for stage in self.reflections.out.values()]
         for task_id, asked in list(self.asked.items()):
             held = self.runs.get(task_id)
-            if asked.stage.pool != event.name or held is None or not current(held, task_id, asked.stage.token):
+            if asked.stage.pool != event.name or held is None or not held.current(task_id, asked.stage.token):
                 continue
             self.asked[task_id] = replace(asked, to=event.address)
             again.append(self.asked[task_id])
@@ -296,30 +297,30 @@ class RunHost:
         return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []
 
     # -- activation --------------------------------------------------------------------------------
-    def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[RunSnapshot | None,
+    def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[TaskRun | None,
                                                                                       list[HostCommand]]:
         """The run an answer is for, or None and a log line when it is for no run held here, or a stale one."""
         held = self.runs.get(task_id)
-        if held is None or not current(held, task_id, token):
+        if held is None or not held.current(task_id, token):
             line = Log(Level.INFO, stale, {"task_id": task_id, "token": token,
                                        "current": held.token if held is not None else None, **fields})
             return None, [LogLine(line)]
         return held, []
 
-    def _activate(self, task_id: str, held: RunSnapshot, event: RunInput) -> list[HostCommand]:
-        """One activation: the run restored, one input stepped, its commands addressed, the run
-        passivated again -- or forgotten when it stopped or cannot go on."""
-        self.last = (task_id, held.run)
-        run = TaskRun(held, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid, debug=self.debug)
+    def _activate(self, task_id: str, run: TaskRun, event: RunInput) -> list[HostCommand]:
+        """One activation: one input stepped, its commands addressed, the run kept as it is for the next one
+        (not passivated to a snapshot and restored: nothing outside reads it between two inputs) -- or
+        forgotten when it stopped or cannot go on."""
+        self.last = (task_id, run.run)
         commands = run.step(event)
         self.token = max(self.token, run.token)
         out, abandon = self._address(run, commands)
         if abandon is not None or run.stopped:
             self._forget(task_id)
             if abandon is not None:
-                out += self._abandoned(task_id, held.run, abandon)
+                out += self._abandoned(task_id, run.run, abandon)
         else:
-            self.runs[task_id] = run.snapshot()
+            self.runs[task_id] = run
         return out
 
     def _address(self, run: TaskRun, commands: list[Command]) -> tuple[list[HostCommand], str | None]:

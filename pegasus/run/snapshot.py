@@ -1,18 +1,16 @@
 """A task run between two events, as a value (``RunSnapshot``), and the keys of its journalled steps.
 
-A carrier holds a run as its snapshot between messages and answers the stale ones from it
-without activating the run (``current``, ``delta_of``).
+A run starts from its snapshot (``TaskRun(snapshot)``), in any process; its host keeps the ``TaskRun``
+between two of its messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from pegasus.run.commands import Command
 from pegasus.store.journal import ENDED
-from pegasus.streaming import TextDelta
 from pegasus.task.models import TaskContext, TaskSnapshot
 
 
@@ -59,17 +57,6 @@ class RunSnapshot:
     recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
     identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
     checkpoint_source: TaskContext | None = None  # the context ``checkpoint_base`` was dumped from (None: unknown)
-
-
-def current(state: RunSnapshot, task_id: str, token: int) -> bool:
-    """Whether an answer (or streamed text) with ``token`` is for the run passivated as ``state``:
-    a carrier drops any other without activating the run (``TaskRun.step`` would drop it too)."""
-    return not state.stopped and token == state.token and task_id == state.task.task_id
-
-
-def delta_of(state: RunSnapshot, delta: TextDelta) -> list[Command]:
-    """What ``TaskRun.step(Streamed(delta))`` answers for the run passivated as ``state``, without activating it."""
-    return [replace(delta, run=state.run)] if current(state, delta.task_id, delta.token) else []
 
 
 def ended(row: Mapping[str, Any] | None) -> bool:

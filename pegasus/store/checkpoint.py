@@ -89,25 +89,27 @@ class Checkpointer:
     def make(self, kind: str, task: TaskFSM | TaskSnapshot) -> bytes:
         """The checkpoint of a task (its FSM, read not copied, or a snapshot) as it is now."""
         context = task.context
-        current = self._dump(context)
+        current, changed = self._dump(context)
         if kind == "full":
             data = encode_full(task.snapshot() if isinstance(task, TaskFSM) else task)
         else:
-            change = deltas.diff(self.base, current)
+            change = deltas.diff(self.base, current) if changed is None else \
+                deltas.diff_fields(self.base, current, changed)
             data = codec.pack({"format": FORMAT, "delta": change, "metadata": task.metadata})
         self.base, self.source = current, context
         return data
 
-    def _dump(self, context: TaskContext) -> dict[str, Any]:
-        """``context`` as JSON.  A context is never changed in place (a transition changes a copy, sharing the
-        fields it leaves: ``pegasus.task.fsm``), so a field whose value is still the one ``base`` was dumped
-        from is as ``base`` has it: only the others are dumped (a whole dump and its diff, a checkpoint)."""
+    def _dump(self, context: TaskContext) -> tuple[dict[str, Any], set[str] | None]:
+        """``context`` as JSON, and the fields that may differ from ``base`` (None: any).  A context is never
+        changed in place (a transition changes a copy, sharing the fields it leaves: ``pegasus.task.fsm``), so a
+        field whose value is still the one ``base`` was dumped from is as ``base`` has it: only the others are
+        dumped, and diffed (a whole dump and its diff, a checkpoint)."""
         source = self.source
         if source is None or type(source) is not type(context):
-            return context.model_dump(mode="json")
+            return context.model_dump(mode="json"), None
         before = source.__dict__
         changed = {name for name, value in context.__dict__.items() if before.get(name, _NONE) is not value}
-        return {**self.base, **context.model_dump(mode="json", include=changed)} if changed else self.base
+        return ({**self.base, **context.model_dump(mode="json", include=changed)} if changed else self.base), changed
 
 
 def rebuild(task_id: str, rows: list[Any]) -> TaskSnapshot:

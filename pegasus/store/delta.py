@@ -10,6 +10,7 @@ same length (a plan step marked completed) and per-key edits of dicts.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 # Delta forms (a tagged dict, so a delta is plain msgpack-able data):
@@ -38,6 +39,20 @@ def diff(old: Any, new: Any) -> Delta | None:
             edits_by_index = {str(i): d for i, (a, b) in enumerate(zip(old, new)) if (d := diff(a, b)) is not None}
             return {"i": edits_by_index}
     return {"=": new}
+
+
+def diff_fields(old: dict[str, Any], new: dict[str, Any], changed: Collection[str]) -> Delta | None:
+    """``diff(old, new)`` of two dicts whose values may differ only under the keys ``changed`` (every other
+    value the same object, or equal): those alone are compared (a checkpoint's context, of which a transition
+    changes a field or two)."""
+    edits = {key: d for key in new if key in changed and (d := diff(old.get(key, _MISSING), new[key])) is not None}
+    dropped = [key for key in old if key not in new]
+    if not edits and not dropped and len(old) == len(new):
+        return None
+    delta: Delta = {"k": edits}
+    if dropped:
+        delta["-"] = dropped
+    return delta
 
 
 def apply(old: Any, delta: Delta | None) -> Any:

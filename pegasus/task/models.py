@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
 _IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime})
 _set = object.__setattr__
+_MODELS: dict[str, type[BaseModel]] = {}  # the task models by class name (``_Model.__reduce__``)
 
 ActionType = Literal["tool_call", "generate", "sub_task", "respond"]
 Verdict = Literal["complete", "continue", "replan"]
@@ -22,6 +23,18 @@ Verdict = Literal["complete", "continue", "replan"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _MODELS[cls.__name__] = cls
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its class's name, its fields and which were set (``_unpickled``), not as pydantic's state
+        dict of four entries with each model's class found by module and name: a task's context crosses a process
+        with every stage, both ways (docs/performance.md, branch i33-home2)."""
+        extra, private = self.__pydantic_extra__, self.__pydantic_private__
+        rest = () if extra is None and private is None else (extra, private)
+        return _unpickled, (type(self).__name__, self.__dict__, self.__pydantic_fields_set__, *rest)
 
 
 class PlanStep(_Model):
@@ -213,6 +226,17 @@ def _copy(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return _rebuilt(value, {key: _copy(item) for key, item in value.__dict__.items()})
     return copy.deepcopy(value)
+
+
+def _unpickled(kind: str, fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None,
+               private: dict[str, Any] | None = None) -> BaseModel:
+    """A model as ``_Model.__reduce__`` pickled it (as pydantic's ``__setstate__`` restores one: unvalidated)."""
+    model = object.__new__(_MODELS[kind])
+    _set(model, "__dict__", fields)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", extra)
+    _set(model, "__pydantic_private__", private)
+    return model
 
 
 def _rebuilt(model: _ModelT, state: dict[str, Any]) -> _ModelT:

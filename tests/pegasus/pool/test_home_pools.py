@@ -5,10 +5,11 @@ pool process, and each pool's policy (worker death, cancel, deadlines, stats) is
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, PoolCommand, SendStats, StartWorker
+from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Forward, Log, PoolCommand, SendStats, StartWorker
 from pegasus.pool.home import HERE, ForPool, HomePools, PoolTimer
 from pegasus.pool.inputs import Canceled, Closing, Created, DeadlineDue, Exited, Finished, StatsAsked
 from tests.support.pool_core import ME, Ask, Clock, Spec
@@ -22,10 +23,10 @@ class HomeAsk(Ask):
 class Home:
     """``step`` answers each StartWorker with Created at ``<pool>-w1``, ``<pool>-w2``... as the carrier does."""
 
-    def __init__(self, llm: int = 1, tool: int = 1, prefetch: int = 0) -> None:
+    def __init__(self, llm: int = 1, tool: int = 1, prefetch: int = 0, address: Callable[[str], Any] = str) -> None:
         self.clock = Clock()
         self.home = HomePools(self.clock, wall_clock=lambda: 1_700_000_000.0)
-        self.addresses = {pool: map(f"{pool}-w{{}}".format, itertools.count(1)) for pool in ("llm", "tool")}
+        self.addresses = {pool: map(address, map(f"{pool}-w{{}}".format, itertools.count(1))) for pool in ("llm", "tool")}
         self.started = self.carry(self.home.configure(Spec("llm", llm, prefetch=prefetch), ME))
         self.started += self.carry(self.home.configure(Spec("tool", tool), ME))
 
@@ -71,6 +72,41 @@ def test_a_freed_worker_gets_its_next_job_before_the_run_here_takes_its_answer()
     out = home.take(Finished(first.job, "t1's result"), sender="llm-w1")
     assert [type(marked.command).__name__ for marked in out if isinstance(marked.command, (Dispatch, Forward))] \
         == ["Dispatch", "Forward"]
+
+
+class Address:
+    """A runtime address as Thespian's: compared (each comparison counted, and not cheap there), never hashed."""
+
+    compared = 0
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        Address.compared += 1
+        return isinstance(other, Address) and other.name == self.name
+
+
+def test_a_workers_answer_finds_its_pool_by_its_job_not_by_comparing_its_address_with_each_worker() -> None:
+    """Each WorkDone's sender was compared with the home's workers in turn (Thespian's address comparison,
+    ~3 a stage: ~7% of the home host's handler time at L = 50 ms).  The home's pools number their jobs from one
+    counter, so a job names its pool; an answer whose job no pool has (answered already) still goes to its
+    worker's pool, which drops it."""
+    home = Home(llm=3, tool=3, address=Address)
+    handed = commands(home.ask("t1") + home.ask("t2") + home.ask("t3"), Dispatch) + \
+        commands(home.ask("t4", pool="tool") + home.ask("t5", pool="tool") + home.ask("t6", pool="tool"), Dispatch)
+    assert len({dispatch.job for _, dispatch in handed}) == 6  # one number, one job of one pool
+    Address.compared = 0
+    for pool, dispatch in reversed(handed):
+        sender = Address(dispatch.worker.name)  # as a message's sender: equal, not the same object
+        out = home.take(Finished(dispatch.job, f"{dispatch.request.task_id}'s result"), sender=sender)
+        assert commands(out, Forward) == [(pool, Forward(HERE, f"{dispatch.request.task_id}'s result"))]
+    assert Address.compared == 0
+    pool, dispatch = handed[-1]
+    [(dropped_by, log)] = commands(home.take(Finished(dispatch.job, "late"), sender=Address(dispatch.worker.name)),
+                                   Log)
+    assert (dropped_by, log.event, log.fields["pool"]) == ("tool", "stale_result_dropped", "tool")
 
 
 def test_a_request_from_elsewhere_is_served_as_by_a_pool_process_of_its_own() -> None:

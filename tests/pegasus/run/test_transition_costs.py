@@ -11,6 +11,7 @@ import pytest
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.levels import Level
 from pegasus.run import Answered, RunSnapshot, SendStage, Started, TaskRun, TaskTransitioned
+from pegasus.store import delta
 from pegasus.store.checkpoint import encode_full, rebuild
 from pegasus.store.sqlite import Checkpoint
 from pegasus.run.host import AskPool, Delivered, Handled, HostCommand, LogLine, Report, RunHost, Start
@@ -101,3 +102,57 @@ def test_a_checkpoint_dumps_only_the_context_fields_changed_and_the_checkpoints_
     assert run.fsm.state == "completed"
     assert dumped[0] == len(TaskContext.model_fields)  # the run's start
     assert dumped[1:] == [4, 2, 3, 1]  # perceived, reasoned, recalled, planned; a step twice; the reflection
+
+
+def test_a_run_is_made_once_and_kept_between_its_inputs_not_passivated_and_restored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host passivated each run to a snapshot after every input and restored it from that snapshot at the
+    next (an FSM, a checkpointer, a RunSnapshot and a TaskSnapshot each time: ~35 us a stage in a task actor woken
+    for each answer).  Nothing reads a run between two of its inputs: it is kept as it is."""
+    made: list[str] = []
+    passivated: list[str] = []
+    init, snapshot = TaskRun.__init__, TaskRun.snapshot
+
+    def counting_init(self: TaskRun, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self.task_id)
+
+    def counting_snapshot(self: TaskRun) -> RunSnapshot:
+        passivated.append(self.task_id)
+        return snapshot(self)
+
+    monkeypatch.setattr(TaskRun, "__init__", counting_init)
+    monkeypatch.setattr(TaskRun, "snapshot", counting_snapshot)
+    core = RunHost(pid=7, clock=FixedClock(), ids=Ids())
+    out = run_classic(core, "t1") + run_classic(core, "t2")
+    assert sum(isinstance(report, TaskTransitioned) for command in out if isinstance(command, Report)
+               for report in command.reports) >= 14  # every transition reported, as before
+    assert (made, passivated) == (["t1", "t2"], [])
+
+
+def test_a_checkpoint_diffs_only_the_fields_its_transition_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta checkpoint diffed the whole context against the last one, a call for each of its ~25 fields though
+    a transition changes one to four (the others are the same objects); those alone are diffed now, to the same
+    delta."""
+    diff, diff_fields = delta.diff, delta.diff_fields
+    same_containers: list[Any] = []
+    deltas: list[Any] = []
+
+    def watched(old: Any, new: Any) -> Any:
+        if old is new and isinstance(old, (dict, list)):
+            same_containers.append(old)
+        return diff(old, new)
+
+    def checked(old: dict[str, Any], new: dict[str, Any], changed: Any) -> Any:
+        found = diff_fields(old, new, changed)
+        monkeypatch.setattr(delta, "diff", diff)  # the whole diff, for the check: not watched
+        assert found == diff(old, new)
+        monkeypatch.setattr(delta, "diff", watched)
+        deltas.append(found)
+        return found
+
+    monkeypatch.setattr(delta, "diff", watched)
+    monkeypatch.setattr(delta, "diff_fields", checked)
+    run_classic(RunHost(pid=7, clock=FixedClock(), ids=Ids()), "t1")
+    assert len(deltas) >= 3 and all(deltas)  # a classic task's delta checkpoints, each changing something
+    assert same_containers == []
