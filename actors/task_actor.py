@@ -211,7 +211,7 @@ class TaskActor(HomePoolsHost):
 
     def _report(self, command: h.Report) -> None:
         """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
-        send_with_callback(self, command.to, m.TaskReports(command.reports, time.process_time()), self._delivered)
+        send_with_callback(self, command.to, m.TaskReports(command.reports, time.process_time(), command.waited), self._delivered)
 
     def _wake_after(self, command: h.WakeAfter) -> None:
         self.wakeupAfter(timedelta(seconds=command.seconds), payload=h.ReportsDue())

@@ -150,10 +150,12 @@ class Tell:
 @dataclass(frozen=True, slots=True)
 class Report:
     """Reports to ``to``, in order, as one message: of one or more activations, of one or more tasks.
-    The carrier answers ``Delivered`` once the message is delivered (or failed)."""
+    The carrier answers ``Delivered`` once the message is delivered (or failed).  ``waited``: they were
+    held for time (``pegasus.run.report_batch``): a batch already, which the supervisor commits at once."""
 
     to: Address
     reports: tuple[TaskTransitioned | TaskStopped | Reflected, ...]
+    waited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +323,9 @@ class RunHost:
         return now if len(self.asked) >= HOLD_RUNS else None
 
     def _reports(self, reports: Reports) -> list[HostCommand]:
-        return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []
+        if not reports or self.supervisor is None:
+            return []
+        return [Report(self.supervisor, reports, self.batch.sent_waited)]
 
     # -- activation --------------------------------------------------------------------------------
     def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[RunSnapshot | None,

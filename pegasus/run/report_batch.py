@@ -28,6 +28,8 @@ class ReportBatch:
         self.bounding = False  # a report held is bounded: while it waits for time, a timer is on its way
         self.timer = False  # a timer asked for (``wake_after``) has not yet fired (``woken``)
         self.arm = False  # a bounded report now waits for time and no timer is on its way
+        self.waited = False  # a report held now waited for time: the batch is one already (``sent_waited``)
+        self.sent_waited = False  # whether the batch ``_send`` answered last had waited for time
         self.held: list[Any] = []
         self.due = False  # a report held is not lazy: the batch goes at the next chance
         self.urgent = False  # a report held is not holdable: no hold_s wait
@@ -55,7 +57,7 @@ class ReportBatch:
         if more_read or self.in_flight or not (self.due or idle):
             return ()
         if now is not None and not idle and not self.urgent and now < self.left_at + self.hold_s:
-            self.arm = self.bounding and not self.timer
+            self.arm, self.waited = self.bounding and not self.timer, True
             return ()
         return self._send(now)
 
@@ -81,6 +83,7 @@ class ReportBatch:
         if not self.held:
             return ()
         batch, self.held, self.due, self.urgent, self.bounding = tuple(self.held), [], False, False, False
+        self.sent_waited, self.waited = self.waited, False
         self.in_flight += 1
         if now is not None:
             self.left_at = now

@@ -152,3 +152,13 @@ def test_a_suspended_runs_end_and_a_parents_still_go_at_once_while_runs_wait() -
         batch.left_at = 10.0
         batch.add([TaskStopped("p", 1, state, done, children=children)])  # type: ignore[arg-type]
         assert bool(batch.handled(False, idle=False, now=10.1)) is waits
+
+
+def test_a_batch_says_whether_it_waited_for_time_so_the_supervisor_need_not_linger_for_more() -> None:
+    core, asks = _waiting_host()
+    [first] = of(Report, core.step(answer(asks["t0"])) + core.step(Handled(False, 1.5)))  # after the hold
+    assert not first.waited
+    core.step(Delivered(False, 1.501))
+    assert not of(Report, core.step(answer(asks["t1"])) + core.step(Handled(False, 1.6)))  # held for time
+    [second] = of(Report, core.step(answer(asks["t2"])) + core.step(Handled(False, 1.75)))
+    assert second.waited and len(second.reports) == 2
