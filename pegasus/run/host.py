@@ -32,10 +32,10 @@ DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a repl
 HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions and ends may wait
 # ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
 # TaskReports per stage or end cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
-REPORT_HOLD_S = 0.2
-# A held end asks for a timer this long (one at a time): should the messages stop coming (a model's minutes), it
-# still leaves within about twice this; while they come, the first after the hold carries it.
-REPORT_BOUND_S = 0.25
+REPORT_HOLD_S = 0.3
+# A held report asks for a timer this long (one at a time): should the messages stop coming (a model's minutes),
+# it still leaves within about the hold and this; while they come, the first after the hold carries it.
+REPORT_BOUND_S = 0.35
 # The ends no one waits on at once: a suspended run's requester and a parent's children do.
 _UNWAITED_ENDS = frozenset({CognitiveState.COMPLETED, CognitiveState.FAILED})
 
@@ -205,9 +205,8 @@ class RunHost:
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
         # Reports made and not yet sent; transitions and unwaited ends may wait report_hold_s while HOLD_RUNS runs
-        # wait, an end at most about report_bound_s more.
-        self.batch = ReportBatch(hold_s=report_hold_s, holdable=_holdable, bounded=_unwaited_end,
-                                 bound_s=report_bound_s)
+        # wait, and at most about report_bound_s more should no message come.
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=_holdable, bounded=_holdable, bound_s=report_bound_s)
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:

@@ -4,8 +4,8 @@ Each message to the supervisor costs both processes a wake-up, so reports are he
 read wait, or while the last batch is undelivered, never beyond ``LIMIT``; a lazy report (a reflection's
 answer) waits for a batch that goes anyway.  While many runs wait for their stages, holdable reports (a
 transition, a run's end no one waits on) also wait until ``hold_s`` after the batch before, going with the first
-message handled after that; a bounded one (an end) asks for a timer (``wake_after``) so that it never waits much
-longer when no message comes.  A report lost with its task actor is as one in flight.
+message handled after that; a bounded one asks for a timer (``wake_after``) so that it never waits much longer
+when no message comes.  A report lost with its task actor is as one in flight.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-LIMIT = 32  # reports one message carries at most: a long burst still reports as it goes
+LIMIT = 48  # reports one message carries at most: a long burst still reports as it goes
 
 
 class ReportBatch:

@@ -169,16 +169,16 @@ def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_mes
     assert [type(r).__name__ for r in of(Report, out)[0].reports][-1] == "TaskStopped"
 
 
-def test_a_task_actor_holds_transitions_up_to_200_ms_after_the_batch_before() -> None:
+def test_a_task_actor_holds_transitions_up_to_300_ms_after_the_batch_before() -> None:
     """The task actor's own hold (``REPORT_HOLD_S``): 50 ms sent 1.36 TaskReports a task at L = 50 ms, 100 ms
-    0.81, 200 ms with the ends held too 0.46 (issue 33); docs/durability.md promises 200 ms."""
+    0.81, 200 ms with the ends held too 0.46, 300 ms ~0.35 (issue 33); docs/durability.md promises 300 ms."""
     from pegasus.run.host import REPORT_HOLD_S
     core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=REPORT_HOLD_S)
     asks = {task: of(AskPool, core.step(start(task)))[0] for task in (f"t{n}" for n in range(HOLD_RUNS))}
     core.step(Handled(False, 1.0))
     core.step(Delivered(False, 1.001))
-    assert not of(Report, core.step(answer(asks["t0"])) + core.step(Handled(False, 1.17)))  # 170 ms after: held
-    [report] = of(Report, core.step(answer(asks["t1"])) + core.step(Handled(False, 1.2)))
+    assert not of(Report, core.step(answer(asks["t0"])) + core.step(Handled(False, 1.27)))  # 270 ms after: held
+    [report] = of(Report, core.step(answer(asks["t1"])) + core.step(Handled(False, 1.3)))
     assert [r.task_id for r in report.reports] == ["t0", "t1"]
 
 
