@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from thespian.actors import ActorExitRequest, WakeupMessage
@@ -211,7 +211,8 @@ class TaskActor(HomePoolsHost):
 
     def _report(self, command: h.Report) -> None:
         """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
-        send_with_callback(self, command.to, m.TaskReports(command.reports, time.process_time(), command.waited), self._delivered)
+        reports = m.TaskReports(command.reports, time.process_time(), command.waited)
+        send_with_callback(self, command.to, reports, self._delivered)
 
     def _wake_after(self, command: h.WakeAfter) -> None:
         self.wakeupAfter(timedelta(seconds=command.seconds), payload=h.ReportsDue())

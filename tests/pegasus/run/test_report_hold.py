@@ -12,7 +12,8 @@ from typing import Any
 from pegasus.cognitive.stages import offline_processors, run_stage
 from pegasus.run import Started, SuspendAsked, TaskStopped
 from pegasus.run.host import (
-    HOLD_RUNS, REPORT_BOUND_S, REPORT_HOLD_S, AskPool, Delivered, Handled, Report, ReportsDue, RunHost, Start, WakeAfter,
+    HOLD_RUNS, REPORT_BOUND_S, REPORT_HOLD_S, AskPool, Delivered, Handled, Report, ReportsDue, RunHost, Start,
+    WakeAfter,
 )
 from pegasus.run.report_batch import ReportBatch
 from pegasus.task import TaskFSM
