@@ -170,7 +170,7 @@ class Abandoned:
 
 @dataclass(frozen=True, slots=True)
 class WakeAfter:
-    """Answer ``ReportsDue`` in ``seconds`` (a held run's end bounds its wait by it)."""
+    """Answer ``ReportsDue`` in ``seconds``: it bounds the wait of the reports held for time."""
 
     seconds: float
 
