@@ -14,9 +14,10 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest
+from thespian.actors import ActorExitRequest, WakeupMessage
 
 from actors import messages as m
 from actors.home_pools import HOME_MESSAGES, HomePoolsHost
@@ -72,7 +73,7 @@ class TaskActor(HomePoolsHost):
         self._run_log: tuple[tuple[str, str, int] | None, Any] = (None, self.log)
         self._do: dict[type, Callable[[Any], None]] = {
             h.AskPool: self._ask_pool, h.Tell: self._tell, h.Report: self._report, h.Abandoned: self._abandoned,
-            h.LogLine: self._log_line}
+            h.LogLine: self._log_line, h.WakeAfter: self._wake_after}
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
         # The boundary: a run's own failure is the core's; nothing else raises into Thespian.
@@ -156,6 +157,10 @@ class TaskActor(HomePoolsHost):
     def receiveMsg_PoolReplaced(self, replaced: m.PoolReplaced, sender: Any) -> None:
         self._step(h.PoolReplaced(replaced.name, replaced.address, replaced.dead, sender))
 
+    def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
+        if isinstance(wakeup.payload, h.ReportsDue):  # (the pools' own timers are home_message's)
+            self._step(wakeup.payload)
+
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
         self.home_closing()
@@ -206,7 +211,11 @@ class TaskActor(HomePoolsHost):
 
     def _report(self, command: h.Report) -> None:
         """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
-        send_with_callback(self, command.to, m.TaskReports(command.reports, time.process_time()), self._delivered)
+        reports = m.TaskReports(command.reports, time.process_time(), command.waited)
+        send_with_callback(self, command.to, reports, self._delivered)
+
+    def _wake_after(self, command: h.WakeAfter) -> None:
+        self.wakeupAfter(timedelta(seconds=command.seconds), payload=h.ReportsDue())
 
     def _delivered(self) -> None:
         self._step(h.Delivered(self._more_read(), time.monotonic()))

@@ -83,3 +83,6 @@ class TaskReports(_Brief):
 
     reports: tuple[Any, ...]
     cpu_s: float = 0.0  # the task actor's process CPU so far: its load, for placing runs (pegasus/run/hosts.py)
+    # Held for time by the task actor (many runs waiting): a batch already, so the supervisor's group commits
+    # without lingering ``[store] commit_linger_ms`` for more (pegasus/store/drain.py).
+    waited: bool = False

@@ -150,6 +150,8 @@ class Supervisor(Actor):
             ctx.log.exception("supervisor_error", message_type=type(message).__name__)
             children.tell_trouble(ctx, f"{type(exc).__name__}: {exc} (handling {type(message).__name__})")
         linger_s = ctx.settings.store.commit_linger_ms / 1000.0 if ctx.settings is not None else 0.0
+        if type(message) is m.TaskReports and message.waited:  # its task actor lingered already
+            linger_s = 0.0
         self._batch(ctx, self.batch.after(self._next_batched(), urgent(self.held or []), linger_s))
         if not self.batch.open:
             self._flush()

@@ -25,15 +25,19 @@ from pegasus.run.snapshot import RunSnapshot
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
-from pegasus.task.names import PoolName, StageName
+from pegasus.task.names import CognitiveState, PoolName, StageName
 
 Address = Any  # an actor address, opaque here
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
-HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions may wait
+HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions and ends may wait
 # ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
-# TaskReports per stage cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
-# 100 ms, not 50: TaskReports a task 1.36 -> 0.81 at L = 50 ms (docs/performance.md, branch i33-stage).
-REPORT_HOLD_S = 0.1
+# TaskReports per stage or end cost the supervisor a wake-up and a commit.  The task actor's; RunHost's default is 0.
+REPORT_HOLD_S = 0.3
+# A held report asks for a timer this long (one at a time): should the messages stop coming (a model's minutes),
+# it still leaves within about the hold and this; while they come, the first after the hold carries it.
+REPORT_BOUND_S = 0.35
+# The ends no one waits on at once: a suspended run's requester and a parent's children do.
+_UNWAITED_ENDS = frozenset({CognitiveState.COMPLETED, CognitiveState.FAILED})
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -108,6 +112,11 @@ class Handled:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportsDue:
+    """The timer a ``WakeAfter`` asked for fired (a ``Handled`` follows, as after any message)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Delivered:
     """A ``Report`` sent earlier was delivered, or failed (``more_read`` and ``now`` as in ``Handled``)."""
 
@@ -116,7 +125,7 @@ class Delivered:
 
 
 HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
-             | CarryingFailed | Closing | Handled | Delivered)
+             | CarryingFailed | Closing | Handled | Delivered | ReportsDue)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -141,10 +150,12 @@ class Tell:
 @dataclass(frozen=True, slots=True)
 class Report:
     """Reports to ``to``, in order, as one message: of one or more activations, of one or more tasks.
-    The carrier answers ``Delivered`` once the message is delivered (or failed)."""
+    The carrier answers ``Delivered`` once the message is delivered (or failed).  ``waited``: they were
+    held for time (``pegasus.run.report_batch``): a batch already, which the supervisor commits at once."""
 
     to: Address
     reports: tuple[TaskTransitioned | TaskStopped | Reflected, ...]
+    waited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +169,13 @@ class Abandoned:
 
 
 @dataclass(frozen=True, slots=True)
+class WakeAfter:
+    """Answer ``ReportsDue`` in ``seconds``: it bounds the wait of the reports held for time."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class LogLine:
     """A log line; ``run`` (task id, machine, run) when it is about one run."""
 
@@ -165,7 +183,7 @@ class LogLine:
     run: tuple[str, str, int] | None = None
 
 
-HostCommand = AskPool | Tell | Report | Abandoned | LogLine
+HostCommand = AskPool | Tell | Report | Abandoned | LogLine | WakeAfter
 Reports = tuple[TaskTransitioned | TaskStopped | Reflected, ...]
 _TOLD = (AskRecall, TextDelta)
 
@@ -174,7 +192,7 @@ class RunHost:
     """The runs one task actor holds; see the module docstring."""
 
     def __init__(self, *, pid: int = 0, clock: Clock = utc_now, ids: IdFactory = new_id,
-                 report_hold_s: float = 0.0, debug: bool = False) -> None:
+                 report_hold_s: float = 0.0, report_bound_s: float = REPORT_BOUND_S, debug: bool = False) -> None:
         self.pid, self.clock, self.ids = pid, clock, ids
         self.debug = debug  # the carrier writes debug lines: the runs make theirs (``TaskRun.debug``)
         self.supervisor: Address = None
@@ -186,8 +204,9 @@ class RunHost:
         self.effect_of: EffectOf = _unknown
         self.last: tuple[str, int] | None = None  # (task, run) this step activated
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
-        # Reports made and not yet sent; transitions may wait report_hold_s while HOLD_RUNS runs wait.
-        self.batch = ReportBatch(hold_s=report_hold_s, holdable=lambda report: isinstance(report, TaskTransitioned))
+        # Reports made and not yet sent; transitions and unwaited ends may wait report_hold_s while HOLD_RUNS runs
+        # wait, and at most about report_bound_s more should no message come.
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=_holdable, bounded=_holdable, bound_s=report_bound_s)
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
 
     def step(self, event: HostInput) -> list[HostCommand]:
@@ -284,17 +303,29 @@ class RunHost:
         return self._reports(self.batch.before_other())
 
     def _handled(self, event: Handled) -> list[HostCommand]:
-        return self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        out = self._reports(self.batch.handled(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        return out + self._timer()
 
     def _delivered(self, event: Delivered) -> list[HostCommand]:
-        return self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        out = self._reports(self.batch.delivered(event.more_read, idle=not self.runs, now=self._busy(event.now)))
+        return out + self._timer()
+
+    def _reports_due(self, event: ReportsDue) -> list[HostCommand]:
+        self.batch.woken()
+        return []
+
+    def _timer(self) -> list[HostCommand]:
+        seconds = self.batch.wake_after()
+        return [] if seconds is None else [WakeAfter(seconds)]
 
     def _busy(self, now: float | None) -> float | None:
         """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""
         return now if len(self.asked) >= HOLD_RUNS else None
 
     def _reports(self, reports: Reports) -> list[HostCommand]:
-        return [Report(self.supervisor, reports)] if reports and self.supervisor is not None else []
+        if not reports or self.supervisor is None:
+            return []
+        return [Report(self.supervisor, reports, self.batch.sent_waited)]
 
     # -- activation --------------------------------------------------------------------------------
     def _current(self, task_id: str, token: int, stale: str, **fields: Any) -> tuple[TaskRun | None,
@@ -386,8 +417,18 @@ class RunHost:
         Start: _start, Answered: _answered, MemoriesRecalled: _recalled, Streamed: _streamed,
         SuspendAsked: _suspend_asked, Messages: _messages, Drop: _drop, PoolReplaced: _pool_replaced,
         CarryingFailed: _carrying_failed, Closing: _closing, Handled: _handled, Delivered: _delivered,
+        ReportsDue: _reports_due,
     }
 
 
 def _unknown(tool: str) -> None:
     return None
+
+
+def _unwaited_end(report: object) -> bool:
+    """A run's end no one waits on at once: it may wait with the transitions, bounded by the timer."""
+    return isinstance(report, TaskStopped) and report.state in _UNWAITED_ENDS and not report.children
+
+
+def _holdable(report: object) -> bool:
+    return isinstance(report, TaskTransitioned) or _unwaited_end(report)

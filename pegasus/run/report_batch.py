@@ -2,9 +2,10 @@
 
 Each message to the supervisor costs both processes a wake-up, so reports are held while messages already
 read wait, or while the last batch is undelivered, never beyond ``LIMIT``; a lazy report (a reflection's
-answer) waits for a batch that goes anyway.  While many runs wait for their stages, transitions also wait
-until ``hold_s`` after the batch before, going with the first message handled after that (no timer: see
-docs/architecture.md); a run's end ends the wait.  A report lost with its task actor is as one in flight.
+answer) waits for a batch that goes anyway.  While many runs wait for their stages, holdable reports (a
+transition, a run's end no one waits on) also wait until ``hold_s`` after the batch before, going with the first
+message handled after that; a bounded one asks for a timer (``wake_after``) so that it never waits much longer
+when no message comes.  A report lost with its task actor is as one in flight.
 """
 
 from __future__ import annotations
@@ -13,16 +14,22 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-LIMIT = 16  # reports one message carries at most: a long burst still reports as it goes
+LIMIT = 48  # reports one message carries at most: a long burst still reports as it goes
 
 
 class ReportBatch:
     """The policy alone: each call answers the reports to send now, in order, as one message (empty: none)."""
 
-    def __init__(self, limit: int = LIMIT, hold_s: float = 0.0,
-                 holdable: Callable[[Any], bool] = lambda report: False) -> None:
+    def __init__(self, limit: int = LIMIT, hold_s: float = 0.0, holdable: Callable[[Any], bool] = lambda report: False,
+                 bounded: Callable[[Any], bool] = lambda report: False, bound_s: float = 0.0) -> None:
         self.limit = max(1, limit)
         self.hold_s, self.holdable = hold_s, holdable
+        self.bounded, self.bound_s = bounded, bound_s
+        self.bounding = False  # a report held is bounded: while it waits for time, a timer is on its way
+        self.timer = False  # a timer asked for (``wake_after``) has not yet fired (``woken``)
+        self.arm = False  # a bounded report now waits for time and no timer is on its way
+        self.waited = False  # a report held now waited for time: the batch is one already (``sent_waited``)
+        self.sent_waited = False  # whether the batch ``_send`` answered last had waited for time
         self.held: list[Any] = []
         self.due = False  # a report held is not lazy: the batch goes at the next chance
         self.urgent = False  # a report held is not holdable: no hold_s wait
@@ -35,6 +42,7 @@ class ReportBatch:
         self.held.extend(reports)
         self.due = self.due or (bool(reports) and not lazy)
         self.urgent = self.urgent or (not lazy and not all(self.holdable(report) for report in reports))
+        self.bounding = self.bounding or any(self.bounded(report) for report in reports)
         return self._send() if len(self.held) >= self.limit else ()
 
     def before_other(self) -> tuple[Any, ...]:
@@ -49,6 +57,7 @@ class ReportBatch:
         if more_read or self.in_flight or not (self.due or idle):
             return ()
         if now is not None and not idle and not self.urgent and now < self.left_at + self.hold_s:
+            self.arm, self.waited = self.bounding and not self.timer, True
             return ()
         return self._send(now)
 
@@ -57,10 +66,24 @@ class ReportBatch:
         self.in_flight = max(0, self.in_flight - 1)
         return self.handled(more_read, idle, now)
 
+    def wake_after(self) -> float | None:
+        """Seconds after which the caller is to call ``woken`` and then ``handled``, when a bounded report has
+        just been held for time and no timer is on its way (one at a time: Thespian's cannot be canceled)."""
+        if not self.arm:
+            return None
+        self.arm, self.timer = False, True
+        return self.bound_s
+
+    def woken(self) -> None:
+        """The timer ``wake_after`` asked for fired: the ``handled`` that follows sends what is due, or asks again."""
+        self.timer = False
+
     def _send(self, now: float | None = None) -> tuple[Any, ...]:
+        self.arm = False
         if not self.held:
             return ()
-        batch, self.held, self.due, self.urgent = tuple(self.held), [], False, False
+        batch, self.held, self.due, self.urgent, self.bounding = tuple(self.held), [], False, False, False
+        self.sent_waited, self.waited = self.waited, False
         self.in_flight += 1
         if now is not None:
             self.left_at = now

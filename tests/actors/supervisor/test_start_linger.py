@@ -84,3 +84,12 @@ def test_the_carrier_lingers_on_a_report_that_sent_only_starts_and_commits_at_on
     supervisor, woken, out, store = _carrier(monkeypatch, [(actor, _start("t1")), (client, m.Reply("r", True))])
     supervisor.receiveMessage(m.TaskReports(()), actor)
     assert woken == [] and store.commits == [True] and [type(x) for x in out] == [m.StartTask, m.Reply]
+
+
+def test_a_batch_its_task_actor_held_for_time_commits_and_starts_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``TaskReports`` the task actor held for time (``waited``: many runs wait, it is a batch already) sending
+    only starts: committed and sent at once, no timer (a second wake-up) armed.  Before, it lingered as any."""
+    actor = object()
+    supervisor, woken, out, store = _carrier(monkeypatch, [(actor, _start("t1"))])
+    supervisor.receiveMessage(m.TaskReports((), 0.0, True), actor)
+    assert woken == [] and store.commits == [True] and [type(x) for x in out] == [m.StartTask]

@@ -9,7 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from pegasus.run import TaskStopped, TaskTransitioned
 from pegasus.run import SuspendAsked
-from pegasus.run.host import HOLD_RUNS, Abandoned, AskPool, Closing, Delivered, Handled, Report, RunHost, Tell
+from pegasus.run.host import (
+    HOLD_RUNS, Abandoned, AskPool, Closing, Delivered, Handled, Report, ReportsDue, RunHost, Tell,
+)
 from pegasus.run.report_batch import ReportBatch
 from tests.pegasus.conftest import FixedClock, Ids
 from tests.pegasus.run.test_task_host import INPUTS, SUP, answer, host, of, settled, start
@@ -23,14 +25,16 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("busy"), st.booleans()),  # handled while the host holds runs
     st.tuples(st.just("delivered"), st.booleans()),
     st.tuples(st.just("timed"), st.floats(0.0, 0.03)),  # handled while many runs wait: the clock moved on
-    st.tuples(st.just("stop"), st.none()),  # a report that is not holdable (a run's end)
+    st.tuples(st.just("stop"), st.none()),  # a report that is not holdable (a run's end waited on)
+    st.tuples(st.just("woken"), st.floats(0.0, 0.03)),  # the timer fired: handled as a message, the clock on
 ), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
 @given(STEPS, st.integers(1, 8))
 def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(steps: list[Any], limit: int) -> None:
-    batch = ReportBatch(limit, hold_s=0.05, holdable=lambda report: report >= 0)
+    batch = ReportBatch(limit, hold_s=0.05, holdable=lambda report: report >= 0,
+                        bounded=lambda report: report >= 0 and report % 3 == 0, bound_s=0.06)
     made: list[int] = []
     sent: list[tuple[int, ...]] = []
     now = 0.0
@@ -39,11 +43,15 @@ def test_any_interleaving_sends_every_report_once_in_order_in_bounded_batches(st
             reports = list(range(len(made), len(made) + arg)) if kind != "stop" else [-1 - len(made)]
             made += reports
             out = batch.add(reports, lazy=kind == "lazy")
-        elif kind == "timed":
+        elif kind in ("timed", "woken"):
             now += arg
+            if kind == "woken" and batch.timer:
+                batch.woken()
             out = batch.handled(False, idle=False, now=now)
+            batch.wake_after()
             if batch.held and batch.due and not batch.in_flight:  # held for time: only holdable ones, not for long
                 assert all(report >= 0 for report in batch.held) and now < batch.left_at + 0.05
+                assert batch.timer or not any(report >= 0 and report % 3 == 0 for report in batch.held)
         elif kind == "other":
             out = batch.before_other()
             assert not batch.held  # nothing held overtaken by another message
@@ -161,16 +169,16 @@ def test_while_eight_runs_wait_for_stages_their_transitions_wait_for_a_later_mes
     assert [type(r).__name__ for r in of(Report, out)[0].reports][-1] == "TaskStopped"
 
 
-def test_a_task_actor_holds_transitions_up_to_100_ms_after_the_batch_before() -> None:
+def test_a_task_actor_holds_transitions_up_to_300_ms_after_the_batch_before() -> None:
     """The task actor's own hold (``REPORT_HOLD_S``): 50 ms sent 1.36 TaskReports a task at L = 50 ms, 100 ms
-    0.81 (issue 33); docs/durability.md promises 100 ms."""
+    0.81, 200 ms with the ends held too 0.46, 300 ms ~0.35 (issue 33); docs/durability.md promises 300 ms."""
     from pegasus.run.host import REPORT_HOLD_S
     core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=REPORT_HOLD_S)
     asks = {task: of(AskPool, core.step(start(task)))[0] for task in (f"t{n}" for n in range(HOLD_RUNS))}
     core.step(Handled(False, 1.0))
     core.step(Delivered(False, 1.001))
-    assert not of(Report, core.step(answer(asks["t0"])) + core.step(Handled(False, 1.07)))  # 70 ms after: held
-    [report] = of(Report, core.step(answer(asks["t1"])) + core.step(Handled(False, 1.1)))
+    assert not of(Report, core.step(answer(asks["t0"])) + core.step(Handled(False, 1.27)))  # 270 ms after: held
+    [report] = of(Report, core.step(answer(asks["t1"])) + core.step(Handled(False, 1.3)))
     assert [r.task_id for r in report.reports] == ["t0", "t1"]
 
 
@@ -193,7 +201,7 @@ def test_streamed_text_goes_after_the_reports_held_before_it() -> None:
 
 SIGNALS = st.one_of(st.builds(Handled, st.booleans()), st.builds(Delivered, st.booleans()),
                     st.builds(Handled, st.booleans(), st.floats(0.0, 1.0)),  # held for time while runs wait
-                    st.builds(Delivered, st.booleans(), st.floats(0.0, 1.0)))
+                    st.builds(Delivered, st.booleans(), st.floats(0.0, 1.0)), st.just(ReportsDue()))
 
 
 @settings(max_examples=200, deadline=None)
