@@ -116,8 +116,8 @@ class HomePools:
         (or the input's address) is; to the pool whose timer fired, or to every pool (membership, cancel, stats,
         closing).  Unknown workers are ignored."""
         try:
-            if type(event) is Finished:  # the stage path: found by its job, no address compared (a pool process
-                pool = self._pool_of_job(event.job)  # takes a job's answer by its number alike)
+            if type(event) is Finished:  # the stage path: found by its job (numbers shared by the home's pools)
+                pool = self._pool_of_job(event.job, sender)
                 if pool is not None:
                     return self.to_pool(pool, event)
             if isinstance(event, PoolTimer):
@@ -136,11 +136,14 @@ class HomePools:
         except Exception as exc:  # noqa: BLE001 - routing must never take the host down
             return [ForPool("", error_log("home_pools", event, exc))]
 
-    def _pool_of_job(self, job: int) -> str | None:
-        """The pool running job ``job`` (None: no pool here has it, e.g. answered already)."""
+    def _pool_of_job(self, job: int, sender: Any) -> str | None:
+        """The pool running job ``job`` on worker ``sender`` (None: no pool here has it, e.g. answered already, or
+        another worker answers it: a late answer of a replaced home's worker may carry a number reused here)."""
         for pool, core in self.cores.items():
-            if job in core.jobs:
-                return pool
+            running = core.jobs.get(job)
+            if running is not None:
+                slot = core.slots.get(running.slot)
+                return pool if slot is not None and (slot.address is sender or slot.address == sender) else None
         return None
 
     def pool_of(self, address: Any) -> str | None:

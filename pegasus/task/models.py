@@ -26,12 +26,13 @@ class _Model(BaseModel):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _MODELS[cls.__name__] = cls
+        if _MODELS.setdefault(cls.__name__, cls) is not cls:  # a pickle names its model by class name alone
+            raise TypeError(f"a task model named {cls.__name__} exists already: {_MODELS[cls.__name__]!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its class's name, its fields and which were set (``_unpickled``), not as pydantic's state
-        dict of four entries with each model's class found by module and name: a task's context crosses a process
-        with every stage, both ways (docs/performance.md, branch i33-home2)."""
+        dict with each model's class found by module and name: a task's context crosses a process with every
+        stage, both ways."""
         extra, private = self.__pydantic_extra__, self.__pydantic_private__
         rest = () if extra is None and private is None else (extra, private)
         return _unpickled, (type(self).__name__, self.__dict__, self.__pydantic_fields_set__, *rest)

@@ -12,17 +12,22 @@ processes and the CLI: tests/integration/test_thespian_patches.py.)
 from __future__ import annotations
 
 import configparser
+import pickle
 import pkgutil
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import actors.wire.thespian_patches as patches
+from actors.wire.frames import UnreadableMessage
 from actors.wire.thespian_patches import Kind, PatchRefused, base, readers, robustness, security, speed
 from actors.wire.thespian_patches.base import Target, fingerprint
 from actors.wire.thespian_patches.robustness import fresh_retry, logger_restart
+from actors.wire.thespian_patches.security import frame_auth
 from actors.wire.thespian_patches.speed import whole_messages
+from pegasus.task.models import _unpickled
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / base.DOCS
@@ -197,3 +202,21 @@ def test_a_speed_patch_that_cannot_apply_is_one_warning_line_once(monkeypatch, c
         "source 0) (see docs/thespian-patches.md#whole-messages)"]
     patches.verify()
     assert capsys.readouterr().err == ""  # once per process
+
+
+class _NewerModel:
+    """A model a newer member has and this process lacks, pickled as ``_Model.__reduce__`` writes one."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickled, ("ContextV2", {"x": 1}, {"x"})
+
+
+def test_an_authentic_message_holding_a_model_this_process_lacks_is_answered_unreadable_not_dropped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read again with what is missing stood in for (frame_auth's ``_sender_only``), so its sender hears why."""
+    monkeypatch.setattr(frame_auth, "report", lambda *args: None)
+    data = memoryview(pickle.dumps(("sender-address", {"context": _NewerModel()})))
+    with pytest.raises(KeyError) as first:
+        pickle.loads(data)
+    sender, answer = frame_auth._sender_only(data, first.value, "peer")
+    assert sender == "sender-address" and isinstance(answer, UnreadableMessage) and "ContextV2" in answer.error

@@ -91,8 +91,8 @@ class Address:
 def test_a_workers_answer_finds_its_pool_by_its_job_not_by_comparing_its_address_with_each_worker() -> None:
     """Each WorkDone's sender was compared with the home's workers in turn (Thespian's address comparison,
     ~3 a stage: ~7% of the home host's handler time at L = 50 ms).  The home's pools number their jobs from one
-    counter, so a job names its pool; an answer whose job no pool has (answered already) still goes to its
-    worker's pool, which drops it."""
+    counter, so a job names its pool and its worker (one comparison, with that worker alone); an answer whose job
+    no pool has (answered already) still goes to its worker's pool, which drops it."""
     home = Home(llm=3, tool=3, address=Address)
     handed = commands(home.ask("t1") + home.ask("t2") + home.ask("t3"), Dispatch) + \
         commands(home.ask("t4", pool="tool") + home.ask("t5", pool="tool") + home.ask("t6", pool="tool"), Dispatch)
@@ -102,7 +102,7 @@ def test_a_workers_answer_finds_its_pool_by_its_job_not_by_comparing_its_address
         sender = Address(dispatch.worker.name)  # as a message's sender: equal, not the same object
         out = home.take(Finished(dispatch.job, f"{dispatch.request.task_id}'s result"), sender=sender)
         assert commands(out, Forward) == [(pool, Forward(HERE, f"{dispatch.request.task_id}'s result"))]
-    assert Address.compared == 0
+    assert Address.compared == len(handed)  # each answer's sender with its job's worker only
     pool, dispatch = handed[-1]
     [(dropped_by, log)] = commands(home.take(Finished(dispatch.job, "late"), sender=Address(dispatch.worker.name)),
                                    Log)
@@ -172,3 +172,14 @@ def test_a_request_that_reaches_a_new_home_before_its_pools_configuration_waits_
     assert (pool, dispatch.request.task_id, dispatch.requester) == ("llm", "t1", "a task actor")
     [(_, fail)] = commands(home.ask(HomeAsk("t3", pool="memory"), "someone"), Fail)  # never a home's: at once
     assert fail.kind == "exception"
+
+
+def test_an_answer_from_a_worker_this_home_never_had_does_not_take_a_live_jobs_place() -> None:
+    """A replaced home numbers its jobs from 1 again: a late answer of the old home's worker (a remote one still
+    running) naming job 1 must not end the new home's job 1, whose real answer would then be dropped."""
+    home = Home(llm=1, tool=0)
+    [(_, live)] = commands(home.ask("t-new"), Dispatch)
+    assert live.job == 1
+    assert commands(home.take(Finished(1, "t-old's result"), sender="old-home's worker"), Forward) == []
+    real = home.take(Finished(1, "t-new's result"), sender=live.worker)
+    assert commands(real, Forward) == [("llm", Forward(HERE, "t-new's result"))]

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from pegasus.run.host import AskPool, RunHost
-from pegasus.task import TaskContext, TaskFSM
+from pegasus.task import TaskContext, TaskFSM, models
 from pegasus.task.models import ActionResult, Plan, PlanStep, Recall, TaskSnapshot
 from tests.pegasus.run.test_transition_costs import run_classic
 
@@ -48,3 +48,12 @@ def test_a_snapshot_pickles_with_its_history_and_times() -> None:
     back = pickle.loads(pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL))
     assert isinstance(back, TaskSnapshot) and back == snapshot and back.created_at == snapshot.created_at
     assert TaskFSM.restore(back).state == fsm.state
+
+
+def test_a_second_model_of_a_taken_name_is_refused_not_made_the_one_pickles_come_back_as() -> None:
+    """A pickle names its model by class name alone: a later model of the same name (a test's, a plugin's) would
+    have turned every real one unpickled into it."""
+    with pytest.raises(TypeError, match="Plan exists already"):
+        type("Plan", (models._Model,), {"__annotations__": {"other": int}, "other": 0})
+    assert type(pickle.loads(pickle.dumps(Plan(goal="g")))) is Plan
+
