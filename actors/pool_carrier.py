@@ -66,7 +66,7 @@ class PoolCarrier:
     def _dispatch(self, command: c.Dispatch) -> None:
         requester = self.actor.myAddress if command.requester is HERE else command.requester
         self.actor.send(command.worker, Work(command.job, command.request, requester,  # type: ignore[arg-type]
-                                             command.timeout_s, command.known, command.through))
+                                             command.timeout_s, command.known, command.through_pool))
 
     def _answer(self, to: Any, result: StageResult) -> None:
         if to is HERE and self.here is not None:

@@ -274,10 +274,14 @@ class CpuAccount:
         self.machine_start = _machine_ticks()
         self.wall_start = time.monotonic()
 
+    def task_actors(self) -> dict[int, procs.ProcStat]:
+        """The supervisor's live children that are not pools: its task actors, by pid."""
+        return {st.pid: st for st in procs.all_stats().values()
+                if st.ppid == self.supervisor and st.pid not in self.roles}
+
     def _task_actors_cpu(self) -> int:
-        """CPU ticks of the supervisor's live children that are not pools: its task actors."""
-        return sum(st.cpu for st in procs.all_stats().values()
-                   if st.ppid == self.supervisor and st.pid not in self.roles)
+        """CPU ticks of its task actors."""
+        return sum(st.cpu for st in self.task_actors().values())
 
     def close(self, tasks: int, not_client_s: float = 0.0) -> dict[str, Any]:
         """CPU milliseconds per task by role, the total, and how busy the machine was.

@@ -142,8 +142,7 @@ def idle(window_s: float) -> dict[str, Any]:
         cpu = CpuAccount(system, kinds=True, wait=False)
         processes = len(system.pids())
         # The task actors too: an idle system keeps one, the home host of the pools (docs/architecture.md).
-        roles = {**cpu.roles, **{st.pid: "task actors" for st in procs.all_stats().values()
-                                 if st.ppid == cpu.supervisor and st.pid not in cpu.roles}}
+        roles = {**cpu.roles, **dict.fromkeys(cpu.task_actors(), "task actors")}
         counts = {kind: list(roles.values()).count(kind) for kind in KINDS if kind in roles.values()}
         before = {pid: woken_and_ran(pid) for pid in roles}
         time.sleep(window_s)  # the measured window itself, not a wait for something

@@ -33,7 +33,7 @@ class Dispatch:
     requester: Any
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
-    through: bool = False  # the requester shares the pool's process: the worker answers in its WorkDone
+    through_pool: bool = False  # the requester shares the pool's process: the worker answers in its WorkDone
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """A home host's pools: the stage pools' cores run inside a task actor, beside the runs that ask them.
 
 A stage asked in that process reaches its pool without a message, and its worker answers in the one
-message that also frees it (``Dispatch.through``): two messages a stage instead of four (the request to
+message that also frees it (``Dispatch.through_pool``): two messages a stage instead of four (the request to
 the pool, the pool's hand-out, the answer, the worker's "free").  Requests from elsewhere (another task
 actor, the supervisor) are served as by a pool process of their own.  Each pool is a whole ``PoolCore``
 (composed, not copied): this routes inputs to it and marks what is for here.  Pure, never raises
@@ -166,7 +166,7 @@ class HomePools:
         """A hand-out for a run here is answered through the pool: in the worker's one message back."""
         if type(command) is Dispatch and command.requester is HERE:
             return Dispatch(command.worker, command.job, command.request, HERE, command.timeout_s, command.known,
-                            through=True)
+                            through_pool=True)
         return command
 
 

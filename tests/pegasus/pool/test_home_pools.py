@@ -56,11 +56,11 @@ def test_a_stage_asked_here_is_answered_through_its_pool_in_the_workers_one_mess
     answer, the worker's "free")."""
     home = Home()
     [(pool, dispatch)] = commands(home.ask("t1", stage="think"), Dispatch)
-    assert (pool, dispatch.worker, dispatch.requester, dispatch.through) == ("llm", "llm-w1", HERE, True)
+    assert (pool, dispatch.worker, dispatch.requester, dispatch.through_pool) == ("llm", "llm-w1", HERE, True)
     out = home.take(Finished(dispatch.job, "the result", {"usage": {"tokens": 3}}), sender="llm-w1")
     assert commands(out, Forward) == [("llm", Forward(HERE, "the result"))]
     [(pool, act)] = commands(home.ask("t1", pool="tool", stage="act"), Dispatch)
-    assert (pool, act.worker, act.through) == ("tool", "tool-w1", True)
+    assert (pool, act.worker, act.through_pool) == ("tool", "tool-w1", True)
 
 
 def test_a_freed_worker_gets_its_next_job_before_the_run_here_takes_its_answer() -> None:
@@ -113,7 +113,7 @@ def test_a_request_from_elsewhere_is_served_as_by_a_pool_process_of_its_own() ->
     """Another task actor's, or the supervisor's: its worker answers it directly and frees itself apart."""
     home = Home()
     [(_, dispatch)] = commands(home.ask("t2", requester="other task actor"), Dispatch)
-    assert (dispatch.requester, dispatch.through) == ("other task actor", False)
+    assert (dispatch.requester, dispatch.through_pool) == ("other task actor", False)
     assert commands(home.take(Finished(dispatch.job), sender="llm-w1"), Forward) == []  # answered already
 
 
