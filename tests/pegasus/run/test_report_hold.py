@@ -134,6 +134,26 @@ def test_a_timer_that_fires_before_the_hold_is_over_is_asked_again() -> None:
     assert batch.handled(False, idle=False, now=1.26) == () and batch.wake_after() == 0.25
 
 
+def test_a_timer_that_never_fires_is_asked_again_by_the_next_hold_after_it_was_due() -> None:
+    """Thespian can drop a due wakeup (its transmit-only drain pops it for a caller that ignores it): a batch that
+    waited for it forever would hold every later report until some message came, however late."""
+    batch = ReportBatch(hold_s=0.3, holdable=lambda report: True, bounded=lambda report: True, bound_s=0.35)
+    assert batch.add(["end"]) == () and batch.handled(False, idle=False, now=1.0) == ("end",)
+    batch.delivered(False, idle=False, now=1.0)
+    assert batch.add(["end2"]) == () and batch.handled(False, idle=False, now=1.01) == ()
+    assert batch.wake_after() == 0.35  # lost: never woken
+    assert batch.handled(False, idle=False, now=1.3) == ("end2",)  # a message carried it
+    batch.delivered(False, idle=False, now=1.3)
+    assert batch.add(["end3"]) == () and batch.handled(False, idle=False, now=1.35) == ()
+    assert batch.wake_after() is None  # the first may still come
+    assert batch.add(["end4"]) == () and batch.handled(False, idle=False, now=1.4) == ()
+    assert batch.wake_after() is None
+    assert batch.handled(False, idle=False, now=1.72) == ("end3", "end4")  # a message carried them
+    batch.delivered(False, idle=False, now=1.72)
+    assert batch.add(["end5"]) == () and batch.handled(False, idle=False, now=1.75) == ()
+    assert batch.wake_after() == 0.35  # the first, asked at 1.01, long past due: taken as lost
+
+
 def _waiting_host() -> tuple[RunHost, dict[str, AskPool]]:
     core = RunHost(pid=7, clock=FixedClock(), ids=Ids(), report_hold_s=REPORT_HOLD_S)
     tasks = [f"t{n}" for n in range(HOLD_RUNS + 1)]
