@@ -100,7 +100,7 @@ def log_events(home: Path, event: str) -> list[str]:
             for line in path.read_text(errors="replace").splitlines() if f'"{event}"' in line]
 
 
-CUT_S = 3.0  # at least (the member is declared gone before it ends); the 30 s cut: benchmarks/hosts.py
+CUT_S = 6.0  # > detection (2 check-ins of 1 s, ~2-3 s); the 30 s cut is the benchmark's (benchmarks/hosts.py)
 
 
 def test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself(machines: Machines,
