@@ -22,17 +22,15 @@ settings.load_profile("pegasus")
 # or it ends the run alone; the others one each, so they run side by side.
 SLOW_FIRST = (
     "tests/integration/test_real_model.py",
-    "tests/integration/test_litellm_proxy.py",
+    "tests/pegasus/test_typing.py",
     "tests/integration/test_openapi_conformance.py",
+    "tests/integration/test_litellm_proxy.py",
     "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[cpu]",
-    "tests/pegasus/test_typing.py",  # ~5 s with the cache of an earlier run, ~40 s without (CI)
-    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
     "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[http]",
     "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[mcp]",
-    "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
+    "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
     "tests/integration/test_hosts.py::test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself",
-    "tests/integration/test_readme.py::test_the_command_blocks_run_from_a_clone_outside_home",
-    "tests/integration/test_benchmarks_quick.py::test_quick_run_of_each_scenario_exits_zero_and_writes_its_figures[baseline]",
+    "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
     # Modules sharing a fixture, whole on one worker: heads too, but after the others (a run that started
     # them first, all beside the llama server, was no faster: docs/testing.md).
     "tests/integration/test_dashboard.py",
