@@ -36,10 +36,18 @@ def _overrides(server: FakeOpenAI, hung: bool) -> dict[str, Any]:
 
 
 def _task(system: Any, server: FakeOpenAI) -> tuple[float, float]:
+    return _ended(system, _submit(system, server))
+
+
+def _submit(system: Any, server: FakeOpenAI) -> str:
     server.script(completion(tool_calls=[tool_call("time__get_current_time", {"timezone": "UTC"})]),
                   completion({"thought": "read the clock", "answer": "now"}))
-    client = system.client
-    done = client.wait(client.submit("what time is it?", machine="reason_act")["task_id"], timeout=60)
+    return str(system.client.submit("what time is it?", machine="reason_act")["task_id"])
+
+
+def _ended(system: Any, task_id: str) -> tuple[float, float]:
+    """The task's reason and act stages' times, once it is done."""
+    done = system.client.wait(task_id, timeout=60)
     if done["lifecycle_state"] != "done":
         raise RuntimeError(f"task ended {done['lifecycle_state']}: {done.get('error')}")
     reason = next(s for s in done["stages"] if s["stage"] == "reason")
@@ -63,14 +71,17 @@ def run(quick: bool) -> dict[str, Any]:
     with FakeOpenAI() as plain_llm, FakeOpenAI() as hung_llm, state_dir() as plain_state, state_dir() as hung_state, \
             pegasus_system(plain_state, _overrides(plain_llm, False)) as plain, \
             pegasus_system(hung_state, _overrides(hung_llm, True)) as hung:
-        for system, server in ((plain, plain_llm), (hung, hung_llm)):
-            # Warm-up until the model was shown the time server's tools and one was called (listings
-            # never wait for a start: the first tasks of a system may not see them yet).
-            deadline = time.monotonic() + 60
-            while not _called(server):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the time server's tools were never listed")
-                _task(system, server)
+        # Warm-up until each system's model was shown the time server's tools and one was called (listings
+        # never wait for a start: the first tasks of a system may not see them yet); both systems at once,
+        # their servers starting side by side (each its own model server: their scripts never mix).
+        deadline, warming = time.monotonic() + 60, [(plain, plain_llm), (hung, hung_llm)]
+        while warming:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the time server's tools were never listed")
+            submitted = [(system, server, _submit(system, server)) for system, server in warming]
+            for system, _, task_id in submitted:
+                _ended(system, task_id)
+            warming = [(system, server) for system, server, _ in submitted if not _called(server)]
         for _ in range(tasks):
             for name, system, server in (("hung", hung, hung_llm), ("plain", plain, plain_llm)):
                 reason_s, act_s = _task(system, server)

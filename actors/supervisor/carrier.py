@@ -26,7 +26,7 @@ from actors.wire.frames import UnreadableMessage
 from actors.wire.read_ahead import read_ahead
 from actors.supervisor import children, lookups, memory, ops, runs, schedules, stats, store, tasks, vectors, webhooks
 from actors.supervisor.commands import admit
-from actors.supervisor.context import Context, Rows
+from actors.supervisor.context import Context, Rows, specs
 from actors.supervisor.outbox import coalesced, urgent
 from actors.supervisor.replies import Row, answer, lookup
 from actors.supervisor.task_actors import TaskActors
@@ -37,6 +37,7 @@ from pegasus.errors import PegasusError
 from pegasus.store import Store, StoreError, StoreUnavailable
 from pegasus.store.drain import DrainBatch, Hold, Linger, Settle
 from pegasus.store.health import ProbeDue
+from pegasus.supervision import Supervision
 from pegasus.task import PoolName
 
 
@@ -55,6 +56,7 @@ def configure(ctx: Context, request: m.Configure, sender: ActorAddress) -> Any:
     ctx.log = logs.get("supervisor")
     ctx.parent = sender
     pools = settings.pools
+    ctx.supervision = Supervision(specs(pools.restart_pause_max_s))  # before any child starts
     ctx.task_actors.configure(settings.runtime)  # first: the pools' home host is one of its task actors
     for name, size, timeout, prefetch in ((PoolName.LLM, pools.llm_workers, pools.llm_timeout_s, pools.llm_prefetch),
                                           (PoolName.TOOL, pools.tool_workers, pools.tool_timeout_s, pools.tool_prefetch)):

@@ -36,15 +36,22 @@ from pegasus.task import TaskSnapshot
 if TYPE_CHECKING:  # a type only: structlog loads through pegasus.logs (what it leaves out: there)
     from structlog.typing import FilteringBoundLogger as Log  # pegasus.logs.get
 
-SPECS = {
-    "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, first_s=0.0, then_s=0.5, max_s=5.0,
-                      stable_s=30.0),
-    # The pools in the home host: its runs' own crashes (out of memory, a native library) kill them too, so
-    # past the intensity they start again slowly instead of ending the supervisor.
-    "hosted_pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
-                             first_s=0.0, then_s=0.5, max_s=5.0, stable_s=30.0),
-    "task_actor": ChildSpec(Restart.TEMPORARY),
-}
+
+def specs(restart_pause_max_s: float = 5.0) -> dict[str, ChildSpec]:
+    """What the death of each kind of child means; a dead pool's pauses double from a tenth of
+    ``restart_pause_max_s`` ([pools] restart_pause_max_s) to it."""
+    then_s, max_s = restart_pause_max_s / 10, restart_pause_max_s
+    return {
+        "pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, then_s=then_s, max_s=max_s, stable_s=30.0),
+        # The pools in the home host: its runs' own crashes (out of memory, a native library) kill them too, so
+        # past the intensity they start again slowly instead of ending the supervisor.
+        "hosted_pool": ChildSpec(Restart.PERMANENT, intensity=5, period_s=60.0, when_exceeded=Exceeded.SLOW_DOWN,
+                                 then_s=then_s, max_s=max_s, stable_s=30.0),
+        "task_actor": ChildSpec(Restart.TEMPORARY),
+    }
+
+
+SPECS = specs()
 
 Send = Callable[[ActorAddress, object], None]
 Wake = Callable[[float, object], None]  # (seconds, payload): the payload comes back in a WakeupMessage

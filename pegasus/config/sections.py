@@ -78,6 +78,9 @@ class PoolSettings(_Section):
     tool_prefetch: int = Field(1, ge=0, le=16)
     # The pools' cores run in a task actor (the home host, pegasus/pool/home.py): two messages a stage, not four.
     home_host: bool = True
+    # A dead pool starts again at once, then after pauses doubling from a tenth of this to this; past its
+    # intensity in the home host, each restart waits this long (actors/supervisor/context.py SPECS).
+    restart_pause_max_s: float = Field(5.0, gt=0, le=DAY_S)
 
 
 class CognitionSettings(_Section):

@@ -22,9 +22,14 @@ import pytest
 from actors.runtime import procs
 from actors.client import Client
 from pegasus.errors import PegasusError
+from tests.support.processes import titled
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
+
+# Pauses of 0, 0.05, 0.1, 0.2, 0.4 s, then 0.5 s (5 s at the defaults): the deaths, the escalation and the
+# slow-down counted the same, without waiting out the back-off.
+FAST_RESTARTS = {"restart_pause_max_s": 0.5}
 
 
 def stats(client: Client) -> dict | None:
@@ -51,15 +56,23 @@ def llm_pool_pid(client: Client) -> int | None:
     return now["pools"]["llm"]["pid"] if now else None
 
 
+def next_pools_process(client: Client, role: str, killed: list[int]) -> int:
+    """The pid of the pools' process the supervisor started after ``killed``, as ``stats`` reports it.  Its
+    title is seen first: a ``stats`` asked while the pools' process is dead waits out STATS_WAIT_S for it."""
+    wait_for(lambda: [pid for pid in titled(client.spec, role, parent="supervisor") if pid not in killed],
+             what=f"a new {role}")
+    return wait_for(lambda: (pid := llm_pool_pid(client)) not in killed and pid, what=f"the new {role} serving")
+
+
 def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus, state_dir: Path) -> None:
     port = procs.free_port()
     # A short reply timeout: a request that reached the supervisor as it gave up is asked again soon.
-    client = Client.connect(pegasus(http={"enabled": True, "port": port}, pools={"home_host": False}).settings,
-                            timeout=5.0)
+    client = Client.connect(pegasus(http={"enabled": True, "port": port},
+                                    pools={"home_host": False, **FAST_RESTARTS}).settings, timeout=5.0)
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # intensity 5 within 60 s: the 6th death is one too many
-        pool = wait_for(lambda: (pid := llm_pool_pid(client)) not in killed and pid, what="a new llm pool")
+        pool = next_pools_process(client, "llm pool", killed)
         os.kill(pool, signal.SIGKILL)
         killed.append(pool)
     try:
@@ -77,11 +90,11 @@ def test_a_pool_that_keeps_dying_is_escalated_and_the_guardian_says_why(pegasus,
 
 
 def test_a_home_host_that_keeps_dying_slows_its_pools_restarts_and_the_supervisor_serves_on(pegasus) -> None:
-    client = Client.connect(pegasus().settings, timeout=5.0)
+    client = Client.connect(pegasus(pools=FAST_RESTARTS).settings, timeout=5.0)
     first = client.stats()["supervisor_pid"]
     killed: list[int] = []
     for _ in range(6):  # one death more than the pools' intensity
-        home = wait_for(lambda: (pid := llm_pool_pid(client)) not in killed and pid, what="a new home host")
+        home = next_pools_process(client, "task actor", killed)  # the home host: idle, the only task actor
         os.kill(home, signal.SIGKILL)
         killed.append(home)
     looping = wait_for(lambda: (s := stats(client)) and s["pools"]["llm"]["supervision"]["status"] == "crash_looping"

@@ -14,6 +14,7 @@ import pytest
 
 from actors.runtime import procs
 from pegasus.tracing import run_span_id
+from tests.support import hold
 from tests.support.fake_openai import FakeOpenAI, completion, tool_call
 from tests.support.otlp import Receiver, need_telemetry
 from tests.support.waiting import wait_for
@@ -144,7 +145,7 @@ def test_every_run_that_ends_sends_its_span_once_and_an_unsampled_caller_gets_no
     need_telemetry()
     receiver = Receiver(tmp_path)
     try:
-        client = pegasus(runtime={"max_active_tasks": 4}, memory={"reflector": False},
+        client = pegasus(runtime={"max_active_tasks": 4}, memory={"reflector": False}, tools={"plugins": [hold.PLUGIN]},
                          telemetry={"enabled": True, "endpoint": receiver.endpoint, "export_delay_ms": 100})
         unsampled, sampled = (f"00-{trace}-{PARENT_SPAN}-{flags}" for trace, flags in
                               (("1" * 32, "00"), (PARENT_TRACE, "01")))
@@ -167,11 +168,14 @@ def test_every_run_that_ends_sends_its_span_once_and_an_unsampled_caller_gets_no
         [run] = wait_for(lambda: list(_runs(receiver.spans(), canceled).values()), 60, "the canceled run's span").copy()
         assert (run["attributes"]["pegasus.outcome"], run["spanId"]) == ("canceled", run_span_id(canceled, 1))
 
-        # Its task actor SIGKILLed: the lost run's span (an error), then the run that went on elsewhere.
-        killed = client.submit("sleep 5")["task_id"]
+        # Its task actor SIGKILLed: the lost run's span (an error), then the run that went on elsewhere (its
+        # step held until the kill: then the step run again ends at once).
+        release = tmp_path / "release"
+        killed = client.submit(f"call hold_until {json.dumps({'path': str(release)})}")["task_id"]
         actor = wait_for(lambda: (lambda task: task["state"] == "acting" and task["actor_pid"])(client.get(killed)),
-                         60, "the task actor in its sleep step")
+                         60, "the task actor in its held step")
         os.kill(actor, signal.SIGKILL)
+        release.touch()
         client.wait(killed, timeout=60)
         runs = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(_runs(receiver.spans(), killed)), 60,
                         "the killed run's span and the next one's")
