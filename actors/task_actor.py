@@ -127,7 +127,7 @@ class TaskActor(HomePoolsHost):
                            Started(start.resume_event, dict(start.resume_payload or {})), sender, start.llm_pool,
                            start.tool_pool, self.effect_of, start.generation, start.journal, start.inbox,
                            settings.memory.recall_k if settings else 0, start.identity,
-                           limit_for(settings) if settings else 0))
+                           limit_for(settings) if settings else 0, start.awaited))
 
     def receiveMsg_StartTasks(self, starts: m.StartTasks, sender: Any) -> None:
         for start in starts.starts:  # the supervisor's StartTasks of one commit, in order

@@ -39,6 +39,7 @@ class StartTask(_Brief):
     task_id: str = ""  # the snapshot's (named apart: a run whose snapshot cannot be read is reported by it)
     inbox: tuple[tuple[int, str], ...] = ()  # messages for the run to take at its next transition
     identity: str = ""  # the agent's identity, with recall off (else each recall brings it): every think/reason has it
+    awaited: bool = False  # a sub-task: its parent waits for its end, which is then never held for time
 
 @dataclass(frozen=True, repr=False)
 class StartTasks(_Brief):

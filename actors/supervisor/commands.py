@@ -59,7 +59,8 @@ def _start(ctx: Context, start: StartRun) -> None:
     ctx.send(host, m.StartTask(start.snapshot, start.run, ctx.pools.address[PoolName.LLM],
                                ctx.pools.address[PoolName.TOOL], start.resume_event, start.resume_payload,
                                start.generation, start.journal, start.task_id, inbox=start.inbox,
-                               identity="" if settings.memory.recall_k else memory.identity(ctx)))
+                               identity="" if settings.memory.recall_k else memory.identity(ctx),
+                               awaited=ctx.store is not None and ctx.store.is_sub_task(start.task_id)))
 
 
 def _stop(ctx: Context, stop: StopRun) -> None:

@@ -105,6 +105,7 @@ class TaskStopped:
     exit_reason: str | None = None
     children: tuple[ChildStep, ...] = ()
     reflecting: bool = False
+    awaited: bool = False  # a sub-task's end: its parent waits for it (never held for time)
 
 
 @dataclass(frozen=True)

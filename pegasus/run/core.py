@@ -61,7 +61,7 @@ class TaskRun:
         except Exception as exc:  # noqa: BLE001 - never raise: the carrier lets the activation go
             self.unreadable, self.stopped = exc, True
         self.clock, self.ids = clock, ids
-        self.generation, self.journal = state.generation, state.journal
+        self.generation, self.journal, self.awaited = state.generation, state.journal, state.awaited
         self.max_iterations = state.max_iterations
         self.step_in_flight = state.step_in_flight
         self.redispatched = set(state.redispatched)  # effectful steps sent again after their worker was lost
@@ -89,7 +89,7 @@ class TaskRun:
         return RunSnapshot(self.fsm.snapshot(share=True), self.run, self.max_iterations, self.generation, self.journal,
                            self.token, self.step_in_flight, frozenset(self.redispatched), self.checkpointer.base,
                            self.exit_reason, self.stopped, self.inbox, self.recall_k, self.identity,
-                           self.checkpointer.source)
+                           self.checkpointer.source, self.awaited)
 
     def current(self, task_id: str, token: int) -> bool:
         """Whether an answer (or streamed text) with ``token`` is for this run: any other is dropped."""
@@ -394,7 +394,8 @@ class TaskRun:
         self.stopped = True
         self.token += 1  # whatever is still in flight is stale now
         exit_reason = (self.exit_reason or "exception") if fsm.state == CognitiveState.FAILED else None
-        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(share=True), exit_reason))
+        self._out.append(TaskStopped(fsm.task_id, self.run, fsm.state, fsm.snapshot(share=True), exit_reason,
+                                     awaited=self.awaited))
 
     def _event(self, event_type: str, payload: dict[str, Any] | None = None) -> Event:
         return Event(type=event_type, payload=payload or {}, id=self.ids(), timestamp=self.clock())

@@ -61,6 +61,7 @@ class Start:
     recall_k: int = 0
     identity: str = ""
     reflections: int = 0  # post-task reflections this host may have out at once (``pegasus.run.reflections``)
+    awaited: bool = False  # a sub-task: its parent waits for its end (never held for time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ class RunHost:
         self.reflections.limit = start.reflections
         self._forget(start.task_id)  # an earlier run of the task held here is over: this one replaces it
         state = RunSnapshot(start.task, start.run, start.max_iterations, start.generation, start.journal, self.token,
-                            inbox=start.inbox, recall_k=start.recall_k, identity=start.identity)
+                            inbox=start.inbox, recall_k=start.recall_k, identity=start.identity, awaited=start.awaited)
         run = TaskRun(state, effect_of=self.effect_of, clock=self.clock, ids=self.ids, pid=self.pid, debug=self.debug)
         return self._activate(start.task_id, run, start.started)
 
@@ -427,7 +428,8 @@ def _unknown(tool: str) -> None:
 
 def _unwaited_end(report: object) -> bool:
     """A run's end no one waits on at once: it may wait with the transitions, bounded by the timer."""
-    return isinstance(report, TaskStopped) and report.state in _UNWAITED_ENDS and not report.children
+    return isinstance(report, TaskStopped) and report.state in _UNWAITED_ENDS and not report.children \
+        and not report.awaited
 
 
 def _holdable(report: object) -> bool:

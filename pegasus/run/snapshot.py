@@ -57,6 +57,7 @@ class RunSnapshot:
     recall_k: int = 0  # memories recalled before each iteration's think / reason ([memory] recall_k; 0: none)
     identity: str = ""  # with recall off: the identity the think / reason stages are given all the same
     checkpoint_source: TaskContext | None = None  # the context ``checkpoint_base`` was dumped from (None: unknown)
+    awaited: bool = False  # a sub-task: its parent waits for its end
 
 
 def ended(row: Mapping[str, Any] | None) -> bool:

@@ -42,6 +42,12 @@ class TreeTables:
         rows = self._query(f"SELECT {_LINK} FROM subtasks WHERE child_id = ?", (child_id,))
         return Link(*rows[0]) if rows else None
 
+    def is_sub_task(self, task_id: str) -> bool:
+        """Whether a parent waits for ``task_id``'s end; unlike ``link_of`` it leaves the task's unread answer."""
+        if task_id in self._unlinked:
+            return False
+        return bool(self._query("SELECT 1 FROM subtasks WHERE child_id = ? LIMIT 1", (task_id,)))
+
     @property
     def _unlinked(self) -> set[str]:
         """Tasks this store created with no link and not yet asked about: ``link_of`` answers them unread."""

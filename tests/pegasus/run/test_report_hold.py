@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import replace
 from typing import Any
 
 from pegasus.cognitive.stages import offline_processors, run_stage
@@ -174,6 +175,22 @@ def test_a_suspended_runs_end_and_a_parents_still_go_at_once_while_runs_wait() -
         batch.left_at = 10.0
         batch.add([TaskStopped("p", 1, state, done, children=children)])  # type: ignore[arg-type]
         assert bool(batch.handled(False, idle=False, now=10.1)) is waits
+
+
+def test_a_sub_tasks_end_goes_at_once_while_runs_wait_its_parent_waits_for_it() -> None:
+    """A task actor cannot tell a sub-task from a task: the supervisor says so in its start (``awaited``), and
+    that run's end is never held for time (each level of a tree would wait up to hold + timer)."""
+    core, _ = _waiting_host()
+    of(AskPool, core.step(replace(start("child"), awaited=True)))
+    [report] = of(Report, core.step(SuspendAsked("child", "asked")) + core.step(Handled(False, 1.01)))
+    [stopped] = [r for r in report.reports if isinstance(r, TaskStopped)]
+    assert stopped.awaited
+    done = TaskFSM.create("classic", "x", task_id="c").snapshot()
+    for awaited in (True, False):
+        batch = ReportBatch(hold_s=1.0, holdable=core.batch.holdable, bounded=core.batch.bounded)
+        batch.left_at = 10.0
+        batch.add([TaskStopped("c", 1, "completed", done, awaited=awaited)])
+        assert bool(batch.handled(False, idle=False, now=10.1)) is awaited
 
 
 def test_a_batch_says_whether_it_waited_for_time_so_the_supervisor_need_not_linger_for_more() -> None:

@@ -184,3 +184,22 @@ def test_a_plain_submit_lacking_a_column_fails_alone_and_the_groups_other_rows_c
         with pytest.raises(StoreError, match="'bad' lacks a column"):
             store.create_task(row("bad", None), encode_full(fsm.snapshot()))
     assert store.db.execute("SELECT task_id FROM tasks").fetchall() == [("good",)]
+
+
+def test_whether_a_task_is_a_sub_task_leaves_the_unread_answer_of_its_end(tmp_path: Path) -> None:
+    """A start asks whether a parent waits (``is_sub_task``); the task's end asks ``link_of`` after it, still
+    answered without a read for a task created here with no link."""
+    from pegasus.store.tree import Link
+    store = Store(tmp_path / "p.db")
+    new_task(store, "parent")
+    fsm = TaskFSM.create("classic", "a part", task_id="child")
+    store.create_task({"task_id": "child", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
+                       "seq": 2, "input": "a part", "source": "test", "link": Link("child", "parent", 1, "k", 0)},
+                      encode_full(fsm.snapshot()))
+    seen = traced(store)
+    assert not store.is_sub_task("parent") and store.link_of("parent") is None and seen == []
+    assert store.is_sub_task("child")
+    store.close()
+    again = Store(tmp_path / "p.db")  # a restart: nothing known unread, so both are read
+    assert again.is_sub_task("child") and not again.is_sub_task("parent")
+    again.close()
