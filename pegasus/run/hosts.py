@@ -293,9 +293,7 @@ class TaskHosts:
     @staticmethod
     def load(host: Host, now: float) -> float:
         """Its utilisation, 0 when it has said nothing lately."""
-        if host.sample is None or now - host.sample[1] > STALE_S:
-            return 0.0
-        return host.util
+        return host.util if _fresh(host, now) else 0.0
 
     def _choose(self, now: float) -> Host | None:
         """The host for a new run; None: start one."""
@@ -307,8 +305,7 @@ class TaskHosts:
         if cool:
             # The home host first while it is cool and says so (silent, a busy one looks idle): its runs reach
             # the pools without a message.
-            return min(cool, key=lambda h: (not (h.home and h.sample is not None and now - h.sample[1] <= STALE_S),
-                                            len(h.runs), load(h, now), h.key))
+            return min(cool, key=lambda h: (not (h.home and _fresh(h, now)), len(h.runs), load(h, now), h.key))
         if len(self.hosts) < self.maximum or not self.hosts:
             return None
         return min(open_hosts or self.hosts.values(), key=lambda h: (load(h, now), len(h.runs), h.key))
@@ -324,3 +321,8 @@ class TaskHosts:
         """For stats: runs held, hosts holding none, hosts created so far, hosts live."""
         return {"running": len(self.placed), "free": sum(1 for h in self.hosts.values() if not h.runs),
                 "created": self.created, "hosts": len(self.hosts)}
+
+
+def _fresh(host: Host, now: float) -> bool:
+    """It reported within ``STALE_S``."""
+    return host.sample is not None and now - host.sample[1] <= STALE_S

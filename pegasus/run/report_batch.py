@@ -28,8 +28,7 @@ class ReportBatch:
         self.bounding = False  # a report held is bounded: while it waits for time, a timer is on its way
         self.timer = False  # a timer asked for (``wake_after``) has not yet fired (``woken``)
         self.arm = False  # a bounded report now waits for time and no timer is on its way
-        self.armed_at = -math.inf  # when ``arm`` was last set: a timer asked then is due ``bound_s`` later
-        self.timer_at = -math.inf  # when the timer on its way was asked for
+        self.armed_at = -math.inf  # when ``arm`` was last set: the timer on its way was asked then
         self.waited = False  # a report held now waited for time: the batch is one already (``sent_waited``)
         self.sent_waited = False  # whether the batch ``_send`` answered last had waited for time
         self.held: list[Any] = []
@@ -59,7 +58,7 @@ class ReportBatch:
         if more_read or self.in_flight or not (self.due or idle):
             return ()
         if now is not None and not idle and not self.urgent and now < self.left_at + self.hold_s:
-            if self.timer and now > self.timer_at + 2 * self.bound_s:  # never fired: Thespian can drop a due
+            if self.timer and now > self.armed_at + 2 * self.bound_s:  # never fired: Thespian can drop a due
                 self.timer = False  # wakeup (its transmit-only drain), which would leave every later hold unbounded
             self.arm, self.waited = self.bounding and not self.timer, True
             self.armed_at = now if self.arm else self.armed_at
@@ -76,7 +75,7 @@ class ReportBatch:
         just been held for time and no timer is on its way (one at a time: Thespian's cannot be canceled)."""
         if not self.arm:
             return None
-        self.arm, self.timer, self.timer_at = False, True, self.armed_at
+        self.arm, self.timer = False, True
         return self.bound_s
 
     def woken(self) -> None:

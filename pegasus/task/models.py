@@ -232,19 +232,21 @@ def _copy(value: Any) -> Any:
 def _unpickled(kind: str, fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None,
                private: dict[str, Any] | None = None) -> BaseModel:
     """A model as ``_Model.__reduce__`` pickled it (as pydantic's ``__setstate__`` restores one: unvalidated)."""
-    model = object.__new__(_MODELS[kind])
+    return _assembled(_MODELS[kind], fields, fields_set, extra, private)
+
+
+def _rebuilt(model: _ModelT, state: dict[str, Any]) -> _ModelT:
+    """``model`` again with ``state`` as its fields, unvalidated; its other pydantic parts copied."""
+    return _assembled(type(model), state, set(model.__pydantic_fields_set__), _copy(model.__pydantic_extra__),
+                      _copy(model.__pydantic_private__))
+
+
+def _assembled(cls: type[_ModelT], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None,
+               private: dict[str, Any] | None) -> _ModelT:
+    """A model of ``cls`` made of its parts, unvalidated."""
+    model = object.__new__(cls)
     _set(model, "__dict__", fields)
     _set(model, "__pydantic_fields_set__", fields_set)
     _set(model, "__pydantic_extra__", extra)
     _set(model, "__pydantic_private__", private)
     return model
-
-
-def _rebuilt(model: _ModelT, state: dict[str, Any]) -> _ModelT:
-    """``model`` again with ``state`` as its fields, unvalidated; its other pydantic parts copied."""
-    new = object.__new__(type(model))
-    _set(new, "__dict__", state)
-    _set(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
-    _set(new, "__pydantic_extra__", _copy(model.__pydantic_extra__))
-    _set(new, "__pydantic_private__", _copy(model.__pydantic_private__))
-    return new

@@ -13,6 +13,13 @@ from actors.task_actor import TaskActor
 from pegasus.config import Settings
 
 
+def one_task_actor(tmp_path: Path, admin_port: int) -> Settings:
+    """A whole supervisor and one task actor in this process (simpleSystemBase), memory off."""
+    return Settings().with_overrides({
+        "system": {"base": "simpleSystemBase", "admin_port": admin_port}, "state": {"home": str(tmp_path)},
+        "runtime": {"task_actors_min": 1, "task_actors_max": 1}, "memory": {"recall_k": 0, "reflector": False}})
+
+
 def _start(task_id: str) -> m.StartTask:
     return m.StartTask(None, 1, None, None, task_id=task_id)
 
@@ -48,10 +55,7 @@ def test_the_tasks_of_one_submit_reach_their_task_actor_in_one_message(tmp_path:
         receive(actor, message, sender)
 
     monkeypatch.setattr(TaskActor, "receiveMessage", counted)
-    settings = Settings().with_overrides({
-        "system": {"base": "simpleSystemBase", "admin_port": 29999}, "state": {"home": str(tmp_path)},
-        "runtime": {"task_actors_min": 1, "task_actors_max": 1}, "memory": {"recall_k": 0, "reflector": False}})
-    client = Client.start(settings, timeout=10)
+    client = Client.start(one_task_actor(tmp_path, 29999), timeout=10)
     try:
         tasks = client.submit_many([f"what is {i} + 1?" for i in range(6)])
         for task in tasks:

@@ -9,7 +9,7 @@ from pathlib import Path
 from actors import messages as m
 from actors.client import Client
 from actors.task_actor import TaskActor
-from pegasus.config import Settings
+from tests.actors.supervisor.test_start_batches import one_task_actor
 
 
 def test_the_starts_of_sub_tasks_and_only_theirs_say_their_parent_waits(tmp_path: Path, monkeypatch) -> None:
@@ -21,10 +21,7 @@ def test_the_starts_of_sub_tasks_and_only_theirs_say_their_parent_waits(tmp_path
         receive(actor, start, sender)
 
     monkeypatch.setattr(TaskActor, "receiveMsg_StartTask", seen)
-    settings = Settings().with_overrides({
-        "system": {"base": "simpleSystemBase", "admin_port": 29998}, "state": {"home": str(tmp_path)},
-        "runtime": {"task_actors_min": 1, "task_actors_max": 1}, "memory": {"recall_k": 0, "reflector": False}})
-    client = Client.start(settings, timeout=10)
+    client = Client.start(one_task_actor(tmp_path, 29998), timeout=10)
     try:
         parent = client.submit("in parallel: echo a; echo b")["task_id"]
         assert client.wait(parent, timeout=60)["lifecycle_state"] == "done"

@@ -13,6 +13,7 @@ from pegasus.store import StaleStateError, Store, StoreError
 from benchmarks.checkpoint import Calls
 from pegasus.store.checkpoint import encode_full
 from pegasus.store.journal import FINISHED, StepEnd
+from pegasus.store.tree import Link
 from pegasus.task import TaskFSM
 from tests.pegasus.store.test_store import new_task
 
@@ -106,21 +107,24 @@ def test_rows_left_waiting_by_a_rolled_back_group_are_never_written(tmp_path: Pa
     store.close()
 
 
-def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: Path) -> None:
-    from pegasus.store.tree import Link
-    store = Store(tmp_path / "p.db")
+def _parent_and_child(store: Store) -> None:
+    """Task "parent", and "child" created with its link to it (a sub-task)."""
     new_task(store, "parent")
     fsm = TaskFSM.create("classic", "a part", task_id="child")
     store.create_task({"task_id": "child", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
                        "seq": 2, "input": "a part", "source": "test", "link": Link("child", "parent", 1, "k", 0)},
                       encode_full(fsm.snapshot()))
+
+
+def test_a_task_created_here_with_no_link_is_answered_without_a_read(tmp_path: Path) -> None:
+    store = Store(tmp_path / "p.db")
+    _parent_and_child(store)
     seen = traced(store)
     assert store.link_of("parent") is None and seen == []  # its end asks: no subtasks read
     assert store.link_of("child") == Link("child", "parent", 1, "k", 0)
     assert store.link_of("parent") is None and len(seen) == 2  # asked again: read, the same answer
     store.close()
     assert Store(tmp_path / "p.db").link_of("child") is not None  # another store (a restart) reads it
-
 
 
 def test_a_groups_plain_submits_make_one_statement_a_table_and_no_savepoint(tmp_path: Path) -> None:
@@ -189,13 +193,8 @@ def test_a_plain_submit_lacking_a_column_fails_alone_and_the_groups_other_rows_c
 def test_whether_a_task_is_a_sub_task_leaves_the_unread_answer_of_its_end(tmp_path: Path) -> None:
     """A start asks whether a parent waits (``is_sub_task``); the task's end asks ``link_of`` after it, still
     answered without a read for a task created here with no link."""
-    from pegasus.store.tree import Link
     store = Store(tmp_path / "p.db")
-    new_task(store, "parent")
-    fsm = TaskFSM.create("classic", "a part", task_id="child")
-    store.create_task({"task_id": "child", "machine": "classic", "cognitive_state": fsm.state, "priority": 3,
-                       "seq": 2, "input": "a part", "source": "test", "link": Link("child", "parent", 1, "k", 0)},
-                      encode_full(fsm.snapshot()))
+    _parent_and_child(store)
     seen = traced(store)
     assert not store.is_sub_task("parent") and store.link_of("parent") is None and seen == []
     assert store.is_sub_task("child")
