@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import ActorExitRequest, WakeupMessage
+from thespian.actors import ActorExitRequest, PoisonMessage, WakeupMessage
 
 from actors import messages as m
 from actors.home_pools import HOME_MESSAGES, HomePoolsHost
@@ -161,6 +161,11 @@ class TaskActor(HomePoolsHost):
         if isinstance(wakeup.payload, h.ReportsDue):  # (the pools' own timers are home_message's)
             self._step(wakeup.payload)
 
+    def receiveMsg_PoisonMessage(self, poison: PoisonMessage, sender: Any) -> None:
+        if isinstance(poison.poisonMessage, m.TaskReports):  # refused unsent (larger than a frame), or unread
+            reason = str(poison.details or "").strip().splitlines()[-1:] or ["the supervisor did not take them"]
+            self._step(h.Unsent(poison.poisonMessage.reports, reason[0]))
+
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
         self.home_closing()
@@ -176,6 +181,7 @@ class TaskActor(HomePoolsHost):
         logs.configure_from(settings)
         self.log = logs.get("task")
         self.host.debug = settings.logging.level == "debug"  # else the runs make no debug line
+        self.host.frames(settings.system.max_frame_bytes)  # a larger batch of reports would be refused unsent
         if self.recall is None:
             self.recall = LocalRecall(settings)
         if self.registry is None:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from thespian.actors import (
-    Actor, ActorAddress, ActorExitRequest, ActorSystemMessage, ChildActorExited, WakeupMessage,
+    Actor, ActorAddress, ActorExitRequest, ActorSystemMessage, ChildActorExited, PoisonMessage, WakeupMessage,
 )
 
 from actors import messages as m
@@ -93,7 +93,7 @@ REPORTS: Rows = {
     m.StageResult: runs.stage_result, m.TaskAbandoned: runs.task_abandoned, m.StageRequest: vectors.memory_step,
     m.AskRecall: vectors.recall, m.PoolReady: children.pool_ready, m.PoolStats: stats.pool_stats,
     m.McpListing: stats.mcp_listing,
-    ChildActorExited: children.child_exited,
+    ChildActorExited: children.child_exited, PoisonMessage: runs.unsent,
 }
 
 

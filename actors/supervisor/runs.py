@@ -1,16 +1,17 @@
 """The supervisor's side of its tasks' runs: reports of task actors (with the answers to the post-task
 reflections they handed out), workers' effectful steps, verification gates and the supervisor's own
-post-task reflections answered by the pools, runs a task actor let go."""
+post-task reflections answered by the pools, runs a task actor let go, starts that could not be sent."""
 
 from __future__ import annotations
 
-from thespian.actors import ActorAddress
+from thespian.actors import ActorAddress, PoisonMessage
 
 from actors import messages as m
 from actors.supervisor import memory, vectors
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
+from actors.wire.frames import FrameTooLarge
 from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
 from pegasus.task import CognitiveState, LifecycleState, StageName
 
@@ -126,3 +127,24 @@ def task_abandoned(ctx: Context, abandoned: m.TaskAbandoned, sender: ActorAddres
     admit(ctx, RunLost(abandoned.task_id, abandoned.run, f"the task actor let the run go: {abandoned.reason}",
                       "abandoned"))
     answer_suspends(ctx, abandoned.task_id)
+
+
+def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
+    """A start Thespian refused to send, being larger than a frame (``[system] max_frame_bytes``): a batch of
+    starts goes again one by one; a start too large alone is its run lost (restarted, then failed, saying why)."""
+    message, details = poison.poisonMessage, str(poison.details or "")
+    if FrameTooLarge.__name__ not in details:
+        return
+    if isinstance(message, m.StartTasks):
+        for start in message.starts:
+            ctx.send(sender, start)
+        return
+    task_id = message.task_id or str(getattr(message.snapshot, "task_id", "")) if isinstance(message, m.StartTask) \
+        else ""
+    if not task_id or ctx.admission is None or ctx.task_actors.address_of(task_id, message.run) != sender:
+        return
+    reason = details.strip().splitlines()[-1].split(": ", 1)[-1]
+    ctx.task_actors.release(task_id, message.run)
+    ctx.log.error("task_start_unsent", task_id=task_id, run=message.run, reason=reason)
+    admit(ctx, RunLost(task_id, message.run, f"its start could not be sent: {reason}", "abandoned"))
+    answer_suspends(ctx, task_id)

@@ -3,9 +3,9 @@
 A task actor (``actors/task_actor.py``) holds many runs, each a ``TaskRun`` kept between two messages
 (made once from its ``RunSnapshot``; a run is a value only where it leaves the process: its reports).  This core
 keeps the held runs, each run's unanswered stage request, the pool addresses and the highest token issued, steps
-one run per input and turns its commands into addressed sends; reports of several activations leave together (``pegasus.run.report_batch``).  A
-done run's post-task reflection is handed out from here when it can be (``pegasus.run.reflections``).
-Never raises; the clock, the ids and the pid are passed in.
+one run per input and turns its commands into addressed sends; reports of several activations leave together
+(``pegasus.run.report_batch``).  A done run's post-task reflection is handed out from here when it can be
+(``pegasus.run.reflections``).  Never raises; the clock, the ids and the pid are passed in.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 from pegasus.levels import Level
 from pegasus.run import inputs as run_inputs
+from pegasus.run import report_rules
+from pegasus.run.report_rules import holdable
 from pegasus.run.commands import Abandon, AskRecall, Command, Log, Reflected, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
 from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
@@ -25,7 +27,7 @@ from pegasus.run.snapshot import RunSnapshot
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
-from pegasus.task.names import CognitiveState, PoolName, StageName
+from pegasus.task.names import PoolName, StageName
 
 Address = Any  # an actor address, opaque here
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
@@ -36,8 +38,6 @@ REPORT_HOLD_S = 0.3
 # A held report asks for a timer this long (one at a time): should the messages stop coming (a model's minutes),
 # it still leaves within about the hold and this; while they come, the first after the hold carries it.
 REPORT_BOUND_S = 0.35
-# The ends no one waits on at once: a suspended run's requester and a parent's children do.
-_UNWAITED_ENDS = frozenset({CognitiveState.COMPLETED, CognitiveState.FAILED})
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -99,6 +99,14 @@ class CarryingFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class Unsent:
+    """A ``Report`` could not be sent (``reason``): its runs cannot report what they did, and restart."""
+
+    reports: Reports
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Closing:
     """The process is exiting: what is held is sent."""
 
@@ -126,7 +134,7 @@ class Delivered:
 
 
 HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
-             | CarryingFailed | Closing | Handled | Delivered | ReportsDue)
+             | CarryingFailed | Unsent | Closing | Handled | Delivered | ReportsDue)
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -207,8 +215,14 @@ class RunHost:
         self.previous: tuple[str, int] | None = None  # (task, run) the step before activated
         # Reports made and not yet sent; transitions and unwaited ends may wait report_hold_s while HOLD_RUNS runs
         # wait, and at most about report_bound_s more should no message come.
-        self.batch = ReportBatch(hold_s=report_hold_s, holdable=_holdable, bounded=_holdable, bound_s=report_bound_s)
+        self.batch = ReportBatch(hold_s=report_hold_s, holdable=holdable, bounded=holdable, bound_s=report_bound_s)
         self.reflections = HeldReflections()  # done runs' post-task reflections handed out from here
+        self.report_most = 0  # a report's bytes one message can carry (``frames``); 0: any
+
+    def frames(self, max_frame_bytes: int) -> None:
+        """Messages of at most ``max_frame_bytes``: a batch closes at half (the sizes are estimates); a run whose
+        single report would pass three quarters cannot report, and is abandoned (restarted, then failed)."""
+        self.batch.max_bytes, self.report_most = max_frame_bytes // 2, max_frame_bytes * 3 // 4
 
     def step(self, event: HostInput) -> list[HostCommand]:
         """Apply one input; the commands to carry out, in order.  Never raises: a run whose
@@ -241,7 +255,9 @@ class RunHost:
         answer = event.answer
         if answer.stage == StageName.POST_REFLECT and self.reflections.answered(answer.task_id, answer.token):
             reflected = Reflected(answer.task_id, answer.ok, answer.payload, answer.error, answer.error_kind)
-            return [*self._reports(self.batch.add((reflected,), lazy=True)), *self._reflect()]
+            size = report_rules.sizes((reflected,))[0]
+            first = self._reports(self.batch.room_for(size))
+            return [*first, *self._reports(self.batch.add((reflected,), lazy=True, size=size)), *self._reflect()]
         held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
         if held is None:
             return out
@@ -296,6 +312,11 @@ class RunHost:
 
     def _carrying_failed(self, event: CarryingFailed) -> list[HostCommand]:
         return self._failed(event.reason, self.previous)
+
+    def _unsent(self, event: Unsent) -> list[HostCommand]:
+        lost = [(task, run) for task, run in report_rules.runs_of(event.reports)  # held here, or ended: unrecorded
+                if task not in self.runs or self.runs[task].run == run]
+        return [out for pair in lost for out in self._failed(f"its reports could not be sent: {event.reason}", pair)]
 
     def _closing(self, event: Closing) -> list[HostCommand]:
         self.runs.clear()
@@ -362,7 +383,7 @@ class RunHost:
         Also why the run is abandoned, if it is."""
         first: list[HostCommand] = []
         then: list[HostCommand] = []
-        reports: list[TaskTransitioned | TaskStopped | Reflected] = []
+        reports: list[Any] = []
         abandon = None
         who = (run.task_id, run.fsm.machine.name, run.run) if run.unreadable is None else None
         for command in commands:
@@ -372,21 +393,23 @@ class RunHost:
                 first.append(ask)
             elif isinstance(command, Log):
                 then.append(LogLine(command, who))
-            elif isinstance(command, TaskStopped):
-                reports.append(self._reflecting(command))
-            elif isinstance(command, TaskTransitioned):
+            elif isinstance(command, (TaskTransitioned, TaskStopped)):
                 reports.append(command)
             elif isinstance(command, _TOLD):  # recall: answered by the task actor from the store, or the supervisor
                 first += [*self._reports(self.batch.before_other()), Tell(self.supervisor, command)]
             elif isinstance(command, Abandon):
                 abandon = command.reason
         if reports:
-            then += self._reports(self.batch.add(reports))
+            reports, sizes, too_large = report_rules.fitting(reports, self.report_most)
+            abandon = too_large or abandon
+            for report, size in zip(reports, sizes, strict=True):  # one by one: a batch closes between them
+                then += self._reports(self.batch.room_for(size))
+                then += self._reports(self.batch.add((self._reflecting(report),), size=size))
         return first + then + self._reflect(), abandon
 
-    def _reflecting(self, stopped: TaskStopped) -> TaskStopped:
+    def _reflecting(self, stopped: Any) -> Any:
         """The run's end as reported: ``reflecting`` when its reflection goes from here (queued now)."""
-        if self.reflections.take(stopped, self.token + 1) is None:
+        if not isinstance(stopped, TaskStopped) or self.reflections.take(stopped, self.token + 1) is None:
             return stopped
         self.token += 1
         return replace(stopped, reflecting=True)
@@ -417,7 +440,7 @@ class RunHost:
     _HANDLERS: ClassVar[dict[type, Callable[[RunHost, Any], list[HostCommand]]]] = {
         Start: _start, Answered: _answered, MemoriesRecalled: _recalled, Streamed: _streamed,
         SuspendAsked: _suspend_asked, Messages: _messages, Drop: _drop, PoolReplaced: _pool_replaced,
-        CarryingFailed: _carrying_failed, Closing: _closing, Handled: _handled, Delivered: _delivered,
+        CarryingFailed: _carrying_failed, Unsent: _unsent, Closing: _closing, Handled: _handled, Delivered: _delivered,
         ReportsDue: _reports_due,
     }
 
@@ -425,12 +448,3 @@ class RunHost:
 def _unknown(tool: str) -> None:
     return None
 
-
-def _unwaited_end(report: object) -> bool:
-    """A run's end no one waits on at once: it may wait with the transitions, bounded by the timer."""
-    return isinstance(report, TaskStopped) and report.state in _UNWAITED_ENDS and not report.children \
-        and not report.awaited
-
-
-def _holdable(report: object) -> bool:
-    return isinstance(report, TaskTransitioned) or _unwaited_end(report)

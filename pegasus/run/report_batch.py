@@ -1,8 +1,8 @@
 """When a task actor's reports leave: those of several activations, of several tasks, in one message.
 
 Each message to the supervisor costs both processes a wake-up, so reports are held while messages already
-read wait, or while the last batch is undelivered, never beyond ``LIMIT``; a lazy report (a reflection's
-answer) waits for a batch that goes anyway.  While many runs wait for their stages, holdable reports (a
+read wait, or while the last batch is undelivered, never beyond ``LIMIT`` reports or ``max_bytes``; a lazy report
+(a reflection's answer) waits for a batch that goes anyway.  While many runs wait for their stages, holdable reports (a
 transition, a run's end no one waits on) also wait until ``hold_s`` after the batch before, going with the first
 message handled after that; a bounded one asks for a timer (``wake_after``) so that it never waits much longer
 when no message comes.  A report lost with its task actor is as one in flight.
@@ -21,8 +21,11 @@ class ReportBatch:
     """The policy alone: each call answers the reports to send now, in order, as one message (empty: none)."""
 
     def __init__(self, limit: int = LIMIT, hold_s: float = 0.0, holdable: Callable[[Any], bool] = lambda report: False,
-                 bounded: Callable[[Any], bool] = lambda report: False, bound_s: float = 0.0) -> None:
+                 bounded: Callable[[Any], bool] = lambda report: False, bound_s: float = 0.0,
+                 max_bytes: int = 0) -> None:
         self.limit = max(1, limit)
+        self.max_bytes = max_bytes  # the reports' bytes (as the caller sizes them) a batch carries at most; 0: any
+        self.held_bytes = 0
         self.hold_s, self.holdable = hold_s, holdable
         self.bounded, self.bound_s = bounded, bound_s
         self.bounding = False  # a report held is bounded: while it waits for time, a timer is on its way
@@ -37,14 +40,23 @@ class ReportBatch:
         self.in_flight = 0  # batches sent and not yet delivered (or failed)
         self.left_at = -math.inf  # when the last batch left (the caller's clock)
 
-    def add(self, reports: tuple[Any, ...] | list[Any], lazy: bool = False) -> tuple[Any, ...]:
-        """An activation made ``reports``: held; sent at once when the batch is full.  ``lazy``: they go
-        with the next batch that goes anyway (their own message would cost both processes a wake-up)."""
+    def room_for(self, size: int) -> tuple[Any, ...]:
+        """Before reports of ``size`` bytes join: what is held goes first if together they would pass ``max_bytes``."""
+        if self.max_bytes and self.held and self.held_bytes + size > self.max_bytes:
+            return self._send()
+        return ()
+
+    def add(self, reports: tuple[Any, ...] | list[Any], lazy: bool = False, size: int = 0) -> tuple[Any, ...]:
+        """An activation made ``reports`` (``size`` bytes): held; sent at once when the batch is full, in number or
+        in bytes.  ``lazy``: they go with the next batch that goes anyway (their own message would cost both
+        processes a wake-up)."""
         self.held.extend(reports)
+        self.held_bytes += size
         self.due = self.due or (bool(reports) and not lazy)
         self.urgent = self.urgent or (not lazy and not all(self.holdable(report) for report in reports))
         self.bounding = self.bounding or any(self.bounded(report) for report in reports)
-        return self._send() if len(self.held) >= self.limit else ()
+        full = len(self.held) >= self.limit or (self.max_bytes and self.held_bytes >= self.max_bytes)
+        return self._send() if full else ()
 
     def before_other(self) -> tuple[Any, ...]:
         """Another message to the supervisor is about to go: whatever is held goes first."""
@@ -87,6 +99,7 @@ class ReportBatch:
         if not self.held:
             return ()
         batch, self.held, self.due, self.urgent, self.bounding = tuple(self.held), [], False, False, False
+        self.held_bytes = 0
         self.sent_waited, self.waited = self.waited, False
         self.in_flight += 1
         if now is not None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from thespian.actors import PoisonMessage
 
 from actors import messages as m
-from actors.supervisor import Supervisor
+from actors.supervisor import Supervisor, runs
 from actors.supervisor.outbox import coalesced, urgent
 from pegasus.store.drain import DrainBatch, Linger, Settle
 
@@ -93,3 +94,19 @@ def test_a_batch_its_task_actor_held_for_time_commits_and_starts_at_once(monkeyp
     supervisor, woken, out, store = _carrier(monkeypatch, [(actor, _start("t1"))])
     supervisor.receiveMessage(m.TaskReports((), 0.0, True), actor)
     assert woken == [] and store.commits == [True] and [type(x) for x in out] == [m.StartTask]
+
+
+def test_starts_refused_together_as_larger_than_a_frame_go_again_one_by_one_and_nothing_else_does() -> None:
+    """Thespian refuses a message larger than ``[system] max_frame_bytes`` unsent and hands it back as a
+    ``PoisonMessage``: a ``StartTasks`` of many runs' snapshots can outgrow a frame that each start fits."""
+    sent: list[tuple[object, object]] = []
+    ctx = SimpleNamespace(send=lambda address, message: sent.append((address, message)), admission=None)
+    actor = object()
+    starts = m.StartTasks((_start("t1"), _start("t2"), _start("t3")))
+    refused = "Traceback ...\nactors.wire.frames.FrameTooLarge: a StartTasks message is 99999 bytes; frames are ..."
+    runs.unsent(ctx, PoisonMessage(starts, refused), actor)
+    assert sent == [(actor, start) for start in starts.starts]
+    sent.clear()
+    runs.unsent(ctx, PoisonMessage(starts, "Traceback ...\nValueError: something else"), actor)
+    runs.unsent(ctx, PoisonMessage(m.DropTask("t1", 1), refused), actor)
+    assert sent == []

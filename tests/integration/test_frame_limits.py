@@ -1,0 +1,31 @@
+"""Messages larger than a frame (``[system] max_frame_bytes``) are refused unsent by Thespian, whole: a task actor's
+batch of reports or a start that outgrew it was lost, and its tasks stayed "running" for ever, with nothing in
+pegasus.jsonl.  Under the smallest frame there is: batches of reports close in time, and a task whose state cannot
+go in a message at all ends failed, saying so."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+TASKS = 40
+SMALL = {"system": {"max_frame_bytes": 65536}, "memory": {"reflector": False},
+         "runtime": {"max_message_bytes": 32768, "max_active_tasks": TASKS, "task_actors_max": 1}}
+
+
+def test_forty_tasks_of_large_contexts_on_one_task_actor_all_finish_under_the_smallest_frame(pegasus) -> None:
+    """Each task's reports ~15 KB, all forty on one task actor: a batch of them passed 64 KB (up to ~460 KB)."""
+    client = pegasus(**SMALL)
+    words = "word " * 300
+    tasks = [client.submit(f"echo {n} {words}")["task_id"] for n in range(TASKS)]
+    assert [client.wait(task_id, timeout=60)["lifecycle_state"] for task_id in tasks] == ["done"] * TASKS
+
+
+def test_a_task_whose_state_outgrows_a_frame_fails_saying_so_and_the_others_finish(pegasus) -> None:
+    client = pegasus(**SMALL)
+    large = client.submit("echo " + "word " * 1400)["task_id"]  # its checkpoint ~80 KB: no message carries it
+    small = [client.submit(f"echo {n} hello")["task_id"] for n in range(3)]
+    final = client.wait(large, timeout=60)
+    assert final["lifecycle_state"] == "failed", final["lifecycle_state"]
+    assert "max_frame_bytes" in final["error"] and "bytes" in final["error"], final["error"]
+    assert [client.wait(task_id, timeout=60)["lifecycle_state"] for task_id in small] == ["done"] * 3
