@@ -220,9 +220,9 @@ class RunHost:
         self.report_most = 0  # a report's bytes one message can carry (``frames``); 0: any
 
     def frames(self, max_frame_bytes: int) -> None:
-        """Messages of at most ``max_frame_bytes``: a batch closes at half (the sizes are estimates); a run whose
-        single report would pass three quarters cannot report, and is abandoned (restarted, then failed)."""
-        self.batch.max_bytes, self.report_most = max_frame_bytes // 2, max_frame_bytes * 3 // 4
+        """Messages of at most ``max_frame_bytes``: a batch closes at half (its sizes are estimates, never below
+        pickle's); a run whose single report would not fit cannot report, and is abandoned (restarted, then failed)."""
+        self.batch.max_bytes, self.report_most = max_frame_bytes // 2, max_frame_bytes - report_rules.FRAME_SPARE_BYTES
 
     def step(self, event: HostInput) -> list[HostCommand]:
         """Apply one input; the commands to carry out, in order.  Never raises: a run whose

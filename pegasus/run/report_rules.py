@@ -12,6 +12,7 @@ from pegasus.task.names import CognitiveState
 
 FIELDS_BYTES = 1024  # a report's names, states, time and its stage's worker fields, pickled, with room to spare
 HISTORY_BYTES = 256  # one entry of a snapshot's history, pickled (~175 bytes), with room to spare
+FRAME_SPARE_BYTES = 8192  # a frame's room around a lone report: its sender's address, its message's fields
 # The ends no one waits on at once: a suspended run's requester and a parent's children do.
 _UNWAITED_ENDS = frozenset({CognitiveState.COMPLETED, CognitiveState.FAILED})
 
