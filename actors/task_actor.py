@@ -162,9 +162,11 @@ class TaskActor(HomePoolsHost):
             self._step(wakeup.payload)
 
     def receiveMsg_PoisonMessage(self, poison: PoisonMessage, sender: Any) -> None:
-        if isinstance(poison.poisonMessage, m.TaskReports):  # refused unsent (larger than a frame), or unread
-            reason = str(poison.details or "").strip().splitlines()[-1:] or ["the supervisor did not take them"]
-            self._step(h.Unsent(poison.poisonMessage.reports, reason[0]))
+        request = poison.poisonMessage  # (a TaskReports refused is told by its send's callback, at once)
+        if isinstance(request, m.StageRequest):  # refused unsent: larger than a frame
+            why = (str(poison.details or "").strip().splitlines() or ["refused"])[-1].split(": ", 1)[-1]
+            self._step(h.Unsent((), f"its {request.stage} request could not be sent: {why}",
+                                ((request.task_id, request.run),)))
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(h.Closing())
@@ -218,7 +220,8 @@ class TaskActor(HomePoolsHost):
     def _report(self, command: h.Report) -> None:
         """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
         reports = m.TaskReports(command.reports, time.process_time(), command.waited)
-        send_with_callback(self, command.to, reports, self._delivered)
+        send_with_callback(self, command.to, reports, self._delivered,
+                           lambda why: self._step(h.Unsent(command.reports, f"its reports could not be sent: {why}")))
 
     def _wake_after(self, command: h.WakeAfter) -> None:
         self.wakeupAfter(timedelta(seconds=command.seconds), payload=h.ReportsDue())

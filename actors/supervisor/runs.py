@@ -136,8 +136,9 @@ def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
     if FrameTooLarge.__name__ not in details:
         return
     if isinstance(message, m.StartTasks):
-        for start in message.starts:
-            ctx.send(sender, start)
+        for start in message.starts:  # each alone (a StartTask would be coalesced again), if still its actor's
+            if ctx.task_actors.address_of(start.task_id, start.run) == sender:
+                ctx.send(sender, m.StartTasks((start,)))
         return
     task_id = message.task_id or str(getattr(message.snapshot, "task_id", "")) if isinstance(message, m.StartTask) \
         else ""

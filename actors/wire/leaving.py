@@ -21,10 +21,12 @@ from actors.wire.thespian_patches.readers import ARRIVED_ACKS, WRITTEN_WHOLE
 from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 
-def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], None]) -> Any:
+def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], None],
+                       failed: Callable[[str], None] | None = None) -> Any:
     """Send ``message`` to ``to`` as ``actor.send`` does (its dead-letter handling kept), and call ``done()`` once
-    it is delivered or failed for good (Thespian's callback); the intent, or None where there is no transport to
-    wait for (simpleSystemBase, Thespian internals other than 4.0.1's): sent plainly and ``done()`` at once."""
+    it is delivered or failed for good (Thespian's callback), after ``failed(why)`` if it failed; the intent, or None
+    where there is no transport to wait for (simpleSystemBase, Thespian internals other than 4.0.1's): sent plainly
+    and ``done()`` at once."""
     ref: Any = getattr(actor, "_myRef", None)
     send_intent = getattr(ref, "_send_intent", None)
     if getattr(ref, "transport", None) is None or send_intent is None:
@@ -32,7 +34,12 @@ def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], Non
         done()
         return None
     intent = TransmitIntent(to, message, onError=getattr(ref, "actor_send_fail", None))
-    send_intent(intent.addCallback(lambda result, sent: done(), lambda result, sent: done()))
+    def _failed(result: Any, sent: Any) -> None:
+        if failed is not None:  # refused unsent (larger than a frame: frame_auth says so on it), or undelivered
+            failed(str(getattr(sent, "refused", "") or f"not delivered ({result})"))
+        done()
+
+    send_intent(intent.addCallback(lambda result, sent: done(), _failed))
     return intent
 
 

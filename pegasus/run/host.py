@@ -10,26 +10,34 @@ one run per input and turns its commands into addressed sends; reports of severa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pegasus.levels import Level
 from pegasus.run import inputs as run_inputs
 from pegasus.run import report_rules
-from pegasus.run.report_rules import holdable
 from pegasus.run.commands import Abandon, AskRecall, Command, Log, Reflected, SendStage, TaskStopped, TaskTransitioned
 from pegasus.run.core import EffectOf, TaskRun
-from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Started, Streamed, SuspendAsked
+from pegasus.run.host_io import (
+    Abandoned, Address, AskPool, CarryingFailed, Closing, Delivered, Drop, Handled, HostCommand, HostInput,
+    LogLine, Messages, PoolReplaced, Report, Reports, ReportsDue, Start, Tell, Unsent, WakeAfter,
+)
+from pegasus.run.inputs import Answered, MemoriesRecalled, RunInput, Streamed, SuspendAsked
 from pegasus.run.reflections import HeldReflections
 from pegasus.run.report_batch import ReportBatch
+from pegasus.run.report_rules import holdable
 from pegasus.run.snapshot import RunSnapshot
 from pegasus.streaming import TextDelta
 from pegasus.task.events import new_id, utc_now
 from pegasus.task.fsm import Clock, IdFactory
 from pegasus.task.names import PoolName, StageName
 
-Address = Any  # an actor address, opaque here
+__all__ = [  # the core, and its inputs and commands (``pegasus.run.host_io``) named here for its carriers
+    "HOLD_RUNS", "REPORT_BOUND_S", "REPORT_HOLD_S", "Abandoned", "Address", "AskPool", "CarryingFailed", "Closing",
+    "Delivered", "Drop", "Handled", "HostCommand", "HostInput", "LogLine", "Messages", "PoolReplaced", "Report",
+    "Reports", "ReportsDue", "RunHost", "Start", "Tell", "Unsent", "WakeAfter",
+]
 DEAD_POOLS_KEPT = 8  # replaced pools remembered: a StartTask sent before a replacement may still name one
 HOLD_RUNS = 8  # runs waiting for their stages from which a message surely comes soon: transitions and ends may wait
 # ... this long after the batch before (pegasus.run.report_batch): at L = 50 ms each answer arrives alone, and a
@@ -40,160 +48,6 @@ REPORT_HOLD_S = 0.3
 REPORT_BOUND_S = 0.35
 
 
-# -- inputs ---------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Start:
-    """Run (or continue) run ``run`` of ``task`` here, beginning with ``started``; ``supervisor`` sent it,
-    with its pools.  The run starts past every token this host issued (earlier answers stay stale)."""
-
-    task_id: str
-    task: Any  # its TaskSnapshot (None, or anything else: a run that cannot start, reported abandoned)
-    run: int
-    max_iterations: int
-    started: Started
-    supervisor: Address
-    llm_pool: Address
-    tool_pool: Address
-    effect_of: EffectOf
-    generation: str = "1"
-    journal: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    inbox: tuple[tuple[int, str], ...] = ()
-    recall_k: int = 0
-    identity: str = ""
-    reflections: int = 0  # post-task reflections this host may have out at once (``pegasus.run.reflections``)
-    awaited: bool = False  # a sub-task: its parent waits for its end (never held for time)
-
-
-@dataclass(frozen=True, slots=True)
-class Messages:
-    """Messages for run ``run`` of the task, (number, text) each; for a run not held, ignored."""
-
-    task_id: str
-    run: int
-    inbox: tuple[tuple[int, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Drop:
-    """Forget run ``run`` of the task (canceled): whatever it has in flight is dropped when it answers."""
-
-    task_id: str
-    run: int
-
-
-@dataclass(frozen=True, slots=True)
-class PoolReplaced:
-    """Pool ``name`` at ``dead`` was replaced by ``address`` (said by ``sender``: only the supervisor counts)."""
-
-    name: str
-    address: Address
-    dead: Address
-    sender: Address
-
-
-@dataclass(frozen=True, slots=True)
-class CarryingFailed:
-    """Carrying out the last step's commands raised: that run cannot go on here."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Unsent:
-    """A ``Report`` could not be sent (``reason``): its runs cannot report what they did, and restart."""
-
-    reports: Reports
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Closing:
-    """The process is exiting: what is held is sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class Handled:
-    """A message was handled; ``more_read``: another, already read, waits to be handled; ``now``: the
-    carrier's monotonic clock (None: reports are never held for time, ``pegasus.run.report_batch``)."""
-
-    more_read: bool = False
-    now: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReportsDue:
-    """The timer a ``WakeAfter`` asked for fired (a ``Handled`` follows, as after any message)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    """A ``Report`` sent earlier was delivered, or failed (``more_read`` and ``now`` as in ``Handled``)."""
-
-    more_read: bool = False
-    now: float | None = None
-
-
-HostInput = (Start | Answered | MemoriesRecalled | Streamed | SuspendAsked | Messages | Drop | PoolReplaced
-             | CarryingFailed | Unsent | Closing | Handled | Delivered | ReportsDue)
-
-
-# -- commands -------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class AskPool:
-    """Send ``stage`` to the pool at ``to``; an effectful step names ``journal_to`` (the supervisor),
-    where its worker journals it as started before it runs the tool."""
-
-    to: Address
-    stage: SendStage
-    journal_to: Address | None
-
-
-@dataclass(frozen=True, slots=True)
-class Tell:
-    """Pass ``what`` on to ``to`` as it is (a recall request or streamed text, to the supervisor)."""
-
-    to: Address
-    what: AskRecall | TextDelta
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """Reports to ``to``, in order, as one message: of one or more activations, of one or more tasks.
-    The carrier answers ``Delivered`` once the message is delivered (or failed).  ``waited``: they were
-    held for time (``pegasus.run.report_batch``): a batch already, which the supervisor commits at once."""
-
-    to: Address
-    reports: tuple[TaskTransitioned | TaskStopped | Reflected, ...]
-    waited: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Abandoned:
-    """Tell ``to`` that run ``run`` cannot go on here (forgotten): it restarts it from its checkpoint."""
-
-    to: Address
-    task_id: str
-    run: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class WakeAfter:
-    """Answer ``ReportsDue`` in ``seconds``: it bounds the wait of the reports held for time."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """A log line; ``run`` (task id, machine, run) when it is about one run."""
-
-    line: Log
-    run: tuple[str, str, int] | None = None
-
-
-HostCommand = AskPool | Tell | Report | Abandoned | LogLine | WakeAfter
-Reports = tuple[TaskTransitioned | TaskStopped | Reflected, ...]
 _TOLD = (AskRecall, TextDelta)
 
 
@@ -255,7 +109,7 @@ class RunHost:
         answer = event.answer
         if answer.stage == StageName.POST_REFLECT and self.reflections.answered(answer.task_id, answer.token):
             reflected = Reflected(answer.task_id, answer.ok, answer.payload, answer.error, answer.error_kind)
-            size = report_rules.sizes((reflected,))[0]
+            reflected, size = report_rules.fitted(reflected, self.report_most)
             first = self._reports(self.batch.room_for(size))
             return [*first, *self._reports(self.batch.add((reflected,), lazy=True, size=size)), *self._reflect()]
         held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
@@ -314,9 +168,11 @@ class RunHost:
         return self._failed(event.reason, self.previous)
 
     def _unsent(self, event: Unsent) -> list[HostCommand]:
-        lost = [(task, run) for task, run in report_rules.runs_of(event.reports)  # held here, or ended: unrecorded
+        gap = report_rules.runs_of(event.reports)
+        self.batch.drop(lambda report: (getattr(report, "task_id", ""), getattr(report, "run", None)) in gap)
+        lost = [(task, run) for task, run in dict.fromkeys([*gap, *event.runs])  # held here, or ended: unrecorded
                 if task not in self.runs or self.runs[task].run == run]
-        return [out for pair in lost for out in self._failed(f"its reports could not be sent: {event.reason}", pair)]
+        return [out for pair in lost for out in self._failed(event.reason, pair)]
 
     def _closing(self, event: Closing) -> list[HostCommand]:
         self.runs.clear()

@@ -58,6 +58,10 @@ class ReportBatch:
         full = len(self.held) >= self.limit or (self.max_bytes and self.held_bytes >= self.max_bytes)
         return self._send() if full else ()
 
+    def drop(self, which: Callable[[Any], bool]) -> None:
+        """Forget the held reports ``which`` picks (their bytes stay counted: the batch only closes sooner)."""
+        self.held = [report for report in self.held if not which(report)]
+
     def before_other(self) -> tuple[Any, ...]:
         """Another message to the supervisor is about to go: whatever is held goes first."""
         return self._send()

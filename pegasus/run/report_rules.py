@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any
 
-from pegasus.run.commands import TaskStopped, TaskTransitioned
+from pegasus.run.commands import Reflected, TaskStopped, TaskTransitioned
 from pegasus.task.names import CognitiveState
 
 FIELDS_BYTES = 1024  # a report's names, states, time and its stage's worker fields, pickled, with room to spare
@@ -39,8 +40,8 @@ def sizes(reports: Sequence[Any]) -> list[int]:
             if kind == "full":
                 full[report.task_id] = len(data)
             journal = len(report.journal_finish.result) if report.journal_finish is not None else 0
-            error = len(str((report.stage or {}).get("error") or ""))
-            out.append(FIELDS_BYTES + len(data) + journal + error)
+            stage = len(pickle.dumps(report.stage, pickle.HIGHEST_PROTOCOL)) if report.stage else 0  # ~2 us: small
+            out.append(FIELDS_BYTES + len(data) + journal + stage)
         elif isinstance(report, TaskStopped) and report.task_id in full:
             out.append(FIELDS_BYTES + full[report.task_id] + HISTORY_BYTES * len(report.snapshot.history))
         else:
@@ -56,6 +57,16 @@ def fitting(reports: list[Any], most: int) -> tuple[list[Any], list[int], str | 
             return reports[:at], weights[:at], (f"its {type(reports[at]).__name__} is about {size} bytes, more than "
                                                 f"a message carries ([system] max_frame_bytes)")
     return reports, weights, None
+
+
+def fitted(reflected: Reflected, most: int) -> tuple[Reflected, int]:
+    """A reflection's answer and its size; one over ``most`` bytes (0: no limit) as a failed answer saying why."""
+    size = sizes((reflected,))[0]
+    if not most or size <= most:
+        return reflected, size
+    why = f"its answer is about {size} bytes, more than a message carries ([system] max_frame_bytes)"
+    too_large = replace(reflected, ok=False, payload={}, error=why, error_kind="too_large")
+    return too_large, sizes((too_large,))[0]
 
 
 def runs_of(reports: Sequence[Any]) -> list[tuple[str, int]]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.waiting import wait_for
+
 pytestmark = pytest.mark.integration
 TASKS = 40
 SMALL = {"system": {"max_frame_bytes": 65536}, "memory": {"reflector": False},
@@ -29,3 +31,17 @@ def test_a_task_whose_state_outgrows_a_frame_fails_saying_so_and_the_others_fini
     assert final["lifecycle_state"] == "failed", final["lifecycle_state"]
     assert "max_frame_bytes" in final["error"] and "bytes" in final["error"], final["error"]
     assert [client.wait(task_id, timeout=60)["lifecycle_state"] for task_id in small] == ["done"] * 3
+
+
+def test_runs_restored_together_after_a_restart_all_start_though_their_starts_together_outgrow_a_frame(
+        pegasus) -> None:
+    """Eight running tasks of ~15 KB inputs, the system stopped and started again: the restore's one StartTasks
+    (~120 KB) was refused unsent and its starts were lost; it goes again one start at a time."""
+    small = {**SMALL, "runtime": {**SMALL["runtime"], "max_active_tasks": 8}}
+    client = pegasus(**small)
+    tasks = [client.submit(f"sleep 3 and what is {n} + 3? " + "x" * 14000)["task_id"] for n in range(8)]
+    wait_for(lambda: all(client.get(task_id)["lifecycle_state"] == "running" for task_id in tasks), timeout=60,
+             what="all eight running")
+    client.close()
+    again = pegasus(**small)
+    assert [again.wait(task_id, timeout=60)["lifecycle_state"] for task_id in tasks] == ["done"] * 8

@@ -6,10 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from thespian.actors import PoisonMessage
+from thespian.actors import PoisonMessage, WakeupMessage
 
 from actors import messages as m
-from actors.supervisor import Supervisor, runs
+from actors.supervisor import Supervisor
 from actors.supervisor.outbox import coalesced, urgent
 from pegasus.store.drain import DrainBatch, Linger, Settle
 
@@ -96,17 +96,30 @@ def test_a_batch_its_task_actor_held_for_time_commits_and_starts_at_once(monkeyp
     assert woken == [] and store.commits == [True] and [type(x) for x in out] == [m.StartTask]
 
 
-def test_starts_refused_together_as_larger_than_a_frame_go_again_one_by_one_and_nothing_else_does() -> None:
+
+def test_starts_refused_together_as_larger_than_a_frame_go_again_one_by_one_through_the_carrier(monkeypatch) -> None:
     """Thespian refuses a message larger than ``[system] max_frame_bytes`` unsent and hands it back as a
-    ``PoisonMessage``: a ``StartTasks`` of many runs' snapshots can outgrow a frame that each start fits."""
-    sent: list[tuple[object, object]] = []
-    ctx = SimpleNamespace(send=lambda address, message: sent.append((address, message)), admission=None)
-    actor = object()
+    ``PoisonMessage``: a ``StartTasks`` of many runs' snapshots can outgrow a frame each start fits.  Each start
+    still its actor's goes again alone, as a ``StartTasks`` of one (a ``StartTask`` would be coalesced again)."""
+    supervisor, out = Supervisor.__new__(Supervisor), []
+    supervisor.batch, supervisor.held = DrainBatch(), None
+    actor, dropped = object(), "t2"  # t2 was canceled meanwhile: its actor holds no run of it
+    supervisor.ctx = SimpleNamespace(
+        exiting=False, store=_Store(), admission=object(), log=None,
+        settings=SimpleNamespace(store=SimpleNamespace(commit_linger_ms=20)), send=supervisor._send,
+        task_actors=SimpleNamespace(reports={"commits": 0},
+                                    address_of=lambda task_id, run: None if task_id == dropped else actor))
+    monkeypatch.setattr(supervisor, "_next_batched", lambda: False)
+    monkeypatch.setattr(supervisor, "_wake", lambda seconds, payload: None)
+    monkeypatch.setattr(supervisor, "send", lambda address, message: out.append((address, message)))
     starts = m.StartTasks((_start("t1"), _start("t2"), _start("t3")))
     refused = "Traceback ...\nactors.wire.frames.FrameTooLarge: a StartTasks message is 99999 bytes; frames are ..."
-    runs.unsent(ctx, PoisonMessage(starts, refused), actor)
-    assert sent == [(actor, start) for start in starts.starts]
-    sent.clear()
-    runs.unsent(ctx, PoisonMessage(starts, "Traceback ...\nValueError: something else"), actor)
-    runs.unsent(ctx, PoisonMessage(m.DropTask("t1", 1), refused), actor)
-    assert sent == []
+    supervisor.receiveMessage(PoisonMessage(starts, refused), actor)
+    if not out:  # starts alone linger (not urgent): the commit's timer sends them
+        supervisor.receiveMessage(WakeupMessage(0.02, m.CommitDue()), actor)
+    assert [(address, [start.task_id for start in message.starts]) for address, message in out] == \
+        [(actor, ["t1"]), (actor, ["t3"])]
+    out.clear()
+    supervisor.receiveMessage(PoisonMessage(starts, "Traceback ...\nValueError: not ours"), actor)
+    supervisor.receiveMessage(WakeupMessage(0.02, m.CommitDue()), actor)
+    assert out == []

@@ -10,6 +10,7 @@ from typing import Any
 
 from actors import messages as m
 from pegasus.run import Started, TaskStopped, TaskTransitioned, report_rules
+from pegasus.run.commands import Reflected
 from pegasus.run.host import Abandoned, AskPool, Delivered, Handled, Report, RunHost, Start, Unsent
 from pegasus.run.report_batch import ReportBatch
 from pegasus.task import TaskFSM
@@ -79,11 +80,29 @@ def test_reports_refused_all_the_same_abandon_their_runs_held_or_ended_but_not_a
     core.step(Start("t2", task.model_copy(update={"task_id": "t2"}), 3, 10, Started(), "supervisor", "llm", "tool",
                     lambda tool: None))
     lost = (*ended, TaskTransitioned("t1", 1, "a", "b", "E", "now"), TaskTransitioned("t2", 2, "a", "b", "E", "now"))
-    out = core.step(Unsent(lost, "a TaskReports message is 99999 bytes"))
+    out = core.step(Unsent(lost, "its reports could not be sent: a TaskReports message is 99999 bytes"))
     gone = [(command.task_id, command.run, command.reason) for command in out if isinstance(command, Abandoned)]
     assert [(task_id, run) for task_id, run, _ in gone] == [("t0", 1), ("t1", 1)]  # t2 runs its run 3 here
     assert all("could not be sent: a TaskReports message is 99999 bytes" in reason for _, _, reason in gone)
     assert set(core.runs) == {"t2"}
+
+
+def test_a_refused_batch_drops_the_later_reports_of_its_runs_still_held_so_none_lands_after_a_gap() -> None:
+    """Its send's failure is told at once (``Unsent``, before its ``Delivered``): a run's later transitions held
+    meanwhile would otherwise reach the supervisor before its ``Abandoned``, on a chain missing the refused delta."""
+    core = RunHost(pid=7)
+    task = TaskFSM.create("classic", "what is 2 + 3?", task_id="t0").snapshot()
+    out = core.step(Start("t0", task, 1, 10, Started(), "supervisor", "llm", "tool", lambda tool: None))
+    out += core.step(Handled(more_read=False))
+    refused = next(command for command in out if isinstance(command, Report))
+    asks = [command for command in out if isinstance(command, AskPool)]
+    while not any(isinstance(item, TaskTransitioned) for item in core.batch.held):  # t0 goes on; a message waits
+        step = core.step(answer(asks.pop(0))) + core.step(Handled(more_read=True))
+        asks += [command for command in step if isinstance(command, AskPool)]
+    out = core.step(Unsent(refused.reports, "its reports could not be sent: too large"))
+    out += core.step(Delivered(more_read=False))
+    assert [type(command).__name__ for command in out] == ["Abandoned"]
+    assert not core.batch.held and "t0" not in core.runs
 
 
 def test_the_estimates_are_never_below_what_pickle_makes_of_a_classic_tasks_reports() -> None:
@@ -92,6 +111,16 @@ def test_the_estimates_are_never_below_what_pickle_makes_of_a_classic_tasks_repo
                 for item in command.reports]
         for item, size in zip(sent, report_rules.sizes(sent), strict=True):
             assert size >= len(pickle.dumps(item, pickle.HIGHEST_PROTOCOL)), (type(item).__name__, text[:10])
+    failed = TaskTransitioned("t1", 1, "acting", "acting", "TOOL_CALL_FAILED", "now",  # a long error, 3 bytes a char
+                              {"stage": "act", "ok": False, "error": "錯" * 7500, "done_before": {"text": "é" * 900}})
+    assert report_rules.sizes([failed])[0] >= len(pickle.dumps(failed, pickle.HIGHEST_PROTOCOL))
+
+
+def test_a_reflections_answer_too_large_for_a_frame_is_reported_failed_saying_why() -> None:
+    answer_ = Reflected("t1", True, {"lesson": "x" * 70000})
+    fitted, size = report_rules.fitted(answer_, FRAME - 8192)
+    assert not fitted.ok and fitted.payload == {} and "max_frame_bytes" in (fitted.error or "")
+    assert size < 2048 and report_rules.fitted(Reflected("t1", True, {"lesson": "short"}), FRAME)[0].ok
 
 
 def test_the_policy_sends_what_is_held_before_a_report_would_pass_the_bytes_and_one_over_them_alone() -> None:

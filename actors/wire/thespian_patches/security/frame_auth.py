@@ -169,8 +169,9 @@ def _serialize(self: Any, intent: Any) -> bytes:
     trust = _trust_of(self)
     data = pickle.dumps((self.myAddress, intent.message))
     if MESSAGE_HEAD + len(data) > trust.limit:
-        raise FrameTooLarge(f"a {type(intent.message).__name__} message is {MESSAGE_HEAD + len(data)} bytes; "
-                            f"frames are limited to {trust.limit} bytes ([system] max_frame_bytes)")
+        intent.refused = (f"a {type(intent.message).__name__} message is {MESSAGE_HEAD + len(data)} bytes; "
+                          f"frames are limited to {trust.limit} bytes ([system] max_frame_bytes)")
+        raise FrameTooLarge(intent.refused)
     return trust.message_frame(data)
 
 
