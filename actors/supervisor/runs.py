@@ -130,10 +130,16 @@ def task_abandoned(ctx: Context, abandoned: m.TaskAbandoned, sender: ActorAddres
 
 
 def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
-    """A start Thespian refused to send, being larger than a frame (``[system] max_frame_bytes``): a batch of
-    starts goes again one by one; a start too large alone is its run lost (restarted, then failed, saying why)."""
+    """A message Thespian refused to send, being larger than a frame (``[system] max_frame_bytes``): a batch of
+    starts goes again one by one; a start too large alone is its run lost (restarted, then failed, saying why); an
+    answer too large is an error answer saying so."""
     message, details = poison.poisonMessage, str(poison.details or "")
     if FrameTooLarge.__name__ not in details:
+        return
+    reason = details.strip().splitlines()[-1].split(": ", 1)[-1]
+    if isinstance(message, m.Reply):  # an answer too large: the asker is told so, not left to its timeout
+        ctx.send(sender, m.Reply(message.request_id, False, error=f"the answer could not be sent: {reason}",
+                                 error_type="AnswerTooLarge"))
         return
     if isinstance(message, m.StartTasks):
         for start in message.starts:  # each alone (a StartTask would be coalesced again), if still its actor's
@@ -144,7 +150,6 @@ def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
         else ""
     if not task_id or ctx.admission is None or ctx.task_actors.address_of(task_id, message.run) != sender:
         return
-    reason = details.strip().splitlines()[-1].split(": ", 1)[-1]
     ctx.task_actors.release(task_id, message.run)
     ctx.log.error("task_start_unsent", task_id=task_id, run=message.run, reason=reason)
     admit(ctx, RunLost(task_id, message.run, f"its start could not be sent: {reason}", "abandoned"))

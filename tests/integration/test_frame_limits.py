@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from actors.client import RequestError
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -21,6 +22,9 @@ def test_forty_tasks_of_large_contexts_on_one_task_actor_all_finish_under_the_sm
     words = "word " * 300
     tasks = [client.submit(f"echo {n} {words}")["task_id"] for n in range(TASKS)]
     assert [client.wait(task_id, timeout=60)["lifecycle_state"] for task_id in tasks] == ["done"] * TASKS
+    with pytest.raises(RequestError, match="max_frame_bytes") as refused:  # forty inputs of ~1.5 KB: ~75 KB
+        client.list(limit=TASKS)
+    assert refused.value.error_type == "AnswerTooLarge"
 
 
 def test_a_task_whose_state_outgrows_a_frame_fails_saying_so_and_the_others_finish(pegasus) -> None:

@@ -9,7 +9,7 @@ import pytest
 from thespian.actors import PoisonMessage, WakeupMessage
 
 from actors import messages as m
-from actors.supervisor import Supervisor
+from actors.supervisor import Supervisor, runs
 from actors.supervisor.outbox import coalesced, urgent
 from pegasus.store.drain import DrainBatch, Linger, Settle
 
@@ -123,3 +123,17 @@ def test_starts_refused_together_as_larger_than_a_frame_go_again_one_by_one_thro
     supervisor.receiveMessage(PoisonMessage(starts, "Traceback ...\nValueError: not ours"), actor)
     supervisor.receiveMessage(WakeupMessage(0.02, m.CommitDue()), actor)
     assert out == []
+
+
+
+def test_an_answer_refused_as_larger_than_a_frame_is_an_error_answer_saying_so() -> None:
+    """A ``list`` of forty tasks under the smallest frame: the asker waited out its timeout and was told the
+    system was not running."""
+    sent: list[tuple[object, object]] = []
+    ctx = SimpleNamespace(send=lambda address, message: sent.append((address, message)))
+    client = object()
+    refused = "Traceback ...\nactors.wire.frames.FrameTooLarge: a Reply message is 99999 bytes; frames are limited ..."
+    runs.unsent(ctx, PoisonMessage(m.Reply("r1", True, data=["x" * 10]), refused), client)
+    [(to, reply)] = sent
+    assert to is client and isinstance(reply, m.Reply) and reply.request_id == "r1" and not reply.ok
+    assert reply.error_type == "AnswerTooLarge" and "a Reply message is 99999 bytes" in reply.error
