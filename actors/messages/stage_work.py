@@ -156,6 +156,9 @@ class Work(_Brief):
     # The requester shares the pool's process (a home host, pegasus.pool.home): the answer goes in the WorkDone,
     # one message; ``reply_to`` then only gets the streamed text.
     through_pool: bool = False
+    # Handed to a busy worker (prefetch): the pool may move it to a worker that frees meanwhile, so after a long
+    # call the worker asks (HeldStart) before it begins it.
+    held: bool = False
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):
@@ -166,6 +169,20 @@ class WorkDone(_Brief):
     job: int
     result: StageResult | None = None
     worker: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class HeldStart:
+    """Worker -> pool: after a long call, may it begin held job ``job``?  The pool may have moved it."""
+
+    job: int
+
+@dataclass(frozen=True)
+class HeldGo:
+    """Pool -> worker: begin held job ``job`` (``go``; the pool never moves it now), or drop it: it was moved
+    to another worker, and this one's answer would be stale."""
+
+    job: int
+    go: bool
 
 @dataclass(frozen=True)
 class PoolStatsRequest:

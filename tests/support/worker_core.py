@@ -43,6 +43,7 @@ class Job:
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
     through_pool: bool = False
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ class Worker:
     def ask(self, job: int, task_id: str | None = None, **fields: Any) -> list[WorkerCommand]:
         reply_to = fields.pop("reply_to", "requester")
         timeout_s, known = fields.pop("timeout_s", 0.0), fields.pop("known", ())
-        through_pool = fields.pop("through_pool", False)
+        through_pool, held = fields.pop("through_pool", False), fields.pop("held", False)
         return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to, timeout_s, known,
-                                       through_pool), POOL))
+                                       through_pool, held), POOL))
 
 
 def of(kind: type[C], commands: list[WorkerCommand]) -> list[C]:
