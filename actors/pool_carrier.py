@@ -67,7 +67,8 @@ class PoolCarrier:
     def _dispatch(self, command: c.Dispatch) -> None:
         requester = self.actor.myAddress if command.requester is HERE else command.requester
         self.actor.send(command.worker, Work(command.job, command.request, requester,  # type: ignore[arg-type]
-                                             command.timeout_s, command.known, command.through_pool, command.held))
+                                             command.timeout_s, command.known, command.through_pool, command.held,
+                                             command.move_after_s))
 
     def _answer_held(self, command: c.AnswerHeld) -> None:
         self.actor.send(command.worker, HeldGo(command.job, command.go))

@@ -156,9 +156,10 @@ class Work(_Brief):
     # The requester shares the pool's process (a home host, pegasus.pool.home): the answer goes in the WorkDone,
     # one message; ``reply_to`` then only gets the streamed text.
     through_pool: bool = False
-    # Handed to a busy worker (prefetch): the pool may move it to a worker that frees meanwhile, so after a long
-    # call the worker asks (HeldStart) before it begins it.
+    # Handed to a busy worker (prefetch): the pool may move it to a worker that frees meanwhile once the worker's
+    # call ran ``move_after_s`` (0: never), so after a call of half that the worker asks (HeldStart) first.
     held: bool = False
+    move_after_s: float = 0.0
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):

@@ -34,7 +34,8 @@ class Dispatch:
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
     through_pool: bool = False  # the requester shares the pool's process: the worker answers in its WorkDone
-    held: bool = False  # handed to a busy worker (prefetch): past a long call, it asks before it begins it
+    held: bool = False  # handed to a busy worker (prefetch)
+    move_after_s: float = 0.0  # held: moved once the worker's call ran this long (0: never), so it asks past half
 
 
 @dataclass(frozen=True, slots=True)

@@ -244,6 +244,8 @@ class PoolCore(Pinging):
         self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
+            if first:
+                self._call_ran(self.clock() - slot.since)
             slot.jobs.remove(event.job)
             if not slot.jobs:
                 self.idle.append(slot.index)

@@ -22,6 +22,11 @@ from pegasus.pool.order import WaitQueue, Waiting
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
+# A held request moves only from behind a call this many times the pool's mean call (and at least
+# held_move_after_s): from behind an outlier, not from behind every call of a pool of long calls, whose
+# workers would then ask before each held request (a round trip through the pool, which prefetch saves).
+MOVE_MEAN_FACTOR = 4.0
+CALL_MEAN_WEIGHT = 0.1  # the weight of the latest call in the pool's running mean
 
 Out = list[PoolCommand]
 
@@ -78,6 +83,7 @@ class Job:
     canceled: bool = False  # its task was canceled while it waited in the worker's mailbox: never requeued
     reruns: int = 0  # times it ran again because its worker was lost with its member
     kept: bool = False  # its worker was told to begin it (held, after a long call): never moved
+    move_after_s: float = 0.0  # held: it may move once its holder's call ran this long (0: never)
 
 
 def member_name_of(capabilities: dict[str, Any]) -> str | None:
@@ -122,6 +128,7 @@ class PoolState:
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.move_after_s = 0.0  # a held request moves to an idle worker once its holder's call ran this long
         self.move_armed: float | None = None  # when the pending MoveDue fires
+        self.call_mean_s: float | None = None  # the running mean of its calls, as the pool counts them
         self.closing = False  # told to exit: replace nothing any more
         # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to each worker: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
@@ -179,34 +186,42 @@ class PoolState:
         # What its process has adopted stays there: a worker is handed the ladder once after each change.
         known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
         slot.known_told = self.known_version
+        held = len(slot.jobs) > 1
+        if held and self.move_after_s:
+            job.move_after_s = max(self.move_after_s, MOVE_MEAN_FACTOR * (self.call_mean_s or 0.0))
         out.append(Dispatch(slot.address, number, job.request, job.requester, self._timeout(job.request), known,
-                            held=len(slot.jobs) > 1))
+                            held=held, move_after_s=job.move_after_s if held else 0.0))
         if len(slot.jobs) == 1:
             self._started(slot, out)
 
     def _move_held(self, out: Out) -> None:
-        """A worker idle (nothing queued it may take): the request held (prefetched) longest by a worker whose
-        call has run ``move_after_s`` moves to it under a new job number.  Its old worker, past a long call,
-        asks before it begins a held one (``HeldAsked``) and is told it is gone.  A younger call: a MoveDue
-        looks again when it is old enough."""
+        """A worker idle (nothing queued it may take): a request held (prefetched) by a worker whose call has
+        run the request's ``move_after_s`` (told to the worker with it) moves to it under a new job number.
+        Its old worker, past half that, asks before it begins a held one (``HeldAsked``) and is told it is
+        gone.  A younger call: a MoveDue looks again when it is old enough."""
         while self.move_after_s and self._spare():
-            held = [(slot.since, number) for slot in self.slots.values() if len(slot.jobs) > 1
+            held = [(slot.since + job.move_after_s, number) for slot in self.slots.values() if len(slot.jobs) > 1
                     for number in list(slot.jobs)[1:] if (job := self.jobs.get(number)) is not None
-                    and not job.kept and not job.canceled]
+                    and job.move_after_s and not job.kept and not job.canceled]
             if not held:
                 return
-            since, number = min(held)
-            if self.clock() - since < self.move_after_s:
-                self._arm_move(since + self.move_after_s, out)
+            due, number = min(held)
+            if self.clock() < due:
+                self._arm_move(due, out)
                 return
             if (slot := self._idle_slot()) is None:
                 return
             job = self.jobs.pop(number)
             self.slots[job.slot].jobs.remove(number)
+            job.move_after_s = 0.0  # (handed to an idle worker: never moved again)
             out.append(Log(Level.INFO, "held_moved", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                       "from": job.slot, "to": slot.index}))
             job.slot = slot.index
             self._hand_out(slot, job, out)
+
+    def _call_ran(self, seconds: float) -> None:
+        mean = self.call_mean_s
+        self.call_mean_s = seconds if mean is None else mean + (seconds - mean) * CALL_MEAN_WEIGHT
 
     def _arm_move(self, at: float, out: Out) -> None:
         if self.move_armed is None or at < self.move_armed:

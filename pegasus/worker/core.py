@@ -73,7 +73,6 @@ class WorkerCore:
         self.leaving: dict[int, Free] = {}  # answered jobs whose answer has not left the process yet: their Free
         self.streaming: Streaming | None = None
         self.asking: tuple[WorkAsk, Any] | None = None  # a held job whose pool is asked whether it may begin
-        self.ask_after_s: float | None = None  # a job ran this long: ask before the held one after it (None: never)
         # The job its pool counts as this worker's running one: since when, as seen here (never before the pool's
         # own count began, less a message's transit), and how long the one before it ran.
         self.front_since = self.front_ran_s = 0.0
@@ -116,9 +115,6 @@ class WorkerCore:
         self.identity.update(pool=event.name, index=event.index)
         self.watch.orphan_after_s = orphan_after_s(event.settings.convention)
         self.streams = streams(event.settings)
-        moves = event.settings.pools.held_move_after_s
-        # Half its pool's wait: a call the pool saw run that long ran here at least that less two messages' transit.
-        self.ask_after_s = moves / 2 if moves else None
         out.append(SetUp(event.settings, event.name, event.index, self.streams))
         out.append(Ready(event.pool, event.index, self.identity["pid"], self.identity["host"]))
 
@@ -148,9 +144,10 @@ class WorkerCore:
         if self._waits(work):
             self.held.append((work, pool))  # (a prefetched job waits for the answer before it to leave)
             return
-        if work.held and not cleared and self.ask_after_s is not None and self.front_ran_s >= self.ask_after_s:
+        if work.held and work.move_after_s and not cleared and self.front_ran_s >= work.move_after_s / 2:
             # After a long call its pool may have moved it to a worker that freed meanwhile: a second run would
-            # pay its tool or model call twice.  Asked first (a short call, the common case, never asks).
+            # pay its tool or model call twice.  Asked first; a short call, the common case, never asks.  Half:
+            # a call the pool counted that long ran here at least that less a Work's and a WorkDone's transit.
             self.asking = (work, pool)
             out.append(AskBegin(pool, work.job))
             return

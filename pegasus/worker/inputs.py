@@ -53,7 +53,9 @@ class WorkAsk(Protocol):
     @property
     def through_pool(self) -> bool: ...  # answer in the pool's WorkDone (the requester shares the pool's process)
     @property
-    def held(self) -> bool: ...  # handed while another job of this worker's ran (prefetch): the pool may move it
+    def held(self) -> bool: ...  # handed while another job of this worker's ran (prefetch)
+    @property
+    def move_after_s(self) -> float: ...  # held: its pool may move it once the call before it ran this long (0: never)
 
 
 class Outcome(Protocol):

@@ -1,12 +1,11 @@
 """A worker never begins a held (prefetched) job its pool may have moved (issue 33): after a call of at least
-half of ``[pools] held_move_after_s`` it asks its pool first (AskBegin) and runs the job on a go, drops it when
-gone; after a short call, the common case, it begins at once with no message."""
+half of the job's ``move_after_s`` (1 s here, as the pool stamps it) it asks its pool first (AskBegin) and runs
+the job on a go, drops it when gone; after a short call, the common case, it begins at once with no message."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pegasus.config import Settings
 from pegasus.worker.commands import AskBegin, Free, Log, Run
 from pegasus.worker.inputs import AnswerLeft, BeginAnswered, Journalled, StopAsked
 from tests.support.worker_core import POOL, Result, Worker, of
@@ -16,16 +15,15 @@ def kinds(commands: list[Any]) -> list[str]:
     return [type(c).__name__ for c in commands]
 
 
-def worker_whose_calls_take(seconds: float, move_after_s: float = 1.0, **options: Any) -> Worker:
+def worker_whose_calls_take(seconds: float, **options: Any) -> Worker:
     """A worker each of whose stages runs ``seconds`` by its clock."""
-    settings = Settings().with_overrides({"pools": {"held_move_after_s": move_after_s}})
     worker: Worker
 
     def run(request: Any) -> Result:
         worker.clock.now += seconds
         return Result(f"ran {request.task_id}")
 
-    worker = Worker(settings, run=run, **options)
+    worker = Worker(run=run, **options)
     return worker
 
 
@@ -78,10 +76,18 @@ def test_a_held_job_asked_about_and_stopped_is_freed_and_a_late_go_runs_nothing(
     assert kinds(worker.step(BeginAnswered(2, True))) == []
 
 
-def test_held_move_after_s_0_never_asks() -> None:
-    worker = worker_whose_calls_take(60.0, move_after_s=0.0)
+def test_a_held_job_its_pool_never_moves_is_never_asked_about() -> None:
+    worker = worker_whose_calls_take(60.0)
     worker.ask(1)
-    assert of(Run, worker.ask(2, held=True)) and not of(AskBegin, worker.ask(3, held=True))
+    assert of(Run, worker.ask(2, held=True, move_after_s=0.0))
+
+
+def test_the_call_is_held_against_the_wait_its_pool_stamped_on_the_held_job() -> None:
+    """The pool moves a held job from behind a call of four times its mean call at least: 8 s after 2 s calls."""
+    worker = worker_whose_calls_take(2.0)
+    worker.ask(1)
+    assert of(Run, worker.ask(2, held=True, move_after_s=8.0))
+    assert worker.ask(3, held=True, move_after_s=4.0) == [AskBegin(POOL, 3)]
 
 
 def test_a_held_job_waits_for_the_whole_job_before_it_the_pools_count_of_it() -> None:
