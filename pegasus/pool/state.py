@@ -199,7 +199,9 @@ class PoolState:
         run the request's ``move_after_s`` (told to the worker with it) moves to it under a new job number.
         Its old worker, past half that, asks before it begins a held one (``HeldAsked``) and is told it is
         gone.  A younger call: a MoveDue looks again when it is old enough."""
-        while self.move_after_s and self._spare():
+        if not self.move_after_s or not self.idle:
+            return
+        while self._spare():
             held = [(slot.since + job.move_after_s, number) for slot in self.slots.values() if len(slot.jobs) > 1
                     for number in list(slot.jobs)[1:] if (job := self.jobs.get(number)) is not None
                     and job.move_after_s and not job.kept and not job.canceled]
