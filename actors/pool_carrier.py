@@ -18,8 +18,8 @@ from thespian.actors import (
 )
 
 from actors.messages import (
-    CancelTask, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone, WorkerInit,
-    WorkerPing, WorkerPong, WorkerReady,
+    CancelTask, HeldGo, HeldStart, PoolStats, PoolStatsRequest, StageRequest, StageResult, StopStage, Work, WorkDone,
+    WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.runtime import procs, sharing
 from actors.worker import StageWorker
@@ -34,6 +34,7 @@ POOL_INPUTS: dict[type, Callable[[Any, Any], Any]] = {
     WorkDone: lambda done, sender: i.Finished(done.job, done.result, done.worker),
     WorkerReady: lambda ready, sender: i.Reported(ready.index, ready.pid, ready.host, sender),
     WorkerPong: lambda pong, sender: i.Pong(sender, pong.sent_at),
+    HeldStart: lambda ask, sender: i.HeldAsked(ask.job, sender),
     # For a worker on a member, the member's admin (its surrogate parent) forwards this.
     ChildActorExited: lambda exited, sender: i.Exited(exited.childAddress),
     ActorSystemConventionUpdate: lambda update, sender: i.MemberChanged(
@@ -57,7 +58,7 @@ class PoolCarrier:
             c.Dispatch: self._dispatch, c.Forward: self._forward, c.Fail: self._fail, c.StartWorker: self._start,
             c.EndWorker: self._end, c.Arm: self._arm, c.Inspect: self._inspect, c.Watch: self._watch,
             c.SendStats: self._send_stats, c.Log: self._log, c.SetUp: self._set_up, c.Stop: self._stop,
-            c.Ping: self._ping,
+            c.Ping: self._ping, c.AnswerHeld: self._answer_held,
         }
 
     def do(self, command: c.PoolCommand) -> None:
@@ -66,7 +67,11 @@ class PoolCarrier:
     def _dispatch(self, command: c.Dispatch) -> None:
         requester = self.actor.myAddress if command.requester is HERE else command.requester
         self.actor.send(command.worker, Work(command.job, command.request, requester,  # type: ignore[arg-type]
-                                             command.timeout_s, command.known, command.through_pool))
+                                             command.timeout_s, command.known, command.through_pool, command.held,
+                                             command.move_after_s))
+
+    def _answer_held(self, command: c.AnswerHeld) -> None:
+        self.actor.send(command.worker, HeldGo(command.job, command.go))
 
     def _answer(self, to: Any, result: StageResult) -> None:
         if to is HERE and self.here is not None:

@@ -30,8 +30,8 @@ from actors.runtime import procs, sharing, titles
 from actors.wire.leaving import send_then, take_arrived_acks
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
-    McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult, StepGo,
-    StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
+    HeldGo, HeldStart, McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe, StageRequest, StageResult,
+    StepGo, StepStarting, StopStage, TextDelta, Work, WorkDone, WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.messages.stage_work import ErrorKind
 from pegasus import logs, tracing
@@ -131,6 +131,7 @@ class StageWorker(ActorTypeDispatcher):
             c.Return: self._return, c.Free: self._free, c.FindHost: self._find_host, c.CallHost: self._call_host,
             c.AskHeld: self._ask_held, c.ShowListing: self._show_listing, c.Prepare: self._prepare,
             c.Pong: self._pong, c.Arm: self._arm, c.Exit: self._exit, c.Log: self._log, c.Adopt: self._adopt,
+            c.AskBegin: self._ask_begin,
         }
 
     def _step(self, event: i.WorkerInput) -> None:
@@ -151,6 +152,9 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_StepGo(self, answer: StepGo, sender: Any) -> None:
         self._step(i.Journalled(answer.key, answer.job, answer.go, answer.reason, answer.existing))
+
+    def receiveMsg_HeldGo(self, answer: HeldGo, sender: Any) -> None:
+        self._step(i.BeginAnswered(answer.job, answer.go))
 
     def receiveMsg_StopStage(self, stop: StopStage, sender: Any) -> None:
         self._step(i.StopAsked(stop.job, sender))
@@ -220,6 +224,9 @@ class StageWorker(ActorTypeDispatcher):
     def _journal(self, command: c.Journal) -> None:
         self.send(command.to, StepStarting(command.key, command.task_id, command.run, command.step_index,
                                            command.tool, command.job))
+
+    def _ask_begin(self, command: c.AskBegin) -> None:
+        self.send(command.pool, HeldStart(command.job))
 
     def _run_now(self, command: c.Run) -> None:
         request: StageRequest = command.request  # type: ignore[assignment]

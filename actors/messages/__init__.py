@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
     from pegasus.admission import TransitionNotice
     from pegasus.streaming import TextDelta
-    from actors.messages.stage_work import CancelTask, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work, WorkDone, WorkerInit, WorkerReady
+    from actors.messages.stage_work import CancelTask, HeldGo, HeldStart, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work, WorkDone, WorkerInit, WorkerReady
     from actors.messages.gateway import GatewayCheck, StartGateway
     from actors.messages.recall import AskRecall, Recalled, RecallVectorDue, VectorsDue
     from actors.messages.supervision import (
@@ -50,7 +50,7 @@ _HOMES = {
     "actors.messages.mcp": ("McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe"),
     "pegasus.admission": ("TransitionNotice",),  # what subscribers receive
     "pegasus.streaming": ("TextDelta",),  # and, between transitions, streamed text
-    "actors.messages.stage_work": ("CancelTask", "PoolConfig", "PoolStats", "PoolStatsRequest", "StageRequest",
+    "actors.messages.stage_work": ("CancelTask", "HeldGo", "HeldStart", "PoolConfig", "PoolStats", "PoolStatsRequest", "StageRequest",
                                    "StageResult", "StepGo", "StepStarting", "StopStage", "Work", "WorkDone",
                                    "WorkerInit", "WorkerReady"),
     "actors.messages.gateway": ("GatewayCheck", "StartGateway"),
@@ -86,7 +86,7 @@ __all__ = [
     "Reflected", "Retry", "RetryDue",
     "StageRequest", "StageResult", "StartTask", "StartTasks", "Stats", "StepGo", "StepStarting", "StoreProbe", "StoreStatus", "Submit",
     "SubmitMany", "Subscribe", "Suspend", "SuspendTask", "TaskAbandoned", "TaskActorsDue", "TaskContextRequest", "TaskReports", "TaskStopped", "TaskTransitioned", "Tree",
-    "GatewayCheck", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
+    "GatewayCheck", "HeldGo", "HeldStart", "StartGateway", "StopStage", "TextDelta", "TokenCreate", "TokenList", "TokenRevoke", "TransitionNotice", "Unsubscribe", "Work", "WorkDone", "WorkerInit", "WorkerPing", "WorkerPong",
     "WorkerReady", "revalidate", "DeliverWebhook", "ScheduleAdd", "ScheduleDue", "ScheduleList", "SchedulePause",
     "ScheduleRemove", "ScheduleResume", "ScheduleTrigger", "WebhookAdd", "WebhookList",
     "WebhookRemove", "GUARDIAN_CLASS", "GUARDIAN_NAME", "ChildTrouble", "CommitDue", "KeeperDue", "PoolDue", "PoolReady", "PoolReplaced", "PoolsCheck", "StatsDue", "RetentionDue",

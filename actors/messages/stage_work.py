@@ -156,6 +156,10 @@ class Work(_Brief):
     # The requester shares the pool's process (a home host, pegasus.pool.home): the answer goes in the WorkDone,
     # one message; ``reply_to`` then only gets the streamed text.
     through_pool: bool = False
+    # Handed to a busy worker (prefetch): the pool may move it to a worker that frees meanwhile once the worker's
+    # call ran ``move_after_s`` (0: never), so after a call of half that the worker asks (HeldStart) first.
+    held: bool = False
+    move_after_s: float = 0.0
 
 @dataclass(frozen=True, repr=False)
 class WorkDone(_Brief):
@@ -166,6 +170,20 @@ class WorkDone(_Brief):
     job: int
     result: StageResult | None = None
     worker: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class HeldStart:
+    """Worker -> pool: after a long call, may it begin held job ``job``?  The pool may have moved it."""
+
+    job: int
+
+@dataclass(frozen=True)
+class HeldGo:
+    """Pool -> worker: begin held job ``job`` (``go``; the pool never moves it now), or drop it: it was moved
+    to another worker, and this one's answer would be stale."""
+
+    job: int
+    go: bool
 
 @dataclass(frozen=True)
 class PoolStatsRequest:

@@ -76,6 +76,9 @@ class PoolSettings(_Section):
     # Requests a worker may hold while it runs one (pegasus/pool/core.py "Prefetch"); 0: none.
     llm_prefetch: int = Field(1, ge=0, le=16)
     tool_prefetch: int = Field(1, ge=0, le=16)
+    # A held request moves to a worker freeing with nothing queued once its holder's call ran this long (or four
+    # times the pool's mean call, if longer: pegasus/pool/state.py); 0: never.
+    held_move_after_s: float = Field(1.0, ge=0, le=DAY_S)
     # The pools' cores run in a task actor (the home host, pegasus/pool/home.py): two messages a stage, not four.
     home_host: bool = True
     # A dead pool starts again at once, then after pauses doubling from a tenth of this to this; past its

@@ -9,7 +9,7 @@ from pegasus.bounds import timer_s
 from pegasus.config import Settings
 from pegasus.core_error import Log as Log  # a command of this core too (re-exported)
 from pegasus.pool.inputs import (
-    BudgetDue, DeadlineDue, HealthDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
+    BudgetDue, DeadlineDue, HealthDue, MoveDue, PingDue, PlacementDue, RespawnDue, StageAsk, StarveDue,
 )
 
 
@@ -34,6 +34,17 @@ class Dispatch:
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
     through_pool: bool = False  # the requester shares the pool's process: the worker answers in its WorkDone
+    held: bool = False  # handed to a busy worker (prefetch)
+    move_after_s: float = 0.0  # held: moved once the worker's call ran this long (0: never), so it asks past half
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerHeld:
+    """Tell the worker at ``worker`` whether it may begin held job ``job`` (``go``) or it was moved (not)."""
+
+    worker: Any
+    job: int
+    go: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +109,7 @@ class Arm:
     """Hand ``timer`` back to the core (``step(timer)``) in ``delay_s`` seconds."""
 
     delay_s: float
-    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue | RespawnDue
+    timer: DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue | PingDue | RespawnDue | MoveDue
 
     def __post_init__(self) -> None:  # a delay Thespian can arm whatever came before (pegasus.bounds)
         object.__setattr__(self, "delay_s", timer_s(self.delay_s))
@@ -129,4 +140,4 @@ class SendStats:
 
 
 PoolCommand = (SetUp | Dispatch | Forward | Fail | Stop | StartWorker | EndWorker | Arm | Inspect | Watch | SendStats
-               | Log | Ping)
+               | Log | Ping | AnswerHeld)

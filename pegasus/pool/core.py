@@ -18,11 +18,14 @@ from pegasus.levels import Level
 from pegasus.llm.budget import LlmBudget
 from pegasus.llm.capabilities import ladder_view, merged
 from pegasus.llm.listen import streams
-from pegasus.pool.commands import Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch
+from pegasus.pool.commands import (
+    AnswerHeld, Arm, EndWorker, Fail, Forward, Inspect, Log, SendStats, SetUp, Stop, Watch,
+)
 from pegasus.pool.endpoints import EndpointLimits
 from pegasus.pool.inputs import (
-    BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, Looked,
-    MemberChanged, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, RespawnDue, StarveDue, StatsAsked,
+    BudgetDue, Canceled, Closing, Configured, Created, DeadlineDue, Exited, Finished, HealthDue, HeldAsked, Looked,
+    MemberChanged, MoveDue, PingDue, PlacementDue, PoolInput, Pong, Reported, Requested, RespawnDue, StarveDue,
+    StatsAsked,
 )
 from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
@@ -80,6 +83,7 @@ class PoolCore(Pinging):
         self.budget = LlmBudget.for_pool(config.name, config.settings, self.clock)
         self.endpoints = EndpointLimits(config.settings.llm) if self.budget is not None else None
         self.prefetch = config.prefetch if self.budget is None else 0
+        self.move_after_s = config.settings.pools.held_move_after_s if self.prefetch else 0.0
         # Streamed llm stages run beside the worker's loop: it can stop one (closing the stream) and stay.
         self.stoppable = config.name == PoolName.LLM and streams(config.settings)
         self._handlers = {
@@ -88,6 +92,7 @@ class PoolCore(Pinging):
             StatsAsked: self._stats, Closing: self._closing, Looked: self._looked, DeadlineDue: self._deadline_due,
             StarveDue: self._starve_due, BudgetDue: self._budget_due, HealthDue: self._health_due,
             PlacementDue: self._placement_due, PingDue: self._ping_due, Pong: self._pong, RespawnDue: self._respawn_due,
+            HeldAsked: self._held_asked, MoveDue: self._move_due,
         }
         out.append(SetUp(config.settings, config.name))
         out.append(Log(Level.INFO, "pool_started", {"size": local, "queue_limit": config.queue_limit,
@@ -239,11 +244,26 @@ class PoolCore(Pinging):
         self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
             first = slot.jobs[0] == event.job
+            if first:
+                self._call_ran(self.clock() - slot.since)
             slot.jobs.remove(event.job)
             if not slot.jobs:
                 self.idle.append(slot.index)
             elif first:
                 self._started(slot, out)  # the worker has already begun the request it held
+        self._dispatch(out)
+
+    def _held_asked(self, event: HeldAsked, out: Out) -> None:
+        """Go if the job is still this worker's (never moved from then on); else it was moved: gone."""
+        job = self.jobs.get(event.job)
+        slot = self.slots.get(job.slot) if job is not None else None
+        go = job is not None and slot is not None and slot.address == event.address and event.job in slot.jobs
+        if job is not None and go:
+            job.kept = True
+        out.append(AnswerHeld(event.address, event.job, go))
+
+    def _move_due(self, event: MoveDue, out: Out) -> None:
+        self.move_armed = None
         self._dispatch(out)
 
     def _rate_limited(self, event: Finished, job: Job, worker: dict[str, Any], out: Out) -> bool:

@@ -166,7 +166,8 @@ class HomePools:
         """A hand-out for a run here is answered through the pool: in the worker's one message back."""
         if type(command) is Dispatch and command.requester is HERE:
             return Dispatch(command.worker, command.job, command.request, HERE, command.timeout_s, command.known,
-                            through_pool=True)
+                            through_pool=True, held=command.held,
+                            move_after_s=command.move_after_s)
         return command
 
 

@@ -112,6 +112,15 @@ class MemberChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldAsked:
+    """The worker at ``address``, past a long call, asks whether it may begin job ``job``, handed to it held
+    (prefetched): the pool may have moved it to a worker that freed meanwhile."""
+
+    job: int
+    address: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Canceled:
     task_id: str
 
@@ -159,6 +168,11 @@ class BudgetDue:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveDue:
+    """A request held by a busy worker may be moved to an idle one now (its holder's call ran long enough)."""
+
+
+@dataclass(frozen=True, slots=True)
 class HealthDue:
     """Time to look whether a busy local worker's process is stopped (hung)."""
 
@@ -194,4 +208,4 @@ class RespawnDue:
 
 PoolInput = (Configured | Requested | Finished | Created | Reported | Exited | MemberChanged | Canceled
              | StatsAsked | Closing | Looked | DeadlineDue | StarveDue | BudgetDue | HealthDue | PlacementDue
-             | PingDue | Pong | RespawnDue)
+             | PingDue | Pong | RespawnDue | HeldAsked | MoveDue)

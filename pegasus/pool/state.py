@@ -11,14 +11,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pegasus.llm.budget import LlmBudget
-from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, PoolCommand, StartWorker
+from pegasus.pool.commands import Arm, Dispatch, EndWorker, Fail, Log, PoolCommand, StartWorker
 from pegasus.pool.contact import Contact
 from pegasus.pool.endpoints import EndpointLimits
-from pegasus.pool.inputs import BudgetDue, DeadlineDue, HealthDue, PoolSpec, RespawnDue, StageAsk, StarveDue
+from pegasus.levels import Level
+from pegasus.pool.inputs import (
+    BudgetDue, DeadlineDue, HealthDue, MoveDue, PoolSpec, RespawnDue, StageAsk, StarveDue,
+)
 from pegasus.pool.order import WaitQueue, Waiting
 from pegasus.pool.placement import HOME_CAPABILITY, MEMBER_CAPABILITY, placement
 
 HEALTH_PERIOD_S = 0.5  # how often busy local workers are looked at for being stopped (hung)
+# A held request moves only from behind a call this many times the pool's mean call (and at least
+# held_move_after_s): from behind an outlier, not from behind every call of a pool of long calls, whose
+# workers would then ask before each held request (a round trip through the pool, which prefetch saves).
+MOVE_MEAN_FACTOR = 4.0
+CALL_MEAN_WEIGHT = 0.1  # the weight of the latest call in the pool's running mean
 
 Out = list[PoolCommand]
 
@@ -74,6 +82,8 @@ class Job:
     seq: int = 0  # its place in the queue it came from (kept when it goes back there)
     canceled: bool = False  # its task was canceled while it waited in the worker's mailbox: never requeued
     reruns: int = 0  # times it ran again because its worker was lost with its member
+    kept: bool = False  # its worker was told to begin it (held, after a long call): never moved
+    move_after_s: float = 0.0  # held: it may move once its holder's call ran this long (0: never)
 
 
 def member_name_of(capabilities: dict[str, Any]) -> str | None:
@@ -116,6 +126,9 @@ class PoolState:
         self.endpoints: EndpointLimits | None = None  # requests each endpoint may be sent at once (with a budget)
         self.health_armed = False
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
+        self.move_after_s = 0.0  # a held request moves to an idle worker once its holder's call ran this long
+        self.move_armed: float | None = None  # when the pending MoveDue fires
+        self.call_mean_s: float | None = None  # the running mean of its calls, as the pool counts them
         self.closing = False  # told to exit: replace nothing any more
         # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to each worker: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
@@ -144,6 +157,7 @@ class PoolState:
             if waiting is None:  # only low-priority requests wait, and this worker is busy or kept for stages
                 if not slot.jobs:
                     self.idle.appendleft(slot.index)
+                    self._move_held(out)  # (only low-priority requests wait: a held one comes before them)
                 return
             if slot.jobs and waiting.request.journal_to is not None:
                 return  # an effectful step waits for an idle worker: held, a kill meant for the one before cuts it off
@@ -160,17 +174,61 @@ class PoolState:
                     return
                 waiting = found
             self.queue.take(waiting)
-            job = self.job_numbers.take()
-            self.jobs[job] = Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
-                                 reruns=waiting.reruns)
-            slot.jobs.append(job)
-            # What its process has adopted stays there: a worker is handed the ladder once after each change.
-            known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
-            slot.known_told = self.known_version
-            out.append(Dispatch(slot.address, job, waiting.request, waiting.requester, self._timeout(waiting.request),
-                                known))
-            if len(slot.jobs) == 1:
-                self._started(slot, out)
+            self._hand_out(slot, Job(waiting.request, waiting.requester, slot.index, waiting.requeues, waiting.seq,
+                                     reruns=waiting.reruns), out)
+        self._move_held(out)
+
+    def _hand_out(self, slot: Slot, job: Job, out: Out) -> None:
+        """Give ``job`` (its ``slot`` set) to the worker of ``slot`` under a new job number."""
+        number = self.job_numbers.take()
+        self.jobs[number] = job
+        slot.jobs.append(number)
+        # What its process has adopted stays there: a worker is handed the ladder once after each change.
+        known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
+        slot.known_told = self.known_version
+        held = len(slot.jobs) > 1
+        if held and self.move_after_s:
+            job.move_after_s = max(self.move_after_s, MOVE_MEAN_FACTOR * (self.call_mean_s or 0.0))
+        out.append(Dispatch(slot.address, number, job.request, job.requester, self._timeout(job.request), known,
+                            held=held, move_after_s=job.move_after_s if held else 0.0))
+        if len(slot.jobs) == 1:
+            self._started(slot, out)
+
+    def _move_held(self, out: Out) -> None:
+        """A worker idle (nothing queued it may take): a request held (prefetched) by a worker whose call has
+        run the request's ``move_after_s`` (told to the worker with it) moves to it under a new job number.
+        Its old worker, past half that, asks before it begins a held one (``HeldAsked``) and is told it is
+        gone.  A younger call: a MoveDue looks again when it is old enough."""
+        if not self.move_after_s or not self.idle:
+            return
+        while self._spare():
+            held = [(slot.since + job.move_after_s, number) for slot in self.slots.values() if len(slot.jobs) > 1
+                    for number in list(slot.jobs)[1:] if (job := self.jobs.get(number)) is not None
+                    and job.move_after_s and not job.kept and not job.canceled]
+            if not held:
+                return
+            due, number = min(held)
+            if self.clock() < due:
+                self._arm_move(due, out)
+                return
+            if (slot := self._idle_slot()) is None:
+                return
+            job = self.jobs.pop(number)
+            self.slots[job.slot].jobs.remove(number)
+            job.move_after_s = 0.0  # (handed to an idle worker: never moved again)
+            out.append(Log(Level.INFO, "held_moved", {"task_id": job.request.task_id, "stage": job.request.stage,
+                                                      "from": job.slot, "to": slot.index}))
+            job.slot = slot.index
+            self._hand_out(slot, job, out)
+
+    def _call_ran(self, seconds: float) -> None:
+        mean = self.call_mean_s
+        self.call_mean_s = seconds if mean is None else mean + (seconds - mean) * CALL_MEAN_WEIGHT
+
+    def _arm_move(self, at: float, out: Out) -> None:
+        if self.move_armed is None or at < self.move_armed:
+            self.move_armed = at
+            out.append(Arm(max(0.0, at - self.clock()), MoveDue()))
 
     def _spare(self) -> int:
         """Idle workers (besides one just taken off ``idle``)."""
@@ -213,14 +271,20 @@ class PoolState:
 
     def _next_slot(self) -> Slot | None:
         """The first idle worker; failing that (prefetch), the busy one with room whose stage started first."""
-        while self.idle:
-            slot = self.slots.get(self.idle.popleft())
-            if slot is not None and slot.ready and not slot.jobs:
-                return slot
+        if (slot := self._idle_slot()) is not None:
+            return slot
         if not self.prefetch:
             return None
         room = [s for s in self.slots.values() if s.ready and 0 < len(s.jobs) <= self.prefetch]
         return min(room, key=lambda s: (len(s.jobs), s.since), default=None)
+
+    def _idle_slot(self) -> Slot | None:
+        """The first idle worker, taken off ``idle``."""
+        while self.idle:
+            slot = self.slots.get(self.idle.popleft())
+            if slot is not None and slot.ready and not slot.jobs:
+                return slot
+        return None
 
     def _started(self, slot: Slot, out: Out) -> None:
         """The slot's first job runs from now: its deadline starts."""

@@ -49,6 +49,14 @@ class Journal:
 
 
 @dataclass(frozen=True, slots=True)
+class AskBegin:
+    """Ask the pool at ``pool`` whether held job ``job`` may begin (HeldStart); it answers ``BeginAnswered``."""
+
+    pool: Any
+    job: int
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
     """Run ``request`` in this thread now, then tell the core (``Ran``) before anything else."""
 
@@ -206,4 +214,4 @@ class Exit:
 
 
 WorkerCommand = (SetUp | Ready | Journal | Run | Stream | CloseStream | Delta | Answer | Return | Free | FindHost
-                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log | Adopt)
+                 | CallHost | AskHeld | ShowListing | Prepare | Pong | Arm | Exit | Log | Adopt | AskBegin)

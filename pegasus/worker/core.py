@@ -22,13 +22,14 @@ from pegasus.levels import Level
 from pegasus.llm.listen import streams
 from pegasus.pool.contact import PoolWatch, orphan_after_s
 from pegasus.worker.commands import (
-    Adopt, Answer, Arm, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused, Return, Run,
-    SetUp, ShowListing, Stream, WorkerCommand,
+    Adopt, Answer, Arm, AskBegin, CloseStream, Delta, Exit, Free, Journal, Log, Pong, Prepare, Ready, Refused, Return,
+    Run, SetUp, ShowListing, Stream, WorkerCommand,
 )
 from pegasus.worker.host_calls import Asked, HostCalls
 from pegasus.worker.inputs import (
-    AnswerLeft, ChildExited, Closing, Configured, Heard, HostAnswered, HostCheckDue, HostFound, HostHolds, Journalled,
-    ListingDue, Listed, Loaded, OrphanDue, Outcome, Pinged, Ran, Requested, StopAsked, WorkAsk, WorkerInput,
+    AnswerLeft, BeginAnswered, ChildExited, Closing, Configured, Heard, HostAnswered, HostCheckDue, HostFound,
+    HostHolds, Journalled, ListingDue, Listed, Loaded, OrphanDue, Outcome, Pinged, Ran, Requested, StopAsked, WorkAsk,
+    WorkerInput,
 )
 from pegasus.worker.steps import machine_call, tool_of
 
@@ -71,6 +72,10 @@ class WorkerCore:
         self.running: dict[int, Job] = {}  # handed to the carrier to run (Run), until it says Ran
         self.leaving: dict[int, Free] = {}  # answered jobs whose answer has not left the process yet: their Free
         self.streaming: Streaming | None = None
+        self.asking: tuple[WorkAsk, Any] | None = None  # a held job whose pool is asked whether it may begin
+        # The job its pool counts as this worker's running one: since when, as seen here (never before the pool's
+        # own count began, less a message's transit), and how long the one before it ran.
+        self.front_since = self.front_ran_s = 0.0
         self.calls = HostCalls()
         self.watch = PoolWatch(orphan_after_s(ConventionSettings()))  # a member's worker whose pool is gone exits
         self._handlers: dict[type, Callable[[Any, Out], None]] = {
@@ -80,6 +85,7 @@ class WorkerCore:
             Pinged: self._pinged, Listed: self._listed, ListingDue: self._listing_due, HostFound: self._host_found,
             HostAnswered: self._host_answered, HostHolds: self._host_holds, HostCheckDue: self._host_check_due,
             ChildExited: self._child_exited, OrphanDue: self._orphan_due, Closing: self._closing,
+            BeginAnswered: self._begin_answered,
         }
 
     def step(self, event: WorkerInput) -> Out:
@@ -129,13 +135,25 @@ class WorkerCore:
         work = event.work
         if work.known:  # (shapes only step down: taking them before a held job runs is never wrong)
             out.append(Adopt(work.known))
-        streamed = self.streams and work.request.stage in LLM_STAGES
-        if self.awaiting_listing or self.leaving or (streamed and self.streaming is not None):
-            self.held.append((work, event.pool))  # (a prefetched job waits for the answer before it to leave)
+        if not work.held:
+            self.front_since = self.clock()  # the pool counts it running from its hand-out, just before
+        self._begin(work, event.pool, out)
+
+    def _begin(self, work: WorkAsk, pool: Any, out: Out, *, cleared: bool = False) -> None:
+        """Begin a job now, or hold it (behind the answer before it, the job it was held behind, the pool's go)."""
+        if self._waits(work):
+            self.held.append((work, pool))  # (a prefetched job waits for the answer before it to leave)
             return
-        job = Job(work, event.pool, self.wall_clock())
+        if work.held and work.move_after_s and not cleared and self.front_ran_s >= work.move_after_s / 2:
+            # After a long call its pool may have moved it to a worker that freed meanwhile: a second run would
+            # pay its tool or model call twice.  Asked first; a short call, the common case, never asks.  Half:
+            # a call the pool counted that long ran here at least that less a Work's and a WorkDone's transit.
+            self.asking = (work, pool)
+            out.append(AskBegin(pool, work.job))
+            return
+        job = Job(work, pool, self.wall_clock())
         request = work.request
-        if streamed:
+        if self.streams and request.stage in LLM_STAGES:
             self.streaming = Streaming(job)
             out.append(Stream(work.job, request, stage_budget_s(work.timeout_s)))
         elif request.journal_to is None or request.idempotency_key is None:
@@ -146,6 +164,30 @@ class WorkerCore:
             self.starting[work.job] = job
             out.append(Journal(request.journal_to, request.idempotency_key, request.task_id, request.run,
                                request.step_index or 0, tool_of(request), work.job))
+
+    def _waits(self, work: WorkAsk) -> bool:
+        """Whether ``work`` must wait: a held one waits for the whole job before it (its pool's count of it)."""
+        streamed = self.streams and work.request.stage in LLM_STAGES
+        return bool(self.awaiting_listing or self.leaving or self.asking is not None
+                    or ((streamed or work.held) and self.streaming is not None)
+                    or (work.held and (self.starting or self.calls.asking)))
+
+    def _begin_answered(self, event: BeginAnswered, out: Out) -> None:
+        if self.asking is None or self.asking[0].job != event.job:
+            return  # stopped meanwhile (answered then)
+        work, pool = self.asking
+        self.asking = None
+        if event.go:
+            self._begin(work, pool, out, cleared=True)
+        else:  # moved: its new worker answers it; this one never runs it
+            out.append(Log(Level.INFO, "held_step_moved", {"task_id": work.request.task_id,
+                                                       "stage": work.request.stage, "job": work.job}))
+        self._serve_held(out)
+
+    def _front_over(self) -> None:
+        """The pool is told a job is over: the one it holds next for this worker counts as running from now."""
+        now = self.clock()
+        self.front_ran_s, self.front_since = now - self.front_since, now
 
     def _journalled(self, event: Journalled, out: Out) -> None:
         job = self.starting.get(event.job)
@@ -185,6 +227,7 @@ class WorkerCore:
         work = job.work
         if work.reply_to is None or "retry_after_s" in worker:
             # Rate-limited by the endpoint: the pool decides whether it runs again.
+            self._front_over()
             out.append(Return(job.pool, job.number, work.request, outcome, worker))
             return
         known = worker.pop("known", None)  # what the pool must know (the ladder), not the task's record
@@ -198,6 +241,7 @@ class WorkerCore:
             # the answer, so the requester's next request is handed out knowing it.  (Sent to both, the pool may
             # read the requester's next request first: two senders, two connections, no order between them.)
             # Or the requester lives in the pool's process (pegasus.pool.home): one message, not an answer and a Free.
+            self._front_over()
             out.append(Return(job.pool, job.number, work.request, outcome, worker, pooled))
             return
         # The pool forgets the job on its Free: sent before the answer has left, a death between them (the
@@ -208,15 +252,15 @@ class WorkerCore:
     def _answer_left(self, event: AnswerLeft, out: Out) -> None:
         free = self.leaving.pop(event.job, None)
         if free is not None:
+            self._front_over()
             out.append(free)
             self._serve_held(out)
 
     def _serve_held(self, out: Out) -> None:
         # One Run at a time: the next held job is served once the carrier says the running one Ran, and its
         # answer has left (a stage run meanwhile would keep the pool from hearing of it: its deadline passes).
-        while (self.held and not self.awaiting_listing and self.streaming is None and not self.running
-               and not self.leaving):
-            self._requested(Requested(*self.held.popleft()), out)
+        while self.held and self.streaming is None and not self.running and not self._waits(self.held[0][0]):
+            self._begin(*self.held.popleft(), out)
 
     # -- the streamed stage --------------------------------------------------------------------
     def _heard(self, event: Heard, out: Out) -> None:
@@ -230,6 +274,7 @@ class WorkerCore:
             return
         self.streaming = None
         if streaming.stopped or event.result is None:
+            self._front_over()
             out.append(Free(streaming.job.pool, streaming.job.number, {}))  # nobody waits for its answer
         else:
             self._answer(streaming.job, event.result, event.cpu_s, out)
@@ -245,7 +290,13 @@ class WorkerCore:
             return
         for held in [h for h in self.held if h[0].job == event.job]:
             self.held.remove(held)
+            self._front_over()
             out.append(Free(event.pool, event.job, {}))
+        if self.asking is not None and self.asking[0].job == event.job:
+            self.asking = None
+            self._front_over()
+            out.append(Free(event.pool, event.job, {}))
+            self._serve_held(out)
 
     def _closing(self, event: Closing, out: Out) -> None:
         if self.streaming is not None:
@@ -295,7 +346,7 @@ class WorkerCore:
 
     def _orphan_due(self, event: OrphanDue, out: Out) -> None:
         idle = self.streaming is None and not (self.held or self.starting or self.running or self.leaving
-                                               or self.calls.asking)
+                                               or self.calls.asking or self.asking)
         if self.watch.orphaned(self.clock(), idle):
             # Its leader died or was cut off (and declared this member gone): a new leader places its own
             # workers, so this one only takes room.
@@ -320,6 +371,7 @@ class WorkerCore:
     def _holds(self, job: int) -> bool:
         """Whether job ``job`` is still in the worker's hands (someone will answer it)."""
         return (any(work.job == job for work, _ in self.held) or job in self.starting or job in self.running
+                or (self.asking is not None and self.asking[0].job == job)
                 or (self.streaming is not None and self.streaming.job.number == job)
                 or any(asked.work.number == job for asked in self.calls.asking.values()))
 

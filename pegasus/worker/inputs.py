@@ -52,6 +52,10 @@ class WorkAsk(Protocol):
     def known(self) -> tuple[tuple[str, dict[str, Any]], ...]: ...  # what the pool knows of endpoints
     @property
     def through_pool(self) -> bool: ...  # answer in the pool's WorkDone (the requester shares the pool's process)
+    @property
+    def held(self) -> bool: ...  # handed while another job of this worker's ran (prefetch)
+    @property
+    def move_after_s(self) -> float: ...  # held: its pool may move it once the call before it ran this long (0: never)
 
 
 class Outcome(Protocol):
@@ -98,6 +102,14 @@ class Journalled:
     go: bool
     reason: str = ""
     existing: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BeginAnswered:
+    """The pool's answer to an AskBegin: begin held job ``job`` (``go``), or drop it (moved to another worker)."""
+
+    job: int
+    go: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,4 +218,5 @@ class OrphanDue:
 
 
 WorkerInput = (Configured | Loaded | Requested | Journalled | Ran | AnswerLeft | Heard | StopAsked | Pinged | Listed
-               | HostFound | HostAnswered | HostHolds | ChildExited | Closing | ListingDue | HostCheckDue | OrphanDue)
+               | HostFound | HostAnswered | HostHolds | ChildExited | Closing | ListingDue | HostCheckDue | OrphanDue
+               | BeginAnswered)

@@ -1,17 +1,20 @@
-"""The llm pool's prefetch on real processes: a busy worker holds the next request.
+"""The pools' prefetch on real processes: a busy worker holds the next request.
 
-Each test gives the llm pool one worker and slow stages, so one request runs,
+Most tests give the llm pool one worker and slow stages, so one request runs,
 one is held by the worker and the rest wait in the pool's queue; then the held
-request meets a deadline, a worker death, a cancel.
+request meets a deadline, a worker death, a cancel.  The last one moves a held
+tool step to a worker that frees while its holder's call still runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
 import pytest
 
+from tests.support.hold import PLUGIN
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -81,3 +84,44 @@ def test_a_canceled_held_request_runs_but_changes_nothing(pegasus) -> None:
         (llm, stats["supervisor_pid"])
     assert client.get(held)["lifecycle_state"] == "canceled"
     assert len(client.history(held)["cognitive"]) == seen
+
+
+@pytest.mark.parametrize("home_host", [False, True], ids=["pools-apart", "home-host"])
+def test_a_held_tool_step_moves_to_a_worker_that_frees_while_its_holder_still_runs_and_runs_once(
+        pegasus, tmp_path, home_host) -> None:
+    """Regression (issue 33): two tool workers each run a step that holds until released; a third run's step is
+    held by one of them (``tool_prefetch = 1``).  The other is released and frees with nothing queued: the held
+    step runs there while its holder still runs (before, it waited for the hold's 20 s timeout).  Its holder, when
+    its long call ends, asks its pool before it begins the held step and is told it is gone: the step ran once."""
+    client = pegasus(tools={"plugins": [PLUGIN]}, memory=NO_REFLECTOR,
+                     pools={"tool_workers": 2, "tool_prefetch": 1, "home_host": home_host},
+                     runtime={"max_active_tasks": 3, "task_actors_max": 1})
+    marks, releases = tmp_path / "marks", [tmp_path / f"release-{n}" for n in range(3)]
+
+    def submit(n: int) -> str:
+        args = {"path": str(marks), "tag": f"n{n}", "release": str(releases[n])}
+        return client.submit(f"call mark_until {json.dumps(args)}")["task_id"]
+
+    def marked() -> list[str]:
+        return marks.read_text(encoding="utf-8").split() if marks.exists() else []
+
+    first = [submit(0), submit(1)]
+    wait_for(lambda: len(marked()) == 2, what="both tool workers running a run's step")
+    third = submit(2)
+    tool = wait_for(lambda: (p := client.stats()["pools"]["tool"]) and any(w["held"] for w in p["workers"]) and p,
+                    what="the third run's step held by a busy tool worker")
+    [holder] = [w for w in tool["workers"] if w["held"]]
+    [other] = [w for w in tool["workers"] if w is not holder]
+    assert holder["tasks"][1] == third
+    releases[first.index(other["tasks"][0])].touch()
+    wait_for(lambda: "n2" in marked(), what="the held step running on the freed worker")
+    workers = {w["index"]: w for w in client.stats()["pools"]["tool"]["workers"]}
+    assert workers[holder["index"]]["tasks"] == holder["tasks"][:1]  # its holder still runs its own step
+    for release in releases:
+        release.touch()
+    assert all(client.wait(task_id, timeout=60)["lifecycle_state"] == "done" for task_id in [*first, third])
+    wait_for(lambda: not client.stats()["pools"]["tool"]["busy"], what="the tool pool idle")
+    acts = {task_id: [s["pid"] for s in client.get(task_id)["stages"] if s["stage"] == "act"]
+            for task_id in (first[0], third)}
+    assert acts[third][0] == other["pid"] and len(acts[third]) == len(acts[first[0]]), acts
+    assert sorted(marked()) == ["n0", "n1", "n2"]  # each step ran once: the holder never began the moved one

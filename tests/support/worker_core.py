@@ -43,6 +43,8 @@ class Job:
     timeout_s: float = 0.0
     known: tuple[tuple[str, dict[str, Any]], ...] = ()
     through_pool: bool = False
+    held: bool = False
+    move_after_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,10 @@ class Worker:
     def ask(self, job: int, task_id: str | None = None, **fields: Any) -> list[WorkerCommand]:
         reply_to = fields.pop("reply_to", "requester")
         timeout_s, known = fields.pop("timeout_s", 0.0), fields.pop("known", ())
-        through_pool = fields.pop("through_pool", False)
+        through_pool, held = fields.pop("through_pool", False), fields.pop("held", False)
+        move_after_s = fields.pop("move_after_s", 1.0 if held else 0.0)
         return self.step(Requested(Job(job, Ask(task_id or f"t{job}", **fields), reply_to, timeout_s, known,
-                                       through_pool), POOL))
+                                       through_pool, held, move_after_s), POOL))
 
 
 def of(kind: type[C], commands: list[WorkerCommand]) -> list[C]:
