@@ -8,6 +8,7 @@ import select
 import socket
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -182,3 +183,34 @@ def test_a_deferred_transmit_that_went_another_way_is_forgotten_not_stepped(conn
     intent.stage = 6  # retried (its socket shut by Thespian)
     d.read_arrived(transport)
     assert transport.stepped == [] and transport.__dict__[d.DEFERRED] == {}
+
+
+def test_a_message_behind_the_acknowledgement_is_read_in_the_pass_that_read_the_acknowledgement(connection) -> None:
+    """Thespian's loop reads the acknowledgement, files the connection idle, and reads the answer behind it only
+    at its next pass (the idle connection polls readable at once); the timeout step of the same pass reads it."""
+    from thespian.system.transport import TCPTransport as tcp
+
+    ours, peers = connection
+    transport, peer = _Transport(), SimpleNamespace(addressDetails="peer")
+    transport._openSockets, transport._incomingSockets, read = {}, {}, []
+    transport._handlePossibleIncoming = lambda incoming, fileno, has_exclusive_flag: read.append(
+        (type(incoming).__name__, incoming.socket, fileno))
+    intent = transport.sent(ours, peer=peer)
+
+    def acknowledged(self: Any, intent: Any) -> bool:  # Thespian's _next_XMIT_4 .. _finishIntent: Sent
+        self._openSockets["peer"] = tcp.IdleSocket(intent.socket, intent.targetAddr)
+        return False
+
+    peers.sendall(b"a message behind the acknowledgement")
+    ours.setblocking(True)
+    _until_buffered(ours, 10)
+    assert d._ack(acknowledged)(transport, intent) is False
+    d._timeouts(lambda self: None)(transport)
+    assert read == [("TCPIncomingPersistent", ours, ours.fileno())] and "peer" not in transport._openSockets
+    d._timeouts(lambda self: None)(transport)  # once only
+    assert len(read) == 1
+    quiet = transport.sent(ours, peer=peer)  # a connection with nothing behind its acknowledgement stays idle
+    ours.recv(100)
+    d._ack(acknowledged)(transport, quiet)
+    d._timeouts(lambda self: None)(transport)
+    assert len(read) == 1 and "peer" in transport._openSockets

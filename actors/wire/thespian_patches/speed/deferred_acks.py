@@ -34,6 +34,10 @@ PATCH = Patch("deferred_acks", Kind.SPEED, "deferred-acks", (
     Target(_T, "_processIntents", "source ad3cc2f41f844085"),  # steps one transmit by its fileno
     Target(_T, "_waitForSendable", "source a4f4a8642fa94b2d"),  # a transmit waiting for its ack is polled readable
     Target(_T, "_finishIntent", "source bd2b2135d3e1a7f3"),  # its socket becomes idle only after the ack
+    Target(_T, "_handlePossibleIncoming", "source dc7cf8671a2d4ee8"),  # an idle connection read as the loop does
+    Target(_tcp, "TCPIncomingPersistent", "source 4ac7c74f2f6d7a39"),
+    Target(_tcp.IdleSocket, "__init__", "source a158d6c885ebe9a9"),  # socket, rmtaddr
+    Target(_tcp, "opsKey", "source 1ad106fc6f32233f"),  # _openSockets' key
     Target(_T, "_XMITStepWaitForAck", "value"),
     Target(_T, "_canSendNow", "source 72fb8b87ff6260f2"),
     Target(_async.asyncTransportBase, "_async_txdone", "source 6ebe5a2578bad834"),  # the transport's own callback
@@ -45,6 +49,7 @@ PATCH = Patch("deferred_acks", Kind.SPEED, "deferred-acks", (
 ))
 DEFERRED = "_pegasus_deferred_acks"  # on a transport: {fileno: intent} whose acknowledgement may wait
 RECEIVING = "_pegasus_receiving"  # on a transport: the thread running its receiving loop, or None
+BEHIND = "_pegasus_freed_connections"  # on a transport: [(opsKey, socket)] an acknowledgement just freed
 UNHURRIED = "_pegasus_unhurried"  # on an intent: its sender's own callback need not run at its acknowledgement
 LOW_WATER = ACK_FRAME_BYTES + 1  # one byte past an acknowledgement: the least a message behind it adds
 
@@ -140,8 +145,28 @@ def _sent(original: Any) -> Any:
 def _ack(original: Any) -> Any:
     def read_ack_hurried(self: Any, intent: Any) -> Any:
         hurry(self, intent)
-        return original(self, intent)
+        sock = getattr(intent, "socket", None)
+        result = original(self, intent)
+        if result is False and sock is not None:  # its last business done: its connection may be idle now
+            self.__dict__.setdefault(BEHIND, []).append((_tcp.opsKey(intent.targetAddr), sock))
+        return result
     return read_ack_hurried
+
+
+def read_behind(transport: Any) -> None:
+    """Each connection an acknowledgement freed since the last pass, idle now with a message behind it, is read
+    as Thespian's loop reads an idle connection that polls readable: here, not one pass later."""
+    freed = transport.__dict__.pop(BEHIND, None)
+    open_sockets = getattr(transport, "_openSockets", None)
+    for key, sock in freed if freed and open_sockets is not None else ():
+        idle = open_sockets.get(key)
+        if idle is None or idle.socket is not sock or not has_data(sock):
+            continue
+        del open_sockets[key]
+        incoming = transport._handlePossibleIncoming(_tcp.TCPIncomingPersistent(idle.rmtaddr, sock), sock.fileno(),
+                                                     has_exclusive_flag=True)
+        if incoming:
+            transport._incomingSockets[incoming.socket.fileno()] = incoming
 
 
 def _connect(original: Any) -> Any:
@@ -159,6 +184,8 @@ def _timeouts(original: Any) -> Any:
     def timeouts(self: Any) -> Any:
         if self.__dict__.get(DEFERRED):
             read_arrived(self)
+        if self.__dict__.get(BEHIND):
+            read_behind(self)
         return original(self)
     return timeouts
 
