@@ -30,7 +30,6 @@ TOKEN_BYTES = 16
 TAG_CONTROL, TAG_MESSAGE = 1, 2
 MESSAGE_HEAD = 1 + MAC_BYTES  # tag, MAC
 CONTROL_BODY = 1 + TOKEN_BYTES  # tag, token: with its header, 20 bytes -- Thespian's first read of a frame
-ACK_FRAME_BYTES = len(b"%d>" % CONTROL_BODY) + CONTROL_BODY  # an acknowledgement (or its refusal), whole
 MAX_HEADER_DIGITS = 10
 REJECTED_FILE = "rejected-frames"
 REJECTED_CAP = 1 << 20  # the counter file stops growing here (a flood must not fill the disk)

@@ -18,7 +18,6 @@ from thespian.system.transport import TransmitIntent
 
 from actors.wire.thespian_patches.base import installed_version
 from actors.wire.thespian_patches.readers import ARRIVED_ACKS, WRITTEN_WHOLE
-from actors.wire.thespian_patches.speed.deferred_acks import unhurried
 from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 
@@ -39,16 +38,14 @@ def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], Non
 
 def send_then(actor: Any, to: Any, message: Any, left: Callable[[], None]) -> None:
     """``send_with_callback``, with ``left()`` called once the message has left this process: at once when
-    written whole (read only on the code ``written_whole`` pins; its acknowledgement may then wait for a pass
-    that happens anyway, ``deferred_acks``), else when delivered or failed for good.  ``left`` may be called
-    twice."""
+    written whole (read only on the code ``written_whole`` pins), else when delivered or failed for good.
+    ``left`` may be called twice."""
     intent = send_with_callback(actor, to, message, left)
     if intent is None or not whole_readable():
         return
     serialized = getattr(intent, "serMsg", None)
     if serialized and getattr(intent, "amtSent", 0) >= len(serialized):
         left()
-        unhurried(actor._myRef.transport, intent)
 
 
 @functools.cache

@@ -131,7 +131,7 @@ def test_a_changed_speed_target_runs_without_that_patch_after_one_warning(free_p
             "(see docs/thespian-patches.md#quick-idle-checks)"), result.stderr
         seen = json.loads(result.stdout)
         # Thespian's own expiry check (here, the stand-in) and hash; every other patch in place
-        assert seen == {"steps": ["_read_incoming", "_send_data", "read_ack_hurried/_read_ack", "expired", "__hash__"],
+        assert seen == {"steps": ["_read_incoming", "_send_data", "_read_ack", "expired", "__hash__"],
                         "selector": "PollSet", "echo": "hello"}
     finally:
         ensure_gone(spec, procs.identities(system_pids(spec)))

@@ -11,12 +11,12 @@ address), then ``send_then``; it answers (acknowledgements read, whether the sec
 
 from __future__ import annotations
 
+import select
 import time
 
 from thespian.actors import Actor, ActorExitRequest
 
 from actors.wire.leaving import send_then, take_arrived_acks
-from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 WAIT_S = 60.0  # a bound for a loaded machine, never a guess at how long it takes
 
@@ -52,6 +52,7 @@ class Sender(Actor):
         while time.monotonic() < deadline:
             socks = [intent.socket for intent in transport._transmitIntents.values()
                      if intent.targetAddr == self.peer and getattr(intent, "socket", None) is not None]
-            if any(has_data(sock) for sock in socks):  # a peek: a poll may not report it (deferred_acks)
+            if socks and select.select(socks, [], [], 0.05)[0]:
                 return
-            time.sleep(0.01)
+            if not socks:
+                time.sleep(0.01)  # the first message not yet written: the peer's connection is being made

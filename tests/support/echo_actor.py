@@ -7,8 +7,7 @@ Requests are plain tuples/strings so no other test module must be imported:
 - ("spawn",)           -> address of a new child EchoActor
 - ("log", text)        -> logs text at WARNING through `logging`, answers "logged"
 - "selector"           -> the name of the selector class Thespian's TCP transport uses here
-- "steps"              -> the names of Thespian's transport steps patched by actors/wire/thespian_patches/speed (whole_messages, quick_idle_checks,
-                          deferred_acks): each step's wrappers, outermost first, joined by "/"
+- "steps"              -> the names of Thespian's transport steps patched by actors/wire/thespian_patches/speed (whole_messages, quick_idle_checks)
 - "stack"              -> the names of the functions on this actor's call stack
 - "described"          -> the type name of what Thespian's ``TransmitIntent.identify()`` returns here
 - anything else        -> echoed back
@@ -40,8 +39,8 @@ class EchoActor(Actor):
             from thespian.system.transport.TCPTransport import IdleSocket
             from thespian.system.transport.TCPTransport import TCPTransport as T
 
-            self.send(sender, [_chain(step) for step in (T._handleReadableIncoming, T._next_XMIT_2, T._next_XMIT_4,
-                                                         IdleSocket.expired, IPActorAddress.__hash__)])
+            self.send(sender, [T._handleReadableIncoming.__name__, T._next_XMIT_2.__name__, T._next_XMIT_4.__name__,
+                               IdleSocket.expired.__name__, IPActorAddress.__hash__.__name__])
         elif message == "stack":
             frame, names = sys._getframe(), []
             while frame is not None:
@@ -59,12 +58,3 @@ class EchoActor(Actor):
             self.send(sender, "logged")
         else:
             self.send(sender, message)
-
-
-def _chain(step: object) -> str:
-    """``read_ack_hurried/_read_ack``: a step's name and those of what it wraps."""
-    names = []
-    while step is not None:
-        names.append(step.__name__)  # type: ignore[attr-defined]
-        step = getattr(step, "__wrapped__", None)
-    return "/".join(names)

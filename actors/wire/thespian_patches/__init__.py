@@ -18,15 +18,15 @@ from actors.wire.thespian_patches import readers
 from actors.wire.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
 from actors.wire.thespian_patches.robustness import child_exits, convention_timing, fresh_retry, logger_restart
 from actors.wire.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
-from actors.wire.thespian_patches.speed import (compact_addresses, deferred_acks, deferred_descriptions, due_expiry_scan,
-                                                own_stack_chunk, poll_selector, quick_idle_checks, quiet_admin,
-                                                quiet_transmits, whole_messages)
+from actors.wire.thespian_patches.speed import (compact_addresses, deferred_descriptions, due_expiry_scan, own_stack_chunk,
+                                                poll_selector, quick_idle_checks, quiet_admin, quiet_transmits,
+                                                whole_messages)
 from pegasus.errors import PegasusError
 
 SECURITY = (bind_address, frame_auth, private_files, thespian_log)
 ROBUSTNESS = (fresh_retry, convention_timing, logger_restart, child_exits)
 SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, due_expiry_scan,
-         quiet_admin, compact_addresses, quiet_transmits, deferred_acks)  # deferred_acks wraps what the others put
+         quiet_admin, compact_addresses, quiet_transmits)
 PATCHES: tuple[Patch, ...] = (*(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED)), *readers.READERS)
 UPGRADING = f"{DOCS}#moving-to-another-thespian"
 
