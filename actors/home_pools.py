@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from thespian.actors import ActorExitRequest, ActorTypeDispatcher, WakeupMessage
+from thespian.actors import ActorExitRequest, ActorTypeDispatcher, PoisonMessage, WakeupMessage
 
 from actors.messages import PoolConfig, PoolReady, StageRequest, StageResult
-from actors.pool_carrier import POOL_INPUTS, PoolCarrier
+from actors.pool_carrier import POOL_INPUTS, PoolCarrier, refused_work
 from actors.runtime.system import member_name
 from pegasus.pool import inputs as i
 from pegasus.pool.home import ForPool, HomePools, PoolTimer
@@ -47,6 +47,8 @@ class HomePoolsHost(ActorTypeDispatcher):
             self.home_do(self.home.take(message.payload))
         elif kind in POOL_INPUTS and kind is not ActorExitRequest:  # (the task actor's own, then home_closing)
             self.home_do(self.home.take(POOL_INPUTS[kind](message, sender), sender))
+        elif kind is PoisonMessage and (refused := refused_work(message)) is not None:  # (a run's: the task actor's)
+            self.home_do(self.home.take(refused, sender))
         else:
             return False
         return True

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from thespian.actors import ActorTypeDispatcher
+from thespian.actors import ActorTypeDispatcher, PoisonMessage
 
 from actors.messages import PoolConfig, PoolReady
-from actors.pool_carrier import POOL_INPUTS, PoolCarrier
+from actors.pool_carrier import POOL_INPUTS, PoolCarrier, refused_work
 from actors.runtime import procs, sharing, titles
 from actors.runtime.system import member_name
 from pegasus.pool import inputs as i
@@ -39,6 +39,8 @@ class StagePool(ActorTypeDispatcher):
         make = POOL_INPUTS.get(type(message))
         if make is not None:
             self._step(make(message, sender))
+        elif isinstance(message, PoisonMessage) and (refused := refused_work(message)) is not None:
+            self._step(refused)
         else:
             super().receiveMessage(message, sender)
 

@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from thespian.actors import (
-    ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, WakeupMessage,
+    ActorExitRequest, ActorSystemConventionUpdate, ActorTypeDispatcher, ChildActorExited, PoisonMessage,
+    WakeupMessage,
 )
 
 from actors.messages import (
@@ -22,6 +23,7 @@ from actors.messages import (
     WorkerInit, WorkerPing, WorkerPong, WorkerReady,
 )
 from actors.runtime import procs, sharing
+from actors.wire.frames import refused_why
 from actors.worker import StageWorker
 from pegasus import logs
 from pegasus.pool import commands as c
@@ -44,6 +46,18 @@ POOL_INPUTS: dict[type, Callable[[Any, Any], Any]] = {
     WakeupMessage: lambda wakeup, sender: wakeup.payload,
     ActorExitRequest: lambda request, sender: i.Closing(),
 }
+
+
+def refused_work(poison: PoisonMessage) -> i.Finished | None:
+    """A ``Work`` Thespian refused to send, being larger than a frame: its job ends, failed and saying so (else its
+    deadline would end it as a hung worker's); None for any other poison."""
+    work, why = poison.poisonMessage, refused_why(poison)
+    if not isinstance(work, Work) or why is None:
+        return None
+    request = work.request
+    return i.Finished(work.job, StageResult(request.task_id, request.token, request.stage, ok=False,
+                                            error=f"its {request.stage} request could not be sent: {why}",
+                                            error_kind="too_large"))
 
 
 class PoolCarrier:

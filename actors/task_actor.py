@@ -23,6 +23,7 @@ from actors import messages as m
 from actors.home_pools import HOME_MESSAGES, HomePoolsHost
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.runtime import procs
+from actors.wire.frames import refused_why
 from actors.wire.leaving import send_with_callback, take_arrived_acks
 from actors.wire.read_ahead import read_ahead
 from pegasus import logs
@@ -162,9 +163,8 @@ class TaskActor(HomePoolsHost):
             self._step(wakeup.payload)
 
     def receiveMsg_PoisonMessage(self, poison: PoisonMessage, sender: Any) -> None:
-        request = poison.poisonMessage  # (a TaskReports refused is told by its send's callback, at once)
-        if isinstance(request, m.StageRequest):  # refused unsent: larger than a frame
-            why = (str(poison.details or "").strip().splitlines() or ["refused"])[-1].split(": ", 1)[-1]
+        request, why = poison.poisonMessage, refused_why(poison)  # (a TaskReports refused: its send's callback)
+        if isinstance(request, m.StageRequest) and why is not None:
             self._step(h.Unsent((), f"its {request.stage} request could not be sent: {why}",
                                 ((request.task_id, request.run),)))
 
@@ -221,7 +221,8 @@ class TaskActor(HomePoolsHost):
         """Sent with a callback for its delivery: the core's ``Delivered`` (at once where there is no transport)."""
         reports = m.TaskReports(command.reports, time.process_time(), command.waited)
         send_with_callback(self, command.to, reports, self._delivered,
-                           lambda why: self._step(h.Unsent(command.reports, f"its reports could not be sent: {why}")))
+                           refused=lambda why: self._step(h.Unsent(command.reports,
+                                                                   f"its reports could not be sent: {why}")))
 
     def _wake_after(self, command: h.WakeAfter) -> None:
         self.wakeupAfter(timedelta(seconds=command.seconds), payload=h.ReportsDue())

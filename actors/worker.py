@@ -22,11 +22,12 @@ from datetime import timedelta
 from typing import Any
 
 from thespian.actors import (
-    ActorExitRequest, ActorTypeDispatcher, ChildActorExited, ThespianWatch, WakeupMessage, WatchMessage,
+    ActorExitRequest, ActorTypeDispatcher, ChildActorExited, PoisonMessage, ThespianWatch, WakeupMessage, WatchMessage,
 )
 
 from actors import telemetry
 from actors.runtime import procs, sharing, titles
+from actors.wire.frames import refused_why
 from actors.wire.leaving import send_then, take_arrived_acks
 from actors.mcp_host import MCP_HOST, McpHostActor
 from actors.messages import (
@@ -176,6 +177,16 @@ class StageWorker(ActorTypeDispatcher):
 
     def receiveMsg_WakeupMessage(self, wakeup: WakeupMessage, sender: Any) -> None:
         self._step(wakeup.payload)  # a timer the core armed, handed back as it was
+
+    def receiveMsg_PoisonMessage(self, poison: PoisonMessage, sender: Any) -> None:
+        """An answer refused unsent (larger than a frame): its requester, or its pool, hears that instead."""
+        message, why = poison.poisonMessage, refused_why(poison)
+        if why is None:
+            return
+        if isinstance(message, StageResult):
+            self.send(sender, _unsendable(message, why))
+        elif isinstance(message, WorkDone) and message.result is not None:
+            self.send(sender, WorkDone(message.job, _unsendable(message.result, why), worker=message.worker))
 
     def receiveMsg_ActorExitRequest(self, request: ActorExitRequest, sender: Any) -> None:
         self._step(i.Closing())
@@ -421,3 +432,8 @@ def _result(request: Any, outcome: Any, worker: dict[str, Any]) -> StageResult:
         return StageResult(request.task_id, request.token, request.stage, ok=False, error=outcome.error,
                            error_kind=outcome.kind, payload=dict(outcome.payload), worker=worker)  # type: ignore[arg-type]
     return replace(outcome, worker=worker)
+
+
+def _unsendable(result: StageResult, why: str) -> StageResult:
+    return StageResult(result.task_id, result.token, result.stage, ok=False, error_kind="too_large",
+                       error=f"its result could not be sent: {why}", worker=result.worker)

@@ -46,8 +46,10 @@ class _PickledOnce:
             state = {**state, self.slot: _Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))}
         return state
 
-# Why a stage failed (pegasus.run.core maps it to the task's exit_reason); "": it did not.
-ErrorKind = Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited", ""]
+# Why a stage failed (pegasus.run.core maps it to the task's exit_reason); "": it did not.  too_large: its request
+# or its answer was larger than a frame ([system] max_frame_bytes).
+ErrorKind = Literal["timeout", "worker_died", "queue_full", "exception", "tool", "not_started", "rate_limited",
+                    "too_large", ""]
 
 @dataclass(frozen=True, repr=False)
 class StageRequest(_Brief):

@@ -11,7 +11,7 @@ from actors.supervisor import memory, vectors
 from actors.supervisor.commands import admit
 from actors.supervisor.context import Context
 from actors.supervisor.views import answer_suspends
-from actors.wire.frames import FrameTooLarge
+from actors.wire.frames import refused_why
 from pegasus.admission.inputs import GateAnswered, RunLost, Stopped, Transitioned
 from pegasus.task import CognitiveState, LifecycleState, StageName
 
@@ -133,10 +133,9 @@ def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
     """A message Thespian refused to send, being larger than a frame (``[system] max_frame_bytes``): a batch of
     starts goes again one by one; a start too large alone is its run lost (restarted, then failed, saying why); an
     answer too large is an error answer saying so."""
-    message, details = poison.poisonMessage, str(poison.details or "")
-    if FrameTooLarge.__name__ not in details:
+    message, reason = poison.poisonMessage, refused_why(poison)
+    if reason is None:
         return
-    reason = details.strip().splitlines()[-1].split(": ", 1)[-1]
     if isinstance(message, m.Reply):  # an answer too large: the asker is told so, not left to its timeout
         ctx.send(sender, m.Reply(message.request_id, False, error=f"the answer could not be sent: {reason}",
                                  error_type="AnswerTooLarge"))

@@ -44,6 +44,15 @@ class FrameTooLarge(PegasusError):
     """A message to send is larger than every receiver accepts (``[system] max_frame_bytes``)."""
 
 
+def refused_why(poison: Any) -> str | None:
+    """Why Thespian refused to send a message, handing it back as ``poison``, when it was larger than a frame (its
+    ``FrameTooLarge`` says so last in the details); None for any other poison."""
+    details = str(getattr(poison, "details", "") or "").strip()
+    if FrameTooLarge.__name__ not in details:
+        return None
+    return details.splitlines()[-1].split(": ", 1)[-1]
+
+
 @dataclass(frozen=True)
 class UnreadableMessage:
     """An authentic message its receiver could not unpickle; ``error`` says why."""

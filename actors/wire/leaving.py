@@ -22,11 +22,11 @@ from actors.wire.thespian_patches.speed.whole_messages import has_data
 
 
 def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], None],
-                       failed: Callable[[str], None] | None = None) -> Any:
+                       refused: Callable[[str], None] | None = None) -> Any:
     """Send ``message`` to ``to`` as ``actor.send`` does (its dead-letter handling kept), and call ``done()`` once
-    it is delivered or failed for good (Thespian's callback), after ``failed(why)`` if it failed; the intent, or None
-    where there is no transport to wait for (simpleSystemBase, Thespian internals other than 4.0.1's): sent plainly
-    and ``done()`` at once."""
+    it is delivered or failed for good (Thespian's callback), after ``refused(why)`` if it was refused unsent (larger
+    than a frame); the intent, or None where there is no transport to wait for (simpleSystemBase, Thespian
+    internals other than 4.0.1's): sent plainly and ``done()`` at once."""
     ref: Any = getattr(actor, "_myRef", None)
     send_intent = getattr(ref, "_send_intent", None)
     if getattr(ref, "transport", None) is None or send_intent is None:
@@ -34,9 +34,11 @@ def send_with_callback(actor: Any, to: Any, message: Any, done: Callable[[], Non
         done()
         return None
     intent = TransmitIntent(to, message, onError=getattr(ref, "actor_send_fail", None))
+
     def _failed(result: Any, sent: Any) -> None:
-        if failed is not None:  # refused unsent (larger than a frame: frame_auth says so on it), or undelivered
-            failed(str(getattr(sent, "refused", "") or f"not delivered ({result})"))
+        why = getattr(sent, "refused", None)  # frame_auth's serializer says so on the intent it refuses
+        if refused is not None and why is not None:
+            refused(str(why))
         done()
 
     send_intent(intent.addCallback(lambda result, sent: done(), _failed))

@@ -49,3 +49,12 @@ def test_runs_restored_together_after_a_restart_all_start_though_their_starts_to
     client.close()
     again = pegasus(**small)
     assert [again.wait(task_id, timeout=60)["lifecycle_state"] for task_id in tasks] == ["done"] * 8
+
+
+@pytest.mark.parametrize("home_host", [True, False])
+def test_a_stage_too_large_for_a_worker_ends_its_task_failed_saying_so_not_at_its_timeout(pegasus, home_host) -> None:
+    """Its context (~75 KB: the echo's output in several fields) grows past a frame: the Work to a worker was refused
+    unsent and its job waited for the stage's timeout (here 600 s), its worker judged hung."""
+    client = pegasus(**{**SMALL, "pools": {"home_host": home_host, "llm_timeout_s": 600, "tool_timeout_s": 600}})
+    final = client.wait(client.submit("echo " + "y" * 8000)["task_id"], timeout=120)
+    assert final["lifecycle_state"] == "failed" and "max_frame_bytes" in final["error"], final
