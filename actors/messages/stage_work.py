@@ -182,7 +182,7 @@ class HeldStart:
 @dataclass(frozen=True)
 class HeldGo:
     """Pool -> worker: begin held job ``job`` (``go``; the pool never moves it now), or drop it: it was moved
-    to another worker, and this one's answer would be stale."""
+    to another worker, and this one's answer would be stale, or its task was canceled (the pool is done with it)."""
 
     job: int
     go: bool

@@ -28,6 +28,7 @@ class _Section(BaseModel):
 # One process per worker: past this a typo (100000) would fork the host to a standstill.
 # 512 leaves room for 100 llm + 100 tool workers on one host with margin.
 MAX_POOL_WORKERS = 512
+MIN_HELD_MOVE_AFTER_S = 0.5  # [pools] held_move_after_s, when not 0
 # Ceilings of the other settings: far above any sensible value, low enough that each stays a valid timer
 # (Thespian's select, timedelta), SQLite integer and float (backoff doubling) wherever the core uses it.
 DAY_S = 86400.0  # a deadline, period or back-off longer than a day is a typo
@@ -77,13 +78,22 @@ class PoolSettings(_Section):
     llm_prefetch: int = Field(1, ge=0, le=16)
     tool_prefetch: int = Field(1, ge=0, le=16)
     # A held request moves to a worker freeing with nothing queued once its holder's call ran this long (or four
-    # times the pool's mean call, if longer: pegasus/pool/state.py); 0: never.
+    # times the pool's mean call, if longer: pegasus/pool/state.py); 0: never, else at least MIN_HELD_MOVE_AFTER_S.
     held_move_after_s: float = Field(1.0, ge=0, le=DAY_S)
     # The pools' cores run in a task actor (the home host, pegasus/pool/home.py): two messages a stage, not four.
     home_host: bool = True
     # A dead pool starts again at once, then after pauses doubling from a tenth of this to this; past its
     # intensity in the home host, each restart waits this long (actors/supervisor/context.py SPECS).
     restart_pause_max_s: float = Field(5.0, gt=0, le=DAY_S)
+
+    @field_validator("held_move_after_s")
+    @classmethod
+    def _held_move_after_s(cls, value: float) -> float:
+        # Its held step's worker asks its pool after a call of half this: that half covers the transit of a Work
+        # and a WorkDone, or a moved step would run twice.
+        if 0 < value < MIN_HELD_MOVE_AFTER_S:
+            raise ValueError(f"must be 0 (never move a held step) or at least {MIN_HELD_MOVE_AFTER_S:g} s, not {value:g}")
+        return value
 
 
 class CognitionSettings(_Section):

@@ -30,7 +30,7 @@ from pegasus.pool.inputs import (
 from pegasus.pool.pings import Pinging
 from pegasus.pool.placement import MAX_WORKERS_PER_MEMBER, advertised_workers
 from pegasus.pool.order import Waiting
-from pegasus.pool.state import Job, JobNumbers, Member, Out, member_name_of
+from pegasus.pool.state import MOVE_MEAN_FACTOR, Job, JobNumbers, Member, Out, member_name_of
 from pegasus.supervision import Alarm, ChildSpec, Exceeded, Restart, StartAgain, Started, Supervision
 from pegasus.supervision import Exited as Died
 from pegasus.task.names import PoolName
@@ -84,6 +84,7 @@ class PoolCore(Pinging):
         self.endpoints = EndpointLimits(config.settings.llm) if self.budget is not None else None
         self.prefetch = config.prefetch if self.budget is None else 0
         self.move_after_s = config.settings.pools.held_move_after_s if self.prefetch else 0.0
+        self.call_mean_s = self.move_after_s / MOVE_MEAN_FACTOR  # (a first long call must not set the bar alone)
         # Streamed llm stages run beside the worker's loop: it can stop one (closing the stream) and stay.
         self.stoppable = config.name == PoolName.LLM and streams(config.settings)
         self._handlers = {
@@ -243,24 +244,24 @@ class PoolCore(Pinging):
             slot.mcp = worker["mcp"]
         self._heard_from(slot)
         if slot is not None and event.job in slot.jobs:
-            first = slot.jobs[0] == event.job
-            if first:
-                self._call_ran(self.clock() - slot.since)
-            slot.jobs.remove(event.job)
-            if not slot.jobs:
-                self.idle.append(slot.index)
-            elif first:
-                self._started(slot, out)  # the worker has already begun the request it held
+            self._off_slot(slot, event.job, out, ran=True)
         self._dispatch(out)
 
     def _held_asked(self, event: HeldAsked, out: Out) -> None:
-        """Go if the job is still this worker's (never moved from then on); else it was moved: gone."""
+        """Go if the job is still this worker's (never moved from then on); else it was moved: gone.  Gone too if
+        its task was canceled: nobody waits for its answer, so it never runs and the pool is done with it."""
         job = self.jobs.get(event.job)
         slot = self.slots.get(job.slot) if job is not None else None
-        go = job is not None and slot is not None and slot.address == event.address and event.job in slot.jobs
-        if job is not None and go:
+        if job is None or slot is None or slot.address != event.address or event.job not in slot.jobs:
+            out.append(AnswerHeld(event.address, event.job, False))
+            return
+        out.append(AnswerHeld(event.address, event.job, not job.canceled))
+        if not job.canceled:
             job.kept = True
-        out.append(AnswerHeld(event.address, event.job, go))
+            return
+        del self.jobs[event.job]
+        self._off_slot(slot, event.job, out, ran=False)
+        self._dispatch(out)
 
     def _move_due(self, event: MoveDue, out: Out) -> None:
         self.move_armed = None

@@ -128,7 +128,7 @@ class PoolState:
         self.prefetch = 0  # requests a busy worker may hold (none under a rate budget)
         self.move_after_s = 0.0  # a held request moves to an idle worker once its holder's call ran this long
         self.move_armed: float | None = None  # when the pending MoveDue fires
-        self.call_mean_s: float | None = None  # the running mean of its calls, as the pool counts them
+        self.call_mean_s = 0.0  # the running mean of its calls, as the pool counts them (set with move_after_s)
         self.closing = False  # told to exit: replace nothing any more
         # What its workers learnt of each endpoint (pegasus.llm.ladder), handed to each worker: one refusal a system.
         self.known: dict[str, dict[str, Any]] = {}
@@ -187,8 +187,8 @@ class PoolState:
         known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
         slot.known_told = self.known_version
         held = len(slot.jobs) > 1
-        if held and self.move_after_s:
-            job.move_after_s = max(self.move_after_s, MOVE_MEAN_FACTOR * (self.call_mean_s or 0.0))
+        if held:
+            job.move_after_s = self._move_bar_s()
         out.append(Dispatch(slot.address, number, job.request, job.requester, self._timeout(job.request), known,
                             held=held, move_after_s=job.move_after_s if held else 0.0))
         if len(slot.jobs) == 1:
@@ -202,8 +202,10 @@ class PoolState:
         if not self.move_after_s or not self.idle:
             return
         while self._spare():
+            # Only the next one: its worker asks about it against the call it waits behind, the running one,
+            # while one behind it waits behind another call (it moves once next, timed from that call's start).
             held = [(slot.since + job.move_after_s, number) for slot in self.slots.values() if len(slot.jobs) > 1
-                    for number in list(slot.jobs)[1:] if (job := self.jobs.get(number)) is not None
+                    if (job := self.jobs.get(number := slot.jobs[1])) is not None
                     and job.move_after_s and not job.kept and not job.canceled]
             if not held:
                 return
@@ -221,9 +223,14 @@ class PoolState:
             job.slot = slot.index
             self._hand_out(slot, job, out)
 
+    def _move_bar_s(self) -> float:
+        """How long a held request's holder's call must run before it moves (0: never)."""
+        return max(self.move_after_s, MOVE_MEAN_FACTOR * self.call_mean_s) if self.move_after_s else 0.0
+
     def _call_ran(self, seconds: float) -> None:
-        mean = self.call_mean_s
-        self.call_mean_s = seconds if mean is None else mean + (seconds - mean) * CALL_MEAN_WEIGHT
+        # Clipped at the bar: one outlier (what a move is for) raises the mean a tenth of the bar at most, not a
+        # tenth of itself; a pool of long calls raises the bar up to three tenths a call until it passes them.
+        self.call_mean_s += (min(seconds, self._move_bar_s()) - self.call_mean_s) * CALL_MEAN_WEIGHT
 
     def _arm_move(self, at: float, out: Out) -> None:
         if self.move_armed is None or at < self.move_armed:
@@ -285,6 +292,17 @@ class PoolState:
             if slot is not None and slot.ready and not slot.jobs:
                 return slot
         return None
+
+    def _off_slot(self, slot: Slot, number: int, out: Out, *, ran: bool) -> None:
+        """Job ``number`` is over on ``slot``'s worker (``ran``: a call the running mean counts)."""
+        first = slot.jobs[0] == number
+        if first and ran:
+            self._call_ran(self.clock() - slot.since)
+        slot.jobs.remove(number)
+        if not slot.jobs:
+            self.idle.append(slot.index)
+        elif first:
+            self._started(slot, out)  # the worker has already begun the request it held
 
     def _started(self, slot: Slot, out: Out) -> None:
         """The slot's first job runs from now: its deadline starts."""

@@ -179,9 +179,9 @@ class WorkerCore:
         self.asking = None
         if event.go:
             self._begin(work, pool, out, cleared=True)
-        else:  # moved: its new worker answers it; this one never runs it
-            out.append(Log(Level.INFO, "held_step_moved", {"task_id": work.request.task_id,
-                                                       "stage": work.request.stage, "job": work.job}))
+        else:  # moved (its new worker answers it), or its task canceled: this one never runs it
+            out.append(Log(Level.INFO, "held_step_gone", {"task_id": work.request.task_id,
+                                                      "stage": work.request.stage, "job": work.job}))
         self._serve_held(out)
 
     def _front_over(self) -> None:
@@ -227,8 +227,7 @@ class WorkerCore:
         work = job.work
         if work.reply_to is None or "retry_after_s" in worker:
             # Rate-limited by the endpoint: the pool decides whether it runs again.
-            self._front_over()
-            out.append(Return(job.pool, job.number, work.request, outcome, worker))
+            self._returned(Return(job.pool, job.number, work.request, outcome, worker), out)
             return
         known = worker.pop("known", None)  # what the pool must know (the ladder), not the task's record
         mcp = worker.pop("mcp", None)  # and its own MCP servers' state (/metrics)
@@ -241,13 +240,19 @@ class WorkerCore:
             # the answer, so the requester's next request is handed out knowing it.  (Sent to both, the pool may
             # read the requester's next request first: two senders, two connections, no order between them.)
             # Or the requester lives in the pool's process (pegasus.pool.home): one message, not an answer and a Free.
-            self._front_over()
-            out.append(Return(job.pool, job.number, work.request, outcome, worker, pooled))
+            self._returned(Return(job.pool, job.number, work.request, outcome, worker, pooled), out)
             return
         # The pool forgets the job on its Free: sent before the answer has left, a death between them (the
         # answer waiting behind an unacknowledged one to the same requester) would lose the answer unseen.
         self.leaving[job.number] = Free(job.pool, job.number, pooled)
         out.append(Answer(work.reply_to, job.number, work.request, outcome, worker))
+
+    def _returned(self, answer: Return, out: Out) -> None:
+        """A job answered through its pool: the pool's count of it ends here, and with no answer left to wait for
+        (AnswerLeft) a held job begins now, whatever answered (a Ran, a journal's refusal, an error)."""
+        self._front_over()
+        out.append(answer)
+        self._serve_held(out)
 
     def _answer_left(self, event: AnswerLeft, out: Out) -> None:
         free = self.leaving.pop(event.job, None)
@@ -345,8 +350,9 @@ class WorkerCore:
             out.append(Arm(self.watch.check_period_s, OrphanDue()))
 
     def _orphan_due(self, event: OrphanDue, out: Out) -> None:
-        idle = self.streaming is None and not (self.held or self.starting or self.running or self.leaving
-                                               or self.calls.asking or self.asking)
+        # Waiting only on its pool's answer (HeldGo), with what it holds behind that, is idle: that pool may be gone.
+        idle = self.streaming is None and not ((self.held and self.asking is None) or self.starting or self.running
+                                               or self.leaving or self.calls.asking)
         if self.watch.orphaned(self.clock(), idle):
             # Its leader died or was cut off (and declared this member gone): a new leader places its own
             # workers, so this one only takes room.

@@ -106,7 +106,7 @@ class Journalled:
 
 @dataclass(frozen=True, slots=True)
 class BeginAnswered:
-    """The pool's answer to an AskBegin: begin held job ``job`` (``go``), or drop it (moved to another worker)."""
+    """The pool's answer to an AskBegin: begin held job ``job`` (``go``), or drop it (moved, or its task canceled)."""
 
     job: int
     go: bool

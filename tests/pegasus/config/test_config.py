@@ -41,6 +41,15 @@ def test_bad_values_name_the_key(text: str, key: str) -> None:
         config.parse(text)
 
 
+def test_held_move_after_s_is_0_or_at_least_half_a_second() -> None:
+    """Its worker asks its pool after a call of half of it: 0.05 s would leave 25 ms for two messages' transit."""
+    with pytest.raises(ConfigError, match=r"pools\.held_move_after_s: .*must be 0 \(never move a held step\) "
+                                          r"or at least 0\.5 s, not 0\.05"):
+        config.parse("[pools]\nheld_move_after_s = 0.05")
+    assert [config.parse(f"[pools]\nheld_move_after_s = {value}").pools.held_move_after_s
+            for value in ("0", "0.5", "2")] == [0.0, 0.5, 2.0]
+
+
 def test_invalid_toml_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         config.parse("[pools\n")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pegasus.worker.commands import AskBegin, Free, Log, Run
-from pegasus.worker.inputs import AnswerLeft, BeginAnswered, Journalled, StopAsked
+from pegasus.worker.commands import AskBegin, Exit, Free, Log, Return, Run
+from pegasus.worker.inputs import AnswerLeft, BeginAnswered, Journalled, OrphanDue, Pinged, StopAsked
 from tests.support.worker_core import POOL, Result, Worker, of
 
 
@@ -54,7 +54,7 @@ def test_a_held_job_its_pool_moved_is_dropped_unanswered_and_the_next_one_asked_
     assert worker.ask(2, held=True) == [AskBegin(POOL, 2)]
     worker.ask(3, held=True)
     out = worker.step(BeginAnswered(2, False))
-    assert [log.event for log in of(Log, out)] == ["held_step_moved"] and out[1:] == [AskBegin(POOL, 3)]
+    assert [log.event for log in of(Log, out)] == ["held_step_gone"] and out[1:] == [AskBegin(POOL, 3)]
     assert kinds(worker.step(BeginAnswered(2, True))) == []  # a second answer about it: nothing
     assert kinds(worker.step(BeginAnswered(3, True))) == ["Run", "Answer", "Free"]
 
@@ -96,3 +96,34 @@ def test_a_held_job_waits_for_the_whole_job_before_it_the_pools_count_of_it() ->
     assert kinds(worker.ask(1, journal_to="supervisor", idempotency_key="k1")) == ["Journal"]
     assert kinds(worker.ask(2, held=True)) == []
     assert kinds(worker.step(Journalled("k1", 1, True))) == ["Run", "Answer", "Free", "Run", "Answer", "Free"]
+
+
+def test_a_held_job_begins_after_the_journal_refuses_the_step_before_it_answered_through_its_pool() -> None:
+    """Regression: a home host's job (through_pool) refused by the journal was answered by a Return, after which
+    nothing began the held job: it waited out its deadline and its worker was killed.  It begins at once."""
+    worker = Worker()
+    assert kinds(worker.ask(1, journal_to="supervisor", idempotency_key="k1", through_pool=True)) == ["Journal"]
+    assert kinds(worker.ask(2, held=True, through_pool=True)) == []
+    out = worker.step(Journalled("k1", 1, False, "already ran"))
+    assert kinds(out) == ["Log", "Return", "Run", "Return"] and of(Run, out)[0].job == 2
+
+
+def test_a_held_job_begins_after_a_worker_error_answered_the_job_before_it_through_its_pool() -> None:
+    worker = Worker(run=lambda request: object() if request.task_id == "t1" else Result("r"))  # t1's: unreadable
+    worker.ask(1, journal_to="supervisor", idempotency_key="k1", through_pool=True)
+    worker.ask(2, held=True, through_pool=True)
+    out = worker.step(Journalled("k1", 1, True))
+    assert [log.event for log in of(Log, out)] == ["worker_error"]  # job 1 is answered as a worker error
+    assert [(type(c).__name__, c.job) for c in out if isinstance(c, (Return, Run))] == [
+        ("Run", 1), ("Return", 1), ("Run", 2), ("Return", 2)]
+
+
+def test_a_member_worker_waiting_only_for_its_pools_go_is_orphaned_when_that_pool_is_gone() -> None:
+    """Its pool died between the HeldStart and the HeldGo: waiting for an answer that never comes is idle."""
+    worker = worker_whose_calls_take(2.0)
+    worker.step(Pinged(POOL, 0.0))
+    worker.ask(1)
+    assert worker.ask(2, held=True) == [AskBegin(POOL, 2)]
+    worker.ask(3, held=True)  # held behind the one asked about
+    worker.clock.now += 3600.0
+    assert of(Exit, worker.step(OrphanDue()))
