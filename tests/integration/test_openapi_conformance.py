@@ -33,7 +33,7 @@ from tests.integration.test_http_gateway import _wait_up
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = 5
+EXAMPLES = 3
 SEED = "20261126"
 # One worker: hypothesis's lambda descriptions in threads met CPython 3.11's "AST constructor recursion depth
 # mismatch" once (a Schemathesis error, not the API's). One undeclared method per path is enough to see Allow.
