@@ -38,7 +38,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    rounds = 3 if quick else 11
+    rounds = 1 if quick else 11  # --quick: that each command runs and is timed, not a median
     checks, figures = [], {}
     # As an installed package runs: byte-compiled.  Under PYTHONDONTWRITEBYTECODE (set on the project's
     # machine) every run would compile the tree's sources again (~0.1 s of each command).

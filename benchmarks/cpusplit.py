@@ -168,8 +168,14 @@ def idle(window_s: float) -> dict[str, Any]:
             "pss_mib": round(sum(pss.values()), 1), "pss_mib_by_kind": {k: round(v, 1) for k, v in pss.items()}}
 
 
+# --quick proves that every figure is there (tests/integration/test_benchmarks_quick.py), not what it is: 8 tasks a
+# run, and an idle window of 6 s: the shortest in which a process on a 3 s timer still wakes twice, over the 12
+# a minute allowed (IDLE_WAKEUPS_PER_MIN).
+QUICK_TASKS, QUICK_IDLE_S = 8, 6.0
+
+
 def run(quick: bool) -> dict[str, Any]:
-    tasks = 24 if quick else 240
+    tasks = QUICK_TASKS if quick else 240
     reps = 1 if quick else 2
     runs: dict[str, list[dict[str, Any]]] = {regime: [] for regime in REGIMES}
     for _ in range(reps):
@@ -177,7 +183,7 @@ def run(quick: bool) -> dict[str, Any]:
             runs[regime].append(workload(tasks, latency_ms, memory))
     best = {regime: min(results, key=lambda r: r["cpu_ms_per_task_total"]) for regime, results in runs.items()}
     messages = {"no latency": message_kinds(tasks, 0.0), "waiting": message_kinds(tasks, WAITING_MS)}
-    still = idle(10.0 if quick else 60.0)
+    still = idle(QUICK_IDLE_S if quick else 60.0)
     figures = {"limits": LIMITS, "tasks": tasks, "repetitions": reps, "waiting_ms": WAITING_MS,
                "best": best, "runs": runs, "messages": messages, "idle": still}
     zero, waiting = best["no latency"], best["waiting"]

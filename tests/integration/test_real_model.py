@@ -32,10 +32,11 @@ TASKS = {"classic": ("what is 17 * 23?", "hello!", "echo pegasus"),
                         "echo pegasus", "repeat after me: blue sky")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Starting]:
     """llama-cpp-python's server serving SmolLM2-135M on 127.0.0.1, still loading (``ready()`` waits), so
-    the Pegasus system starts meanwhile; shut down afterwards."""
+    the Pegasus system starts meanwhile; shut down afterwards, before the system (set up after it): a worker
+    in a call to it (a post-task reflection) then ends at once, where the system's stop waited for it."""
     reason = server.missing()
     if reason:
         pytest.skip(reason)

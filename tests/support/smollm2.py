@@ -120,10 +120,11 @@ def starting(log: Path, timeout: float = 180.0, favoured: bool = False) -> Itera
 
 def stop(server: subprocess.Popen[bytes]) -> None:
     """Stop the server without waiting out a generation nobody reads any more (a post-task reflection of a
-    system stopped first held the real-model test's end 15 s, then SIGKILL): uvicorn's first SIGINT waits for
-    the requests in flight, its second stops serving, a third interrupts Python's wait for the generating
-    thread at exit (measured: ~2 s mid-generation).  Sent every 0.5 s: signals that arrive together count once."""
-    for _ in range(20):
+    system stopped first): uvicorn's first SIGINT waits for the requests in flight, its second stops serving,
+    a third should interrupt Python's wait for the generating thread at exit, yet a generation can still run
+    to its end: SIGKILL after three, sent 0.5 s apart (signals that arrive together count once).  The server
+    keeps nothing: its log is read while it runs."""
+    for _ in range(3):
         server.send_signal(signal.SIGINT)
         try:
             server.wait(timeout=0.5)
