@@ -7,7 +7,6 @@ import json
 import sqlite3
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
