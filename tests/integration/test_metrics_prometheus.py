@@ -43,18 +43,18 @@ def test_the_documented_config_and_rules_check_and_a_real_prometheus_scrapes_the
     client = pegasus(http={"enabled": True, "port": port})
     base = f"http://127.0.0.1:{port}"
     config = _config(tmp_path, client.token_create("prometheus", "read")["token"], f"127.0.0.1:{port}")
+    for command in (["promtool", "check", "config", str(config)],
+                    ["promtool", "check", "rules", str(tmp_path / "pegasus-alerts.yml")]):
+        checked = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert client.wait(client.submit("what is 2 + 2?")["task_id"], timeout=60)["lifecycle_state"] == "done"
+
     web = procs.free_port()
-    # Started first: its own start (storage, first scrape) goes on while the config is checked and a task runs.
     with (tmp_path / "prometheus.log").open("wb") as log:
         prometheus = subprocess.Popen(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
              f"--web.listen-address=127.0.0.1:{web}"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        for command in (["promtool", "check", "config", str(config)],
-                        ["promtool", "check", "rules", str(tmp_path / "pegasus-alerts.yml")]):
-            checked = subprocess.run(command, capture_output=True, text=True, timeout=60)
-            assert checked.returncode == 0, checked.stdout + checked.stderr
-        assert client.wait(client.submit("what is 2 + 2?")["task_id"], timeout=60)["lifecycle_state"] == "done"
         api = f"http://127.0.0.1:{web}/api/v1"
 
         def query(expr: str) -> list[dict]:
