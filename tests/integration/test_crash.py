@@ -82,7 +82,7 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
     client = pegasus(**settings)
     tasks = []
     for n in range(60):
-        text = f"{effect(keys, 0.2)} and then sleep 0.2 and what is {n} + 1?"
+        text = f"{effect(keys, 0.1)} and then sleep 0.1 and what is {n} + 1?"
         tasks.append(client.submit(text, priority=n % 3)["task_id"])
     suspended = client.submit("help me")["task_id"]
     wait_for(lambda: len(keys_in(keys)) >= 10, what="some effects")

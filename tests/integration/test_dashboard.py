@@ -239,6 +239,7 @@ def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dash
     says); the webhooks are listed, never their secrets."""
     dashboard.client.schedule_add("hourly", every="1h", text="tidy up")
     dashboard.client.webhook_add("gh", "Review {pull_request.title}")
+    page.clock.install()  # the page's timers run as ever, and the test can bring its next redraw forward
     login(page, dashboard, "admin")
     page.click('#nav a[data-page="schedules"]')
     row = 'tr[data-schedule="hourly"]'
@@ -253,7 +254,8 @@ def test_schedules_pause_with_the_button_and_webhooks_are_listed(dashboard: Dash
         db.execute("INSERT INTO schedules (name, id, spec, paused, cursor, fired, skipped, created_at) VALUES "
                    "('odd', 'id-odd', '{\"colour\": \"red\"}', 0, 0, 0, 0, 'then')")
     bad = 'tr[data-schedule="odd"]'
-    page.wait_for_selector(f"{bad} >> text=quarantined")  # the page redraws every 5 s
+    page.clock.fast_forward(5000)  # the page's redraw (every 5 s) now, not up to 5 s from now
+    page.wait_for_selector(f"{bad} >> text=quarantined")
     assert "unreadable" in page.inner_text(f"{bad} td.quarantine") and page.locator(f"{bad} button").count() == 0
 
 

@@ -94,10 +94,20 @@ def test_retry_is_offered_only_while_attempts_are_left(dashboard: Dashboard, wid
     dashboard.client.approve(task_id)
     assert dashboard.wait_for(task_id, {"done", "failed", "canceled"})["lifecycle_state"] == "failed"
     login(wide, dashboard, "admin")
+    # The page's first stream of the task's events is answered by the gateway before the click (the task is
+    # over: its transitions, then end) and given to the page only after the retry's answer: the page must
+    # still follow the retried run (a stream that ends late once left it showing the run as queued).
+    held: list[Any] = []
+    wide.route("**/events", lambda route: route.continue_() if held else held.append(route))
     wide.goto(f"{dashboard.url}/#/task/{task_id}")
     wide.wait_for_selector("#retry")
     assert wide.inner_text('dd[data-field="attempts"]') == "1 of 2"
+    while not held:  # the page asks for its stream once it has drawn the task
+        wide.wait_for_timeout(50)
+    ended = held[0].fetch()
     wide.click("#retry")
+    wide.wait_for_selector("#retry", state="detached")  # the page has the retry's answer and has drawn it
+    held[0].fulfill(response=ended)
     wide.wait_for_selector("#no-retry >> text=no retry left: 2 of 2 attempts used", timeout=SLOW_MS)
     assert wide.locator("#retry").count() == 0
     assert dashboard.status(task_id)["lifecycle_state"] == "failed"

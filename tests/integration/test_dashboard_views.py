@@ -340,6 +340,7 @@ def test_the_queue_count_agrees_with_its_list_capabilities_read_and_times_are_lo
 def test_a_schedule_is_created_from_the_page_and_a_refusal_stays_shown(dashboard: Dashboard, wide: Any) -> None:
     """The form posts to /v1/schedules: a bad interval's 400 is shown and stays through the table's redraw;
     a cron rule is added in the browser's time zone, listed, and the system has it."""
+    wide.clock.install()  # the page's timers run as ever, and the test can bring its next redraw forward
     login(wide, dashboard, "admin")
     wide.click('#nav a[data-page="schedules"]')
     wide.fill("#schedule-name", "too-often")
@@ -349,7 +350,8 @@ def test_a_schedule_is_created_from_the_page_and_a_refusal_stays_shown(dashboard
     wide.wait_for_selector("#schedule-error >> text=not added")
     wide.wait_for_selector("#schedules")
     mark(wide, "#schedules")
-    redrawn(wide, "#schedules")  # the table's redraw (every 5 s) leaves the refusal in sight
+    wide.clock.fast_forward(5000)  # the table's redraw (every 5 s) now ...
+    redrawn(wide, "#schedules")  # ... leaves the refusal in sight
     assert "not added" in wide.inner_text("#schedule-error")
     assert wide.input_value("#schedule-name") == "too-often"
 

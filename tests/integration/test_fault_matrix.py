@@ -33,8 +33,16 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
+# A killed process's rows: twice the default tool workers, so the 50 tasks' held effects (0.2 s each) run six
+# at a time, not three, and a kill finds as many effects in flight or more.
+ROW_SETTINGS = {**PLUGIN, "pools": {"tool_workers": 6}}
 TASKS = 50
 STATS_S = 5.0  # the promise: stats answers within this, whatever died
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Settings overrides by section: ``extra``'s values over ``base``'s."""
+    return {section: {**base.get(section, {}), **extra.get(section, {})} for section in {*base, *extra}}
 
 
 def one_titled(role: str, parent: str | None = None) -> Callable[[Client], int | None]:
@@ -151,7 +159,7 @@ class StatsPoller:
 
 
 def submit(client: Client, keys: Path) -> list[str]:
-    request = f"call append_key {json.dumps({'path': str(keys), 'hold_s': 0.2})}"
+    request = f"call append_key {json.dumps({'path': str(keys), 'hold_s': 0.1})}"
     return [client.submit(f"{request} and then what is {n} + 1?")["task_id"] for n in range(TASKS)]
 
 
@@ -184,7 +192,7 @@ def assert_nothing_wedged(client: Client, tasks: list[str], keys: Path, poller: 
 @pytest.mark.parametrize("row", ROWS, ids=[row.kind for row in ROWS])
 def test_a_killed_process_wedges_nothing(pegasus, tmp_path: Path, row: Row) -> None:
     keys = tmp_path / "keys.txt"
-    client = pegasus(daemon=row.daemon, **PLUGIN, **row.settings())
+    client = pegasus(daemon=row.daemon, **merged(ROW_SETTINGS, row.settings()))
     tasks = submit(client, keys)
     wait_for(lambda: len(keys_in(keys)) >= 5, what="some effects")
     victim = wait_for(lambda: row.find(client), what=f"the {row.kind}'s pid")

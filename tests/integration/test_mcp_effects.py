@@ -29,7 +29,7 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
-TIMEOUT_S = 3.0  # the server's timeout_s: a held call that is not killed ends by it
+TIMEOUT_S = 2.0  # the server's timeout_s: a held call that is not killed ends by it
 
 
 def _cmdline(pid: int) -> str:

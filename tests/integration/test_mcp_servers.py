@@ -196,8 +196,8 @@ def test_pegasus_tools_starts_each_server_once_and_leaves_no_process(tmp_path: P
     assert "lic.*" in listed and "it exited before it listed its tools" in listed
     assert "its stderr ends: no licence key in LICENCE_KEY" in listed
     assert len(exited.read_text().split()) == 1  # started once: no second start for the listing
-    listed = tools(2.0, f'name = "hung"\ncommand = "{sys.executable}"\nargs = ["{HUNG}", "{hung}"]\n')
-    assert "hung.*" in listed and "did not list its tools within 2s" in listed
+    listed = tools(1.0, f'name = "hung"\ncommand = "{sys.executable}"\nargs = ["{HUNG}", "{hung}"]\n')
+    assert "hung.*" in listed and "did not list its tools within 1s" in listed
     assert len(hung.read_text().split() if hung.exists() else []) <= 1  # (under load it may end before its pid)
     left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if str(hung) in _cmdline(pid)]
     assert left == []  # not left running (its parent was the CLI), found by its argument, not by what it wrote

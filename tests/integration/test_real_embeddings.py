@@ -174,7 +174,7 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
     port = procs.free_port()
     endpoint = {"embeddings_model": MODEL, "embeddings_base_url": f"http://127.0.0.1:{port}/v1"}
     # No reflector: a done task's episode would be one more row without a vector than the one counted below.
-    client = pegasus(memory={**endpoint, "embeddings_timeout_s": 4, "embeddings_backfill_s": 0.5, "reflector": False})
+    client = pegasus(memory={**endpoint, "embeddings_timeout_s": 3, "embeddings_backfill_s": 0.5, "reflector": False})
     hung = Hung(port)  # after the system: its processes, forked from this one, must not hold the socket open
     try:
         env = {**subprocess_env, "PEGASUS_HOME": str(state_dir), "PEGASUS_SYSTEM__ADMIN_PORT": str(client.spec.admin_port),
@@ -186,7 +186,7 @@ def test_hung_then_down_endpoint_costs_one_bounded_call_is_reported_and_rows_get
         assert "warning: the embeddings endpoint" in searched.stderr and "did not answer within 2s" in searched.stderr
         # A task's recall while hung: full text alone, after one bounded call, and the stage says so.
         stage = recall_of(client, "where did I leave my car?")
-        assert "did not answer within 4s" in stage["recall_error"], stage
+        assert "did not answer within 3s" in stage["recall_error"], stage
         # A memory.search step while hung: the same bound (one call, or none while the last one's wait lasts).
         searched = client.wait(client.submit('call memory.search {"query": "where is my car?"}')["task_id"],
                                timeout=120, until=ENDED)

@@ -7,7 +7,6 @@ import json
 import sqlite3
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -110,10 +109,10 @@ def test_after_a_whole_system_kill_no_slot_fires_twice_and_each_missed_one_is_fi
 
 
 def test_overlap_skip_starts_no_slot_while_the_last_task_runs(pegasus) -> None:
-    """Every second, each task sleeping 2.5 s: the slots that come meanwhile are skipped and counted, and no two
+    """Every second, each task sleeping 1.5 s: the slots that come meanwhile are skipped and counted, and no two
     of the schedule's tasks ever run at once."""
     client = pegasus()
-    client.schedule_add("slow", text="sleep 2.5", every="1s", overlap="skip")
+    client.schedule_add("slow", text="sleep 1.5", every="1s", overlap="skip")
     wait_for(lambda: schedule(client, "slow")["skipped"] >= 2 and schedule(client, "slow")["fired"] >= 2,
              timeout=60, what="skipped slots and a second task")
     client.schedule_pause("slow")

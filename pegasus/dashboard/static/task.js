@@ -55,12 +55,16 @@ export async function taskPage(id) {
   const resized = throttle(drawGantt, 200);
   window.addEventListener("resize", resized);
   state.streams.push({ abort: () => window.removeEventListener("resize", resized) });
-  // The stream ends with the task; a retry, resume or approval from this page starts it again (state.revive).
-  let ended = false;
-  const follow = () => stream(`/v1/tasks/${encodeURIComponent(id)}/events`,
-    throttle(() => { draw().catch(() => {}); log.read(); }, 300), (up) => { live(up); if (up === null) ended = true; });
+  // The stream ends with the task; a retry, resume or approval from this page starts a new one (state.revive),
+  // even while the old one is open: that one may have found the task over before the action and not yet said so.
+  let following = null;
+  const follow = () => {
+    const mine = stream(`/v1/tasks/${encodeURIComponent(id)}/events`,
+      throttle(() => { draw().catch(() => {}); log.read(); }, 300), (up) => { if (following === mine) live(up); });
+    following = mine;
+  };
   follow();
-  state.revive = () => { if (ended) { ended = false; follow(); } };
+  state.revive = () => { following.abort(); follow(); };
   log.read();
   state.timers.push(setInterval(() => { if (!log.finished()) log.read(); }, 2000));  // what no transition announces
   void ms;
