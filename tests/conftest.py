@@ -8,10 +8,16 @@ are wall-clock limits a loaded machine breaks: off for every property test (a ti
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.support.ordering import lead_order
+from tests.support.pythonpath import absolute
+
+if os.environ.get("PYTHONPATH"):  # every process a test starts imports the tree under test, wherever it runs
+    os.environ["PYTHONPATH"] = absolute(os.environ["PYTHONPATH"], os.getcwd())
 
 settings.register_profile("pegasus", database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pegasus")

@@ -8,6 +8,7 @@ and prints a time it wants to show.  Checked on the syntax of every test file.
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -66,3 +67,15 @@ def test_the_check_finds_each_shape_and_lets_a_lower_bound_or_a_wait_deadline_pa
     assert wall_clock_limits(
         "assert time.monotonic() - started >= 0.045\n"  # at least a timeout: a load cannot break it
         "assert time.monotonic() < deadline, 'waited 60 s for the condition'\n") == []
+
+
+def test_a_relative_pythonpath_is_made_absolute_for_the_processes_tests_start() -> None:
+    """``PYTHONPATH=.`` read by a CLI started in another directory named that directory: the editable install's
+    tree ran there instead of the one under test (a false failure of tests/integration/test_new_user.py)."""
+    from tests.support.pythonpath import absolute
+
+    assert absolute(".", "/work/clone") == "/work/clone"
+    assert absolute(f"src{os.pathsep}/abs/lib{os.pathsep}", "/work/clone") == \
+        f"/work/clone/src{os.pathsep}/abs/lib{os.pathsep}/work/clone"
+    set_here = os.environ.get("PYTHONPATH")  # this run's, as the suite's conftest left it
+    assert not set_here or all(os.path.isabs(entry) for entry in set_here.split(os.pathsep))
