@@ -1,6 +1,7 @@
 """The supervisor's side of its tasks' runs: reports of task actors (with the answers to the post-task
 reflections they handed out), workers' effectful steps, verification gates and the supervisor's own
-post-task reflections answered by the pools, runs a task actor let go, starts that could not be sent."""
+post-task reflections answered by the pools, runs a task actor let go, starts and answers that could not be
+sent."""
 
 from __future__ import annotations
 
@@ -145,10 +146,10 @@ def unsent(ctx: Context, poison: PoisonMessage, sender: ActorAddress) -> None:
             if ctx.task_actors.address_of(start.task_id, start.run) == sender:
                 ctx.send(sender, m.StartTasks((start,)))
         return
-    task_id = message.task_id or str(getattr(message.snapshot, "task_id", "")) if isinstance(message, m.StartTask) \
-        else ""
-    if not task_id or ctx.admission is None or ctx.task_actors.address_of(task_id, message.run) != sender:
+    if not isinstance(message, m.StartTask) or ctx.admission is None \
+            or ctx.task_actors.address_of(message.task_id, message.run) != sender:
         return
+    task_id = message.task_id
     ctx.task_actors.release(task_id, message.run)
     ctx.log.error("task_start_unsent", task_id=task_id, run=message.run, reason=reason)
     admit(ctx, RunLost(task_id, message.run, f"its start could not be sent: {reason}", "abandoned"))

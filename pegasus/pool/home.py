@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pegasus.core_error import error_log
@@ -165,9 +165,7 @@ class HomePools:
     def _here(command: PoolCommand) -> PoolCommand:
         """A hand-out for a run here is answered through the pool: in the worker's one message back."""
         if type(command) is Dispatch and command.requester is HERE:
-            return Dispatch(command.worker, command.job, command.request, HERE, command.timeout_s, command.known,
-                            through_pool=True, held=command.held,
-                            move_after_s=command.move_after_s)
+            return replace(command, through_pool=True)
         return command
 
 

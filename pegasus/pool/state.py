@@ -187,10 +187,9 @@ class PoolState:
         known = tuple(self.known.items()) if slot.known_told != self.known_version else ()
         slot.known_told = self.known_version
         held = len(slot.jobs) > 1
-        if held:
-            job.move_after_s = self._move_bar_s()
+        job.move_after_s = self._move_bar_s() if held else 0.0  # (a moved one: never moved again)
         out.append(Dispatch(slot.address, number, job.request, job.requester, self._timeout(job.request), known,
-                            held=held, move_after_s=job.move_after_s if held else 0.0))
+                            held=held, move_after_s=job.move_after_s))
         if len(slot.jobs) == 1:
             self._started(slot, out)
 
@@ -217,7 +216,6 @@ class PoolState:
                 return
             job = self.jobs.pop(number)
             self.slots[job.slot].jobs.remove(number)
-            job.move_after_s = 0.0  # (handed to an idle worker: never moved again)
             out.append(Log(Level.INFO, "held_moved", {"task_id": job.request.task_id, "stage": job.request.stage,
                                                       "from": job.slot, "to": slot.index}))
             job.slot = slot.index

@@ -110,8 +110,7 @@ class RunHost:
         if answer.stage == StageName.POST_REFLECT and self.reflections.answered(answer.task_id, answer.token):
             reflected = Reflected(answer.task_id, answer.ok, answer.payload, answer.error, answer.error_kind)
             reflected, size = report_rules.fitted(reflected, self.report_most)
-            first = self._reports(self.batch.room_for(size))
-            return [*first, *self._reports(self.batch.add((reflected,), lazy=True, size=size)), *self._reflect()]
+            return [*self._join(reflected, size, lazy=True), *self._reflect()]
         held, out = self._current(answer.task_id, answer.token, "stale_result_dropped", stage=answer.stage)
         if held is None:
             return out
@@ -169,7 +168,7 @@ class RunHost:
 
     def _unsent(self, event: Unsent) -> list[HostCommand]:
         gap = report_rules.runs_of(event.reports)
-        self.batch.drop(lambda report: (getattr(report, "task_id", ""), getattr(report, "run", None)) in gap)
+        self.batch.drop(lambda report: report_rules.run_of(report) in gap)
         lost = [(task, run) for task, run in dict.fromkeys([*gap, *event.runs])  # held here, or ended: unrecorded
                 if task not in self.runs or self.runs[task].run == run]
         return [out for pair in lost for out in self._failed(event.reason, pair)]
@@ -199,6 +198,12 @@ class RunHost:
     def _busy(self, now: float | None) -> float | None:
         """``now`` while enough runs wait for stages that a message comes soon to carry what is held."""
         return now if len(self.asked) >= HOLD_RUNS else None
+
+    def _join(self, report: Any, size: int, lazy: bool = False) -> list[HostCommand]:
+        """``report`` (``size`` bytes) into the batch: what is held goes first if together they would pass its bytes,
+        and the batch goes if it is full."""
+        first = self._reports(self.batch.room_for(size))
+        return first + self._reports(self.batch.add((report,), lazy=lazy, size=size))
 
     def _reports(self, reports: Reports) -> list[HostCommand]:
         if not reports or self.supervisor is None:
@@ -259,8 +264,7 @@ class RunHost:
             reports, sizes, too_large = report_rules.fitting(reports, self.report_most)
             abandon = too_large or abandon
             for report, size in zip(reports, sizes, strict=True):  # one by one: a batch closes between them
-                then += self._reports(self.batch.room_for(size))
-                then += self._reports(self.batch.add((self._reflecting(report),), size=size))
+                then += self._join(self._reflecting(report), size)
         return first + then + self._reflect(), abandon
 
     def _reflecting(self, stopped: Any) -> Any:

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pickle
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pegasus.run.commands import Reflected, TaskStopped, TaskTransitioned
@@ -69,7 +69,11 @@ def fitted(reflected: Reflected, most: int) -> tuple[Reflected, int]:
     return too_large, sizes((too_large,))[0]
 
 
+def run_of(report: Any) -> tuple[str, int] | None:
+    """The (task, run) a report is of (a reflection's answer is of no run)."""
+    return (report.task_id, report.run) if isinstance(report, (TaskTransitioned, TaskStopped)) else None
+
+
 def runs_of(reports: Sequence[Any]) -> list[tuple[str, int]]:
-    """The (task, run) pairs ``reports`` are of, in order (a reflection's answer is of no run)."""
-    return list(dict.fromkeys((report.task_id, report.run) for report in reports
-                              if isinstance(report, (TaskTransitioned, TaskStopped))))
+    """The (task, run) pairs ``reports`` are of, in order."""
+    return [pair for pair in dict.fromkeys(map(run_of, reports)) if pair is not None]

@@ -184,6 +184,11 @@ class WorkerCore:
                                                       "stage": work.request.stage, "job": work.job}))
         self._serve_held(out)
 
+    def _freed(self, pool: Any, job: int, out: Out) -> None:
+        """Job ``job`` is over unanswered (nobody waits for it): its pool is told (Free)."""
+        self._front_over()
+        out.append(Free(pool, job, {}))
+
     def _front_over(self) -> None:
         """The pool is told a job is over: the one it holds next for this worker counts as running from now."""
         now = self.clock()
@@ -279,8 +284,7 @@ class WorkerCore:
             return
         self.streaming = None
         if streaming.stopped or event.result is None:
-            self._front_over()
-            out.append(Free(streaming.job.pool, streaming.job.number, {}))  # nobody waits for its answer
+            self._freed(streaming.job.pool, streaming.job.number, out)  # nobody waits for its answer
         else:
             self._answer(streaming.job, event.result, event.cpu_s, out)
         self._serve_held(out)
@@ -295,12 +299,10 @@ class WorkerCore:
             return
         for held in [h for h in self.held if h[0].job == event.job]:
             self.held.remove(held)
-            self._front_over()
-            out.append(Free(event.pool, event.job, {}))
+            self._freed(event.pool, event.job, out)
         if self.asking is not None and self.asking[0].job == event.job:
             self.asking = None
-            self._front_over()
-            out.append(Free(event.pool, event.job, {}))
+            self._freed(event.pool, event.job, out)
             self._serve_held(out)
 
     def _closing(self, event: Closing, out: Out) -> None:
