@@ -1,6 +1,7 @@
 """The web dashboard in a real browser (headless Chromium, tests/support/browser.py) against the real
-gateway of a real background system started by ``pegasus start``: tasks appear live without a reload,
-a task's page lights the state the system reports, the Approve button runs a waiting task, and
+gateway of a real system left running as a background one (``start_here``: forked from the test, without the
+``pegasus start`` and launcher that tests/integration/test_cli_background.py tests): tasks appear live without
+a reload, a task's page lights the state the system reports, the Approve button runs a waiting task, and
 a read-only token is shown no button. Screenshots go to the test's tmp dir (docs/dashboard.md says how
 one becomes docs/dashboard.png).
 """
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from actors.runtime import procs
-from tests.support.cli import Pegasus, as_shown, make, start_background, stop_and_check, waited
+from tests.support.cli import Pegasus, as_shown, make, start_here, stop_and_check, waited
 from tests.integration.test_http_gateway import _wait_up
 from tests.support.browser import chromium
 
@@ -73,7 +74,7 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     PEGASUS_TELEMETRY__ENABLED="true",
                     PEGASUS_TELEMETRY__ENDPOINT=f"http://127.0.0.1:{procs.free_port()}/v1/traces")
     try:
-        start_background(pegasus)
+        start_here(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         # `pegasus dashboard` gives the page's address (the one command of docs/dashboard.md)

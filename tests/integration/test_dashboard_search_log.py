@@ -1,7 +1,7 @@
 """The dashboard's search, a task's log and Retry, in a real browser (headless Chromium) against the gateway of
-a system started by ``pegasus start`` (issue 31): the text box asks the server, so a task on another page is
-found and the count says matches; the task page shows the task's log as it grows; Retry is offered only while
-the task has attempts left."""
+a system left running as a background one (``start_here``, as in test_dashboard.py) (issue 31): the text box
+asks the server, so a task on another page is found and the count says matches; the task page shows the task's
+log as it grows; Retry is offered only while the task has attempts left."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from actors.runtime import procs
-from tests.support.cli import make, start_background, stop_and_check
+from tests.support.cli import make, start_here, stop_and_check
 from tests.integration.test_dashboard import Dashboard, browser, login
 from tests.integration.test_dashboard_views import wide
 from tests.integration.test_http_gateway import _wait_up
@@ -33,7 +33,7 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     PEGASUS_COGNITION__LATENCY_MS="150", PEGASUS_RETRY__MAX_ATTEMPTS="2",
                     PEGASUS_RETRY__BACKOFF_S="0")
     try:
-        start_background(pegasus)
+        start_here(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         dashboard = Dashboard(pegasus, http_port)

@@ -1,10 +1,10 @@
-"""What the dashboard shows, measured in a real browser (headless Chromium, tests/support/browser.py) against
-the real gateway of a system started by ``pegasus start`` (issue 31): actions offered only where they can
-succeed and every refusal kept in sight; a parent waiting for its sub-tasks told apart from a task waiting
-for a person, and blocked not red like failed; sub-tasks nested under their parent; diagram labels that
-never overlap or get cut (their boxes measured in the browser); a Gantt chart that fits its card at 800 px,
-draws the stage running now and ticks at 1, 2 or 5 x 10^n; the queue's count agreeing with its list;
-capabilities readable; times in the browser's own time zone; a schedule created from the page.
+"""What the dashboard shows, measured in a real browser (headless Chromium, tests/support/browser.py) against the
+real gateway of a system left running as a background one (``start_here``, as in test_dashboard.py) (issue 31):
+actions offered only where they can succeed and every refusal kept in sight; a parent waiting for its sub-tasks
+told apart from a task waiting for a person, and blocked not red like failed; sub-tasks nested under their
+parent; diagram labels that never overlap or get cut (their boxes measured in the browser); a Gantt chart that
+fits its card at 800 px, draws the stage running now and ticks at 1, 2 or 5 x 10^n; the queue's count agreeing
+with its list; capabilities readable; times in the browser's own time zone; a schedule created from the page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from actors.client import RequestError
 from actors.runtime import procs
-from tests.support.cli import make, start_background, stop_and_check
+from tests.support.cli import make, start_here, stop_and_check
 from tests.integration.test_dashboard import WAIT_MS, Dashboard, browser, login
 from tests.integration.test_http_gateway import _wait_up
 
@@ -38,7 +38,7 @@ def dashboard(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     PEGASUS_HTTP__PORT=str(http_port), PEGASUS_COGNITION__LATENCY_MS="150",
                     PEGASUS_RETRY__BACKOFF_S="600", PEGASUS_RETRY__BACKOFF_MAX_S="600")
     try:
-        start_background(pegasus)
+        start_here(pegasus)
         _wait_up(f"http://127.0.0.1:{http_port}")
         pegasus.track()
         dashboard = Dashboard(pegasus, http_port)

@@ -1,10 +1,14 @@
-"""A headless Chromium for the dashboard's tests: Debian's ``chromium`` driven by Playwright for Python.
+"""A headless Chromium for the dashboard's tests: Debian's Chromium driven by Playwright for Python.
 
 Playwright, not Selenium: its locators wait for what a test expects (a row to appear, a class to
 change) without hand-written polling, and it talks to the browser itself (no chromedriver of a
 matching version to install). It is launched with the system's Chromium (``executable_path``):
 Playwright's own browser downloads are never used. Where neither can be had the tests skip, saying
 which is missing (.ci/run installs both).
+
+Debian's ``chromium-headless-shell`` first: the headless build Playwright itself launches by default, the same
+Blink without a browser UI.  The full ``chromium`` headless still runs its UI unseen (the omnibox's WebUI
+renderer works at every page load): the fallback, at a much higher CPU cost (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import pytest
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+CANDIDATES = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 
 
 def chromium_path() -> str | None:
@@ -37,7 +41,7 @@ def chromium() -> Iterator[Any]:
         pytest.skip("no browser driver: `pip install playwright` (the [test] extra; .ci/run installs it)")
     path = chromium_path()
     if path is None:
-        pytest.skip("no Chromium on this machine: `apt-get install chromium` (.ci/run installs it as root)")
+        pytest.skip("no Chromium on this machine: `apt-get install chromium-headless-shell` (.ci/run installs it as root)")
     with sync_playwright() as driver:
         try:  # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
             browser = driver.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
