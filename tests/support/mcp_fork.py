@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -51,6 +52,8 @@ def serve(path: str) -> None:
     listener.listen(8)
     print("ready", flush=True)
     while True:
+        if sys.stdin in select.select([listener, sys.stdin], [], [])[0]:  # the test writes nothing: its end closed
+            os.killpg(0, signal.SIGKILL)  # the test's process is gone: so are the copies
         conn, _ = listener.accept()
         message, fds, _, _ = socket.recv_fds(conn, 65536, 3)
         if os.fork() == 0:
@@ -87,7 +90,7 @@ class Forks:
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
         self.socket = str(directory / "mcp.sock")
         self.process = subprocess.Popen([sys.executable, LAUNCHER, "serve", self.socket], env=env,
-                                        stdout=subprocess.PIPE, start_new_session=True)
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != b"ready":
             self.close()
@@ -109,8 +112,9 @@ class Forks:
         except ProcessLookupError:
             pass
         self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 if __name__ == "__main__":
