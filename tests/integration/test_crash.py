@@ -27,6 +27,9 @@ pytestmark = pytest.mark.integration
 
 PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
 TERMINAL = {"done", "failed", "canceled"}
+# The whole system killed: more tasks than run at once (max_active_tasks 8), so some wait in the queue across the
+# kill, and no more (each task is CPU in every process of the system, twice: before and after the restart).
+WHOLE_KILL_TASKS = 30
 
 
 effect = append_key_request
@@ -81,7 +84,7 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
     settings = {**PLUGIN, "runtime": {"max_active_tasks": 8}, "pools": {"tool_workers": 4}}
     client = pegasus(**settings)
     tasks = []
-    for n in range(60):
+    for n in range(WHOLE_KILL_TASKS):
         text = f"{effect(keys, 0.1)} and then sleep 0.1 and what is {n} + 1?"
         tasks.append(client.submit(text, priority=n % 3)["task_id"])
     suspended = client.submit("help me")["task_id"]
@@ -95,7 +98,7 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
 
     restarted = pegasus(**settings)
     finals = {task_id: restarted.wait(task_id, timeout=90) for task_id in tasks}
-    assert {f["lifecycle_state"] for f in finals.values()} <= TERMINAL and len(finals) == 60  # none lost
+    assert {f["lifecycle_state"] for f in finals.values()} <= TERMINAL and len(finals) == WHOLE_KILL_TASKS  # none lost
     assert restarted.get(suspended)["lifecycle_state"] == "blocked"  # still waiting for its answer
     all_keys = Counter(assert_no_key_twice(keys))
     unknown = 0
@@ -107,7 +110,7 @@ def test_whole_system_killed_with_tasks_in_flight_then_restarted(pegasus, tmp_pa
             assert (final["lifecycle_state"], final["exit_reason"]) == ("failed", "unknown")
         else:  # finished before the kill, or never started and run after the restart: once
             assert final["lifecycle_state"] == "done" and all_keys[key] == 1, final
-    print(f"\n60 tasks: {before} effects before the kill, {sum(all_keys.values())} after; "
+    print(f"\n{WHOLE_KILL_TASKS} tasks: {before} effects before the kill, {sum(all_keys.values())} after; "
           f"{unknown} steps reported with unknown effects instead of repeated")
     # At most one step in flight per running task (max_active_tasks); not one per tool worker: under load a worker
     # may have journalled its next step before the task actor recorded the previous one's result (6 were seen).

@@ -1,4 +1,4 @@
-"""The fault matrix: SIGKILL each kind of process while 50 tasks with an effectful step run; nothing wedges.
+"""The fault matrix: SIGKILL each kind of process while 20 tasks with an effectful step run; nothing wedges.
 
 For every row: every task ends without a person (done, or failed with its
 interrupted effect named ``unknown``), no key is written twice, a task whose
@@ -33,11 +33,17 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 PLUGIN = {"tools": {"plugins": ["tests.support.tools:register"]}}
-# A killed process's rows: twice the default tool workers, so the 50 tasks' held effects (0.2 s each) run six
-# at a time, not three, and a kill finds as many effects in flight or more.
+# A killed process's rows: twice the default tool workers, so the tasks' held effects run six at a time, not
+# three, and a kill finds as many effects in flight or more.
 ROW_SETTINGS = {**PLUGIN, "pools": {"tool_workers": 6}}
-TASKS = 50
+# Each task is CPU in every process of the system: few tasks, each holding its effect long enough that six at a
+# time stay in flight ~1 s (20 x 0.3 s / 6), so a kill lands among them.
+TASKS = 20
+HOLD_S = 0.3
 STATS_S = 5.0  # the promise: stats answers within this, whatever died
+# Between two polls: a stall of stats longer than STATS_S + POLL_S is always caught (a poll begins inside it).  Each
+# poll is a new client (as `pegasus stats` asks), CPU here and in the system: no more of them than that needs.
+POLL_S = 0.5
 
 
 def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +156,7 @@ class StatsPoller:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     time.sleep(0.1)
             self.times.append(time.monotonic() - began)
-            self.stop.wait(0.2)
+            self.stop.wait(POLL_S)
 
     def close(self) -> list[float]:
         self.stop.set()
@@ -159,7 +165,7 @@ class StatsPoller:
 
 
 def submit(client: Client, keys: Path) -> list[str]:
-    request = f"call append_key {json.dumps({'path': str(keys), 'hold_s': 0.1})}"
+    request = f"call append_key {json.dumps({'path': str(keys), 'hold_s': HOLD_S})}"
     return [client.submit(f"{request} and then what is {n} + 1?")["task_id"] for n in range(TASKS)]
 
 

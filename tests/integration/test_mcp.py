@@ -1,19 +1,20 @@
 """MCP tools in a real system: a task calls a tool of a real MCP server subprocess
-(tests/support/mcp_server.py) on a tool worker; the server dying mid-task is a clear tool
+(tests/support/mcp_server.py, each start a copy forked from one process that imported it:
+tests/support/mcp_fork.py) on a tool worker; the server dying mid-task is a clear tool
 failure (its outcome unknown: never sent again), and the system keeps serving (a later call starts the server again)."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from actors.runtime.system import system_pids
+from tests.support.mcp_fork import LAUNCHER, Forks
 
 pytestmark = pytest.mark.integration
 
-SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 
 
 def _cmdline(pid: int) -> str:
@@ -24,12 +25,19 @@ def _cmdline(pid: int) -> str:
 
 
 def _mcp_server_pids(client) -> list[int]:
-    return [pid for pid in system_pids(client.spec) if SERVER in _cmdline(pid)]
+    """The server's processes: its command's (whose copy ends with it)."""
+    return [pid for pid in system_pids(client.spec) if LAUNCHER in _cmdline(pid)]
 
 
-def test_a_task_calls_an_mcp_tool_and_survives_the_server_dying(pegasus) -> None:
-    client = pegasus(mcp={"servers": [{"name": "demo", "command": sys.executable, "args": [SERVER],
-                                       "timeout_s": 20.0}]},
+@pytest.fixture
+def forks(tmp_path: Path, subprocess_env: dict[str, str]) -> Iterator[Forks]:
+    with Forks(tmp_path, subprocess_env) as server:
+        yield server
+
+
+def test_a_task_calls_an_mcp_tool_and_survives_the_server_dying(forks: Forks, pegasus) -> None:
+    command, *args = forks.command()
+    client = pegasus(mcp={"servers": [{"name": "demo", "command": command, "args": args, "timeout_s": 20.0}]},
                      pools={"tool_workers": 1})  # one tool worker: one server process to watch
 
     done = client.wait(client.submit('call demo.reverse {"text": "abc"}')["task_id"], timeout=60)

@@ -1,6 +1,7 @@
 """An MCP call whose outcome is unknown is never sent again (issue 28), over stdio and over
-Streamable HTTP: a real FastMCP server (tests/support/mcp_server.py) records each call's
-idempotency key (sent in the call's ``_meta``), then holds or exits mid-call.
+Streamable HTTP: a real FastMCP server (tests/support/mcp_server.py, each start a copy forked from
+one process that imported it: tests/support/mcp_fork.py) records each call's idempotency key (sent
+in the call's ``_meta``), then holds or exits mid-call.
 
 For each transport, the server killed mid-call, exiting mid-call, or not answering within its
 ``timeout_s``: the effectful ``record`` step ends ``unknown`` (in ``effects_unknown``, the task
@@ -15,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,11 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import system_pids
+from tests.support.mcp_fork import LAUNCHER, Forks
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 TIMEOUT_S = 2.0  # the server's timeout_s: a held call that is not killed ends by it
 
 
@@ -42,12 +42,12 @@ def _cmdline(pid: int) -> str:
 class HttpServer:
     """The test server over Streamable HTTP on a fixed port, started again after it dies."""
 
-    def __init__(self, port: int, env: dict[str, str]) -> None:
-        self.port, self.env = port, env
+    def __init__(self, port: int, env: dict[str, str], forks: Forks) -> None:
+        self.port, self.env, self.forks = port, env, forks
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, SERVER, "--http", str(self.port)], env=self.env,
+        self.process = subprocess.Popen(self.forks.command("--http", str(self.port)), env=self.env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._listening, what="the HTTP MCP server listening")
 
@@ -59,27 +59,39 @@ class HttpServer:
             return False
 
     def stop(self) -> None:
+        """The server killed (its command, which takes its copy along) and its port closed."""
         if self.process is not None:
             self.process.kill()
             self.process.wait()
+            wait_for(lambda: not self._listening(), what="the killed HTTP MCP server's port closed")
 
 
 @pytest.fixture
-def http_server(tmp_path: Path, subprocess_env: dict[str, str]) -> Iterator[HttpServer]:
-    server = HttpServer(procs.free_port(), {**subprocess_env, "PEGASUS_TEST_MCP_RECORD": str(tmp_path / "record")})
+def forks(tmp_path: Path, subprocess_env: dict[str, str]) -> Iterator[Forks]:
+    with Forks(tmp_path, subprocess_env) as server:
+        yield server
+
+
+@pytest.fixture
+def http_server(tmp_path: Path, subprocess_env: dict[str, str], forks: Forks) -> Iterator[HttpServer]:
+    server = HttpServer(procs.free_port(), {**subprocess_env, "PEGASUS_TEST_MCP_RECORD": str(tmp_path / "record")},
+                        forks)
     server.start()
     yield server
     server.stop()
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again(transport: str, pegasus: Callable[..., Any],
-                                                                  tmp_path: Path, request: Any) -> None:
+def test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again(transport: str, forks: Forks,
+                                                                  pegasus: Callable[..., Any], tmp_path: Path,
+                                                                  request: Any) -> None:
+    # (forks before pegasus: the system is shut down before its server's fork server.)
     record = tmp_path / "record"
     server: dict[str, Any] = {"name": "m", "timeout_s": TIMEOUT_S}
     web: HttpServer | None = None
     if transport == "stdio":
-        server.update(command=sys.executable, args=[SERVER], env={"PEGASUS_TEST_MCP_RECORD": str(record)})
+        command, *args = forks.command()
+        server.update(command=command, args=args, env={"PEGASUS_TEST_MCP_RECORD": str(record)})
     else:
         web = request.getfixturevalue("http_server")
         server["url"] = f"http://127.0.0.1:{web.port}/mcp"
@@ -98,8 +110,8 @@ def test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again(transport: str
             web.stop()
             web.start()
         else:
-            pids = wait_for(lambda: [p for p in system_pids(client.spec) if SERVER in _cmdline(p)],
-                            what="the server's process")
+            pids = wait_for(lambda: [p for p in system_pids(client.spec) if LAUNCHER in _cmdline(p)],
+                            what="the server's process")  # its command: its copy ends with it
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
 

@@ -49,6 +49,11 @@ def copies(client: Any, program: str) -> list[int]:
     return [pid for pid in system_pids(client.spec) if program in _cmdline(pid)]
 
 
+# A server that exits at start, as mcp-server-time given a time zone that does not exist does, without the CPU of
+# the mcp SDK's imports first (once per copy: per stage worker where scope = "worker").
+EXITS_AT_START = "import sys; sys.exit('invalid --local-timezone: not a known IANA timezone name')"
+
+
 def llm(server: FakeOpenAI) -> dict[str, Any]:
     return {"provider": "openai", "base_url": server.url, "model": "test-model", "api_key_env": "", "max_retries": 0}
 
@@ -221,9 +226,8 @@ def test_a_convention_member_runs_its_own_copy_for_its_workers(convention) -> No
 @pytest.mark.parametrize("scope", ["machine", "worker"])
 def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus, scope: str) -> None:
     """/metrics (through the supervisor's stats, from the machine's MCP host, or for scope = "worker" from the
-    stage workers' copies as their pools last heard): mcp-server-time up, the same program given a time zone
-    that does not exist down (it exits at start), and a call the server answers with an error counted against
-    it."""
+    stage workers' copies as their pools last heard): mcp-server-time up, a server that exits at start down, and
+    a call the server answers with an error counted against it."""
     from tests.integration.test_metrics import _up, scrape, value  # noqa: PLC0415 - the scraping harness lives there
 
     port = procs.free_port()
@@ -231,7 +235,7 @@ def test_metrics_show_each_server_up_or_down_and_the_calls_it_failed(pegasus, sc
                      pools={"llm_workers": 1, "tool_workers": 1},
                      mcp={"retry_backoff_s": 60.0, "retry_backoff_max_s": 60.0, "servers": [
                          {"name": "time", "command": "mcp-server-time", "scope": scope},
-                         {"name": "broken", "command": "mcp-server-time", "args": ["--local-timezone", "Not/AZone"],
+                         {"name": "broken", "command": sys.executable, "args": ["-c", EXITS_AT_START],
                           "scope": scope}]})
     base, token = f"http://127.0.0.1:{port}", client.token_create("scraper", "read")["token"]
     wait_for(lambda: _up(base), what="the gateway")

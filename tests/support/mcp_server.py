@@ -7,7 +7,8 @@ result), ``crash`` (the process exits at once, mid-call: a server that dies),
 ``PEGASUS_TEST_MCP_RECORD`` and then, by ``mode``: answer (``ok``), ``hold`` (sleep: a call killed or
 timed out mid-way) or ``exit`` (the process exits mid-call); ``touch`` does so only the first time it
 sees a key, and answers every later call with it (a retry succeeds).  ``python tests/support/mcp_server.py`` serves
-over stdio; ``... --http PORT`` over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
+over stdio; ``... --http PORT`` over Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (or a copy of it forked from
+one that imported it once: tests/support/mcp_fork.py).
 ``PEGASUS_TEST_MCP_START_DELAY_S`` in its environment: it sleeps that long first (a slow start).
 """
 
@@ -97,9 +98,14 @@ def big(n: int) -> str:
     return "y" * n
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> None:
+    """Serve over stdio, or with ``--http PORT`` over Streamable HTTP (a copy forked by mcp_fork.py too)."""
     time.sleep(float(os.environ.get("PEGASUS_TEST_MCP_START_DELAY_S") or 0))
-    if sys.argv[1:2] == ["--http"]:
-        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if argv[:1] == ["--http"]:
+        app.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
     else:
         app.run("stdio")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
