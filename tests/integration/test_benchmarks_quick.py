@@ -53,6 +53,8 @@ def run_forked(argv: list[str], env: dict[str, str], out: Path, timeout: float =
             os.environ.clear()
             os.environ.update(env)
             code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors: their own status
+            code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:  # noqa: BLE001 - said on stderr, the status 1
             traceback.print_exc()
         finally:
