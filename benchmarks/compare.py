@@ -70,7 +70,7 @@ def run(quick: bool) -> dict[str, Any]:
     latency_ms = 20.0 if quick else 50.0
     # (burn ms per tool step, tasks): the same one-step task with a short and a long step,
     # since Pegasus's fixed cost per task weighs less the longer the step.
-    cpu_runs = ((20.0, 8), (80.0, 4)) if quick else ((100.0, 100), (400.0, 80))
+    cpu_runs = ((20.0, 4), (80.0, 2)) if quick else ((100.0, 100), (400.0, 80))  # quick: each figure there
     reps = 1 if quick else 2
     pairs = 1 if quick else 3  # of the two-core scaling probe
     io_texts = [f"what is {i} + 1?" for i in range(io_tasks)]

@@ -2,13 +2,19 @@
 longest tests start first, and a module sharing a module-scoped fixture runs on one xdist worker.
 
 Hypothesis keeps an example database in ./.hypothesis by default; the suite writes nothing to the
-working directory, so keep none.  Its per-example deadline (200 ms) and its too_slow health check
-are wall-clock limits a loaded machine breaks: off for every property test (a time is a benchmark's).
+working directory, so keep none; its other files (the Unicode tables ``st.text`` draws from, ~1 s of CPU
+to build in each process that finds none) go to a private directory per user, kept between runs and
+checkouts.  Its per-example deadline (200 ms) and its too_slow health check are wall-clock limits a
+loaded machine breaks: off for every property test (a time is a benchmark's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,6 +25,20 @@ from tests.support.pythonpath import absolute
 if os.environ.get("PYTHONPATH"):  # every process a test starts imports the tree under test, wherever it runs
     os.environ["PYTHONPATH"] = absolute(os.environ["PYTHONPATH"], os.getcwd())
 
+
+def _hypothesis_home() -> str:
+    """Where Hypothesis keeps its files: the user's private directory in the temporary one; a fresh one
+    where that is a link or another user's (a shared /tmp)."""
+    home = Path(tempfile.gettempdir()) / f"pegasus-hypothesis-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        home.mkdir(mode=0o700)
+    found = os.lstat(home)
+    if stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077:
+        return str(home)
+    return tempfile.mkdtemp(prefix="pegasus-hypothesis-")
+
+
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _hypothesis_home())  # read at its first file, not here
 settings.register_profile("pegasus", database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pegasus")
 

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pegasus.config import Settings
 from pegasus.store import Store
 from pegasus.tools import mcp
 from pegasus.tools.plugins import registry_for
-from tests.pegasus.tools.test_tools_mcp import mcp_settings
+from pegasus.tools.registry import ToolExecutionError
+
+# A server that never answers (its stderr written, then a sleep): its start alone opens its log, without the
+# mcp SDK's import that a working server costs (~1 s of CPU).
+HUNG = str(Path(__file__).resolve().parents[1] / "support" / "mcp_hung.py")
 
 
 def mode(path: Path) -> int:
@@ -50,9 +56,12 @@ def test_an_older_wide_store_is_narrowed(tmp_path: Path, wide_umask: None) -> No
 
 
 def test_an_mcp_servers_log_is_private(tmp_path: Path, wide_umask: None) -> None:
-    registry = registry_for(mcp_settings(tmp_path))
+    registry = registry_for(Settings().with_overrides({
+        "mcp": {"servers": [{"name": "demo", "command": sys.executable, "args": [HUNG]}], "start_timeout_s": 1.0},
+        "state": {"home": str(tmp_path / "state")}}))
     try:
-        assert registry.call("demo.reverse", {"text": "abc"}) == "cba"
+        with pytest.raises(ToolExecutionError, match="demo.reverse is unavailable"):
+            registry.call("demo.reverse", {"text": "abc"})
     finally:
         mcp.close_all()
     logs = tmp_path / "state" / "logs"

@@ -79,3 +79,13 @@ def test_a_relative_pythonpath_is_made_absolute_for_the_processes_tests_start() 
         f"/work/clone/src{os.pathsep}/abs/lib{os.pathsep}/work/clone"
     set_here = os.environ.get("PYTHONPATH")  # this run's, as the suite's conftest left it
     assert not set_here or all(os.path.isabs(entry) for entry in set_here.split(os.pathsep))
+
+
+def test_hypothesis_keeps_its_files_outside_the_working_tree() -> None:
+    """Its Unicode tables were built again in every xdist worker of a fresh checkout (~1 s of CPU each), in
+    ./.hypothesis, which the suite must not write: tests/conftest.py gives it a private directory."""
+    from hypothesis.configuration import storage_directory  # noqa: PLC0415 - where it is asked
+
+    where = storage_directory("unicode_data", intent_to_write=False).path.resolve()
+    assert not where.is_relative_to(TESTS.parent) and not where.is_relative_to(Path.cwd()), where
+    assert not os.lstat(where.parent).st_mode & 0o077, where

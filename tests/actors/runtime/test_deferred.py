@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from actors.runtime.system import LAUNCHER
 
 # importlib.metadata and what it brings: pydantic's plugin scan, and before, the Thespian version check.
@@ -37,15 +39,21 @@ def probe(first: str, **env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def launcher() -> dict:
+    """One probe of the launcher as it starts, its main module loaded, for the tests that read it (each probe is
+    a fresh interpreter's preload: ~0.6 s of CPU)."""
+    return probe(LAUNCHER.split("; from actors.launcher")[0] + "\nfrom actors.launcher import main")
+
+
 def unused(modules: list[str]) -> list[str]:
     return [name for name in modules if any(name == root or name.startswith(root + ".") for root in UNUSED)]
 
 
-def test_the_launcher_holds_no_importlib_metadata_nor_email() -> None:
+def test_the_launcher_holds_no_importlib_metadata_nor_email(launcher: dict) -> None:
     """Failed before: the launcher held importlib.metadata, email and csv (32 modules, ~2 MiB of its heap, shared
     by all 14 processes of an idle system), for Thespian's version and pydantic's plugin scan."""
-    first = LAUNCHER.split("; from actors.launcher")[0]
-    report = probe(first)
+    report = launcher
     assert report["version"] == "4.0.1"  # read from Thespian's dist-info
     assert report["metadata"] == "_OnFirstUse"  # its stand-in: nothing of it loaded
     assert unused(report["held"]) == ["importlib.metadata"] and unused(report["late"]) == []
@@ -64,11 +72,10 @@ def test_a_users_pydantic_plugins_setting_wins() -> None:
     assert "importlib.metadata" in report["held"] and report["metadata"] == "module"
 
 
-def test_the_launcher_holds_no_toml_reader_nor_cron_library() -> None:
+def test_the_launcher_holds_no_toml_reader_nor_cron_library(launcher: dict) -> None:
     """Failed before: every process of a system held tomllib (its settings come as JSON) and cronsim with calendar
     (read only for a cron schedule), ~0.4 MiB of the launcher's heap.  Both still load where used."""
-    first = LAUNCHER.split("; from actors.launcher")[0]
-    report = probe(first + "\nfrom actors.launcher import main")
+    report = launcher
     held = set(report["held"]) | set(report["late"])
     assert {"tomllib", "cronsim", "calendar"} & held == set()
     from pegasus.config import parse_toml

@@ -43,22 +43,21 @@ def holder(tmp_path: Path):
 def test_the_holder_is_found_without_a_stat_of_every_descriptor_of_every_process(
         holder: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stats: list[str] = []
+    named: list[str | None] = []  # what each descriptor looked at named as it was looked at (one gone: None)
     real_stat = os.stat
 
     def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         if str(path).startswith("/proc/"):
             stats.append(str(path))
+            try:  # now: read after the search, a number closed since may name another process's new file
+                named.append(os.path.basename(os.readlink(path)))
+            except OSError:
+                named.append(None)
         return real_stat(path, *args, **kwargs)
 
     monkeypatch.setattr(ownership.os, "stat", counted)
     with open(ownership.lock_path(tmp_path), "rb"):  # this process has it open too: a reader, not a holder
         assert ownership.holders(tmp_path) == [holder.pid]
-    named: list[str | None] = []  # what each descriptor looked at named (one gone since reads None)
-    for path in stats:
-        try:
-            named.append(os.path.basename(os.readlink(path)))
-        except OSError:
-            named.append(None)
     assert set(named) <= {ownership.LOCK_FILE, None}  # other systems' locks, on a shared host: never a socket, a pipe...
     assert any(path.startswith(f"/proc/{holder.pid}/fd/") for path in stats)
 

@@ -29,11 +29,17 @@ def mcp_settings(tmp_path: Path, **server: Any) -> Settings:
                                       "state": {"home": str(tmp_path / "state")}, "tools": {"max_output_chars": 500}})
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[ToolRegistry]:
-    registry = registry_for(mcp_settings(tmp_path))
-    yield registry
+@pytest.fixture(scope="module")
+def shared_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """One server for the tests that only call it (its start is ~1 s of CPU, the mcp SDK's import): the
+    registries built from the same settings share the process's host, until a test closes every host."""
+    yield mcp_settings(tmp_path_factory.mktemp("mcp"))
     mcp.close_all()
+
+
+@pytest.fixture
+def registry(shared_settings: Settings) -> ToolRegistry:
+    return registry_for(shared_settings)
 
 
 def test_building_the_registry_starts_nothing(tmp_path: Path) -> None:
