@@ -176,26 +176,33 @@ REFUSED_STEPS = {"read /nonexistent", "call nosuchtool {}"}  # outside the works
 
 
 def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str, Any]]) -> None:
-    """Regression (issue 15): these four ended done and `run` exited 0."""
+    """Regression (issue 15): these four ended done and `run` exited 0.  Each runs as text; a refused and a retried
+    one also with --json (the same failure, as JSON); every task's record is read through a client."""
     pegasus, _ = background
-    results = pegasus.many(*(["run", text] for text in FAILING_STEPS),
-                           *(["run", text, "--json"] for text in FAILING_STEPS))
-    for (text, tool), result, as_json in zip(FAILING_STEPS.items(), results, results[len(FAILING_STEPS):]):
-        assert_failure(result, "task failed: 1 tool step(s) failed", tool)
-        assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
-        assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
-        reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
-        assert f"(exit_reason: {reason})" in result.stdout
-        assert as_json.returncode == 1, as_json.stderr
-        error = json.loads(as_json.stderr)["error"]  # --json: the failure is JSON too (issue 16)
+    as_json = ["read /nonexistent", "what is 1/0"]  # one refused, one retried
+    results = pegasus.many(*(["run", text] for text in FAILING_STEPS), *(["run", text, "--json"] for text in as_json))
+    with pegasus.client() as client:
+        for (text, tool), result in zip(FAILING_STEPS.items(), results):
+            assert_failure(result, "task failed: 1 tool step(s) failed", tool)
+            assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
+            assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
+            reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
+            assert f"(exit_reason: {reason})" in result.stdout
+            task = client.get(result.stdout.split()[1])  # "task <id> submitted ..."
+            assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", reason)
+            assert task["effects_unknown"] == []
+            # the step and respond, twice; a refusal once (issue 31: the same call is refused again)
+            assert [s["stage"] for s in task["stages"]].count("act") == (2 if text in REFUSED_STEPS else 4)
+    for text, result in zip(as_json, results[len(FAILING_STEPS):]):
+        assert result.returncode == 1, result.stderr
+        error = json.loads(result.stderr)["error"]  # --json: the failure is JSON too (issue 16)
         assert error["type"] == "TaskFailed" and error["message"].startswith("task failed: 1 tool step(s) failed")
-        task = json.loads(as_json.stdout)["task"]
-        assert error["task_id"] == task["task_id"]
+        assert FAILING_STEPS[text] in error["message"]
+        task = json.loads(result.stdout)["task"]
+        assert error["task_id"] == task["task_id"] and task["input"] == text
+        reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
         assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", reason)
         assert task["effects_unknown"] == []
-        # the step and respond, twice; a refusal once (issue 31: the same call is refused again)
-        assert [s["stage"] for s in task["stages"]].count("act") == (2 if text in REFUSED_STEPS else 4)
-
 
 
 def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:
