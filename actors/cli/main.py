@@ -280,9 +280,9 @@ def completion(args: argparse.Namespace) -> int:
 
 
 def _lean() -> None:
-    """pydantic's plugins off, as in a system's processes, and ``importlib.metadata`` a stand-in until read: a
-    command's first model (the parser's requests) imported it and scanned every installed distribution for
-    plugins (with email, zipfile and csv), a cost of every command that never reads them."""
+    """pydantic's plugins off, as in a system's processes, and ``importlib.metadata`` a stand-in until read: with
+    the first model (the parser's requests) pydantic's plugin loader imports it (with email and csv) and scans
+    every installed distribution for plugins, which no command uses."""
     from actors.runtime.deferred import defer_metadata  # noqa: PLC0415 - a whole process only, not a caller's
 
     defer_metadata()
