@@ -279,6 +279,15 @@ def completion(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _lean() -> None:
+    """pydantic's plugins off, as in a system's processes, and ``importlib.metadata`` a stand-in until read: with
+    the first model (the parser's requests) pydantic's plugin loader imports it (with email and csv) and scans
+    every installed distribution for plugins, which no command uses."""
+    from actors.runtime.deferred import defer_metadata  # noqa: PLC0415 - a whole process only, not a caller's
+
+    defer_metadata()
+
+
 # Reads that start nothing: run as a process of their own (``argv`` None), they end with os._exit once their output
 # is flushed, sparing the interpreter's teardown of every module they imported (~50 ms).
 QUICK_EXIT = frozenset({"status", "list", "history", "tree", "logs", "stats"})
@@ -286,16 +295,14 @@ QUICK_EXIT = frozenset({"status", "list", "history", "tree", "logs", "stats"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     whole_process = argv is None
+    if whole_process:  # before the parser builds the first pydantic model (see _lean)
+        _lean()
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv  # until the arguments are parsed: a usage error is JSON too
     try:
         args = build_parser(argv).parse_args(argv)
         as_json = getattr(args, "json", False)
         quick = whole_process and args.command in QUICK_EXIT
-        if quick:  # pydantic's search of every installed distribution for plugins (~10 ms): none for a read
-            from actors.runtime.deferred import plugins_off  # noqa: PLC0415 - only where it is needed
-
-            plugins_off()
         status: int = args.handler(args)
         if quick:
             _exit_now(status)

@@ -12,12 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.status import Status
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from actors import messages as m
 from actors.cli.base import EXIT_FAILURE, EXIT_OK, EXIT_WAITING, duration, emit, error, settings_of
@@ -25,6 +20,11 @@ from actors.client.client import TERMINAL_LIFECYCLE, Client
 from pegasus.errors import PegasusError
 from pegasus.task import machines
 from pegasus.task.names import LifecycleState, MachineName
+
+if TYPE_CHECKING:  # Rich is imported where something is drawn: not on a terminal, a command never loads it
+    from rich.console import Console
+    from rich.status import Status
+    from rich.text import Text
 
 ENDED = TERMINAL_LIFECYCLE | {LifecycleState.BLOCKED}  # wait stops there too: a blocked task waits for a person
 POLL_S = 0.2
@@ -45,9 +45,13 @@ class StageSpinner:
 
     @classmethod
     def on(cls, shown: bool) -> StageSpinner | None:
-        return cls(Console()) if shown else None
+        if not shown:
+            return None
+        from rich.console import Console
+        return cls(Console())
 
     def __rich__(self) -> Text:
+        from rich.text import Text
         return Text(f"{self.label}  {time.monotonic() - self.since:.1f}s")
 
     def saw(self, notice: m.TransitionNotice) -> None:
@@ -74,6 +78,8 @@ def bar(shown: bool, description: str, total: int) -> Iterator[Callable[[int], N
     if not shown:
         yield lambda n: None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     # Lines printed meanwhile go above the bar when stdout is this terminal too, else straight to stdout.
     with Progress(*columns, console=Console(stderr=True), transient=True, redirect_stdout=sys.stdout.isatty(),

@@ -19,8 +19,8 @@ import pytest
 
 from actors.runtime import procs
 from actors.runtime.system import is_running, system_pids
-from tests.support.cli import (ARITHMETIC, Pegasus, assert_failure, assert_gone, make, plugins_env, start_background,
-                               stop_and_check, transitions)
+from tests.support.cli import (ARITHMETIC, Pegasus, as_shown, assert_failure, assert_gone, make, plugins_env,
+                               start_background, stop_and_check, transitions, waited)
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 from tests.support.hold import hold_request
 from tests.support.processes import title
@@ -100,7 +100,8 @@ def test_background_start_submit_status_list_history_stats(background: tuple[Peg
     assert "submitted" in first and "embedded" not in first
     assert re.search(r"^\s*result:\s*hello", ran.stdout, re.M)
     assert is_running(pegasus.spec) and pegasus.admin_pid() == admin and procs.is_alive(admin)
-    assert pegasus.json("status", ran.stdout.split()[1])["lifecycle_state"] == "done"
+    with pegasus.client() as client:
+        assert client.get(ran.stdout.split()[1])["lifecycle_state"] == "done"
     pegasus.track()
     assert set(pegasus.seen) == before, "run started processes of its own"
 
@@ -175,26 +176,33 @@ REFUSED_STEPS = {"read /nonexistent", "call nosuchtool {}"}  # outside the works
 
 
 def test_run_exits_1_when_a_tool_step_failed(background: tuple[Pegasus, dict[str, Any]]) -> None:
-    """Regression (issue 15): these four ended done and `run` exited 0."""
+    """Regression (issue 15): these four ended done and `run` exited 0.  Each runs as text; a refused and a retried
+    one also with --json (the same failure, as JSON); every task's record is read through a client."""
     pegasus, _ = background
-    results = pegasus.many(*(["run", text] for text in FAILING_STEPS),
-                           *(["run", text, "--json"] for text in FAILING_STEPS))
-    for (text, tool), result, as_json in zip(FAILING_STEPS.items(), results, results[len(FAILING_STEPS):]):
-        assert_failure(result, "task failed: 1 tool step(s) failed", tool)
-        assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
-        assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
-        reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
-        assert f"(exit_reason: {reason})" in result.stdout
-        assert as_json.returncode == 1, as_json.stderr
-        error = json.loads(as_json.stderr)["error"]  # --json: the failure is JSON too (issue 16)
+    as_json = ["read /nonexistent", "what is 1/0"]  # one refused, one retried
+    results = pegasus.many(*(["run", text] for text in FAILING_STEPS), *(["run", text, "--json"] for text in as_json))
+    with pegasus.client() as client:
+        for (text, tool), result in zip(FAILING_STEPS.items(), results):
+            assert_failure(result, "task failed: 1 tool step(s) failed", tool)
+            assert re.search(r"^\s*lifecycle: failed\b", result.stdout, re.M), result.stdout
+            assert re.search(r"^\s*result:\s*Could not", result.stdout, re.M), result.stdout  # the answer explains
+            reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
+            assert f"(exit_reason: {reason})" in result.stdout
+            task = client.get(result.stdout.split()[1])  # "task <id> submitted ..."
+            assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", reason)
+            assert task["effects_unknown"] == []
+            # the step and respond, twice; a refusal once (issue 31: the same call is refused again)
+            assert [s["stage"] for s in task["stages"]].count("act") == (2 if text in REFUSED_STEPS else 4)
+    for text, result in zip(as_json, results[len(FAILING_STEPS):]):
+        assert result.returncode == 1, result.stderr
+        error = json.loads(result.stderr)["error"]  # --json: the failure is JSON too (issue 16)
         assert error["type"] == "TaskFailed" and error["message"].startswith("task failed: 1 tool step(s) failed")
-        task = json.loads(as_json.stdout)["task"]
-        assert error["task_id"] == task["task_id"]
+        assert FAILING_STEPS[text] in error["message"]
+        task = json.loads(result.stdout)["task"]
+        assert error["task_id"] == task["task_id"] and task["input"] == text
+        reason = "fatal_error" if text in REFUSED_STEPS else "retry_exhausted"
         assert (task["lifecycle_state"], task["state"], task["exit_reason"]) == ("failed", "failed", reason)
         assert task["effects_unknown"] == []
-        # the step and respond, twice; a refusal once (issue 31: the same call is refused again)
-        assert [s["stage"] for s in task["stages"]].count("act") == (2 if text in REFUSED_STEPS else 4)
-
 
 
 def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, Any]], tmp_path: Path) -> None:
@@ -209,19 +217,20 @@ def test_background_submit_a_file_of_tasks(background: tuple[Pegasus, dict[str, 
     assert {t["priority"] for t in done} == {2} and {t["source"] for t in done} == {"cli"}
     assert "6" in str(done[2]["result"])
 
-    before = pegasus.json("list")["total"]
-    empty = tmp_path / "empty.txt"
-    empty.write_text("\n  \n")
-    too_long = tmp_path / "too_long.txt"
-    too_long.write_text("echo fine\n" + "x" * 70000 + "\n")  # line 2 is over max_input_bytes
-    both, blank, missing, bad = pegasus.many(["submit", "echo x", "--file", str(tasks)], ["submit", "--file", str(empty)],
-                                             ["submit", "--file", str(tmp_path / "missing.txt")],
-                                             ["submit", "--file", str(too_long)])
-    assert_failure(both, "not both")
-    assert_failure(blank, "holds no task")
-    assert_failure(missing, "cannot read")
-    assert_failure(bad, "none of the 2 tasks submitted", "task 2: task text is 70000 bytes")
-    assert pegasus.json("list")["total"] == before  # a refused batch creates none of its tasks
+    with pegasus.client() as client:  # the count of tasks, before and after: a check, not the command tested
+        before = client.list_page(limit=1)["total"]
+        empty = tmp_path / "empty.txt"
+        empty.write_text("\n  \n")
+        too_long = tmp_path / "too_long.txt"
+        too_long.write_text("echo fine\n" + "x" * 70000 + "\n")  # line 2 is over max_input_bytes
+        both, blank, missing, bad = pegasus.many(
+            ["submit", "echo x", "--file", str(tasks)], ["submit", "--file", str(empty)],
+            ["submit", "--file", str(tmp_path / "missing.txt")], ["submit", "--file", str(too_long)])
+        assert_failure(both, "not both")
+        assert_failure(blank, "holds no task")
+        assert_failure(missing, "cannot read")
+        assert_failure(bad, "none of the 2 tasks submitted", "task 2: task text is 70000 bytes")
+        assert client.list_page(limit=1)["total"] == before  # a refused batch creates none of its tasks
 
 
 def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[str, Any]]) -> None:
@@ -230,30 +239,30 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     # CLI call takes 2-3 s at a load of 10.
     release = pegasus.cwd.parent / "release"
     held = f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}"
-    submits = pegasus.many(["submit", "help me"], ["submit", held], ["submit", held], ["submit", "echo finished"])
-    assert all(r.returncode == 0 for r in submits), submits
-    helpme, long_task, doomed, finished = (r.stdout.strip() for r in submits)
-
-    # The long task is suspended while its sleep step runs, the other one is canceled.
-    with pegasus.client() as client:  # polled through a client: a status command a poll was an interpreter's start
+    # The tasks are set up, checked and waited for through a client (each command is an interpreter's start and
+    # its imports): what runs as a command is what this test proves of it.
+    with pegasus.client() as client:
+        helpme, long_task, doomed, finished = (t["task_id"] for t in client.submit_many(
+            ["help me", held, held, "echo finished"]))
+        # The long task is suspended while its sleep step runs, the other one is canceled.
         wait_for(lambda: client.get(long_task)["state"] == "acting", what="the long task in its held step")
-    suspended, canceled = pegasus.many(["suspend", long_task, "--json"], ["cancel", doomed, "--json"])
-    assert suspended.returncode == 0, suspended.stderr
-    task = json.loads(suspended.stdout)
-    assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
-    assert canceled.returncode == 0, canceled.stderr
-    assert json.loads(canceled.stdout)["lifecycle_state"] == "canceled"
-    assert pegasus.json("status", doomed)["lifecycle_state"] == "canceled"
-    assert pegasus.json("status", long_task)["lifecycle_state"] == "blocked"
+        suspended, canceled = pegasus.many(["suspend", long_task, "--json"], ["cancel", doomed, "--json"])
+        assert suspended.returncode == 0, suspended.stderr
+        task = json.loads(suspended.stdout)
+        assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
+        assert canceled.returncode == 0, canceled.stderr
+        assert json.loads(canceled.stdout)["lifecycle_state"] == "canceled"
+        assert client.get(doomed)["lifecycle_state"] == "canceled"
+        assert client.get(long_task)["lifecycle_state"] == "blocked"
 
-    # The vague task waits for information and shows its question.
-    task = pegasus.wait_for(helpme, {"blocked", "done", "failed"})
-    assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
-    assert task["question"]
-    status = pegasus.ok("status", helpme)
-    assert re.search(r"lifecycle: blocked\s+cognitive: suspended", status) and "question:" in status
-    assert {helpme, long_task} <= {row["task_id"] for row in pegasus.json("list", "--state", "blocked")["tasks"]}
-    assert pegasus.wait_for(finished, {"done", "failed"})["lifecycle_state"] == "done"
+        # The vague task waits for information and shows its question.
+        task = waited(client, helpme, {"blocked", "done", "failed"})
+        assert (task["lifecycle_state"], task["state"]) == ("blocked", "suspended")
+        assert task["question"]
+        status = pegasus.ok("status", helpme)
+        assert re.search(r"lifecycle: blocked\s+cognitive: suspended", status) and "question:" in status
+        assert {helpme, long_task} <= {row["task_id"] for row in client.list(state="blocked")}
+        assert waited(client, finished, {"done", "failed"})["lifecycle_state"] == "done"
 
     resumed_long, resumed_help = pegasus.many(["resume", long_task], ["resume", helpme, "--message", "what is 6*7?"])
     assert resumed_long.returncode == 0 and resumed_help.returncode == 0, (resumed_long, resumed_help)
@@ -280,7 +289,8 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
     assert task["lifecycle_state"] == "done" and "42" in str(task["result"]), task
     task = pegasus.wait_for(long_task, {"done", "failed", "canceled"})
     assert task["lifecycle_state"] == "done" and task["runs"] >= 2, task
-    events = [h["event"] for h in pegasus.json("history", long_task)["cognitive"]]
+    with pegasus.client() as client:
+        events = [h["event"] for h in as_shown(client.history(long_task))["cognitive"]]
     assert "TASK_SUSPENDED" in events and "TASK_RESUMED" in events
     assert list(pegasus.cwd.iterdir()) == []
     pegasus.track()
@@ -289,25 +299,25 @@ def test_background_block_resume_suspend_cancel(background: tuple[Pegasus, dict[
 def test_manual_approval_then_stop(manual: Pegasus, tmp_path: Path) -> None:
     start_background(manual)
     release = tmp_path / "release"  # the slow task holds its slot until the test has queued and canceled
-    submits = manual.many(["submit", ARITHMETIC], ["submit", hold_request(release)], ["submit", "echo queued"])
-    assert all(r.returncode == 0 for r in submits), submits
-    first, slow, waiting = (r.stdout.strip() for r in submits)
-    assert re.search(r"lifecycle: draft\b", manual.ok("status", first))
-    assert {manual.json("status", t)["lifecycle_state"] for t in (first, slow, waiting)} == {"draft"}, \
-        "a task ran without approval"
-    approved = manual.json("approve", first)
-    assert approved["task_id"] == first and approved["lifecycle_state"] != "draft"
-    task = manual.wait_for(first, {"done", "failed", "canceled"})
-    assert task["lifecycle_state"] == "done" and "14" in str(task["result"])
+    with manual.client() as client:  # set up and checked through a client: approve, cancel and stop are the commands
+        first, slow, waiting = (t["task_id"] for t in client.submit_many(
+            [ARITHMETIC, hold_request(release), "echo queued"]))
+        assert re.search(r"lifecycle: draft\b", manual.ok("status", first))
+        assert {client.get(t)["lifecycle_state"] for t in (first, slow, waiting)} == {"draft"}, \
+            "a task ran without approval"
+        approved = manual.json("approve", first)
+        assert approved["task_id"] == first and approved["lifecycle_state"] != "draft"
+        task = waited(client, first, {"done", "failed", "canceled"})
+        assert task["lifecycle_state"] == "done" and "14" in str(task["result"])
 
-    # One slot: the second approved task waits in the queue, where it is canceled.  The slow
-    # task is left to finish (a canceled one's tool step would hold `stop` up until it ends).
-    assert manual.json("approve", slow)["lifecycle_state"] == "running"
-    assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
-    assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
-    release.touch()
-    assert manual.wait_for(slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
-    assert [row["task_id"] for row in manual.json("list", "--state", "canceled")["tasks"]] == [waiting]
+        # One slot: the second approved task waits in the queue, where it is canceled.  The slow
+        # task is left to finish (a canceled one's tool step would hold `stop` up until it ends).
+        assert manual.json("approve", slow)["lifecycle_state"] == "running"
+        assert manual.json("approve", waiting)["lifecycle_state"] == "queued"
+        assert manual.json("cancel", waiting)["lifecycle_state"] == "canceled"
+        release.touch()
+        assert waited(client, slow, {"done", "failed", "canceled"})["lifecycle_state"] == "done"
+        assert [row["task_id"] for row in client.list(state="canceled")] == [waiting]
 
     manual.track()
     stopped = manual("stop", "--json")

@@ -12,8 +12,7 @@ import pytest
 
 from actors.client import Client
 from pegasus.config import Settings
-from tests.support.cli import Pegasus, make, start_here, stop_and_check, assert_failure, \
-    plugins_env
+from tests.support.cli import Pegasus, assert_failure, make, plugins_env, start_here, stop_and_check, waited
 from tests.support.hold import PLUGIN as HOLD_PLUGIN
 
 pytestmark = pytest.mark.integration
@@ -40,7 +39,7 @@ def test_logs_follow_and_search(ops: Pegasus) -> None:
     by the words of their input and result, and by metadata, on the server."""
     with client_of(ops) as client:
         tagged = client.submit("echo zebra tagged", metadata={"team": "ops"})["task_id"]
-    echoed = ops.ok("submit", "echo zebra crossing").strip()
+        echoed = client.submit("echo zebra crossing")["task_id"]
     follow = subprocess.Popen(ops.argv(["logs", echoed, "--follow"]), cwd=ops.cwd, env=ops.env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     followed, errors = follow.communicate(timeout=120)
@@ -65,32 +64,36 @@ def test_logs_follow_and_search(ops: Pegasus) -> None:
 
 
 def test_delete_refuses_a_running_task_and_purge_deletes_old_ones(ops: Pegasus) -> None:
+    """delete and purge are the commands here; the tasks are set up and checked through a client (a command is an
+    interpreter's start and its imports), and a deleted task's ``status`` and ``retry`` still fail as commands."""
     # held until canceled (at most 25 s), not a sleep a loaded machine can outlast before the cancel
     release = ops.cwd.parent / "release"
-    sleeping = ops.ok("submit", f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}").strip()
-    ops.wait_for(sleeping, {"running"})
-    assert_failure(ops("delete", sleeping), "not finished", sleeping)
-    assert ops.json("status", sleeping)["lifecycle_state"] == "running"
-    ops.ok("cancel", sleeping)
-    ops.wait_for(sleeping, {"canceled"})
-    deleted = ops.json("delete", sleeping)
-    assert deleted["deleted"] == [sleeping]
-    assert_failure(ops("status", sleeping), sleeping)
-    assert ops.json("list", "--text", "hold_until")["tasks"] == []
+    with client_of(ops) as client:
+        sleeping = client.submit(f"call hold_until {json.dumps({'path': str(release), 'timeout_s': 25})}")["task_id"]
+        waited(client, sleeping, {"running"})
+        assert_failure(ops("delete", sleeping), "not finished", sleeping)
+        assert client.get(sleeping)["lifecycle_state"] == "running"
+        client.cancel(sleeping)
+        waited(client, sleeping, {"canceled"})
+        deleted = ops.json("delete", sleeping)
+        assert deleted["deleted"] == [sleeping]
+        assert_failure(ops("status", sleeping), sleeping)
+        assert client.list(text="hold_until") == []
 
-    failed = ops.ok("submit", "what is 1/0").strip()  # a failed task is kept in the supervisor's memory for a retry
-    assert ops.wait_for(failed, ENDED)["lifecycle_state"] == "failed"
-    assert any(e["kind"] == "tool" and not e["success"] for e in ops.json("logs", failed)["entries"])
-    assert ops.json("delete", failed)["deleted"] == [failed]
-    assert_failure(ops("status", failed), failed)  # gone from memory too, not only from the store
-    assert_failure(ops("retry", failed), failed)
+        failed = client.submit("what is 1/0")["task_id"]  # a failed task is kept in the supervisor's memory for a retry
+        assert waited(client, failed, ENDED)["lifecycle_state"] == "failed"
+        assert any(e["kind"] == "tool" and not e["success"] for e in client.logs(failed)["entries"])
+        assert ops.json("delete", failed)["deleted"] == [failed]
+        gone, no_retry = ops.many(["status", failed], ["retry", failed])
+        assert_failure(gone, failed)  # gone from memory too, not only from the store
+        assert_failure(no_retry, failed)
 
-    done = ops.ok("submit", "echo purge me").strip()
-    ops.wait_for(done, ENDED)
-    assert ops.json("purge", "--older-than", "1")["count"] == 0  # nothing a day old
-    purged = ops.json("purge", "--older-than", "0", "--state", "done")
-    assert done in purged["deleted"]
-    assert all(row["lifecycle_state"] != "done" for row in ops.json("list")["tasks"])
+        done = client.submit("echo purge me")["task_id"]
+        waited(client, done, ENDED)
+        assert ops.json("purge", "--older-than", "1")["count"] == 0  # nothing a day old
+        purged = ops.json("purge", "--older-than", "0", "--state", "done")
+        assert done in purged["deleted"]
+        assert all(row["lifecycle_state"] != "done" for row in client.list())
     usage = ops("purge")
     assert usage.returncode == 2 and "--older-than" in usage.stderr
 

@@ -159,7 +159,8 @@ def test_run_exits_4_when_an_effect_is_unknown(cli: Pegasus, tmp_path: Path) -> 
             assert time.monotonic() < deadline and running.poll() is None, running.communicate()
             time.sleep(0.05)
         cli.track()
-        busy = [w for w in cli.json("stats")["pools"]["tool"]["workers"] if w["busy"]]
+        with cli.client() as client:  # the worker to kill, found through a client: the command tested is run
+            busy = [w for w in client.stats()["pools"]["tool"]["workers"] if w["busy"]]
         assert len(busy) == 1
         os.kill(busy[0]["pid"], 9)  # a pid of the system this test started
         out, err = running.communicate(timeout=CLI_TIMEOUT)

@@ -3,7 +3,8 @@
 Every process is forked from the launcher, so what the launcher imports every process holds; a module
 that one process imports later is that process's own.  The census (tests/support/census/sitecustomize.py,
 put on the launcher's path) records, per process, what it held when forked and every module it imported
-after: the modules each really holds, asked of a real system started as ``pegasus start`` starts it.
+after: the modules each really holds, asked of a real system started as ``pegasus start`` starts it.  A command
+line, its own process, is asked too (``-X importtime``): it pays every import on every run.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from actors.client import Client
+from actors.runtime import procs
 from actors.runtime.system import system_pids
 from benchmarks.common import role_of, title_of
+from tests.support.cli import SCRIPT
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +87,26 @@ def test_the_launcher_of_a_running_system_maps_no_code_it_ran_only_to_start(pega
     roles = {role_of(title_of(pid)): pid for pid in system_pids(client.spec)}
     # 15 MiB before; ~3 MiB after, a little more once the launcher has run again (it maps back what it uses)
     assert _resident_file_kib(roles["launcher"]) < 6 * 1024, _resident_file_kib(roles["launcher"])
+
+
+def _imported_by(argv: list[str], home: Path) -> set[str]:
+    """Every module the ``pegasus`` command ``argv`` imported (``-X importtime``), run with no system on its port."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEGASUS_") and k != "PYDANTIC_DISABLE_PLUGINS"}
+    done = subprocess.run([sys.executable, "-X", "importtime", SCRIPT, *argv, "--port", str(procs.free_port())],
+                          env={**env, "PEGASUS_HOME": str(home)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "pegasus start" in done.stderr, done.stderr[-2000:]  # no system
+    return {line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_command_loads_neither_importlib_metadata_nor_rich_where_it_draws_nothing(tmp_path: Path) -> None:
+    """A command is its own process: pydantic's plugins are off and ``importlib.metadata`` a stand-in before its parser
+    builds the first model (before, that imported it, with email and csv, and scanned every installed distribution:
+    ~20 ms of CPU a command); Rich loads only where something is drawn (before, every ``run`` and ``submit --file`` on
+    a pipe imported it: ~22 ms)."""
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("echo one\n")
+    for argv in (["status", "some-task"], ["submit", "--file", str(tasks)]):
+        imported = _imported_by(argv, tmp_path / "home")
+        assert {"actors.cli.main", "pydantic", "pegasus.requests.base"} <= imported, argv  # models built: the census sees them
+        assert not {"importlib.metadata", "email", "csv", "rich"} & imported, (argv, sorted(imported))
+    assert "actors.cli.progress" in imported  # submit --file's bar: the module, not Rich

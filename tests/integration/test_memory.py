@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from actors.client import Client
+from actors.runtime.system import stop_daemon
 from pegasus import codec
 from tests.support.cli import start_here
 
@@ -35,7 +36,7 @@ def test_memory_commands_on_a_running_system_and_without_one(cli: Any, tmp_path:
     assert cli.json("memory", "forget", "ops/deploy-key")["forgotten"] == ["fact:ops/deploy-key@1"]
     gone = cli("memory", "show", "ops/deploy-key")
     assert gone.returncode == 1 and "no memory 'fact:ops/deploy-key'" in gone.stderr
-    cli.ok("stop")
+    stop_daemon(cli.spec)  # no system from here (`pegasus stop` is tests/integration/test_cli_background.py's)
     # No system: the command opens the store file itself, with the same answers.
     (tmp_path / "bad" / "facts").mkdir(parents=True)
     (tmp_path / "bad" / "facts" / "x.md").write_text("---\ncolour: red\n---\nx\n")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from actors.client import RequestError
-from actors.runtime.system import SystemStartError
+from actors.runtime.system import SystemStartError, stop_daemon
 from pegasus.store import Store
-from tests.support.cli import Pegasus, assert_failure, start_here
+from tests.support.cli import Pegasus, assert_failure, start_here, waited
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -133,14 +133,15 @@ def test_start_on_a_damaged_database_names_the_file_and_the_check(cli: Pegasus, 
 
 def test_cli_backup_from_a_running_system_and_without_one(cli: Pegasus, tmp_path: Path) -> None:
     start_here(cli)
-    task_id = cli.ok("submit", "echo kept").strip()
-    cli.wait_for(task_id, {"done"})
+    with cli.client() as client:  # set up through a client: backup is the command here
+        task_id = client.submit("echo kept")["task_id"]
+        waited(client, task_id, {"done"})
     target = tmp_path / "cli-backup.db"
     report = json.loads(cli.ok("backup", str(target), "--json"))
     assert report["tasks"] == 1 and report["path"] == str(target)
     assert_failure(cli("backup", str(target)), f"{target} exists: give --force")
     assert "backup written" in cli.ok("backup", str(target), "--force")
-    cli.ok("stop")
+    stop_daemon(cli.spec)  # no system now (`pegasus stop` is tests/integration/test_cli_background.py's)
     offline = tmp_path / "offline.db"
     assert "(1 tasks" in cli.ok("backup", str(offline))  # no system: read from the file
     assert Store(offline).task_row(task_id)["lifecycle_state"] == "done"
@@ -167,7 +168,8 @@ def test_cli_submit_with_a_key_twice_creates_one_task(cli: Pegasus, tmp_path: Pa
     lines.write_text("echo a\necho b\n")
     ids = cli.ok("submit", "--file", str(lines), "--key", "batch-1").split()
     assert cli.ok("submit", "--file", str(lines), "--key", "batch-1").split() == ids  # a re-run adds none
-    assert json.loads(cli.ok("list", "--json"))["total"] == 3
+    with cli.client() as client:
+        assert client.list_page(limit=1)["total"] == 3
 
 
 # -- idempotency keys -------------------------------------------------------------------------------

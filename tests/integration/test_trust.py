@@ -38,7 +38,8 @@ from actors.runtime.ownership import key_path, load_key
 from actors.runtime import convention as conv
 from actors.runtime.lifecycle import System
 from actors.client import Client, RequestError
-from actors.runtime.system import SystemSpec, is_running, system_pids
+from actors.runtime.system import SystemSpec, is_running, stop_daemon, system_pids
+from pegasus.config import Settings
 from tests.integration.conftest import Convention
 from tests.support.waiting import wait_for
 
@@ -278,7 +279,7 @@ def cli_home(tmp_path: Path) -> Iterator[tuple[Path, Callable[..., subprocess.Co
         seen = procs.identities(system_pids(SystemSpec(admin_port=0, state_dir=home)))
         for port in set(ports):
             if is_running(SystemSpec(admin_port=port, state_dir=home)):
-                run("stop", port=port)
+                stop_daemon(SystemSpec(admin_port=port, state_dir=home))  # set-up's end, not a command tested
         assert procs.kill_all(seen, grace=10.0) == []
 
 
@@ -295,7 +296,9 @@ def test_a_second_system_on_one_state_directory_is_refused(cli_home) -> None:
     stop = pegasus("stop", port=second)
     assert stop.returncode == 1 and f"runs on port {first}, not {second}" in stop.stderr
     assert procs.is_alive(admin)
-    assert pegasus("run", "echo still one system", port=first).returncode == 0
+    settings = Settings().with_overrides({"system": {"admin_port": first}, "state": {"home": str(home)}})
+    with Client.connect(settings) as client:  # the first system still serves
+        assert client.wait(client.submit("echo still one system")["task_id"], timeout=60)["lifecycle_state"] == "done"
 
 
 @pytest.fixture
