@@ -57,6 +57,8 @@ SLOW_FIRST = (
     "tests/integration/test_mcp_effects.py::test_an_mcp_call_whose_outcome_is_unknown_is_never_sent_again[stdio]",
     "tests/integration/test_hosts.py::test_a_cut_member_loses_no_task_repeats_no_effect_and_rejoins_by_itself",
     "tests/integration/test_hosts.py::test_a_killed_member_and_a_killed_leader_lose_no_task_and_the_members_come_back",
+    "tests/integration/test_task_actors.py::test_200_tasks_in_flight_run_on_at_most_the_ceiling_of_task_actors",
+    "tests/integration/test_frame_limits.py::test_runs_restored_together_after_a_restart_all_start_though_their_starts",
     # Modules sharing a fixture, whole on one worker: heads too, but after the others (a run that started
     # them first, all beside the llama server, was no faster: docs/testing.md).
     "tests/integration/test_dashboard.py",
