@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     )
     from actors.messages.contact import WorkerPing, WorkerPong
     from actors.messages.mcp import McpAnswer, McpCall, McpHeld, McpHeldAnswer, McpListing, McpSubscribe
-    from pegasus.admission import TransitionNotice
+    from pegasus.admission.commands import TransitionNotice
     from pegasus.streaming import TextDelta
     from actors.messages.stage_work import CancelTask, HeldGo, HeldStart, PoolConfig, PoolStats, PoolStatsRequest, StageRequest, StageResult, StepGo, StepStarting, StopStage, Work, WorkDone, WorkerInit, WorkerReady
     from actors.messages.gateway import GatewayCheck, StartGateway
@@ -48,7 +48,7 @@ _HOMES = {
     ),
     "actors.messages.contact": ("WorkerPing", "WorkerPong"),
     "actors.messages.mcp": ("McpAnswer", "McpCall", "McpHeld", "McpHeldAnswer", "McpListing", "McpSubscribe"),
-    "pegasus.admission": ("TransitionNotice",),  # what subscribers receive
+    "pegasus.admission.commands": ("TransitionNotice",),  # what subscribers receive
     "pegasus.streaming": ("TextDelta",),  # and, between transitions, streamed text
     "actors.messages.stage_work": ("CancelTask", "HeldGo", "HeldStart", "PoolConfig", "PoolStats", "PoolStatsRequest", "StageRequest",
                                    "StageResult", "StepGo", "StepStarting", "StopStage", "Work", "WorkDone",

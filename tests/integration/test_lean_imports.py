@@ -110,3 +110,20 @@ def test_a_command_loads_neither_importlib_metadata_nor_rich_where_it_draws_noth
         assert {"actors.cli.main", "pydantic", "pegasus.requests.base"} <= imported, argv  # models built: the census sees them
         assert not {"importlib.metadata", "email", "csv", "rich"} & imported, (argv, sorted(imported))
     assert "actors.cli.progress" in imported  # submit --file's bar: the module, not Rich
+
+
+def test_a_transition_notice_unpickles_without_the_admission_core() -> None:
+    """What a follower of a task receives (``pegasus run``, a client's subscription) loads ``pegasus.admission.commands``
+    alone: the package no longer imports its core, and with it the tools, memory and store (~0.1 s of every ``run``)."""
+    import pickle  # noqa: PLC0415
+
+    from pegasus.admission.commands import TransitionNotice  # noqa: PLC0415
+
+    notice = pickle.dumps(TransitionNotice("t-1", "lifecycle", "queued", "running", "TASK_STARTED", "2026-11-27"))
+    probe = ("import pickle, sys; notice = pickle.loads(sys.stdin.buffer.read()); "
+             "print(notice.to_state, *sorted(m for m in sys.modules if m.startswith('pegasus.')))")
+    done = subprocess.run([sys.executable, "-c", probe], input=notice, capture_output=True, timeout=60, check=True)
+    state, *loaded = done.stdout.decode().split()
+    assert state == "running"
+    assert "pegasus.admission.commands" in loaded
+    assert not {"pegasus.admission.core", "pegasus.tools", "pegasus.memory", "pegasus.store"} & set(loaded), loaded
