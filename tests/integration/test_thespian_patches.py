@@ -53,7 +53,8 @@ def test_another_thespian_refuses_to_start_in_one_line(other_thespian: Pegasus, 
     with Sampler(other_thespian.spec) as sampler:
         result = other_thespian(*command)
     assert_failure(result, "Thespian security patches bind_address, frame_auth, private_files, thespian_log and "
-                   "robustness patches fresh_retry, convention_timing, logger_restart, child_exits, sent_callbacks, client_sends "
+                   "robustness patches fresh_retry, convention_timing, logger_restart, child_exits, peer_slots, sent_callbacks, "
+                   "client_sends "
                    "cannot "
                    "apply: Thespian 4.0.2 is installed, not 4.0.1", "pip install thespian==4.0.1")
     # No process was ever started for it: at most the command itself is seen (it takes the state

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from actors.wire.thespian_patches import readers
 from actors.wire.thespian_patches.base import DOCS, PINNED, Kind, Patch, installed_version
-from actors.wire.thespian_patches.robustness import child_exits, convention_timing, fresh_retry, logger_restart
+from actors.wire.thespian_patches.robustness import child_exits, convention_timing, fresh_retry, logger_restart, peer_slots
 from actors.wire.thespian_patches.security import bind_address, frame_auth, private_files, thespian_log
 from actors.wire.thespian_patches.speed import (compact_addresses, deferred_descriptions, due_expiry_scan, own_stack_chunk,
                                                 poll_selector, quick_idle_checks, quiet_admin, quiet_transmits,
@@ -24,7 +24,7 @@ from actors.wire.thespian_patches.speed import (compact_addresses, deferred_desc
 from pegasus.errors import PegasusError
 
 SECURITY = (bind_address, frame_auth, private_files, thespian_log)
-ROBUSTNESS = (fresh_retry, convention_timing, logger_restart, child_exits)
+ROBUSTNESS = (fresh_retry, convention_timing, logger_restart, child_exits, peer_slots)
 SPEED = (poll_selector, deferred_descriptions, own_stack_chunk, whole_messages, quick_idle_checks, due_expiry_scan,
          quiet_admin, compact_addresses, quiet_transmits)
 PATCHES: tuple[Patch, ...] = (*(module.PATCH for module in (*SECURITY, *ROBUSTNESS, *SPEED)), *readers.READERS)
@@ -133,6 +133,7 @@ def install(*, bind: str, advertise: str | None, key: bytes, max_frame_bytes: in
     convention_timing.install(*convention)
     logger_restart.install()
     child_exits.install()
+    peer_slots.install()
     for module in SPEED:
         if checked.applies(module.PATCH):
             module.install()

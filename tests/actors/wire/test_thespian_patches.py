@@ -145,7 +145,8 @@ def test_another_thespian_refuses_every_security_and_robustness_patch_in_one_lin
         patches.verify()
     assert str(refused.value) == (
         "Thespian security patches bind_address, frame_auth, private_files, thespian_log and robustness patches "
-        "fresh_retry, convention_timing, logger_restart, child_exits, sent_callbacks, client_sends cannot apply: Thespian 4.0.2 is "
+        "fresh_retry, convention_timing, logger_restart, child_exits, peer_slots, sent_callbacks, client_sends cannot apply: "
+        "Thespian 4.0.2 is "
         "installed, not 4.0.1; "
         "Pegasus needs thespian==4.0.1 (pip install thespian==4.0.1; see docs/thespian-patches.md#moving-to-another-thespian)")
 
