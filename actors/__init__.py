@@ -8,8 +8,9 @@ process importing ``actors.<module>`` does not load the client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:
     from actors.client.client import Client
@@ -17,17 +18,10 @@ if TYPE_CHECKING:
     from actors.runtime.spec import SystemNotRunningError, SystemStartError
     from pegasus.errors import InvalidRequest, PegasusError, WebhookRefused
 
-_HOMES = {
-    "Client": "actors.client.client", "RequestError": "actors.client.errors",
-    "SupervisorReplaced": "actors.client.errors",
-    "SystemNotRunningError": "actors.runtime.spec", "SystemStartError": "actors.runtime.spec",
-    "InvalidRequest": "pegasus.errors", "PegasusError": "pegasus.errors", "WebhookRefused": "pegasus.errors",
-}
 __all__ = ["Client", "InvalidRequest", "PegasusError", "RequestError", "SupervisorReplaced", "SystemNotRunningError",
            "SystemStartError", "WebhookRefused"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'actors' has no attribute {name!r}")
+__getattr__, __dir__ = lazy.names(__name__, {
+    "actors.client.client": ("Client",), "actors.client.errors": ("RequestError", "SupervisorReplaced"),
+    "actors.runtime.spec": ("SystemNotRunningError", "SystemStartError"),
+    "pegasus.errors": ("InvalidRequest", "PegasusError", "WebhookRefused"),
+})

@@ -6,19 +6,14 @@ this package loads only what that module needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:
     from actors.client.client import Client
     from actors.client.errors import RequestError, SupervisorReplaced
 
-_HOMES = {"Client": "actors.client.client", "RequestError": "actors.client.errors",
-          "SupervisorReplaced": "actors.client.errors"}
 __all__ = ["Client", "RequestError", "SupervisorReplaced"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'actors.client' has no attribute {name!r}")
+__getattr__, __dir__ = lazy.names(__name__, {"actors.client.client": ("Client",),
+                                              "actors.client.errors": ("RequestError", "SupervisorReplaced")})

@@ -8,8 +8,9 @@ Loaded on first use (PEP 562): a command that asks one request loads no pool or 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:  # the names as a type checker sees them
     from pegasus.requests import (
@@ -63,20 +64,7 @@ _HOMES = {
     "actors.messages.task_run": ("ConfigureTaskActor", "DropTask", "Reflected", "StartTask", "StartTasks", "SuspendTask", "TaskAbandoned",
                                  "TaskReports", "TaskStopped", "TaskTransitioned"),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME_OF))
+__getattr__, __dir__ = lazy.names(__name__, _HOMES)
 
 
 __all__ = [

@@ -9,14 +9,25 @@ process that only unpickles a ``TransitionNotice`` (``pegasus run``, a client fo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:
     from pegasus.admission import inputs
     from pegasus.admission.commands import (
-        Command, MessageAccepted, MessageRun, Refused, RunEnded, RunGate, StartRun, StopRun, Submitted, SuspendRun,
-        TransitionNotice, WakeAfter,
+        Command,
+        MessageAccepted,
+        MessageRun,
+        Refused,
+        RunEnded,
+        RunGate,
+        StartRun,
+        StopRun,
+        Submitted,
+        SuspendRun,
+        TransitionNotice,
+        WakeAfter,
     )
     from pegasus.admission.core import EVICTED, MAX_RESTARTS, Admission
     from pegasus.admission.ports import NullStore, StorePort
@@ -26,22 +37,10 @@ __all__ = ["EVICTED", "MAX_RESTARTS", "Admission", "Command", "MessageAccepted",
            "RunEnded", "RunGate", "StartRun", "StopRun", "StorePort", "Submitted", "SuspendRun", "TaskRecord",
            "TransitionNotice", "WakeAfter", "inputs"]
 
-_HOMES = {
-    "core": ("EVICTED", "MAX_RESTARTS", "Admission"),
-    "commands": ("Command", "MessageAccepted", "MessageRun", "Refused", "RunEnded", "RunGate", "StartRun", "StopRun",
-                 "Submitted", "SuspendRun", "TransitionNotice", "WakeAfter"),
-    "ports": ("NullStore", "StorePort"),
-    "records": ("TaskRecord",),
-}
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "inputs":
-        return importlib.import_module(f"{__name__}.inputs")
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # found once
-    return value
+__getattr__, __dir__ = lazy.names(__name__, {
+    "pegasus.admission.core": ("EVICTED", "MAX_RESTARTS", "Admission"),
+    "pegasus.admission.commands": ("Command", "MessageAccepted", "MessageRun", "Refused", "RunEnded", "RunGate",
+                                   "StartRun", "StopRun", "Submitted", "SuspendRun", "TransitionNotice", "WakeAfter"),
+    "pegasus.admission.ports": ("NullStore", "StorePort"),
+    "pegasus.admission.records": ("TaskRecord",),
+}, submodules=("inputs",))

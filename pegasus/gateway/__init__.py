@@ -9,21 +9,16 @@ costs no Starlette.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:  # the names as a type checker sees them
     from pegasus.gateway.app import Backend, build_app
     from pegasus.gateway.errors import ApiError, NotReady, Upstream
 
-_HOME_OF = {"Backend": "pegasus.gateway.app", "build_app": "pegasus.gateway.app", "ApiError": "pegasus.gateway.errors",
-            "NotReady": "pegasus.gateway.errors", "Upstream": "pegasus.gateway.errors"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME_OF[name]), name)
+__getattr__, __dir__ = lazy.names(__name__, {"pegasus.gateway.app": ("Backend", "build_app"),
+                                              "pegasus.gateway.errors": ("ApiError", "NotReady", "Upstream")})
 
 
 __all__ = ["ApiError", "Backend", "NotReady", "Upstream", "build_app"]

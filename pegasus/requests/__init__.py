@@ -6,9 +6,9 @@ answers each by its class name (``receiveMsg_<Name>``).  Pure pydantic: no actor
 gateway's core can build them (``docs/architecture.md``, "Requests").
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pegasus import lazy
 from pegasus.requests.base import R, Reply, Request, View, Views, problems, revalidate
 
 if TYPE_CHECKING:  # the names as a type checker sees them
@@ -49,7 +49,6 @@ _HOMES = {
         "WebhookAdd", "WebhookList", "WebhookRemove"
     ),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "LIST_STATES", "MAX_BATCH", "MAX_DIMENSIONS", "MAX_IMPORT_ITEMS", "MAX_PAGE", "MAX_PRIORITY", "MAX_REASON",
@@ -62,14 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # found once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME_OF))
+__getattr__, __dir__ = lazy.names(__name__, _HOMES)

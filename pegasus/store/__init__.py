@@ -6,27 +6,21 @@ The names below are imported when first used (PEP 562): importing a light module
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:
     from pegasus.store.checkpoint import Checkpointer, CorruptCheckpoint, kind_for, rebuild
     from pegasus.store.errors import DiskFull, StoreCorrupt, StoreDamaged, StoreReplaced, StoreUnavailable
     from pegasus.store.sqlite import Store, StaleStateError, StoreError
 
-_MODULE_OF = {
-    **dict.fromkeys(("Checkpointer", "CorruptCheckpoint", "kind_for", "rebuild"), "checkpoint"),
-    **dict.fromkeys(("DiskFull", "StoreCorrupt", "StoreDamaged", "StoreReplaced", "StoreUnavailable"), "errors"),
-    **dict.fromkeys(("Store", "StaleStateError", "StoreError"), "sqlite"),
-}
+__getattr__, __dir__ = lazy.names(__name__, {
+    "pegasus.store.checkpoint": ("Checkpointer", "CorruptCheckpoint", "kind_for", "rebuild"),
+    "pegasus.store.errors": ("DiskFull", "StoreCorrupt", "StoreDamaged", "StoreReplaced", "StoreUnavailable"),
+    "pegasus.store.sqlite": ("Store", "StaleStateError", "StoreError"),
+})
 
 __all__ = ["Checkpointer", "CorruptCheckpoint", "DiskFull", "StaleStateError", "Store", "StoreCorrupt", "StoreDamaged", "StoreError",
            "StoreReplaced", "StoreUnavailable", "kind_for", "rebuild"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"pegasus.store.{_MODULE_OF[name]}"), name)
-    globals()[name] = value
-    return value

@@ -9,8 +9,9 @@ machines' tables, which a command line that only asks a request never builds.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pegasus import lazy
 
 if TYPE_CHECKING:  # the names as a type checker sees them
     from pegasus.task import machines
@@ -32,22 +33,7 @@ _HOMES = {
     "pegasus.task.models": ("ActionResult", "Plan", "PlanStep", "PostTaskReflection", "Reflection",
                             "StateTransition", "TaskContext", "TaskSnapshot"),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "machines":
-        return importlib.import_module("pegasus.task.machines")
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME_OF) | {"machines"})
+__getattr__, __dir__ = lazy.names(__name__, _HOMES, submodules=("machines",))
 
 
 __all__ = [
